@@ -1,0 +1,31 @@
+# Two commands do all the set-up on a fresh machine: `make test` and `make demo`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_VERSION ?= 2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo bench setup clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first and pinned: the CPU wheel here, instead of the newest CUDA build from PyPI
+	$(PY) -m pip install --quiet torch==$(TORCH_VERSION)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/hybridload demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_kernels.py
+	$(PY) benchmarks/bench_loader_overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

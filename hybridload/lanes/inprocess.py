@@ -1,0 +1,53 @@
+"""The in-process lane: threads in the trainer's process running ``kernels/`` directly.
+
+For debugging, for machines without Ray, and for testing the scheduler and merger.
+JPEG decoding (libjpeg-turbo) and torch's resize release the GIL, so threads scale
+across cores.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from hybridload.kernels import process_batch
+
+from .base import BatchTask, Done
+
+log = logging.getLogger(__name__)
+
+
+class InProcessLane:
+    """Runs each batch task on one of ``threads`` worker threads."""
+
+    name = "inprocess"
+
+    def __init__(self, source, recipe, *, seed: int, threads: int, on_error: str = "raise",
+                 pin_memory: bool = False):
+        self.source, self.recipe, self.seed = source, recipe, seed
+        self.on_error, self.pin_memory = on_error, pin_memory
+        self.slots = threads
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hybridload-inprocess")
+        self._closed = False
+
+    def _run(self, task: BatchTask):
+        return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
+                             on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name)
+
+    def submit(self, task: BatchTask, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError("InProcessLane is closed")
+        fut = self._pool.submit(self._run, task)
+
+        def _finish(f):
+            if f.cancelled():
+                return
+            exc = f.exception()
+            done(task, exc if exc is not None else f.result())
+
+        fut.add_done_callback(_finish)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,93 @@
+"""LoaderPolicy: where and how the loader runs its work. A frozen, validated dataclass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("cpu", "gpu", "split", "auto")
+PLACEMENTS = ("remote-first", "any", "local")
+ON_ERROR = ("raise", "skip")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderPolicy:
+    """How a HybridLoader splits and runs its work.
+
+    Attributes:
+        mode: "cpu" (CPU lanes only), "gpu" (the DALI lane only), "split" (both, the GPU
+            lane capped at ``gpu_share``), "auto" (the planner decides, re-planning online).
+        gpu_share: fraction of batches the GPU lane may take in "split" mode, 0..1.
+        max_gpu_util: the GPU lane may not push GPU utilization above this, 0..1.
+        ray_address: None (RAY_ADDRESS, else an embedded local cluster on loopback),
+            "auto", or "host:port".
+        cpu_actors: Ray CPU actors; None → from the plan or the cluster's CPUs; 0 → the
+            in-process lane (threads in this process, no Ray).
+        placement: "remote-first" (actors on nodes other than the trainer's when they have
+            CPUs), "any", or "local".
+        reserve_local_cpus: CPUs on the trainer's node left free for the training process.
+        threads: threads of the in-process lane; None → the CPUs this process may use.
+        window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
+        on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
+            place, counted in ``stats()``).
+        batch_timeout_s: how long the consumer waits for the next batch before an error
+            naming it (never a silent hang).
+        plan: a Plan or a path to a plan JSON file.
+    """
+
+    mode: str = "cpu"
+    gpu_share: float | None = None
+    max_gpu_util: float = 0.9
+    ray_address: str | None = None
+    cpu_actors: int | None = None
+    placement: str = "remote-first"
+    reserve_local_cpus: int = 1
+    threads: int | None = None
+    window: int | None = None
+    on_error: str = "raise"
+    batch_timeout_s: float = 300.0
+    plan: Any = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        if self.gpu_share is not None and not _is_fraction(self.gpu_share):
+            raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
+        if self.mode == "split" and self.gpu_share is None and self.plan is None:
+            raise ValueError("LoaderPolicy: mode='split' needs gpu_share=<0..1> or a plan")
+        if not _is_fraction(self.max_gpu_util) or self.max_gpu_util == 0:
+            raise ValueError(f"LoaderPolicy: max_gpu_util must be in (0, 1], got {self.max_gpu_util!r}")
+        if self.cpu_actors is not None and not _is_count(self.cpu_actors):
+            raise ValueError(f"LoaderPolicy: cpu_actors must be None or an int >= 0, got {self.cpu_actors!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"LoaderPolicy: placement must be one of {', '.join(PLACEMENTS)}; got {self.placement!r}")
+        if not _is_count(self.reserve_local_cpus):
+            raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
+        if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
+            raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
+        if self.window is not None and (not _is_count(self.window) or self.window == 0):
+            raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if (isinstance(self.batch_timeout_s, bool) or not isinstance(self.batch_timeout_s, (int, float))
+                or self.batch_timeout_s <= 0):
+            raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive number, got {self.batch_timeout_s!r}")
+        if self.ray_address is not None and not isinstance(self.ray_address, str):
+            raise ValueError(f"LoaderPolicy: ray_address must be None, 'auto' or 'host:port', got {self.ray_address!r}")
+
+    def resolved_threads(self) -> int:
+        if self.threads is not None:
+            return self.threads
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # pragma: no cover - not Linux
+            return max(1, os.cpu_count() or 1)
+
+
+def _is_fraction(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v <= 1
+
+
+def _is_count(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int) and v >= 0

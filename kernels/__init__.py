@@ -1,0 +1,14 @@
+"""CPU kernels: every recipe stage as pure functions over bytes and arrays.
+
+Run directly by the in-process lane and by Ray actors; testable without either.
+Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through
+simplejpeg for JPEG decoding, Pillow for other formats, and torch's antialiased
+bilinear uint8 resize.
+"""
+
+from .batch import BatchResult, process_batch, process_sample
+from .decode import MAX_IMAGE_PIXELS, decode_image, image_size
+from .geometry import apply_ops
+
+__all__ = ["BatchResult", "process_batch", "process_sample", "decode_image", "image_size",
+           "apply_ops", "MAX_IMAGE_PIXELS"]

@@ -1,0 +1,101 @@
+"""One sample and one batch, end to end: read, decode, geometry, layout, normalize."""
+
+from __future__ import annotations
+
+import time
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from hybridload.errors import SampleError
+from hybridload.recipe import Recipe
+from hybridload.sources import Source
+
+from .decode import DecodeError, decode_image
+from .geometry import apply_ops
+
+log = logging.getLogger("hybridload.kernels")
+_TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
+
+
+@dataclass
+class BatchResult:
+    """A processed batch: images (torch tensor), labels and indices (int64 arrays)."""
+
+    images: torch.Tensor
+    labels: np.ndarray
+    indices: np.ndarray
+    skipped: list = field(default_factory=list)  # (index, path, stage, reason) per substituted sample
+    seconds: float = 0.0
+    lane: str = ""
+
+
+def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch: int,
+                   out: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    """Read and process one sample. Writes into ``out`` (HWC or CHW per the recipe) when
+    given. Returns (image, label); raises :class:`SampleError` naming index, path, stage."""
+    ref = source.ref(index)
+    payload, label = source.read(ref)  # raises SampleError(stage="read")
+    try:
+        arr = decode_image(payload)
+    except DecodeError as exc:
+        raise SampleError(ref.index, ref.location, "Decode", str(exc)) from None
+    params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0])
+    try:
+        img = apply_ops(arr, params.ops, params.stages)
+    except Exception as exc:
+        raise SampleError(ref.index, ref.location, getattr(exc, "stage", "geometry"),
+                          f"{type(exc).__name__}: {exc}") from None
+    if tuple(img.shape[:2]) != recipe.out_hw:
+        raise SampleError(ref.index, ref.location, "ToTensor",
+                          f"produced {tuple(img.shape[:2])}, expected {recipe.out_hw}")
+    chw = recipe.layout == "CHW"
+    if out is None:
+        return (img.permute(2, 0, 1).contiguous() if chw else img.contiguous()), label
+    out.copy_(img.permute(2, 0, 1) if chw else img)
+    return out, label
+
+
+def _normalize(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+    norm = recipe.normalize
+    dtype = _TORCH_DTYPES[recipe.dtype]
+    if norm is None:
+        return buf if dtype == torch.uint8 else buf.to(dtype)
+    shape = (1, 3, 1, 1) if recipe.layout == "CHW" else (1, 1, 1, 3)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in norm.std], dtype=torch.float32).view(shape)
+    bias = torch.tensor([-m / s for m, s in zip(norm.mean, norm.std)], dtype=torch.float32).view(shape)
+    out = buf.to(torch.float32).mul_(scale).add_(bias)
+    return out if dtype == torch.float32 else out.to(dtype)
+
+
+def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
+                  on_error: str = "raise", pin_memory: bool = False, lane: str = "") -> BatchResult:
+    """Process a batch of dataset indices into one stacked tensor.
+
+    With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
+    ``"skip"`` it is replaced by a zero image (then normalized like any other), its
+    label kept, and recorded in ``BatchResult.skipped``.
+    """
+    t0 = time.perf_counter()
+    idx = np.asarray(indices, dtype=np.int64)
+    buf = torch.empty(recipe.output_shape(len(idx)), dtype=torch.uint8, pin_memory=pin_memory)
+    labels = np.empty(len(idx), dtype=np.int64)
+    skipped = []
+    for k, i in enumerate(idx.tolist()):
+        try:
+            _img, labels[k] = process_sample(source, recipe, i, seed, epoch, out=buf[k])
+        except SampleError as exc:
+            if on_error != "skip":
+                raise
+            buf[k].zero_()
+            labels[k] = _label_without_read(source, i)
+            skipped.append((exc.index, exc.path, exc.stage, exc.reason))
+            log.warning("substituted a zero image for %s", exc)
+    images = _normalize(buf, recipe)
+    return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
+
+
+def _label_without_read(source: Source, index: int) -> int:
+    return int(source.ref(index).label)

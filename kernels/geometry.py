@@ -1,0 +1,53 @@
+"""Geometric operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def crop(img: torch.Tensor, x: int, y: int, w: int, h: int) -> torch.Tensor:
+    """Integer crop of an HWC tensor; parts outside the image read as zeros."""
+    H, W = img.shape[0], img.shape[1]
+    if x >= 0 and y >= 0 and x + w <= W and y + h <= H:
+        return img[y:y + h, x:x + w]
+    out = img.new_zeros((h, w, img.shape[2]))
+    sx0, sy0 = max(x, 0), max(y, 0)
+    sx1, sy1 = min(x + w, W), min(y + h, H)
+    if sx1 > sx0 and sy1 > sy0:
+        out[sy0 - y:sy1 - y, sx0 - x:sx1 - x] = img[sy0:sy1, sx0:sx1]
+    return out
+
+
+def resize(img: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Antialiased bilinear resize of an HWC uint8 tensor (matches Pillow's BILINEAR
+    within one level; torch's uint8 channels-last fast path)."""
+    if img.shape[0] == h and img.shape[1] == w:
+        return img
+    nchw = img.permute(2, 0, 1).unsqueeze(0)  # a channels-last view, no copy
+    out = F.interpolate(nchw, size=(h, w), mode="bilinear", antialias=True, align_corners=False)
+    return out[0].permute(1, 2, 0)
+
+
+def apply_ops(arr: np.ndarray | torch.Tensor, ops, stages=None) -> torch.Tensor:
+    """Apply ``ops`` (see SampleParams) in order; returns an HWC uint8 tensor (maybe a view).
+
+    On failure the exception carries the failing stage's name in ``stage``.
+    """
+    img = torch.from_numpy(arr) if isinstance(arr, np.ndarray) else arr
+    for k, op in enumerate(ops):
+        try:
+            kind = op[0]
+            if kind == "crop":
+                img = crop(img, op[1], op[2], op[3], op[4])
+            elif kind == "resize":
+                img = resize(img, op[1], op[2])
+            elif kind == "flip":
+                img = img.flip(1)
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+        except Exception as exc:
+            exc.stage = stages[k] if stages else kind  # type: ignore[attr-defined]
+            raise
+    return img
