@@ -131,7 +131,7 @@ class HybridLoader:
     def __iter__(self) -> Iterator:
         lanes = self._ensure_lanes()
         if self._active is not None:
-            self._active._finish()
+            self._active._finish(superseded=True)
         start = self._resume if self._resume is not None else 0
         self._resume = None
         self._pos = start
@@ -164,7 +164,7 @@ class HybridLoader:
                 raise ValueError(f"HybridLoader.load_state_dict: saved {key}={state[key]!r} but this loader has "
                                  f"{key}={mine!r}; build the loader with the same arguments to resume")
         if self._active is not None:
-            self._active._finish()
+            self._active._finish(superseded=True)
         self.epoch = int(state["epoch"])
         self._resume = self._pos = int(state["position"])
 
@@ -201,6 +201,7 @@ class _EpochIterator:
         self._scheduler = Scheduler(lanes, batches, start, loader.epoch, self._merger, loader._stats)
         self._merger.describe = self._scheduler.where
         self._done = False
+        self._superseded = False
         self._scheduler.pump()
 
     def __iter__(self):
@@ -208,11 +209,10 @@ class _EpochIterator:
 
     def __next__(self):
         loader = self._loader
+        if self._superseded:
+            raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
         if self._done:
             raise StopIteration
-        if loader._active is not self:
-            self._finish()
-            raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
         t0 = time.perf_counter()
         try:
             result = self._merger.get(poll=self._scheduler.pump)
@@ -223,7 +223,8 @@ class _EpochIterator:
         loader._pos += 1
         return loader._deliver(result)
 
-    def _finish(self) -> None:
+    def _finish(self, superseded: bool = False) -> None:
+        self._superseded = self._superseded or (superseded and not self._done)
         if not self._done:
             self._done = True
             self._scheduler.stop()

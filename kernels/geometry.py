@@ -35,7 +35,12 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops, stages=None) -> torch.Tensor:
 
     On failure the exception carries the failing stage's name in ``stage``.
     """
-    img = torch.from_numpy(arr) if isinstance(arr, np.ndarray) else arr
+    if isinstance(arr, np.ndarray):
+        if not arr.flags.writeable:  # e.g. np.asarray(PIL image); torch wants writable memory
+            arr = arr.copy()
+        img = torch.from_numpy(arr)
+    else:
+        img = arr
     for k, op in enumerate(ops):
         try:
             kind = op[0]

@@ -8,6 +8,7 @@ across cores.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from hybridload.kernels import process_batch
@@ -47,7 +48,15 @@ class InProcessLane:
 
         fut.add_done_callback(_finish)
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, join_timeout_s: float = 10.0) -> None:
+        """Cancel queued tasks and wait (bounded) for running ones to finish."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + join_timeout_s
+        for t in list(getattr(self._pool, "_threads", ())):
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                log.warning("in-process lane thread %s is still running a task after close(); "
+                            "it will exit when that task returns", t.name)

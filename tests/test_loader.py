@@ -1,0 +1,205 @@
+"""HybridLoader on the in-process lane: the stream, determinism, resume, errors, shutdown."""
+
+import gc
+import hashlib
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.errors import BatchTimeoutError, SampleError
+
+from resume_helper import check_resume
+
+REC = recipe.imagenet_train(48)
+
+
+def inproc(**kw):
+    return LoaderPolicy(cpu_actors=0, **kw)
+
+
+def stream(loader, epochs=(0,)):
+    """[(indices, labels, pixel digest)] per batch over the given epochs."""
+    out = []
+    for e in epochs:
+        loader.set_epoch(e)
+        for images, labels, indices in loader:
+            out.append((tuple(indices.tolist()), tuple(labels.tolist()),
+                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
+    return out
+
+
+def test_stream_follows_the_batch_plan_with_labels(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 8, policy=inproc(threads=2), seed=4, return_indices=True) as ld:
+        for epoch in (0, 1):
+            ld.set_epoch(epoch)
+            got = [(idx.numpy(), lab.numpy(), img) for img, lab, idx in ld]
+            plan = ld.batch_indices()
+            assert len(got) == len(plan) == len(ld) == 8
+            for (idx, lab, img), want in zip(got, plan):
+                assert idx.tolist() == want.tolist()
+                assert lab.tolist() == [src.ref(i).label for i in want]
+                assert img.shape == (len(want), 3, 48, 48) and img.dtype == torch.uint8
+            assert sorted(np.concatenate([g[0] for g in got]).tolist()) == list(range(60))
+
+
+def test_stream_identical_whatever_threads_and_window(photo_root):
+    src = sources.ImageFolder(photo_root)
+    runs = []
+    for threads, window in [(1, 1), (2, None), (3, 2), (4, 16)]:
+        with HybridLoader(src, REC, 7, policy=inproc(threads=threads, window=window), seed=9,
+                          return_indices=True) as ld:
+            runs.append(stream(ld, epochs=(0, 1)))
+    assert all(r == runs[0] for r in runs[1:])
+    assert runs[0][:9] != runs[0][9:]  # epochs differ
+
+
+def test_resume_mid_epoch_and_at_epoch_end_gives_the_uninterrupted_stream(photo_root):
+    src = sources.ImageFolder(photo_root)
+
+    def key(batch):
+        images, labels, indices = batch
+        return (tuple(indices.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
+
+    check_resume(lambda: HybridLoader(src, REC, 9, policy=inproc(threads=2), seed=2, return_indices=True),
+                 key=key, close=lambda ld: ld.close())
+
+
+def test_load_state_dict_refuses_a_different_configuration(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 8, policy=inproc()) as a, HybridLoader(src, REC, 4, policy=inproc()) as b:
+        with pytest.raises(ValueError, match="batch_size=8 but this loader has batch_size=4"):
+            b.load_state_dict(a.state_dict())
+
+
+def test_a_bad_sample_raises_after_every_earlier_batch_was_delivered(photo_root, bad_files):
+    src0 = sources.ImageFolder(photo_root)
+    paths = list(src0.paths[:20])
+    paths[13] = bad_files["truncated"]
+    src = sources.FileList(paths, list(range(20)))
+    with HybridLoader(src, REC, 4, policy=inproc(threads=2), shuffle=False) as ld:
+        delivered = []
+        with pytest.raises(SampleError) as info:
+            for images, labels in ld:
+                delivered.append(labels.tolist())
+        assert delivered == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+        assert (info.value.index, info.value.path, info.value.stage) == (13, bad_files["truncated"], "Decode")
+        assert ld.state_dict()["position"] == 3
+
+
+def test_skip_substitutes_and_counts_in_stats(photo_root, bad_files):
+    src0 = sources.ImageFolder(photo_root)
+    paths = list(src0.paths[:12])
+    paths[5], paths[9] = bad_files["zero"], bad_files["missing"]
+    src = sources.FileList(paths, list(range(12)))
+    with HybridLoader(src, REC, 4, policy=inproc(on_error="skip"), shuffle=False) as ld:
+        batches = list(ld)
+        assert len(batches) == 3 and batches[1][0][1].eq(0).all() and batches[2][0][1].eq(0).all()
+        st = ld.stats()
+        assert st["skipped"] == 2
+        assert {(s["index"], s["stage"]) for s in st["skipped_samples"]} == {(5, "Decode"), (9, "read")}
+
+
+def test_memory_in_flight_is_bounded_by_the_window_when_the_consumer_stops(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 2, policy=inproc(threads=2, window=3), shuffle=False) as ld:
+        it = iter(ld)
+        next(it)
+        time.sleep(1.0)  # the consumer stops reading; producers must stop at the window
+        st = ld.stats()
+        assert st["images"] <= 2 * (1 + 3), st["images"]
+        assert it._merger.buffered() <= 3
+        assert len(list(it)) == len(ld) - 1
+
+
+def test_slow_batch_ends_in_a_timeout_naming_it():
+    class Slow:
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            time.sleep(1.5 if i == 0 else 0)
+            return np.zeros((8, 8, 3), np.uint8), i
+
+    ld = HybridLoader(sources.TorchDataset(Slow()), recipe.Recipe([recipe.Decode(), recipe.CenterCrop(8)]), 2,
+                      policy=inproc(threads=1, batch_timeout_s=0.3), shuffle=False)
+    t0 = time.monotonic()
+    with pytest.raises(BatchTimeoutError, match="batch 0 did not arrive within 0.3 s"):
+        next(iter(ld))
+    assert time.monotonic() - t0 < 1.4
+    ld.close()
+
+
+def _lane_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("hybridload-inprocess") and t.is_alive()]
+
+
+def test_close_and_garbage_collection_leave_no_threads(photo_root):
+    src = sources.ImageFolder(photo_root)
+    ld = HybridLoader(src, REC, 4, policy=inproc(threads=2))
+    next(iter(ld))
+    assert _lane_threads()
+    ld.close()
+    ld.close()  # idempotent
+    assert not _lane_threads()
+    with pytest.raises(RuntimeError, match="closed"):
+        iter(ld)
+    ld2 = HybridLoader(src, REC, 4, policy=inproc(threads=2))
+    next(iter(ld2))
+    del ld2
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _lane_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _lane_threads()
+
+
+def test_a_new_iterator_supersedes_the_old_one(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 4, policy=inproc()) as ld:
+        old = iter(ld)
+        next(old)
+        new = iter(ld)
+        with pytest.raises(RuntimeError, match="superseded"):
+            next(old)
+        assert len(list(new)) == len(ld)
+
+
+def test_normalized_output_is_float_on_cpu_device(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, recipe.imagenet_eval(32, normalize=True), 5, policy=inproc(), device="cpu") as ld:
+        images, labels = next(iter(ld))
+        assert images.dtype == torch.float32 and images.device.type == "cpu" and labels.dtype == torch.int64
+
+
+@pytest.mark.parametrize("make,exc,msg", [
+    (lambda s: HybridLoader(s, REC, 0), ValueError, "batch_size must be a positive int"),
+    (lambda s: HybridLoader(s, REC, -3), ValueError, "batch_size must be a positive int"),
+    (lambda s: HybridLoader(s, REC, 4, rank=2, world_size=2), ValueError, "rank"),
+    (lambda s: HybridLoader("folder", REC, 4), TypeError, "sources.TorchDataset"),
+    (lambda s: HybridLoader(s, "imagenet", 4), TypeError, "Recipe"),
+    (lambda s: LoaderPolicy(mode="fast"), ValueError, "mode must be one of"),
+    (lambda s: LoaderPolicy(on_error="ignore"), ValueError, "on_error"),
+    (lambda s: LoaderPolicy(gpu_share=1.5), ValueError, "gpu_share"),
+    (lambda s: LoaderPolicy(mode="split"), ValueError, "gpu_share"),
+    (lambda s: LoaderPolicy(window=0), ValueError, "window"),
+    (lambda s: LoaderPolicy(placement="near"), ValueError, "placement"),
+])
+def test_bad_configuration_gets_a_clear_error(photo_root, make, exc, msg):
+    with pytest.raises(exc, match=msg):
+        make(sources.ImageFolder(photo_root))
+
+
+def test_empty_or_missing_folders_are_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a directory"):
+        sources.ImageFolder(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="no class folders"):
+        sources.ImageFolder(tmp_path)
+    (tmp_path / "cat").mkdir()
+    (tmp_path / "cat" / "notes.txt").write_text("x")
+    with pytest.raises(FileNotFoundError, match="no image files"):
+        sources.ImageFolder(tmp_path)

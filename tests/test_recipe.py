@@ -1,0 +1,76 @@
+import pytest
+
+from hybridload import recipe as R
+
+
+def test_sample_params_depend_only_on_seed_epoch_index():
+    rec = R.imagenet_train(224)
+    a = rec.sample_params(0, 3, 17, 500, 375)
+    assert a == rec.sample_params(0, 3, 17, 500, 375)
+    # a different seed, epoch or index draws differently (over a handful of indices)
+    others = [rec.sample_params(1, 3, 17, 500, 375), rec.sample_params(0, 4, 17, 500, 375),
+              rec.sample_params(0, 3, 18, 500, 375)]
+    assert all(o != a for o in others)
+
+
+def test_random_resized_crop_box_inside_image_and_within_scale_ratio():
+    st = R.RandomResizedCrop(224, scale=(0.2, 0.9), ratio=(0.5, 2.0))
+    rec = R.Recipe([R.Decode(), st])
+    for i in range(300):
+        p = rec.sample_params(0, 0, i, 400, 300)
+        kind, x, y, w, h = p.ops[0]
+        assert kind == "crop" and 0 <= x and 0 <= y and x + w <= 400 and y + h <= 300
+        assert p.ops[1] == ("resize", 224, 224)
+        if not (w == 400 or h == 300):  # not the fallback
+            assert 0.2 * 0.98 <= (w * h) / (400 * 300) <= 0.9 * 1.02
+            assert 0.5 * 0.9 <= w / h <= 2.0 * 1.1
+
+
+def test_flip_probability_is_respected():
+    rec = R.Recipe([R.Decode(), R.CenterCrop(8), R.HorizontalFlip(0.3)])
+    flips = sum(("flip",) in rec.sample_params(0, 0, i, 16, 16).ops for i in range(2000))
+    assert 0.25 * 2000 < flips < 0.35 * 2000
+    never = R.Recipe([R.Decode(), R.CenterCrop(8), R.HorizontalFlip(0.0)])
+    assert not any(("flip",) in never.sample_params(0, 0, i, 16, 16).ops for i in range(200))
+
+
+def test_eval_recipe_matches_torchvision_resize_then_center_crop_geometry():
+    rec = R.imagenet_eval(224)
+    p = rec.sample_params(0, 0, 0, 500, 375)
+    # Resize(256): short side 375 -> 256, long side int(256 * 500 / 375) = 341
+    assert p.ops[0] == ("resize", 256, 341)
+    # CenterCrop(224): top round((256-224)/2)=16, left round((341-224)/2)=58 (58.5 rounds to even)
+    assert p.ops[1] == ("crop", 58, 16, 224, 224)
+    assert p.out_hw == (224, 224)
+
+
+def test_output_dtype_and_layout():
+    assert R.imagenet_train(224).dtype == "uint8"
+    assert R.imagenet_train(224, normalize=True).dtype == "float32"
+    rec = R.Recipe([R.Decode(), R.CenterCrop((32, 48)), R.ToTensor(layout="HWC", dtype="float16")])
+    assert rec.output_shape(4) == (4, 32, 48, 3) and rec.dtype == "float16"
+
+
+@pytest.mark.parametrize("build,msg", [
+    (lambda: R.RandomResizedCrop(0), "RandomResizedCrop: size"),
+    (lambda: R.RandomResizedCrop(224, scale=(0.5, 0.1)), "scale"),
+    (lambda: R.RandomResizedCrop(224, ratio=(-1, 2)), "ratio"),
+    (lambda: R.Resize("big"), "Resize: size"),
+    (lambda: R.CenterCrop((0, 3)), "CenterCrop: size"),
+    (lambda: R.HorizontalFlip(1.5), "HorizontalFlip: p"),
+    (lambda: R.Normalize(mean=(1, 2)), "Normalize: mean"),
+    (lambda: R.Normalize(std=(1, 0, 1)), "Normalize: std"),
+    (lambda: R.ToTensor(layout="NCHW"), "ToTensor: layout"),
+    (lambda: R.Recipe([R.RandomResizedCrop(8)]), "first stage must be Decode"),
+    (lambda: R.Recipe([R.Decode(), R.Normalize(), R.CenterCrop(8)]), "out of order"),
+    (lambda: R.Recipe([R.Decode(), R.Resize(8)]), "not fixed"),
+    (lambda: R.Recipe([R.Decode(), "flip"]), "not a hybridload.recipe stage"),
+])
+def test_bad_stage_arguments_say_what_to_change(build, msg):
+    with pytest.raises(ValueError, match=msg):
+        build()
+
+
+def test_unknown_stage_argument_names_the_stage():
+    with pytest.raises(TypeError, match="RandomResizedCrop"):
+        R.RandomResizedCrop(224, sclae=(0.1, 1.0))

@@ -1,0 +1,79 @@
+import itertools
+
+import numpy as np
+import pytest
+from torch.utils.data import DistributedSampler
+
+from hybridload import sharding
+
+from resume_helper import check_resume
+
+GRID = list(itertools.product([1, 7, 10, 33, 64, 101], [1, 2, 3, 4, 5, 8], [1, 3, 8], [False, True]))
+
+
+@pytest.mark.parametrize("n,world,bs,drop_last", GRID)
+def test_rank_batches_partition_the_dataset(n, world, bs, drop_last):
+    per_rank = [sharding.rank_batches(n, batch_size=bs, seed=3, epoch=1, world_size=world, rank=r,
+                                      drop_last=drop_last) for r in range(world)]
+    counts = {len(b) for b in per_rank}
+    assert len(counts) == 1, "every rank must get the same number of batches"
+    assert counts.pop() == sharding.num_batches(n, batch_size=bs, world_size=world, drop_last=drop_last)
+    flat = [np.concatenate(b) if b else np.empty(0, np.int64) for b in per_rank]
+    allidx = np.concatenate(flat)
+    assert allidx.min(initial=0) >= 0 and allidx.max(initial=0) < max(n, 1)
+    if drop_last:
+        # disjoint, nothing repeated; at most world_size * bs samples left out
+        assert len(np.unique(allidx)) == len(allidx)
+        assert n - len(allidx) < world + world * bs
+    else:
+        # every index covered; repeats only from DistributedSampler-style padding
+        assert set(allidx.tolist()) == set(range(n))
+        padded = sharding.samples_per_rank(n, world, False) * world
+        assert len(allidx) == padded and padded - n < world
+    for b in per_rank:
+        for batch in b[:-1]:
+            assert len(batch) == bs
+
+
+@pytest.mark.parametrize("n,world,drop_last", [(10, 3, False), (10, 3, True), (64, 4, False), (7, 8, False)])
+def test_rank_indices_match_torch_distributed_sampler(n, world, drop_last):
+    for rank in range(world):
+        ds = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=True, seed=5, drop_last=drop_last)
+        ds.set_epoch(2)
+        ours = sharding.rank_indices(n, seed=5, epoch=2, world_size=world, rank=rank, drop_last=drop_last)
+        assert ours.tolist() == list(ds)
+
+
+def test_same_seed_epoch_same_order_and_epochs_differ():
+    a = sharding.rank_batches(100, batch_size=8, seed=1, epoch=0)
+    b = sharding.rank_batches(100, batch_size=8, seed=1, epoch=0)
+    c = sharding.rank_batches(100, batch_size=8, seed=1, epoch=1)
+    assert all((x == y).all() for x, y in zip(a, b))
+    assert not all((x == y).all() for x, y in zip(a, c))
+    unshuffled = sharding.rank_batches(10, batch_size=4, shuffle=False)
+    assert np.concatenate(unshuffled).tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    (dict(batch_size=0), "batch_size"), (dict(batch_size=-2), "batch_size"),
+    (dict(batch_size=2, world_size=0), "world_size"), (dict(batch_size=2, world_size=2, rank=2), "rank"),
+])
+def test_bad_arguments_name_the_argument(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        sharding.rank_batches(10, **kwargs)
+
+
+def test_resolve_rank_defaults_and_overrides(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert sharding.resolve_rank() == (0, 1)
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert sharding.resolve_rank() == (2, 4)
+    assert sharding.resolve_rank(1, 3) == (1, 3)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_distributed_batch_sampler_resume(drop_last):
+    check_resume(lambda: sharding.DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2),
+                 key=tuple)
