@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 STATE_VERSION = 1
 
 
+def _ray_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("ray") is not None
+
+
 def _close_lanes(lanes: list) -> None:
     while lanes:
         lane = lanes.pop()
@@ -118,13 +123,17 @@ class HybridLoader:
             raise LaneUnavailableError(
                 f"LoaderPolicy(mode={p.mode!r}) needs the GPU lane, which this version of hybridload "
                 "does not provide yet; use LoaderPolicy(mode='cpu')")
-        if p.cpu_actors:
-            raise LaneUnavailableError(
-                f"LoaderPolicy(cpu_actors={p.cpu_actors}) needs the Ray lane, which this version of hybridload "
-                "does not provide yet; use cpu_actors=0 (the in-process lane)")
-        self._lanes.append(InProcessLane(self.source, self.recipe, seed=self.seed,
-                                         threads=p.resolved_threads(), on_error=p.on_error,
-                                         pin_memory=self._mover.pin_memory))
+        if p.cpu_actors == 0 or (p.cpu_actors is None and not _ray_installed()):
+            if p.cpu_actors is None:
+                log.warning("Ray is not installed: running the in-process lane (pip install 'hybridload[ray]' "
+                            "for Ray CPU actors; set cpu_actors=0 to silence this)")
+            self._lanes.append(InProcessLane(self.source, self.recipe, seed=self.seed,
+                                             threads=p.resolved_threads(), on_error=p.on_error,
+                                             pin_memory=self._mover.pin_memory))
+        else:
+            from .lanes.ray_lane import RayLane
+            self._lanes.append(RayLane(self.source, self.recipe, seed=self.seed, policy=p, rank=self.rank,
+                                       world_size=self.world_size, pin_memory=self._mover.pin_memory))
         return self._lanes
 
     # ----------------------------------------------------------------- iteration

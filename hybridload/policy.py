@@ -27,6 +27,8 @@ class LoaderPolicy:
         placement: "remote-first" (actors on nodes other than the trainer's when they have
             CPUs), "any", or "local".
         reserve_local_cpus: CPUs on the trainer's node left free for the training process.
+        ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
+            nodes that cannot see the data); by default actors read their own inputs.
         threads: threads of the in-process lane; None → the CPUs this process may use.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
@@ -43,6 +45,7 @@ class LoaderPolicy:
     cpu_actors: int | None = None
     placement: str = "remote-first"
     reserve_local_cpus: int = 1
+    ship_bytes: bool = False
     threads: int | None = None
     window: int | None = None
     on_error: str = "raise"

@@ -1,0 +1,103 @@
+"""Connecting to Ray: an existing cluster, or an embedded one on loopback.
+
+Ray is imported here lazily (never at ``import hybridload``). ``acquire`` connects
+(or starts) and counts users; ``release`` shuts Ray down when the last user that
+hybridload connected for is gone. A Ray session the user started is left alone.
+
+Trust model: whoever can reach a Ray cluster's ports can run code on it. The embedded
+cluster listens on 127.0.0.1 only; for remote clusters use a private network and Ray's
+token authentication (RAY_AUTH_MODE=token).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+from .errors import LaneUnavailableError
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_users = 0
+_we_connected = False
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise LaneUnavailableError(
+            "the Ray lane needs Ray: pip install 'hybridload[ray]' (or use LoaderPolicy(cpu_actors=0) "
+            "for the in-process lane)") from exc
+    return ray
+
+
+def acquire(address: str | None = None):
+    """Make sure this process is connected to Ray; returns the ``ray`` module.
+
+    ``address``: None → RAY_ADDRESS if set, else an embedded local cluster on loopback;
+    "auto" → the cluster started on this machine with ``ray start``; "host:port" → that
+    cluster.
+    """
+    global _users, _we_connected
+    ray = _import_ray()
+    with _lock:
+        if not ray.is_initialized():
+            addr = address or os.environ.get("RAY_ADDRESS")
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            if addr:
+                log.info("connecting to the Ray cluster at %s", addr)
+                ray.init(address=addr, logging_level=logging.WARNING, log_to_driver=False)
+            else:
+                # loopback only: without this variable Ray binds to the machine's network address
+                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+                log.info("starting an embedded Ray cluster on 127.0.0.1")
+                ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+                         logging_level=logging.WARNING, log_to_driver=False,
+                         object_store_memory=_embedded_store_bytes())
+            _we_connected = True
+        _users += 1
+    return ray
+
+
+def _embedded_store_bytes() -> int:
+    # a modest object store: batches are consumed as they arrive (the window bounds them)
+    return int(os.environ.get("HYBRIDLOAD_OBJECT_STORE_BYTES", str(1 << 30)))
+
+
+def release() -> None:
+    """Drop one user; shut Ray down if hybridload connected it and nobody uses it now."""
+    global _users, _we_connected
+    ray = _import_ray()
+    with _lock:
+        _users = max(0, _users - 1)
+        if _users == 0 and _we_connected and ray.is_initialized():
+            log.info("shutting down the Ray connection hybridload made")
+            ray.shutdown()
+            _we_connected = False
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One alive Ray node as the placement planner sees it."""
+
+    node_id: str
+    address: str
+    cpus: int
+    is_trainer: bool
+
+
+def nodes() -> list[NodeInfo]:
+    """Alive nodes with their total CPUs; the node this process runs on is the trainer's."""
+    ray = _import_ray()
+    here = ray.get_runtime_context().get_node_id()
+    out = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        out.append(NodeInfo(n["NodeID"], n.get("NodeManagerAddress", "?"),
+                            int(n.get("Resources", {}).get("CPU", 0)), n["NodeID"] == here))
+    return sorted(out, key=lambda n: (n.is_trainer, n.node_id))

@@ -1,0 +1,133 @@
+"""The Ray CPU lane on a simulated 3-node cluster (head = trainer + 2 worker nodes, loopback)."""
+
+import gc
+import hashlib
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+
+from ray_fixtures import alive_actors, three_node_cluster
+
+REC = recipe.imagenet_train(48)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with three_node_cluster(head_cpus=2, worker_cpus=1) as c:
+        yield c
+
+
+def digest_stream(loader, epochs=(0, 1)):
+    out = []
+    for e in epochs:
+        loader.set_epoch(e)
+        for images, labels, idx in loader:
+            out.append((tuple(idx.tolist()), tuple(labels.tolist()),
+                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
+    return out
+
+
+def wait_no_actors(timeout=30):
+    deadline = time.monotonic() + timeout
+    while alive_actors() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return alive_actors()
+
+
+def test_remote_first_places_actors_off_the_trainer_node_and_keeps_its_cpus(cluster, photo_root):
+    import ray
+    trainer = ray.get_runtime_context().get_node_id()
+    ld = HybridLoader(sources.ImageFolder(photo_root), REC, 8,
+                      policy=LoaderPolicy(placement="remote-first", reserve_local_cpus=2), return_indices=True)
+    try:
+        next(iter(ld))
+        lane = ld._lanes[0]
+        assert len(lane.actors) == 2
+        assert trainer not in lane.nodes and len(set(lane.nodes)) == 2
+        # the trainer node's CPUs stay free for the training process
+        avail = ray.available_resources()
+        head = [n for n in ray.nodes() if n["NodeID"] == trainer][0]
+        assert head["Resources"]["CPU"] == 2
+        assert avail.get("CPU", 0) >= 2
+    finally:
+        ld.close()
+    assert wait_no_actors() == []
+
+
+def test_local_placement_uses_the_trainer_node_less_its_reserve(cluster, photo_root):
+    import ray
+    trainer = ray.get_runtime_context().get_node_id()
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
+                      policy=LoaderPolicy(placement="local", reserve_local_cpus=1)) as ld:
+        next(iter(ld))
+        assert ld._lanes[0].nodes == [trainer]
+
+
+def test_too_many_actors_is_a_clear_error(cluster, photo_root):
+    with pytest.raises(ValueError, match="cpu_actors=9 but rank 0 has 3 CPU slots"):
+        with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
+                          policy=LoaderPolicy(cpu_actors=9, reserve_local_cpus=1)) as ld:
+            next(iter(ld))
+    assert wait_no_actors() == []
+
+
+@pytest.mark.parametrize("ship_bytes", [False, True])
+def test_ray_lane_stream_equals_in_process_stream_bit_for_bit(cluster, photo_root, ship_bytes):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5,
+                      return_indices=True) as local:
+        expected = digest_stream(local)
+    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=3, reserve_local_cpus=1, ship_bytes=ship_bytes),
+                      seed=5, return_indices=True) as remote:
+        got = digest_stream(remote)
+        assert remote.stats()["lanes"]["ray"]["images"] == 120
+    assert got == expected
+
+
+def test_sample_errors_from_actors_name_index_path_and_stage(cluster, photo_root, bad_files):
+    from hybridload.errors import SampleError
+    paths = list(sources.ImageFolder(photo_root).paths[:8])
+    paths[6] = bad_files["corrupt"]
+    with HybridLoader(sources.FileList(paths, list(range(8))), REC, 2, shuffle=False,
+                      policy=LoaderPolicy(cpu_actors=2)) as ld:
+        got = []
+        with pytest.raises(SampleError) as info:
+            for _images, labels in ld:
+                got.append(labels.tolist())
+    assert got == [[0, 1], [2, 3], [4, 5]]
+    assert (info.value.index, info.value.path, info.value.stage) == (6, bad_files["corrupt"], "Decode")
+
+
+def test_close_gc_and_interpreter_exit_leave_no_actors(cluster, photo_root):
+    src = sources.ImageFolder(photo_root)
+    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(cpu_actors=2))
+    next(iter(ld))
+    assert len(alive_actors()) == 2
+    ld.close()
+    assert wait_no_actors() == []
+
+    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(cpu_actors=2))
+    next(iter(ld))
+    assert len(alive_actors()) == 2
+    del ld
+    gc.collect()
+    assert wait_no_actors() == []
+
+    address = cluster[0].address
+    script = textwrap.dedent(f"""
+        import ray
+        from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+        ld = HybridLoader(sources.ImageFolder({photo_root!r}), recipe.imagenet_train(48), 8,
+                          policy=LoaderPolicy(cpu_actors=2, ray_address={address!r}))
+        next(iter(ld))
+        print("ACTORS_STARTED", flush=True)
+        # exit without close()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert "ACTORS_STARTED" in proc.stdout, proc.stderr[-3000:]
+    assert wait_no_actors() == []
