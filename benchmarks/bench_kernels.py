@@ -54,6 +54,22 @@ log = logging.getLogger("bench_kernels")
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_KERNELS_OVER_DALI = 1.0
+OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run
+
+
+_CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy (all processes, steal included), from
+    /proc/stat; None where it cannot be read. Used to see other load during a timed run."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = v
+    return (user + nice + system + irq + softirq + steal) / _CLK
 
 
 # --------------------------------------------------------------------------- data
@@ -292,23 +308,27 @@ def time_round(c: Contestant) -> dict:
     if before:
         before()
     try:
-        c0, t0 = time.process_time(), time.perf_counter()
+        m0, c0, t0 = machine_busy_s(), time.process_time(), time.perf_counter()
         images = c.run()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        wall, cpu, m1 = time.perf_counter() - t0, time.process_time() - c0, machine_busy_s()
     finally:
         if after:
             after()
+    other = None if m0 is None or m1 is None else max(0.0, (m1 - m0 - cpu) / wall)
     return {"images": images, "wall_s": wall, "cpu_s": cpu, "images_per_s": images / wall,
-            "cpu_util": cpu / wall}
+            "cpu_util": cpu / wall, "other_load": other}
 
 
 def summarize(rounds: list[dict]) -> dict:
     rates = [r["images_per_s"] for r in rounds]
     utils = [r["cpu_util"] for r in rounds]
     per_cpu = [r["images"] / r["cpu_s"] for r in rounds if r["cpu_s"] > 0]
+    other = [r["other_load"] for r in rounds if r["other_load"] is not None]
     return {"median_images_per_s": statistics.median(rates), "min_images_per_s": min(rates),
             "max_images_per_s": max(rates), "median_cpu_util": statistics.median(utils),
             "median_images_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
+            "median_other_load": statistics.median(other) if other else None,
+            "contended_rounds": sum(o > OTHER_LOAD_WARN for o in other),
             "rounds": rounds}
 
 
@@ -361,14 +381,20 @@ def report(args, env, results, ratios, goal, order) -> str:
     out.append(f"Python {env['python']}, torch {env['torch']}, DALI {env['dali']}, Pillow {env['pillow']}, "
                f"simplejpeg {env['simplejpeg']}; {env['affinity']} CPUs usable; "
                f"load average {env['loadavg_start'][0]:.2f} at start, {env['loadavg_end'][0]:.2f} at end.\n")
-    out.append("| contestant | threads | median img/s | min | max | CPU util | img per CPU-s |")
-    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.append("| contestant | threads | median img/s | min | max | CPU util | img per CPU-s | other load | "
+               "contended rounds |")
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k in order:
         r = results[k]
         out.append(f"| {k.split('/')[0]} | {k.split('/')[1][:-1]} | {r['median_images_per_s']:.0f} | "
                    f"{r['min_images_per_s']:.0f} | {r['max_images_per_s']:.0f} | {r['median_cpu_util']:.2f} | "
-                   f"{fmt(r['median_images_per_cpu_s'])} |")
+                   f"{fmt(r['median_images_per_cpu_s'])} | {fmt(r['median_other_load'], '.2f')} | "
+                   f"{r['contended_rounds']}/{len(r['rounds'])} |")
     out.append("")
+    out.append("CPU util: this process's CPU seconds / wall seconds (all its threads). Other load: cores "
+               "used by other processes meanwhile (from /proc/stat, steal included); a round is counted as "
+               f"contended above {OTHER_LOAD_WARN} cores. Medians resist a few contended rounds; many make "
+               "the figures unreliable.\n")
     out.append("| ratio | of medians | per round: median (min-max) |")
     out.append("| --- | ---: | ---: |")
     for name, r in ratios.items():
@@ -450,8 +476,8 @@ def main(argv=None) -> int:
                     log.info("warm-up   %-22s %7.0f img/s (discarded)", key(c), r["images_per_s"])
                     continue
                 per_round[key(c)].append(r)
-                log.info("round %d/%d  %-22s %7.0f img/s  (CPU util %.2f)", rnd + 1, args.rounds, key(c),
-                         r["images_per_s"], r["cpu_util"])
+                log.info("round %d/%d  %-22s %7.0f img/s  (CPU util %.2f, other load %s)", rnd + 1,
+                         args.rounds, key(c), r["images_per_s"], r["cpu_util"], fmt(r["other_load"], ".2f"))
     finally:
         for c in contestants:
             c.close()

@@ -43,6 +43,22 @@ log = logging.getLogger("bench_loader_overhead")
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_LOADER_OVER_RAW = 0.95
+OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run
+
+
+_CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy (all processes, steal included), from
+    /proc/stat; None where it cannot be read. Used to see other load during a timed run."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = v
+    return (user + nice + system + irq + softirq + steal) / _CLK
 
 
 def photo_set(root: Path, n: int) -> Path:
@@ -101,10 +117,12 @@ class Loader:
 
 
 def timed(fn, *a) -> dict:
-    c0, t0 = time.process_time(), time.perf_counter()
+    m0, c0, t0 = machine_busy_s(), time.process_time(), time.perf_counter()
     images = fn(*a)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"images": images, "wall_s": wall, "cpu_s": cpu, "images_per_s": images / wall, "cpu_util": cpu / wall}
+    wall, cpu, m1 = time.perf_counter() - t0, time.process_time() - c0, machine_busy_s()
+    other = None if m0 is None or m1 is None else max(0.0, (m1 - m0 - cpu) / wall)
+    return {"images": images, "wall_s": wall, "cpu_s": cpu, "images_per_s": images / wall, "cpu_util": cpu / wall,
+            "other_load": other}
 
 
 def check_same_output(raw: Raw, loader: Loader, epoch: int) -> None:
@@ -180,8 +198,9 @@ def main(argv=None) -> int:
                     r["stall_s"] = loader.stall_s() - s0
                     stall_rounds.append(r["stall_s"])
                 per_round[c.name].append(r)
-                log.info("round %d/%d  %-6s %7.0f img/s  (CPU util %.2f%s)", rnd + 1, args.rounds, c.name,
-                         r["images_per_s"], r["cpu_util"],
+                log.info("round %d/%d  %-6s %7.0f img/s  (CPU util %.2f, other load %s%s)", rnd + 1, args.rounds,
+                         c.name, r["images_per_s"], r["cpu_util"],
+                         "n/a" if r["other_load"] is None else f"{r['other_load']:.2f}",
                          f", stall {r['stall_s']:.2f} s of {r['wall_s']:.2f} s" if "stall_s" in r else "")
         stats = loader.loader.stats()
     finally:
@@ -194,9 +213,12 @@ def main(argv=None) -> int:
 
     def summary(rounds):
         rates = [r["images_per_s"] for r in rounds]
+        other = [r["other_load"] for r in rounds if r["other_load"] is not None]
         return {"median_images_per_s": statistics.median(rates), "min_images_per_s": min(rates),
                 "max_images_per_s": max(rates),
-                "median_cpu_util": statistics.median(r["cpu_util"] for r in rounds), "rounds": rounds}
+                "median_cpu_util": statistics.median(r["cpu_util"] for r in rounds),
+                "median_other_load": statistics.median(other) if other else None,
+                "contended_rounds": sum(o > OTHER_LOAD_WARN for o in other), "rounds": rounds}
 
     results = {k: summary(v) for k, v in per_round.items()}
     of_medians = results["loader"]["median_images_per_s"] / results["raw"]["median_images_per_s"]
@@ -210,12 +232,16 @@ def main(argv=None) -> int:
            f"Python {env['python']}, torch {env['torch']} ({env['torch_threads']} intra-op thread(s)); "
            f"{env['affinity']} CPUs usable; load average {env['loadavg_start'][0]:.2f} at start, "
            f"{env['loadavg_end'][0]:.2f} at end.\n",
-           "| contestant | median img/s | min | max | CPU util |",
-           "| --- | ---: | ---: | ---: | ---: |"]
+           "| contestant | median img/s | min | max | CPU util | other load | contended rounds |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k in ("raw", "loader"):
         r = results[k]
+        other = "n/a" if r["median_other_load"] is None else f"{r['median_other_load']:.2f}"
         out.append(f"| {k} | {r['median_images_per_s']:.0f} | {r['min_images_per_s']:.0f} | "
-                   f"{r['max_images_per_s']:.0f} | {r['median_cpu_util']:.2f} |")
+                   f"{r['max_images_per_s']:.0f} | {r['median_cpu_util']:.2f} | {other} | "
+                   f"{r['contended_rounds']}/{len(r['rounds'])} |")
+    out += ["", "CPU util: this process's CPU seconds / wall seconds. Other load: cores used by other "
+            f"processes meanwhile (/proc/stat, steal included); contended above {OTHER_LOAD_WARN} cores."]
     out += ["",
             f"- loader / raw: **{of_medians:.3f}x** (ratio of medians); per round: median "
             f"{statistics.median(paired):.3f}x, range {min(paired):.3f}-{max(paired):.3f}",

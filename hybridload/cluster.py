@@ -35,11 +35,12 @@ def _import_ray():
     return ray
 
 
-def acquire(address: str | None = None):
+def acquire(address: str | None = None, fallback_embedded: bool = False):
     """Make sure this process is connected to Ray; returns the ``ray`` module.
 
     ``address``: None → RAY_ADDRESS if set, else an embedded local cluster on loopback;
-    "auto" → the cluster started on this machine with ``ray start``; "host:port" → that
+    "auto" → the cluster started on this machine with ``ray start`` (with
+    ``fallback_embedded``, the embedded cluster when there is none); "host:port" → that
     cluster.
     """
     global _users, _we_connected
@@ -47,11 +48,19 @@ def acquire(address: str | None = None):
     with _lock:
         if not ray.is_initialized():
             addr = address or os.environ.get("RAY_ADDRESS")
+            if addr == "auto" and os.environ.get("RAY_ADDRESS"):
+                addr = os.environ["RAY_ADDRESS"]
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
             if addr:
                 log.info("connecting to the Ray cluster at %s", addr)
-                ray.init(address=addr, logging_level=logging.WARNING, log_to_driver=False)
-            else:
+                try:
+                    ray.init(address=addr, logging_level=logging.WARNING, log_to_driver=False)
+                except ConnectionError:
+                    if not (addr == "auto" and fallback_embedded):
+                        raise
+                    log.info("no running Ray cluster found; starting an embedded one")
+                    addr = None
+            if not addr:
                 # loopback only: without this variable Ray binds to the machine's network address
                 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
                 log.info("starting an embedded Ray cluster on 127.0.0.1")

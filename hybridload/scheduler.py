@@ -93,7 +93,8 @@ class Scheduler:
             if isinstance(result, BaseException):
                 self._failed(lane, task, result)
             else:
-                self.stats.record_batch(lane.name, len(task.indices), time.perf_counter() - t_start,
+                n = len(task.indices) if hasattr(task.indices, "__len__") else 1
+                self.stats.record_batch(lane.name, n, time.perf_counter() - t_start,
                                         skipped=getattr(result, "skipped", ()))
                 self.merger.put(task.seq, result)
             self.pump()

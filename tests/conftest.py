@@ -16,6 +16,15 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 
 @pytest.fixture(scope="session")
+def ray_cluster():
+    """A simulated 3-node Ray cluster on loopback, shared by every test that asks for it:
+    (cluster, [worker nodes]); the driver is connected to the head (the trainer's node)."""
+    from ray_fixtures import three_node_cluster
+    with three_node_cluster(head_cpus=2, worker_cpus=1) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
 def photo_root(tmp_path_factory):
     """An ImageFolder tree of 60 photo JPEGs in 3 classes."""
     return str(make_photo_folder(tmp_path_factory.mktemp("photos"), 60, num_classes=3, seed=1))

@@ -11,15 +11,14 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
-from ray_fixtures import alive_actors, three_node_cluster
+from ray_fixtures import alive_actors
 
 REC = recipe.imagenet_train(48)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with three_node_cluster(head_cpus=2, worker_cpus=1) as c:
-        yield c
+@pytest.fixture
+def cluster(ray_cluster):
+    return ray_cluster
 
 
 def digest_stream(loader, epochs=(0, 1)):
@@ -130,4 +129,64 @@ def test_close_gc_and_interpreter_exit_leave_no_actors(cluster, photo_root):
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert "ACTORS_STARTED" in proc.stdout, proc.stderr[-3000:]
+    assert wait_no_actors() == []
+
+
+def _ddp_rank(rank, port, address, root, out):
+    import json
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=120))
+    try:
+        ld = HybridLoader(sources.ImageFolder(root), REC, 6, seed=3, return_indices=True,
+                          policy=LoaderPolicy(ray_address=address, reserve_local_cpus=2))
+        epochs = []
+        for epoch in range(2):
+            ld.set_epoch(epoch)
+            mine = [idx.tolist() for _im, _lab, idx in ld]
+            gathered = [None, None]
+            dist.all_gather_object(gathered, mine)
+            epochs.append(gathered)
+        nodes = [None, None]
+        dist.all_gather_object(nodes, ld._lanes[0].nodes)
+        ld.close()
+        if rank == 0:
+            json.dump({"epochs": epochs, "nodes": nodes}, open(out, "w"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_ddp_ranks_over_the_cluster_cover_the_dataset_once_per_epoch(cluster, photo_root, tmp_path):
+    import json
+    import multiprocessing as mp
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = str(tmp_path / "ddp.json")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_ddp_rank, args=(r, port, cluster[0].address, photo_root, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout=240)
+        assert [p.exitcode for p in procs] == [0, 0]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    result = json.load(open(out))
+    for gathered in result["epochs"]:
+        assert len(gathered[0]) == len(gathered[1])
+        flat = sorted(i for rank in gathered for b in rank for i in b)
+        assert flat == list(range(60))
+    # a fair share each: one remote worker node per rank, disjoint
+    n0, n1 = result["nodes"]
+    assert len(n0) == len(n1) == 1 and set(n0).isdisjoint(n1)
     assert wait_no_actors() == []

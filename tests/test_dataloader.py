@@ -1,0 +1,113 @@
+"""The drop-in DataLoader: Ray actors as workers, the same batches as plain torch."""
+
+import gc
+import time
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import hybridload
+from hybridload.errors import BatchTimeoutError
+
+from ray_fixtures import alive_actors
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 50
+
+    def __getitem__(self, i):
+        return torch.full((4,), float(i * i)), i
+
+
+class Noisy(Dataset):
+    """Uses the global RNGs, as augmentations do: the worker seeding decides what comes out."""
+
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return torch.rand(3), i
+
+
+def collate_pairs(items):
+    xs, ys = zip(*items)
+    return {"x": torch.stack(xs), "y": torch.tensor(ys)}
+
+
+def batches(loader):
+    return [(b["x"].clone(), b["y"].clone()) if isinstance(b, dict) else tuple(torch.as_tensor(t).clone() for t in b)
+            for b in loader]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(all(torch.equal(x, y) for x, y in zip(p, q)) for p, q in zip(a, b))
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=8, shuffle=True), dict(batch_size=7, shuffle=True, drop_last=True),
+                                dict(batch_size=6, collate_fn=collate_pairs), dict(batch_size=None)],
+                         ids=["shuffle", "drop_last", "collate_fn", "no-batching"])
+def test_distribute_mode_true_and_false_yield_the_same_batches(ray_cluster, kw):
+    plain = hybridload.DataLoader(Squares(), generator=torch.Generator().manual_seed(3), **kw)
+    with hybridload.DataLoader(Squares(), generator=torch.Generator().manual_seed(3), distribute_mode=True,
+                               num_actors=2, **kw) as ray_loader:
+        assert same(batches(plain), batches(ray_loader))
+        assert len(ray_loader) == len(plain)
+
+
+def test_every_batch_gets_its_own_seed_and_reruns_repeat(ray_cluster):
+    def run():
+        with hybridload.DataLoader(Noisy(), batch_size=4, distribute_mode=True, num_actors=2,
+                                   generator=torch.Generator().manual_seed(11)) as ld:
+            return [x for x, _ in ld]
+
+    first, second = run(), run()
+    assert all(torch.equal(a, b) for a, b in zip(first, second))  # deterministic for a generator seed
+    flat = torch.cat(first)
+    assert len(torch.unique(flat, dim=0)) == len(flat)  # no two samples drew the same numbers
+
+
+def test_ddp_style_distributed_sampler_is_respected(ray_cluster):
+    from torch.utils.data import DistributedSampler
+    seen = []
+    for rank in range(2):
+        sampler = DistributedSampler(Squares(), num_replicas=2, rank=rank, shuffle=True, seed=1)
+        with hybridload.DataLoader(Squares(), batch_size=5, sampler=sampler, distribute_mode=True,
+                                   num_actors=1) as ld:
+            got = torch.cat([y for _, y in ld]).tolist()
+        assert got == list(sampler)
+        seen += got
+    assert sorted(seen) == list(range(50))
+
+
+def test_close_and_gc_kill_the_actors(ray_cluster):
+    ld = hybridload.DataLoader(Squares(), batch_size=10, distribute_mode=True, num_actors=2)
+    next(iter(ld))
+    assert len(alive_actors()) == 2
+    ld.close()
+    ld2 = hybridload.DataLoader(Squares(), batch_size=10, distribute_mode=True, num_actors=2)
+    next(iter(ld2))
+    del ld2
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while alive_actors() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert alive_actors() == []
+
+
+class Stuck(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        time.sleep(5 if i == 2 else 0)
+        return i
+
+
+def test_a_late_batch_is_an_error_naming_it_not_a_hang(ray_cluster):
+    with hybridload.DataLoader(Stuck(), batch_size=2, timeout=1.0, distribute_mode=True, num_actors=1) as ld:
+        it = iter(ld)
+        assert next(it).tolist() == [0, 1]
+        with pytest.raises(BatchTimeoutError, match="batch 1 did not arrive within 1 s"):
+            next(it)
