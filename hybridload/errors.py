@@ -45,3 +45,7 @@ class BatchTimeoutError(HybridLoadError):
 
 class LaneUnavailableError(HybridLoadError):
     """A processing lane the policy asked for cannot run here."""
+
+
+class Reroute(HybridLoadError):
+    """A lane cannot take this batch (not a failure of the lane); another lane should."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 import weakref
 from typing import Iterator
 
@@ -86,6 +87,8 @@ class HybridLoader:
         self._active: _EpochIterator | None = None
         self._stats = LoaderStats()
         self._lanes: list = []
+        self._caps: dict[str, float] = {}
+        self._fallback: set[str] = set()
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._finalizer = weakref.finalize(self, _close_lanes, self._lanes)
@@ -119,22 +122,49 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         p = self.policy
-        if p.mode != "cpu":
-            raise LaneUnavailableError(
-                f"LoaderPolicy(mode={p.mode!r}) needs the GPU lane, which this version of hybridload "
-                "does not provide yet; use LoaderPolicy(mode='cpu')")
+        if p.mode == "auto":
+            raise LaneUnavailableError("LoaderPolicy(mode='auto') needs the planner, which this version of "
+                                       "hybridload does not provide yet; use mode='split' with gpu_share")
+        share = 1.0 if p.mode == "gpu" else (p.gpu_share or 0.0) if p.mode == "split" else 0.0
+        gpu = self._gpu_lane() if share > 0 else None
+        if gpu is not None:
+            self._lanes.append(gpu)
+            if p.mode == "split":
+                self._caps[gpu.name] = share
+        if gpu is not None and p.mode == "gpu":
+            # the GPU lane alone; a small in-process lane stands by for failures and rerouted batches
+            self._lanes.append(self._inprocess_lane())
+            self._fallback.add(self._lanes[-1].name)
+        else:
+            self._lanes.append(self._cpu_lane())
+        return self._lanes
+
+    def _gpu_lane(self):
+        from .lanes.dali_lane import DaliLane
+        p = self.policy
+        try:
+            return DaliLane(self.source, self.recipe, seed=self.seed, batch_size=self.batch_size, device=self.device,
+                            num_threads=p.gpu_threads, memory_budget_mb=p.gpu_memory_budget_mb)
+        except (LaneUnavailableError, ValueError) as exc:
+            warnings.warn(f"hybridload: the GPU lane is unavailable ({exc}); its batches go to the CPU lane",
+                          RuntimeWarning, stacklevel=4)
+            return None
+
+    def _inprocess_lane(self):
+        p = self.policy
+        return InProcessLane(self.source, self.recipe, seed=self.seed, threads=p.resolved_threads(),
+                             on_error=p.on_error, pin_memory=self._mover.pin_memory)
+
+    def _cpu_lane(self):
+        p = self.policy
         if p.cpu_actors == 0 or (p.cpu_actors is None and not _ray_installed()):
             if p.cpu_actors is None:
                 log.warning("Ray is not installed: running the in-process lane (pip install 'hybridload[ray]' "
                             "for Ray CPU actors; set cpu_actors=0 to silence this)")
-            self._lanes.append(InProcessLane(self.source, self.recipe, seed=self.seed,
-                                             threads=p.resolved_threads(), on_error=p.on_error,
-                                             pin_memory=self._mover.pin_memory))
-        else:
-            from .lanes.ray_lane import RayLane
-            self._lanes.append(RayLane(self.source, self.recipe, seed=self.seed, policy=p, rank=self.rank,
-                                       world_size=self.world_size, pin_memory=self._mover.pin_memory))
-        return self._lanes
+            return self._inprocess_lane()
+        from .lanes.ray_lane import RayLane
+        return RayLane(self.source, self.recipe, seed=self.seed, policy=p, rank=self.rank,
+                       world_size=self.world_size, pin_memory=self._mover.pin_memory)
 
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator:
@@ -207,7 +237,8 @@ class _EpochIterator:
         slots = sum(lane.slots for lane in lanes)
         window = p.window or max(2, 2 * slots)
         self._merger = OrderedMerger(start, len(batches), window, p.batch_timeout_s)
-        self._scheduler = Scheduler(lanes, batches, start, loader.epoch, self._merger, loader._stats)
+        self._scheduler = Scheduler(lanes, batches, start, loader.epoch, self._merger, loader._stats,
+                                    caps=loader._caps, fallback=loader._fallback)
         self._merger.describe = self._scheduler.where
         self._done = False
         self._superseded = False

@@ -30,6 +30,8 @@ class LoaderPolicy:
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
         threads: threads of the in-process lane; None → the CPUs this process may use.
+        gpu_threads: CPU threads DALI uses in the GPU lane.
+        gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
             place, counted in ``stats()``).
@@ -47,6 +49,8 @@ class LoaderPolicy:
     reserve_local_cpus: int = 1
     ship_bytes: bool = False
     threads: int | None = None
+    gpu_threads: int = 2
+    gpu_memory_budget_mb: float | None = None
     window: int | None = None
     on_error: str = "raise"
     batch_timeout_s: float = 300.0
@@ -69,6 +73,12 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
+        if not _is_count(self.gpu_threads) or self.gpu_threads == 0:
+            raise ValueError(f"LoaderPolicy: gpu_threads must be an int >= 1, got {self.gpu_threads!r}")
+        if self.gpu_memory_budget_mb is not None and (isinstance(self.gpu_memory_budget_mb, bool) or not isinstance(
+                self.gpu_memory_budget_mb, (int, float)) or self.gpu_memory_budget_mb <= 0):
+            raise ValueError("LoaderPolicy: gpu_memory_budget_mb must be None or a positive number, "
+                             f"got {self.gpu_memory_budget_mb!r}")
         if self.window is not None and (not _is_count(self.window) or self.window == 0):
             raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
         if self.on_error not in ON_ERROR:

@@ -58,14 +58,16 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
     return out, label
 
 
-def _normalize(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+    """Apply the recipe's Normalize and output dtype to a uint8 batch (any device)."""
     norm = recipe.normalize
     dtype = _TORCH_DTYPES[recipe.dtype]
     if norm is None:
         return buf if dtype == torch.uint8 else buf.to(dtype)
     shape = (1, 3, 1, 1) if recipe.layout == "CHW" else (1, 1, 1, 3)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in norm.std], dtype=torch.float32).view(shape)
-    bias = torch.tensor([-m / s for m, s in zip(norm.mean, norm.std)], dtype=torch.float32).view(shape)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in norm.std], dtype=torch.float32, device=buf.device).view(shape)
+    bias = torch.tensor([-m / s for m, s in zip(norm.mean, norm.std)], dtype=torch.float32,
+                        device=buf.device).view(shape)
     out = buf.to(torch.float32).mul_(scale).add_(bias)
     return out if dtype == torch.float32 else out.to(dtype)
 
@@ -93,7 +95,7 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
             labels[k] = _label_without_read(source, i)
             skipped.append((exc.index, exc.path, exc.stage, exc.reason))
             log.warning("substituted a zero image for %s", exc)
-    images = _normalize(buf, recipe)
+    images = normalize_batch(buf, recipe)
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 
 

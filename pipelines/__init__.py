@@ -1,5 +1,20 @@
 """DALI pipeline builders (installed as ``hybridload.pipelines``).
 
-The GPU lane compiles a recipe into a DALI pipeline here. This package never imports
-DALI at import time, so ``import hybridload`` works where DALI is not installed.
+:func:`chain_for` / :func:`chain_params` map a recipe and its per-sample parameters onto
+the fixed chain a DALI graph runs; :func:`build_pipeline` builds that graph. DALI is
+imported only inside :func:`build_pipeline`, so ``import hybridload`` works without it.
 """
+
+from .builder import INPUTS, build_pipeline, used_inputs
+from .params import Chain, ChainParams, chain_for, chain_params
+
+__all__ = ["INPUTS", "build_pipeline", "used_inputs", "Chain", "ChainParams", "chain_for", "chain_params"]
+
+
+def dali_available() -> bool:
+    """True when DALI can be imported here."""
+    try:
+        import nvidia.dali  # noqa: F401
+    except Exception:
+        return False
+    return True

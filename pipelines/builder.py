@@ -1,0 +1,71 @@
+"""Compile a recipe into a DALI pipeline fed through external_source.
+
+Inputs per sample: the encoded bytes and the chain parameters (see :mod:`.params`) the
+recipe's generator drew, so DALI cuts the same boxes and flips as ``kernels/``. Output:
+uint8 in the recipe's layout; normalization is applied afterwards by the same torch code
+as the CPU lanes (so the two lanes differ only by resize rounding).
+
+``device_id=None`` runs DALI's CPU-only mode (all operators on the CPU); with a device
+id, decoding is "mixed" (nvJPEG) and the rest runs on the GPU.
+"""
+
+from __future__ import annotations
+
+from hybridload.recipe import Recipe
+
+from .params import chain_for
+
+INPUTS = ("encoded", "anchor1", "shape1", "size", "anchor2", "shape2", "flip")
+
+
+def used_inputs(rec: Recipe) -> tuple[str, ...]:
+    """The external_source names the pipeline of ``rec`` takes (DALI prunes unused ones)."""
+    chain = chain_for(rec)
+    names = ["encoded"]
+    if chain.crop1:
+        names += ["anchor1", "shape1"]
+    if chain.resize:
+        names.append("size")
+    if chain.crop2:
+        names += ["anchor2", "shape2"]
+    names.append("flip")
+    return tuple(names)
+
+
+def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_threads: int = 2,
+                   prefetch_queue_depth: int = 1, seed: int = 0):
+    """A built DALI pipeline for ``rec``; feed it the :func:`used_inputs` with ``feed_input``."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    chain = chain_for(rec)
+    gpu = device_id is not None
+    layout = rec.layout
+
+    def source(name, dtype, ndim):
+        return fn.external_source(name=name, dtype=dtype, ndim=ndim)
+
+    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,
+                  prefetch_queue_depth=prefetch_queue_depth, seed=seed, exec_dynamic=True)
+    def graph():
+        encoded = source("encoded", types.UINT8, 1)
+        decoder_device = "mixed" if gpu else "cpu"
+        if chain.crop1:
+            img = fn.decoders.image_slice(encoded, source("anchor1", types.FLOAT, 1), source("shape1", types.FLOAT, 1),
+                                          device=decoder_device, output_type=types.RGB,
+                                          normalized_anchor=False, normalized_shape=False)
+        else:
+            img = fn.decoders.image(encoded, device=decoder_device, output_type=types.RGB)
+        if chain.resize:
+            size = source("size", types.FLOAT, 1)
+            img = fn.resize(img, size=size, antialias=True, interp_type=types.INTERP_LINEAR, dtype=types.UINT8)
+        if chain.crop2:
+            img = fn.slice(img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1),
+                           normalized_anchor=False, normalized_shape=False,
+                           out_of_bounds_policy="pad", fill_values=0)
+        img = fn.crop_mirror_normalize(img, mirror=source("flip", types.INT32, 0), dtype=types.UINT8,
+                                       output_layout=layout)
+        return img
+
+    pipe = graph()
+    pipe.build()
+    return pipe

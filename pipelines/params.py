@@ -1,0 +1,87 @@
+"""Per-sample parameters in the fixed shape a DALI pipeline takes.
+
+A DALI graph is fixed when it is built, so every sample of a recipe must map onto one
+chain: ROI decode (crop 1) → resize → slice (crop 2) → mirror. This module checks a
+recipe fits that chain and turns each sample's :class:`SampleParams` into the arrays
+fed through ``external_source``. Pure functions; no DALI import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from hybridload import recipe as R
+
+_STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
+_CHAIN = re.compile(r"^c?r?c?f?$")
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Which steps of the fixed chain a recipe uses."""
+
+    crop1: bool
+    resize: bool
+    crop2: bool
+    flip: bool
+
+
+def chain_for(rec: R.Recipe) -> Chain:
+    """The DALI chain of a recipe; ValueError when its geometric stages do not fit it."""
+    kinds = "".join(_STAGE_KINDS.get(type(s), "") for s in rec.stages)
+    if not _CHAIN.match(kinds):
+        raise ValueError(f"the GPU lane runs recipes of the form [crop] [resize] [crop] [flip]; "
+                         f"{rec.describe()} does not fit (its tasks go to the CPU lanes)")
+    # assign the first crop to crop1 only if it comes before the resize
+    crop1 = kinds.startswith("c")
+    resize = "r" in kinds
+    crop2 = kinds.count("c") - int(crop1) > 0
+    return Chain(crop1, resize, crop2, "f" in kinds)
+
+
+@dataclass(frozen=True)
+class ChainParams:
+    """One sample's inputs to the chain (DALI's "WH" axis order for anchors and shapes)."""
+
+    anchor1: np.ndarray   # float32 [x, y]
+    shape1: np.ndarray    # float32 [w, h]
+    size: np.ndarray      # float32 [h, w] (resize output, layout order)
+    anchor2: np.ndarray   # float32 [x, y]
+    shape2: np.ndarray    # float32 [w, h]
+    flip: np.ndarray      # int32 scalar
+
+
+def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams:
+    """Map a sample's ops onto the chain: crop 1, resize, crop 2, flip (each may be identity)."""
+    w, h = width, height
+    c1 = (0, 0, w, h)
+    size = None
+    c2 = None
+    flip = 0
+    for op in params.ops:
+        if op[0] == "crop":
+            if size is None and c2 is None and c1 == (0, 0, width, height):
+                c1 = op[1:]
+            else:
+                c2 = op[1:]
+            w, h = op[3], op[4]
+        elif op[0] == "resize":
+            if size is not None or c2 is not None:
+                raise ValueError(f"ops {params.ops} do not fit the chain crop, resize, crop, flip")
+            size = (op[1], op[2])
+            h, w = op[1], op[2]
+        elif op[0] == "flip":
+            flip ^= 1
+    x, y, cw, ch = c1
+    if x < 0 or y < 0 or x + cw > width or y + ch > height:
+        raise ValueError(f"the first crop {tuple(c1)} leaves the {width}x{height} image (ROI decoding cannot pad)")
+    if size is None:
+        size = (c1[3], c1[2])
+    if c2 is None:
+        c2 = (0, 0, size[1], size[0])
+    f32 = np.float32
+    return ChainParams(np.array(c1[:2], f32), np.array(c1[2:], f32), np.array(size, f32),
+                       np.array(c2[:2], f32), np.array(c2[2:], f32), np.array(flip, np.int32))
