@@ -253,7 +253,8 @@ def main(argv=None) -> int:
     out += ["",
             f"- loader / raw: **{of_medians:.3f}x** (ratio of medians); per round: median "
             f"{statistics.median(paired):.3f}x, range {min(paired):.3f}-{max(paired):.3f}",
-            f"- goal loader / raw >= {GOAL_LOADER_OVER_RAW}: " + ("met" if goal_met else "NOT met"),
+            f"- goal loader / raw >= {GOAL_LOADER_OVER_RAW}: " + ("met" if goal_met else "NOT met")
+            + f" ({of_medians:.4f})",
             f"- loader stats()['stall_s']: {stats['stall_s']:.2f} s in all (warm-up included), "
             f"{stall_timed:.2f} s over the timed epochs = {stall_timed / loader_wall:.0%} of the loader's "
             f"timed wall time (the consumer does no work, so it waits on nearly everything)",

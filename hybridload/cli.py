@@ -1,4 +1,4 @@
-"""The ``hybridload`` command line: ``hybridload demo`` (more commands arrive with the planner)."""
+"""The ``hybridload`` command line: ``demo`` and ``profile``."""
 
 from __future__ import annotations
 
@@ -50,6 +50,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recipe(spec: str):
+    from hybridload import recipe
+    name, _, size = spec.partition(":")
+    makers = {"imagenet_train": recipe.imagenet_train, "imagenet_eval": recipe.imagenet_eval}
+    if name not in makers:
+        raise SystemExit(f"--recipe must be imagenet_train[:SIZE] or imagenet_eval[:SIZE], got {spec!r}")
+    try:
+        return makers[name](int(size) if size else 224)
+    except ValueError as exc:
+        raise SystemExit(f"--recipe {spec!r}: {exc}") from None
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from hybridload import sources
+    from hybridload.planner.profile import plot_profile, run_profile
+
+    src = sources.ImageFolder(args.data)
+    rec = _recipe(args.recipe)
+    steps = 5 + (1 if args.ray_address else 0) + (0 if args.no_check else 2)
+    with tqdm(total=steps, desc="profiling", unit="step", disable=args.quiet) as bar:
+        def progress(msg):
+            bar.set_postfix_str(msg)
+            bar.update(1)
+        prof = run_profile(src, rec, batch_size=args.batch_size, seconds=args.seconds, sample=args.sample,
+                           max_gpu_util=args.max_gpu_util, reserve_local_cpus=args.reserve_local_cpus,
+                           demand=args.demand, gpu_threads=args.gpu_threads, ray_address=args.ray_address,
+                           check_points=not args.no_check, progress=progress)
+        bar.update(bar.total - bar.n)
+    prof.plan.save(args.out)
+    if args.plot:
+        plot_profile(prof, args.plot)
+    rows = prof.rows + [("plan file", args.out)] + ([("plot", args.plot)] if args.plot else []) + \
+        [("profile took", f"{prof.seconds:.1f} s")]
+    sys.stdout.write(_table(rows))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hybridload", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -65,6 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--threads", type=int, default=None, help="in-process lane threads (default: all CPUs)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.set_defaults(func=cmd_demo)
+
+    pr = sub.add_parser("profile", help="measure GPU headroom and lane rates, pick the split, write a plan")
+    pr.add_argument("data", help="an ImageFolder root (root/<class>/<image>)")
+    pr.add_argument("--recipe", default="imagenet_train:224", help="imagenet_train[:SIZE] or imagenet_eval[:SIZE]")
+    pr.add_argument("--batch-size", type=int, default=64)
+    pr.add_argument("--ray-address", default=None, help="measure the nodes of this Ray cluster too")
+    pr.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement")
+    pr.add_argument("--sample", type=int, default=256, help="images sampled from the dataset")
+    pr.add_argument("--demand", type=float, default=None, help="images/s the training consumes (default: unbounded)")
+    pr.add_argument("--max-gpu-util", type=float, default=0.9)
+    pr.add_argument("--reserve-local-cpus", type=int, default=0)
+    pr.add_argument("--gpu-threads", type=int, default=2)
+    pr.add_argument("--no-check", action="store_true", help="skip measuring the loader at a few shares")
+    pr.add_argument("--out", default="plan.json")
+    pr.add_argument("--plot", default=None, help="write a PNG of throughput against GPU share")
+    pr.add_argument("--quiet", action="store_true")
+    pr.set_defaults(func=cmd_profile)
     return p
 
 

@@ -1,0 +1,189 @@
+"""``hybridload profile``: measure, solve, check a few splits for real, and report."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .nvml import GpuReading, GpuUnavailable, read_gpu
+from .plan import Plan
+from .rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
+from .solver import Limits, Measurements, NodeRate, predict, solve
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Profile:
+    plan: Plan
+    measurements: Measurements
+    limits: Limits
+    gpu: GpuReading | GpuUnavailable
+    points: list[tuple[float, float]] = field(default_factory=list)   # (share, measured images/s)
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _local_cpus(reserve: int) -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        n = os.cpu_count() or 1
+    return max(1, n - reserve)
+
+
+def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: float, threads: int,
+                   gpu_threads: int, device, seed: int = 0) -> float:
+    """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
+    from hybridload import HybridLoader, LoaderPolicy
+    mode = "cpu" if share <= 0 else "split"
+    policy = LoaderPolicy(mode=mode, gpu_share=share if share > 0 else None, cpu_actors=0, threads=threads,
+                          gpu_threads=gpu_threads)
+    with HybridLoader(source, recipe, batch_size, policy=policy, seed=seed, device=device) as ld:
+        it = iter(ld)
+        n, t0, epoch = 0, None, 0
+        while True:
+            try:
+                images = next(it)[0]
+            except StopIteration:
+                epoch += 1
+                ld.set_epoch(epoch)
+                it = iter(ld)
+                continue
+            if t0 is None:  # the first batch pays for start-up
+                t0 = time.perf_counter()
+                continue
+            n += images.shape[0]
+            if time.perf_counter() - t0 >= seconds:
+                return n / (time.perf_counter() - t0)
+
+
+def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample: int = 256,
+                max_gpu_util: float = 0.9, reserve_local_cpus: int = 0, demand: float | None = None,
+                gpu_threads: int = 2, ray_address: str | None = None, check_points: bool = True,
+                device: torch.device | None = None, progress=None) -> Profile:
+    """Measure everything, solve the plan, and (optionally) measure the loader at a few shares."""
+    from hybridload.transfer import default_device
+    t_start = time.perf_counter()
+    device = default_device(device)
+    step = progress or (lambda msg: None)
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(source))[:min(sample, len(source))].tolist()
+    notes = []
+
+    step("reading the GPU through NVML")
+    gpu = read_gpu(window_s=1.0)
+    if not gpu.available:
+        notes.append(f"NVML: {gpu.reason}")
+
+    step("CPU lane on the trainer's node")
+    cpus = _local_cpus(reserve_local_cpus)
+    single = cpu_rate_per_core(source, recipe, idx, seconds / 2)
+    # the real in-process lane on all its threads: what the cores give together (GIL, memory, the consumer)
+    lane_rate = measure_loader(source, recipe, batch_size, 0.0, seconds=seconds, threads=cpus,
+                               gpu_threads=gpu_threads, device=device)
+    local_rate = lane_rate / cpus
+    nodes = [NodeRate("local", cpus, local_rate, True)]
+
+    if ray_address:
+        step("CPU kernels on the cluster's other nodes")
+        from hybridload import cluster
+        cluster.acquire(ray_address)
+        try:
+            for node_id, ncpu, rate in remote_rates(source, recipe, idx, seconds):
+                nodes.append(NodeRate(node_id, ncpu, rate, False))
+        finally:
+            cluster.release()
+
+    step("the GPU lane")
+    try:
+        g_rate, g_cost, g_label = gpu_lane_rate(source, recipe, idx, seconds, batch_size=batch_size,
+                                                device=device, threads=gpu_threads)
+        # in CPU-only mode the stand-in needs no GPU time; on a GPU, NVML's reading sets the headroom
+        gpu_ok = True
+        util = gpu.util_mean if gpu.available and device.type == "cuda" else 0.0
+    except Exception as exc:
+        g_rate, g_cost, g_label, gpu_ok, util = 0.0, 0.0, f"unavailable ({exc})", False, 0.0
+        notes.append(f"GPU lane: {exc}")
+    m = Measurements(nodes=tuple(nodes), gpu_rate=g_rate, gpu_util=util, gpu_available=gpu_ok,
+                     gpu_cpu_cost=g_cost, gpu_label=g_label, gpu_time_bound=device.type == "cuda",
+                     notes=tuple(notes))
+    lim = Limits(max_gpu_util=max_gpu_util, demand=demand)
+
+    step("solving the split")
+    plan = solve(m, lim)
+
+    points = [(0.0, lane_rate)]
+    if check_points:
+        shares = sorted({plan.gpu_share, 1.0} - {0.0}) if gpu_ok else []
+        for s in shares:
+            step(f"checking the loader at GPU share {s:.2f}")
+            points.append((s, measure_loader(source, recipe, batch_size, s, seconds=seconds, threads=cpus,
+                                             gpu_threads=gpu_threads, device=device)))
+        plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
+
+    rows = [("GPU (NVML)", _gpu_text(gpu)),
+            ("CPU lane, trainer node", f"{lane_rate:.0f} images/s on {cpus} threads "
+                                       f"({single:.0f} images/s on one core alone)")]
+    rows += [(f"CPU kernels, node {n.node_id[:12]}", f"{n.per_core:.0f} images/s per core x {n.cpus} cores")
+             for n in nodes[1:]]
+    rows += [("GPU lane", f"{g_rate:.0f} images/s, {g_cost:.2f} trainer cores ({g_label})"),
+             ("chosen GPU share", f"{plan.gpu_share:.2f}"),
+             ("CPU workers", f"{plan.local_threads} local threads, "
+                             f"{plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip()),
+             ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
+             ("why", plan.reason), ("bottleneck", plan.bottleneck)]
+    rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (predicted {predict(m, lim, s)['total']:.0f})")
+             for s, r in points]
+    return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
+
+
+def _gpu_text(gpu) -> str:
+    if not gpu.available:
+        return f"none: {gpu.reason}"
+    text = (f"{gpu.name} {gpu.uuid}: kernel-active time {gpu.util_mean:.0%} (max {gpu.util_max:.0%}) over "
+            f"{gpu.window_s:g} s, {gpu.mem_free_bytes / 2**30:.1f} of {gpu.mem_total_bytes / 2**30:.1f} GiB free")
+    if gpu.jpeg_util is not None:
+        text += f", JPEG engine {gpu.jpeg_util:.0%}"
+    if gpu.decoder_util is not None:
+        text += f", decoder {gpu.decoder_util:.0%}"
+    return text
+
+
+def plot_profile(prof: Profile, path: str) -> None:
+    """PNG: predicted images/s against GPU share, the measured points, the choice marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .solver import sweep
+    shares = [s for s, _ in sweep(prof.measurements, prof.limits, 100)]
+    preds = [predict(prof.measurements, prof.limits, s) for s in shares]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    ax.plot(shares, [p["total"] for p in preds], label="predicted total", color="black", lw=2)
+    ax.plot(shares, [p["gpu"] for p in preds], label="GPU lane", color="tab:green", lw=1, ls="--")
+    ax.plot(shares, [p["cpu_local"] + p["cpu_remote"] for p in preds], label="CPU lanes", color="tab:blue",
+            lw=1, ls="--")
+    if prof.points:
+        ax.scatter([s for s, _ in prof.points], [r for _, r in prof.points], color="tab:red", zorder=5,
+                   label="measured (loader)")
+    chosen = prof.plan.gpu_share
+    ax.axvline(chosen, color="tab:orange", ls=":", lw=1.5)
+    ax.annotate(f"chosen {chosen:.2f}\n{prof.plan.predicted['total']:.0f} img/s",
+                (chosen, prof.plan.predicted["total"]), textcoords="offset points", xytext=(8, -30),
+                color="tab:orange")
+    ax.set_xlabel("GPU share of batches")
+    ax.set_ylabel("images/s")
+    ax.set_title(f"hybridload profile — GPU lane: {prof.measurements.gpu_label[:48]}", fontsize=9)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,181 @@
+"""The split as a pure function of measurements, demand and policy limits.
+
+Model (images/s):
+
+* CPU lanes: the trainer's node gives ``cpus * per_core`` (its CPUs after
+  ``reserve_local_cpus``), every other node ``cpus * per_core``.
+* GPU lane: ``gpu_rate`` when it may use the whole GPU; it may use only the GPU time
+  the training leaves under ``max_gpu_util`` (``headroom``), so at most
+  ``gpu_rate * headroom``. Feeding it costs ``gpu_cpu_cost`` trainer-node cores at full
+  rate (measured; in DALI's CPU-only mode that is all of its work), which the local CPU
+  lane loses.
+* At GPU share ``s`` the loader delivers ``T(s)``, the largest T with
+  ``s*T <= gpu_rate*headroom`` and ``(1-s)*T <= local(s*T) + remote`` and
+  ``T <= demand``.
+
+The plan is the share maximising ``T(s)``; among shares that tie (a demand that several
+splits meet), the one that uses the expensive resources least, by the policy's cost
+order (default: local CPUs, then GPU headroom, then remote CPUs). Then the fewest CPU
+workers, local before remote, that carry ``(1-s)*T``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .plan import Plan
+
+GRID = 200
+
+
+@dataclass(frozen=True)
+class NodeRate:
+    node_id: str
+    cpus: int           # CPUs the loader may use on that node (trainer's: after the reserve)
+    per_core: float     # images/s of the CPU kernels per core there
+    is_trainer: bool = False
+
+
+@dataclass(frozen=True)
+class Measurements:
+    nodes: tuple[NodeRate, ...] = ()
+    gpu_rate: float = 0.0        # images/s of the GPU lane with the whole GPU
+    gpu_util: float = 0.0        # the training's own GPU utilization (0..1, NVML)
+    gpu_available: bool = False
+    gpu_cpu_cost: float = 0.0    # trainer-node cores the GPU lane takes at full rate
+    gpu_label: str = "none"
+    gpu_time_bound: bool = True  # False for DALI's CPU-only stand-in: it takes no GPU time
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["nodes"] = [asdict(n) for n in self.nodes]
+        return d
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_gpu_util: float = 0.9
+    demand: float | None = None   # images/s the training consumes; None = as fast as possible
+    prefer: tuple[str, ...] = ("local", "gpu", "remote")
+
+    def __post_init__(self):
+        if not 0 < self.max_gpu_util <= 1:
+            raise ValueError(f"Limits: max_gpu_util must be in (0, 1], got {self.max_gpu_util}")
+        if self.demand is not None and self.demand <= 0:
+            raise ValueError(f"Limits: demand must be positive images/s or None, got {self.demand}")
+        if sorted(self.prefer) != ["gpu", "local", "remote"]:
+            raise ValueError(f"Limits: prefer must order 'local', 'gpu' and 'remote', got {self.prefer}")
+
+
+def _parts(m: Measurements):
+    local = next((n for n in m.nodes if n.is_trainer), None)
+    local_cap = local.cpus * local.per_core if local else 0.0
+    local_rate = local.per_core if local else 0.0
+    remote_cap = sum(n.cpus * n.per_core for n in m.nodes if not n.is_trainer)
+    return local_cap, local_rate, remote_cap
+
+
+def gpu_capacity(m: Measurements, lim: Limits) -> float:
+    if not m.gpu_available or m.gpu_rate <= 0:
+        return 0.0
+    if not m.gpu_time_bound:
+        return m.gpu_rate
+    headroom = max(0.0, min(1.0, lim.max_gpu_util - m.gpu_util))
+    return m.gpu_rate * headroom
+
+
+def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
+    """Predicted images/s per lane and in total at GPU share ``share``."""
+    local_cap, local_rate, remote_cap = _parts(m)
+    g_cap = gpu_capacity(m, lim)
+    if g_cap <= 0:
+        share = 0.0
+    bounds = []
+    if lim.demand is not None:
+        bounds.append(lim.demand)
+    if share > 0:
+        bounds.append(g_cap / share)
+    # (1-s)T <= local_cap - (s*T/gpu_rate)*cost*local_rate + remote_cap
+    displaced = (m.gpu_cpu_cost * local_rate / m.gpu_rate) if m.gpu_rate > 0 else 0.0
+    denom = (1 - share) + share * displaced
+    cpu_cap = local_cap + remote_cap
+    if denom > 0:
+        bounds.append(cpu_cap / denom)
+    total = max(0.0, min(bounds)) if bounds else 0.0
+    gpu = share * total
+    cpu = total - gpu
+    local_left = max(0.0, local_cap - (gpu / m.gpu_rate if m.gpu_rate > 0 else 0.0) * m.gpu_cpu_cost * local_rate)
+    first, second = ("local", "remote") if lim.prefer.index("local") < lim.prefer.index("remote") else ("remote", "local")
+    avail = {"local": local_left, "remote": remote_cap}
+    take = {first: min(cpu, avail[first])}
+    take[second] = max(0.0, cpu - take[first])
+    return {"gpu": gpu, "cpu_local": take["local"], "cpu_remote": take["remote"], "total": total}
+
+
+def sweep(m: Measurements, lim: Limits, points: int = GRID) -> list[tuple[float, float]]:
+    """(share, predicted total) over an even grid of shares in [0, 1]."""
+    return [(k / points, predict(m, lim, k / points)["total"]) for k in range(points + 1)]
+
+
+def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None) -> Plan:
+    """The plan for these measurements and limits (a pure function)."""
+    curve = sweep(m, lim)
+    best = max(t for _, t in curve)
+    near = [s for s, t in curve if t >= best * (1 - 1e-9)]
+    # among the best shares, use the expensive resources least: the last in the cost order first
+    key_of = {"local": "cpu_local", "gpu": "gpu", "remote": "cpu_remote"}
+
+    def cost(s: float) -> tuple:
+        p = predict(m, lim, s)
+        return tuple(round(p[key_of[r]], 6) for r in reversed(lim.prefer))
+
+    share = min(near, key=cost)
+    pred = predict(m, lim, share)
+    actors = _actors(m, pred)
+    local_threads = actors.pop("local", 0)
+    reason, bottleneck = _explain(m, lim, share, pred, best)
+    return Plan(gpu_share=round(share, 4), cpu_actors=actors, local_threads=local_threads, window=window,
+                predicted={k: round(v, 2) for k, v in pred.items()}, bottleneck=bottleneck, reason=reason,
+                measurements=m.to_dict() | {"limits": asdict(lim)})
+
+
+def _actors(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    local = next((n for n in m.nodes if n.is_trainer), None)
+    if local and pred["cpu_local"] > 0 and local.per_core > 0:
+        out["local"] = min(local.cpus, math.ceil(pred["cpu_local"] / local.per_core - 1e-9))
+    left = pred["cpu_remote"]
+    for n in sorted((n for n in m.nodes if not n.is_trainer), key=lambda n: -n.per_core):
+        if left <= 1e-9 or n.per_core <= 0:
+            break
+        k = min(n.cpus, math.ceil(left / n.per_core - 1e-9))
+        out[n.node_id] = k
+        left -= k * n.per_core
+    return out
+
+
+def _explain(m: Measurements, lim: Limits, share: float, pred: dict, best: float) -> tuple[str, str]:
+    g_cap = gpu_capacity(m, lim)
+    local_cap, local_rate, remote_cap = _parts(m)
+    if lim.demand is not None and pred["total"] >= lim.demand * (1 - 1e-6):
+        bottleneck = f"the training step (demand {lim.demand:.0f} images/s is met; loading has spare capacity)"
+    elif share > 0 and pred["gpu"] >= g_cap * (1 - 1e-6) and m.gpu_time_bound:
+        why = (f"max_gpu_util={lim.max_gpu_util:g} leaves {max(0.0, lim.max_gpu_util - m.gpu_util):.0%} of GPU time"
+               if m.gpu_util > 0 or lim.max_gpu_util < 1 else "the GPU lane's rate")
+        bottleneck = f"GPU headroom ({why}) and the CPUs ({local_cap + remote_cap:.0f} images/s)"
+    else:
+        bottleneck = f"the CPUs: {local_cap:.0f} images/s local, {remote_cap:.0f} images/s remote"
+    if not m.gpu_available:
+        reason = f"no GPU lane ({m.gpu_label}): CPU lanes only"
+    elif g_cap <= 0 and m.gpu_time_bound:
+        reason = f"the training leaves no GPU time under max_gpu_util={lim.max_gpu_util:g}: CPU lanes only"
+    elif share == 0:
+        per_core_gpu = m.gpu_rate / m.gpu_cpu_cost if m.gpu_cpu_cost > 0 else math.inf
+        reason = (f"the GPU lane ({m.gpu_label}) makes {per_core_gpu:.0f} images/s per trainer core it takes, "
+                  f"the CPU kernels {local_rate:.0f}: the trainer's cores do more on the CPU lane")
+    else:
+        reason = (f"GPU share {share:.2f} maximises predicted throughput ({best:.0f} images/s): "
+                  f"GPU lane {pred['gpu']:.0f}, local CPUs {pred['cpu_local']:.0f}, remote CPUs {pred['cpu_remote']:.0f}")
+    return reason, bottleneck
