@@ -89,6 +89,8 @@ class HybridLoader:
         self._lanes: list = []
         self._caps: dict[str, float] = {}
         self._fallback: set[str] = set()
+        self._plan = _load_plan(policy.plan)
+        self._auto: _AutoPlanner | None = None
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._finalizer = weakref.finalize(self, _close_lanes, self._lanes)
@@ -122,11 +124,19 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         p = self.policy
-        if p.mode == "auto":
-            raise LaneUnavailableError("LoaderPolicy(mode='auto') needs the planner, which this version of "
-                                       "hybridload does not provide yet; use mode='split' with gpu_share")
-        share = 1.0 if p.mode == "gpu" else (p.gpu_share or 0.0) if p.mode == "split" else 0.0
-        gpu = self._gpu_lane() if share > 0 else None
+        plan = self._plan
+        if p.mode == "gpu":
+            share = 1.0
+        elif p.mode == "split":
+            share = p.gpu_share if p.gpu_share is not None else plan.gpu_share
+        elif p.mode == "auto":
+            share = p.gpu_share if p.gpu_share is not None else (plan.gpu_share if plan else 0.5)
+        else:
+            share = 0.0
+        gpu = self._gpu_lane() if share > 0 or p.mode == "auto" else None
+        if gpu is not None and p.mode == "auto":
+            self._caps[gpu.name] = share
+            self._auto = _AutoPlanner(self, share)
         if gpu is not None:
             self._lanes.append(gpu)
             if p.mode == "split":
@@ -209,7 +219,11 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
-        d = self._stats.as_dict(plan=None)
+        plan = {"mode": self.policy.mode, "gpu_share": self._caps.get("gpu", 1.0 if self.policy.mode == "gpu" else 0.0),
+                "from_plan_file": self._plan is not None}
+        if self._auto is not None:
+            plan["replans"] = list(self._auto.history)
+        d = self._stats.as_dict(plan=plan)
         d.update(epoch=self.epoch, position=self._pos, rank=self.rank, world_size=self.world_size)
         return d
 
@@ -219,6 +233,8 @@ class HybridLoader:
             self._active._finish()
             self._active = None
         self._closed = True
+        if self._auto is not None:
+            self._auto.close()
         self._finalizer()
 
     def __enter__(self) -> "HybridLoader":
@@ -261,6 +277,8 @@ class _EpochIterator:
             raise
         loader._stats.record_wait(time.perf_counter() - t0)
         loader._pos += 1
+        if loader._auto is not None:
+            loader._auto.after_batch()
         return loader._deliver(result)
 
     def _finish(self, superseded: bool = False) -> None:
@@ -272,3 +290,64 @@ class _EpochIterator:
 
     def __del__(self):
         self._finish()
+
+
+def _load_plan(plan):
+    if plan is None:
+        return None
+    from .planner.plan import Plan
+    return plan if isinstance(plan, Plan) else Plan.load(plan)
+
+
+class _AutoPlanner:
+    """mode="auto": re-plans the GPU lane's share from live lane rates (and NVML where there is a GPU)."""
+
+    def __init__(self, loader: HybridLoader, share: float):
+        from .planner.monitor import GpuMonitor
+        self.loader = loader
+        self.history: list[dict] = []
+        self._batches = 0
+        self._last = self._snapshot()
+        self.monitor = GpuMonitor.start() if loader.device.type == "cuda" else None
+        log.info("auto mode: starting at GPU share %.2f (%s)", share,
+                 "from the plan" if loader._plan is not None else "in-line start")
+
+    def _snapshot(self) -> dict:
+        st = self.loader._stats
+        with st._lock:
+            return {k: (st.images[k], st.busy_s[k]) for k in set(st.images) | set(st.busy_s)}
+
+    def after_batch(self) -> None:
+        from .planner.online import LaneSample, rebalance
+        self._batches += 1
+        if self._batches % self.loader.policy.replan_every:
+            return
+        now = self._snapshot()
+        lanes = {lane.name: lane for lane in self.loader._lanes}
+        samples = {}
+        for name, lane in lanes.items():
+            img0, busy0 = self._last.get(name, (0, 0.0))
+            img1, busy1 = now.get(name, (0, 0.0))
+            samples[name] = LaneSample(img1 - img0, busy1 - busy0, getattr(lane, "parallelism", 1))
+        self._last = now
+        cpu_names = [n for n in lanes if n != "gpu"]
+        if "gpu" not in samples or not cpu_names:
+            return
+        cpu = samples[cpu_names[0]]
+        old = self.loader._caps.get("gpu", 0.0)
+        util = self.monitor.util if self.monitor is not None else None
+        new = rebalance(old, samples["gpu"], cpu, gpu_util=util, max_gpu_util=self.loader.policy.max_gpu_util)
+        if abs(new - old) >= 0.01:
+            self.loader._caps["gpu"] = new
+            entry = {"batch": self.loader._pos, "from": round(old, 3), "to": round(new, 3),
+                     "gpu_capacity": round(samples["gpu"].capacity, 1), "cpu_capacity": round(cpu.capacity, 1),
+                     "gpu_util": util}
+            self.history.append(entry)
+            del self.history[:-50]
+            log.info("auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
+                     old, new, samples["gpu"].capacity, cpu.capacity,
+                     f", GPU busy {util:.0%}" if util is not None else "")
+
+    def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()

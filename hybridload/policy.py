@@ -37,7 +37,8 @@ class LoaderPolicy:
             place, counted in ``stats()``).
         batch_timeout_s: how long the consumer waits for the next batch before an error
             naming it (never a silent hang).
-        plan: a Plan or a path to a plan JSON file.
+        plan: a Plan or a path to a plan JSON file (mode "auto" starts from it).
+        replan_every: in mode "auto", re-plan the GPU share every this many batches.
     """
 
     mode: str = "cpu"
@@ -55,12 +56,18 @@ class LoaderPolicy:
     on_error: str = "raise"
     batch_timeout_s: float = 300.0
     plan: Any = None
+    replan_every: int = 8
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.gpu_share is not None and not _is_fraction(self.gpu_share):
             raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
+        if not _is_count(self.replan_every) or self.replan_every == 0:
+            raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
+        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike)) \
+                and type(self.plan).__name__ != "Plan":
+            raise ValueError(f"LoaderPolicy: plan must be a Plan or a path to a plan file, got {self.plan!r}")
         if self.mode == "split" and self.gpu_share is None and self.plan is None:
             raise ValueError("LoaderPolicy: mode='split' needs gpu_share=<0..1> or a plan")
         if not _is_fraction(self.max_gpu_util) or self.max_gpu_util == 0:
@@ -88,6 +95,27 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive number, got {self.batch_timeout_s!r}")
         if self.ray_address is not None and not isinstance(self.ray_address, str):
             raise ValueError(f"LoaderPolicy: ray_address must be None, 'auto' or 'host:port', got {self.ray_address!r}")
+
+    @classmethod
+    def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
+        """A policy that carries out a plan (a Plan or a plan JSON path); keywords override."""
+        from .planner.plan import Plan
+        p = plan if isinstance(plan, Plan) else Plan.load(plan)
+        cpu_workers = p.total_actors + p.local_threads
+        if p.gpu_share <= 0:
+            mode = "cpu"
+        elif p.gpu_share >= 1 and cpu_workers == 0:
+            mode = "gpu"
+        else:
+            mode = "split"
+        kw: dict[str, Any] = dict(mode=mode, gpu_share=p.gpu_share if mode == "split" else None, window=p.window,
+                                  plan=p)
+        if p.total_actors:
+            kw.update(cpu_actors=cpu_workers, placement="remote-first")
+        else:
+            kw.update(cpu_actors=0, threads=max(1, p.local_threads))
+        kw.update(overrides)
+        return cls(**kw)
 
     def resolved_threads(self) -> int:
         if self.threads is not None:

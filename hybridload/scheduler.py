@@ -39,7 +39,7 @@ class Scheduler:
         self.epoch = epoch
         self.merger = merger
         self.stats = stats
-        self.caps = dict(caps or {})
+        self.caps = caps if caps is not None else {}  # shared: the loader may re-plan caps live
         self.fallback = set(fallback)
         self.max_retries = max_retries
         self.break_after = break_after

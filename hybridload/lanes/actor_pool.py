@@ -76,6 +76,10 @@ class ActorPool:
     def slots(self) -> int:
         return sum(self._alive) * self.tasks_per_actor
 
+    @property
+    def parallelism(self) -> int:
+        return sum(self._alive)
+
     def _pick(self) -> int:
         with self._lock:
             live = [k for k in range(len(self.actors)) if self._alive[k]]

@@ -68,6 +68,7 @@ class DaliLane:
         if memory_budget_mb is not None:
             depth = max(1, min(2, int(memory_budget_mb * 2**20 // max(batch_bytes, 1))))
         self.slots = depth
+        self.parallelism = 1  # one pipeline run at a time (DALI's threads work inside it)
         self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
         self._pipe = build_pipeline(recipe, batch_size=batch_size, device_id=device_id,
                                     num_threads=num_threads, seed=seed)

@@ -28,6 +28,7 @@ class InProcessLane:
         self.source, self.recipe, self.seed = source, recipe, seed
         self.on_error, self.pin_memory = on_error, pin_memory
         self.slots = threads
+        self.parallelism = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hybridload-inprocess")
         self._closed = False
 

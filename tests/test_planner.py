@@ -1,0 +1,273 @@
+"""The planner: solver properties on recorded measurement sets, the NVML reader on recorded
+readings (a fake NVML module — no NVIDIA device exists on this machine, so this is the only
+fake in the suite), the no-NVML path for real, plan files, and online re-planning math."""
+
+import itertools
+import json
+import math
+
+import pytest
+
+from hybridload import LoaderPolicy
+from hybridload.planner import (GpuUnavailable, Limits, Measurements, NodeRate, Plan, PlanFormatError, predict,
+                                read_gpu, solve, sweep)
+from hybridload.planner.online import LaneSample, rebalance
+
+# ---------------------------------------------------------------- recorded measurement sets
+NO_GPU = Measurements(nodes=(NodeRate("local", 6, 300.0, True),), gpu_label="none: NVML not found")
+CPU_BOUND = Measurements(nodes=(NodeRate("local", 4, 320.0, True), NodeRate("n1", 8, 300.0)),
+                         gpu_rate=900.0, gpu_util=0.85, gpu_available=True, gpu_cpu_cost=0.3, gpu_label="A100")
+GPU_BOUND = Measurements(nodes=(NodeRate("local", 2, 310.0, True),), gpu_rate=4000.0, gpu_util=0.3,
+                         gpu_available=True, gpu_cpu_cost=0.6, gpu_label="H100")
+MANY_REMOTE = Measurements(nodes=(NodeRate("local", 4, 330.0, True),) +
+                           tuple(NodeRate(f"n{k}", 32, 290.0 + k) for k in range(6)),
+                           gpu_rate=3500.0, gpu_util=0.5, gpu_available=True, gpu_cpu_cost=0.5, gpu_label="H100")
+STAND_IN = Measurements(nodes=(NodeRate("local", 2, 259.0, True),), gpu_rate=450.0, gpu_available=True,
+                        gpu_cpu_cost=1.82, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
+SETS = {"no-gpu": NO_GPU, "cpu-bound": CPU_BOUND, "gpu-bound": GPU_BOUND, "many-remote": MANY_REMOTE,
+        "stand-in": STAND_IN}
+LIMITS = [Limits(), Limits(max_gpu_util=0.6), Limits(demand=800.0), Limits(demand=50000.0),
+          Limits(prefer=("gpu", "local", "remote"))]
+
+
+def capacity(m, lim):
+    cpu = sum(n.cpus * n.per_core for n in m.nodes)
+    gpu = 0.0
+    if m.gpu_available:
+        gpu = m.gpu_rate if not m.gpu_time_bound else m.gpu_rate * max(0.0, lim.max_gpu_util - m.gpu_util)
+    return cpu + gpu, gpu
+
+
+@pytest.mark.parametrize("name,lim", list(itertools.product(SETS, LIMITS)))
+def test_plan_never_exceeds_demand_or_capacity_and_respects_caps(name, lim):
+    m = SETS[name]
+    plan = solve(m, lim)
+    total_cap, gpu_cap = capacity(m, lim)
+    pred = plan.predicted
+    assert pred["total"] <= total_cap + 1e-6
+    if lim.demand is not None:
+        assert pred["total"] <= lim.demand + 1e-6
+    assert pred["gpu"] <= gpu_cap + 1e-6                      # max_gpu_util / lane rate respected
+    local = next(n for n in m.nodes if n.is_trainer)
+    assert pred["cpu_local"] <= local.cpus * local.per_core + 1e-6
+    assert plan.local_threads <= local.cpus                   # the reserve is already out of local.cpus
+    for node, count in plan.cpu_actors.items():
+        assert count <= next(n.cpus for n in m.nodes if n.node_id == node)
+    assert 0 <= plan.gpu_share <= 1
+    assert math.isclose(pred["gpu"] + pred["cpu_local"] + pred["cpu_remote"], pred["total"], rel_tol=1e-6,
+                        abs_tol=0.05)
+    assert plan.reason and plan.bottleneck
+    # the chosen share is the best of the sweep
+    assert pred["total"] >= max(t for _, t in sweep(m, lim)) - 0.05
+
+
+@pytest.mark.parametrize("name", list(SETS))
+def test_more_remote_cpus_never_lower_predicted_throughput(name):
+    m = SETS[name]
+    for lim in LIMITS:
+        before = solve(m, lim).predicted["total"]
+        more = Measurements(**{**m.__dict__, "nodes": m.nodes + (NodeRate("extra", 16, 250.0),)})
+        assert solve(more, lim).predicted["total"] >= before - 1e-6
+
+
+def test_no_gpu_means_share_zero_and_says_why():
+    plan = solve(NO_GPU)
+    assert plan.gpu_share == 0 and "no GPU lane" in plan.reason
+
+
+def test_training_using_the_gpu_above_max_util_leaves_it_out():
+    busy = Measurements(**{**GPU_BOUND.__dict__, "gpu_util": 0.95})
+    plan = solve(busy, Limits(max_gpu_util=0.9))
+    assert plan.gpu_share == 0 and "no GPU time" in plan.reason
+
+
+def test_cost_order_prefers_local_then_gpu_then_remote_under_a_demand():
+    plan = solve(MANY_REMOTE, Limits(demand=2000.0))
+    assert plan.predicted["total"] == pytest.approx(2000.0, rel=1e-3)
+    assert plan.predicted["cpu_remote"] == pytest.approx(0.0, abs=1.0)  # local + GPU suffice
+    assert plan.total_actors == 0 and plan.local_threads == 4
+
+
+def test_stand_in_gpu_lane_that_costs_more_cores_than_it_saves_gets_no_share():
+    plan = solve(STAND_IN)
+    assert plan.gpu_share == 0 and "trainer's cores do more on the CPU lane" in plan.reason
+
+
+def test_predicted_curve_is_the_plot_data():
+    pts = sweep(GPU_BOUND, Limits(), points=10)
+    assert len(pts) == 11 and pts[0][0] == 0 and pts[-1][0] == 1
+    assert pts[0][1] == pytest.approx(predict(GPU_BOUND, Limits(), 0.0)["total"])
+
+
+# ---------------------------------------------------------------- plan files
+def test_plan_json_round_trip(tmp_path):
+    plan = solve(MANY_REMOTE, Limits(demand=9000.0), window=12)
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    again = Plan.load(path)
+    assert again == Plan.from_dict(json.loads(path.read_text()))
+    assert again.gpu_share == plan.gpu_share and again.cpu_actors == plan.cpu_actors and again.window == 12
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda d: d.update(format_version=99), "format_version 99"),
+    (lambda d: d.pop("format_version"), "format_version None"),
+    (lambda d: d.update(gpu_share=1.5), "gpu_share must be in"),
+    (lambda d: d.update(surprise=1), "unknown fields"),
+    (lambda d: d.update(cpu_actors={"n": -1}), "cpu_actors"),
+])
+def test_bad_plan_files_get_a_clear_error(tmp_path, mutate, msg):
+    d = solve(NO_GPU).to_dict()
+    mutate(d)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(PlanFormatError, match=msg):
+        Plan.load(path)
+
+
+def test_a_pickle_is_not_a_plan(tmp_path):
+    import pickle
+    path = tmp_path / "plan.json"
+    path.write_bytes(pickle.dumps(solve(NO_GPU)))
+    with pytest.raises((PlanFormatError, UnicodeDecodeError)):
+        Plan.load(path)
+
+
+def test_policy_from_plan(tmp_path):
+    p = Plan(gpu_share=0.4, cpu_actors={"n1": 3}, local_threads=2, window=6)
+    pol = LoaderPolicy.from_plan(p)
+    assert (pol.mode, pol.gpu_share, pol.cpu_actors, pol.window) == ("split", 0.4, 5, 6)
+    path = tmp_path / "p.json"
+    Plan(gpu_share=0.0, local_threads=3).save(path)
+    pol = LoaderPolicy.from_plan(str(path), on_error="skip")
+    assert (pol.mode, pol.cpu_actors, pol.threads, pol.on_error) == ("cpu", 0, 3, "skip")
+    assert LoaderPolicy.from_plan(Plan(gpu_share=1.0)).mode == "gpu"
+
+
+# ---------------------------------------------------------------- NVML, recorded readings
+class FakeNVML:
+    """Replays recorded NVML readings (utilization in %, bytes), keyed by UUID."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, devices, fail_init=None, mig=False):
+        self.devices = devices  # list of dicts: uuid, name, util (list of %), free, total
+        self.fail_init = fail_init
+        self.mig = mig
+        self.shutdown_called = False
+        self._pos = {}
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.fail_init
+
+    def nvmlShutdown(self):
+        self.shutdown_called = True
+
+    def nvmlDeviceGetCount(self):
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+        for i, d in enumerate(self.devices):
+            if d["uuid"] == uuid:
+                return i
+        raise self.NVMLError("Not Found")
+
+    def nvmlDeviceGetMigMode(self, h):
+        return (1 if self.mig else 0, 0)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        seq = self.devices[h]["util"]
+        k = self._pos.get(h, 0)
+        self._pos[h] = k + 1
+
+        class U:
+            gpu = seq[k % len(seq)]
+        return U()
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        d = self.devices[h]
+
+        class M:
+            free, total = d["free"], d["total"]
+        return M()
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.devices[h]["uuid"]
+
+    def nvmlDeviceGetName(self, h):
+        return self.devices[h]["name"]
+
+    def nvmlDeviceGetIndex(self, h):
+        return h
+
+    def nvmlDeviceGetJpgUtilization(self, h):
+        return (12, 167000)
+
+
+DEVICES = [dict(uuid="GPU-aaaa", name="NVIDIA H100", util=[10, 20, 30, 40], free=70 << 30, total=80 << 30),
+           dict(uuid="GPU-bbbb", name="NVIDIA H100", util=[90, 95, 100, 95], free=10 << 30, total=80 << 30)]
+
+
+def fake_read(nvml, env, torch_uuid=lambda r: None):
+    return read_gpu(window_s=1.0, interval_s=0.25, nvml=nvml, env=env, torch_uuid=torch_uuid, sleep=lambda s: None)
+
+
+def test_nvml_reading_averages_a_window_of_samples():
+    nvml = FakeNVML(DEVICES)
+    r = fake_read(nvml, {})
+    assert r.available and r.uuid == "GPU-aaaa" and r.samples == 4
+    assert r.util_mean == pytest.approx(0.25) and r.util_max == pytest.approx(0.40)
+    assert r.mem_free_bytes == 70 << 30 and r.jpeg_util == pytest.approx(0.12)
+    assert r.headroom(0.9) == pytest.approx(0.65)
+    assert nvml.shutdown_called
+
+
+@pytest.mark.parametrize("env,uuid", [
+    ({"CUDA_VISIBLE_DEVICES": "1"}, "GPU-bbbb"),
+    ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "1"}, "GPU-aaaa"),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, "GPU-bbbb"),
+    ({"LOCAL_RANK": "1"}, "GPU-bbbb"),
+])
+def test_the_trainers_gpu_is_found_honouring_cuda_visible_devices_and_local_rank(env, uuid):
+    assert fake_read(FakeNVML(DEVICES), env).uuid == uuid
+
+
+def test_torch_uuid_wins_over_index_order():
+    r = fake_read(FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "0"}, torch_uuid=lambda rank: "GPU-bbbb")
+    assert r.uuid == "GPU-bbbb"
+
+
+@pytest.mark.parametrize("nvml,env,msg", [
+    (FakeNVML(DEVICES, fail_init=FakeNVML.NVMLError("NVML Shared Library Not Found")), {}, "NVML is not usable"),
+    (FakeNVML([]), {}, "NVML sees no GPU"),
+    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": ""}, "CUDA_VISIBLE_DEVICES is empty"),
+    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "MIG-1234"}, "MIG instance"),
+    (FakeNVML(DEVICES, mig=True), {}, "MIG is enabled"),
+    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "7"}, "not among NVML's 2 devices"),
+])
+def test_gpu_unavailable_cases_are_reported_plainly(nvml, env, msg):
+    r = fake_read(nvml, env)
+    assert not r.available and msg in r.reason and r.headroom(0.9) == 0
+
+
+def test_no_nvml_here_for_real():
+    r = read_gpu(window_s=0.1, interval_s=0.1)
+    assert isinstance(r, GpuUnavailable) and "NVML" in r.reason
+
+
+# ---------------------------------------------------------------- online re-planning
+def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
+    fast_gpu = LaneSample(images=640, busy_s=1.0, parallelism=1)     # 640 images/s
+    slow_cpu = LaneSample(images=320, busy_s=2.0, parallelism=2)     # 320 images/s
+    new = rebalance(0.5, fast_gpu, slow_cpu)
+    assert 0.5 < new < 640 / 960 + 1e-9
+    assert rebalance(0.5, fast_gpu, slow_cpu, gpu_util=0.99, max_gpu_util=0.8) < 0.5
+    assert rebalance(0.5, LaneSample(0, 0, 1), LaneSample(5, 1, 1)) == 0.5  # too little evidence
+    starved = rebalance(0.0, LaneSample(0, 0, 1), LaneSample(500, 1.0, 2))
+    assert 0 < starved <= 0.1  # a starved GPU lane gets probed upward a little

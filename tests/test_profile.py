@@ -1,0 +1,66 @@
+"""`hybridload profile` end to end (no NVML here: the plan goes on without the GPU reading),
+and mode="auto" carrying out and re-planning a split without changing the stream."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.planner import Plan
+
+
+def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
+    out, png = tmp_path / "plan.json", tmp_path / "plan.png"
+    proc = subprocess.run([sys.executable, "-m", "hybridload.cli", "profile", photo_root, "--recipe",
+                           "imagenet_train:64", "--batch-size", "8", "--seconds", "0.5", "--sample", "24",
+                           "--out", str(out), "--plot", str(png), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    plan = Plan.load(out)
+    assert 0 <= plan.gpu_share <= 1 and plan.predicted["total"] > 0
+    meas = json.loads(out.read_text())["measurements"]
+    assert "DALI CPU-only mode" in meas["gpu_label"]                 # labelled as the stand-in
+    assert any("NVML" in n for n in meas["notes"])                   # the no-NVML path, said plainly
+    assert len(meas["checked_points"]) >= 1
+    with Image.open(png) as im:
+        im.verify()
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size[0] > 300
+    for needle in ("chosen GPU share", "bottleneck", "why", "GPU (NVML)", "none: NVML is not usable"):
+        assert needle in proc.stdout
+
+
+def test_auto_mode_keeps_the_stream_and_records_replans(photo_root):
+    src = sources.ImageFolder(photo_root)
+    rec = recipe.imagenet_train(48)
+
+    def stream(policy):
+        with HybridLoader(src, rec, 4, policy=policy, seed=2, return_indices=True) as ld:
+            out = []
+            for e in (0, 1):
+                ld.set_epoch(e)
+                out += [idx.tolist() for _img, _lab, idx in ld]
+            return out, ld.stats()
+
+    ref, _ = stream(LoaderPolicy(mode="cpu", cpu_actors=0))
+    got, stats = stream(LoaderPolicy(mode="auto", cpu_actors=0, threads=1, replan_every=2))
+    assert got == ref
+    assert set(stats["lanes"]) == {"gpu", "inprocess"}
+    assert "replans" in stats["plan"] and 0 <= stats["plan"]["gpu_share"] <= 1
+    for entry in stats["plan"]["replans"]:
+        assert 0 <= entry["to"] <= 1 and entry["from"] != entry["to"]
+
+
+def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
+    path = tmp_path / "plan.json"
+    Plan(gpu_share=0.25, local_threads=1).save(path)
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, recipe.imagenet_train(48), 4, policy=LoaderPolicy(mode="auto", plan=str(path),
+                                                                           cpu_actors=0, replan_every=1000)) as ld:
+        list(ld)
+        st = ld.stats()
+    assert st["plan"]["gpu_share"] == 0.25 and st["plan"]["from_plan_file"]
+    assert st["lanes"]["gpu"]["batches"] <= 0.25 * 15 + 1
