@@ -61,8 +61,7 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
                     log.info("no running Ray cluster found; starting an embedded one")
                     addr = None
             if not addr:
-                # loopback only: without this variable Ray binds to the machine's network address
-                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+                _loopback_only(ray)
                 log.info("starting an embedded Ray cluster on 127.0.0.1")
                 ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
                          logging_level=logging.WARNING, log_to_driver=False,
@@ -70,6 +69,23 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
             _we_connected = True
         _users += 1
     return ray
+
+
+def _loopback_only(ray) -> None:
+    """Make the embedded cluster bind to 127.0.0.1 only.
+
+    Ray decides its node address from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, read once when
+    ``ray`` is imported (ray._private.ray_constants.ENABLE_RAY_CLUSTER); with the default,
+    its processes listen on every interface. The variable is set for the processes Ray
+    starts, and the constant is corrected when ``ray`` was imported before us.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    try:
+        from ray._private import ray_constants
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    except Exception as exc:  # pragma: no cover - Ray moved its constant: fail loudly, never silently
+        raise RuntimeError(f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
+                           "and pass LoaderPolicy(ray_address=...)") from exc
 
 
 def _embedded_store_bytes() -> int:

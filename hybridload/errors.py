@@ -49,3 +49,8 @@ class LaneUnavailableError(HybridLoadError):
 
 class Reroute(HybridLoadError):
     """A lane cannot take this batch (not a failure of the lane); another lane should."""
+
+
+class WorkerLost(HybridLoadError):
+    """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
+    handed to another worker and the lane carries on with what is left."""

@@ -254,7 +254,8 @@ class _EpochIterator:
         window = p.window or max(2, 2 * slots)
         self._merger = OrderedMerger(start, len(batches), window, p.batch_timeout_s)
         self._scheduler = Scheduler(lanes, batches, start, loader.epoch, self._merger, loader._stats,
-                                    caps=loader._caps, fallback=loader._fallback)
+                                    caps=loader._caps, fallback=loader._fallback,
+                                    straggler_factor=p.straggler_factor, straggler_min_s=p.straggler_min_s)
         self._merger.describe = self._scheduler.where
         self._done = False
         self._superseded = False

@@ -39,6 +39,10 @@ class LoaderPolicy:
             naming it (never a silent hang).
         plan: a Plan or a path to a plan JSON file (mode "auto" starts from it).
         replan_every: in mode "auto", re-plan the GPU share every this many batches.
+        straggler_factor: a batch running this many times longer than its lane's typical
+            batch (and at least ``straggler_min_s``) is issued again to another worker;
+            the first result wins. None turns re-issuing off.
+        straggler_min_s: the shortest deadline for re-issuing.
     """
 
     mode: str = "cpu"
@@ -57,12 +61,17 @@ class LoaderPolicy:
     batch_timeout_s: float = 300.0
     plan: Any = None
     replan_every: int = 8
+    straggler_factor: float | None = 4.0
+    straggler_min_s: float = 2.0
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.gpu_share is not None and not _is_fraction(self.gpu_share):
             raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
+        if self.straggler_factor is not None and (isinstance(self.straggler_factor, bool) or not isinstance(
+                self.straggler_factor, (int, float)) or self.straggler_factor < 1):
+            raise ValueError(f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}")
         if not _is_count(self.replan_every) or self.replan_every == 0:
             raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
         if self.plan is not None and not isinstance(self.plan, (str, os.PathLike)) \

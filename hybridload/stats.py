@@ -18,6 +18,8 @@ class LoaderStats:
             self.batches = defaultdict(int)
             self.busy_s = defaultdict(float)
             self.retries = defaultdict(int)
+            self.reissued = defaultdict(int)
+            self.duplicates = defaultdict(int)
             self.skipped: list[tuple] = []
             self.stall_s = 0.0
             self.batches_delivered = 0
@@ -33,6 +35,14 @@ class LoaderStats:
     def record_retry(self, lane: str) -> None:
         with self._lock:
             self.retries[lane] += 1
+
+    def record_reissue(self, lane: str) -> None:
+        with self._lock:
+            self.reissued[lane] += 1
+
+    def record_duplicate(self, lane: str) -> None:
+        with self._lock:
+            self.duplicates[lane] += 1
 
     def record_wait(self, seconds: float) -> None:
         with self._lock:
@@ -59,6 +69,8 @@ class LoaderStats:
                     for name in lanes
                 },
                 "retries": sum(self.retries.values()),
+                "reissued": sum(self.reissued.values()),
+                "duplicates_dropped": sum(self.duplicates.values()),
                 "skipped": len(self.skipped),
                 "skipped_samples": [
                     {"index": i, "path": p, "stage": s, "reason": r} for (i, p, s, r) in self.skipped

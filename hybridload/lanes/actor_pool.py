@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from hybridload import cluster
+from hybridload.errors import WorkerLost
 from hybridload.placement import plan_actors
 
 from .base import BatchTask, Done
@@ -61,6 +62,7 @@ class ActorPool:
             raise
         self._load = [0] * len(self.actors)
         self._alive = [True] * len(self.actors)
+        self._running: dict[int, set[int]] = {}
         log.info("%s lane: %d actors on nodes %s", self.name, len(self.actors), sorted(set(self.nodes)))
 
     # -- what subclasses define
@@ -80,37 +82,50 @@ class ActorPool:
     def parallelism(self) -> int:
         return sum(self._alive)
 
-    def _pick(self) -> int:
+    def _pick(self, seq: int) -> int:
+        """The least-loaded live actor, avoiding actors already running a copy of ``seq``."""
         with self._lock:
             live = [k for k in range(len(self.actors)) if self._alive[k]]
             if not live:
-                raise RuntimeError(f"every Ray actor of the {self.name} lane has died")
-            k = min(live, key=lambda j: self._load[j])
+                raise WorkerLost(f"every Ray actor of the {self.name} lane has died")
+            busy_with = self._running.get(seq, set())
+            k = min(live, key=lambda j: (j in busy_with, self._load[j]))
             self._load[k] += 1
+            self._running.setdefault(seq, set()).add(k)
             return k
+
+    def _release(self, k: int, seq: int) -> None:
+        with self._lock:
+            self._load[k] -= 1
+            holders = self._running.get(seq)
+            if holders is not None:
+                holders.discard(k)
+                if not holders:
+                    del self._running[seq]
 
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError(f"the {self.name} lane is closed")
-        k = self._pick()
+        k = self._pick(task.seq)
         try:
             fut = self.call(self.actors[k], task).future()
         except BaseException:
-            with self._lock:
-                self._load[k] -= 1
+            self._release(k, task.seq)
             raise
 
         def _finish(f):
-            with self._lock:
-                self._load[k] -= 1
+            self._release(k, task.seq)
             try:
                 raw = f.result()
             except BaseException as exc:
-                if not self._closed and _actor_died(exc):
-                    with self._lock:
-                        self._alive[k] = False
-                    log.warning("Ray actor %d of the %s lane died (%s); its task goes back to the scheduler",
-                                k, self.name, type(exc).__name__)
+                if _actor_died(exc):
+                    if not self._closed:
+                        with self._lock:
+                            self._alive[k] = False
+                        log.warning("Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
+                                    "%d actors remain", k, self.name, type(exc).__name__, task.seq, self.parallelism)
+                    done(task, WorkerLost(f"actor {k} of the {self.name} lane died while it held batch {task.seq}"))
+                    return
                 done(task, _unwrap(exc))
                 return
             try:
