@@ -1,4 +1,4 @@
-"""The ``hybridload`` command line: ``demo`` and ``profile``."""
+"""The ``hybridload`` command line: ``demo``, ``profile`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -89,6 +89,46 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from tqdm import tqdm
+
+    from hybridload import sources
+    from hybridload.bench import MODES, as_json, plot_results, run_mode
+    from hybridload.planner import Plan
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise SystemExit(f"--modes: unknown {bad}; choose from {', '.join(MODES)}")
+    plan = Plan.load(args.plan) if args.plan else None
+    src = sources.ImageFolder(args.data)
+    rec = _recipe(args.recipe)
+    results = []
+    with tqdm(total=args.batches * len(modes), desc="bench", unit="batch", disable=args.quiet) as bar:
+        for mode in modes:
+            bar.set_postfix_str(mode)
+            results.append(run_mode(src, rec, mode, batch_size=args.batch_size, batches=args.batches,
+                                    step_ms=args.step_ms, plan=plan, ray_address=args.ray_address,
+                                    threads=args.threads, progress=bar.update))
+    meta = {"data": args.data, "recipe": args.recipe, "batch_size": args.batch_size, "batches": args.batches,
+            "step_ms": args.step_ms, "plan": args.plan, "ray_address": args.ray_address}
+    with open(args.out, "w") as f:
+        json.dump(as_json(results, meta), f, indent=2)
+    if args.plot:
+        plot_results(results, args.plot)
+    lines = ["| mode | images/s | lane shares | waits for data | peak host RSS | peak GPU memory | what ran |",
+             "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
+    for r in results:
+        gpu = f"{r.peak_gpu_mb:.0f} MiB" if r.peak_gpu_mb is not None else "no GPU"
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in r.shares.items())
+        lines.append(f"| {r.mode} | {r.images_per_s:.0f} | {shares} | {r.wait_fraction:.0%} | "
+                     f"{r.peak_rss_mb:.0f} MiB | {gpu} | {r.label} |")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hybridload", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -121,6 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--plot", default=None, help="write a PNG of throughput against GPU share")
     pr.add_argument("--quiet", action="store_true")
     pr.set_defaults(func=cmd_profile)
+
+    b = sub.add_parser("bench", help="single-GPU against multi-node against CPU-only throughput")
+    b.add_argument("data", help="an ImageFolder root (root/<class>/<image>)")
+    b.add_argument("--plan", default=None, help="a plan file from `hybridload profile`")
+    b.add_argument("--modes", default="single-gpu,multi-node,cpu")
+    b.add_argument("--batches", type=int, default=50)
+    b.add_argument("--batch-size", type=int, default=64)
+    b.add_argument("--step-ms", type=float, default=0.0, help="the consumer's time per training step")
+    b.add_argument("--recipe", default="imagenet_train:224")
+    b.add_argument("--ray-address", default=None, help="the cluster for multi-node (default: embedded)")
+    b.add_argument("--threads", type=int, default=None, help="in-process lane threads")
+    b.add_argument("--out", default="bench.json")
+    b.add_argument("--plot", default=None)
+    b.add_argument("--quiet", action="store_true")
+    b.set_defaults(func=cmd_bench)
     return p
 
 

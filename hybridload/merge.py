@@ -56,6 +56,11 @@ class OrderedMerger:
                 self._cond.notify_all()
             return True
 
+    def settled(self, seq: int) -> bool:
+        """True once ``seq`` has a result (buffered or already released)."""
+        with self._cond:
+            return seq < self.next or seq in self._buf
+
     def buffered(self) -> int:
         with self._cond:
             return len(self._buf)

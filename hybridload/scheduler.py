@@ -95,7 +95,7 @@ class Scheduler:
         return not any(self._usable(ln, excluded) for ln in self.lanes)
 
     def _delivered(self, seq: int) -> bool:
-        return seq < self.merger.next or seq in self.merger._buf
+        return self.merger.settled(seq)
 
     # ------------------------------------------------------------------ starting work
     def _start(self, lane: Lane, task: BatchTask) -> tuple[Lane, BatchTask, float]:

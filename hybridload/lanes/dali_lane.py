@@ -79,7 +79,7 @@ class DaliLane:
 
     # -- one batch
     def _feed(self, task: BatchTask):
-        from hybridload.kernels import image_size
+        from hybridload.kernels import MAX_IMAGE_PIXELS, image_size
         from hybridload.pipelines import chain_params
         encoded, params, labels = [], [], np.empty(len(task.indices), np.int64)
         for k, i in enumerate(task.indices.tolist()):
@@ -95,6 +95,8 @@ class DaliLane:
                 raise Reroute(f"sample {i} ({ref.location}) has no JPEG end marker")
             try:
                 w, h = image_size(payload)
+                if w * h > MAX_IMAGE_PIXELS:
+                    raise ValueError(f"{w}x{h} pixels exceeds the limit of {MAX_IMAGE_PIXELS}")
                 params.append(chain_params(self.recipe.sample_params(self.seed, task.epoch, i, w, h), w, h))
             except Exception as exc:
                 raise Reroute(f"sample {i} ({ref.location}): {exc}") from None

@@ -1,0 +1,190 @@
+"""``hybridload bench``: what scale-up and scale-out buy, measured in one command.
+
+Modes:
+  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live
+  multi-node   the GPU lane plus Ray CPU actors across the cluster
+  cpu          CPU lanes only (Ray actors across the cluster when one is given, else in-process)
+
+For each: images/s, each lane's share, the fraction of time a consumer with an M ms step
+waits for data, peak host RSS (this process and the processes it started, Ray's workers
+included) and peak GPU memory where there is a GPU. Labels say what really ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+log = logging.getLogger(__name__)
+
+MODES = ("single-gpu", "multi-node", "cpu")
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    label: str
+    images_per_s: float
+    batches: int
+    images: int
+    shares: dict = field(default_factory=dict)
+    wait_fraction: float = 0.0
+    step_ms: float = 0.0
+    peak_rss_mb: float = 0.0
+    peak_gpu_mb: float | None = None
+    seconds: float = 0.0
+    retries: int = 0
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _family(root: int) -> set[int]:
+    pids, changed = {root}, True
+    parents = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    parents[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    while changed:
+        changed = False
+        for pid, ppid in parents.items():
+            if ppid in pids and pid not in pids:
+                pids.add(pid)
+                changed = True
+    return pids
+
+
+class RssSampler:
+    """Peak resident memory of this process and its descendants, sampled every ``interval_s``."""
+
+    def __init__(self, interval_s: float = 0.25):
+        self.interval_s = interval_s
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hybridload-rss", daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            total = sum(_rss_kb(p) for p in _family(os.getpid()))
+            self.peak_kb = max(self.peak_kb, total)
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+
+
+def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None):
+    from .policy import LoaderPolicy
+    share = plan.gpu_share if plan is not None else None
+    if mode == "single-gpu":
+        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=0, threads=threads)
+    if mode == "multi-node":
+        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=None, ray_address=ray_address,
+                            placement="any", reserve_local_cpus=0)
+    if mode == "cpu":
+        if ray_address:
+            return LoaderPolicy(mode="cpu", cpu_actors=None, ray_address=ray_address, placement="any",
+                                reserve_local_cpus=0)
+        return LoaderPolicy(mode="cpu", cpu_actors=0, threads=threads)
+    raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES)}")
+
+
+def _label(mode: str, loader) -> str:
+    parts = []
+    for lane in loader._lanes:
+        if lane.name == "gpu":
+            parts.append("GPU lane: " + ("DALI CPU-only mode, no GPU visible" if lane.cpu_only
+                                         else f"DALI on {loader.device}"))
+        elif lane.name == "ray":
+            parts.append(f"Ray lane: {lane.parallelism} actors on {len(set(lane.nodes))} node(s)")
+        elif lane.name == "inprocess":
+            parts.append(f"in-process lane: {lane.parallelism} threads")
+    return "; ".join(parts)
+
+
+def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
+             ray_address: str | None = None, threads: int | None = None, progress=None) -> ModeResult:
+    """Run ``batches`` batches in ``mode`` with a consumer that takes ``step_ms`` per step."""
+    from .loader import HybridLoader
+    policy = policy_for(mode, plan, ray_address=ray_address, threads=threads)
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    with RssSampler() as rss, HybridLoader(source, recipe, batch_size, policy=policy, seed=0) as ld:
+        it = iter(ld)
+        next(it)  # start-up (actors, pipelines) is not part of the rate
+        label = _label(mode, ld)
+        ld._stats.reset()
+        n_img = n_batch = 0
+        epoch = 0
+        t0 = time.perf_counter()
+        while n_batch < batches:
+            try:
+                images, _labels = next(it)
+            except StopIteration:
+                epoch += 1
+                ld.set_epoch(epoch)
+                it = iter(ld)
+                continue
+            n_img += images.shape[0]
+            n_batch += 1
+            if step_ms > 0:
+                time.sleep(step_ms / 1000.0)  # the training step
+            if progress:
+                progress(1)
+        wall = time.perf_counter() - t0
+        st = ld.stats()
+    return ModeResult(mode=mode, label=label, images_per_s=n_img / wall, batches=n_batch, images=n_img,
+                      shares={k: round(v["share"], 3) for k, v in st["lanes"].items()},
+                      wait_fraction=min(1.0, st["stall_s"] / wall), step_ms=step_ms,
+                      peak_rss_mb=rss.peak_kb / 1024,
+                      peak_gpu_mb=(torch.cuda.max_memory_allocated() / 2**20) if cuda else None,
+                      seconds=wall, retries=st["retries"])
+
+
+def plot_results(results: list[ModeResult], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    names = [r.mode for r in results]
+    rates = [r.images_per_s for r in results]
+    bars = ax.bar(names, rates, color=["tab:green", "tab:purple", "tab:blue"][:len(results)])
+    for bar, r in zip(bars, results):
+        ax.annotate(f"{r.images_per_s:.0f} img/s\nwaits {r.wait_fraction:.0%}", (bar.get_x() + bar.get_width() / 2,
+                    bar.get_height()), ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("images/s")
+    ax.set_title(f"hybridload bench (consumer step {results[0].step_ms:g} ms)" if results else "hybridload bench",
+                 fontsize=10)
+    ax.set_ylim(0, max(rates + [1]) * 1.25)
+    ax.grid(axis="y", alpha=0.3)
+    fig.text(0.01, 0.01, " | ".join(f"{r.mode}: {r.label}" for r in results)[:160], fontsize=6)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def as_json(results: list[ModeResult], meta: dict) -> dict:
+    return {"meta": meta, "modes": [asdict(r) for r in results]}
