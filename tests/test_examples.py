@@ -32,3 +32,60 @@ def test_ddp_example_runs_under_torchrun(ray_cluster):
                 "127.0.0.1", "--master_port", str(port), "dpex_ddp.py", "--steps", "2", "--epochs", "2"],
                {"RAY_ADDRESS": ray_cluster[0].address})
     assert "epoch 1 step 2 loss" in out
+
+
+# ----------------------------------------------------------------------------- HybridLoader examples
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun(script, *args):
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+            "--master_port", str(_free_port()), script, *args]
+
+
+@pytest.mark.parametrize("script", ["single_gpu.py", "dataparallel.py"])
+def test_hybridloader_single_process_examples_train_a_few_steps_per_epoch(photo_root, script):
+    out = _run([sys.executable, script, "--data", photo_root, "--steps", "2", "--epochs", "2"], {})
+    assert "epoch 0 step 2 loss" in out and "epoch 1 step 2 loss" in out
+    assert "epoch 1 step 3 loss" not in out
+
+
+def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root):
+    out = _run([sys.executable, "single_gpu.py", "--data", photo_root, "--steps", "2", "--ray"],
+               {"RAY_ADDRESS": ray_cluster[0].address})
+    assert "epoch 0 step 2 loss" in out
+    assert "loader stats: {'ray'" in out
+
+
+def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_root, tmp_path):
+    import json
+    ckpt = tmp_path / "ckpt"
+    _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "1", "--epochs", "1",
+                   "--checkpoint", str(ckpt)), {})
+    states = [json.loads((ckpt / f"loader-rank{r}.json").read_text()) for r in range(2)]
+    assert [(s["rank"], s["world_size"], s["epoch"], s["position"]) for s in states] == [(0, 2, 0, 1), (1, 2, 0, 1)]
+    out = _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "2", "--epochs", "2",
+                         "--checkpoint", str(ckpt), "--resume"), {})
+    assert "resumed at epoch 0, batch 1 of 2" in out
+    assert "epoch 0 step 1 loss" in out and "epoch 0 step 2 loss" not in out  # only the batch not yet seen
+    assert "epoch 1 step 2 loss" in out and out.count("lanes used: ['inprocess']") == 2
+    assert json.loads((ckpt / "loader-rank1.json").read_text())["epoch"] == 1
+
+
+def test_ddp_torchrun_example_with_ray_shares_one_cluster(ray_cluster, photo_root, tmp_path):
+    out = _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "2", "--epochs", "1", "--ray",
+                         "--checkpoint", str(tmp_path)), {"RAY_ADDRESS": ray_cluster[0].address})
+    assert "epoch 0 step 2 loss" in out
+    assert out.count("lanes used: ['ray']") == 2
+
+
+def test_cifar_ddp_example_trains_and_evaluates_under_torchrun(tmp_path):
+    # TMPDIR: the generated 32x32 dataset goes under this test's temporary directory
+    out = _run(_torchrun("cifar_ddp.py", "--steps", "2", "--epochs", "1"), {"TMPDIR": str(tmp_path)})
+    assert "epoch 0 step 2 loss" in out
+    assert "epoch 0 test accuracy" in out and "over 100 images" in out
+    assert len(list((tmp_path / "hybridload-examples-cifar" / "train").glob("*/*.png"))) == 400
