@@ -2,21 +2,14 @@
 indices cover the dataset exactly once per epoch (drop_last=False pads only to even out)."""
 
 import json
-import multiprocessing as mp
-import os
-import socket
 from datetime import timedelta
 
 import pytest
 
+from streams import free_port, run_ranks
+
 WORLD = 2
 EPOCHS = 2
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, port: int, root: str, out: str, drop_last: bool) -> None:
@@ -47,21 +40,10 @@ def _worker(rank: int, port: int, root: str, out: str, drop_last: bool) -> None:
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_two_gloo_ranks_cover_the_dataset_once_per_epoch(photo_root, tmp_path, drop_last):
-    ctx = mp.get_context("spawn")
     out = str(tmp_path / "ranks.json")
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, photo_root, out, drop_last)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout=180)
-        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+    port = free_port()
+    codes = run_ranks(_worker, lambda r: (r, port, photo_root, out, drop_last), WORLD, timeout_s=180)
+    assert codes == [0] * WORLD
     result = json.load(open(out))
     assert result["world"] == WORLD
     n = 60

@@ -13,23 +13,13 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import BatchTimeoutError, SampleError
 
 from resume_helper import check_resume
+from streams import stream
 
 REC = recipe.imagenet_train(48)
 
 
 def inproc(**kw):
     return LoaderPolicy(cpu_actors=0, **kw)
-
-
-def stream(loader, epochs=(0,)):
-    """[(indices, labels, pixel digest)] per batch over the given epochs."""
-    out = []
-    for e in epochs:
-        loader.set_epoch(e)
-        for images, labels, indices in loader:
-            out.append((tuple(indices.tolist()), tuple(labels.tolist()),
-                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
-    return out
 
 
 def test_stream_follows_the_batch_plan_with_labels(photo_root):

@@ -1,7 +1,6 @@
 """The Ray CPU lane on a simulated 3-node cluster (head = trainer + 2 worker nodes, loopback)."""
 
 import gc
-import hashlib
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,12 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
 from ray_fixtures import alive_actors
+from streams import free_port, run_ranks
+from streams import stream as _stream
+
+
+def digest_stream(loader, epochs=(0, 1)):
+    return _stream(loader, epochs)
 
 REC = recipe.imagenet_train(48)
 
@@ -19,16 +24,6 @@ REC = recipe.imagenet_train(48)
 @pytest.fixture
 def cluster(ray_cluster):
     return ray_cluster
-
-
-def digest_stream(loader, epochs=(0, 1)):
-    out = []
-    for e in epochs:
-        loader.set_epoch(e)
-        for images, labels, idx in loader:
-            out.append((tuple(idx.tolist()), tuple(labels.tolist()),
-                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
-    return out
 
 
 def wait_no_actors(timeout=30):
@@ -161,26 +156,11 @@ def _ddp_rank(rank, port, address, root, out):
 
 def test_two_ddp_ranks_over_the_cluster_cover_the_dataset_once_per_epoch(cluster, photo_root, tmp_path):
     import json
-    import multiprocessing as mp
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = str(tmp_path / "ddp.json")
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_ddp_rank, args=(r, port, cluster[0].address, photo_root, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(timeout=240)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+    codes = run_ranks(_ddp_rank, lambda r: (r, port, cluster[0].address, photo_root, out), 2, timeout_s=240)
+    assert codes == [0, 0]
     result = json.load(open(out))
     for gathered in result["epochs"]:
         assert len(gathered[0]) == len(gathered[1])

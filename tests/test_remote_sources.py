@@ -1,7 +1,6 @@
 """Sources over fsspec URLs (file://, memory://), in the driver and in Ray actors on
 other (simulated) nodes, give the same stream as the local sources."""
 
-import hashlib
 import os
 import sys
 import uuid
@@ -13,18 +12,13 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 
 from test_tarshards import folder, shard_dir  # noqa: F401  (fixtures)
-
-REC = recipe.imagenet_train(48)
+from streams import stream as _stream
 
 
 def stream(loader, epochs=(0, 1)):
-    out = []
-    for e in epochs:
-        loader.set_epoch(e)
-        for images, labels, indices in loader:
-            out.append((tuple(indices.tolist()), tuple(labels.tolist()),
-                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
-    return out
+    return _stream(loader, epochs)
+
+REC = recipe.imagenet_train(48)
 
 
 def to_memory(local_root: str) -> tuple[str, dict]:

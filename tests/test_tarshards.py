@@ -16,6 +16,7 @@ from hybridload.kernels import process_sample
 from hybridload.tarshards import braceexpand, expand_urls
 
 from resume_helper import check_resume
+from streams import stream as _stream
 
 REC = recipe.imagenet_train(48)
 
@@ -64,13 +65,7 @@ def pattern(shard_dir):
 
 
 def stream(loader, epochs=(0, 1)):
-    out = []
-    for e in epochs:
-        loader.set_epoch(e)
-        for images, labels, indices in loader:
-            out.append((tuple(indices.tolist()), tuple(labels.tolist()),
-                        hashlib.md5(images.numpy().tobytes()).hexdigest()))
-    return out
+    return _stream(loader, epochs)
 
 
 # ----------------------------------------------------------------------------- same data as ImageFolder

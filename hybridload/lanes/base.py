@@ -27,3 +27,16 @@ class Lane(Protocol):
     def submit(self, task: BatchTask, done: Done) -> None: ...
 
     def close(self) -> None: ...
+
+
+def submit_to_pool(pool, fn, task: BatchTask, done: Done) -> None:
+    """Run ``fn(task)`` on a thread pool and report to ``done`` exactly once (not if cancelled)."""
+    fut = pool.submit(fn, task)
+
+    def _finish(f):
+        if f.cancelled():
+            return
+        exc = f.exception()
+        done(task, exc if exc is not None else f.result())
+
+    fut.add_done_callback(_finish)

@@ -26,7 +26,7 @@ import torch
 
 from hybridload.errors import LaneUnavailableError, Reroute, SampleError
 
-from .base import BatchTask, Done
+from .base import BatchTask, Done, submit_to_pool
 
 log = logging.getLogger(__name__)
 
@@ -123,15 +123,7 @@ class DaliLane:
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError("the GPU lane is closed")
-        fut = self._pool.submit(self._run, task)
-
-        def _finish(f):
-            if f.cancelled():
-                return
-            exc = f.exception()
-            done(task, exc if exc is not None else f.result())
-
-        fut.add_done_callback(_finish)
+        submit_to_pool(self._pool, self._run, task, done)
 
     def close(self) -> None:
         """Stop the worker thread and release the pipeline (and its GPU memory)."""

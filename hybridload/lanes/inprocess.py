@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hybridload.kernels import process_batch
 
-from .base import BatchTask, Done
+from .base import BatchTask, Done, submit_to_pool
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +39,7 @@ class InProcessLane:
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError("InProcessLane is closed")
-        fut = self._pool.submit(self._run, task)
-
-        def _finish(f):
-            if f.cancelled():
-                return
-            exc = f.exception()
-            done(task, exc if exc is not None else f.result())
-
-        fut.add_done_callback(_finish)
+        submit_to_pool(self._pool, self._run, task, done)
 
     def close(self, join_timeout_s: float = 10.0) -> None:
         """Cancel queued tasks and wait (bounded) for running ones to finish."""

@@ -1,0 +1,46 @@
+"""Shared test helpers: a loader's stream as comparable data, and running ranks in processes."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing as mp
+import socket
+
+
+def batch_digest(batch) -> tuple:
+    """(indices, labels, md5 of the pixels) of an (images, labels, indices) batch."""
+    images, labels, indices = batch
+    return (tuple(indices.tolist()), tuple(labels.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
+
+
+def stream(loader, epochs=(0,)) -> list[tuple]:
+    """[batch_digest] per batch over the given epochs (the loader needs return_indices=True)."""
+    out = []
+    for e in epochs:
+        loader.set_epoch(e)
+        out += [batch_digest(b) for b in loader]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(target, args_of_rank, world: int, timeout_s: float) -> list[int]:
+    """Run ``target(*args_of_rank(rank))`` in ``world`` spawned processes; kill any still alive
+    after ``timeout_s``. Returns the exit codes."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=args_of_rank(r)) for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout=timeout_s)
+        return [p.exitcode for p in procs]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
