@@ -42,38 +42,16 @@ from pathlib import Path
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sharding, sources
-from hybridload.datasets import make_photo_folder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_busy_s  # noqa: E402  (shared helpers of benchmarks/)
+from _common import photo_set as _photo_set  # noqa: E402
 
 log = logging.getLogger("bench_loader_overhead")
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_LOADER_OVER_RAW = 0.95
 OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run
-
-
-_CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def machine_busy_s() -> float | None:
-    """CPU seconds the whole machine has been busy (all processes, steal included), from
-    /proc/stat; None where it cannot be read. Used to see other load during a timed run."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = v
-    return (user + nice + system + irq + softirq + steal) / _CLK
-
-
-def photo_set(root: Path, n: int) -> Path:
-    """The photo set of ``n`` JPEGs lives in ``root/n<n>`` (shared with bench_kernels.py);
-    generated on first use, reused afterwards."""
-    folder = root / f"n{n}"
-    t0 = time.perf_counter()
-    make_photo_folder(folder, n)
-    log.info("photo set: %s (%d images; ready in %.1f s)", folder, n, time.perf_counter() - t0)
-    return folder
 
 
 class Raw:
@@ -169,7 +147,7 @@ def main(argv=None) -> int:
         ap.error("--warmup-rounds must be >= 0")
 
     torch.set_num_threads(args.torch_threads)
-    folder = photo_set(args.root, args.n)
+    folder = _photo_set(args.root, args.n, log)
     source = sources.ImageFolder(folder)
     if len(source) != args.n:
         raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")

@@ -271,3 +271,15 @@ def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
     assert rebalance(0.5, LaneSample(0, 0, 1), LaneSample(5, 1, 1)) == 0.5  # too little evidence
     starved = rebalance(0.0, LaneSample(0, 0, 1), LaneSample(500, 1.0, 2))
     assert 0 < starved <= 0.1  # a starved GPU lane gets probed upward a little
+
+
+def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
+    from hybridload.planner.profile import _trust_measurements
+    m = Measurements(nodes=(NodeRate("local", 2, 240.0, True),), gpu_rate=500.0, gpu_available=True,
+                     gpu_cpu_cost=1.8, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
+    plan = solve(m)
+    assert plan.gpu_share > 0.5  # a noisy low CPU reading makes the model favour the GPU lane
+    fixed = _trust_measurements(plan, m, Limits(), [(0.0, 700.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
+    assert fixed.gpu_share == 0.0 and "the measurement wins" in fixed.reason
+    kept = _trust_measurements(plan, m, Limits(), [(0.0, 620.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
+    assert kept == plan  # within the margin: the model's choice stands

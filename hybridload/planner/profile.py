@@ -125,6 +125,7 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
             step(f"checking the loader at GPU share {s:.2f}")
             points.append((s, measure_loader(source, recipe, batch_size, s, seconds=seconds, threads=cpus,
                                              gpu_threads=gpu_threads, device=device)))
+        plan = _trust_measurements(plan, m, lim, points)
         plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
 
     rows = [("GPU (NVML)", _gpu_text(gpu)),
@@ -141,6 +142,26 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (predicted {predict(m, lim, s)['total']:.0f})")
              for s, r in points]
     return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
+
+
+def _trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
+                        margin: float = 0.03) -> Plan:
+    """The loader measured at a few shares beats the model: when another checked share
+    delivered clearly more (by ``margin``) than the chosen one, take it. Two lanes whose
+    rates are close make the model's choice flip on a noisy reading; the check catches it."""
+    at_choice = next((r for s, r in points if s == plan.gpu_share), None)
+    best_share, best_rate = max(points, key=lambda p: p[1])
+    if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):
+        return plan
+    from .solver import _actors
+    pred = predict(m, lim, best_share)
+    actors = _actors(m, pred)
+    local = actors.pop("local", 0)
+    reason = (f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
+              f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})")
+    log.info("profile: %s", reason)
+    return Plan(**{**plan.to_dict(), "gpu_share": best_share, "cpu_actors": actors, "local_threads": local,
+                   "predicted": {k: round(v, 2) for k, v in pred.items()}, "reason": reason})
 
 
 def _gpu_text(gpu) -> str:

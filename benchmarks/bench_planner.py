@@ -1,0 +1,252 @@
+#!/usr/bin/env python
+"""The planner: how long ``hybridload profile`` takes, and how good its chosen GPU share is.
+
+1. ``hybridload.planner.profile.run_profile(source, imagenet_train(224), batch_size=64,
+   seconds=3)`` in this process, timed; then the CLI ``hybridload profile DATA --out
+   PLAN --plot PNG`` as a subprocess, timed (goal: under 60 s).
+2. The loader's real throughput swept over the GPU share:
+   ``planner.profile.measure_loader(source, rec, 64, share, seconds=S, threads=2,
+   gpu_threads=2, device=cpu)`` for share 0.0, 0.1, ..., 1.0 and the plan's share (the
+   CLI's too when it differs), all in this run, in ``--passes`` passes (the order
+   rotates and reverses from pass to pass so drift and other load do not favour one end).
+   Per share the ``--aggregate`` (default median) of its measurements is taken, pooling
+   every measurement at that share: when the plan's share lies on the grid, the grid point
+   and the plan point measure the same configuration, so both count (with max, a share
+   measured more often would be favoured, hence the median). Reported: throughput at the
+   plan's share / the best swept throughput (goal >= 0.95), and the same from the plan
+   point's own measurements alone.
+
+``measure_loader`` builds a fresh loader per call, drops the first batch (start-up) and
+counts images for S seconds; in "split" mode ``gpu_share`` is a cap (the CPU lane takes
+what the GPU lane does not), so share 1.0 is not "GPU lane only".
+
+Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from hybridload import recipe, sources
+from hybridload.planner.profile import measure_loader, run_profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import DEFAULT_PHOTO_ROOT, fmt, machine_busy_s, photo_set, setup_logging, tree_cpu_s, usable_cpus  # noqa: E402
+
+log = logging.getLogger("bench_planner")
+
+GOAL_PROFILE_S = 60.0
+GOAL_PLAN_OVER_BEST = 0.95
+
+
+def measure(source, rec, args, share: float) -> dict:
+    """One measure_loader call, with the other load on the machine meanwhile."""
+    m0, k0, t0 = machine_busy_s(), tree_cpu_s(), time.perf_counter()
+    rate = measure_loader(source, rec, args.batch_size, share, seconds=args.seconds, threads=args.threads,
+                          gpu_threads=args.gpu_threads, device=torch.device("cpu"))
+    wall, m1, k1 = time.perf_counter() - t0, machine_busy_s(), tree_cpu_s()
+    other = None if None in (m0, m1, k0, k1) else max(0.0, (m1 - m0 - (k1 - k0)) / wall)
+    return {"share": share, "images_per_s": rate, "wall_s": wall, "other_load": other}
+
+
+def cli_profile(args, folder: Path, workdir: Path) -> dict:
+    exe = shutil.which("hybridload") or str(Path(sys.executable).with_name("hybridload"))
+    cmd = [exe] if Path(exe).exists() else [sys.executable, "-m", "hybridload.cli"]
+    plan, plot = workdir / "plan.json", workdir / "profile.png"
+    cmd += ["profile", str(folder), "--out", str(plan), "--plot", str(plot), "--seconds", f"{args.seconds:g}",
+            "--batch-size", str(args.batch_size), "--quiet"]
+    log.info("CLI: %s", " ".join(cmd))
+    ru0, m0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_s(), time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cli_timeout)
+    wall, m1, ru1 = time.perf_counter() - t0, machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)  # the CLI and everything it ran
+    other = None if m0 is None or m1 is None else max(0.0, (m1 - m0 - child) / wall)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hybridload profile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    doc = json.loads(plan.read_text())
+    return {"command": cmd, "wall_s": wall, "gpu_share": doc["gpu_share"], "predicted": doc.get("predicted"),
+            "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": other, "stdout": proc.stdout,
+            "rows": _rows(proc.stdout)}
+
+
+def _rows(table: str) -> dict:
+    """The CLI's markdown table as {what: value}."""
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] not in ("what", "") and not set(cells[0]) <= {"-"}:
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
+                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
+    ap.add_argument("--n", type=int, default=1024, help="number of images")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")
+    ap.add_argument("--passes", type=int, default=2, help="passes over the shares")
+    ap.add_argument("--aggregate", choices=("max", "median"), default="median",
+                    help="per share, over its measurements (all passes, grid and plan points pooled)")
+    ap.add_argument("--step", type=float, default=0.1, help="share grid step")
+    ap.add_argument("--threads", type=int, default=2, help="in-process lane threads of measure_loader")
+    ap.add_argument("--gpu-threads", type=int, default=2, help="DALI threads of measure_loader")
+    ap.add_argument("--torch-threads", type=int, default=1,
+                    help="torch.set_num_threads in this process (the CLI subprocess keeps torch's default)")
+    ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True, help="also time the CLI")
+    ap.add_argument("--cli-timeout", type=float, default=300.0)
+    ap.add_argument("--keep", type=Path, default=None, help="keep the CLI's plan.json and profile.png here")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    setup_logging()
+    if min(args.n, args.batch_size, args.seconds, args.passes, args.threads, args.gpu_threads,
+           args.torch_threads) <= 0 or not 0 < args.step <= 1:
+        ap.error("counts and --seconds must be positive, --step in (0, 1]")
+
+    torch.set_num_threads(args.torch_threads)
+    folder = photo_set(args.root, args.n, log)
+    source = sources.ImageFolder(folder)
+    if len(source) != args.n:
+        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    rec = recipe.imagenet_train(args.size)
+    env = {"python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+           "cpus": usable_cpus(), "loadavg_start": os.getloadavg()}
+    t_start = time.perf_counter()
+
+    # ---- 1. the profile, in process and through the CLI
+    m0, k0, t0 = machine_busy_s(), tree_cpu_s(), time.perf_counter()
+    prof = run_profile(source, rec, batch_size=args.batch_size, seconds=args.seconds,
+                       device=torch.device("cpu"))
+    prof_wall = time.perf_counter() - t0
+    m1, k1 = machine_busy_s(), tree_cpu_s()
+    plan_share = float(prof.plan.gpu_share)
+    log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
+             {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
+    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share,
+               "predicted": prof.plan.predicted, "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck,
+               "checked_points": prof.points, "rows": prof.rows,
+               "other_load": None if None in (m0, m1, k0, k1) else max(0.0, (m1 - m0 - (k1 - k0)) / prof_wall)}
+    cli = None
+    if args.cli:
+        with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
+            cli = cli_profile(args, folder, Path(tmp))
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for f in Path(tmp).iterdir():
+                    shutil.copy2(f, args.keep / f.name)
+        log.info("CLI hybridload profile: %.1f s; plan: GPU share %.3f", cli["wall_s"], cli["gpu_share"])
+
+    # ---- 2. the sweep
+    k = round(1 / args.step)
+    grid = sorted({round(min(1.0, i * args.step), 4) for i in range(k + 1)} | {1.0})
+    points = [("grid", s) for s in grid] + [("plan", plan_share)]
+    if cli is not None and abs(cli["gpu_share"] - plan_share) > 0.005:
+        points.append(("plan (CLI)", float(cli["gpu_share"])))
+    per_point: dict[tuple[str, float], list[dict]] = {p: [] for p in points}
+    log.info("sweep: %d points x %d passes x %.0f s", len(points), args.passes, args.seconds)
+    for pas in range(args.passes):
+        order = points[(pas * len(points)) // args.passes:] + points[:(pas * len(points)) // args.passes]
+        if pas % 2:
+            order = order[::-1]
+        for p in order:
+            r = measure(source, rec, args, p[1])
+            per_point[p].append(r)
+            log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
+                     p[0], p[1], r["images_per_s"], r["wall_s"], fmt(r["other_load"], ".2f"))
+    env["loadavg_end"] = os.getloadavg()
+    total_s = time.perf_counter() - t_start
+    log.info("done in %.1f s", total_s)
+
+    agg = max if args.aggregate == "max" else statistics.median
+
+    def at(share: float) -> list[float]:
+        """Every measurement of this share (grid and plan points at the same share are one configuration)."""
+        return [r["images_per_s"] for p in points if abs(p[1] - share) < 1e-9 for r in per_point[p]]
+
+    table = []
+    for p in points:
+        rates = [r["images_per_s"] for r in per_point[p]]
+        other = [r["other_load"] for r in per_point[p] if r["other_load"] is not None]
+        table.append({"kind": p[0], "share": p[1], "value": agg(at(p[1])), "measurements": len(at(p[1])),
+                      "own": agg(rates), "max": max(rates), "median": statistics.median(rates), "min": min(rates),
+                      "passes": rates, "median_other_load": statistics.median(other) if other else None})
+    swept = [t for t in table if t["kind"] == "grid"]
+    best = max(swept, key=lambda t: t["value"])
+    plan_row = next(t for t in table if t["kind"] == "plan")
+    plan_ratio = plan_row["value"] / best["value"]
+    plan_ratio_own = plan_row["own"] / max(t["own"] for t in swept)  # the plan point's own passes only
+    cli_row = next((t for t in table if t["kind"] == "plan (CLI)"), None)
+    goals = {"profile under 60 s (in process)": prof_wall < GOAL_PROFILE_S,
+             "profile under 60 s (CLI)": None if cli is None else cli["wall_s"] < GOAL_PROFILE_S,
+             f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}": plan_ratio >= GOAL_PLAN_OVER_BEST}
+
+    out = [f"## bench_planner: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
+           f"{args.seconds:g} s per measurement, {args.passes} passes ({args.aggregate} per share)\n",
+           f"Python {env['python']}, torch {env['torch']} ({env['torch_threads']} intra-op thread(s) here); "
+           f"{env['cpus']} CPUs usable; load average {env['loadavg_start'][0]:.2f} at start, "
+           f"{env['loadavg_end'][0]:.2f} at end. GPU lane: DALI CPU-only mode (no GPU).\n",
+           "### Profile time\n", "| run | wall s | chosen GPU share | other load | goal < 60 s |",
+           "| --- | ---: | ---: | ---: | --- |",
+           f"| run_profile (in process) | {prof_wall:.1f} | {plan_share:.3f} | {fmt(profile['other_load'], '.2f')} | "
+           f"{'met' if goals['profile under 60 s (in process)'] else '**NOT met**'} |"]
+    if cli is not None:
+        out.append(f"| `hybridload profile` CLI (subprocess, with --plot) | {cli['wall_s']:.1f} | {cli['gpu_share']:.3f} | "
+                   f"{fmt(cli['other_load'], '.2f')} | "
+                   f"{'met' if goals['profile under 60 s (CLI)'] else '**NOT met**'} |")
+    out += ["", f"Plan: {prof.plan.reason} (bottleneck: {prof.plan.bottleneck}); predicted "
+            + ", ".join(f"{k} {v:.0f}" for k, v in prof.plan.predicted.items()) + " img/s; the profile's own checks: "
+            + ", ".join(f"share {s:.2f}: {r:.0f}" for s, r in prof.points) + " img/s.\n",
+            *([f"CLI (its own process, torch's default intra-op threads): "
+               + "; ".join(f"{k}: {v}" for k, v in cli["rows"].items()
+                           if k in ("CPU lane, trainer node", "GPU lane") or k.startswith("measured at share"))
+               + ".\n"] if cli else []),
+            "### Sweep: measure_loader throughput against GPU share\n",
+            f"| point | GPU share | {args.aggregate} img/s at this share (measurements) | this point's passes | "
+            "other load |", "| --- | ---: | ---: | --- | ---: |"]
+    for t in table:
+        mark = " **best**" if t is best else ""
+        out.append(f"| {t['kind']}{mark} | {t['share']:.3f} | {t['value']:.0f} ({t['measurements']}) | "
+                   f"{' / '.join(f'{x:.0f}' for x in t['passes'])} | {fmt(t['median_other_load'], '.2f')} |")
+    out += ["",
+            f"- best swept share: {best['share']:.2f} ({best['value']:.0f} img/s); the plan's share {plan_share:.3f}: "
+            f"{plan_row['value']:.0f} img/s",
+            f"- plan / best swept: **{plan_ratio:.3f}x** ({args.aggregate} per share, measurements at the same "
+            f"share pooled; from the plan point's own passes alone {plan_ratio_own:.3f}x)"
+            + (f"; the CLI's plan (share {cli_row['share']:.3f}): {cli_row['value'] / best['value']:.3f}x"
+               if cli_row else ""),
+            f"- goal plan / best swept >= {GOAL_PLAN_OVER_BEST}: "
+            + ("met" if goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"] else "**NOT met**"),
+            f"- total benchmark time {total_s:.0f} s", ""]
+    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.flush()
+    if args.out:
+        doc = {"benchmark": "bench_planner",
+               "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               "dataset": str(folder), "environment": env, "profile": profile, "cli": cli,
+               "sweep": table, "best_swept": best, "plan_over_best": plan_ratio,
+               "plan_over_best_own_passes": plan_ratio_own, "goals": goals}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        log.info("wrote %s", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
