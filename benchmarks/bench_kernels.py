@@ -55,6 +55,7 @@ from hybridload import kernels, recipe, sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_busy_s  # noqa: E402  (shared helpers of benchmarks/)
+from _common import ratio  # noqa: E402
 from _common import photo_set as _photo_set  # noqa: E402
 
 log = logging.getLogger("bench_kernels")
@@ -316,23 +317,6 @@ def summarize(rounds: list[dict], threads: int) -> dict:
             "median_other_load": statistics.median(other) if other else None,
             "contended_rounds": sum(contended(o, threads) for o in other),
             "rounds": rounds}
-
-
-def ratio(results: dict, a: str, b: str, field: str = "images_per_s") -> dict | None:
-    """a/b: ratio of the medians, and the median of the per-round (paired) ratios."""
-    if a not in results or b not in results:
-        return None
-    ra, rb = results[a]["rounds"], results[b]["rounds"]
-    if field == "images_per_cpu_s":
-        va = [r["images"] / r["cpu_s"] for r in ra]
-        vb = [r["images"] / r["cpu_s"] for r in rb]
-    else:
-        va = [r[field] for r in ra]
-        vb = [r[field] for r in rb]
-    paired = [x / y for x, y in zip(va, vb)]
-    return {"of_medians": statistics.median(va) / statistics.median(vb),
-            "paired_median": statistics.median(paired), "paired_min": min(paired),
-            "paired_max": max(paired)}
 
 
 # --------------------------------------------------------------------------- report
