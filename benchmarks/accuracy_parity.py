@@ -1,0 +1,110 @@
+"""Accuracy parity (as in Dpex's table): the same small CNN, trained the same way on a generated
+photo-crop classification set, reaches the same accuracy whichever lanes made its batches.
+
+Classes are the source photograph a crop came from (learnable); every 5th image is held out.
+Modes: "cpu" (in-process lane), "split" (GPU lane at share 0.5 + in-process lane) and "gpu"
+(the GPU lane; DALI's CPU-only mode here). The index streams must be identical across modes;
+the pixels differ only by the GPU lane's resize rounding.
+
+    python benchmarks/accuracy_parity.py [--epochs 4] [--out out/accuracy.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.datasets import _photo_paths, make_photo_folder
+
+log = logging.getLogger("accuracy_parity")
+MODES = {
+    "cpu": LoaderPolicy(mode="cpu", cpu_actors=0, threads=2),
+    "split": LoaderPolicy(mode="split", gpu_share=0.5, cpu_actors=0, threads=1, gpu_threads=1),
+    "gpu": LoaderPolicy(mode="gpu"),
+}
+TOLERANCE_POINTS = 5.0
+
+
+def model() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(64, 32))
+
+
+def run(mode: str, train, test, epochs: int, seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    net = model()
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    rec_train = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(64, scale=(0.35, 1.0)),
+                               recipe.HorizontalFlip(), recipe.Normalize()])
+    stream, t0, loss = [], time.perf_counter(), float("nan")
+    with HybridLoader(train, rec_train, 32, policy=MODES[mode], seed=seed, return_indices=True, device="cpu") as ld:
+        for epoch in range(epochs):
+            ld.set_epoch(epoch)
+            net.train()
+            for images, labels, idx in ld:
+                stream.append(tuple(idx.tolist()))
+                loss_t = F.cross_entropy(net(images), labels)
+                opt.zero_grad()
+                loss_t.backward()
+                opt.step()
+                loss = loss_t.item()
+        shares = {k: v["share"] for k, v in ld.stats()["lanes"].items()}
+    correct = total = 0
+    net.eval()
+    with HybridLoader(test, recipe.imagenet_eval(64, normalize=True), 64, policy=MODES[mode], shuffle=False,
+                      device="cpu") as ld, torch.no_grad():
+        for images, labels in ld:
+            correct += (net(images).argmax(1) == labels).sum().item()
+            total += labels.numel()
+    return {"mode": mode, "final_train_loss": round(loss, 4), "test_accuracy": round(100 * correct / total, 2),
+            "test_images": total, "lane_shares": shares, "seconds": round(time.perf_counter() - t0, 1),
+            "stream": stream}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--per-class", type=int, default=24)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("hybridload").setLevel(logging.WARNING)
+    classes = len(_photo_paths())
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = sources.ImageFolder(make_photo_folder(tmp, classes * args.per_class, num_classes=classes, seed=3))
+        paths, labels = folder.paths, folder._labels.tolist()
+        held = [k % 5 == 0 for k in range(len(paths))]
+        train = sources.FileList([p for p, h in zip(paths, held) if not h], [y for y, h in zip(labels, held) if not h])
+        test = sources.FileList([p for p, h in zip(paths, held) if h], [y for y, h in zip(labels, held) if h])
+        results = [run(m, train, test, args.epochs) for m in MODES]
+    same_stream = all(r["stream"] == results[0]["stream"] for r in results)
+    accs = [r["test_accuracy"] for r in results]
+    lines = [f"## accuracy parity: {classes} classes (source photograph), {len(train)} train / {len(test)} held-out "
+             f"crops at 64 px, {args.epochs} epochs, same seed", "",
+             "| mode | lane shares | final train loss | held-out accuracy | seconds |", "| --- | --- | ---: | ---: | ---: |"]
+    lines += [f"| {r['mode']} | {', '.join(f'{k} {v:.0%}' for k, v in r['lane_shares'].items())} | "
+              f"{r['final_train_loss']:.3f} | {r['test_accuracy']:.1f}% | {r['seconds']} |" for r in results]
+    lines += ["", f"- index streams identical across modes: {'yes' if same_stream else 'NO'}",
+              f"- accuracy spread: {max(accs) - min(accs):.1f} points (stated tolerance {TOLERANCE_POINTS:g}; chance "
+              f"{100 / classes:.1f}%): {'within' if max(accs) - min(accs) <= TOLERANCE_POINTS else 'OUTSIDE'}"]
+    sys.stdout.write("\n".join(lines) + "\n")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump([{k: v for k, v in r.items() if k != "stream"} for r in results] +
+                      [{"same_stream": same_stream}], f, indent=2)
+    return 0 if same_stream else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""benchmarks/peers.py runs in a reduced form, so that it cannot rot."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_peers_script_quick_run_measures_every_contestant(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = tmp_path / "peers.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "peers.py"), "--quick", "--root",
+                           str(tmp_path / "photos"), "--out", str(out), "--plot", str(tmp_path / "peers.png")],
+                          capture_output=True, text=True, timeout=400, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    results = json.loads(out.read_text())["results"]
+    for name in ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali"):
+        assert results[name]["median_images_per_s"] > 0, name
+    assert (tmp_path / "peers.png").stat().st_size > 1000
