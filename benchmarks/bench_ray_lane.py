@@ -287,6 +287,15 @@ class Dali(Contestant):
         self.pipe.close()
 
 
+def close_all(contestants) -> None:
+    """Close every contestant, logging (not raising) a failure so the rest still close."""
+    for c in contestants:
+        try:
+            c.close()
+        except Exception as exc:  # keep closing the rest
+            log.warning("closing %s failed: %s", c.name, exc)
+
+
 def time_epoch(c: Contestant, epoch: int) -> dict:
     before, after = getattr(c, "before", None), getattr(c, "after", None)
     if before:
@@ -400,11 +409,7 @@ def part_loaders(args, folder: Path, source, rec) -> dict:
             hl_stats = next(c for c in contestants if c.name == "hybridload").loader.stats()
             env["hybridload_lanes"] = {k: v["images"] for k, v in hl_stats["lanes"].items()}
     finally:
-        for c in contestants:
-            try:
-                c.close()
-            except Exception as exc:  # keep closing the rest
-                log.warning("closing %s failed: %s", c.name, exc)
+        close_all(contestants)
         if started_ray:
             ray.shutdown()
     results = {c.name: summarize(per_round[c.name], c.workers) for c in contestants if per_round.get(c.name)}

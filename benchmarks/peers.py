@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, photo_set, ratio, rotate,  # noqa: E402
                      setup_logging, summarize)
 from bench_ray_lane import (MB, Contestant, Dali, HybridRay, RayData, TorchDataLoader, _KernelDataset,  # noqa: E402
-                            _EpochSampler, ray_data_available, time_epoch)
+                            _EpochSampler, close_all, ray_data_available, time_epoch)
 
 import torch  # noqa: E402
 import torch.utils.data as tud  # noqa: E402
@@ -169,11 +169,7 @@ def main(argv=None) -> int:
                     per_round[c.name].append(r)
                     log.info("round %d %-22s %7.0f img/s", rnd + 1, c.name, r["images_per_s"])
     finally:
-        for c in contestants:
-            try:
-                c.close()
-            except Exception as exc:  # keep closing the rest
-                log.warning("closing %s failed: %s", c.name, exc)
+        close_all(contestants)
         if ray.is_initialized():
             ray.shutdown()
     results = {name: summarize(rounds, args.workers) for name, rounds in per_round.items() if rounds}
