@@ -4,15 +4,22 @@
                            ingest_batches_per_s x batch_size,      # what the trainer can receive
                            network_bytes_per_s / bytes_per_image)  # the trainer's NIC
 
-Inputs measured here: the kernels' per-core rate (one thread, this run) and the trainer's
-ingest ceiling (hybridload's ActorPool receiving 64x3x224x224 uint8 batches from another
-simulated node: out/bench-ray-lane.json from `python benchmarks/bench_ray_lane.py --out ...`,
-or --ingest-batches-per-s). Assumed: the NIC bandwidth (--network-gbit, default 25) and cores
-per node (--cores, default 32). Checked against the simulated cluster with 1 and 2 one-CPU
-worker nodes (loopback); on a 2-core machine the simulated nodes share the same cores, so the
-check means little beyond 2 CPUs in total, which is where it stops.
+Inputs measured here: the kernels' per-core rate (kernels.process_batch, batches of 64, one
+thread, this run), the bytes per batch (64x3x224x224 uint8) and the trainer's ingest ceiling
+(batches/s hybridload's ActorPool receives from an actor on another simulated node). The ingest
+ceiling is measured in this run by bench_ray_lane.py's ingest part (a head + one worker node on
+loopback) unless --ingest-json names that script's JSON (or --ingest-batches-per-s gives it).
+Assumed: the NIC bandwidth (--network-gbit, default 25) and cores per node (--cores, default 32).
+
+Checked against the simulated cluster (ray.cluster_utils.Cluster on 127.0.0.1: a head with 1 CPU
+that hybridload keeps for the trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes,
+remote-first placement): measured Ray-lane images/s against the model with C=1. On a 2-core
+machine every simulated node shares the same two cores with the driver, so the check says
+something at 1 worker node (1 actor + driver on 2 cores), is already squeezed at 2 (2 actors +
+the driver's receive/copy on 2 cores) and means nothing beyond; it stops there.
 
     python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
+    python benchmarks/scaleout_model.py --ingest-json out/bench-ray-lane.json   # reuse a measured ceiling
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_PHOTO_ROOT, photo_set, ray_loopback_env, setup_logging  # noqa: E402
+from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, photo_set, ray_loopback_env,  # noqa: E402
+                     setup_logging, timed)
 
 ray_loopback_env()
 
@@ -58,7 +66,7 @@ def predict(nodes: int, cores: int, per_core: float, ingest_img_s: float, net_im
     return parts[which], which
 
 
-def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) -> float:
+def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) -> dict:
     import ray
     from ray.cluster_utils import Cluster
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
@@ -69,75 +77,138 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
             cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=200 << 20)
         cluster.wait_for_nodes(timeout=60)
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+        nodes = check_ray_loopback(ray)
         policy = LoaderPolicy(cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
-        with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy) as ld:
-            it, n, t0, epoch = iter(ld), 0, None, 0
-            while True:
+        with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy,
+                          device="cpu") as ld:
+            state = {"it": iter(ld), "epoch": 0}
+
+            def take() -> int:
                 try:
-                    images, _ = next(it)
+                    return next(state["it"])[0].shape[0]
                 except StopIteration:
-                    epoch += 1
-                    ld.set_epoch(epoch)
-                    it = iter(ld)
-                    continue
-                if t0 is None:
-                    t0 = time.perf_counter()
-                    continue
-                n += images.shape[0]
-                if time.perf_counter() - t0 > seconds:
-                    return n / (time.perf_counter() - t0)
+                    state["epoch"] += 1
+                    ld.set_epoch(state["epoch"])
+                    state["it"] = iter(ld)
+                    return take()
+
+            for _ in range(2):  # actors up, first batches through: untimed
+                take()
+
+            def run() -> int:
+                n, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < seconds:
+                    n += take()
+                return n
+
+            r = timed(run)
+            lanes = ld.stats()["lanes"]
+            driver = ray.get_runtime_context().get_node_id()
+            actor_nodes = [n for lane in ld._lanes for n in getattr(lane, "nodes", [])]
+        return {"images_per_s": r["images_per_s"], "other_load": r["other_load"], "tree_cpu_util": r["tree_cpu_util"],
+                "nodes": nodes, "lanes": {k: v.get("images") for k, v in lanes.items()},
+                "actors": len(actor_nodes), "actors_on_driver_node": sum(n == driver for n in actor_nodes)}
     finally:
         ray.shutdown()
         cluster.shutdown()
 
 
+def measure_ingest(args) -> tuple[float, dict]:
+    """bench_ray_lane.py's ingest part (head + one worker node on loopback, a producer actor on
+    the worker node returning 64x3x224x224 uint8 batches): hybridload ActorPool batches/s."""
+    from bench_ray_lane import part_ingest
+    ns = argparse.Namespace(size=224, ingest_store_mb=args.ingest_store_mb, ingest_inflight=2,
+                            ingest_batches=args.ingest_batches, rounds=args.ingest_rounds)
+    res = part_ingest(ns)
+    return res["results"]["hybridload ActorPool"]["median_batches_per_s"], res
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT)
-    ap.add_argument("--n", type=int, default=512)
-    ap.add_argument("--cores", type=int, default=32)
-    ap.add_argument("--network-gbit", type=float, default=25.0)
-    ap.add_argument("--ingest-json", type=Path, default=Path("out/bench-ray-lane.json"))
-    ap.add_argument("--ingest-batches-per-s", type=float, default=None)
-    ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--plot", default=None)
+    ap.add_argument("--n", type=int, default=512, help="photo JPEGs for the per-core rate and the check")
+    ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
+    ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
+    ap.add_argument("--ingest-json", type=Path, default=None,
+                    help="take the ingest ceiling from bench_ray_lane.py's JSON instead of measuring it")
+    ap.add_argument("--ingest-batches-per-s", type=float, default=None, help="or give the ingest ceiling")
+    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per ingest round (when measured)")
+    ap.add_argument("--ingest-rounds", type=int, default=3, help="ingest rounds (when measured; median)")
+    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node for the ingest test")
+    ap.add_argument("--per-core-seconds", type=float, default=4.0)
+    ap.add_argument("--check-seconds", type=float, default=6.0, help="timed seconds per simulated-cluster check")
+    ap.add_argument("--no-check", action="store_true", help="skip the check on the simulated cluster")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
     setup_logging()
     folder = photo_set(args.root, args.n, log)
     source, rec = sources.ImageFolder(folder), recipe.imagenet_train(224)
-    per_core = per_core_rate(source, rec)
-    ingest_bps = args.ingest_batches_per_s
-    if ingest_bps is None:
+    per_core = per_core_rate(source, rec, args.per_core_seconds)
+    log.info("per-core kernel rate: %.0f images/s", per_core)
+    ingest_bps, ingest_src, ingest_doc = args.ingest_batches_per_s, "given", None
+    if ingest_bps is None and args.ingest_json is not None:
         data = json.loads(args.ingest_json.read_text())
         ingest_bps = data["ingest"]["results"]["hybridload ActorPool"]["median_batches_per_s"]
+        ingest_src = f"from {args.ingest_json}"
+    if ingest_bps is None:
+        ingest_bps, ingest_doc = measure_ingest(args)
+        ingest_src = "measured in this run"
     ingest_img_s = ingest_bps * BATCH
+    batch_bytes = BATCH * BYTES_PER_IMAGE
     net_img_s = args.network_gbit * 1e9 / 8 / BYTES_PER_IMAGE
     rows = []
     for nodes in (1, 2, 4, 8, 16, 32, 64):
         pred, which = predict(nodes, args.cores, per_core, ingest_img_s, net_img_s)
-        rows.append({"nodes": nodes, "predicted_images_per_s": round(pred), "limited_by": which})
+        rows.append({"nodes": nodes, "cpu_images_per_s": round(nodes * args.cores * per_core),
+                     "predicted_images_per_s": round(pred), "limited_by": which})
     checks = []
     if not args.no_check:
         for w in (1, 2):
-            got = measured_on_simulated_cluster(folder, w)
+            got = measured_on_simulated_cluster(folder, w, args.check_seconds)
             pred, which = predict(w, 1, per_core, ingest_img_s, net_img_s)
-            checks.append({"worker_nodes": w, "measured": round(got), "model": round(pred), "ratio": round(got / pred, 2)})
-            log.info("simulated cluster, %d one-CPU worker node(s): measured %.0f, model %.0f", w, got, pred)
-    lines = [f"## scale-out model: {args.cores} cores per node at {per_core:.0f} images/s per core (measured), "
-             f"trainer ingest {ingest_bps:.1f} batches/s = {ingest_img_s:.0f} images/s (measured, loopback), "
-             f"NIC {args.network_gbit:g} Gbit/s = {net_img_s:.0f} images/s of uint8 224x224 (assumed)", "",
-             "| worker nodes | predicted images/s | limited by |", "| ---: | ---: | --- |"]
-    lines += [f"| {r['nodes']} | {r['predicted_images_per_s']} | {r['limited_by']} |" for r in rows]
+            checks.append({"worker_nodes": w, "measured": round(got["images_per_s"]), "model": round(pred),
+                           "model_limited_by": which, "ratio": round(got["images_per_s"] / pred, 2),
+                           "other_load": got["other_load"], "actors": got["actors"],
+                           "actors_on_driver_node": got["actors_on_driver_node"], "nodes": got["nodes"]})
+            log.info("simulated cluster, %d one-CPU worker node(s): measured %.0f, model %.0f", w,
+                     got["images_per_s"], pred)
+    first_non_cpu = next((r for r in rows if r["limited_by"] != "CPUs"), None)
+    lines = [f"## scale-out model: C = {args.cores} cores per worker node at {per_core:.0f} images/s per core "
+             f"(measured, 1 thread); batch {BATCH}x3x224x224 uint8 = {batch_bytes / 1e6:.1f} MB; trainer ingest "
+             f"{ingest_bps:.1f} batches/s = {ingest_img_s:.0f} images/s = {ingest_bps * batch_bytes / 1e9:.2f} GB/s "
+             f"({ingest_src}, loopback); NIC {args.network_gbit:g} Gbit/s = {net_img_s:.0f} images/s (assumed)", "",
+             "| worker nodes | CPUs alone | predicted images/s | limited by |", "| ---: | ---: | ---: | --- |"]
+    lines += [f"| {r['nodes']} | {r['cpu_images_per_s']} | {r['predicted_images_per_s']} | {r['limited_by']} |"
+              for r in rows]
+    knee = args.cores * per_core
+    lines += ["", f"- CPUs bite while nodes x {knee:.0f} < min(ingest {ingest_img_s:.0f}, network {net_img_s:.0f}); "
+              + ("from 1 node on, " if first_non_cpu and first_non_cpu["nodes"] == 1 else
+                 (f"from {first_non_cpu['nodes']} nodes on, " if first_non_cpu else "up to 64 nodes; "))
+              + (f"the {first_non_cpu['limited_by']} ceiling bites." if first_non_cpu else "no other ceiling bites."),
+              f"- {args.cores}-core nodes needed to reach each ceiling: trainer ingest {ingest_img_s / knee:.2f}, "
+              f"network {net_img_s / knee:.2f}. The ingest ceiling is a loopback figure from a 2-core machine; "
+              "measure it on the real trainer (bench_ray_lane.py --no-loaders) before trusting where it bites."]
     if checks:
-        lines += ["", "| simulated worker nodes (1 CPU each) | measured | model | measured / model |",
-                  "| ---: | ---: | ---: | ---: |"]
-        lines += [f"| {c['worker_nodes']} | {c['measured']} | {c['model']} | {c['ratio']} |" for c in checks]
+        lines += ["", "| simulated worker nodes (1 CPU each) | actors (on driver's node) | measured images/s | "
+                  "model (C=1) | measured / model | other load |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {c['worker_nodes']} | {c['actors']} ({c['actors_on_driver_node']}) | {c['measured']} | "
+                  f"{c['model']} | {c['ratio']:.2f} | "
+                  f"{'n/a' if c['other_load'] is None else format(c['other_load'], '.2f')} |" for c in checks]
+        lines += ["", f"- This machine has {os.cpu_count()} cores: the head, the worker nodes and the driver share "
+                  "them. At 1 worker node the actor has a core and the driver the other; at 2 worker nodes the two "
+                  "actors and the driver's receive/copy compete for 2 cores, so the ratio there mixes model error "
+                  "with contention; beyond 2 worker nodes the check would mean nothing and is not run."]
     sys.stdout.write("\n".join(lines) + "\n")
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "w") as f:
-            json.dump({"per_core": per_core, "ingest_batches_per_s": ingest_bps, "rows": rows, "checks": checks}, f,
-                      indent=2)
+            json.dump({"per_core_images_per_s": per_core, "batch_bytes": batch_bytes, "cores_per_node": args.cores,
+                       "network_gbit": args.network_gbit, "network_images_per_s": net_img_s,
+                       "ingest_batches_per_s": ingest_bps, "ingest_images_per_s": ingest_img_s,
+                       "ingest_source": ingest_src, "ingest": ingest_doc, "rows": rows, "checks": checks},
+                      f, indent=2, default=str)
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")
@@ -151,11 +222,14 @@ def main(argv=None) -> int:
                 lw=2, label="predicted")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.set_title(f"predicted images/s: {args.cores}-core worker nodes at {per_core:.0f} img/s per core",
+                     fontsize=10)
         ax.set_xlabel("worker nodes")
         ax.set_ylabel("images/s")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         fig.tight_layout()
+        args.plot.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.plot)
         plt.close(fig)
     return 0

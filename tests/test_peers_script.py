@@ -14,7 +14,7 @@ def test_peers_script_quick_run_measures_every_contestant(tmp_path):
     out = tmp_path / "peers.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "peers.py"), "--quick", "--root",
                            str(tmp_path / "photos"), "--out", str(out), "--plot", str(tmp_path / "peers.png")],
-                          capture_output=True, text=True, timeout=400, env=env)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = json.loads(out.read_text())["results"]
     for name in ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali"):
