@@ -46,11 +46,20 @@ def photo_set(root: Path, n: int, log: logging.Logger | None = None) -> Path:
     return folder
 
 
+def photo_source(root: Path, n: int, log: logging.Logger | None = None):
+    """(folder, ImageFolder source) of the photo set of ``n`` JPEGs; refuses a folder that holds
+    another number of images (a stale set: delete it to regenerate)."""
+    from hybridload import sources
+    folder = photo_set(root, n, log)
+    source = sources.ImageFolder(folder)
+    if len(source) != n:
+        raise SystemExit(f"{folder} holds {len(source)} images, expected {n}; delete it to regenerate")
+    return folder, source
+
+
 def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    from hybridload.policy import usable_cpus as cpus
+    return cpus()
 
 
 def setup_logging() -> None:

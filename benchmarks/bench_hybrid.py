@@ -49,7 +49,7 @@ import torch
 from hybridload import HybridLoader, LoaderPolicy, recipe, sharding, sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (DEFAULT_PHOTO_ROOT, OTHER_LOAD_WARN, fmt, photo_set, ratio, rotate,  # noqa: E402
+from _common import (DEFAULT_PHOTO_ROOT, OTHER_LOAD_WARN, fmt, photo_source, ratio, rotate,  # noqa: E402
                      setup_logging, summarize, timed, usable_cpus)
 
 log = logging.getLogger("bench_hybrid")
@@ -189,10 +189,7 @@ def main(argv=None) -> int:
         ap.error("counts must be positive, shares in (0, 1), thread splits T/G with T, G >= 1")
 
     torch.set_num_threads(1)  # each kernel call resizes on one core; threads come from the lanes
-    folder = photo_set(args.root, args.n, log)
-    source = sources.ImageFolder(folder)
-    if len(source) != args.n:
-        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     env = {"python": platform.python_version(), "torch": torch.__version__, "cpus": usable_cpus(),
            "loadavg_start": os.getloadavg()}

@@ -56,7 +56,7 @@ from hybridload import kernels, recipe, sources
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_busy_s  # noqa: E402  (shared helpers of benchmarks/)
 from _common import ratio  # noqa: E402
-from _common import photo_set as _photo_set  # noqa: E402
+from _common import photo_source  # noqa: E402
 
 log = logging.getLogger("bench_kernels")
 
@@ -403,10 +403,7 @@ def main(argv=None) -> int:
         ap.error("--n, --rounds and --batch-size must be positive, --warmup-rounds >= 0")
 
     torch.set_num_threads(1)  # each kernel call resizes on one core; threads come from our pools
-    folder = _photo_set(args.root, args.n, log)
-    source = sources.ImageFolder(folder)
-    if len(source) != args.n:
-        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     payloads = [open(source.ref(i).location, "rb").read() for i in range(len(source))]
     log.info("%d JPEGs, %.1f KB each on average", len(payloads), sum(map(len, payloads)) / len(payloads) / 1024)

@@ -45,7 +45,7 @@ from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sharding, so
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_busy_s  # noqa: E402  (shared helpers of benchmarks/)
-from _common import photo_set as _photo_set  # noqa: E402
+from _common import photo_source  # noqa: E402
 
 log = logging.getLogger("bench_loader_overhead")
 
@@ -147,10 +147,7 @@ def main(argv=None) -> int:
         ap.error("--warmup-rounds must be >= 0")
 
     torch.set_num_threads(args.torch_threads)
-    folder = _photo_set(args.root, args.n, log)
-    source = sources.ImageFolder(folder)
-    if len(source) != args.n:
-        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),

@@ -45,7 +45,7 @@ from hybridload import recipe, sources
 from hybridload.planner.profile import measure_loader, run_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_PHOTO_ROOT, fmt, machine_busy_s, photo_set, setup_logging, tree_cpu_s, usable_cpus  # noqa: E402
+from _common import DEFAULT_PHOTO_ROOT, fmt, machine_busy_s, photo_source, setup_logging, tree_cpu_s, usable_cpus  # noqa: E402
 
 log = logging.getLogger("bench_planner")
 
@@ -121,10 +121,7 @@ def main(argv=None) -> int:
         ap.error("counts and --seconds must be positive, --step in (0, 1]")
 
     torch.set_num_threads(args.torch_threads)
-    folder = photo_set(args.root, args.n, log)
-    source = sources.ImageFolder(folder)
-    if len(source) != args.n:
-        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     env = {"python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
            "cpus": usable_cpus(), "loadavg_start": os.getloadavg()}

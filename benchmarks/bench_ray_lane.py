@@ -66,7 +66,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (DEFAULT_PHOTO_ROOT, OTHER_LOAD_WARN, REPO, check_ray_loopback, fmt,  # noqa: E402
-                     photo_set, ray_loopback_env, ratio, rotate, setup_logging, summarize, timed, usable_cpus)
+                     photo_source, ray_loopback_env, ratio, rotate, setup_logging, summarize, timed, usable_cpus)
 
 ray_loopback_env()  # before anything imports ray
 
@@ -671,10 +671,7 @@ def main(argv=None) -> int:
         ap.error("counts must be positive (--warmup-rounds >= 0)")
 
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
-    folder = photo_set(args.root, args.n, log)
-    source = sources.ImageFolder(folder)
-    if len(source) != args.n:
-        raise SystemExit(f"{folder} holds {len(source)} images, expected {args.n}; delete it to regenerate")
+    folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     env = {"python": platform.python_version(), "torch": torch.__version__, "cpus": usable_cpus(),
            "loadavg_start": os.getloadavg()}

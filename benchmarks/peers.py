@@ -30,7 +30,7 @@ from collections import deque
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, fmt, photo_set, ray_loopback_env, ratio,  # noqa: E402
+from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, fmt, photo_source, ray_loopback_env, ratio,  # noqa: E402
                      rotate, setup_logging, summarize, usable_cpus)
 
 ray_loopback_env()  # before anything imports ray
@@ -195,10 +195,7 @@ def main(argv=None) -> int:
     setup_logging()
     torch.set_num_threads(1)
     import ray
-    folder = photo_set(args.root, args.n, log)
-    whole = sources.ImageFolder(folder)
-    if len(whole) != args.n:
-        raise SystemExit(f"{folder} holds {len(whole)} images, expected {args.n}; delete it to regenerate")
+    folder, whole = photo_source(args.root, args.n, log)
     source, rec = _subset(whole, per_round_images), recipe.imagenet_train(224)
     env = {"python": platform.python_version(), "torch": torch.__version__, "ray": ray.__version__,
            "cpus": usable_cpus(), "loadavg_start": os.getloadavg()}

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, photo_set, ray_loopback_env,  # noqa: E402
+from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, photo_source, ray_loopback_env,  # noqa: E402
                      setup_logging, timed)
 
 ray_loopback_env()
@@ -143,8 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
     setup_logging()
-    folder = photo_set(args.root, args.n, log)
-    source, rec = sources.ImageFolder(folder), recipe.imagenet_train(224)
+    folder, source = photo_source(args.root, args.n, log)
+    rec = recipe.imagenet_train(224)
     per_core = per_core_rate(source, rec, args.per_core_seconds)
     log.info("per-core kernel rate: %.0f images/s", per_core)
     ingest_bps, ingest_src, ingest_doc = args.ingest_batches_per_s, "given", None

@@ -111,7 +111,19 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
     raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES)}")
 
 
-def _label(mode: str, loader) -> str:
+def endless(loader):
+    """The loader's batches across epochs, without end: set_epoch(epoch + 1) after each pass."""
+    if len(loader) == 0:
+        raise ValueError("endless: the loader has no batches for this rank")
+    epoch = loader.epoch
+    while True:
+        yield from loader
+        epoch += 1
+        loader.set_epoch(epoch)
+
+
+def lanes_label(loader) -> str:
+    """What really ran, in words (for tables and plots)."""
     parts = []
     for lane in loader._lanes:
         if lane.name == "gpu":
@@ -133,21 +145,14 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     with RssSampler() as rss, HybridLoader(source, recipe, batch_size, policy=policy, seed=0) as ld:
-        it = iter(ld)
+        it = endless(ld)
         next(it)  # start-up (actors, pipelines) is not part of the rate
-        label = _label(mode, ld)
+        label = lanes_label(ld)
         ld._stats.reset()
         n_img = n_batch = 0
-        epoch = 0
         t0 = time.perf_counter()
         while n_batch < batches:
-            try:
-                images, _labels = next(it)
-            except StopIteration:
-                epoch += 1
-                ld.set_epoch(epoch)
-                it = iter(ld)
-                continue
+            images, _labels = next(it)
             n_img += images.shape[0]
             n_batch += 1
             if step_ms > 0:

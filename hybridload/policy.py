@@ -127,12 +127,15 @@ class LoaderPolicy:
         return cls(**kw)
 
     def resolved_threads(self) -> int:
-        if self.threads is not None:
-            return self.threads
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except AttributeError:  # pragma: no cover - not Linux
-            return max(1, os.cpu_count() or 1)
+        return self.threads if self.threads is not None else usable_cpus()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _is_fraction(v: Any) -> bool:

@@ -13,7 +13,7 @@ class LoaderStats:
         self.reset()
 
     def reset(self) -> None:
-        with getattr(self, "_lock", threading.Lock()):
+        with self._lock:
             self.images = defaultdict(int)
             self.batches = defaultdict(int)
             self.busy_s = defaultdict(float)

@@ -22,8 +22,9 @@ class DecodeError(ValueError):
     """The payload is not a decodable image; the message says why."""
 
 
-def _is_jpeg(data: bytes) -> bool:
-    return len(data) > 3 and data[0] == 0xFF and data[1] == 0xD8 and data[2] == 0xFF
+def is_jpeg(data) -> bool:
+    """True for bytes that start with a JPEG SOI marker."""
+    return isinstance(data, (bytes, bytearray)) and data[:3] == b"\xff\xd8\xff" and len(data) > 3
 
 
 def _check_pixels(w: int, h: int) -> None:
@@ -39,7 +40,7 @@ def image_size(payload: Any) -> tuple[int, int]:
         data = bytes(payload)
         if not data:
             raise DecodeError("zero-byte file")
-        if simplejpeg is not None and _is_jpeg(data):
+        if simplejpeg is not None and is_jpeg(data):
             try:
                 h, w, _cs, _sub = simplejpeg.decode_jpeg_header(data)
                 return int(w), int(h)
@@ -99,7 +100,7 @@ def decode_image(payload: Any) -> np.ndarray:
     data = bytes(payload)
     if not data:
         raise DecodeError("zero-byte file")
-    if simplejpeg is not None and _is_jpeg(data):
+    if simplejpeg is not None and is_jpeg(data):
         try:
             h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(data)
         except ValueError as exc:

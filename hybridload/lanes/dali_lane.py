@@ -31,10 +31,6 @@ from .base import BatchTask, Done, submit_to_pool
 log = logging.getLogger(__name__)
 
 
-def _is_jpeg(data) -> bool:
-    return isinstance(data, (bytes, bytearray)) and len(data) > 3 and data[:3] == b"\xff\xd8\xff"
-
-
 class DaliLane:
     """Runs batch tasks through a DALI pipeline compiled from the recipe.
 
@@ -80,6 +76,7 @@ class DaliLane:
     # -- one batch
     def _feed(self, task: BatchTask):
         from hybridload.kernels import MAX_IMAGE_PIXELS, image_size
+        from hybridload.kernels.decode import is_jpeg
         from hybridload.pipelines import chain_params
         encoded, params, labels = [], [], np.empty(len(task.indices), np.int64)
         for k, i in enumerate(task.indices.tolist()):
@@ -88,7 +85,7 @@ class DaliLane:
                 payload, labels[k] = self.source.read(ref)
             except SampleError as exc:  # the CPU lane reports it, or substitutes under on_error="skip"
                 raise Reroute(str(exc)) from None
-            if not _is_jpeg(payload):
+            if not is_jpeg(payload):
                 raise Reroute(f"sample {i} ({ref.location}) is not a JPEG")
             if payload.rstrip(b"\x00")[-2:] != b"\xff\xd9":
                 # truncated: DALI would decode it with grey rows; the CPU lane names it instead

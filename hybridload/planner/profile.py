@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -30,31 +29,21 @@ class Profile:
 
 
 def _local_cpus(reserve: int) -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        n = os.cpu_count() or 1
-    return max(1, n - reserve)
+    from hybridload.policy import usable_cpus
+    return max(1, usable_cpus() - reserve)
 
 
 def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: float, threads: int,
                    gpu_threads: int, device, seed: int = 0) -> float:
     """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
     from hybridload import HybridLoader, LoaderPolicy
+    from hybridload.bench import endless
     mode = "cpu" if share <= 0 else "split"
     policy = LoaderPolicy(mode=mode, gpu_share=share if share > 0 else None, cpu_actors=0, threads=threads,
                           gpu_threads=gpu_threads)
     with HybridLoader(source, recipe, batch_size, policy=policy, seed=seed, device=device) as ld:
-        it = iter(ld)
-        n, t0, epoch = 0, None, 0
-        while True:
-            try:
-                images = next(it)[0]
-            except StopIteration:
-                epoch += 1
-                ld.set_epoch(epoch)
-                it = iter(ld)
-                continue
+        n, t0 = 0, None
+        for images, _labels in endless(ld):
             if t0 is None:  # the first batch pays for start-up
                 t0 = time.perf_counter()
                 continue
