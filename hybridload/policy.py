@@ -9,6 +9,7 @@ from typing import Any
 MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")
 ON_ERROR = ("raise", "skip")
+GPU_ENGINES = ("auto", "dali", "torch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +31,10 @@ class LoaderPolicy:
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
         threads: threads of the in-process lane; None → the CPUs this process may use.
+        gpu_engine: what runs the GPU lane: "dali" (NVIDIA DALI pipelines), "torch"
+            (torchvision's nvJPEG decode + torch ops on the GPU), or "auto" (DALI when it
+            imports and builds on a GPU, else the torch engine when torchvision decodes on
+            CUDA, else no GPU lane: its batches go to the CPU lanes, with a warning).
         gpu_threads: CPU threads DALI uses in the GPU lane.
         gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
@@ -54,6 +59,7 @@ class LoaderPolicy:
     reserve_local_cpus: int = 1
     ship_bytes: bool = False
     threads: int | None = None
+    gpu_engine: str = "auto"
     gpu_threads: int = 2
     gpu_memory_budget_mb: float | None = None
     window: int | None = None
@@ -89,6 +95,9 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
+        if self.gpu_engine not in GPU_ENGINES:
+            raise ValueError(f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; "
+                             f"got {self.gpu_engine!r}")
         if not _is_count(self.gpu_threads) or self.gpu_threads == 0:
             raise ValueError(f"LoaderPolicy: gpu_threads must be an int >= 1, got {self.gpu_threads!r}")
         if self.gpu_memory_budget_mb is not None and (isinstance(self.gpu_memory_budget_mb, bool) or not isinstance(

@@ -1,9 +1,26 @@
-"""The lane interface and the unit of work it receives."""
+"""The lane contract and the unit of work a lane receives.
+
+A lane turns :class:`BatchTask` s into batch results. Nothing outside ``lanes/`` looks
+at a lane's name to decide what to do with it: what a caller needs to know is in the
+contract below.
+
+* ``name`` — a short label for logs and ``stats()`` ("inprocess", "ray", "gpu", ...).
+* ``kind`` — a :class:`LaneKind`: where the work runs.
+* ``slots`` — tasks the lane accepts at once (the dispatcher never exceeds it).
+* ``parallelism`` — tasks it really runs at the same time (for rate estimates).
+* ``describe()`` — what really ran, in words ("DALI CPU-only mode, no GPU visible").
+* ``run_batch(task)`` — run one task synchronously in the caller's thread and return its
+  result (the planner's measurements); raises what ``submit`` would report.
+* ``submit(task, done)`` — non-blocking; ``done(task, result_or_exception)`` is called
+  exactly once, from any thread (not at all if the lane is closed first).
+* ``close()`` — stop, release workers and device memory; idempotent.
+"""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,9 +37,24 @@ class BatchTask:
 Done = Callable[[BatchTask, object], None]
 
 
+class LaneKind(enum.Enum):
+    """Where a lane does its work."""
+
+    GPU = "gpu"                #: on this rank's GPU (DALI or the torch engine)
+    CPU_ACTORS = "cpu_actors"  #: Ray CPU actors, possibly on other nodes
+    CPU_LOCAL = "cpu_local"    #: this machine's CPUs without Ray (threads or processes)
+
+
+@runtime_checkable
 class Lane(Protocol):
     name: str
+    kind: LaneKind
     slots: int
+    parallelism: int
+
+    def describe(self) -> str: ...
+
+    def run_batch(self, task: BatchTask): ...
 
     def submit(self, task: BatchTask, done: Done) -> None: ...
 
