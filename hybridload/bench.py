@@ -124,16 +124,7 @@ def endless(loader):
 
 def lanes_label(loader) -> str:
     """What really ran, in words (for tables and plots)."""
-    parts = []
-    for lane in loader._lanes:
-        if lane.name == "gpu":
-            parts.append("GPU lane: " + ("DALI CPU-only mode, no GPU visible" if lane.cpu_only
-                                         else f"DALI on {loader.device}"))
-        elif lane.name == "ray":
-            parts.append(f"Ray lane: {lane.parallelism} actors on {len(set(lane.nodes))} node(s)")
-        elif lane.name == "inprocess":
-            parts.append(f"in-process lane: {lane.parallelism} threads")
-    return "; ".join(parts)
+    return loader.describe_lanes()
 
 
 def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
@@ -148,7 +139,7 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
         it = endless(ld)
         next(it)  # start-up (actors, pipelines) is not part of the rate
         label = lanes_label(ld)
-        ld._stats.reset()
+        ld.reset_stats()
         n_img = n_batch = 0
         t0 = time.perf_counter()
         while n_batch < batches:

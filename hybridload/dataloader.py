@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 import weakref
 from typing import Any, Callable
 
@@ -29,10 +28,9 @@ import torch.utils.data as tud
 
 from .lanes.actor_pool import ActorPool
 from .lanes.base import BatchTask
-from .merge import OrderedMerger
-from .scheduler import Scheduler
 from .sharding import resolve_rank
 from .stats import LoaderStats
+from .stream import BatchStream
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +40,7 @@ DEFAULT_TIMEOUT_S = 300.0
 class DatasetWorker:
     """The actor: ``collate_fn([dataset[i] for i in indices])`` with per-batch seeding."""
 
-    def __init__(self, dataset, collate_fn, worker_init_fn, worker_id, auto_collation):
+    def __init__(self, dataset, collate_fn, worker_init_fn, auto_collation, worker_id: int = 0, num_workers: int = 1):
         torch.set_num_threads(1)
         self.dataset, self.collate_fn, self.auto = dataset, collate_fn, auto_collation
         if worker_init_fn is not None:
@@ -65,25 +63,16 @@ class _DatasetLane(ActorPool):
     name = "ray-dataset"
 
     def __init__(self, loader: "DataLoader", rank: int, world_size: int):
-        self._base_seed = 0
-        super().__init__(_WorkerFactory, (loader.dataset, loader.collate_fn, loader.worker_init_fn,
+        self.base_seed = 0  # set for each pass, as torch draws it
+        super().__init__(DatasetWorker, (loader.dataset, loader.collate_fn, loader.worker_init_fn,
                                           loader._auto_collation),
                          ray_address=loader.head_address, placement=loader.placement,
                          reserve_local_cpus=loader.reserve_local_cpus,
                          cpu_actors=loader.num_actors, rank=rank, world_size=world_size,
-                         fallback_embedded=(loader.head_address == "auto"))
+                         fallback_embedded=(loader.head_address == "auto"), pass_worker_index=True)
 
     def call(self, actor, task: BatchTask):
-        return actor.run.remote(task.indices, self._base_seed + task.seq)
-
-
-class _WorkerFactory(DatasetWorker):
-    """DatasetWorker with the worker id taken from the actor's name (``...-<k>``)."""
-
-    def __init__(self, dataset, collate_fn, worker_init_fn, auto_collation):
-        import ray
-        name = ray.get_runtime_context().get_actor_name() or "0"
-        super().__init__(dataset, collate_fn, worker_init_fn, int(name.rsplit("-", 1)[-1]), auto_collation)
+        return actor.run.remote(task.indices, self.base_seed + task.seq)
 
 
 class DataLoader(tud.DataLoader):
@@ -158,38 +147,24 @@ class _RayDataLoaderIter:
         self._loader = loader
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-        lane._base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
+        lane.base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
         batches = list(sampler_iter)
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
-        window = loader.window or max(2, 2 * lane.slots)
-        self._merger = OrderedMerger(0, len(batches), window, timeout)
-        self._scheduler = Scheduler([lane], batches, 0, 0, self._merger, loader._stats)
-        self._merger.describe = self._scheduler.where
+        self._stream = BatchStream([lane], batches, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
-        self._scheduler.pump()
-        self._done = False
 
     def __iter__(self):
         return self
 
     def __len__(self) -> int:
-        return self._merger.end
+        return len(self._stream)
 
     def __next__(self) -> Any:
-        if self._done:
-            raise StopIteration
-        t0 = time.perf_counter()
-        try:
-            batch = self._merger.get(poll=self._scheduler.pump)
-        except BaseException:
-            self._done = True
-            self._scheduler.stop()
-            raise
-        self._loader._stats.record_wait(time.perf_counter() - t0)
+        batch = next(self._stream)
         if self._pin:
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch)
         return batch
 
     def __del__(self):
-        self._scheduler.stop()
+        self._stream.close()

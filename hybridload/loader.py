@@ -1,10 +1,14 @@
-"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches."""
+"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches.
+
+It holds the arguments and the resume state (a :class:`~hybridload.sharding.DistributedBatchSampler`),
+builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each pass to a
+:class:`~hybridload.stream.BatchStream`.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
-import time
-import warnings
 import weakref
 from typing import Iterator
 
@@ -12,33 +16,22 @@ import numpy as np
 import torch
 
 from . import sharding
-from .errors import LaneUnavailableError
-from .lanes import InProcessLane
-from .merge import OrderedMerger
+from .dispatch import StragglerRule
+from .lanes.base import LaneKind
+from .lanes.build import build_lanes, close_lanes
+from .lanes.spec import LaneCaps, plan_lanes
+from .planner.plan import Plan
 from .policy import LoaderPolicy
 from .recipe import Recipe
-from .scheduler import Scheduler
+from .retry import RetryRules
 from .sources import Source
 from .stats import LoaderStats
+from .stream import BatchStream
 from .transfer import DeviceMover, default_device
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
-
-
-def _ray_installed() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("ray") is not None
-
-
-def _close_lanes(lanes: list) -> None:
-    while lanes:
-        lane = lanes.pop()
-        try:
-            lane.close()
-        except Exception as exc:  # shutting down: report, keep closing the rest
-            log.warning("closing lane %s failed: %s", getattr(lane, "name", lane), exc)
 
 
 class HybridLoader:
@@ -71,51 +64,50 @@ class HybridLoader:
             policy = LoaderPolicy()
         if not isinstance(policy, LoaderPolicy):
             raise TypeError(f"HybridLoader: policy must be a LoaderPolicy, got {type(policy).__name__}")
-        self.rank, self.world_size = sharding.resolve_rank(rank, world_size)
-        sharding.num_batches(len(source), batch_size=batch_size, world_size=self.world_size,
+        rank, world_size = sharding.resolve_rank(rank, world_size)
+        sharding.num_batches(len(source), batch_size=batch_size, world_size=world_size,
                              drop_last=drop_last)  # validates batch_size, rank, world_size
-        if not 0 <= self.rank < self.world_size:
-            raise ValueError(f"HybridLoader: rank must be in [0, world_size={self.world_size}), got {self.rank}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
         self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
         self.policy = policy
-        self.seed, self.shuffle, self.drop_last = int(seed), bool(shuffle), bool(drop_last)
+        self._sampler = sharding.DistributedBatchSampler(len(source), self.batch_size, seed=int(seed),
+                                                         shuffle=bool(shuffle), drop_last=bool(drop_last),
+                                                         rank=rank, world_size=world_size)
         self.device = default_device(device)
         self.return_indices = return_indices
-        self.epoch = 0
-        self._resume: int | None = None
-        self._pos = 0
-        self._active: _EpochIterator | None = None
+        self._active: _Pass | None = None
         self._stats = LoaderStats()
         self._lanes: list = []
-        self._caps: dict[str, float] = {}
-        self._fallback: set[str] = set()
+        self._fallback: list = []
+        self._caps = LaneCaps()
         self._plan = _load_plan(policy.plan)
-        self._auto: _AutoPlanner | None = None
+        self._online = None
         self._closed = False
         self._mover = DeviceMover(self.device)
-        self._finalizer = weakref.finalize(self, _close_lanes, self._lanes)
+        self._finalizer = weakref.finalize(self, close_lanes, self._lanes)
         if len(self) == 0:
             log.warning("HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, "
-                        "drop_last=%s)", self.rank, len(source), batch_size, self.world_size, drop_last)
+                        "drop_last=%s)", rank, len(source), batch_size, world_size, drop_last)
 
-    # ----------------------------------------------------------------- plan
+    # ----------------------------------------------------------------- the sampler's state
+    seed = property(lambda self: self._sampler.seed)
+    shuffle = property(lambda self: self._sampler.shuffle)
+    drop_last = property(lambda self: self._sampler.drop_last)
+    rank = property(lambda self: self._sampler.rank)
+    world_size = property(lambda self: self._sampler.world_size)
+    epoch = property(lambda self: self._sampler.epoch)
+
     def __len__(self) -> int:
-        return sharding.num_batches(len(self.source), batch_size=self.batch_size,
-                                    world_size=self.world_size, drop_last=self.drop_last)
+        return len(self._sampler)
 
     def batch_indices(self, epoch: int | None = None) -> list[np.ndarray]:
         """This rank's batches (index arrays) for an epoch, without processing anything."""
-        return sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=self.seed,
-                                     epoch=self.epoch if epoch is None else epoch,
-                                     world_size=self.world_size, rank=self.rank,
-                                     shuffle=self.shuffle, drop_last=self.drop_last)
+        return self._sampler.batches(self.epoch if epoch is None else epoch)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch (the shuffle order), as DistributedSampler.set_epoch."""
-        if int(epoch) != self.epoch:
-            self._resume = None
-            self._pos = 0
-        self.epoch = int(epoch)
+        self._sampler.set_epoch(epoch)
 
     # ----------------------------------------------------------------- lanes
     def _ensure_lanes(self) -> list:
@@ -123,71 +115,49 @@ class HybridLoader:
             raise RuntimeError("HybridLoader is closed")
         if self._lanes:
             return self._lanes
-        p = self.policy
-        plan = self._plan
-        if p.mode == "gpu":
-            share = 1.0
-        elif p.mode == "split":
-            share = p.gpu_share if p.gpu_share is not None else plan.gpu_share
-        elif p.mode == "auto":
-            share = p.gpu_share if p.gpu_share is not None else (plan.gpu_share if plan else 0.5)
-        else:
-            share = 0.0
-        gpu = self._gpu_lane() if share > 0 or p.mode == "auto" else None
-        if gpu is not None and p.mode == "auto":
-            self._caps[gpu.name] = share
-            self._auto = _AutoPlanner(self, share)
-        if gpu is not None:
-            self._lanes.append(gpu)
-            if p.mode == "split":
-                self._caps[gpu.name] = share
-        if gpu is not None and p.mode == "gpu":
-            # the GPU lane alone; a small in-process lane stands by for failures and rerouted batches
-            self._lanes.append(self._inprocess_lane())
-            self._fallback.add(self._lanes[-1].name)
-        else:
-            self._lanes.append(self._cpu_lane())
+        spec = plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None)
+        built = build_lanes(spec, self.source, self.recipe, policy=self.policy, seed=self.seed,
+                            batch_size=self.batch_size, device=self.device, rank=self.rank,
+                            world_size=self.world_size, pin_memory=self._mover.pin_memory)
+        self._lanes.extend(built.lanes)
+        self._fallback = built.fallback
+        for kind, share in built.caps.items():
+            self._caps.set(kind, share)
+        if spec.auto and any(lane.kind is LaneKind.GPU for lane in self._lanes):
+            self._online = self._start_online(spec.start_share)
         return self._lanes
 
-    def _gpu_lane(self):
-        from .lanes.dali_lane import DaliLane
-        p = self.policy
-        try:
-            return DaliLane(self.source, self.recipe, seed=self.seed, batch_size=self.batch_size, device=self.device,
-                            num_threads=p.gpu_threads, memory_budget_mb=p.gpu_memory_budget_mb)
-        except (LaneUnavailableError, ValueError) as exc:
-            warnings.warn(f"hybridload: the GPU lane is unavailable ({exc}); its batches go to the CPU lane",
-                          RuntimeWarning, stacklevel=4)
-            return None
+    def _start_online(self, share: float):
+        from .planner.monitor import GpuMonitor
+        from .planner.online import OnlinePlanner
+        log.info("auto mode: starting at GPU share %.2f (%s)", share,
+                 "from the plan" if self._plan is not None else "in-line start")
+        monitor = GpuMonitor.start() if self.device.type == "cuda" else None
+        return OnlinePlanner(self._lanes, self._caps, self._stats, replan_every=self.policy.replan_every,
+                             max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 
-    def _inprocess_lane(self):
-        p = self.policy
-        return InProcessLane(self.source, self.recipe, seed=self.seed, threads=p.resolved_threads(),
-                             on_error=p.on_error, pin_memory=self._mover.pin_memory)
-
-    def _cpu_lane(self):
-        p = self.policy
-        if p.cpu_actors == 0 or (p.cpu_actors is None and not _ray_installed()):
-            if p.cpu_actors is None:
-                log.warning("Ray is not installed: running the in-process lane (pip install 'hybridload[ray]' "
-                            "for Ray CPU actors; set cpu_actors=0 to silence this)")
-            return self._inprocess_lane()
-        from .lanes.ray_lane import RayLane
-        return RayLane(self.source, self.recipe, seed=self.seed, policy=p, rank=self.rank,
-                       world_size=self.world_size, pin_memory=self._mover.pin_memory)
+    def describe_lanes(self) -> str:
+        """What runs the work, in words (each lane's ``describe()``)."""
+        return "; ".join(lane.describe() for lane in self._lanes)
 
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator:
         lanes = self._ensure_lanes()
         if self._active is not None:
-            self._active._finish(superseded=True)
-        start = self._resume if self._resume is not None else 0
-        self._resume = None
-        self._pos = start
-        self._active = _EpochIterator(self, lanes, self.batch_indices(), start)
+            self._active.finish(superseded=True)
+        batches, start = self._sampler.begin_pass()
+        p = self.policy
+        stream = BatchStream(lanes, batches, epoch=self.epoch, start=start, window=p.window,
+                             timeout_s=p.batch_timeout_s, hooks=self._stats, caps=self._caps,
+                             fallback=self._fallback, rules=RetryRules(p.max_retries, p.break_after),
+                             stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s))
+        self._active = _Pass(self, stream)
         return self._active
 
     def _deliver(self, result):
+        self._sampler.mark_delivered()
+        if self._online is not None:
+            self._online.after_batch(self._sampler.position)
         labels = torch.from_numpy(result.labels)
         if self.return_indices:
             return self._mover(result.images, labels, torch.from_numpy(result.indices))
@@ -198,7 +168,7 @@ class HybridLoader:
         """Where the stream stands: resuming from it yields exactly the batches not yet
         delivered (the per-sample randomness is keyed by (seed, epoch, index), so no
         generator state is needed)."""
-        return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._pos,
+        return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
                 "num_samples": len(self.source)}
@@ -213,28 +183,33 @@ class HybridLoader:
                 raise ValueError(f"HybridLoader.load_state_dict: saved {key}={state[key]!r} but this loader has "
                                  f"{key}={mine!r}; build the loader with the same arguments to resume")
         if self._active is not None:
-            self._active._finish(superseded=True)
-        self.epoch = int(state["epoch"])
-        self._resume = self._pos = int(state["position"])
+            self._active.finish(superseded=True)
+        self._sampler.resume_at(int(state["epoch"]), int(state["position"]))
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
-        plan = {"mode": self.policy.mode, "gpu_share": self._caps.get("gpu", 1.0 if self.policy.mode == "gpu" else 0.0),
+        gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
+        uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
+        plan = {"mode": self.policy.mode, "gpu_share": self._caps.snapshot().get(LaneKind.GPU, uncapped),
                 "from_plan_file": self._plan is not None}
-        if self._auto is not None:
-            plan["replans"] = list(self._auto.history)
+        if self._online is not None:
+            plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
-        d.update(epoch=self.epoch, position=self._pos, rank=self.rank, world_size=self.world_size)
+        d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
         return d
+
+    def reset_stats(self) -> None:
+        """Start the counters of ``stats()`` afresh (e.g. after a warm-up)."""
+        self._stats.reset()
 
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent."""
         if self._active is not None:
-            self._active._finish()
+            self._active.finish()
             self._active = None
         self._closed = True
-        if self._auto is not None:
-            self._auto.close()
+        if self._online is not None:
+            self._online.close()
         self._finalizer()
 
     def __enter__(self) -> "HybridLoader":
@@ -244,111 +219,32 @@ class HybridLoader:
         self.close()
 
 
-class _EpochIterator:
-    """One pass over (the rest of) an epoch."""
+class _Pass:
+    """The iterator of one pass: the stream's results delivered to the device."""
 
-    def __init__(self, loader: HybridLoader, lanes: list, batches: list, start: int):
-        self._loader = loader
-        p = loader.policy
-        slots = sum(lane.slots for lane in lanes)
-        window = p.window or max(2, 2 * slots)
-        self._merger = OrderedMerger(start, len(batches), window, p.batch_timeout_s)
-        self._scheduler = Scheduler(lanes, batches, start, loader.epoch, self._merger, loader._stats,
-                                    caps=loader._caps, fallback=loader._fallback,
-                                    straggler_factor=p.straggler_factor, straggler_min_s=p.straggler_min_s)
-        self._merger.describe = self._scheduler.where
-        self._done = False
+    def __init__(self, loader: HybridLoader, stream: BatchStream):
+        self._loader, self._stream = loader, stream
         self._superseded = False
-        self._scheduler.pump()
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        loader = self._loader
         if self._superseded:
             raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        if self._done:
-            raise StopIteration
-        t0 = time.perf_counter()
-        try:
-            result = self._merger.get(poll=self._scheduler.pump)
-        except BaseException:
-            self._finish()
-            raise
-        loader._stats.record_wait(time.perf_counter() - t0)
-        loader._pos += 1
-        if loader._auto is not None:
-            loader._auto.after_batch()
-        return loader._deliver(result)
+        return self._loader._deliver(next(self._stream))
 
-    def _finish(self, superseded: bool = False) -> None:
-        self._superseded = self._superseded or (superseded and not self._done)
-        if not self._done:
-            self._done = True
-            self._scheduler.stop()
-            self._merger.close()
+    def buffered(self) -> int:
+        """Finished batches waiting to be delivered (bounded by the policy's window)."""
+        return self._stream.buffered()
 
-    def __del__(self):
-        self._finish()
+    def finish(self, superseded: bool = False) -> None:
+        if superseded and not self._stream.closed:
+            self._superseded = True
+        self._stream.close()
 
 
 def _load_plan(plan):
     if plan is None:
         return None
-    from .planner.plan import Plan
     return plan if isinstance(plan, Plan) else Plan.load(plan)
-
-
-class _AutoPlanner:
-    """mode="auto": re-plans the GPU lane's share from live lane rates (and NVML where there is a GPU)."""
-
-    def __init__(self, loader: HybridLoader, share: float):
-        from .planner.monitor import GpuMonitor
-        self.loader = loader
-        self.history: list[dict] = []
-        self._batches = 0
-        self._last = self._snapshot()
-        self.monitor = GpuMonitor.start() if loader.device.type == "cuda" else None
-        log.info("auto mode: starting at GPU share %.2f (%s)", share,
-                 "from the plan" if loader._plan is not None else "in-line start")
-
-    def _snapshot(self) -> dict:
-        st = self.loader._stats
-        with st._lock:
-            return {k: (st.images[k], st.busy_s[k]) for k in set(st.images) | set(st.busy_s)}
-
-    def after_batch(self) -> None:
-        from .planner.online import LaneSample, rebalance
-        self._batches += 1
-        if self._batches % self.loader.policy.replan_every:
-            return
-        now = self._snapshot()
-        lanes = {lane.name: lane for lane in self.loader._lanes}
-        samples = {}
-        for name, lane in lanes.items():
-            img0, busy0 = self._last.get(name, (0, 0.0))
-            img1, busy1 = now.get(name, (0, 0.0))
-            samples[name] = LaneSample(img1 - img0, busy1 - busy0, getattr(lane, "parallelism", 1))
-        self._last = now
-        cpu_names = [n for n in lanes if n != "gpu"]
-        if "gpu" not in samples or not cpu_names:
-            return
-        cpu = samples[cpu_names[0]]
-        old = self.loader._caps.get("gpu", 0.0)
-        util = self.monitor.util if self.monitor is not None else None
-        new = rebalance(old, samples["gpu"], cpu, gpu_util=util, max_gpu_util=self.loader.policy.max_gpu_util)
-        if abs(new - old) >= 0.01:
-            self.loader._caps["gpu"] = new
-            entry = {"batch": self.loader._pos, "from": round(old, 3), "to": round(new, 3),
-                     "gpu_capacity": round(samples["gpu"].capacity, 1), "cpu_capacity": round(cpu.capacity, 1),
-                     "gpu_util": util}
-            self.history.append(entry)
-            del self.history[:-50]
-            log.info("auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
-                     old, new, samples["gpu"].capacity, cpu.capacity,
-                     f", GPU busy {util:.0%}" if util is not None else "")
-
-    def close(self) -> None:
-        if self.monitor is not None:
-            self.monitor.stop()

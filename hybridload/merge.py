@@ -2,7 +2,7 @@
 
 A reorder buffer keyed by sequence number. Producers ``put`` results (or exceptions) as
 lanes finish them; the consumer ``get``s them in order. ``admits(seq)`` tells the
-scheduler whether a task may be started: only sequences inside the window ahead of the
+dispatcher whether a task may be started: only sequences inside the window ahead of the
 consumer are, which bounds memory in flight by the window, not by the dataset.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from .errors import BatchTimeoutError
 
 
 class OrderedMerger:
-    """Reorder buffer for sequences ``start .. end-1``.
+    """Reorder buffer for sequences ``start .. end-1``: a passive buffer, it calls nobody.
 
     Args:
         start: first sequence number to release.
@@ -24,22 +24,20 @@ class OrderedMerger:
         window: how many sequences ahead of the consumer may be in flight or buffered.
         timeout_s: how long ``get`` waits for the next sequence before raising
             :class:`BatchTimeoutError`.
-        describe: optional ``seq -> str`` used in the timeout message (e.g. which lane).
     """
 
-    def __init__(self, start: int, end: int, window: int, timeout_s: float,
-                 describe: Callable[[int], str] | None = None):
+    def __init__(self, start: int, end: int, window: int, timeout_s: float):
         if window <= 0:
             raise ValueError(f"window must be positive, got {window}")
         self.next = start
         self.end = end
         self.window = window
         self.timeout_s = timeout_s
-        self.describe = describe
         self.duplicates = 0
         self._buf: dict[int, tuple[bool, Any]] = {}
         self._cond = threading.Condition()
         self._closed = False
+        self._aborted: BaseException | None = None
 
     def admits(self, seq: int) -> bool:
         """True when ``seq`` lies inside the window ahead of the consumer."""
@@ -65,38 +63,33 @@ class OrderedMerger:
         with self._cond:
             return len(self._buf)
 
-    def get(self, poll: Callable[[], None] | None = None, poll_s: float = 0.05) -> Any:
+    def get(self) -> Any:
         """The next result in order; raises the stored exception for a failed sequence,
-        StopIteration at the end, BatchTimeoutError if it never arrives.
-
-        ``poll`` runs every ``poll_s`` while waiting (the scheduler uses it to notice
-        failed lanes and start more work).
-        """
+        StopIteration at the end, BatchTimeoutError if it never arrives."""
         with self._cond:
             if self.next >= self.end:
                 raise StopIteration
             deadline = time.monotonic() + self.timeout_s
             while self.next not in self._buf:
+                if self._aborted is not None:
+                    raise self._aborted
                 if self._closed:
                     raise RuntimeError("the merger was closed")
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    detail = self.describe(self.next) if self.describe else ""
-                    raise BatchTimeoutError(self.next, self.timeout_s, detail)
-                if poll is not None:
-                    self._cond.release()
-                    try:
-                        poll()
-                    finally:
-                        self._cond.acquire()
-                    if self.next in self._buf:
-                        break
-                self._cond.wait(min(left, poll_s) if poll is not None else left)
+                    raise BatchTimeoutError(self.next, self.timeout_s)
+                self._cond.wait(left)
             error, value = self._buf.pop(self.next)
             self.next += 1
         if error:
             raise value
         return value
+
+    def abort(self, exc: BaseException) -> None:
+        """The producer side failed for good: a waiting or later ``get`` raises ``exc``."""
+        with self._cond:
+            self._aborted = exc
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .planner.plan import Plan
+
 MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")
 ON_ERROR = ("raise", "skip")
@@ -48,6 +50,10 @@ class LoaderPolicy:
             batch (and at least ``straggler_min_s``) is issued again to another worker;
             the first result wins. None turns re-issuing off.
         straggler_min_s: the shortest deadline for re-issuing.
+        max_retries: how many times a batch whose lane failed is handed on before its
+            error is raised (a lost Ray actor adds one per lane).
+        break_after: a lane failing this many batches in a row gets no more (the other
+            lanes carry on).
     """
 
     mode: str = "cpu"
@@ -69,6 +75,8 @@ class LoaderPolicy:
     replan_every: int = 8
     straggler_factor: float | None = 4.0
     straggler_min_s: float = 2.0
+    max_retries: int = 3
+    break_after: int = 2
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -80,8 +88,7 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}")
         if not _is_count(self.replan_every) or self.replan_every == 0:
             raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
-        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike)) \
-                and type(self.plan).__name__ != "Plan":
+        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, Plan)):
             raise ValueError(f"LoaderPolicy: plan must be a Plan or a path to a plan file, got {self.plan!r}")
         if self.mode == "split" and self.gpu_share is None and self.plan is None:
             raise ValueError("LoaderPolicy: mode='split' needs gpu_share=<0..1> or a plan")
@@ -111,13 +118,16 @@ class LoaderPolicy:
         if (isinstance(self.batch_timeout_s, bool) or not isinstance(self.batch_timeout_s, (int, float))
                 or self.batch_timeout_s <= 0):
             raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive number, got {self.batch_timeout_s!r}")
+        if not _is_count(self.max_retries):
+            raise ValueError(f"LoaderPolicy: max_retries must be an int >= 0, got {self.max_retries!r}")
+        if not _is_count(self.break_after) or self.break_after == 0:
+            raise ValueError(f"LoaderPolicy: break_after must be an int >= 1, got {self.break_after!r}")
         if self.ray_address is not None and not isinstance(self.ray_address, str):
             raise ValueError(f"LoaderPolicy: ray_address must be None, 'auto' or 'host:port', got {self.ray_address!r}")
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
         """A policy that carries out a plan (a Plan or a plan JSON path); keywords override."""
-        from .planner.plan import Plan
         p = plan if isinstance(plan, Plan) else Plan.load(plan)
         cpu_workers = p.total_actors + p.local_threads
         if p.gpu_share <= 0:

@@ -122,20 +122,44 @@ class DistributedBatchSampler:
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             self._resume = 0
+            self._pos = 0
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
                            drop_last=self.drop_last)
 
-    def __iter__(self):
-        batches = rank_batches(self.n, batch_size=self.batch_size, seed=self.seed, epoch=self.epoch,
-                               world_size=self.world_size, rank=self.rank, shuffle=self.shuffle,
-                               drop_last=self.drop_last)
+    @property
+    def position(self) -> int:
+        """Batches of the current epoch delivered so far (where a resume would start)."""
+        return self._pos
+
+    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+        """This rank's batches (index arrays) of an epoch (default: the current one)."""
+        return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
+                            epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
+                            rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last)
+
+    def begin_pass(self) -> tuple[list[np.ndarray], int]:
+        """The current epoch's batches and the position a new pass starts from (the resume
+        point, used up by this call)."""
         start, self._resume = self._resume, 0
         self._pos = start
+        return self.batches(), start
+
+    def mark_delivered(self) -> None:
+        """One more batch of the pass reached the consumer."""
+        self._pos += 1
+
+    def resume_at(self, epoch: int, position: int) -> None:
+        """The next pass is epoch ``epoch`` from batch ``position``."""
+        self.epoch = int(epoch)
+        self._pos = self._resume = int(position)
+
+    def __iter__(self):
+        batches, start = self.begin_pass()
         for b in batches[start:]:
-            self._pos += 1
+            self.mark_delivered()
             yield b.tolist()
 
     def state_dict(self) -> dict:
@@ -147,5 +171,4 @@ class DistributedBatchSampler:
             if sd[key] != getattr(self, key):
                 raise ValueError(f"DistributedBatchSampler.load_state_dict: saved {key}={sd[key]!r} but this "
                                  f"sampler has {key}={getattr(self, key)!r}; build it with the same arguments")
-        self.epoch = int(sd["epoch"])
-        self._pos = self._resume = int(sd["position"])
+        self.resume_at(sd["epoch"], sd["position"])

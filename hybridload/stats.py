@@ -1,4 +1,9 @@
-"""Counters the loader keeps for ``stats()``: thread-safe, reported as a plain dict."""
+"""Counters the loader keeps for ``stats()``: thread-safe, reported as a plain dict.
+
+``LoaderStats`` is the dispatcher's hooks object (``batch_done``, ``batch_retried``,
+``batch_reissued``, ``duplicate_dropped``) and the stream's ``record_wait``; readers take
+a ``snapshot()`` instead of reaching into its lock.
+"""
 
 from __future__ import annotations
 
@@ -25,22 +30,22 @@ class LoaderStats:
             self.batches_delivered = 0
             self.started = time.perf_counter()
 
-    def record_batch(self, lane: str, n: int, seconds: float, skipped=()) -> None:
+    def batch_done(self, lane: str, n: int, seconds: float, skipped=()) -> None:
         with self._lock:
             self.images[lane] += n
             self.batches[lane] += 1
             self.busy_s[lane] += seconds
             self.skipped.extend(skipped)
 
-    def record_retry(self, lane: str) -> None:
+    def batch_retried(self, lane: str) -> None:
         with self._lock:
             self.retries[lane] += 1
 
-    def record_reissue(self, lane: str) -> None:
+    def batch_reissued(self, lane: str) -> None:
         with self._lock:
             self.reissued[lane] += 1
 
-    def record_duplicate(self, lane: str) -> None:
+    def duplicate_dropped(self, lane: str) -> None:
         with self._lock:
             self.duplicates[lane] += 1
 
@@ -48,6 +53,11 @@ class LoaderStats:
         with self._lock:
             self.stall_s += seconds
             self.batches_delivered += 1
+
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        """{lane: (images, busy seconds)} so far, read under the lock."""
+        with self._lock:
+            return {k: (self.images[k], self.busy_s[k]) for k in set(self.images) | set(self.busy_s)}
 
     def as_dict(self, plan=None) -> dict:
         with self._lock:

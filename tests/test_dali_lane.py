@@ -83,7 +83,7 @@ def test_a_gpu_lane_that_raises_mid_epoch_hands_over_to_the_cpu_lane(photo_root,
     src = sources.ImageFolder(photo_root)
     ref, _ = run(src, LoaderPolicy(mode="cpu", cpu_actors=0))
     calls = {"n": 0}
-    real = DaliLane._run
+    real = DaliLane.run_batch
 
     def flaky(self, task):
         calls["n"] += 1
@@ -91,7 +91,7 @@ def test_a_gpu_lane_that_raises_mid_epoch_hands_over_to_the_cpu_lane(photo_root,
             raise RuntimeError("simulated GPU lane failure (CUDA error)")
         return real(self, task)
 
-    monkeypatch.setattr(DaliLane, "_run", flaky)
+    monkeypatch.setattr(DaliLane, "run_batch", flaky)
     for policy in (LoaderPolicy(mode="gpu"), LoaderPolicy(mode="split", gpu_share=0.7, cpu_actors=0)):
         calls["n"] = 0
         got, stats = run(src, policy)

@@ -102,7 +102,7 @@ def test_memory_in_flight_is_bounded_by_the_window_when_the_consumer_stops(photo
         time.sleep(1.0)  # the consumer stops reading; producers must stop at the window
         st = ld.stats()
         assert st["images"] <= 2 * (1 + 3), st["images"]
-        assert it._merger.buffered() <= 3
+        assert it.buffered() <= 3
         assert len(list(it)) == len(ld) - 1
 
 

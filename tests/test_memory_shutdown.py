@@ -88,7 +88,7 @@ def test_a_consumer_that_stops_reading_does_not_grow_memory_on_the_ray_lane(ray_
         next(it)
         time.sleep(2.0)
         assert ld.stats()["images"] <= 4 * (1 + 3)
-        assert it._merger.buffered() <= 3
+        assert it.buffered() <= 3
 
 
 def test_keyboard_interrupt_in_the_training_loop_leaves_nothing_behind(photo_root):

@@ -1,6 +1,7 @@
 """A per-rank pool of Ray actors placed by policy: the machinery both Ray lanes share.
 
-Subclasses say what an actor is (``worker_cls`` and its init args), how a task is
+Subclasses say what an actor is (``worker_cls`` and its init args; with
+``pass_worker_index`` each actor also gets its index and the pool size), how a task is
 called on it (``call``) and how a raw result becomes the lane's result (``convert``).
 The pool picks the least-loaded live actor, turns results into callbacks, marks dead
 actors, and kills every actor on ``close()``.
@@ -18,7 +19,7 @@ from hybridload import cluster
 from hybridload.errors import WorkerLost
 from hybridload.placement import plan_actors
 
-from .base import BatchTask, Done
+from .base import BatchTask, Done, LaneKind
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +29,12 @@ ACTOR_NAME_PREFIX = "hybridload-"
 
 class ActorPool:
     name = "ray"
+    kind = LaneKind.CPU_ACTORS
 
     def __init__(self, worker_cls: type, init_args: tuple, *, ray_address: str | None, placement: str,
                  reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
-                 tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False):
+                 tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
+                 pass_worker_index: bool = False):
         self.tasks_per_actor = tasks_per_actor
         self.actors: list = []
         self.nodes: list[str] = []
@@ -49,7 +52,7 @@ class ActorPool:
             self.actors = [
                 remote_cls.options(num_cpus=1, max_concurrency=1, name=f"{tag}-{k}",
                                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
-                .remote(*init_refs)
+                .remote(*init_refs, *((k, len(where)) if pass_worker_index else ()))
                 for k, node_id in enumerate(where)
             ]
             try:
@@ -81,6 +84,21 @@ class ActorPool:
     @property
     def parallelism(self) -> int:
         return sum(self._alive)
+
+    def describe(self) -> str:
+        return f"Ray lane: {self.parallelism} actors on {len(set(self.nodes))} node(s)"
+
+    def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
+        """Run ``task`` on one actor and wait for its result (for measurements)."""
+        import ray
+        k = self._pick(task.seq)
+        try:
+            raw = ray.get(self.call(self.actors[k], task), timeout=timeout_s)
+        except BaseException as exc:
+            raise _unwrap(exc) from None
+        finally:
+            self._release(k, task.seq)
+        return self.convert(raw)
 
     def _pick(self, seq: int) -> int:
         """The least-loaded live actor, avoiding actors already running a copy of ``seq``."""

@@ -26,7 +26,7 @@ import torch
 
 from hybridload.errors import LaneUnavailableError, Reroute, SampleError
 
-from .base import BatchTask, Done, submit_to_pool
+from .base import BatchTask, Done, LaneKind, submit_to_pool
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class DaliLane:
     """
 
     name = "gpu"
+    kind = LaneKind.GPU
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                  num_threads: int = 2, memory_budget_mb: float | None = None):
@@ -100,7 +101,10 @@ class DaliLane:
             encoded.append(np.frombuffer(payload, np.uint8))
         return encoded, params, labels
 
-    def _run(self, task: BatchTask):
+    def describe(self) -> str:
+        return "GPU lane: " + ("DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}")
+
+    def run_batch(self, task: BatchTask):
         from hybridload.kernels import BatchResult
         from hybridload.kernels.batch import normalize_batch
         t0 = time.perf_counter()
@@ -120,7 +124,7 @@ class DaliLane:
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError("the GPU lane is closed")
-        submit_to_pool(self._pool, self._run, task, done)
+        submit_to_pool(self._pool, self.run_batch, task, done)
 
     def close(self) -> None:
         """Stop the worker thread and release the pipeline (and its GPU memory)."""

@@ -1,6 +1,6 @@
 """The in-process lane: threads in the trainer's process running ``kernels/`` directly.
 
-For debugging, for machines without Ray, and for testing the scheduler and merger.
+For debugging, for machines without Ray, and for testing the dispatcher and merger.
 JPEG decoding (libjpeg-turbo) and torch's resize release the GIL, so threads scale
 across cores.
 """
@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hybridload.kernels import process_batch
 
-from .base import BatchTask, Done, submit_to_pool
+from .base import BatchTask, Done, LaneKind, submit_to_pool
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,7 @@ class InProcessLane:
     """Runs each batch task on one of ``threads`` worker threads."""
 
     name = "inprocess"
+    kind = LaneKind.CPU_LOCAL
 
     def __init__(self, source, recipe, *, seed: int, threads: int, on_error: str = "raise",
                  pin_memory: bool = False):
@@ -32,14 +33,17 @@ class InProcessLane:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hybridload-inprocess")
         self._closed = False
 
-    def _run(self, task: BatchTask):
+    def describe(self) -> str:
+        return f"in-process lane: {self.parallelism} threads"
+
+    def run_batch(self, task: BatchTask):
         return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name)
 
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError("InProcessLane is closed")
-        submit_to_pool(self._pool, self._run, task, done)
+        submit_to_pool(self._pool, self.run_batch, task, done)
 
     def close(self, join_timeout_s: float = 10.0) -> None:
         """Cancel queued tasks and wait (bounded) for running ones to finish."""

@@ -54,12 +54,10 @@ class RayLane(ActorPool):
 
     name = "ray"
 
-    def __init__(self, source, recipe, *, seed: int, policy, rank: int = 0, world_size: int = 1,
-                 pin_memory: bool = False, **kw):
-        self.source, self.pin_memory, self.ship_bytes = source, pin_memory, policy.ship_bytes
-        super().__init__(KernelWorker, (source, recipe, seed, policy.on_error), ray_address=policy.ray_address,
-                         placement=policy.placement, reserve_local_cpus=policy.reserve_local_cpus,
-                         cpu_actors=policy.cpu_actors, rank=rank, world_size=world_size, **kw)
+    def __init__(self, source, recipe, *, seed: int, on_error: str = "raise", ship_bytes: bool = False,
+                 pin_memory: bool = False, **pool_kw):
+        self.source, self.pin_memory, self.ship_bytes = source, pin_memory, ship_bytes
+        super().__init__(KernelWorker, (source, recipe, seed, on_error), **pool_kw)
 
     def call(self, actor, task: BatchTask):
         payloads = None

@@ -1,7 +1,7 @@
 """Online re-planning for ``LoaderPolicy(mode="auto")``: the GPU share from live lane rates.
 
-Pure math here; the loader feeds it what its lanes did since the last re-plan.
-A lane's capacity is what it produced per second of busy time, times the number of
+``rebalance`` is the pure rule; ``OnlinePlanner`` feeds it what the lanes did since the
+last re-plan (from the stats' snapshot) and writes the result into the lane caps. A lane's capacity is what it produced per second of busy time, times the number of
 tasks it runs at once. The new share moves halfway from the current one toward
 ``gpu / (gpu + cpu)``, and never past what NVML says the GPU has left under
 ``max_gpu_util``.
@@ -9,7 +9,10 @@ tasks it runs at once. The new share moves halfway from the current one toward
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,53 @@ def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float
         # the training's GPU time comes first: back off in proportion to the overshoot
         new = min(new, share * max(0.0, 1 - (gpu_util - max_gpu_util) / max(gpu_util, 1e-9)) )
     return min(1.0, max(0.0, new))
+
+
+class OnlinePlanner:
+    """mode="auto": every ``replan_every`` delivered batches, moves the GPU lane's cap
+    (in :class:`~hybridload.dispatch.LaneCaps`) toward what the lanes' live rates say,
+    within the GPU headroom NVML reports (when the loader's device is a GPU).
+
+    It reads the stats through ``snapshot()`` and writes only through ``caps``.
+    """
+
+    def __init__(self, lanes, caps, stats, *, replan_every: int, max_gpu_util: float, monitor=None):
+        from hybridload.lanes.base import LaneKind
+        self._gpu = next((ln for ln in lanes if ln.kind is LaneKind.GPU), None)
+        self._cpu = next((ln for ln in lanes if ln.kind is not LaneKind.GPU), None)
+        self._caps, self._stats = caps, stats
+        self._every, self._max_util = replan_every, max_gpu_util
+        self.monitor = monitor
+        self.history: list[dict] = []
+        self._batches = 0
+        self._last = stats.snapshot()
+
+    def after_batch(self, position: int) -> None:
+        from hybridload.lanes.base import LaneKind
+        self._batches += 1
+        if self._batches % self._every or self._gpu is None or self._cpu is None:
+            return
+        now = self._stats.snapshot()
+        gpu, cpu = (self._sample(lane, now) for lane in (self._gpu, self._cpu))
+        self._last = now
+        old = self._caps.get(LaneKind.GPU) or 0.0
+        util = self.monitor.util if self.monitor is not None else None
+        new = rebalance(old, gpu, cpu, gpu_util=util, max_gpu_util=self._max_util)
+        if abs(new - old) < 0.01:
+            return
+        self._caps.set(LaneKind.GPU, new)
+        self.history.append({"batch": position, "from": round(old, 3), "to": round(new, 3),
+                             "gpu_capacity": round(gpu.capacity, 1), "cpu_capacity": round(cpu.capacity, 1),
+                             "gpu_util": util})
+        del self.history[:-50]
+        log.info("auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
+                 old, new, gpu.capacity, cpu.capacity, f", GPU busy {util:.0%}" if util is not None else "")
+
+    def _sample(self, lane, now: dict) -> LaneSample:
+        img0, busy0 = self._last.get(lane.name, (0, 0.0))
+        img1, busy1 = now.get(lane.name, (0, 0.0))
+        return LaneSample(img1 - img0, busy1 - busy0, getattr(lane, "parallelism", 1))
+
+    def close(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()

@@ -85,15 +85,14 @@ def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, bat
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.dali_lane import DaliLane
     lane = DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device, num_threads=threads)
-    label = ("DALI CPU-only mode (no GPU here: a stand-in for the GPU lane)" if lane.cpu_only
-             else f"DALI on {device}")
+    label = lane.describe()
     try:
         gen = _chunks(indices, batch_size)
-        lane._run(BatchTask(0, 0, next(gen)))  # warm up
+        lane.run_batch(BatchTask(0, 0, next(gen)))  # warm up
         n, seq = 0, 1
         cpu0, t0 = time.process_time(), time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            n += len(lane._run(BatchTask(seq, 0, next(gen))).indices)
+            n += len(lane.run_batch(BatchTask(seq, 0, next(gen))).indices)
             seq += 1
         wall = time.perf_counter() - t0
         cores = (time.process_time() - cpu0) / wall

@@ -1,0 +1,85 @@
+"""Building the lanes a :class:`~hybridload.lanes.spec.LaneSpec` asks for."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from hybridload.errors import LaneUnavailableError
+
+from .base import Lane, LaneKind
+from .spec import LaneSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BuiltLanes:
+    """The lanes in dispatch order, the stand-by ones among them, and the GPU lane's cap."""
+
+    lanes: list[Lane] = field(default_factory=list)
+    fallback: list[Lane] = field(default_factory=list)
+    caps: dict[LaneKind, float] = field(default_factory=dict)
+
+
+def build_lanes(spec: LaneSpec, source, recipe, *, policy, seed: int, batch_size: int, device: torch.device,
+                rank: int, world_size: int, pin_memory: bool) -> BuiltLanes:
+    """Build the lanes; a GPU lane that cannot run here is replaced by the CPU lane, with a warning."""
+    for note in spec.notes:
+        log.warning("%s", note)
+    out = BuiltLanes()
+    try:
+        gpu = _gpu_lane(policy, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
+        if gpu is not None:
+            out.lanes.append(gpu)
+            if spec.gpu_cap is not None:
+                out.caps[LaneKind.GPU] = spec.gpu_cap
+        if gpu is not None and spec.cpu_standby:
+            standby = _cpu_lane(LaneKind.CPU_LOCAL, policy, source, recipe, seed=seed, rank=rank,
+                                world_size=world_size, pin_memory=pin_memory)
+            out.lanes.append(standby)
+            out.fallback.append(standby)
+        else:
+            out.lanes.append(_cpu_lane(spec.cpu, policy, source, recipe, seed=seed, rank=rank,
+                                       world_size=world_size, pin_memory=pin_memory))
+    except BaseException:
+        close_lanes(out.lanes)
+        raise
+    return out
+
+
+def close_lanes(lanes: list) -> None:
+    """Close and remove every lane; a failure to close one is reported, the rest still close."""
+    while lanes:
+        lane = lanes.pop()
+        try:
+            lane.close()
+        except Exception as exc:  # shutting down: report, keep closing the rest
+            log.warning("closing lane %s failed: %s", getattr(lane, "name", lane), exc)
+
+
+def _gpu_lane(policy, source, recipe, *, seed: int, batch_size: int, device: torch.device):
+    from .dali_lane import DaliLane
+    try:
+        return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
+                        num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb)
+    except (LaneUnavailableError, ValueError) as exc:
+        warnings.warn(f"hybridload: the GPU lane is unavailable ({exc}); its batches go to the CPU lane",
+                      RuntimeWarning, stacklevel=5)
+        return None
+
+
+def _cpu_lane(kind: LaneKind, policy, source, recipe, *, seed: int, rank: int, world_size: int,
+              pin_memory: bool) -> Lane:
+    if kind is LaneKind.CPU_LOCAL:
+        from .inprocess import InProcessLane
+        return InProcessLane(source, recipe, seed=seed, threads=policy.resolved_threads(),
+                             on_error=policy.on_error, pin_memory=pin_memory)
+    from .ray_lane import RayLane
+    return RayLane(source, recipe, seed=seed, on_error=policy.on_error, ship_bytes=policy.ship_bytes,
+                   ray_address=policy.ray_address, placement=policy.placement,
+                   reserve_local_cpus=policy.reserve_local_cpus, cpu_actors=policy.cpu_actors, rank=rank,
+                   world_size=world_size, pin_memory=pin_memory)

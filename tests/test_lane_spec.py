@@ -1,0 +1,44 @@
+"""plan_lanes is a pure function of (policy, plan): checked directly, mode by mode."""
+
+import pytest
+
+from hybridload import LoaderPolicy
+from hybridload.lanes.base import LaneKind
+from hybridload.lanes.spec import LaneCaps, plan_lanes
+from hybridload.planner.plan import Plan
+
+
+def a_plan(share):
+    return Plan(gpu_share=share, local_threads=2, window=4)
+
+
+@pytest.mark.parametrize("policy,plan,expected", [
+    (LoaderPolicy(mode="cpu", cpu_actors=0), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="cpu"), None, (False, None, False, LaneKind.CPU_ACTORS, False)),
+    (LoaderPolicy(mode="gpu", cpu_actors=0), None, (True, None, False, LaneKind.CPU_LOCAL, True)),
+    (LoaderPolicy(mode="split", gpu_share=0.3, cpu_actors=0), None, (True, 0.3, False, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="split", gpu_share=0.0, cpu_actors=0), None, (False, 0.0, False, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="split", plan=a_plan(0.7), cpu_actors=0), a_plan(0.7),
+     (True, 0.7, False, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", cpu_actors=0), None, (True, 0.5, True, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", cpu_actors=0), a_plan(0.2), (True, 0.2, True, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
+], ids=["cpu-local", "cpu-actors", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
+        "auto-policy-wins"])
+def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
+    spec = plan_lanes(policy, plan)
+    assert (spec.gpu, spec.gpu_cap, spec.auto, spec.cpu, spec.cpu_standby) == expected
+    assert not spec.notes
+
+
+def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
+    spec = plan_lanes(LoaderPolicy(mode="cpu"), None, ray_installed=False)
+    assert spec.cpu is LaneKind.CPU_LOCAL and "Ray is not installed" in spec.notes[0]
+    assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
+
+
+def test_lane_caps_are_read_and_written_by_kind():
+    caps = LaneCaps({LaneKind.GPU: 0.4})
+    assert caps.get(LaneKind.GPU) == 0.4 and caps.get(LaneKind.CPU_LOCAL) is None
+    caps.set(LaneKind.GPU, 0.6)
+    assert caps.snapshot() == {LaneKind.GPU: 0.6}

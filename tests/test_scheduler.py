@@ -1,0 +1,208 @@
+"""The dispatcher driven by scripted fake lanes: each task completes when the test says so
+(events, not sleeps), so every rule of hybridload.dispatch is checked in isolation."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from hybridload.dispatch import StragglerRule
+from hybridload.lanes.spec import LaneCaps
+from hybridload.errors import BatchTimeoutError, Reroute, SampleError, WorkerLost
+from hybridload.lanes.base import BatchTask, Lane, LaneKind
+from hybridload.retry import RetryRules
+from hybridload.stats import LoaderStats
+from hybridload.stream import BatchStream
+
+WAIT_S = 10.0
+
+
+class ScriptedLane:
+    """A lane whose tasks finish when the test calls ``finish`` (or at once with ``auto``)."""
+
+    def __init__(self, name: str, slots: int = 2, kind: LaneKind = LaneKind.CPU_LOCAL, auto=None):
+        self.name, self.slots, self.parallelism, self.kind = name, slots, slots, kind
+        self.auto = auto  # None, or task -> result|exception, answered on a thread at once
+        self.submitted: list[BatchTask] = []
+        self._pending: dict[int, list] = {}
+        self._cond = threading.Condition()
+
+    def describe(self) -> str:
+        return f"scripted lane {self.name}"
+
+    def run_batch(self, task):
+        return ("result", task.seq, self.name)
+
+    def submit(self, task, done) -> None:
+        with self._cond:
+            self.submitted.append(task)
+            self._pending.setdefault(task.seq, []).append(done)
+            self._cond.notify_all()
+        if self.auto is not None:
+            threading.Thread(target=lambda: self.finish(task.seq, self.auto(task))).start()
+
+    def finish(self, seq: int, result=None) -> None:
+        with self._cond:
+            done = self._pending[seq].pop(0)
+        done(BatchTask(seq, 0, np.array([seq])), ("result", seq, self.name) if result is None else result)
+
+    def wait_submitted(self, n: int) -> list[int]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.submitted) >= n, WAIT_S):
+                raise TimeoutError(f"lane {self.name}: {len(self.submitted)} tasks submitted, waited for {n}")
+            return [t.seq for t in self.submitted]
+
+    def close(self) -> None:
+        pass
+
+
+def ok(task):
+    return ("result", task.seq, "auto")
+
+
+def batches(n):
+    return [np.array([i]) for i in range(n)]
+
+
+def drain(stream, n):
+    return [next(stream) for _ in range(n)]
+
+
+def test_scripted_lane_satisfies_the_lane_contract():
+    assert isinstance(ScriptedLane("a"), Lane)
+
+
+def test_out_of_order_completion_is_delivered_in_sequence_order():
+    lane = ScriptedLane("a", slots=4)
+    with BatchStream([lane], batches(4), window=4, timeout_s=WAIT_S) as s:
+        lane.wait_submitted(4)
+        for seq in (2, 0, 3, 1):
+            lane.finish(seq)
+        assert [r[1] for r in drain(s, 4)] == [0, 1, 2, 3]
+
+
+def test_a_lane_failing_twice_in_a_row_is_broken_and_the_other_lane_carries_on():
+    bad = ScriptedLane("bad", slots=1, auto=lambda t: RuntimeError("device lost"))
+    good = ScriptedLane("good", slots=1, auto=ok)
+    stats = LoaderStats()
+    with BatchStream([bad, good], batches(6), window=2, timeout_s=WAIT_S, hooks=stats,
+                     rules=RetryRules(max_retries=3, break_after=2)) as s:
+        assert [r[1] for r in drain(s, 6)] == list(range(6))
+    assert len(bad.submitted) == 2  # broken after two failures in a row: no third task
+    assert stats.as_dict()["lanes"]["good"]["images"] == 6
+
+
+def test_worker_lost_is_retried_on_the_same_lane_without_breaking_it():
+    calls = {"n": 0}
+
+    def lose_first_three(task):
+        calls["n"] += 1
+        return WorkerLost("actor died") if calls["n"] <= 3 else ok(task)
+
+    lane = ScriptedLane("ray", slots=1, kind=LaneKind.CPU_ACTORS, auto=lose_first_three)
+    stats = LoaderStats()
+    with BatchStream([lane], batches(3), window=1, timeout_s=WAIT_S, hooks=stats,
+                     rules=RetryRules(max_retries=2, break_after=1)) as s:  # 2 + 1 lane: 3 losses fit
+        assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
+    assert stats.as_dict()["retries"] == 3
+
+
+def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
+    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU,
+                       auto=lambda t: Reroute("not a JPEG") if t.seq % 2 else ok(t))
+    cpu = ScriptedLane("cpu", slots=1, auto=lambda t: ("result", t.seq, "cpu"))
+    with BatchStream([gpu, cpu], batches(8), window=1, timeout_s=WAIT_S,
+                     rules=RetryRules(break_after=1), fallback=[cpu]) as s:
+        out = drain(s, 8)
+    assert [r[1] for r in out] == list(range(8))
+    assert {r[1] for r in out if r[2] == "cpu"} == {1, 3, 5, 7}
+    assert [t.seq for t in gpu.submitted] == list(range(8))  # never broken by reroutes
+
+
+def test_sample_error_is_delivered_in_order_and_not_retried():
+    lane = ScriptedLane("a", slots=2, auto=lambda t: SampleError(int(t.seq), "x.jpg", "decode", "bad")
+                        if t.seq == 1 else ok(t))
+    with BatchStream([lane], batches(3), window=2, timeout_s=WAIT_S) as s:
+        assert next(s)[1] == 0
+        with pytest.raises(SampleError, match="sample 1"):
+            next(s)
+    assert [t.seq for t in lane.submitted].count(1) == 1
+
+
+def test_a_straggler_is_reissued_and_its_late_duplicate_dropped():
+    lane = ScriptedLane("a", slots=2)
+    stats = LoaderStats()
+    with BatchStream([lane], batches(3), window=3, timeout_s=WAIT_S, hooks=stats,
+                     stragglers=StragglerRule(factor=1.0, min_s=0.2)) as s:
+        assert lane.wait_submitted(2) == [0, 1]
+        lane.finish(0)                       # teaches the lane its typical task time
+        assert next(s)[1] == 0
+        assert lane.wait_submitted(3)[2] == 2
+        lane.finish(2)
+        assert lane.wait_submitted(4)[3] == 1  # seq 1 overdue: issued once more
+        lane.finish(1, ("result", 1, "first copy back"))
+        assert next(s) == ("result", 1, "first copy back")
+        lane.finish(1, ("result", 1, "late copy"))
+        assert next(s)[1] == 2
+        deadline = time.monotonic() + WAIT_S
+        while stats.as_dict()["duplicates_dropped"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    d = stats.as_dict()
+    assert d["reissued"] == 1 and d["duplicates_dropped"] == 1
+    assert [t.seq for t in lane.submitted].count(1) == 2  # re-issued once only
+
+
+@pytest.mark.parametrize("cap", [0.0, 0.3, 1.0])
+def test_a_capped_lane_takes_at_most_its_share(cap):
+    gpu = ScriptedLane("gpu", slots=2, kind=LaneKind.GPU, auto=ok)
+    cpu = ScriptedLane("cpu", slots=2, auto=ok)
+    n = 40
+    with BatchStream([gpu, cpu], batches(n), window=4, timeout_s=WAIT_S,
+                     caps=LaneCaps({LaneKind.GPU: cap})) as s:
+        assert [r[1] for r in drain(s, n)] == list(range(n))
+    assert len(gpu.submitted) <= cap * n + 1
+    if cap == 0:
+        assert not gpu.submitted
+    if cap == 1.0:
+        assert gpu.submitted  # uncapped in effect: it takes work whenever it has a free slot
+
+
+def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
+    lane = ScriptedLane("a", slots=10, auto=ok)
+    with BatchStream([lane], batches(20), window=3, timeout_s=WAIT_S) as s:
+        assert lane.wait_submitted(3) == [0, 1, 2]
+        time.sleep(0.2)  # the dispatcher ticks meanwhile; nothing beyond the window may start
+        assert len(lane.submitted) == 3
+        next(s)
+        assert lane.wait_submitted(4) == [0, 1, 2, 3]
+
+
+def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
+    lane = ScriptedLane("a", slots=2)
+    s = BatchStream([lane], batches(5), window=2, timeout_s=WAIT_S)
+    lane.wait_submitted(2)
+    dispatch_threads = [t for t in threading.enumerate() if t.name == "hybridload-dispatch"]
+    s.close()
+    lane.finish(0)  # arrives after the stop: ignored, no error
+    assert not any(t.is_alive() for t in dispatch_threads if t is not threading.current_thread())
+    with pytest.raises(StopIteration):
+        next(s)
+
+
+def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
+    lane = ScriptedLane("held", slots=1)
+    with BatchStream([lane], batches(2), window=1, timeout_s=0.3) as s:
+        lane.wait_submitted(1)
+        with pytest.raises(BatchTimeoutError, match=r"batch 0 did not arrive within 0.3 s \(held by lane 'held'\)"):
+            next(s)
+
+
+def test_every_lane_broken_delivers_an_error_naming_the_batch_not_a_hang():
+    lane = ScriptedLane("only", slots=1, auto=lambda t: RuntimeError("boom"))
+    with BatchStream([lane], batches(3), window=1, timeout_s=WAIT_S,
+                     rules=RetryRules(max_retries=5, break_after=2)) as s:
+        with pytest.raises(RuntimeError, match="boom|no lane left"):
+            next(s)
