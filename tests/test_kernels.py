@@ -143,3 +143,13 @@ def test_torch_dataset_errors_name_the_item():
 
     with pytest.raises(SampleError, match=r"sample 1 \(Broken\[1\]\) failed at stage 'read'"):
         process_sample(sources.TorchDataset(Broken()), R.imagenet_eval(8), 1, 0, 0)
+
+
+def test_pixel_limit_is_one_check_refusing_empty_and_oversized_images():
+    from hybridload.kernels import MAX_IMAGE_PIXELS, DecodeError, check_pixels
+    check_pixels(1, 1)
+    check_pixels(MAX_IMAGE_PIXELS, 1)
+    with pytest.raises(DecodeError, match="exceeds the limit"):
+        check_pixels(MAX_IMAGE_PIXELS + 1, 1)
+    with pytest.raises(DecodeError, match="empty size"):
+        check_pixels(0, 5)
