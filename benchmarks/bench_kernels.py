@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from hybridload import kernels, recipe, sources
+from hybridload import kernels, ops, recipe, sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_busy_s  # noqa: E402  (shared helpers of benchmarks/)
@@ -209,12 +209,11 @@ class PillowReference(Contestant):
             img = im.convert("RGB")
         params = self.rec.sample_params(0, 0, i, img.width, img.height)
         for op in params.ops:
-            if op[0] == "crop":
-                _, x, y, w, h = op
-                img = img.crop((x, y, x + w, y + h))
-            elif op[0] == "resize":
-                img = img.resize((op[2], op[1]), Image.BILINEAR)
-            elif op[0] == "flip":
+            if isinstance(op, ops.Crop):
+                img = img.crop((op.x, op.y, op.x + op.w, op.y + op.h))
+            elif isinstance(op, ops.Resize):
+                img = img.resize((op.w, op.h), Image.BILINEAR)
+            elif isinstance(op, ops.Flip):
                 img = img.transpose(Image.FLIP_LEFT_RIGHT)
         # as torchvision's pil_to_tensor: a writable copy, then CHW
         return torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous()

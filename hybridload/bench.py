@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from .epochs import endless
+
 log = logging.getLogger(__name__)
 
 MODES = ("single-gpu", "multi-node", "cpu")
@@ -109,17 +111,6 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
                                 reserve_local_cpus=0)
         return LoaderPolicy(mode="cpu", cpu_actors=0, threads=threads)
     raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES)}")
-
-
-def endless(loader):
-    """The loader's batches across epochs, without end: set_epoch(epoch + 1) after each pass."""
-    if len(loader) == 0:
-        raise ValueError("endless: the loader has no batches for this rank")
-    epoch = loader.epoch
-    while True:
-        yield from loader
-        epoch += 1
-        loader.set_epoch(epoch)
 
 
 def lanes_label(loader) -> str:

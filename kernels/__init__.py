@@ -7,8 +7,8 @@ bilinear uint8 resize.
 """
 
 from .batch import BatchResult, process_batch, process_sample
-from .decode import MAX_IMAGE_PIXELS, decode_image, image_size
+from .decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
 from .geometry import apply_ops
 
-__all__ = ["BatchResult", "process_batch", "process_sample", "decode_image", "image_size",
-           "apply_ops", "MAX_IMAGE_PIXELS"]
+__all__ = ["BatchResult", "process_batch", "process_sample", "decode_image", "image_size", "check_pixels",
+           "DecodeError", "apply_ops", "MAX_IMAGE_PIXELS"]

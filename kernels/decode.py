@@ -27,7 +27,9 @@ def is_jpeg(data) -> bool:
     return isinstance(data, (bytes, bytearray)) and data[:3] == b"\xff\xd8\xff" and len(data) > 3
 
 
-def _check_pixels(w: int, h: int) -> None:
+def check_pixels(w: int, h: int) -> None:
+    """Refuse an empty image or one over :data:`MAX_IMAGE_PIXELS` (DecodeError, a
+    ValueError, saying which). Every lane checks image sizes with this one function."""
     if w <= 0 or h <= 0:
         raise DecodeError(f"image has an empty size {w}x{h}")
     if w * h > MAX_IMAGE_PIXELS:
@@ -82,7 +84,7 @@ def _decoded_array(payload: Any) -> np.ndarray:
 
 
 def _pil_to_rgb(im: Image.Image) -> np.ndarray:
-    _check_pixels(*im.size)
+    check_pixels(*im.size)
     if im.mode == "I;16" or im.mode.startswith("I;16") or im.mode == "I":
         # 16-bit grayscale: scale to 8 bits rather than letting convert() clip
         a = np.asarray(im, dtype=np.uint32 if im.mode == "I" else np.uint16)
@@ -105,7 +107,7 @@ def decode_image(payload: Any) -> np.ndarray:
             h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(data)
         except ValueError as exc:
             raise DecodeError(f"corrupt JPEG header ({exc})") from None
-        _check_pixels(w, h)
+        check_pixels(w, h)
         if colorspace in ("Gray", "YCbCr", "RGB"):
             try:
                 return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True)
@@ -116,7 +118,7 @@ def decode_image(payload: Any) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as im:
-                _check_pixels(*im.size)
+                check_pixels(*im.size)
                 im.load()
                 return _pil_to_rgb(im)
     except DecodeError:

@@ -1,14 +1,23 @@
-"""Geometric operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images."""
+"""Geometric operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images.
+
+One function per :mod:`hybridload.ops` type, found through :data:`OP_FUNCTIONS`; a new op
+type needs its function here and an entry in that table.
+"""
 
 from __future__ import annotations
+
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from hybridload.ops import Crop, Flip, Op, Resize
 
-def crop(img: torch.Tensor, x: int, y: int, w: int, h: int) -> torch.Tensor:
+
+def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
     """Integer crop of an HWC tensor; parts outside the image read as zeros."""
+    x, y, w, h = op.x, op.y, op.w, op.h
     H, W = img.shape[0], img.shape[1]
     if x >= 0 and y >= 0 and x + w <= W and y + h <= H:
         return img[y:y + h, x:x + w]
@@ -20,9 +29,10 @@ def crop(img: torch.Tensor, x: int, y: int, w: int, h: int) -> torch.Tensor:
     return out
 
 
-def resize(img: torch.Tensor, h: int, w: int) -> torch.Tensor:
+def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
     """Antialiased bilinear resize of an HWC uint8 tensor (matches Pillow's BILINEAR
     within one level; torch's uint8 channels-last fast path)."""
+    h, w = op.h, op.w
     if img.shape[0] == h and img.shape[1] == w:
         return img
     nchw = img.permute(2, 0, 1).unsqueeze(0)  # a channels-last view, no copy
@@ -30,7 +40,16 @@ def resize(img: torch.Tensor, h: int, w: int) -> torch.Tensor:
     return out[0].permute(1, 2, 0)
 
 
-def apply_ops(arr: np.ndarray | torch.Tensor, ops, stages=None) -> torch.Tensor:
+def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
+    """Left-right mirror of an HWC tensor."""
+    return img.flip(1)
+
+
+#: The kernel of each op type.
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip}
+
+
+def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequence[str] | None = None) -> torch.Tensor:
     """Apply ``ops`` (see SampleParams) in order; returns an HWC uint8 tensor (maybe a view).
 
     On failure the exception carries the failing stage's name in ``stage``.
@@ -43,16 +62,11 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops, stages=None) -> torch.Tensor:
         img = arr
     for k, op in enumerate(ops):
         try:
-            kind = op[0]
-            if kind == "crop":
-                img = crop(img, op[1], op[2], op[3], op[4])
-            elif kind == "resize":
-                img = resize(img, op[1], op[2])
-            elif kind == "flip":
-                img = img.flip(1)
-            else:
-                raise ValueError(f"unknown operation {op!r}")
+            fn = OP_FUNCTIONS.get(type(op))
+            if fn is None:
+                raise ValueError(f"unknown operation {op!r}; the kernels know {', '.join(t.__name__ for t in OP_FUNCTIONS)}")
+            img = fn(img, op)
         except Exception as exc:
-            exc.stage = stages[k] if stages else kind  # type: ignore[attr-defined]
+            exc.stage = stages[k] if stages else type(op).__name__  # type: ignore[attr-defined]
             raise
     return img

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hybridload import recipe as R
+from hybridload.ops import Crop, Flip, Resize
 
 _STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
 _CHAIN = re.compile(r"^c?r?c?f?$")
@@ -62,19 +63,22 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
     c2 = None
     flip = 0
     for op in params.ops:
-        if op[0] == "crop":
+        if isinstance(op, Crop):
+            box = (op.x, op.y, op.w, op.h)
             if size is None and c2 is None and c1 == (0, 0, width, height):
-                c1 = op[1:]
+                c1 = box
             else:
-                c2 = op[1:]
-            w, h = op[3], op[4]
-        elif op[0] == "resize":
+                c2 = box
+            w, h = op.w, op.h
+        elif isinstance(op, Resize):
             if size is not None or c2 is not None:
                 raise ValueError(f"ops {params.ops} do not fit the chain crop, resize, crop, flip")
-            size = (op[1], op[2])
-            h, w = op[1], op[2]
-        elif op[0] == "flip":
+            size = (op.h, op.w)
+            h, w = op.h, op.w
+        elif isinstance(op, Flip):
             flip ^= 1
+        else:
+            raise ValueError(f"the DALI chain has no step for {op!r} (its tasks go to the CPU lanes)")
     x, y, cw, ch = c1
     if x < 0 or y < 0 or x + cw > width or y + ch > height:
         raise ValueError(f"the first crop {tuple(c1)} leaves the {width}x{height} image (ROI decoding cannot pad)")

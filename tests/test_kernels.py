@@ -12,6 +12,7 @@ from hybridload import recipe as R
 from hybridload import sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_batch, process_sample
+from hybridload.ops import Crop, Flip, Resize
 
 # Stated tolerance against Pillow (decode, crop, BILINEAR resize, flip): at most 1 grey
 # level on any pixel, mean absolute difference under 0.25 per image. Cause: torch's
@@ -21,15 +22,17 @@ MAX_ABS = 1
 MAX_MEAN = 0.25
 
 
+PILLOW_OPS = {
+    Crop: lambda im, op: im.crop((op.x, op.y, op.x + op.w, op.y + op.h)),
+    Resize: lambda im, op: im.resize((op.w, op.h), Image.BILINEAR),
+    Flip: lambda im, op: im.transpose(Image.FLIP_LEFT_RIGHT),
+}
+
+
 def pillow_reference(path, params):
     im = Image.open(path).convert("RGB")
     for op in params.ops:
-        if op[0] == "crop":
-            im = im.crop((op[1], op[2], op[1] + op[3], op[2] + op[4]))
-        elif op[0] == "resize":
-            im = im.resize((op[2], op[1]), Image.BILINEAR)
-        elif op[0] == "flip":
-            im = im.transpose(Image.FLIP_LEFT_RIGHT)
+        im = PILLOW_OPS[type(op)](im, op)
     return np.asarray(im).transpose(2, 0, 1).astype(np.int16)
 
 
@@ -140,3 +143,13 @@ def test_torch_dataset_errors_name_the_item():
 
     with pytest.raises(SampleError, match=r"sample 1 \(Broken\[1\]\) failed at stage 'read'"):
         process_sample(sources.TorchDataset(Broken()), R.imagenet_eval(8), 1, 0, 0)
+
+
+def test_pixel_limit_is_one_check_refusing_empty_and_oversized_images():
+    from hybridload.kernels import MAX_IMAGE_PIXELS, DecodeError, check_pixels
+    check_pixels(1, 1)
+    check_pixels(MAX_IMAGE_PIXELS, 1)
+    with pytest.raises(DecodeError, match="exceeds the limit"):
+        check_pixels(MAX_IMAGE_PIXELS + 1, 1)
+    with pytest.raises(DecodeError, match="empty size"):
+        check_pixels(0, 5)

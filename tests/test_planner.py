@@ -274,12 +274,20 @@ def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
 
 
 def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
-    from hybridload.planner.profile import _trust_measurements
+    from hybridload.planner.profile import trust_measurements
     m = Measurements(nodes=(NodeRate("local", 2, 240.0, True),), gpu_rate=500.0, gpu_available=True,
                      gpu_cpu_cost=1.8, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
     plan = solve(m)
     assert plan.gpu_share > 0.5  # a noisy low CPU reading makes the model favour the GPU lane
-    fixed = _trust_measurements(plan, m, Limits(), [(0.0, 700.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
+    fixed = trust_measurements(plan, m, Limits(), [(0.0, 700.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
     assert fixed.gpu_share == 0.0 and "the measurement wins" in fixed.reason
-    kept = _trust_measurements(plan, m, Limits(), [(0.0, 620.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
+    kept = trust_measurements(plan, m, Limits(), [(0.0, 620.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
     assert kept == plan  # within the margin: the model's choice stands
+
+
+def test_workers_for_covers_the_predicted_cpu_rates_fastest_remote_nodes_first():
+    from hybridload.planner.solver import workers_for
+    m = Measurements(nodes=(NodeRate("local", 4, 100.0, True), NodeRate("slow", 8, 50.0), NodeRate("fast", 2, 200.0)))
+    got = workers_for(m, {"cpu_local": 250.0, "cpu_remote": 500.0})
+    assert got == {"local": 3, "fast": 2, "slow": 2}  # 3 x 100 >= 250; 2 x 200 + 2 x 50 = 500
+    assert workers_for(m, {"cpu_local": 1000.0, "cpu_remote": 0.0}) == {"local": 4}  # capped at its cores

@@ -1,6 +1,7 @@
 import pytest
 
 from hybridload import recipe as R
+from hybridload.ops import Crop, Flip, Resize
 
 
 def test_sample_params_depend_only_on_seed_epoch_index():
@@ -18,9 +19,10 @@ def test_random_resized_crop_box_inside_image_and_within_scale_ratio():
     rec = R.Recipe([R.Decode(), st])
     for i in range(300):
         p = rec.sample_params(0, 0, i, 400, 300)
-        kind, x, y, w, h = p.ops[0]
-        assert kind == "crop" and 0 <= x and 0 <= y and x + w <= 400 and y + h <= 300
-        assert p.ops[1] == ("resize", 224, 224)
+        assert isinstance(p.ops[0], Crop)
+        x, y, w, h = p.ops[0].x, p.ops[0].y, p.ops[0].w, p.ops[0].h
+        assert 0 <= x and 0 <= y and x + w <= 400 and y + h <= 300
+        assert p.ops[1] == Resize(224, 224)
         if not (w == 400 or h == 300):  # not the fallback
             assert 0.2 * 0.98 <= (w * h) / (400 * 300) <= 0.9 * 1.02
             assert 0.5 * 0.9 <= w / h <= 2.0 * 1.1
@@ -28,19 +30,19 @@ def test_random_resized_crop_box_inside_image_and_within_scale_ratio():
 
 def test_flip_probability_is_respected():
     rec = R.Recipe([R.Decode(), R.CenterCrop(8), R.HorizontalFlip(0.3)])
-    flips = sum(("flip",) in rec.sample_params(0, 0, i, 16, 16).ops for i in range(2000))
+    flips = sum(Flip() in rec.sample_params(0, 0, i, 16, 16).ops for i in range(2000))
     assert 0.25 * 2000 < flips < 0.35 * 2000
     never = R.Recipe([R.Decode(), R.CenterCrop(8), R.HorizontalFlip(0.0)])
-    assert not any(("flip",) in never.sample_params(0, 0, i, 16, 16).ops for i in range(200))
+    assert not any(Flip() in never.sample_params(0, 0, i, 16, 16).ops for i in range(200))
 
 
 def test_eval_recipe_matches_torchvision_resize_then_center_crop_geometry():
     rec = R.imagenet_eval(224)
     p = rec.sample_params(0, 0, 0, 500, 375)
     # Resize(256): short side 375 -> 256, long side int(256 * 500 / 375) = 341
-    assert p.ops[0] == ("resize", 256, 341)
+    assert p.ops[0] == Resize(256, 341)
     # CenterCrop(224): top round((256-224)/2)=16, left round((341-224)/2)=58 (58.5 rounds to even)
-    assert p.ops[1] == ("crop", 58, 16, 224, 224)
+    assert p.ops[1] == Crop(58, 16, 224, 224)
     assert p.out_hw == (224, 224)
 
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload import HybridLoader, LoaderPolicy, recipe, sources, tarshards
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
-from hybridload.tarshards import braceexpand, expand_urls
+from hybridload.sources import braceexpand, expand_urls, tar_index
 
 from resume_helper import check_resume
 from streams import stream as _stream
@@ -170,8 +170,8 @@ class CountingTarOpen:
 
 def test_member_index_is_built_once_per_shard_and_reads_never_scan(pattern, shard_dir, tmp_path, monkeypatch):
     counter = CountingTarOpen()
-    monkeypatch.setattr(tarshards.tarfile, "open", counter)
-    tarshards.clear_index_cache()
+    monkeypatch.setattr(tar_index.tarfile, "open", counter)
+    tar_index.clear_index_cache()
     a = sources.TarShards(pattern)
     assert counter.calls == 3
     b = sources.TarShards(pattern)  # this process's memory cache
@@ -182,18 +182,18 @@ def test_member_index_is_built_once_per_shard_and_reads_never_scan(pattern, shar
     assert a.keys() == b.keys()
 
     cache = tmp_path / "index-cache"
-    tarshards.clear_index_cache()
+    tar_index.clear_index_cache()
     sources.TarShards(pattern, cache_dir=cache)
     assert counter.calls == 6
     assert len(list(cache.glob("*.index.json"))) == 3
-    tarshards.clear_index_cache()
+    tar_index.clear_index_cache()
     c = sources.TarShards(pattern, cache_dir=cache)  # from the JSON files
     assert counter.calls == 6
     assert c.keys() == a.keys() and np.array_equal(c._offset, a._offset)
 
     st = os.stat(shard_dir / "shard-001.tar")  # a changed mtime invalidates that shard's entry only
     os.utime(shard_dir / "shard-001.tar", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    tarshards.clear_index_cache()
+    tar_index.clear_index_cache()
     sources.TarShards(pattern, cache_dir=cache)
     assert counter.calls == 7
 

@@ -12,7 +12,7 @@ import torch
 from .nvml import GpuReading, GpuUnavailable, read_gpu
 from .plan import Plan
 from .rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
-from .solver import Limits, Measurements, NodeRate, predict, solve
+from .solver import Limits, Measurements, NodeRate, predict, solve, workers_for
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: fl
                    gpu_threads: int, device, seed: int = 0) -> float:
     """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
     from hybridload import HybridLoader, LoaderPolicy
-    from hybridload.bench import endless
+    from hybridload.epochs import endless
     mode = "cpu" if share <= 0 else "split"
     policy = LoaderPolicy(mode=mode, gpu_share=share if share > 0 else None, cpu_actors=0, threads=threads,
                           gpu_threads=gpu_threads)
@@ -114,7 +114,7 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
             step(f"checking the loader at GPU share {s:.2f}")
             points.append((s, measure_loader(source, recipe, batch_size, s, seconds=seconds, threads=cpus,
                                              gpu_threads=gpu_threads, device=device)))
-        plan = _trust_measurements(plan, m, lim, points)
+        plan = trust_measurements(plan, m, lim, points)
         plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
 
     rows = [("GPU (NVML)", _gpu_text(gpu)),
@@ -133,7 +133,7 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
 
 
-def _trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
+def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
                         margin: float = 0.03) -> Plan:
     """The loader measured at a few shares beats the model: when another checked share
     delivered clearly more (by ``margin``) than the chosen one, take it. Two lanes whose
@@ -142,9 +142,8 @@ def _trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[t
     best_share, best_rate = max(points, key=lambda p: p[1])
     if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):
         return plan
-    from .solver import _actors
     pred = predict(m, lim, best_share)
-    actors = _actors(m, pred)
+    actors = workers_for(m, pred)
     local = actors.pop("local", 0)
     reason = (f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
               f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})")

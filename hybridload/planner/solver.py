@@ -133,7 +133,7 @@ def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None)
 
     share = min(near, key=cost)
     pred = predict(m, lim, share)
-    actors = _actors(m, pred)
+    actors = workers_for(m, pred)
     local_threads = actors.pop("local", 0)
     reason, bottleneck = _explain(m, lim, share, pred, best)
     return Plan(gpu_share=round(share, 4), cpu_actors=actors, local_threads=local_threads, window=window,
@@ -141,7 +141,9 @@ def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None)
                 measurements=m.to_dict() | {"limits": asdict(lim)})
 
 
-def _actors(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
+def workers_for(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
+    """CPU workers per node that deliver the predicted CPU rates: ``"local"`` (the trainer's
+    node) and remote node ids, the fastest remote cores first."""
     out: dict[str, int] = {}
     local = next((n for n in m.nodes if n.is_trainer), None)
     if local and pred["cpu_local"] > 0 and local.per_core > 0:

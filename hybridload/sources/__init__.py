@@ -1,0 +1,21 @@
+"""Sources describe samples without reading them.
+
+A source has ``len()``, ``ref(i)`` (a small picklable :class:`SampleRef`) and
+``read(ref)``, which returns the encoded bytes (or an already decoded image) and is
+called by whoever processes the sample, on the node where it runs.
+
+Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec URLs),
+``filelist`` (FileList), ``folder`` (ImageFolder), ``tarshards`` (TarShards, with
+``tar_index`` and ``braces``), ``torch_dataset`` (TorchDataset). A new source subclasses
+:class:`Source` in its own module and is re-exported here.
+"""
+
+from ._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs
+from .braces import braceexpand, expand_urls
+from .filelist import FileList
+from .folder import IMG_EXTENSIONS, ImageFolder
+from .tarshards import TarShards
+from .torch_dataset import TorchDataset
+
+__all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS",
+           "is_url", "read_bytes", "read_error", "url_to_fs", "braceexpand", "expand_urls"]

@@ -1,0 +1,118 @@
+"""What every source shares: sample refs, the Source base class, and reading locations.
+
+A source has ``len()``, ``ref(i)`` (a small picklable :class:`SampleRef`) and
+``read(ref)``, which returns the encoded bytes (or an already decoded image) and is
+called by whoever processes the sample, on the node where it runs.
+
+Locations are local paths (read with a plain ``open``) or fsspec URLs (``file://``,
+``memory://``, ``s3://``, ``gs://``, chained ``simplecache::s3://...``; read through
+``fsspec`` with the source's ``storage_options``). Filesystem objects are never part of a
+source's or a ref's pickled state: each process gets its own from fsspec's instance cache
+when it first reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from hybridload.errors import SampleError
+
+
+@dataclass(frozen=True)
+class SampleRef:
+    """Where one sample lives: its dataset index, a location and its label."""
+
+    index: int
+    location: str
+    label: int
+
+
+class Source:
+    """Base class: subclasses implement ``__len__``, ``ref`` and ``read``."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def ref(self, index: int) -> SampleRef:
+        raise NotImplementedError
+
+    def read(self, ref: SampleRef) -> tuple[Any, int]:
+        """Return ``(payload, label)``: the encoded bytes or a decoded image (PIL image,
+        HWC uint8 array, CHW uint8 tensor), and the sample's label."""
+        raise NotImplementedError
+
+    def _check_index(self, index: int) -> int:
+        n = len(self)
+        if not 0 <= index < n:
+            raise IndexError(f"{type(self).__name__}: index {index} out of range for {n} samples")
+        return int(index)
+
+
+_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(://|::)")
+
+
+def is_url(location: str) -> bool:
+    """True for an fsspec URL (``scheme://...`` or a chained ``a::b://...``), False for a
+    plain local path, which keeps the fast ``open()`` path."""
+    return bool(_URL_RE.match(location))
+
+
+def url_to_fs(url: str, storage_options: Mapping[str, Any] | None = None):
+    """``(filesystem, path)`` for an fsspec URL; fsspec caches filesystem instances per
+    process, so this is cheap after the first call in a process."""
+    try:
+        import fsspec.core
+    except ImportError as exc:  # pragma: no cover - fsspec is a dependency
+        raise ImportError(f"reading {url!r} needs fsspec: pip install fsspec") from exc
+    try:
+        return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    except ImportError as exc:  # e.g. s3:// without s3fs installed
+        raise ImportError(f"cannot open {url!r} through fsspec: {exc}") from exc
+    except ValueError as exc:  # e.g. an unknown protocol
+        raise ValueError(f"cannot open {url!r} through fsspec: {exc}") from exc
+
+
+def read_bytes(location: str, storage_options: Mapping[str, Any] | None = None, *,
+               offset: int = 0, size: int | None = None) -> bytes:
+    """Read a file (or ``size`` bytes of it from ``offset``): local paths with ``open``,
+    URLs through fsspec. Raises whatever the filesystem raises."""
+    if not is_url(location):
+        with open(location, "rb") as f:
+            if offset:
+                f.seek(offset)
+            return f.read() if size is None else f.read(size)
+    fs, path = url_to_fs(location, storage_options)
+    if offset == 0 and size is None:
+        return fs.cat_file(path)
+    return fs.cat_file(path, start=offset, end=None if size is None else offset + size)
+
+
+def check_protocols(locations: Sequence[str], storage_options: Mapping[str, Any] | None) -> None:
+    """Fail at construction, not at every sample, on a URL whose protocol fsspec does not
+    know or whose backend (s3fs, gcsfs, ...) is not installed."""
+    seen = set()
+    for loc in locations:
+        if is_url(loc):
+            proto = loc.split("://", 1)[0]
+            if proto not in seen:
+                seen.add(proto)
+                url_to_fs(loc, storage_options)
+
+
+def read_error(exc: BaseException) -> str:
+    """A short reason for a failed read (``"FileNotFoundError: No such file or directory"``)
+    that leaves out the path: the :class:`SampleError` carrying it names the sample."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None) -> bytes:
+    """The whole file at ``ref.location``; any read failure becomes a :class:`SampleError`
+    naming the sample, stage ``"read"``."""
+    try:
+        return read_bytes(ref.location, storage_options)
+    except Exception as exc:  # any filesystem's error (OSError, a cloud client's): name the sample
+        raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None

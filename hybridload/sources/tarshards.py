@@ -1,0 +1,150 @@
+"""Tar shards in the WebDataset layout, read by random access through a member index.
+
+A shard is an uncompressed tar file whose members are grouped into samples by key: the
+member name up to the first dot of its basename (``train/n0144_17.jpg`` → key
+``train/n0144_17``, extension ``jpg``), as WebDataset does. A sample's image is its first
+member (in tar order) with an image extension; its label comes from a ``.cls`` member
+(integer text) or from a ``label(key)`` function.
+
+Each shard is scanned once with :mod:`tarfile` into a member index — per key, the
+``(extension, offset of the data, size)`` of its members — cached in memory for the
+process and, with ``cache_dir``, as a JSON file keyed by shard URL, size and modification
+time. Reading a sample is then one ranged read of exactly its image bytes: no scan, no
+open tar object, nothing but plain data in the pickled source.
+
+Sample order: shards in the given order, keys in tar order (first appearance).
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from hybridload.errors import SampleError
+
+from ._base import SampleRef, Source, read_bytes, read_error
+from .braces import expand_urls
+from .tar_index import shard_index, split_member_name
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
+
+
+def _parse_cls(url: str, key: str, text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"TarShards: shard {url!r}, key {key!r}: {key}.cls holds {text[:40]!r}, "
+                         "not an integer class index") from None
+
+
+def _call_label(label: Callable[[str], int], url: str, key: str) -> int:
+    try:
+        value = label(key)
+    except Exception as exc:  # the user's function: say which key it failed on
+        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} raised "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} returned {value!r}; "
+                         "it must return an int class index")
+    return int(value)
+
+
+class TarShards(Source):
+    """WebDataset-layout tar shards with random access through a member index.
+
+    Args:
+        urls: a brace pattern (``"train-{000000..000099}.tar"``) or a list of shard paths
+            or fsspec URLs (each entry may hold braces too).
+        label: a function ``key -> int``; default: the integer in the sample's ``.cls``
+            member, or -1 where a sample has none.
+        image_exts: extensions that mark the image member (the first in tar order wins).
+        cache_dir: a local directory for the member indexes as JSON files, keyed by shard
+            URL, size and modification time (a changed shard is scanned again).
+        storage_options: fsspec options for URL shards (see :class:`FileList`).
+
+    A sample's location (in refs and errors) is ``"<shard>#<member name>"``.
+
+    Raises:
+        ValueError: no shards; a key without an image member; a bad ``.cls``; a
+            compressed or damaged shard; no samples at all. Each names the shard and key.
+        FileNotFoundError: a shard that does not exist, named.
+    """
+
+    def __init__(self, urls: str | os.PathLike | Sequence[str | os.PathLike], label: Callable[[str], int] | None = None,
+                 image_exts: Sequence[str] = IMAGE_EXTS, cache_dir: str | os.PathLike | None = None, *,
+                 storage_options: Mapping[str, Any] | None = None):
+        self.urls = expand_urls(urls)
+        if not self.urls:
+            raise ValueError("TarShards: no shards given; pass a brace pattern such as "
+                             "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs")
+        if isinstance(image_exts, str):
+            image_exts = (image_exts,)
+        self.image_exts = tuple(e.lower().lstrip(".") for e in image_exts)
+        if not self.image_exts:
+            raise ValueError("TarShards: image_exts is empty; give the extensions of the image members")
+        if label is not None and not callable(label):
+            raise TypeError(f"TarShards: label must be a function key -> int, got {type(label).__name__}")
+        self.storage_options = dict(storage_options or {})
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        shard_ids, offsets, sizes, labels, self._members = [], [], [], [], []
+        self.shard_sizes: list[int] = []
+        for s, url in enumerate(self.urls):
+            samples = shard_index(url, self.storage_options, self.cache_dir)
+            for key, members, cls in samples:
+                ext, offset, size = self._image_member(url, key, members)
+                shard_ids.append(s)
+                offsets.append(offset)
+                sizes.append(size)
+                self._members.append(f"{key}.{ext}")
+                if label is not None:
+                    labels.append(_call_label(label, url, key))
+                else:
+                    labels.append(_parse_cls(url, key, cls) if cls is not None else -1)
+            self.shard_sizes.append(len(samples))
+            if not samples:
+                log.warning("TarShards: shard %r holds no samples", url)
+        if not offsets:
+            raise ValueError(f"TarShards: the {len(self.urls)} shard(s) hold no samples "
+                             f"(first: {self.urls[0]!r}); expected members named <key>.<ext>")
+        self._shard = np.asarray(shard_ids, dtype=np.int32)
+        self._offset = np.asarray(offsets, dtype=np.int64)
+        self._size = np.asarray(sizes, dtype=np.int64)
+        self._labels = np.asarray(labels, dtype=np.int64)
+
+    def _image_member(self, url: str, key: str, members: list) -> tuple[str, int, int]:
+        for ext, offset, size in members:
+            if ext in self.image_exts or ext.rsplit(".", 1)[-1] in self.image_exts:
+                return ext, int(offset), int(size)
+        have = ", ".join(f"{key}.{m[0]}" for m in members)
+        raise ValueError(f"TarShards: shard {url!r}, key {key!r} has no image member "
+                         f"(extensions {', '.join(self.image_exts)}); its members: {have}")
+
+    def __len__(self) -> int:
+        return len(self._offset)
+
+    def keys(self) -> list[str]:
+        """Sample keys in index order (keys repeat across shards only if the shards do)."""
+        return [split_member_name(m)[0] for m in self._members]
+
+    def ref(self, index: int) -> SampleRef:
+        i = self._check_index(index)
+        return SampleRef(i, f"{self.urls[self._shard[i]]}#{self._members[i]}", int(self._labels[i]))
+
+    def read(self, ref: SampleRef) -> tuple[bytes, int]:
+        i = self._check_index(ref.index)
+        url, offset, size = self.urls[self._shard[i]], int(self._offset[i]), int(self._size[i])
+        try:
+            data = read_bytes(url, self.storage_options, offset=offset, size=size)
+        except Exception as exc:  # any filesystem's error: name the sample
+            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+        if len(data) != size:
+            raise SampleError(ref.index, ref.location, "read",
+                              f"got {len(data)} of {size} bytes at offset {offset}: the shard is shorter than "
+                              "when its index was built (changed or truncated?)")
+        return data, ref.label

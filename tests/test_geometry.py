@@ -1,0 +1,80 @@
+"""Each typed op's kernel against a straightforward reference (numpy or Pillow)."""
+
+import typing
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hybridload import ops
+from hybridload.kernels.geometry import OP_FUNCTIONS, apply_ops, crop, flip, resize
+
+# the same tolerance as test_kernels.py states against Pillow's BILINEAR resize
+MAX_ABS = 1
+MAX_MEAN = 0.25
+
+
+def image(h=37, w=53, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+
+
+def reference_crop(arr: np.ndarray, x: int, y: int, w: int, h: int) -> np.ndarray:
+    """Pad generously with zeros, then slice: parts outside the image read as zeros."""
+    pad = max(arr.shape) + abs(x) + abs(y) + w + h
+    big = np.zeros((arr.shape[0] + 2 * pad, arr.shape[1] + 2 * pad, 3), np.uint8)
+    big[pad:pad + arr.shape[0], pad:pad + arr.shape[1]] = arr
+    return big[pad + y:pad + y + h, pad + x:pad + x + w]
+
+
+@pytest.mark.parametrize("box", [
+    (0, 0, 53, 37), (5, 7, 20, 10),            # inside
+    (-4, 3, 20, 10), (40, 30, 20, 10),         # partly outside, left / bottom-right
+    (-10, -10, 80, 60),                        # larger than the image on every side
+    (100, 100, 8, 8), (-30, 0, 10, 5),         # entirely outside
+])
+def test_crop_matches_zero_padded_slice(box):
+    arr = image()
+    got = crop(torch.from_numpy(arr), ops.Crop(*box))
+    assert got.dtype == torch.uint8 and tuple(got.shape) == (box[3], box[2], 3)
+    np.testing.assert_array_equal(got.numpy(), reference_crop(arr, *box))
+
+
+def test_flip_mirrors_left_right():
+    arr = image()
+    np.testing.assert_array_equal(flip(torch.from_numpy(arr), ops.Flip()).numpy(), arr[:, ::-1])
+
+
+@pytest.mark.parametrize("hw", [(37, 53), (20, 30), (64, 48), (7, 90)])
+def test_resize_matches_pillow_bilinear_within_stated_tolerance(hw):
+    yy, xx = np.mgrid[0:120, 0:160]
+    smooth = np.stack([(xx * 1.5) % 256, (yy * 2.0) % 256, (xx + yy) % 256], axis=2).astype(np.uint8)
+    arr = np.clip(smooth.astype(np.int16) + image(120, 160, 1) // 16, 0, 255).astype(np.uint8)
+    got = resize(torch.from_numpy(arr), ops.Resize(*hw)).numpy().astype(np.int16)
+    ref = np.asarray(Image.fromarray(arr).resize((hw[1], hw[0]), Image.BILINEAR)).astype(np.int16)
+    assert got.shape == ref.shape == (hw[0], hw[1], 3)
+    diff = np.abs(got - ref)
+    assert diff.max() <= MAX_ABS and diff.mean() < MAX_MEAN, (diff.max(), diff.mean())
+
+
+def test_resize_to_the_same_size_returns_the_image_unchanged():
+    t = torch.from_numpy(image())
+    assert resize(t, ops.Resize(37, 53)) is t
+
+
+def test_every_op_type_has_a_kernel():
+    assert set(OP_FUNCTIONS) == set(typing.get_args(ops.Op))
+
+
+def test_apply_ops_runs_ops_in_order_and_names_the_failing_stage():
+    arr = image()
+    got = apply_ops(arr, (ops.Crop(2, 3, 30, 20), ops.Flip(), ops.Crop(0, 0, 10, 10)))
+    np.testing.assert_array_equal(got.numpy(), arr[3:23, 2:32][:, ::-1][:10, :10])
+
+    class Unknown:
+        pass
+
+    with pytest.raises(ValueError, match="unknown operation") as info:
+        apply_ops(arr, (ops.Flip(), Unknown()), ("HorizontalFlip", "Mystery"))
+    assert info.value.stage == "Mystery"

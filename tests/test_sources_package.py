@@ -1,0 +1,70 @@
+"""The sources package: every submodule imports on its own (no import cycle), and the
+package re-exports the public names it had as a single module."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import hybridload.sources as sources
+
+SUBMODULES = ["_base", "braces", "filelist", "folder", "tar_index", "tarshards", "torch_dataset"]
+
+
+@pytest.mark.parametrize("name", SUBMODULES)
+def test_each_sources_submodule_imports_first_in_a_fresh_interpreter(name):
+    code = f"import hybridload.sources.{name}; import hybridload.sources; import hybridload"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def _sources_imports(name: str) -> set[str]:
+    """The sources modules that ``hybridload/sources/<name>.py`` imports ("" = the package)."""
+    tree = ast.parse(pathlib.Path(sources.__file__).with_name(f"{name}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level == 1:
+                found.add(mod)
+            elif mod == "hybridload.sources" or mod.startswith("hybridload.sources."):
+                found.add(mod[len("hybridload.sources."):] if "." in mod[len("hybridload."):] else "")
+            elif mod == "hybridload" and any(a.name == "sources" for a in node.names):
+                found.add("")
+    return found
+
+
+def test_sources_submodules_import_each_other_without_a_cycle():
+    graph = {name: _sources_imports(name) for name in SUBMODULES}
+    for name, deps in graph.items():
+        assert "" not in deps, f"sources/{name}.py imports the package itself (a cycle through __init__)"
+        assert deps <= set(SUBMODULES), f"sources/{name}.py imports {deps - set(SUBMODULES)}"
+    done: set[str] = set()
+
+    def visit(name, path):
+        assert name not in path, f"import cycle: {' -> '.join(path + [name])}"
+        if name not in done:
+            for dep in graph[name]:
+                visit(dep, path + [name])
+            done.add(name)
+
+    for name in SUBMODULES:
+        visit(name, [])
+
+
+def test_sources_package_reexports_every_public_name_in_all():
+    for name in sources.__all__:
+        assert hasattr(sources, name), name
+    for name in ("Source", "SampleRef", "FileList", "ImageFolder", "TarShards", "TorchDataset", "read_error"):
+        assert name in sources.__all__
+    assert issubclass(sources.ImageFolder, sources.FileList)
+    assert all(issubclass(c, sources.Source) for c in
+               (sources.FileList, sources.ImageFolder, sources.TarShards, sources.TorchDataset))
+
+
+def test_read_error_names_the_cause_without_the_path():
+    exc = FileNotFoundError(2, "No such file or directory", "/secret/path.jpg")
+    assert sources.read_error(exc) == "FileNotFoundError: No such file or directory"
+    assert sources.read_error(ValueError("bad")) == "ValueError: bad"
