@@ -150,15 +150,9 @@ class HybridLoader:
         return self._lanes
 
     def _gpu_lane(self):
-        from .lanes.dali_lane import DaliLane
-        p = self.policy
-        try:
-            return DaliLane(self.source, self.recipe, seed=self.seed, batch_size=self.batch_size, device=self.device,
-                            num_threads=p.gpu_threads, memory_budget_mb=p.gpu_memory_budget_mb)
-        except (LaneUnavailableError, ValueError) as exc:
-            warnings.warn(f"hybridload: the GPU lane is unavailable ({exc}); its batches go to the CPU lane",
-                          RuntimeWarning, stacklevel=4)
-            return None
+        from .lanes.gpu import make_gpu_lane
+        return make_gpu_lane(self.policy, self.source, self.recipe, seed=self.seed, batch_size=self.batch_size,
+                             device=self.device)
 
     def _inprocess_lane(self):
         p = self.policy
