@@ -65,6 +65,9 @@ class FakeCuda:
                 self.stream = stream
                 fake.log.append(("record", stream, self))
 
+            def synchronize(self):
+                fake.log.append(("host_wait", self))
+
         self.Stream, self.Event = Stream, Event
         self.current_s = Stream("current")
 

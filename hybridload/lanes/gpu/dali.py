@@ -60,6 +60,7 @@ class DaliLane:
         num_threads: DALI's CPU threads.
         memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
         normalize_output: apply the recipe's Normalize in the lane (on the device).
+        host_sync: on CUDA, the lane's thread waits for each batch's event (see TorchGpuLane).
 
     Raises:
         LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or
@@ -71,7 +72,8 @@ class DaliLane:
     kind = LaneKind.GPU
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
-                 num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True):
+                 num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
+                 host_sync: bool = True):
         from hybridload.pipelines import build_pipeline, used_inputs
         from hybridload.transfer import resolve_device
         try:
@@ -84,7 +86,7 @@ class DaliLane:
         self.device = resolve_device(device)
         self.cpu_only = self.device.type != "cuda"
         self.device_id = None if self.cpu_only else self.device.index
-        self.num_threads, self._normalize = num_threads, normalize_output
+        self.num_threads, self._normalize, self.host_sync = num_threads, normalize_output, host_sync
         batch_bytes = int(np.prod(recipe.output_shape(batch_size)))
         depth = 2
         if memory_budget_mb is not None:
@@ -136,6 +138,8 @@ class DaliLane:
                     images = normalize(images, self.recipe)
                 ready = torch.cuda.Event()
                 ready.record(self._stream)
+                if self.host_sync:  # this lane's thread waits, not the consumer: safe without result.ready
+                    ready.synchronize()
         return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 

@@ -57,6 +57,9 @@ class TorchGpuLane:
             torchvision's nvJPEG on ``device``.
         normalize_output: apply the recipe's Normalize in the lane (the loader's delivery does
             not normalize yet); the pixels stay uint8 until this last step.
+        host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
+            delivery that does not wait on ``result.ready`` is still safe; False once
+            delivery makes the consumer's stream wait on the event (no host wait at all).
     """
 
     name = "gpu"
@@ -64,12 +67,12 @@ class TorchGpuLane:
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                  decode: Decoder | None = None, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True):
+                 normalize_output: bool = True, host_sync: bool = True):
         self.source, self.recipe, self.seed = source, recipe, seed
         self.device = torch.device(device)
         self._cuda = self.device.type == "cuda"
         self._decode = decode if decode is not None else torchvision_decoder(self.device)
-        self._normalize = normalize_output
+        self._normalize, self.host_sync = normalize_output, host_sync
         batch_bytes = int(np.prod(recipe.output_shape(batch_size)))
         depth = 2
         if memory_budget_mb is not None:
@@ -103,6 +106,8 @@ class TorchGpuLane:
             if self._cuda:
                 ready = torch.cuda.Event()
                 ready.record(self._stream)
+                if self.host_sync:  # this lane's thread waits, not the consumer: safe without result.ready
+                    ready.synchronize()
         return GpuBatchResult(out, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 
