@@ -27,7 +27,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [sys.path[0], os.environ
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources  # noqa: E402
 from hybridload.datasets import make_photo_folder  # noqa: E402
 from hybridload.errors import SampleError  # noqa: E402
-from hybridload.lanes.dali_lane import DaliLane  # noqa: E402
+from hybridload.lanes.gpu.dali import DaliLane  # noqa: E402
 
 log = logging.getLogger("reliability")
 REC = recipe.imagenet_train(64)
@@ -95,7 +95,7 @@ def faults(root, cluster):
     got, st, gap = run(src, LoaderPolicy(cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90), (4, remove))
     rows.append(row("node removed after batch 4", ref, got, st, gap))
 
-    real = DaliLane._run
+    real = DaliLane.run_batch
     calls = {"n": 0}
 
     def flaky(self, task):
@@ -104,7 +104,7 @@ def faults(root, cluster):
             raise RuntimeError("injected GPU lane failure")
         return real(self, task)
 
-    DaliLane._run = flaky
+    DaliLane.run_batch = flaky
     try:
         for policy, name in ((LoaderPolicy(mode="gpu"), "GPU lane raises from its 4th batch (mode gpu)"),
                              (LoaderPolicy(mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1),
@@ -115,7 +115,7 @@ def faults(root, cluster):
             r["stream_identical"] = [g[0] for g in got] == [g[0] for g in ref]  # DALI pixels differ by rounding
             rows.append(r)
     finally:
-        DaliLane._run = real
+        DaliLane.run_batch = real
     return rows
 
 

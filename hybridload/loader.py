@@ -132,7 +132,7 @@ class HybridLoader:
         from .planner.online import OnlinePlanner
         log.info("auto mode: starting at GPU share %.2f (%s)", share,
                  "from the plan" if self._plan is not None else "in-line start")
-        monitor = GpuMonitor.start() if self.device.type == "cuda" else None
+        monitor = GpuMonitor.start(device=self.device) if self.device.type == "cuda" else None
         return OnlinePlanner(self._lanes, self._caps, self._stats, replan_every=self.policy.replan_every,
                              max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 

@@ -15,6 +15,14 @@ from hybridload.recipe import Recipe
 
 from .params import chain_for
 
+
+def decoder_options(types) -> dict:
+    """Decoder options that make DALI's pixels match the CPU lane's: RGB; libjpeg-turbo's
+    "fancy" (smooth) chroma upsampling, which the CPU lane uses, in nvJPEG's mixed decode
+    too; EXIF orientation ignored, as in every lane (see README, "Pixels")."""
+    return dict(output_type=types.RGB, jpeg_fancy_upsampling=True, adjust_orientation=False)
+
+
 INPUTS = ("encoded", "anchor1", "shape1", "size", "anchor2", "shape2", "flip")
 
 
@@ -51,10 +59,10 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
         decoder_device = "mixed" if gpu else "cpu"
         if chain.crop1:
             img = fn.decoders.image_slice(encoded, source("anchor1", types.FLOAT, 1), source("shape1", types.FLOAT, 1),
-                                          device=decoder_device, output_type=types.RGB,
-                                          normalized_anchor=False, normalized_shape=False)
+                                          device=decoder_device, normalized_anchor=False, normalized_shape=False,
+                                          **decoder_options(types))
         else:
-            img = fn.decoders.image(encoded, device=decoder_device, output_type=types.RGB)
+            img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
             size = source("size", types.FLOAT, 1)
             img = fn.resize(img, size=size, antialias=True, interp_type=types.INTERP_LINEAR, dtype=types.UINT8)

@@ -151,8 +151,10 @@ class FakeNVML:
     class NVMLError(Exception):
         pass
 
-    def __init__(self, devices, fail_init=None, mig=False):
+    def __init__(self, devices, fail_init=None, mig=False, mig_devices=(), decoder=None):
         self.devices = devices  # list of dicts: uuid, name, util (list of %), free, total
+        self.mig_devices = list(mig_devices)  # MIG instance UUIDs (handles "mig0", "mig1", ...)
+        self.decoder = decoder
         self.fail_init = fail_init
         self.mig = mig
         self.shutdown_called = False
@@ -176,7 +178,17 @@ class FakeNVML:
         for i, d in enumerate(self.devices):
             if d["uuid"] == uuid:
                 return i
+        if uuid in self.mig_devices:
+            return f"mig{self.mig_devices.index(uuid)}"
         raise self.NVMLError("Not Found")
+
+    def nvmlDeviceIsMigDeviceHandle(self, h):
+        return isinstance(h, str)
+
+    def nvmlDeviceGetDecoderUtilization(self, h):
+        if self.decoder is None:
+            raise self.NVMLError("Not Supported")
+        return (self.decoder, 167000)
 
     def nvmlDeviceGetMigMode(self, h):
         return (1 if self.mig else 0, 0)
@@ -198,7 +210,7 @@ class FakeNVML:
         return M()
 
     def nvmlDeviceGetUUID(self, h):
-        return self.devices[h]["uuid"]
+        return self.mig_devices[int(h[3:])] if isinstance(h, str) else self.devices[h]["uuid"]
 
     def nvmlDeviceGetName(self, h):
         return self.devices[h]["name"]
@@ -256,6 +268,37 @@ def test_gpu_unavailable_cases_are_reported_plainly(nvml, env, msg):
     assert not r.available and msg in r.reason and r.headroom(0.9) == 0
 
 
+@pytest.mark.parametrize("env,device,uuid", [
+    ({"CUDA_VISIBLE_DEVICES": "GPU-bb"}, None, "GPU-bbbb"),               # a unique UUID prefix, as CUDA takes
+    ({"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb"}, 1, "GPU-bbbb"),       # UUID entries, the loader's device 1
+    ({"LOCAL_RANK": "0"}, "cuda:1", "GPU-bbbb"),                          # the loader's device, not LOCAL_RANK
+    ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "0"}, "cuda:1", "GPU-aaaa"),
+])
+def test_the_loaders_device_is_read_through_uuids_prefixes_and_its_index(env, device, uuid):
+    r = read_gpu(window_s=0.5, interval_s=0.25, device=device, nvml=FakeNVML(DEVICES), env=env,
+                 torch_uuid=lambda i: None, sleep=lambda s: None)
+    assert r.available and r.uuid == uuid
+
+
+def test_an_ambiguous_uuid_prefix_is_reported_not_guessed():
+    r = fake_read(FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "GPU-"})
+    assert not r.available and "matches 2 of NVML's GPUs" in r.reason
+
+
+def test_torchs_bare_uuid_of_a_mig_instance_is_found_and_reported_as_mig():
+    nvml = FakeNVML(DEVICES, mig_devices=["MIG-1234-5678"])
+    r = fake_read(nvml, {}, torch_uuid=lambda i: "1234-5678")  # torch gives UUIDs without a prefix
+    assert not r.available and "MIG instance MIG-1234-5678" in r.reason
+    assert fake_read(FakeNVML(DEVICES), {}, torch_uuid=lambda i: "bbbb").uuid == "GPU-bbbb"
+
+
+def test_decoder_utilization_is_labelled_nvdec_video_and_jpeg_as_nvjpg():
+    r = fake_read(FakeNVML(DEVICES, decoder=40), {})
+    assert r.nvdec_util == pytest.approx(0.40) and r.decoder_util == r.nvdec_util
+    assert r.engine_utils() == {"NVDEC (video decode)": pytest.approx(0.40), "NVJPG (JPEG decode)": pytest.approx(0.12)}
+    assert fake_read(FakeNVML(DEVICES), {}).engine_utils() == {"NVJPG (JPEG decode)": pytest.approx(0.12)}
+
+
 def test_no_nvml_here_for_real():
     r = read_gpu(window_s=0.1, interval_s=0.1)
     assert isinstance(r, GpuUnavailable) and "NVML" in r.reason
@@ -291,3 +334,45 @@ def test_workers_for_covers_the_predicted_cpu_rates_fastest_remote_nodes_first()
     got = workers_for(m, {"cpu_local": 250.0, "cpu_remote": 500.0})
     assert got == {"local": 3, "fast": 2, "slow": 2}  # 3 x 100 >= 250; 2 x 200 + 2 x 50 = 500
     assert workers_for(m, {"cpu_local": 1000.0, "cpu_remote": 0.0}) == {"local": 4}  # capped at its cores
+
+
+# ---------------------------------------------------------------- GPU lane rate
+def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count_spin_waits(monkeypatch):
+    import time
+
+    import numpy as np
+    import torch
+
+    import hybridload.lanes.gpu as gpu
+    from hybridload.planner.rates import gpu_lane_rate
+    events = []
+
+    class SleepyLane:  # the host waits (sleep: no CPU); the "GPU" work is finished by synchronize
+        device = torch.device("cuda", 0)
+
+        def describe(self):
+            return "fake GPU lane"
+
+        def run_batch(self, task):
+            events.append("batch")
+            time.sleep(0.01)
+
+            class R:
+                indices = np.asarray(task.indices)
+            return R()
+
+        def close(self):
+            pass
+
+    def spin(device=None):  # a CUDA wait that spins a core
+        events.append("sync")
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.01:
+            pass
+
+    monkeypatch.setattr(gpu, "build_engine", lambda *a, **kw: SleepyLane())
+    monkeypatch.setattr(torch.cuda, "synchronize", spin)
+    rate, cores, label = gpu_lane_rate(None, None, list(range(8)), 0.2, batch_size=4, device=torch.device("cuda", 0))
+    assert label == "fake GPU lane" and rate > 0
+    assert events[:2] == ["batch", "sync"] and events.count("sync") == events.count("batch")
+    assert cores < 0.4  # the spinning waits (half the wall time) are not charged as CPU work

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass, field
 
 import torch
-
-from hybridload.errors import LaneUnavailableError
 
 from .base import Lane, LaneKind
 from .spec import LaneSpec
@@ -62,14 +59,8 @@ def close_lanes(lanes: list) -> None:
 
 
 def _gpu_lane(policy, source, recipe, *, seed: int, batch_size: int, device: torch.device):
-    from .dali_lane import DaliLane
-    try:
-        return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                        num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb)
-    except (LaneUnavailableError, ValueError) as exc:
-        warnings.warn(f"hybridload: the GPU lane is unavailable ({exc}); its batches go to the CPU lane",
-                      RuntimeWarning, stacklevel=5)
-        return None
+    from .gpu import make_gpu_lane
+    return make_gpu_lane(policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
 
 
 def _cpu_lane(kind: LaneKind, policy, source, recipe, *, seed: int, rank: int, world_size: int,

@@ -5,11 +5,18 @@ one kernel ran on the GPU — not SM occupancy. A GPU at "100%" may still have i
 a GPU at 40% is idle 60% of the time. The planner uses it as time headroom:
 ``max_gpu_util - utilization`` is the fraction of GPU time the loader may take.
 
-The trainer's GPU is found by UUID: the CUDA device of this rank is entry
-``LOCAL_RANK`` of CUDA_VISIBLE_DEVICES (an index or a ``GPU-...``/``MIG-...`` UUID);
-when torch sees CUDA, its device UUID is used, which is exact whatever the CUDA device
-order. No NVML library, no device, or a MIG instance → a :class:`GpuUnavailable`
-saying why, and the plan goes on without the GPU.
+The trainer's GPU is the loader's device (``read_gpu(device=...)``; by default the
+device ``transfer.resolve_device`` picks, never a guess from LOCAL_RANK alone). It is found
+by UUID: torch's UUID of that CUDA device when torch sees CUDA (exact whatever the device
+order; tried as a ``GPU-`` and a ``MIG-`` UUID), else its entry of CUDA_VISIBLE_DEVICES
+(an index, a ``GPU-...`` UUID or a unique prefix of one, as CUDA accepts), else the NVML
+index. No NVML library, no device, or a MIG instance (NVML has no utilization per
+instance) → a :class:`GpuUnavailable` saying why, and the plan goes on without the GPU.
+
+Engine utilizations: ``nvdec_util`` is NVML's "decoder" utilization, the NVDEC *video*
+decoders (not used by JPEG decoding); ``jpeg_util`` is the NVJPG hardware JPEG engine
+(A100/H100 and later) where NVML reports it. nvJPEG's CUDA (hybrid) decode shows up in
+the GPU utilization, not in either.
 """
 
 from __future__ import annotations
@@ -31,10 +38,24 @@ class GpuReading:
     window_s: float
     mem_free_bytes: int
     mem_total_bytes: int
-    decoder_util: float | None = None   # 0..1 where NVML reports it
-    jpeg_util: float | None = None
+    nvdec_util: float | None = None     # 0..1, NVDEC video decoders ("decoder" in NVML), where reported
+    jpeg_util: float | None = None      # 0..1, NVJPG hardware JPEG engine, where reported
 
     available = True
+
+    @property
+    def decoder_util(self) -> float | None:
+        """NVML's "decoder" utilization: NVDEC, the video decoders (an alias of ``nvdec_util``)."""
+        return self.nvdec_util
+
+    def engine_utils(self) -> dict[str, float]:
+        """The decode engines' utilizations NVML reported, under labels that say what they are."""
+        out = {}
+        if self.nvdec_util is not None:
+            out["NVDEC (video decode)"] = self.nvdec_util
+        if self.jpeg_util is not None:
+            out["NVJPG (JPEG decode)"] = self.jpeg_util
+        return out
 
     def headroom(self, max_gpu_util: float) -> float:
         """Fraction of GPU time the loader may use under ``max_gpu_util``."""
@@ -56,38 +77,91 @@ def _import_pynvml():
     return pynvml
 
 
-def visible_device_entry(env: dict | None = None) -> str | None:
-    """This rank's entry of CUDA_VISIBLE_DEVICES (None when the variable is unset)."""
+def visible_device_entry(env: dict | None = None, cuda_index: int | None = None) -> str | None:
+    """Entry ``cuda_index`` of CUDA_VISIBLE_DEVICES (default: LOCAL_RANK's); None when unset, "" when empty."""
     env = os.environ if env is None else env
-    local_rank = int(env.get("LOCAL_RANK", "0"))
+    if cuda_index is None:
+        cuda_index = int(env.get("LOCAL_RANK", "0"))
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
     entries = [e.strip() for e in cvd.split(",") if e.strip()]
     if not entries:
         return ""
-    return entries[local_rank % len(entries)]
+    return entries[cuda_index % len(entries)]
 
 
-def _torch_uuid(local_rank: int) -> str | None:
+def _torch_uuid(cuda_index: int) -> str | None:
     try:
         import torch
         if not torch.cuda.is_available():
             return None
-        u = str(torch.cuda.get_device_properties(local_rank % torch.cuda.device_count()).uuid)
-        return u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}"
+        return str(torch.cuda.get_device_properties(cuda_index % torch.cuda.device_count()).uuid)
     except Exception:
         return None
+
+
+def _cuda_index(device: Any, env: dict) -> int:
+    """The CUDA ordinal of the loader's device (an index, a torch device, or None for the default)."""
+    if isinstance(device, int):
+        return device
+    if device is not None:
+        import torch
+        dev = torch.device(device)
+        if dev.index is not None:
+            return dev.index
+    try:
+        from hybridload.transfer import resolve_device
+        dev = resolve_device(device, env=env)
+        if dev.type == "cuda" and dev.index is not None:
+            return dev.index
+    except Exception:
+        pass
+    return int(env.get("LOCAL_RANK", "0"))
+
+
+def _by_uuid(nvml, uuid: str):
+    """NVML handle of a full UUID given with or without its GPU-/MIG- prefix; None when not found."""
+    names = [uuid] if uuid.startswith(("GPU-", "MIG-")) else [f"GPU-{uuid}", f"MIG-{uuid}"]
+    for name in names:
+        try:
+            return nvml.nvmlDeviceGetHandleByUUID(name.encode())
+        except Exception:
+            continue
+    return None
+
+
+def _by_uuid_prefix(nvml, prefix: str):
+    """NVML handle of the one GPU whose UUID starts with ``prefix`` (CUDA accepts unique prefixes)."""
+    handle = _by_uuid(nvml, prefix)
+    if handle is not None:
+        return handle
+    matches = []
+    for i in range(nvml.nvmlDeviceGetCount()):
+        h = nvml.nvmlDeviceGetHandleByIndex(i)
+        if _s(nvml.nvmlDeviceGetUUID(h)).startswith(prefix):
+            matches.append(h)
+    if len(matches) != 1:
+        raise LookupError(f"CUDA_VISIBLE_DEVICES entry {prefix} matches {len(matches)} of NVML's GPUs")
+    return matches[0]
+
+
+def _is_mig(nvml, handle) -> bool:
+    fn = getattr(nvml, "nvmlDeviceIsMigDeviceHandle", None)
+    try:
+        return bool(fn(handle)) if fn is not None else False
+    except Exception:
+        return False
 
 
 def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, nvml: Any = None,
+def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = None, nvml: Any = None,
              env: dict | None = None, torch_uuid: Callable[[int], str | None] = _torch_uuid,
              sleep: Callable[[float], None] = time.sleep) -> GpuReading | GpuUnavailable:
-    """Sample the trainer's GPU for ``window_s`` seconds (at least one second is advised).
+    """Sample the loader's GPU (``device``) for ``window_s`` seconds (at least one second is advised).
 
     ``nvml``, ``env``, ``torch_uuid`` and ``sleep`` are injectable so the logic can be
     tested on recorded readings where no GPU exists.
@@ -102,29 +176,22 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, nvml: Any = None
     except Exception as exc:
         return GpuUnavailable(f"NVML is not usable here ({type(exc).__name__}: {exc}); no NVIDIA driver?")
     try:
-        entry = visible_device_entry(env)
+        cuda_index = _cuda_index(device, env)
+        entry = visible_device_entry(env, cuda_index)
         if entry == "":
             return GpuUnavailable("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to this process")
-        local_rank = int(env.get("LOCAL_RANK", "0"))
         if entry is not None and entry.startswith("MIG-"):
             return GpuUnavailable(f"this process runs on MIG instance {entry}; NVML gives no utilization per "
                                   "MIG instance, so the plan goes on without the GPU")
-        uuid = torch_uuid(local_rank)
         try:
-            if uuid:
-                handle = nvml.nvmlDeviceGetHandleByUUID(uuid.encode() if isinstance(uuid, str) else uuid)
-            elif entry is not None and entry.startswith("GPU-"):
-                handle = nvml.nvmlDeviceGetHandleByUUID(entry.encode())
-            else:
-                count = nvml.nvmlDeviceGetCount()
-                if count == 0:
-                    return GpuUnavailable("NVML sees no GPU")
-                index = int(entry) if entry is not None else local_rank
-                if index >= count:
-                    return GpuUnavailable(f"GPU index {index} is not among NVML's {count} devices")
-                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            handle = _find_handle(nvml, entry, cuda_index, torch_uuid(cuda_index))
         except Exception as exc:
             return GpuUnavailable(f"NVML could not find the trainer's GPU ({type(exc).__name__}: {exc})")
+        if handle is None:
+            return GpuUnavailable("NVML sees no GPU")
+        if _is_mig(nvml, handle):
+            return GpuUnavailable(f"this process runs on MIG instance {_s(nvml.nvmlDeviceGetUUID(handle))}; NVML "
+                                  "gives no utilization per MIG instance, so the plan goes on without the GPU")
         try:
             current, _pending = nvml.nvmlDeviceGetMigMode(handle)
             if current:
@@ -139,18 +206,35 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, nvml: Any = None
             if k < n - 1:
                 sleep(interval_s)
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-        dec = _optional(nvml, "nvmlDeviceGetDecoderUtilization", handle)
-        jpg = _optional(nvml, "nvmlDeviceGetJpgUtilization", handle)
         return GpuReading(uuid=_s(nvml.nvmlDeviceGetUUID(handle)), name=_s(nvml.nvmlDeviceGetName(handle)),
                           nvml_index=int(nvml.nvmlDeviceGetIndex(handle)),
                           util_mean=sum(samples) / len(samples), util_max=max(samples), samples=len(samples),
                           window_s=window_s, mem_free_bytes=int(mem.free), mem_total_bytes=int(mem.total),
-                          decoder_util=dec, jpeg_util=jpg)
+                          nvdec_util=_optional(nvml, "nvmlDeviceGetDecoderUtilization", handle),
+                          jpeg_util=_optional(nvml, "nvmlDeviceGetJpgUtilization", handle))
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:
             pass
+
+
+def _find_handle(nvml, entry: str | None, cuda_index: int, uuid: str | None):
+    """The NVML handle of CUDA device ``cuda_index``: torch's UUID, else its CUDA_VISIBLE_DEVICES entry,
+    else the NVML index (which matches CUDA's order under CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    if uuid:
+        handle = _by_uuid(nvml, uuid)
+        if handle is not None:
+            return handle
+    if entry is not None and entry.startswith("GPU-"):
+        return _by_uuid_prefix(nvml, entry)
+    count = nvml.nvmlDeviceGetCount()
+    if count == 0:
+        return None
+    index = int(entry) if entry is not None else cuda_index
+    if index >= count:
+        raise LookupError(f"GPU index {index} is not among NVML's {count} devices")
+    return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
 def _optional(nvml, fn_name: str, handle) -> float | None:

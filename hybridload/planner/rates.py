@@ -2,7 +2,7 @@
 
 * CPU kernels: images/s per core on the trainer's node (one thread here) and on every
   other node of the Ray cluster (one actor there).
-* GPU lane: images/s of the DALI pipeline on the local GPU — or in DALI's CPU-only mode,
+* GPU lane: images/s of the GPU lane (DALI or the torch engine) on the local GPU — or DALI's CPU-only mode,
   labelled as such — and the trainer-node CPU it burns while doing so (process CPU
   time over wall time), which the solver charges against the local CPU lane.
 """
@@ -80,22 +80,58 @@ def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout
 
 
 def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, batch_size: int,
-                  device: torch.device, threads: int = 2, seed: int = 0) -> tuple[float, float, str]:
-    """(images/s, trainer-node cores used, label) of the GPU lane run on its own."""
+                  device: torch.device, threads: int = 2, seed: int = 0,
+                  engine: str = "auto") -> tuple[float, float, str]:
+    """(images/s, trainer-node cores used, label) of the GPU lane run on its own.
+
+    The device is synchronized before every reading of the clock, so queued GPU work is
+    counted; the cores exclude the time this thread spent waiting for the GPU (a CUDA wait
+    may spin a core, which is not work the CPU lane loses). Raises LaneUnavailableError
+    when no GPU lane can run here (``engine`` as ``LoaderPolicy.gpu_engine``).
+    """
+    from hybridload import LoaderPolicy
+    from hybridload.errors import LaneUnavailableError
     from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.dali_lane import DaliLane
-    lane = DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device, num_threads=threads)
+    from hybridload.lanes.gpu import build_engine
+    policy = LoaderPolicy(gpu_threads=threads, gpu_engine=engine)
+    on_gpu = torch.device(device).type == "cuda"
+    names = (engine,) if engine != "auto" else ("dali", "torch") if on_gpu else ("dali",)
+    lane, errors = None, []
+    for name in names:
+        try:
+            lane = build_engine(name, policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+            break
+        except (LaneUnavailableError, ValueError) as exc:
+            errors.append(f"{name}: {exc}")
+    if lane is None:
+        raise LaneUnavailableError("; ".join(errors))
     label = lane.describe()
+    if getattr(lane, "cpu_only", False):
+        label = "DALI CPU-only mode (no GPU here: a stand-in for the GPU lane)"
+    sync = _synchronizer(lane.device if hasattr(lane, "device") else torch.device(device))
     try:
         gen = _chunks(indices, batch_size)
         lane.run_batch(BatchTask(0, 0, next(gen)))  # warm up
-        n, seq = 0, 1
+        sync()
+        n, seq, waited = 0, 1, 0.0
         cpu0, t0 = time.process_time(), time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
+        while True:
             n += len(lane.run_batch(BatchTask(seq, 0, next(gen))).indices)
             seq += 1
+            w0 = time.thread_time()
+            sync()
+            waited += time.thread_time() - w0
+            if time.perf_counter() - t0 >= seconds:
+                break
         wall = time.perf_counter() - t0
-        cores = (time.process_time() - cpu0) / wall
+        cores = max(0.0, time.process_time() - cpu0 - waited) / wall
         return n / wall, cores, label
     finally:
         lane.close()
+
+
+def _synchronizer(device: torch.device):
+    """A function that waits for the device's queued work (nothing to wait for on a CPU)."""
+    if torch.device(device).type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None

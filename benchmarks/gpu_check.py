@@ -1,0 +1,332 @@
+"""One command that checks the GPU path end to end and measures it: JSON + a printed table.
+
+Sections: ``environment``; ``correctness`` (GPU-engine pixels vs the CPU lane per batch,
+identical index streams, batches on the device after ``torch.cuda.set_device``, a
+side-stream consumer under ``TORCH_CUDA_SANITIZER=1``, GPU memory flat over many batches
+and released after ``close()``); ``speed`` (trainer images/s with a ResNet-50 training
+step — AMP, channels_last — per mode: GPU lane, CPU lane on all cores, split at the
+planner's share, torch DataLoader with Pillow on all cores, against the same model on
+synthetic on-device data); ``nvml`` (readings taken during the training step);
+``plan`` (the planner's share vs a swept share); ``local_sweep`` (the in-process lane's
+threads vs torch DataLoader workers at 1, 2, 4, 8, 16).
+
+GPU machine (torch 2.11 + torchvision 0.26, no DALI, no Ray, no network), from the repo root:
+    here:  echo /.whl/ >> .git/info/exclude
+           python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
+               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.8.2
+    there (run with carry [".whl"]):
+           python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
+               .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && PYTHONUNBUFFERED=1 \\
+               python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json
+CI smoke (this CPU box, well under a minute):
+    python benchmarks/gpu_check.py --device cpu --quick --out /tmp/gpu_check.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+import numpy as np
+import torch
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.datasets import make_photo_folder
+from hybridload.kernels import decode_image, process_batch
+from hybridload.lanes.base import BatchTask
+from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
+from hybridload.planner import read_gpu
+from hybridload.policy import usable_cpus
+
+
+def has_torchvision() -> bool:
+    try:
+        import torchvision  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def cpu_decoder(datas):
+    """The torch engine's decode contract served by the CPU kernels (where torchvision is absent)."""
+    return [torch.from_numpy(decode_image(d.numpy().tobytes())).permute(2, 0, 1) for d in datas]
+
+
+def torch_lane(src, rec, bs, device):
+    decode = torchvision_decoder(device) if has_torchvision() else cpu_decoder
+    return TorchGpuLane(src, rec, seed=0, batch_size=bs, device=device, decode=decode)
+
+
+def model_and_step(device, quick):
+    """A training step on images: torchvision's ResNet-50 (AMP, channels_last) or a small CNN."""
+    if has_torchvision() and not quick:
+        from torchvision.models import resnet50
+        model = resnet50(num_classes=1000)
+    else:
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                    torch.nn.Flatten(), torch.nn.Linear(16, 1000))
+    model = model.to(device, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    amp = device.type == "cuda"  # bf16 autocast: no loss scaling needed
+
+    def step(images, labels):
+        x = images.to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+        if x.dtype == torch.uint8:  # torch DataLoader batches: scale on the device
+            x = x.float().div_(255)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            loss = torch.nn.functional.cross_entropy(model(x), labels.to(device, non_blocking=True))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def trainer_rate(batches, step, device, n, warm=2) -> float:
+    """Trainer images/s over ``n`` batches of an iterator of (images, labels, ...), after ``warm``."""
+    it = iter(batches)
+    for _ in range(warm):
+        b = next(it)
+        step(b[0], b[1])
+    sync(device)
+    t0, seen = time.perf_counter(), 0
+    for _ in range(n):
+        b = next(it)
+        step(b[0], b[1])
+        seen += len(b[1])
+    sync(device)
+    return seen / (time.perf_counter() - t0)
+
+
+def endless(loader):
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        yield from loader
+        epoch += 1
+
+
+def loader_for(src, rec, bs, device, mode, share=None, threads=None):
+    policy = LoaderPolicy(mode=mode, gpu_share=share, gpu_engine="torch", cpu_actors=0,
+                          threads=threads or usable_cpus())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HybridLoader(src, rec, bs, policy=policy, device=device, seed=0, return_indices=True)
+
+
+def torch_dataloader(src, rec, bs, workers):
+    """torch's DataLoader over the same files with Pillow (torchvision transforms where present)."""
+    from PIL import Image
+    size = rec.out_hw
+
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(src)
+
+        def __getitem__(self, i):
+            ref = src.ref(i)
+            im = Image.open(ref.location).convert("RGB").resize((size[1], size[0]), Image.BILINEAR)
+            return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1), int(ref.label)
+    return torch.utils.data.DataLoader(DS(), batch_size=bs, shuffle=True, num_workers=workers, drop_last=True,
+                                       pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
+
+
+def forever(dl):
+    while True:
+        yield from dl
+
+
+def check_correctness(src, rec, bs, device, nb):
+    out = {}
+    lane = torch_lane(src, rec, bs, device)
+    means, outliers = [], []
+    for k in range(nb):
+        idx = np.arange(k * bs, (k + 1) * bs) % len(src)
+        a = lane.run_batch(BatchTask(k, 0, idx)).images.cpu()
+        b = process_batch(src, rec, idx, 0, 0).images
+        d = (a.int() - b.int()).abs()
+        means.append(d.float().mean().item())
+        outliers.append((d > 2).float().mean().item())
+    lane.close()
+    out["pixels"] = {"engine": lane.describe(), "batches": nb, "mean_abs_diff_max": max(means),
+                     "share_off_by_more_than_2_max": max(outliers)}
+    streams = []
+    for mode in ("cpu", "gpu"):
+        with loader_for(src, rec, bs, device, mode, threads=2) as ld:
+            streams.append([idx.tolist() for _i, _l, idx in ld])
+    out["index_streams_identical"] = streams[0] == streams[1]
+    if device.type == "cuda":
+        k = torch.cuda.device_count() - 1
+        torch.cuda.set_device(k)
+        with loader_for(src, rec, bs, "cuda", "gpu", threads=2) as ld:
+            img = next(iter(ld))[0]
+            out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
+        torch.cuda.set_device(device)
+        base = torch.cuda.memory_allocated(device)
+        ld = loader_for(src, rec, bs, device, "gpu", threads=2)
+        mem = []
+        for n, b in enumerate(endless(ld)):
+            if n in (20, 199):
+                mem.append(torch.cuda.memory_allocated(device))
+            if n >= 199:
+                break
+        del b
+        ld.close()
+        torch.cuda.synchronize(device)
+        out["gpu_memory"] = {"at_20_mb": mem[0] / 2**20, "at_200_mb": mem[1] / 2**20,
+                             "after_close_mb": (torch.cuda.memory_allocated(device) - base) / 2**20,
+                             "flat": mem[1] <= mem[0] * 1.1 + 2**20}
+        env = dict(os.environ, TORCH_CUDA_SANITIZER="1")
+        proc = subprocess.run([sys.executable, __file__, "--sanitizer-child", src.root], env=env,
+                              capture_output=True, text=True, timeout=300)
+        out["side_stream_sanitizer"] = {"ok": proc.returncode == 0 and "CSAN" not in proc.stderr,
+                                        "stderr_tail": proc.stderr[-1500:]}
+    return out
+
+
+def sanitizer_child(root):
+    """A consumer on a side stream reads GPU-lane batches; CSAN aborts on an unsynchronized read."""
+    src, rec = sources.ImageFolder(root), recipe.imagenet_train(224)
+    s = torch.cuda.Stream()
+    with loader_for(src, rec, 32, torch.device("cuda"), "gpu", threads=2) as ld, torch.cuda.stream(s):
+        for n, (img, _lab, _idx) in enumerate(ld):
+            img.float().mean().item()
+            if n >= 5:
+                break
+
+
+def measure_speed(src, rec, bs, device, nb, quick):
+    step = model_and_step(device, quick)
+    out = {}
+    synth = torch.randn(bs, 3, *rec.out_hw, device=device)
+    labels = torch.randint(0, 1000, (bs,), device=device)
+    out["ceiling_synthetic"] = trainer_rate(forever([(synth, labels)]), step, device, nb)
+    for mode in ("gpu", "cpu"):
+        with loader_for(src, rec, bs, device, mode) as ld:
+            out[f"hybridload_{mode}"] = trainer_rate(endless(ld), step, device, nb)
+    return out, step
+
+
+def plan_and_split(src, rec, bs, device, step, nb, seconds):
+    from hybridload.planner.profile import run_profile
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prof = run_profile(src, rec, batch_size=bs, seconds=seconds, sample=min(256, len(src)),
+                           check_points=False, device=device)
+    swept = {}
+    for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+        with loader_for(src, rec, bs, device, "split", share=share) as ld:
+            swept[share] = trainer_rate(endless(ld), step, device, nb)
+    planned = prof.plan.gpu_share
+    with loader_for(src, rec, bs, device, "split", share=planned) as ld:
+        at_plan = trainer_rate(endless(ld), step, device, nb)
+    best = max(swept, key=swept.get)
+    return {"planned_share": planned, "at_planned_share": at_plan, "swept": swept, "best_swept_share": best,
+            "gpu_label": prof.measurements.gpu_label, "reason": prof.plan.reason}, at_plan
+
+
+def nvml_during(fn):
+    """Run ``fn`` while reading NVML in a thread; returns (fn's value, the reading as a dict)."""
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=read_gpu(window_s=2.0, interval_s=0.1)))
+    t.start()
+    value = fn()
+    t.join(30)
+    r = box.get("r")
+    reading = {"available": bool(getattr(r, "available", False))}
+    if r is not None and r.available:
+        reading.update(name=r.name, util_mean=r.util_mean, util_max=r.util_max, mem_free_gb=r.mem_free_bytes / 2**30,
+                       engines=r.engine_utils())
+    elif r is not None:
+        reading["reason"] = r.reason
+    return value, reading
+
+
+def local_sweep(src, rec, bs, nb, counts):
+    out = {}
+    for n in counts:
+        with loader_for(src, rec, bs, torch.device("cpu"), "cpu", threads=n) as ld:
+            lane_rate = trainer_rate(endless(ld), lambda i, l: None, torch.device("cpu"), nb, warm=1)
+        dl_rate = trainer_rate(forever(torch_dataloader(src, rec, bs, n)), lambda i, l: None,
+                               torch.device("cpu"), nb, warm=1)
+        out[n] = {"hybridload_threads": lane_rate, "torch_dataloader_workers": dl_rate}
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--quick", action="store_true", help="small data and model (the CI smoke test)")
+    ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
+    ap.add_argument("--out", default="gpu_check.json")
+    ap.add_argument("--sanitizer-child", metavar="ROOT", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.sanitizer_child:
+        return sanitizer_child(args.sanitizer_child)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
+    quick = args.quick
+    n_img, bs, nb, size = (48, 8, 3, 64) if quick else (2048, 256, 20, 224)
+    root = args.data or make_photo_folder(os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"),
+                                          n_img, num_classes=10, seed=0)
+    src, rec = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
+    report = {"environment": {"torch": torch.__version__, "torchvision": has_torchvision(), "device": str(device),
+                              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                              "cpus": usable_cpus(), "quick": quick, "batch_size": bs, "images": len(src)}}
+    warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
+    report["correctness"] = check_correctness(src, recipe.imagenet_train(size), bs, device, nb)  # uint8 pixels
+    (speed, step), report["nvml"] = nvml_during(lambda: measure_speed(src, rec, bs, device, nb, quick))
+    speed["torch_dataloader"] = trainer_rate(forever(torch_dataloader(src, rec, bs, min(16, usable_cpus()))),
+                                             step, device, nb)
+    report["plan"], speed["hybridload_split_at_plan"] = plan_and_split(src, rec, bs, device, step, nb,
+                                                                       0.5 if quick else 3.0)
+    ceiling = speed["ceiling_synthetic"]
+    speed["ratios"] = {k: v / ceiling for k, v in speed.items() if k != "ceiling_synthetic"}
+    speed["gpu_lane_cost_to_step"] = 1 - speed["hybridload_gpu"] / ceiling
+    report["speed"] = speed
+    report["local_sweep"] = local_sweep(src, rec, bs, 2 if quick else nb,
+                                        (1, 2) if quick else (1, 2, 4, 8, 16))
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1, default=str)
+    print(table(report))
+
+
+def table(report) -> str:
+    rows = [("device", report["environment"]["device_name"])]
+    px = report["correctness"]["pixels"]
+    rows += [("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f}, "
+                                    f"> 2 off: {px['share_off_by_more_than_2_max']:.4%} ({px['engine']})"),
+             ("index streams identical", str(report["correctness"]["index_streams_identical"]))]
+    for k in ("device_after_set_device", "gpu_memory", "side_stream_sanitizer"):
+        if k in report["correctness"]:
+            v = report["correctness"][k]
+            rows.append((k, str(v.get("ok", v.get("flat")))))
+    for k, v in report["speed"].items():
+        if isinstance(v, float) and k != "gpu_lane_cost_to_step":
+            rows.append((f"trainer images/s: {k}", f"{v:,.0f} ({report['speed']['ratios'].get(k, 1.0):.2f}x ceiling)"))
+    rows.append(("GPU lane's cost to the step", f"{report['speed']['gpu_lane_cost_to_step']:.1%}"))
+    rows.append(("planned share / best swept", f"{report['plan']['planned_share']:.2f} / "
+                                               f"{report['plan']['best_swept_share']:.2f}"))
+    rows.append(("NVML during the step", json.dumps(report["nvml"])[:120]))
+    for n, v in report["local_sweep"].items():
+        rows.append((f"local {n}: threads / DataLoader workers",
+                     f"{v['hybridload_threads']:,.0f} / {v['torch_dataloader_workers']:,.0f}"))
+    w = max(len(r[0]) for r in rows)
+    return "\n".join([f"| {'check'.ljust(w)} | value |", f"| {'-' * w} | ----- |"] +
+                     [f"| {a.ljust(w)} | {b} |" for a, b in rows])
+
+
+if __name__ == "__main__":
+    main()

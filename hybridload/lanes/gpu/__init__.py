@@ -1,0 +1,94 @@
+"""GPU lanes: the DALI engine and the torch engine, and the choice between them.
+
+:func:`make_gpu_lane` picks the engine named by ``LoaderPolicy.gpu_engine``:
+
+====================  ==========================================================
+``gpu_engine``        GPU lane
+====================  ==========================================================
+"dali"                DALI on the loader's GPU; DALI's CPU-only mode on a CPU device
+"torch"               torchvision's nvJPEG decode + torch ops on the loader's device
+"auto"                DALI when it imports and builds on a GPU, else the torch engine
+                      when torchvision decodes on that GPU, else none; with no GPU
+                      visible, DALI's CPU-only mode where DALI imports (a stand-in,
+                      with one loud warning per process), else none
+====================  ==========================================================
+
+A lane that cannot be had (engine missing, pipeline or decoder failing to start on the
+device: driver or CUDA mismatch, nvJPEG initialisation, out of memory, a recipe outside
+the engine's reach) gives ``None`` and one RuntimeWarning: the batches go to the CPU lanes.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+
+import torch
+
+from hybridload.errors import LaneUnavailableError
+from hybridload.transfer import resolve_device
+
+from ..base import Lane
+
+log = logging.getLogger(__name__)
+
+__all__ = ["make_gpu_lane", "build_engine"]
+
+
+def _tiny_jpeg() -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (120, 60, 30)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def _dali(policy, source, recipe, *, seed, batch_size, device) -> Lane:
+    from .dali import DaliLane
+    return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
+                    num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb)
+
+
+def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
+    from .torch_lane import TorchGpuLane, torchvision_decoder
+    decode = torchvision_decoder(device)
+    try:  # nvJPEG starts (or fails: driver, CUDA, memory) on the first decode, not at import
+        decode([torch.frombuffer(bytearray(_tiny_jpeg()), dtype=torch.uint8)])
+    except Exception as exc:
+        raise LaneUnavailableError(f"torchvision cannot decode on {device} ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from None
+    return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
+                        memory_budget_mb=policy.gpu_memory_budget_mb)
+
+
+ENGINES = {"dali": _dali, "torch": _torch}
+
+
+def build_engine(engine: str, policy, source, recipe, *, seed: int, batch_size: int,
+                 device: torch.device) -> Lane:
+    """The lane of one named engine; raises LaneUnavailableError / ValueError when it cannot run."""
+    return ENGINES[engine](policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+
+
+def make_gpu_lane(policy, source, recipe, *, seed: int, batch_size: int,
+                  device: str | torch.device | None) -> Lane | None:
+    """The GPU lane ``policy.gpu_engine`` asks for, or None (with one RuntimeWarning) when none can run."""
+    device = resolve_device(device)
+    engine = policy.gpu_engine
+    reasons = []
+    if engine != "auto":
+        candidates: tuple[str, ...] = (engine,)
+    elif device.type == "cuda":
+        candidates = ("dali", "torch")
+    else:  # no GPU visible: DALI's CPU-only stand-in (loudly), never the torch engine on CPU tensors
+        candidates = ("dali",)
+        reasons.append(f"the loader's device is {device}, not a CUDA device")
+    for name in candidates:
+        try:
+            return build_engine(name, policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+        except (LaneUnavailableError, ValueError) as exc:
+            reasons.append(f"{name}: {exc}")
+            log.info("GPU engine %s unavailable: %s", name, exc)
+    warnings.warn(f"hybridload: the GPU lane is unavailable ({'; '.join(reasons)}); its batches go to the "
+                  "CPU lanes", RuntimeWarning, stacklevel=5)
+    return None

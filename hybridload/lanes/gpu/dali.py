@@ -1,0 +1,164 @@
+"""The DALI GPU engine: one DALI pipeline on this rank's GPU (or in DALI's CPU-only mode).
+
+For each batch task the lane reads the encoded bytes, computes every sample's crop
+window and flip from the recipe's generator (:func:`.feed.read_batch`), feeds them
+through ``external_source``, runs the pipeline and hands the output to torch through
+DLPack on the loader's device.
+
+A sample the lane cannot take (a payload that is not a JPEG, a JPEG without its end
+marker, a crop DALI cannot express, the decoder refusing an image) fails the batch with
+:class:`Reroute`; the scheduler then gives it to a CPU lane, which produces the exact
+pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
+CUDA error) is a lane failure (see :mod:`.failures`).
+
+Known limit: corruption inside a JPEG's entropy-coded data that libjpeg treats as
+recoverable ("Corrupt JPEG data: premature end of data segment") is decoded by DALI
+with artifacts, as DALI does on its own, while the CPU lanes decode strictly and raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from hybridload.errors import LaneUnavailableError, Reroute
+
+from ..base import BatchTask, Done, LaneKind, submit_to_pool
+from .failures import reroute_or_raise
+from .feed import GpuBatchResult, read_batch
+from .torch_ops import normalize
+
+log = logging.getLogger(__name__)
+
+
+_CPU_ONLY_WARNED = False
+
+
+def _warn_cpu_only() -> None:
+    """One loud warning per process: DALI's CPU-only mode is a stand-in, not a GPU lane."""
+    global _CPU_ONLY_WARNED
+    if _CPU_ONLY_WARNED:
+        return
+    _CPU_ONLY_WARNED = True
+    msg = ("hybridload: the GPU lane runs in DALI's CPU-only mode (no GPU visible): it decodes on this "
+           "machine's CPUs, a stand-in for the GPU lane, not a GPU speed-up")
+    log.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+class DaliLane:
+    """Runs batch tasks through a DALI pipeline compiled from the recipe.
+
+    Args:
+        device: the loader's device; a CUDA device runs DALI on that GPU ("mixed" decode,
+            ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
+        num_threads: DALI's CPU threads.
+        memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
+        normalize_output: apply the recipe's Normalize in the lane (on the device).
+        host_sync: on CUDA, the lane's thread waits for each batch's event (see TorchGpuLane).
+
+    Raises:
+        LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or
+            CUDA mismatch, nvJPEG initialisation, out of memory).
+        ValueError: the recipe does not fit the DALI chain.
+    """
+
+    name = "gpu"
+    kind = LaneKind.GPU
+
+    def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
+                 num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
+                 host_sync: bool = True):
+        from hybridload.pipelines import build_pipeline, used_inputs
+        from hybridload.transfer import resolve_device
+        try:
+            import nvidia.dali  # noqa: F401
+        except Exception as exc:
+            raise LaneUnavailableError(
+                f"the GPU lane needs NVIDIA DALI ({type(exc).__name__}: {exc}); "
+                "pip install 'hybridload[dali-cu12]' or 'hybridload[dali-cu13]'") from None
+        self.source, self.recipe, self.seed = source, recipe, seed
+        self.device = resolve_device(device)
+        self.cpu_only = self.device.type != "cuda"
+        self.device_id = None if self.cpu_only else self.device.index
+        self.num_threads, self._normalize, self.host_sync = num_threads, normalize_output, host_sync
+        batch_bytes = int(np.prod(recipe.output_shape(batch_size)))
+        depth = 2
+        if memory_budget_mb is not None:
+            depth = max(1, min(2, int(memory_budget_mb * 2**20 // max(batch_bytes, 1))))
+        self.slots = depth
+        self.parallelism = 1  # one pipeline run at a time (DALI's threads work inside it)
+        self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
+        try:
+            self._pipe = build_pipeline(recipe, batch_size=batch_size, device_id=self.device_id,
+                                        num_threads=num_threads, seed=seed)
+        except RuntimeError as exc:
+            raise LaneUnavailableError(f"DALI could not build its pipeline on {self.device} "
+                                       f"({str(exc).splitlines()[0][:300]})") from None
+        self._stream = None if self.cpu_only else torch.cuda.Stream(device=self.device)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
+        self._closed = False
+        if self.cpu_only:
+            _warn_cpu_only()
+        log.info("GPU lane: %s, %d threads, batch %d", self.describe(), num_threads, batch_size)
+
+    def describe(self) -> str:
+        return "DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}"
+
+    # -- one batch
+    def run_batch(self, task: BatchTask):
+        from hybridload.pipelines import chain_params
+        t0 = time.perf_counter()
+        batch = read_batch(self.source, self.recipe, self.seed, task)
+        try:
+            params = [chain_params(p, w, h) for p, (w, h) in zip(batch.params, batch.sizes)]
+        except ValueError as exc:  # a crop DALI's ROI decoding cannot express
+            raise Reroute(f"batch {task.seq}: {exc}") from None
+        self._pipe.feed_input("encoded", [np.frombuffer(p, np.uint8) for p in batch.payloads])
+        for name in self._inputs[1:]:
+            self._pipe.feed_input(name, [getattr(p, name) for p in params])
+        try:
+            (out,) = self._pipe.run()
+        except Exception as exc:  # DALI reports a bad image for the whole batch
+            reroute_or_raise(exc, f"DALI on batch {task.seq}")
+        ready = None
+        if self.cpu_only:
+            images = torch.from_dlpack(out.as_tensor()).clone()  # DALI reuses its buffers: take a copy
+            if self._normalize:
+                images = normalize(images, self.recipe)
+        else:
+            with torch.cuda.stream(self._stream):  # from_dlpack orders this stream after DALI's
+                images = torch.from_dlpack(out.as_tensor()).clone()
+                if self._normalize:
+                    images = normalize(images, self.recipe)
+                ready = torch.cuda.Event()
+                ready.record(self._stream)
+                if self.host_sync:  # this lane's thread waits, not the consumer: safe without result.ready
+                    ready.synchronize()
+        return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
+                              self.name, ready=ready)
+
+    # -- the lane interface
+    def submit(self, task: BatchTask, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError("the GPU lane is closed")
+        submit_to_pool(self._pool, self.run_batch, task, done)
+
+    def close(self) -> None:
+        """Stop the worker thread and release the pipeline and DALI's unused device memory."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pipe = None
+        if not self.cpu_only:
+            try:
+                from nvidia.dali.backend import ReleaseUnusedMemory
+                ReleaseUnusedMemory()
+            except Exception as exc:  # an older DALI: the pool is freed at exit instead
+                log.debug("DALI ReleaseUnusedMemory unavailable: %s", exc)

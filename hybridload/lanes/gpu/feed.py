@@ -1,0 +1,65 @@
+"""What every GPU engine reads for a batch, and the result it returns.
+
+Read: the encoded bytes, the labels and each sample's parameters from the recipe (drawn
+from the image header, so the boxes are the ones ``kernels/`` cuts). A sample a GPU
+decoder cannot take raises :class:`Reroute`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hybridload.errors import Reroute, SampleError
+from hybridload.kernels import MAX_IMAGE_PIXELS, BatchResult, image_size
+from hybridload.kernels.decode import is_jpeg
+from hybridload.recipe import SampleParams
+
+from ..base import BatchTask
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """A batch's encoded payloads, labels, per-sample parameters and image sizes (w, h)."""
+
+    payloads: list[bytes]
+    labels: np.ndarray
+    params: list[SampleParams]
+    sizes: list[tuple[int, int]]
+
+
+@dataclass
+class GpuBatchResult(BatchResult):
+    """A BatchResult made by a GPU engine: ``ready`` is the CUDA event recorded after its
+    pixels (None on CPU); delivery makes the consumer's stream wait on it."""
+
+    ready: Any = None
+
+
+def read_batch(source, recipe, seed: int, task: BatchTask) -> BatchInput:
+    """Read and check every sample of ``task``; :class:`Reroute` for one a GPU decoder cannot take."""
+    payloads, params, sizes = [], [], []
+    labels = np.empty(len(task.indices), np.int64)
+    for k, i in enumerate(task.indices.tolist()):
+        ref = source.ref(i)
+        try:
+            payload, labels[k] = source.read(ref)
+        except SampleError as exc:  # the CPU lane reports it, or substitutes under on_error="skip"
+            raise Reroute(str(exc)) from None
+        if not is_jpeg(payload):
+            raise Reroute(f"sample {i} ({ref.location}) is not a JPEG")
+        if payload.rstrip(b"\x00")[-2:] != b"\xff\xd9":
+            # truncated: GPU decoders fill the rest with grey rows; the CPU lane names it instead
+            raise Reroute(f"sample {i} ({ref.location}) has no JPEG end marker")
+        try:
+            w, h = image_size(payload)
+            if w * h > MAX_IMAGE_PIXELS:
+                raise ValueError(f"{w}x{h} pixels exceeds the limit of {MAX_IMAGE_PIXELS}")
+            params.append(recipe.sample_params(seed, task.epoch, i, w, h))
+        except Exception as exc:
+            raise Reroute(f"sample {i} ({ref.location}): {exc}") from None
+        payloads.append(bytes(payload))
+        sizes.append((w, h))
+    return BatchInput(payloads, labels, params, sizes)

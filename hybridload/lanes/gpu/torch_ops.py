@@ -1,0 +1,102 @@
+"""The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
+
+One function per op type (:class:`~hybridload.ops.Crop`, :class:`~hybridload.ops.Resize`,
+:class:`~hybridload.ops.Flip`), applied in order to each decoded image; then the batch is
+stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
+
+Rounding against the CPU kernel: ``kernels/`` resizes with torch's uint8 antialiased
+bilinear path (fixed-point weights, CPU only); CUDA has no uint8 antialiased resize, so
+this engine resizes in float32 with the same weights and rounds to nearest. The two
+differ by at most one grey level on most values (see tests/test_gpu_path.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from hybridload.ops import Crop, Flip, Op, Resize
+
+
+def as_op(op) -> Op:
+    """A typed op from a typed op or a legacy tuple ("crop", x, y, w, h) / ("resize", h, w) / ("flip",)."""
+    if isinstance(op, (Crop, Resize, Flip)):
+        return op
+    kind = op[0]
+    if kind == "crop":
+        return Crop(*(int(v) for v in op[1:5]))
+    if kind == "resize":
+        return Resize(int(op[1]), int(op[2]))
+    if kind == "flip":
+        return Flip()
+    raise ValueError(f"unknown operation {op!r}")
+
+
+_as_op = as_op  # the adapter's name in the brief; accepts both forms until the recipe emits typed ops
+
+
+def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
+    """Integer crop of a CHW tensor; parts outside the image read as zeros."""
+    H, W = img.shape[-2], img.shape[-1]
+    x, y, w, h = op.x, op.y, op.w, op.h
+    if x >= 0 and y >= 0 and x + w <= W and y + h <= H:
+        return img[:, y:y + h, x:x + w]
+    out = img.new_zeros((img.shape[0], h, w))
+    sx0, sy0, sx1, sy1 = max(x, 0), max(y, 0), min(x + w, W), min(y + h, H)
+    if sx1 > sx0 and sy1 > sy0:
+        out[:, sy0 - y:sy1 - y, sx0 - x:sx1 - x] = img[:, sy0:sy1, sx0:sx1]
+    return out
+
+
+def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
+    """Antialiased bilinear resize of a CHW uint8 tensor (float32 math, rounded to nearest)."""
+    if img.shape[-2] == op.h and img.shape[-1] == op.w:
+        return img
+    out = F.interpolate(img.unsqueeze(0).float(), size=(op.h, op.w), mode="bilinear", antialias=True,
+                        align_corners=False)
+    return out[0].round_().clamp_(0, 255).to(torch.uint8)
+
+
+def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
+    """Left-right mirror of a CHW tensor."""
+    return img.flip(-1)
+
+
+_APPLY = {Crop: crop, Resize: resize, Flip: flip}
+
+
+def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
+    """Apply a sample's ops in order to a CHW uint8 tensor."""
+    for op in ops:
+        op = as_op(op)
+        img = _APPLY[type(op)](img, op)
+    return img
+
+
+def stack(images: list[torch.Tensor], layout: str = "CHW") -> torch.Tensor:
+    """``[B, 3, H, W]`` uint8 (layout "CHW") or ``[B, H, W, 3]`` (layout "HWC")."""
+    batch = torch.stack(images)
+    return batch if layout == "CHW" else batch.permute(0, 2, 3, 1).contiguous()
+
+
+@functools.lru_cache(maxsize=32)
+def _scale_bias(mean: tuple, std: tuple, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = (1, 3, 1, 1) if layout == "CHW" else (1, 1, 1, 3)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32).view(shape)
+    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32).view(shape)
+    return scale.to(device), bias.to(device)  # once per device: no host copy per batch
+
+
+_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
+
+
+def normalize(batch: torch.Tensor, recipe) -> torch.Tensor:
+    """The recipe's Normalize and output dtype on the batch's device (the CPU kernels' arithmetic)."""
+    norm, dtype = recipe.normalize, _DTYPES[recipe.dtype]
+    if norm is None:
+        return batch if dtype == torch.uint8 else batch.to(dtype)
+    scale, bias = _scale_bias(tuple(norm.mean), tuple(norm.std), recipe.layout, batch.device)
+    out = batch.to(torch.float32).mul_(scale).add_(bias)
+    return out if dtype == torch.float32 else out.to(dtype)
