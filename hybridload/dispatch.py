@@ -14,6 +14,8 @@ Lanes report into an inbox; only the dispatcher's thread changes its bookkeeping
 * Stragglers: a task running longer than ``factor`` times its lane's typical task time
   (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
   result wins and the merger drops the other.
+* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
+  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
 
 Whatever happens, each sequence number is delivered exactly once.
 """
@@ -24,30 +26,15 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from .errors import Reroute, SampleError
-from .lanes.base import BatchTask, Lane
+from .lanes.base import BatchTask, Lane, LaneKind
 from .lanes.spec import LaneCaps
 from .merge import OrderedMerger
-from .retry import Action, LaneState, RetryRules, decide
+from .retry import Action, LaneState, RetryRules, StragglerRule, decide
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StragglerRule:
-    """Re-issue a task once it ran ``factor`` x its lane's typical time (at least ``min_s``);
-    ``factor=None`` turns re-issuing off."""
-
-    factor: float | None = 4.0
-    min_s: float = 2.0
-
-    def overdue(self, elapsed_s: float, typical_s: float | None) -> bool:
-        if self.factor is None or typical_s is None:
-            return False
-        return elapsed_s >= max(self.min_s, self.factor * typical_s)
 
 
 class DispatchHooks(Protocol):
@@ -87,7 +74,8 @@ class Dispatcher:
     def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int, start: int,
                  merger: OrderedMerger, hooks: DispatchHooks, caps: LaneCaps | None = None,
                  fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
-                 stragglers: StragglerRule = StragglerRule(), tick_s: float = 0.05):
+                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None,
+                 tick_s: float = 0.05):
         if not lanes:
             raise ValueError("Dispatcher needs at least one lane")
         self._books = [_LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
@@ -95,6 +83,7 @@ class Dispatcher:
         self._merger, self._hooks = merger, hooks
         self._caps = caps if caps is not None else LaneCaps()
         self._rules, self._stragglers, self._tick_s = rules, stragglers, tick_s
+        self._device_budget = device_budget_bytes
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
         self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
@@ -174,13 +163,24 @@ class Dispatcher:
             candidates += [b for b in self._books if b.fallback and b.usable(excluded)]
         total = sum(b.handed for b in self._books)
         for book in candidates:
-            if not book.has_slot():
+            if not book.has_slot() or not self._device_room(book):
                 continue
             cap = self._caps.get(book.lane.kind)
             if cap is not None and not retry and book.handed + 1 > cap * (total + 1) + 1e-9:
                 continue
             return book
         return None
+
+    def _device_room(self, book: _LaneBook) -> bool:
+        """A GPU lane starts a batch only while the GPU bytes of finished, buffered batches
+        plus its batches in flight stay within the device budget (one batch always may; until a
+        first batch shows its size, one at a time)."""
+        if self._device_budget is None or book.lane.kind is not LaneKind.GPU:
+            return True
+        held, size = self._merger.device_bytes(), self._merger.largest_device_batch
+        if held == 0 and book.in_flight == 0:
+            return True
+        return size > 0 and held + (book.in_flight + 1) * size <= self._device_budget
 
     def _no_lane_left(self, seq: int) -> bool:
         excluded = self._excluded.get(seq, set())

@@ -16,14 +16,14 @@ import numpy as np
 import torch
 
 from . import sharding
-from .dispatch import StragglerRule
+from .kernels.batch import normalize_batch
 from .lanes.base import LaneKind
 from .lanes.build import build_lanes, close_lanes
 from .lanes.spec import LaneCaps, plan_lanes
 from .planner.plan import Plan
 from .policy import LoaderPolicy
 from .recipe import Recipe
-from .retry import RetryRules
+from .retry import RetryRules, StragglerRule
 from .sources import Source
 from .stats import LoaderStats
 from .stream import BatchStream
@@ -150,7 +150,9 @@ class HybridLoader:
         stream = BatchStream(lanes, batches, epoch=self.epoch, start=start, window=p.window,
                              timeout_s=p.batch_timeout_s, hooks=self._stats, caps=self._caps,
                              fallback=self._fallback, rules=RetryRules(p.max_retries, p.break_after),
-                             stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s))
+                             stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
+                             device_budget_bytes=None if p.gpu_memory_budget_mb is None
+                             else int(p.gpu_memory_budget_mb * 2**20))
         self._active = _Pass(self, stream)
         return self._active
 
@@ -158,10 +160,10 @@ class HybridLoader:
         self._sampler.mark_delivered()
         if self._online is not None:
             self._online.after_batch(self._sampler.position)
-        labels = torch.from_numpy(result.labels)
-        if self.return_indices:
-            return self._mover(result.images, labels, torch.from_numpy(result.indices))
-        return self._mover(result.images, labels)
+        # every lane ships uint8 (4x fewer bytes than float32); Normalize runs here, on the device,
+        # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
+        images, *rest = self._mover.deliver(result, with_indices=self.return_indices)
+        return (normalize_batch(images, self.recipe), *rest)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:

@@ -38,6 +38,8 @@ class OrderedMerger:
         self._cond = threading.Condition()
         self._closed = False
         self._aborted: BaseException | None = None
+        self._device_bytes = 0      # bytes of buffered results whose images live on a GPU
+        self.largest_device_batch = 0
 
     def admits(self, seq: int) -> bool:
         """True when ``seq`` lies inside the window ahead of the consumer."""
@@ -50,6 +52,9 @@ class OrderedMerger:
                 self.duplicates += 1
                 return False
             self._buf[seq] = (error, value)
+            nbytes = 0 if error else device_nbytes(value)
+            self._device_bytes += nbytes
+            self.largest_device_batch = max(self.largest_device_batch, nbytes)
             if seq == self.next:
                 self._cond.notify_all()
             return True
@@ -62,6 +67,11 @@ class OrderedMerger:
     def buffered(self) -> int:
         with self._cond:
             return len(self._buf)
+
+    def device_bytes(self) -> int:
+        """Bytes of GPU memory held by finished, buffered results."""
+        with self._cond:
+            return self._device_bytes
 
     def get(self) -> Any:
         """The next result in order; raises the stored exception for a failed sequence,
@@ -80,6 +90,7 @@ class OrderedMerger:
                     raise BatchTimeoutError(self.next, self.timeout_s)
                 self._cond.wait(left)
             error, value = self._buf.pop(self.next)
+            self._device_bytes -= 0 if error else device_nbytes(value)
             self.next += 1
         if error:
             raise value
@@ -95,4 +106,13 @@ class OrderedMerger:
         with self._cond:
             self._closed = True
             self._buf.clear()
+            self._device_bytes = 0
             self._cond.notify_all()
+
+
+def device_nbytes(result: Any) -> int:
+    """GPU bytes a result's images hold (0 for host memory or anything without images)."""
+    images = getattr(result, "images", None)
+    if images is None or not getattr(images, "is_cuda", False):
+        return 0
+    return int(images.nbytes)

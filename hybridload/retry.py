@@ -1,4 +1,5 @@
-"""What happens to a batch whose lane failed: one pure decision, tested as a table.
+"""What happens to a batch whose lane failed (one pure decision, tested as a table), and
+when a batch that is taking too long is issued again (:class:`StragglerRule`).
 
 The rules, in order:
 
@@ -93,3 +94,17 @@ def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules
         return Decision(Action.DELIVER, lane_fault=fault, break_lane=broken, exclude=exclude)
     action = Action.BREAK if broken else Action.EXCLUDE if exclude else Action.RETRY
     return Decision(action, lane_fault=fault, break_lane=broken, exclude=exclude)
+
+
+@dataclass(frozen=True)
+class StragglerRule:
+    """Re-issue a task once it ran ``factor`` x its lane's typical time (at least ``min_s``);
+    ``factor=None`` turns re-issuing off."""
+
+    factor: float | None = 4.0
+    min_s: float = 2.0
+
+    def overdue(self, elapsed_s: float, typical_s: float | None) -> bool:
+        if self.factor is None or typical_s is None:
+            return False
+        return elapsed_s >= max(self.min_s, self.factor * typical_s)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from .dispatch import Dispatcher, DispatchHooks, StragglerRule
+from .dispatch import Dispatcher, DispatchHooks
 from .lanes.spec import LaneCaps
 from .errors import BatchTimeoutError
 from .lanes.base import Lane
 from .merge import OrderedMerger
-from .retry import RetryRules
+from .retry import RetryRules, StragglerRule
 
 
 class _NoHooks:
@@ -58,18 +58,18 @@ class BatchStream:
         window: batches in flight or buffered ahead of the consumer; None → two per slot.
         timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
-        caps, fallback, rules, stragglers: see :mod:`hybridload.dispatch`.
+        caps, fallback, rules, stragglers, device_budget_bytes: see :mod:`hybridload.dispatch`.
     """
 
     def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int = 0, start: int = 0,
                  window: int | None = None, timeout_s: float = 300.0, hooks: DispatchHooks | None = None,
                  caps: LaneCaps | None = None, fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
-                 stragglers: StragglerRule = StragglerRule()):
+                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None):
         self._hooks = hooks if hooks is not None else _NoHooks()
         self._merger = OrderedMerger(start, len(batches), window or default_window(lanes), timeout_s)
         self._dispatcher = Dispatcher(lanes, batches, epoch=epoch, start=start, merger=self._merger,
                                       hooks=self._hooks, caps=caps, fallback=fallback, rules=rules,
-                                      stragglers=stragglers)
+                                      stragglers=stragglers, device_budget_bytes=device_budget_bytes)
         self._closed = False
         self._dispatcher.start()
 

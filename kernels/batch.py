@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import logging
 from dataclasses import dataclass, field
@@ -58,22 +59,28 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
     return out, label
 
 
+@functools.lru_cache(maxsize=32)
+def _scale_bias(mean: tuple, std: tuple, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = (1, 3, 1, 1) if layout == "CHW" else (1, 1, 1, 3)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32).view(shape)
+    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32).view(shape)
+    return scale.to(device), bias.to(device)  # once per device: no host-device copy per batch
+
+
 def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
-    """Apply the recipe's Normalize and output dtype to a uint8 batch (any device)."""
+    """Apply the recipe's Normalize and output dtype to a uint8 batch, on its device."""
     norm = recipe.normalize
     dtype = _TORCH_DTYPES[recipe.dtype]
     if norm is None:
         return buf if dtype == torch.uint8 else buf.to(dtype)
-    shape = (1, 3, 1, 1) if recipe.layout == "CHW" else (1, 1, 1, 3)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in norm.std], dtype=torch.float32, device=buf.device).view(shape)
-    bias = torch.tensor([-m / s for m, s in zip(norm.mean, norm.std)], dtype=torch.float32,
-                        device=buf.device).view(shape)
+    scale, bias = _scale_bias(tuple(norm.mean), tuple(norm.std), recipe.layout, buf.device)
     out = buf.to(torch.float32).mul_(scale).add_(bias)
     return out if dtype == torch.float32 else out.to(dtype)
 
 
 def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
-                  on_error: str = "raise", pin_memory: bool = False, lane: str = "") -> BatchResult:
+                  on_error: str = "raise", pin_memory: bool = False, lane: str = "",
+                  normalize: bool = True) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 
     With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
@@ -95,7 +102,7 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
             labels[k] = _label_without_read(source, i)
             skipped.append((exc.index, exc.path, exc.stage, exc.reason))
             log.warning("substituted a zero image for %s", exc)
-    images = normalize_batch(buf, recipe)
+    images = normalize_batch(buf, recipe) if normalize else buf
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 
 

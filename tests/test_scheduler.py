@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from hybridload.dispatch import StragglerRule
+from hybridload.retry import StragglerRule
 from hybridload.lanes.spec import LaneCaps
 from hybridload.errors import BatchTimeoutError, Reroute, SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
@@ -206,3 +206,28 @@ def test_every_lane_broken_delivers_an_error_naming_the_batch_not_a_hang():
                      rules=RetryRules(max_retries=5, break_after=2)) as s:
         with pytest.raises(RuntimeError, match="boom|no lane left"):
             next(s)
+
+
+class _DeviceImages:
+    """Stands in for a CUDA tensor (none exists on a CPU box): what the merger's accounting reads."""
+    is_cuda = True
+    nbytes = 1000
+
+
+class _DeviceResult:
+    def __init__(self, seq):
+        self.seq, self.images = seq, _DeviceImages()
+
+
+def test_gpu_bytes_buffered_in_the_merger_count_against_the_device_budget():
+    gpu = ScriptedLane("gpu", slots=8, kind=LaneKind.GPU, auto=lambda t: _DeviceResult(t.seq))
+    cpu = ScriptedLane("cpu", slots=8, auto=ok)
+    with BatchStream([gpu, cpu], batches(30), window=20, timeout_s=WAIT_S, device_budget_bytes=3000) as s:
+        cpu.wait_submitted(1)
+        deadline = time.monotonic() + WAIT_S
+        while len(gpu.submitted) + len(cpu.submitted) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the consumer reads nothing: the GPU lane must stop at the budget
+        assert len(gpu.submitted) <= 3
+        results = drain(s, 30)
+    assert [getattr(r, "seq", None) if not isinstance(r, tuple) else r[1] for r in results] == list(range(30))

@@ -38,7 +38,8 @@ class InProcessLane:
 
     def run_batch(self, task: BatchTask):
         return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
-                             on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name)
+                             on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
+                             normalize=False)  # uint8 out: the loader normalizes on its device
 
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:

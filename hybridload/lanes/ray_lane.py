@@ -45,7 +45,8 @@ class KernelWorker:
     def run(self, epoch: int, indices: np.ndarray, payloads: dict | None = None):
         from hybridload.kernels import process_batch
         src = self.source if payloads is None else _Preloaded(self.source, payloads)
-        res = process_batch(src, self.recipe, indices, self.seed, epoch, on_error=self.on_error, lane="ray")
+        res = process_batch(src, self.recipe, indices, self.seed, epoch, on_error=self.on_error, lane="ray",
+                            normalize=False)  # uint8 travels: 4x fewer bytes than float32
         return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds
 
 

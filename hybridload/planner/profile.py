@@ -159,8 +159,8 @@ def _gpu_text(gpu) -> str:
             f"{gpu.window_s:g} s, {gpu.mem_free_bytes / 2**30:.1f} of {gpu.mem_total_bytes / 2**30:.1f} GiB free")
     if gpu.jpeg_util is not None:
         text += f", JPEG engine {gpu.jpeg_util:.0%}"
-    if gpu.decoder_util is not None:
-        text += f", decoder {gpu.decoder_util:.0%}"
+    if gpu.nvdec_util is not None:
+        text += f", NVDEC (video) {gpu.nvdec_util:.0%}"
     return text
 
 

@@ -49,8 +49,12 @@ class Measurements:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
+        """Plain data for the plan file: ``gpu_available`` there means a GPU was really measured
+        (DALI's CPU-only stand-in is ``gpu_lane_measured`` only)."""
         d = asdict(self)
         d["nodes"] = [asdict(n) for n in self.nodes]
+        d["gpu_lane_measured"] = self.gpu_available
+        d["gpu_available"] = self.gpu_available and self.gpu_time_bound
         return d
 
 

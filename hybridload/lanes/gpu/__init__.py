@@ -46,7 +46,8 @@ def _tiny_jpeg() -> bytes:
 def _dali(policy, source, recipe, *, seed, batch_size, device) -> Lane:
     from .dali import DaliLane
     return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                    num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb)
+                    num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb,
+                    normalize_output=False, host_sync=False)  # uint8 until delivery, which waits on result.ready
 
 
 def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
@@ -58,7 +59,7 @@ def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
         raise LaneUnavailableError(f"torchvision cannot decode on {device} ({type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from None
     return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
-                        memory_budget_mb=policy.gpu_memory_budget_mb)
+                        memory_budget_mb=policy.gpu_memory_budget_mb, normalize_output=False, host_sync=False)
 
 
 ENGINES = {"dali": _dali, "torch": _torch}

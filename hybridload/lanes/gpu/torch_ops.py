@@ -12,10 +12,11 @@ differ by at most one grey level on most values (see tests/test_gpu_path.py).
 
 from __future__ import annotations
 
-import functools
 
 import torch
 import torch.nn.functional as F
+
+from hybridload.kernels.batch import normalize_batch
 
 from hybridload.ops import Crop, Flip, Op, Resize
 
@@ -81,22 +82,6 @@ def stack(images: list[torch.Tensor], layout: str = "CHW") -> torch.Tensor:
     return batch if layout == "CHW" else batch.permute(0, 2, 3, 1).contiguous()
 
 
-@functools.lru_cache(maxsize=32)
-def _scale_bias(mean: tuple, std: tuple, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    shape = (1, 3, 1, 1) if layout == "CHW" else (1, 1, 1, 3)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32).view(shape)
-    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32).view(shape)
-    return scale.to(device), bias.to(device)  # once per device: no host copy per batch
-
-
-_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
-
-
 def normalize(batch: torch.Tensor, recipe) -> torch.Tensor:
-    """The recipe's Normalize and output dtype on the batch's device (the CPU kernels' arithmetic)."""
-    norm, dtype = recipe.normalize, _DTYPES[recipe.dtype]
-    if norm is None:
-        return batch if dtype == torch.uint8 else batch.to(dtype)
-    scale, bias = _scale_bias(tuple(norm.mean), tuple(norm.std), recipe.layout, batch.device)
-    out = batch.to(torch.float32).mul_(scale).add_(bias)
-    return out if dtype == torch.float32 else out.to(dtype)
+    """The recipe's Normalize and output dtype on the batch's device (the CPU kernels' function)."""
+    return normalize_batch(batch, recipe)
