@@ -116,7 +116,7 @@ def test_dali_device_id_is_the_resolved_device(photo_root, monkeypatch):
     monkeypatch.setattr(pipelines, "build_pipeline", lambda rec, **kw: seen.update(kw) or object())
     lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
                              device="cuda")
-    assert seen["device_id"] == 3 and lane.describe() == "DALI on cuda:3" and lane.kind is LaneKind.GPU
+    assert seen["device_id"] == 3 and lane.describe() == "GPU lane: DALI on cuda:3" and lane.kind is LaneKind.GPU
     lane._pool.shutdown()
 
 
@@ -288,7 +288,7 @@ def test_dali_cpu_only_mode_warns_once_per_process(photo_root, monkeypatch):
         warnings.simplefilter("always")
         lanes = [make_gpu_lane(LoaderPolicy(), src, rec, seed=0, batch_size=4, device="cpu") for _ in range(2)]
     loud = [w for w in caught if "CPU-only mode (no GPU visible)" in str(w.message)]
-    assert len(loud) == 1 and all(lane.describe() == "DALI CPU-only mode, no GPU visible" for lane in lanes)
+    assert len(loud) == 1 and all(lane.describe() == "GPU lane: DALI CPU-only mode, no GPU visible" for lane in lanes)
     for lane in lanes:
         lane.close()
 

@@ -108,7 +108,7 @@ class DaliLane:
         log.info("GPU lane: %s, %d threads, batch %d", self.describe(), num_threads, batch_size)
 
     def describe(self) -> str:
-        return "DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}"
+        return "GPU lane: " + ("DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}")
 
     # -- one batch
     def run_batch(self, task: BatchTask):

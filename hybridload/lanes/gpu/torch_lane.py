@@ -86,7 +86,7 @@ class TorchGpuLane:
 
     def describe(self) -> str:
         engine = "torchvision nvJPEG + torch ops" if self._cuda else "torch ops on CPU tensors (test engine)"
-        return f"torch engine on {self.device}: {engine}"
+        return f"GPU lane: torch engine on {self.device}, {engine}"
 
     def run_batch(self, task: BatchTask) -> GpuBatchResult:
         t0 = time.perf_counter()
