@@ -23,8 +23,10 @@ class LoaderPolicy:
             lane capped at ``gpu_share``), "auto" (the planner decides, re-planning online).
         gpu_share: fraction of batches the GPU lane may take in "split" mode, 0..1.
         max_gpu_util: the GPU lane may not push GPU utilization above this, 0..1.
-        ray_address: None (RAY_ADDRESS, else an embedded local cluster on loopback),
-            "auto", or "host:port".
+        ray_address: where the Ray CPU actors run. None: RAY_ADDRESS if set, else no Ray at all
+            (the CPU work runs on this machine, see ``local_workers``); "embedded": a Ray
+            cluster on 127.0.0.1 started for this process; "auto": the cluster started with
+            ``ray start`` on this machine; "host:port" (or "ray://host:port"): that cluster.
         cpu_actors: Ray CPU actors; None → from the plan or the cluster's CPUs; 0 → the
             in-process lane (threads in this process, no Ray).
         placement: "remote-first" (actors on nodes other than the trainer's when they have
@@ -122,8 +124,10 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: max_retries must be an int >= 0, got {self.max_retries!r}")
         if not _is_count(self.break_after) or self.break_after == 0:
             raise ValueError(f"LoaderPolicy: break_after must be an int >= 1, got {self.break_after!r}")
-        if self.ray_address is not None and not isinstance(self.ray_address, str):
-            raise ValueError(f"LoaderPolicy: ray_address must be None, 'auto' or 'host:port', got {self.ray_address!r}")
+        if self.ray_address is not None and not is_ray_address(self.ray_address):
+            raise ValueError(f"LoaderPolicy: ray_address must be None (no Ray unless RAY_ADDRESS is set), "
+                             f"'embedded' (a Ray cluster on 127.0.0.1 for this process), 'auto' (the cluster "
+                             f"started with `ray start` here) or 'host:port'; got {self.ray_address!r}")
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
@@ -155,6 +159,16 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def is_ray_address(v: Any) -> bool:
+    """True for "embedded", "auto", "host:port" and "ray://host:port" (port a number 1..65535)."""
+    if not isinstance(v, str):
+        return False
+    if v in ("embedded", "auto"):
+        return True
+    host, sep, port = v.removeprefix("ray://").rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536 and not any(c.isspace() for c in host))
 
 
 def _is_fraction(v: Any) -> bool:
