@@ -12,6 +12,7 @@ MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")
 ON_ERROR = ("raise", "skip")
 GPU_ENGINES = ("auto", "dali", "torch")
+LOCAL_WORKERS = ("auto", "threads", "processes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +35,12 @@ class LoaderPolicy:
         reserve_local_cpus: CPUs on the trainer's node left free for the training process.
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
-        threads: threads of the in-process lane; None → the CPUs this process may use.
+        threads: workers of the local lane (threads or processes); None → the CPUs this
+            process may use.
+        local_workers: what the local lane (the CPU work without Ray) runs on: "threads"
+            (in this process), "processes" (worker processes writing batches into shared
+            memory; start them under ``if __name__ == "__main__":``), or "auto" (threads
+            below ``lanes.spec.PROCESSES_FROM_CPUS`` usable CPUs, processes from there up).
         gpu_engine: what runs the GPU lane: "dali" (NVIDIA DALI pipelines), "torch"
             (torchvision's nvJPEG decode + torch ops on the GPU), or "auto" (DALI when it
             imports and builds on a GPU, else the torch engine when torchvision decodes on
@@ -67,6 +73,7 @@ class LoaderPolicy:
     reserve_local_cpus: int = 1
     ship_bytes: bool = False
     threads: int | None = None
+    local_workers: str = "auto"
     gpu_engine: str = "auto"
     gpu_threads: int = 2
     gpu_memory_budget_mb: float | None = None
@@ -104,6 +111,9 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
+        if self.local_workers not in LOCAL_WORKERS:
+            raise ValueError(f"LoaderPolicy: local_workers must be one of {', '.join(LOCAL_WORKERS)}; "
+                             f"got {self.local_workers!r}")
         if self.gpu_engine not in GPU_ENGINES:
             raise ValueError(f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; "
                              f"got {self.gpu_engine!r}")

@@ -39,6 +39,15 @@ from dataclasses import dataclass
 from .base import LaneKind
 
 
+#: "auto" picks worker processes for the local lane from this many usable CPUs up. Measured
+#: on a 2-core machine (benchmarks/bench_local_lanes.py, RESULTS.md): threads and processes
+#: within noise of each other at 1-2 workers, with threads starting in milliseconds where
+#: processes need about a second; threads stop scaling where the GIL-held parts (Python per
+#: sample, stacking) add up, which the 16-core sweep in benchmarks/gpu_check.py measures.
+#: Until it has run, processes from 8 CPUs up.
+PROCESSES_FROM_CPUS = 8
+
+
 @dataclass(frozen=True)
 class LaneSpec:
     """Attributes:
@@ -47,6 +56,7 @@ class LaneSpec:
         auto: re-plan the cap online from live lane rates.
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
+        local_processes: a CPU_LOCAL primary lane runs worker processes (else threads).
         notes: things the user should hear (logged as warnings by the loader).
     """
 
@@ -55,6 +65,7 @@ class LaneSpec:
     auto: bool
     cpu: LaneKind
     cpu_standby: bool = False
+    local_processes: bool = False
     notes: tuple[str, ...] = ()
 
     @property
@@ -65,21 +76,30 @@ class LaneSpec:
         return 1.0 if self.gpu_cap is None else self.gpu_cap
 
 
-def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env: str | None = None) -> LaneSpec:
+def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env: str | None = None,
+               cpus: int = 1) -> LaneSpec:
     """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan).
 
-    ``ray_address_env``: the RAY_ADDRESS environment variable (passed in, so this stays pure).
+    ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
+    process may use (both passed in, so this stays pure).
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
+    kw = dict(cpu=cpu, notes=tuple(notes), local_processes=local_processes(policy.local_workers, cpus))
     if policy.mode == "gpu":
-        return LaneSpec(gpu=True, gpu_cap=None, auto=False, cpu=cpu, cpu_standby=True, notes=tuple(notes))
+        return LaneSpec(gpu=True, gpu_cap=None, auto=False, cpu_standby=True, **kw)
     if policy.mode == "split":
         share = policy.gpu_share if policy.gpu_share is not None else plan.gpu_share
-        return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, cpu=cpu, notes=tuple(notes))
+        return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, **kw)
     if policy.mode == "auto":
         share = policy.gpu_share if policy.gpu_share is not None else (plan.gpu_share if plan is not None else 0.5)
-        return LaneSpec(gpu=True, gpu_cap=share, auto=True, cpu=cpu, notes=tuple(notes))
-    return LaneSpec(gpu=False, gpu_cap=None, auto=False, cpu=cpu, notes=tuple(notes))
+        return LaneSpec(gpu=True, gpu_cap=share, auto=True, **kw)
+    return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
+
+
+def local_processes(local_workers: str, cpus: int) -> bool:
+    """Whether the local lane runs worker processes: "processes", or "auto" with at least
+    :data:`PROCESSES_FROM_CPUS` usable CPUs."""
+    return local_workers == "processes" or (local_workers == "auto" and cpus >= PROCESSES_FROM_CPUS)
 
 
 def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:
