@@ -40,11 +40,12 @@ from .base import LaneKind
 
 
 #: "auto" picks worker processes for the local lane from this many usable CPUs up. Measured
-#: on a 2-core machine (benchmarks/bench_local_lanes.py, RESULTS.md): threads and processes
-#: within noise of each other at 1-2 workers, with threads starting in milliseconds where
-#: processes need about a second; threads stop scaling where the GIL-held parts (Python per
-#: sample, stacking) add up, which the 16-core sweep in benchmarks/gpu_check.py measures.
-#: Until it has run, processes from 8 CPUs up.
+#: on the 2-core machine (benchmarks/bench_local_lanes.py, RESULTS.md; load ~5, noisy):
+#: threads 484 / 494 images/s at 1 / 2 workers, processes 442 / 388 (0.91x / 0.79x of
+#: threads), so threads on small machines; they also start in milliseconds where the
+#: processes need about a second. Where threads stop scaling (the GIL-held Python per sample
+#: and batch stacking add up) needs more cores than this machine has: the 16-core sweep in
+#: benchmarks/gpu_check.py measures it. Until then, processes from 8 CPUs up (a guess).
 PROCESSES_FROM_CPUS = 8
 
 
