@@ -106,7 +106,7 @@ class HybridRay(Contestant):
 
     def __init__(self, source, rec, batch_size: int, actors: int):
         self.workers = actors
-        self.policy = LoaderPolicy(mode="cpu", cpu_actors=actors, reserve_local_cpus=0, placement="any")
+        self.policy = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=actors, reserve_local_cpus=0, placement="any")
         self.loader = HybridLoader(source, rec, batch_size, policy=self.policy, seed=0, device="cpu")
 
     def epoch(self, epoch: int) -> int:

@@ -8,7 +8,7 @@ step — AMP, channels_last — per mode: GPU lane, CPU lane on all cores, split
 planner's share, torch DataLoader with Pillow on all cores, against the same model on
 synthetic on-device data); ``nvml`` (readings taken during the training step);
 ``plan`` (the planner's share vs a swept share); ``local_sweep`` (the in-process lane's
-threads vs torch DataLoader workers at 1, 2, 4, 8, 16).
+threads, its worker processes and torch DataLoader workers at 1, 2, 4, 8, 16).
 
 GPU machine (torch 2.11 + torchvision 0.26, no DALI, no Ray, no network), from the repo root:
     here:  echo /.whl/ >> .git/info/exclude
@@ -117,9 +117,9 @@ def endless(loader):
         epoch += 1
 
 
-def loader_for(src, rec, bs, device, mode, share=None, threads=None):
+def loader_for(src, rec, bs, device, mode, share=None, threads=None, local_workers="threads"):
     policy = LoaderPolicy(mode=mode, gpu_share=share, gpu_engine="torch", cpu_actors=0,
-                          threads=threads or usable_cpus())
+                          threads=threads or usable_cpus(), local_workers=local_workers)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return HybridLoader(src, rec, bs, policy=policy, device=device, seed=0, return_indices=True)
@@ -258,9 +258,12 @@ def local_sweep(src, rec, bs, nb, counts):
     for n in counts:
         with loader_for(src, rec, bs, torch.device("cpu"), "cpu", threads=n) as ld:
             lane_rate = trainer_rate(endless(ld), lambda i, l: None, torch.device("cpu"), nb, warm=1)
+        with loader_for(src, rec, bs, torch.device("cpu"), "cpu", threads=n, local_workers="processes") as ld:
+            proc_rate = trainer_rate(endless(ld), lambda i, l: None, torch.device("cpu"), nb, warm=1)
         dl_rate = trainer_rate(forever(torch_dataloader(src, rec, bs, n)), lambda i, l: None,
                                torch.device("cpu"), nb, warm=1)
-        out[n] = {"hybridload_threads": lane_rate, "torch_dataloader_workers": dl_rate}
+        out[n] = {"hybridload_threads": lane_rate, "hybridload_processes": proc_rate,
+                  "torch_dataloader_workers": dl_rate}
     return out
 
 
@@ -321,8 +324,9 @@ def table(report) -> str:
                                                f"{report['plan']['best_swept_share']:.2f}"))
     rows.append(("NVML during the step", json.dumps(report["nvml"])[:120]))
     for n, v in report["local_sweep"].items():
-        rows.append((f"local {n}: threads / DataLoader workers",
-                     f"{v['hybridload_threads']:,.0f} / {v['torch_dataloader_workers']:,.0f}"))
+        rows.append((f"local {n}: threads / processes / DataLoader workers",
+                     f"{v['hybridload_threads']:,.0f} / {v.get('hybridload_processes', 0):,.0f} / "
+                     f"{v['torch_dataloader_workers']:,.0f}"))
     w = max(len(r[0]) for r in rows)
     return "\n".join([f"| {'check'.ljust(w)} | value |", f"| {'-' * w} | ----- |"] +
                      [f"| {a.ljust(w)} | {b} |" for a, b in rows])

@@ -72,7 +72,7 @@ def faults(root, cluster):
     src = sources.ImageFolder(root)
     ref, _, _ = run(src, LoaderPolicy(cpu_actors=0, threads=2))
     rows = []
-    ray_policy = LoaderPolicy(cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=90)
+    ray_policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=90)
 
     def kill_busiest(ld):
         lane = ld._lanes[0]
@@ -92,7 +92,7 @@ def faults(root, cluster):
         while time.monotonic() < deadline and any(n["NodeID"] == extra.node_id and n["Alive"] for n in ray.nodes()):
             time.sleep(0.2)
 
-    got, st, gap = run(src, LoaderPolicy(cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90), (4, remove))
+    got, st, gap = run(src, LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90), (4, remove))
     rows.append(row("node removed after batch 4", ref, got, st, gap))
 
     real = DaliLane.run_batch
@@ -107,7 +107,7 @@ def faults(root, cluster):
     DaliLane.run_batch = flaky
     try:
         for policy, name in ((LoaderPolicy(mode="gpu"), "GPU lane raises from its 4th batch (mode gpu)"),
-                             (LoaderPolicy(mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1),
+                             (LoaderPolicy(ray_address="embedded", mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1),
                               "GPU lane raises from its 4th batch (split + Ray)")):
             calls["n"] = 0
             got, st, gap = run(src, policy)
@@ -156,7 +156,7 @@ def bad_inputs(root, tmp):
         k += 2 + length
     put("huge.jpg", bytes(huge))
     kinds["missing"] = os.path.join(tmp, "missing.jpg")
-    lanes = {"in-process": LoaderPolicy(cpu_actors=0), "ray": LoaderPolicy(cpu_actors=2, reserve_local_cpus=1),
+    lanes = {"in-process": LoaderPolicy(cpu_actors=0), "ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1),
              "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu")}
     rows = []
     paths0 = sources.ImageFolder(root).paths[:8]
@@ -187,7 +187,7 @@ def memory(root):
         return float(line.split("Plasma memory usage")[-1].split("MiB")[0] or 0)
 
     out = {}
-    with HybridLoader(sources.ImageFolder(root), REC, 16, policy=LoaderPolicy(cpu_actors=2, reserve_local_cpus=1)) as ld:
+    with HybridLoader(sources.ImageFolder(root), REC, 16, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)) as ld:
         for epoch in range(50):
             ld.set_epoch(epoch)
             for _ in ld:

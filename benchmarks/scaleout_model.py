@@ -78,7 +78,7 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
         cluster.wait_for_nodes(timeout=60)
         ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
         nodes = check_ray_loopback(ray)
-        policy = LoaderPolicy(cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
+        policy = LoaderPolicy(ray_address="embedded", cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
         with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy,
                           device="cpu") as ld:
             state = {"it": iter(ld), "epoch": 0}

@@ -33,9 +33,9 @@ def parser(doc: str, *, steps: int | None = None, epochs: int = 1, batch_size: i
 
 def policy(args) -> LoaderPolicy:
     """The in-process lane (threads here, no Ray) by default; Ray CPU actors with --ray.
-    LoaderPolicy's ray_address=None honours RAY_ADDRESS."""
+    --ray uses RAY_ADDRESS if set, else an embedded cluster on 127.0.0.1."""
     if args.ray:
-        return LoaderPolicy(cpu_actors=args.actors, ray_address=os.environ.get("RAY_ADDRESS"))
+        return LoaderPolicy(cpu_actors=args.actors, ray_address=os.environ.get("RAY_ADDRESS") or "embedded")
     return LoaderPolicy(cpu_actors=0)
 
 

@@ -103,7 +103,8 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
     if mode == "single-gpu":
         return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=0, threads=threads)
     if mode == "multi-node":
-        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=None, ray_address=ray_address,
+        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=None,
+                            ray_address=ray_address or os.environ.get("RAY_ADDRESS") or "embedded",
                             placement="any", reserve_local_cpus=0)
     if mode == "cpu":
         if ray_address:

@@ -33,9 +33,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.in_process:
         policy = LoaderPolicy(mode=args.mode, gpu_share=0.5 if args.mode == "split" else None, cpu_actors=0,
                               threads=args.threads)
-    else:  # the embedded default: Ray on loopback for the CPU lane, DALI (GPU, else CPU-only mode)
+    else:  # the default: the CPU lane on this machine without Ray (--ray: Ray actors), DALI (GPU, else CPU-only)
         policy = LoaderPolicy(mode=args.mode, gpu_share=0.5 if args.mode == "split" else None,
-                              reserve_local_cpus=0, placement="any")
+                              reserve_local_cpus=0, placement="any",
+                              ray_address=(os.environ.get("RAY_ADDRESS") or "embedded") if args.ray else None)
     rows = []
     with HybridLoader(src, rec, args.batch_size, policy=policy, seed=0) as loader:
         for epoch in range(args.epochs):
@@ -150,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--size", type=int, default=224, help="output size of RandomResizedCrop")
     d.add_argument("--epochs", type=int, default=2)
     d.add_argument("--mode", default="auto", choices=["auto", "split", "gpu", "cpu"])
-    d.add_argument("--in-process", action="store_true", help="threads in this process instead of Ray actors")
+    d.add_argument("--in-process", action="store_true", help="the in-process lane (threads), --threads of them")
+    d.add_argument("--ray", action="store_true",
+                   help="the CPU lane on Ray actors (RAY_ADDRESS if set, else an embedded cluster on 127.0.0.1)")
     d.add_argument("--threads", type=int, default=None, help="in-process lane threads (default: all CPUs)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.set_defaults(func=cmd_demo)

@@ -38,16 +38,17 @@ def _import_ray():
 def acquire(address: str | None = None, fallback_embedded: bool = False):
     """Make sure this process is connected to Ray; returns the ``ray`` module.
 
-    ``address``: None → RAY_ADDRESS if set, else an embedded local cluster on loopback;
-    "auto" → the cluster started on this machine with ``ray start`` (with
-    ``fallback_embedded``, the embedded cluster when there is none); "host:port" → that
-    cluster.
+    ``address``: "embedded" → an embedded local cluster on loopback (RAY_ADDRESS is not
+    read); None → RAY_ADDRESS if set, else the embedded cluster; "auto" → the cluster
+    started on this machine with ``ray start`` (with ``fallback_embedded``, the embedded
+    cluster when there is none); "host:port" → that cluster. A connection that already
+    exists in this process is used as it is.
     """
     global _users, _we_connected
     ray = _import_ray()
     with _lock:
         if not ray.is_initialized():
-            addr = address or os.environ.get("RAY_ADDRESS")
+            addr = None if address == "embedded" else (address or os.environ.get("RAY_ADDRESS"))
             if addr == "auto" and os.environ.get("RAY_ADDRESS"):
                 addr = os.environ["RAY_ADDRESS"]
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

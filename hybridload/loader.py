@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import weakref
 from typing import Iterator
 
@@ -21,7 +22,7 @@ from .lanes.base import LaneKind
 from .lanes.build import build_lanes, close_lanes
 from .lanes.spec import LaneCaps, plan_lanes
 from .planner.plan import Plan
-from .policy import LoaderPolicy
+from .policy import LoaderPolicy, usable_cpus
 from .recipe import Recipe
 from .retry import RetryRules, StragglerRule
 from .sources import Source
@@ -115,7 +116,8 @@ class HybridLoader:
             raise RuntimeError("HybridLoader is closed")
         if self._lanes:
             return self._lanes
-        spec = plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None)
+        spec = plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None,
+                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus())
         built = build_lanes(spec, self.source, self.recipe, policy=self.policy, seed=self.seed,
                             batch_size=self.batch_size, device=self.device, rank=self.rank,
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)

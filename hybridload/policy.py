@@ -12,6 +12,7 @@ MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")
 ON_ERROR = ("raise", "skip")
 GPU_ENGINES = ("auto", "dali", "torch")
+LOCAL_WORKERS = ("auto", "threads", "processes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,8 +24,10 @@ class LoaderPolicy:
             lane capped at ``gpu_share``), "auto" (the planner decides, re-planning online).
         gpu_share: fraction of batches the GPU lane may take in "split" mode, 0..1.
         max_gpu_util: the GPU lane may not push GPU utilization above this, 0..1.
-        ray_address: None (RAY_ADDRESS, else an embedded local cluster on loopback),
-            "auto", or "host:port".
+        ray_address: where the Ray CPU actors run. None: RAY_ADDRESS if set, else no Ray at all
+            (the CPU work runs on this machine, see ``local_workers``); "embedded": a Ray
+            cluster on 127.0.0.1 started for this process; "auto": the cluster started with
+            ``ray start`` on this machine; "host:port" (or "ray://host:port"): that cluster.
         cpu_actors: Ray CPU actors; None → from the plan or the cluster's CPUs; 0 → the
             in-process lane (threads in this process, no Ray).
         placement: "remote-first" (actors on nodes other than the trainer's when they have
@@ -32,7 +35,12 @@ class LoaderPolicy:
         reserve_local_cpus: CPUs on the trainer's node left free for the training process.
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
-        threads: threads of the in-process lane; None → the CPUs this process may use.
+        threads: workers of the local lane (threads or processes); None → the CPUs this
+            process may use.
+        local_workers: what the local lane (the CPU work without Ray) runs on: "threads"
+            (in this process), "processes" (worker processes writing batches into shared
+            memory; start them under ``if __name__ == "__main__":``), or "auto" (threads
+            below ``lanes.spec.PROCESSES_FROM_CPUS`` usable CPUs, processes from there up).
         gpu_engine: what runs the GPU lane: "dali" (NVIDIA DALI pipelines), "torch"
             (torchvision's nvJPEG decode + torch ops on the GPU), or "auto" (DALI when it
             imports and builds on a GPU, else the torch engine when torchvision decodes on
@@ -65,6 +73,7 @@ class LoaderPolicy:
     reserve_local_cpus: int = 1
     ship_bytes: bool = False
     threads: int | None = None
+    local_workers: str = "auto"
     gpu_engine: str = "auto"
     gpu_threads: int = 2
     gpu_memory_budget_mb: float | None = None
@@ -102,6 +111,9 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
+        if self.local_workers not in LOCAL_WORKERS:
+            raise ValueError(f"LoaderPolicy: local_workers must be one of {', '.join(LOCAL_WORKERS)}; "
+                             f"got {self.local_workers!r}")
         if self.gpu_engine not in GPU_ENGINES:
             raise ValueError(f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; "
                              f"got {self.gpu_engine!r}")
@@ -122,8 +134,10 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: max_retries must be an int >= 0, got {self.max_retries!r}")
         if not _is_count(self.break_after) or self.break_after == 0:
             raise ValueError(f"LoaderPolicy: break_after must be an int >= 1, got {self.break_after!r}")
-        if self.ray_address is not None and not isinstance(self.ray_address, str):
-            raise ValueError(f"LoaderPolicy: ray_address must be None, 'auto' or 'host:port', got {self.ray_address!r}")
+        if self.ray_address is not None and not is_ray_address(self.ray_address):
+            raise ValueError(f"LoaderPolicy: ray_address must be None (no Ray unless RAY_ADDRESS is set), "
+                             f"'embedded' (a Ray cluster on 127.0.0.1 for this process), 'auto' (the cluster "
+                             f"started with `ray start` here) or 'host:port'; got {self.ray_address!r}")
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
@@ -155,6 +169,16 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def is_ray_address(v: Any) -> bool:
+    """True for "embedded", "auto", "host:port" and "ray://host:port" (port a number 1..65535)."""
+    if not isinstance(v, str):
+        return False
+    if v in ("embedded", "auto"):
+        return True
+    host, sep, port = v.removeprefix("ray://").rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536 and not any(c.isspace() for c in host))
 
 
 def _is_fraction(v: Any) -> bool:

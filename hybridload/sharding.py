@@ -107,7 +107,18 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
 class DistributedBatchSampler:
     """A stateful iterable of this rank's batches (lists of indices), usable as a torch
     DataLoader ``batch_sampler``. ``set_epoch`` like DistributedSampler; ``state_dict``
-    / ``load_state_dict`` resume mid-epoch exactly."""
+    / ``load_state_dict`` resume mid-epoch exactly.
+
+    Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also
+    reshuffles every pass):
+
+    * a new pass without ``set_epoch`` advances the epoch by one;
+    * ``set_epoch(e)`` always wins: the next pass is epoch e from its start, however many
+      passes ran before (``set_epoch(5)`` before each of two passes gives epoch 5 twice);
+    * a resumed pass (``load_state_dict`` / ``resume_at``) continues the saved epoch, also
+      when ``set_epoch`` names that epoch before the pass;
+    * the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
+    """
 
     def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int | None = None, world_size: int | None = None):
@@ -118,12 +129,16 @@ class DistributedBatchSampler:
         self.epoch = 0
         self._pos = 0          # batches handed out by the live iterator
         self._resume = 0       # where the next iterator starts
+        self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
 
     def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self._resume = 0
-            self._pos = 0
+        """The next pass is epoch ``epoch``, from its start; right after a resume into that
+        same epoch, from the resume point (the usual ``load_state_dict`` then
+        ``set_epoch(saved_epoch)`` loop keeps its place)."""
+        if int(epoch) != self.epoch or not self._chosen:
+            self._resume = self._pos = 0
         self.epoch = int(epoch)
+        self._chosen = True
 
     def __len__(self) -> int:
         return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
@@ -141,8 +156,13 @@ class DistributedBatchSampler:
                             rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last)
 
     def begin_pass(self) -> tuple[list[np.ndarray], int]:
-        """The current epoch's batches and the position a new pass starts from (the resume
-        point, used up by this call)."""
+        """The batches of the epoch this pass runs and the position it starts from (the
+        resume point, used up by this call). Without a ``set_epoch`` or a resume since the
+        previous pass began, the epoch advances by one first."""
+        if not self._chosen:
+            self.epoch += 1
+            self._resume = 0
+        self._chosen = False
         start, self._resume = self._resume, 0
         self._pos = start
         return self.batches(), start
@@ -155,6 +175,7 @@ class DistributedBatchSampler:
         """The next pass is epoch ``epoch`` from batch ``position``."""
         self.epoch = int(epoch)
         self._pos = self._resume = int(position)
+        self._chosen = True
 
     def __iter__(self):
         batches, start = self.begin_pass()

@@ -13,7 +13,7 @@ from hybridload.errors import SampleError
 REC = recipe.imagenet_train(32)
 LANES = {
     "inprocess": lambda **kw: LoaderPolicy(mode="cpu", cpu_actors=0, **kw),
-    "ray": lambda **kw: LoaderPolicy(mode="cpu", cpu_actors=2, reserve_local_cpus=1, **kw),
+    "ray": lambda **kw: LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=1, **kw),
     "gpu": lambda **kw: LoaderPolicy(mode="gpu", **kw),
 }
 ERRORS = {"truncated": "Decode", "zero": "Decode", "text": "Decode", "missing": "read", "huge": "Decode"}

@@ -41,7 +41,7 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_
     import ray
     caplog.set_level(logging.WARNING, logger="hybridload")
     # a small window keeps work queued after the kill, so the dead actor is always noticed
-    policy = LoaderPolicy(cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=60, window=3)
+    policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=60, window=3)
     got, gaps = [], []
     with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True, policy=policy) as ld:
         t_last = None
@@ -88,7 +88,7 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
     cluster.wait_for_nodes(timeout=60)
     removed = False
     try:
-        policy = LoaderPolicy(cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90)
+        policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90)
         with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True,
                           policy=policy) as ld:
             def remove(k):
@@ -137,7 +137,7 @@ class SlowOnOneActor(sources.FileList):
 def test_a_slowed_actor_does_not_hold_the_stream_back(ray_cluster, photo_root, reference):
     src0 = sources.ImageFolder(photo_root)
     src = SlowOnOneActor(src0.paths, src0._labels, delay=2.0)  # a batch on actor 0 takes >= 8 s
-    policy = LoaderPolicy(cpu_actors=3, reserve_local_cpus=1, straggler_factor=3.0, straggler_min_s=1.0,
+    policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, straggler_factor=3.0, straggler_min_s=1.0,
                           batch_timeout_s=60)
     t0 = time.monotonic()
     with HybridLoader(src, REC, BS, seed=1, return_indices=True, policy=policy) as ld:

@@ -14,7 +14,8 @@ def a_plan(share):
 
 @pytest.mark.parametrize("policy,plan,expected", [
     (LoaderPolicy(mode="cpu", cpu_actors=0), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="cpu"), None, (False, None, False, LaneKind.CPU_ACTORS, False)),
+    (LoaderPolicy(mode="cpu"), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="cpu", ray_address="embedded"), None, (False, None, False, LaneKind.CPU_ACTORS, False)),
     (LoaderPolicy(mode="gpu", cpu_actors=0), None, (True, None, False, LaneKind.CPU_LOCAL, True)),
     (LoaderPolicy(mode="split", gpu_share=0.3, cpu_actors=0), None, (True, 0.3, False, LaneKind.CPU_LOCAL, False)),
     (LoaderPolicy(mode="split", gpu_share=0.0, cpu_actors=0), None, (False, 0.0, False, LaneKind.CPU_LOCAL, False)),
@@ -23,7 +24,7 @@ def a_plan(share):
     (LoaderPolicy(mode="auto", cpu_actors=0), None, (True, 0.5, True, LaneKind.CPU_LOCAL, False)),
     (LoaderPolicy(mode="auto", cpu_actors=0), a_plan(0.2), (True, 0.2, True, LaneKind.CPU_LOCAL, False)),
     (LoaderPolicy(mode="auto", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
-], ids=["cpu-local", "cpu-actors", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
+], ids=["cpu-local", "cpu-default-local", "cpu-actors-embedded", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
         "auto-policy-wins"])
 def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
     spec = plan_lanes(policy, plan)
@@ -31,8 +32,37 @@ def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
     assert not spec.notes
 
 
+@pytest.mark.parametrize("policy,env,kind", [
+    (LoaderPolicy(), None, LaneKind.CPU_LOCAL),
+    (LoaderPolicy(), "10.0.0.1:6379", LaneKind.CPU_ACTORS),
+    (LoaderPolicy(cpu_actors=0), "10.0.0.1:6379", LaneKind.CPU_LOCAL),
+    (LoaderPolicy(ray_address="auto"), None, LaneKind.CPU_ACTORS),
+    (LoaderPolicy(ray_address="10.0.0.1:6379"), None, LaneKind.CPU_ACTORS),
+    (LoaderPolicy(ray_address="embedded", cpu_actors=2), None, LaneKind.CPU_ACTORS),
+], ids=["default-no-ray", "ray-address-env", "cpu-actors-0-wins", "auto", "host-port", "embedded"])
+def test_ray_is_used_only_when_a_cluster_is_configured_or_asked_for(policy, env, kind):
+    spec = plan_lanes(policy, None, ray_address_env=env)
+    assert spec.cpu is kind and not spec.notes
+
+
+def test_actors_asked_without_a_cluster_run_locally_and_say_how_to_get_ray():
+    spec = plan_lanes(LoaderPolicy(cpu_actors=3), None, ray_address_env=None)
+    assert spec.cpu is LaneKind.CPU_LOCAL and "ray_address='embedded'" in spec.notes[0]
+
+
+@pytest.mark.parametrize("value", ["", "localhost", "host:port", ":6379", "host:0", "host:70000", 6379, "a b:1"])
+def test_a_bad_ray_address_is_refused_naming_what_to_write(value):
+    with pytest.raises(ValueError, match="'embedded'.*'auto'.*'host:port'"):
+        LoaderPolicy(ray_address=value)
+
+
+@pytest.mark.parametrize("value", ["embedded", "auto", "127.0.0.1:6379", "ray://head:10001", "[::1]:6379"])
+def test_good_ray_addresses_are_accepted(value):
+    assert LoaderPolicy(ray_address=value).ray_address == value
+
+
 def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
-    spec = plan_lanes(LoaderPolicy(mode="cpu"), None, ray_installed=False)
+    spec = plan_lanes(LoaderPolicy(mode="cpu", ray_address="auto"), None, ray_installed=False)
     assert spec.cpu is LaneKind.CPU_LOCAL and "Ray is not installed" in spec.notes[0]
     assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
 

@@ -193,3 +193,19 @@ def test_empty_or_missing_folders_are_named(tmp_path):
     (tmp_path / "cat" / "notes.txt").write_text("x")
     with pytest.raises(FileNotFoundError, match="no image files"):
         sources.ImageFolder(tmp_path)
+
+
+def test_a_pass_without_set_epoch_reshuffles_and_set_epoch_wins(photo_root):
+    src = sources.ImageFolder(photo_root)
+    with HybridLoader(src, REC, 8, policy=inproc(threads=2), seed=1, return_indices=True) as ld:
+        first, second = stream_pass(ld), stream_pass(ld)
+        assert first != second and ld.epoch == 1
+        ld.set_epoch(5)
+        five = stream_pass(ld)
+        ld.set_epoch(5)
+        assert stream_pass(ld) == five and ld.epoch == 5
+        assert [i.tolist() for i in ld.batch_indices(5)] == [list(b) for b in five]
+
+
+def stream_pass(ld):
+    return [tuple(idx.tolist()) for _img, _lab, idx in ld]

@@ -57,7 +57,7 @@ RSS_GROWTH_MB = 64
 @pytest.mark.parametrize("lane", ["inprocess", "ray"])
 def test_fifty_epochs_keep_memory_actors_and_threads_flat(photo_root, lane, request):
     policy = LoaderPolicy(cpu_actors=0, threads=2) if lane == "inprocess" else \
-        LoaderPolicy(cpu_actors=2, reserve_local_cpus=1)
+        LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)
     if lane == "ray":
         request.getfixturevalue("ray_cluster")
     src = sources.ImageFolder(photo_root)
@@ -83,7 +83,7 @@ def test_fifty_epochs_keep_memory_actors_and_threads_flat(photo_root, lane, requ
 
 def test_a_consumer_that_stops_reading_does_not_grow_memory_on_the_ray_lane(ray_cluster, photo_root):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 4, policy=LoaderPolicy(cpu_actors=2, reserve_local_cpus=1, window=3)) as ld:
+    with HybridLoader(src, REC, 4, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1, window=3)) as ld:
         it = iter(ld)
         next(it)
         time.sleep(2.0)

@@ -37,7 +37,7 @@ def test_remote_first_places_actors_off_the_trainer_node_and_keeps_its_cpus(clus
     import ray
     trainer = ray.get_runtime_context().get_node_id()
     ld = HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                      policy=LoaderPolicy(placement="remote-first", reserve_local_cpus=2), return_indices=True)
+                      policy=LoaderPolicy(ray_address="embedded", placement="remote-first", reserve_local_cpus=2), return_indices=True)
     try:
         next(iter(ld))
         lane = ld._lanes[0]
@@ -57,7 +57,7 @@ def test_local_placement_uses_the_trainer_node_less_its_reserve(cluster, photo_r
     import ray
     trainer = ray.get_runtime_context().get_node_id()
     with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                      policy=LoaderPolicy(placement="local", reserve_local_cpus=1)) as ld:
+                      policy=LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1)) as ld:
         next(iter(ld))
         assert ld._lanes[0].nodes == [trainer]
 
@@ -65,7 +65,7 @@ def test_local_placement_uses_the_trainer_node_less_its_reserve(cluster, photo_r
 def test_too_many_actors_is_a_clear_error(cluster, photo_root):
     with pytest.raises(ValueError, match="cpu_actors=9 but rank 0 has 3 CPU slots"):
         with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                          policy=LoaderPolicy(cpu_actors=9, reserve_local_cpus=1)) as ld:
+                          policy=LoaderPolicy(ray_address="embedded", cpu_actors=9, reserve_local_cpus=1)) as ld:
             next(iter(ld))
     assert wait_no_actors() == []
 
@@ -76,7 +76,7 @@ def test_ray_lane_stream_equals_in_process_stream_bit_for_bit(cluster, photo_roo
     with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5,
                       return_indices=True) as local:
         expected = digest_stream(local)
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=3, reserve_local_cpus=1, ship_bytes=ship_bytes),
+    with HybridLoader(src, REC, 7, policy=LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, ship_bytes=ship_bytes),
                       seed=5, return_indices=True) as remote:
         got = digest_stream(remote)
         assert remote.stats()["lanes"]["ray"]["images"] == 120
@@ -88,7 +88,7 @@ def test_sample_errors_from_actors_name_index_path_and_stage(cluster, photo_root
     paths = list(sources.ImageFolder(photo_root).paths[:8])
     paths[6] = bad_files["corrupt"]
     with HybridLoader(sources.FileList(paths, list(range(8))), REC, 2, shuffle=False,
-                      policy=LoaderPolicy(cpu_actors=2)) as ld:
+                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2)) as ld:
         got = []
         with pytest.raises(SampleError) as info:
             for _images, labels in ld:
@@ -99,13 +99,13 @@ def test_sample_errors_from_actors_name_index_path_and_stage(cluster, photo_root
 
 def test_close_gc_and_interpreter_exit_leave_no_actors(cluster, photo_root):
     src = sources.ImageFolder(photo_root)
-    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(cpu_actors=2))
+    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2))
     next(iter(ld))
     assert len(alive_actors()) == 2
     ld.close()
     assert wait_no_actors() == []
 
-    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(cpu_actors=2))
+    ld = HybridLoader(src, REC, 8, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2))
     next(iter(ld))
     assert len(alive_actors()) == 2
     del ld

@@ -166,7 +166,7 @@ def test_ray_actors_on_remote_nodes_read_memory_urls_themselves(ray_cluster, by_
                       policy=LoaderPolicy(cpu_actors=0, threads=2)) as local:
         expected = stream(local)
     with HybridLoader(MemorySeeded(inner, files), REC, 7, seed=5, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=2, reserve_local_cpus=2)) as remote:
+                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2)) as remote:
         got = stream(remote)
         trainer = ray.get_runtime_context().get_node_id()
         nodes = remote._lanes[0].nodes
@@ -179,7 +179,7 @@ def test_ray_actors_do_not_get_memory_files_from_the_driver(ray_cluster, memory_
     """The control for the test above: without the seeding wrapper, an actor's own
     memory:// is empty, so it fails to read — the bytes were not shipped by the driver."""
     src = sources.ImageFolder(memory_folder[0])
-    with HybridLoader(src, REC, 7, shuffle=False, policy=LoaderPolicy(cpu_actors=2, reserve_local_cpus=2)) as ld:
+    with HybridLoader(src, REC, 7, shuffle=False, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2)) as ld:
         with pytest.raises(SampleError) as info:
             next(iter(ld))
     assert info.value.stage == "read" and info.value.path.startswith("memory://")

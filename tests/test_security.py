@@ -44,7 +44,7 @@ LISTEN_PROBE = textwrap.dedent("""
         return pids
 
     ld = HybridLoader(sources.ImageFolder(os.environ["DATA"]), recipe.imagenet_train(32), 4,
-                      policy=LoaderPolicy(cpu_actors=1))
+                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=1))
     next(iter(ld))
     lst, found = listening(), []
     for pid in family(os.getpid()):

@@ -11,8 +11,24 @@ mode        GPU lane                     its share cap          CPU lane
 ==========  ===========================  =====================  =====================
 
 A stand-by lane takes only what the GPU lane fails or reroutes. When the GPU lane cannot
-be built, the CPU lane becomes the primary lane. The CPU lane is CPU_LOCAL (threads in
-this process, no Ray) with ``cpu_actors=0`` or when Ray is not installed, else CPU_ACTORS.
+be built, the CPU lane becomes the primary lane.
+
+The CPU lane's kind: Ray is the scale-out engine, used only when a cluster is configured
+(``ray_address`` "auto" / "host:port", or RAY_ADDRESS in the environment) or asked for
+(``ray_address="embedded"``: a loopback cluster started for this process). Otherwise the
+CPU work runs on this machine without Ray.
+
+=============  ======================  ===============  ==========================
+cpu_actors     ray_address / env       Ray installed    CPU lane
+=============  ======================  ===============  ==========================
+0              any                     any              CPU_LOCAL
+None           None, no RAY_ADDRESS    any              CPU_LOCAL (the default)
+N >= 1         None, no RAY_ADDRESS    any              CPU_LOCAL, with a note
+None / N       set (or RAY_ADDRESS)    yes              CPU_ACTORS
+None           set (or RAY_ADDRESS)    no               CPU_LOCAL, with a note
+N >= 1         set (or RAY_ADDRESS)    no               CPU_ACTORS (fails to build,
+                                                        naming the install command)
+=============  ======================  ===============  ==========================
 """
 
 from __future__ import annotations
@@ -23,6 +39,16 @@ from dataclasses import dataclass
 from .base import LaneKind
 
 
+#: "auto" picks worker processes for the local lane from this many usable CPUs up. Measured
+#: on the 2-core machine (benchmarks/bench_local_lanes.py, RESULTS.md; load ~5, noisy):
+#: threads 484 / 494 images/s at 1 / 2 workers, processes 442 / 388 (0.91x / 0.79x of
+#: threads), so threads on small machines; they also start in milliseconds where the
+#: processes need about a second. Where threads stop scaling (the GIL-held Python per sample
+#: and batch stacking add up) needs more cores than this machine has: the 16-core sweep in
+#: benchmarks/gpu_check.py measures it. Until then, processes from 8 CPUs up (a guess).
+PROCESSES_FROM_CPUS = 8
+
+
 @dataclass(frozen=True)
 class LaneSpec:
     """Attributes:
@@ -31,6 +57,7 @@ class LaneSpec:
         auto: re-plan the cap online from live lane rates.
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
+        local_processes: a CPU_LOCAL primary lane runs worker processes (else threads).
         notes: things the user should hear (logged as warnings by the loader).
     """
 
@@ -39,6 +66,7 @@ class LaneSpec:
     auto: bool
     cpu: LaneKind
     cpu_standby: bool = False
+    local_processes: bool = False
     notes: tuple[str, ...] = ()
 
     @property
@@ -49,26 +77,48 @@ class LaneSpec:
         return 1.0 if self.gpu_cap is None else self.gpu_cap
 
 
-def plan_lanes(policy, plan=None, *, ray_installed: bool = True) -> LaneSpec:
-    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan)."""
-    notes: list[str] = []
-    if policy.cpu_actors == 0:
-        cpu = LaneKind.CPU_LOCAL
-    elif policy.cpu_actors is None and not ray_installed:
-        cpu = LaneKind.CPU_LOCAL
-        notes.append("Ray is not installed: running the in-process lane (pip install 'hybridload[ray]' "
-                     "for Ray CPU actors; set cpu_actors=0 to silence this)")
-    else:
-        cpu = LaneKind.CPU_ACTORS
+def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env: str | None = None,
+               cpus: int = 1) -> LaneSpec:
+    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan).
+
+    ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
+    process may use (both passed in, so this stays pure).
+    """
+    cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
+    kw = dict(cpu=cpu, notes=tuple(notes), local_processes=local_processes(policy.local_workers, cpus))
     if policy.mode == "gpu":
-        return LaneSpec(gpu=True, gpu_cap=None, auto=False, cpu=cpu, cpu_standby=True, notes=tuple(notes))
+        return LaneSpec(gpu=True, gpu_cap=None, auto=False, cpu_standby=True, **kw)
     if policy.mode == "split":
         share = policy.gpu_share if policy.gpu_share is not None else plan.gpu_share
-        return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, cpu=cpu, notes=tuple(notes))
+        return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, **kw)
     if policy.mode == "auto":
         share = policy.gpu_share if policy.gpu_share is not None else (plan.gpu_share if plan is not None else 0.5)
-        return LaneSpec(gpu=True, gpu_cap=share, auto=True, cpu=cpu, notes=tuple(notes))
-    return LaneSpec(gpu=False, gpu_cap=None, auto=False, cpu=cpu, notes=tuple(notes))
+        return LaneSpec(gpu=True, gpu_cap=share, auto=True, **kw)
+    return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
+
+
+def local_processes(local_workers: str, cpus: int) -> bool:
+    """Whether the local lane runs worker processes: "processes", or "auto" with at least
+    :data:`PROCESSES_FROM_CPUS` usable CPUs."""
+    return local_workers == "processes" or (local_workers == "auto" and cpus >= PROCESSES_FROM_CPUS)
+
+
+def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:
+    """The CPU lane's kind and the notes for the user (the second table of the module docstring)."""
+    if policy.cpu_actors == 0:
+        return LaneKind.CPU_LOCAL, []
+    if policy.ray_address is None and not ray_address_env:
+        if policy.cpu_actors is None:
+            return LaneKind.CPU_LOCAL, []
+        return LaneKind.CPU_LOCAL, [
+            f"cpu_actors={policy.cpu_actors} asks for Ray actors but no Ray cluster is configured: running the CPU "
+            "work on this machine without Ray; set LoaderPolicy(ray_address='embedded') for a Ray cluster on this "
+            "machine, ray_address='auto' or RAY_ADDRESS for a running one, or cpu_actors=None to silence this"]
+    if policy.cpu_actors is None and not ray_installed:
+        return LaneKind.CPU_LOCAL, [
+            "Ray is not installed: running the CPU work on this machine (pip install 'hybridload[ray]' for Ray "
+            "CPU actors; set cpu_actors=0 to silence this)"]
+    return LaneKind.CPU_ACTORS, []
 
 
 class LaneCaps:
