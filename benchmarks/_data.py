@@ -1,0 +1,65 @@
+"""What a benchmark runs on: the generated photo set, and an embedded Ray confined to loopback."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+from hybridload import sources
+from hybridload.datasets import make_photo_folder
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PHOTO_ROOT = REPO / "data" / "bench-photos"
+MB = 2 ** 20
+
+
+def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple[Path, sources.ImageFolder]:
+    """(folder, ImageFolder) of the photo set of ``n`` JPEGs in ``root/n<n>`` (one folder per
+    size, shared by every benchmark; generated on first use); refuses a folder that holds another
+    number of images (a stale set: delete it to regenerate)."""
+    folder, t0 = Path(root) / f"n{n}", time.perf_counter()
+    make_photo_folder(folder, n)
+    (log or logging.getLogger("benchmarks")).info("photo set: %s (%d images; ready in %.1f s)", folder, n,
+                                                  time.perf_counter() - t0)
+    source = sources.ImageFolder(folder)
+    if len(source) != n:
+        raise SystemExit(f"{folder} holds {len(source)} images, expected {n}; delete it to regenerate")
+    return folder, source
+
+
+def subset(source, count: int):
+    """The first ``count`` images of ``source`` (all of it when it has no more)."""
+    if count >= len(source):
+        return source
+    refs = [source.ref(i) for i in range(count)]
+    return sources.FileList([r.location for r in refs], [r.label for r in refs])
+
+
+def ray_loopback_env() -> None:
+    """Environment Ray must see before it starts: everything on 127.0.0.1, no usage stats."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+
+def check_ray_loopback(ray) -> list[str]:
+    """The addresses of the connected cluster's nodes; raises unless all are loopback."""
+    addrs = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")})
+    bad = [a for a in addrs if not a.startswith("127.")]
+    if bad:
+        raise RuntimeError(f"Ray is not confined to loopback: node addresses {addrs}")
+    return addrs
+
+
+def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | None = None) -> list[str]:
+    """An embedded single-node Ray on 127.0.0.1 without dashboard; returns its node addresses."""
+    ray_loopback_env()
+    import ray
+    t0 = time.perf_counter()
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+             object_store_memory=object_store_mb * MB, logging_level=logging.WARNING, log_to_driver=False)
+    nodes = check_ray_loopback(ray)
+    (log or logging.getLogger("benchmarks")).info("Ray %s started on %s in %.1f s (%d logical CPUs)", ray.__version__,
+                                                  nodes, time.perf_counter() - t0, num_cpus)
+    return nodes
