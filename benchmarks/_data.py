@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -63,3 +64,28 @@ def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | N
     (log or logging.getLogger("benchmarks")).info("Ray %s started on %s in %.1f s (%d logical CPUs)", ray.__version__,
                                                   nodes, time.perf_counter() - t0, num_cpus)
     return nodes
+
+
+@contextlib.contextmanager
+def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200,
+                     connect: bool = True):
+    """A simulated multi-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``): a head
+    and ``workers`` worker nodes; yields (cluster, worker nodes), this process connected if
+    ``connect``. Shut down on exit."""
+    ray_loopback_env()
+    import ray
+    from ray.cluster_utils import Cluster
+    cl = Cluster(initialize_head=True, connect=False, head_node_args=dict(
+        num_cpus=head_cpus, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB))
+    try:
+        nodes = [cl.add_node(num_cpus=worker_cpus, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB)
+                 for _ in range(workers)]
+        cl.wait_for_nodes(timeout=60)
+        if connect:
+            ray.init(address=cl.address, logging_level=logging.WARNING, log_to_driver=False)
+            check_ray_loopback(ray)
+        yield cl, nodes
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cl.shutdown()

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import _harness as h
-from _data import MB, check_ray_loopback, ray_loopback_env
+from _data import check_ray_loopback, loopback_cluster
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64
@@ -118,37 +118,27 @@ def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
 
 def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
     """The three paths on a fresh 2-node loopback cluster: {results, ratios, info, ...}."""
-    ray_loopback_env()
     import ray
-    from ray.cluster_utils import Cluster
     shape, t0 = (BATCH, 3, size, size), time.perf_counter()
-    nbytes = int(np.prod(shape))
-    cl = Cluster(initialize_head=True, connect=False,
-                 head_node_args=dict(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB,
-                                     include_dashboard=False))
-    pool, info = None, {}
-    try:
-        cl.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB)
-        cl.wait_for_nodes()
-        pool = ingest_pool((shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
-                           cpu_actors=1, tasks_per_actor=inflight)
-        info["nodes"] = check_ray_loopback(ray)
-        if pool.nodes[0] == ray.get_runtime_context().get_node_id():
-            raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
-        log.info("2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
-                 info["nodes"], time.perf_counter() - t0, pool.slots, nbytes / 1e6)
-        actor = pool.actors[0]
-        cs = [Receiver("hybridload ActorPool", lambda k: drive(pool, k), batches),
-              Receiver("raw ray.get", lambda k: raw_get(ray, actor, k, inflight, False), batches),
-              Receiver("raw ray.get + copy", lambda k: raw_get(ray, actor, k, inflight, True), batches)]
-        h.warm_up(cs, log=log)
-        per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
-    finally:
-        if pool is not None:
-            pool.close()  # kills the actor, releases hybridload's connection (ray.shutdown)
-        if ray.is_initialized():
-            ray.shutdown()
-        cl.shutdown()
+    nbytes, pool, info = int(np.prod(shape)), None, {}
+    with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
+        try:
+            pool = ingest_pool((shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
+                               cpu_actors=1, tasks_per_actor=inflight)
+            info["nodes"] = check_ray_loopback(ray)
+            if pool.nodes[0] == ray.get_runtime_context().get_node_id():
+                raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
+            log.info("2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
+                     info["nodes"], time.perf_counter() - t0, pool.slots, nbytes / 1e6)
+            actor = pool.actors[0]
+            cs = [Receiver("hybridload ActorPool", lambda k: drive(pool, k), batches),
+                  Receiver("raw ray.get", lambda k: raw_get(ray, actor, k, inflight, False), batches),
+                  Receiver("raw ray.get + copy", lambda k: raw_get(ray, actor, k, inflight, True), batches)]
+            h.warm_up(cs, log=log)
+            per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
+        finally:
+            if pool is not None:
+                pool.close()  # kills the actor, releases hybridload's connection
     results = h.summarize_all(per_round, cs)
     for r in results.values():
         for k in ("median", "min", "max"):
