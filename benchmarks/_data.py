@@ -44,6 +44,9 @@ def ray_loopback_env() -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
+ray_loopback_env()  # Ray reads these when it is imported: set them before any script imports it
+
+
 def check_ray_loopback(ray) -> list[str]:
     """The addresses of the connected cluster's nodes; raises unless all are loopback."""
     addrs = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")})

@@ -302,7 +302,7 @@ def emit(lines: Sequence[str], args: argparse.Namespace, doc: dict, log: logging
         (log or logging.getLogger("benchmarks")).info("wrote %s", args.out)
 
 
-def write_json(path: Path | str, doc: dict) -> None:
+def write_json(path: Path | str, doc: dict | list) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
