@@ -25,6 +25,7 @@ Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import resource
