@@ -1,7 +1,9 @@
-"""What a benchmark runs on: the generated photo set, and an embedded Ray confined to loopback."""
+"""What a benchmark runs on: the generated photo set, an embedded Ray confined to loopback, and
+the command-line flags every script shares."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import os
@@ -92,3 +94,17 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
         if ray.is_initialized():
             ray.shutdown()
         cl.shutdown()
+
+
+def parser(doc: str, *, n: int = 1024, rounds: int = 5, quick: str = "") -> argparse.ArgumentParser:
+    """An argument parser with the flags every benchmark shares: --root --n --rounds
+    --warmup-rounds --out, and --quick (its help says what it shrinks)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
+                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
+    ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
+    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
+    ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: {quick or 'small n, one round'}")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    return ap

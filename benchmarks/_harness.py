@@ -1,16 +1,12 @@
 """The benchmark method, written once: contestants timed in interleaved rounds, paired ratios,
 contention detection, a markdown report and a JSON record.
 
-Every round runs each contestant once over the same work (who goes first rotates from round to
-round), after untimed warm-up rounds. Per contestant the summary gives the median, min and max
-images/s over the rounds; per pair, the ratio of the medians and the median (min, max) of the
-per-round ratios, which pair runs made moments apart. Only such ratios are meaningful on a
-shared machine; absolute rates vary from run to run.
-
-Each timed run also records ``other_load``: the cores every other process used meanwhile
-(/proc/stat, steal included, less this process and its descendants). A round is *contended*
-when that exceeds the cores the contestant leaves free by ``OTHER_LOAD_WARN``; medians resist
-a few contended rounds, many make the figures unreliable.
+Every round runs each contestant once over the same work (who goes first rotates), after
+untimed warm-up rounds. Per contestant: median, min and max images/s over the rounds; per pair:
+the ratio of the medians and the median (min, max) of the per-round ratios. Only such ratios
+are meaningful on a shared machine. ``other_load`` is the cores every other process used
+during a run (/proc/stat less this process tree); a round is *contended* when it exceeds the
+cores the contestant leaves free by ``OTHER_LOAD_WARN``.
 """
 
 from __future__ import annotations
@@ -26,6 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hybridload.policy import usable_cpus
+
+LOG = logging.getLogger("benchmarks")
 OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run
 _CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 CONTENTION_NOTE = ("CPU util: CPU seconds / wall seconds of this process (with children: and its descendants, "
@@ -73,11 +72,6 @@ def tree_cpu_s(root: int | None = None) -> float | None:
     return total
 
 
-def usable_cpus() -> int:
-    from hybridload.policy import usable_cpus as cpus
-    return cpus()
-
-
 def timed(fn: Callable, *a) -> dict:
     """Run ``fn(*a)`` and time it. It returns the images it processed, or a dict with ``images``
     and extra fields, which are kept in the record."""
@@ -122,12 +116,6 @@ class Contestant:
         pass
 
 
-def rotate(items: list, k: int) -> list:
-    """``items`` starting at position ``k`` (mod len): who goes first rotates per round."""
-    k %= max(1, len(items))
-    return items[k:] + items[:k]
-
-
 def warmup_epoch(rnd: int) -> int:
     """The epoch a round runs: the round number, or one far from them for warm-up rounds."""
     return rnd if rnd >= 0 else 20_000 + rnd
@@ -148,8 +136,7 @@ def warm_up(contestants: Sequence[Contestant], epoch: int = 10_000, log: logging
         t0 = time.perf_counter()
         c.setup()
         time_run(c, epoch)
-        (log or logging.getLogger("benchmarks")).info("%s: set up and warmed up in %.1f s", c.name,
-                                                      time.perf_counter() - t0)
+        (log or LOG).info("%s: set up and warmed up in %.1f s", c.name, time.perf_counter() - t0)
 
 
 def run_rounds(contestants: Sequence[Contestant], rounds: int, warmup_rounds: int = 1, *,
@@ -157,10 +144,11 @@ def run_rounds(contestants: Sequence[Contestant], rounds: int, warmup_rounds: in
                log: logging.Logger | None = None, label: str = "") -> dict[str, list[dict]]:
     """Interleaved rounds: {name: [round record, ...]}; warm-up rounds are run and discarded.
     ``expect``: the images a run must deliver (a contestant that ``pads`` may deliver more)."""
-    log = log or logging.getLogger("benchmarks")
+    log = log or LOG
     per_round: dict[str, list[dict]] = {c.name: [] for c in contestants}
     for rnd in range(-warmup_rounds, rounds):
-        for c in rotate(list(contestants), rnd):
+        k = rnd % len(contestants)  # who goes first rotates
+        for c in [*contestants[k:], *contestants[:k]]:
             r = time_run(c, epoch(rnd))
             if rnd < 0:
                 log.info("%swarm-up   %-24s %7.0f img/s (discarded)", label, c.name, r["images_per_s"])
@@ -180,7 +168,7 @@ def close_all(contestants: Sequence, log: logging.Logger | None = None) -> None:
         try:
             c.close()
         except Exception as exc:  # keep closing the rest
-            (log or logging.getLogger("benchmarks")).warning("closing %s failed: %s", c.name, exc)
+            (log or LOG).warning("closing %s failed: %s", c.name, exc)
 
 
 # --------------------------------------------------------------------------- summary
@@ -299,32 +287,13 @@ def emit(lines: Sequence[str], args: argparse.Namespace, doc: dict, log: logging
     if getattr(args, "out", None):
         config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         write_json(args.out, {"benchmark": doc.pop("benchmark", ""), "config": config, **doc})
-        (log or logging.getLogger("benchmarks")).info("wrote %s", args.out)
+        (log or LOG).info("wrote %s", args.out)
 
 
 def write_json(path: Path | str, doc: dict | list) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-
-
-# --------------------------------------------------------------------------- command line
-
-def parser(doc: str, *, n: int = 1024, rounds: int = 5, quick: str = "") -> argparse.ArgumentParser:
-    """An argument parser with the flags every benchmark shares: --root --n --rounds
-    --warmup-rounds --out, and --quick (its help says what it shrinks)."""
-    from _data import DEFAULT_PHOTO_ROOT
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
-                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
-    ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
-    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
-    ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")
-    ap.add_argument("--quick", action="store_true", help=f"smoke run: {quick or 'small n, one round'}")
-    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    return ap
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")

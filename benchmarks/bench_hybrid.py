@@ -33,7 +33,7 @@ import torch
 
 import _harness as h
 from _contestants import Loader
-from _data import photo_source
+from _data import parser, photo_source
 from hybridload import LoaderPolicy, recipe, sharding
 
 log = logging.getLogger("bench_hybrid")
@@ -107,7 +107,7 @@ def split_summary(res: dict, splits: list, rounds: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, rounds=3, quick="64 images, shares 0.5, T/G 1/1, one round of each part")
+    ap = parser(__doc__, rounds=3, quick="64 images, shares 0.5, T/G 1/1, one round of each part")
     ap.add_argument("--overhead-rounds", type=int, default=5, help="interleaved rounds of part 2")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import _harness as h
-from _data import check_ray_loopback, loopback_cluster
+from _data import check_ray_loopback, loopback_cluster, parser
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64
@@ -152,7 +152,7 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, quick="10 batches per round, one round")
+    ap = parser(__doc__, quick="10 batches per round, one round")
     ap.add_argument("--size", type=int, default=224, help="image side of the batches")
     ap.add_argument("--ingest-batches", type=int, default=100, help="batches per round")
     ap.add_argument("--ingest-inflight", type=int, default=2, help="calls in flight (ActorPool tasks_per_actor)")

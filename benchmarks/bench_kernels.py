@@ -28,7 +28,7 @@ from PIL import Image
 
 import _harness as h
 from _contestants import DaliFiles, KernelBatches
-from _data import photo_source
+from _data import parser, photo_source
 from hybridload import kernels, recipe
 
 log = logging.getLogger("bench_kernels")
@@ -81,7 +81,7 @@ def pillow_decode(data: bytes) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, quick="64 images, one round, no warm-up round")
+    ap = parser(__doc__, quick="64 images, one round, no warm-up round")
     ap.add_argument("--batch-size", type=int, default=64, help="DALI batch and kernels batch size")
     ap.add_argument("--size", type=int, default=224, help="output size")
     ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")

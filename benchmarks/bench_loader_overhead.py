@@ -27,7 +27,7 @@ import torch
 
 import _harness as h
 from _contestants import KernelBatches, Loader
-from _data import photo_source
+from _data import parser, photo_source
 from hybridload import LoaderPolicy, recipe
 
 log = logging.getLogger("bench_loader_overhead")
@@ -45,7 +45,7 @@ def check_same_output(raw: KernelBatches, loader: Loader, epoch: int) -> None:
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, quick="128 images, batch 32, one round, no warm-up round")
+    ap = parser(__doc__, quick="128 images, batch 32, one round, no warm-up round")
     ap.add_argument("--epochs-per-round", type=int, default=1, help="epochs each contestant runs per round")
     ap.add_argument("--threads", "-T", type=int, default=2, help="threads of both contestants")
     ap.add_argument("--batch-size", "-B", type=int, default=64, help="batch size")

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 import _harness as h
-from _data import photo_source
+from _data import parser, photo_source
 from _harness import fmt, machine_busy_s
 from hybridload import recipe
 from hybridload.planner.profile import measure_loader, run_profile
@@ -90,7 +90,7 @@ def _rows(table: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, quick="64 images, 1 s measurements, one pass, share step 0.5, no CLI")
+    ap = parser(__doc__, quick="64 images, 1 s measurements, one pass, share step 0.5, no CLI")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")

@@ -33,7 +33,7 @@ import torch
 
 import _harness as h
 from _contestants import DaliFiles, KernelBatches, Loader, RayData, TorchDataLoader, ray_data_missing
-from _data import photo_source, ray_loopback_env, start_local_ray
+from _data import parser, photo_source, start_local_ray
 from hybridload import LoaderPolicy, recipe
 
 log = logging.getLogger("bench_ray_lane")
@@ -43,7 +43,7 @@ CONTESTANTS = ("hybridload", "torch-dataloader", "ray-data", "dali", "raw-kernel
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, quick="128 images, one round, no warm-up round")
+    ap = parser(__doc__, quick="128 images, one round, no warm-up round")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
     ap.add_argument("--workers", type=int, default=2,
@@ -61,7 +61,6 @@ def main(argv=None) -> int:
         ap.error(f"unknown contestants {sorted(set(names) - set(CONTESTANTS))}; known: {', '.join(CONTESTANTS)}")
     if min(args.n, args.rounds, args.batch_size, args.workers) <= 0 or args.warmup_rounds < 0:
         ap.error("counts must be positive (--warmup-rounds >= 0)")
-    ray_loopback_env()
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
     folder, source = photo_source(args.root, args.n, log)
     rec, B, W, cores = recipe.imagenet_train(args.size), args.batch_size, args.workers, h.usable_cpus()

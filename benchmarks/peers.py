@@ -29,7 +29,7 @@ import torch.utils.data as tud
 
 import _harness as h
 from _contestants import DaliFiles, EpochSampler, KernelDataset, Loader, RayData, TorchDataLoader, ray_data_missing
-from _data import photo_source, ray_loopback_env, start_local_ray, subset
+from _data import parser, photo_source, start_local_ray, subset
 from hybridload import LoaderPolicy, recipe
 
 log = logging.getLogger("peers")
@@ -102,7 +102,7 @@ def plot(results: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, rounds=3, quick="128 images, 2 batches of 64 per contestant, one round, no warm-up round")
+    ap = parser(__doc__, rounds=3, quick="128 images, 2 batches of 64 per contestant, one round, no warm-up round")
     ap.add_argument("--batches", type=int, default=None,
                     help="batches per contestant per round (default: the whole set, ceil(n / batch size))")
     ap.add_argument("--batch-size", type=int, default=64)
@@ -124,7 +124,6 @@ def main(argv=None) -> int:
     batches = -(-args.n // args.batch_size) if args.batches is None else args.batches
     images = args.n if args.batches is None else batches * args.batch_size
     h.setup_logging()
-    ray_loopback_env()
     torch.set_num_threads(1)
     import ray
     folder, whole = photo_source(args.root, args.n, log)

@@ -36,7 +36,7 @@ import torch
 
 import _harness as h
 import bench_ingest
-from _data import check_ray_loopback, loopback_cluster, photo_source
+from _data import check_ray_loopback, loopback_cluster, parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources
 
 log = logging.getLogger("scaleout_model")
@@ -99,7 +99,7 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
 
 
 def main(argv=None) -> int:
-    ap = h.parser(__doc__, n=512, rounds=3, quick="64 images, short measurements, 10 ingest batches, one check")
+    ap = parser(__doc__, n=512, rounds=3, quick="64 images, short measurements, 10 ingest batches, one check")
     ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
     ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
     ap.add_argument("--ingest-json", type=Path, default=None,
