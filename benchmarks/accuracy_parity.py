@@ -9,13 +9,12 @@ the pixels differ only by the GPU lane's resize rounding.
 Exit status 1 when the index streams differ or the held-out accuracies spread by more than the
 tolerance (--tolerance, default 3 points).
 
-    python benchmarks/accuracy_parity.py [--epochs 4] [--per-class 40] [--out out/accuracy.json]
+    python benchmarks/accuracy_parity.py [--epochs 4] [--per-class 40] [--out out/accuracy.json] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import _harness as h
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.datasets import _photo_paths, make_photo_folder
 
@@ -81,14 +81,17 @@ def main(argv=None) -> int:
     ap.add_argument("--per-class", type=int, default=40, help="crops per class (source photograph); 1 in 5 held out")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE_POINTS,
                     help="largest allowed spread of held-out accuracy across modes, in points")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 epoch, 5 crops per class")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.quick:
+        args.epochs, args.per_class = 1, 5
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("hybridload").setLevel(logging.WARNING)
     classes = len(_photo_paths())
     with tempfile.TemporaryDirectory() as tmp:
         folder = sources.ImageFolder(make_photo_folder(tmp, classes * args.per_class, num_classes=classes, seed=3))
-        paths, labels = folder.paths, folder._labels.tolist()
+        paths, labels = folder.paths, [folder.ref(i).label for i in range(len(folder))]
         held = [k % 5 == 0 for k in range(len(paths))]
         train = sources.FileList([p for p, h in zip(paths, held) if not h], [y for y, h in zip(labels, held) if not h])
         test = sources.FileList([p for p, h in zip(paths, held) if h], [y for y, h in zip(labels, held) if h])
@@ -108,10 +111,9 @@ def main(argv=None) -> int:
               f"{'within' if within else 'OUTSIDE'}"]
     sys.stdout.write("\n".join(lines) + "\n")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump([{k: v for k, v in r.items() if k != "stream"} for r in results] +
-                      [{"same_stream": same_stream, "accuracy_spread": max(accs) - min(accs),
-                        "tolerance": args.tolerance, "within_tolerance": within}], f, indent=2)
+        h.write_json(args.out, [{k: v for k, v in r.items() if k != "stream"} for r in results] +
+                     [{"same_stream": same_stream, "accuracy_spread": max(accs) - min(accs),
+                       "tolerance": args.tolerance, "within_tolerance": within}])
     return 0 if same_stream and within else 1
 
 

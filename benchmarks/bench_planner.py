@@ -20,7 +20,7 @@
 counts images for S seconds; in "split" mode ``gpu_share`` is a cap (the CPU lane takes
 what the GPU lane does not), so share 1.0 is not "GPU lane only".
 
-Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json]
+Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json] [--quick]
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import resource
 import shutil
 import statistics
@@ -41,11 +39,11 @@ from pathlib import Path
 
 import torch
 
-from hybridload import recipe, sources
+import _harness as h
+from _data import parser, photo_source
+from _harness import fmt, machine_busy_s
+from hybridload import recipe
 from hybridload.planner.profile import measure_loader, run_profile
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEFAULT_PHOTO_ROOT, fmt, machine_busy_s, photo_source, setup_logging, tree_cpu_s, usable_cpus  # noqa: E402
 
 log = logging.getLogger("bench_planner")
 
@@ -55,12 +53,10 @@ GOAL_PLAN_OVER_BEST = 0.95
 
 def measure(source, rec, args, share: float) -> dict:
     """One measure_loader call, with the other load on the machine meanwhile."""
-    m0, k0, t0 = machine_busy_s(), tree_cpu_s(), time.perf_counter()
-    rate = measure_loader(source, rec, args.batch_size, share, seconds=args.seconds, threads=args.threads,
-                          gpu_threads=args.gpu_threads, device=torch.device("cpu"))
-    wall, m1, k1 = time.perf_counter() - t0, machine_busy_s(), tree_cpu_s()
-    other = None if None in (m0, m1, k0, k1) else max(0.0, (m1 - m0 - (k1 - k0)) / wall)
-    return {"share": share, "images_per_s": rate, "wall_s": wall, "other_load": other}
+    r = h.timed(lambda: {"images": 0, "rate": measure_loader(
+        source, rec, args.batch_size, share, seconds=args.seconds, threads=args.threads,
+        gpu_threads=args.gpu_threads, device=torch.device("cpu"))})
+    return {"share": share, "images_per_s": r["rate"], "wall_s": r["wall_s"], "other_load": r["other_load"]}
 
 
 def cli_profile(args, folder: Path, workdir: Path) -> dict:
@@ -94,11 +90,7 @@ def _rows(table: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
-                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
-    ap.add_argument("--n", type=int, default=1024, help="number of images")
+    ap = parser(__doc__, quick="64 images, 1 s measurements, one pass, share step 0.5, no CLI")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")
@@ -113,9 +105,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True, help="also time the CLI")
     ap.add_argument("--cli-timeout", type=float, default=300.0)
     ap.add_argument("--keep", type=Path, default=None, help="keep the CLI's plan.json and profile.png here")
-    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
-    setup_logging()
+    if args.quick:
+        args.n, args.seconds, args.passes, args.step, args.cli = 64, 1.0, 1, 0.5, False
+    h.setup_logging()
     if min(args.n, args.batch_size, args.seconds, args.passes, args.threads, args.gpu_threads,
            args.torch_threads) <= 0 or not 0 < args.step <= 1:
         ap.error("counts and --seconds must be positive, --step in (0, 1]")
@@ -123,23 +116,20 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.torch_threads)
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
-    env = {"python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-           "cpus": usable_cpus(), "loadavg_start": os.getloadavg()}
+    env = h.environment()
     t_start = time.perf_counter()
 
     # ---- 1. the profile, in process and through the CLI
-    m0, k0, t0 = machine_busy_s(), tree_cpu_s(), time.perf_counter()
-    prof = run_profile(source, rec, batch_size=args.batch_size, seconds=args.seconds,
-                       device=torch.device("cpu"))
-    prof_wall = time.perf_counter() - t0
-    m1, k1 = machine_busy_s(), tree_cpu_s()
+    r = h.timed(lambda: {"images": 0, "prof": run_profile(source, rec, batch_size=args.batch_size,
+                                                           seconds=args.seconds, device=torch.device("cpu"))})
+    prof, prof_wall = r["prof"], r["wall_s"]
     plan_share = float(prof.plan.gpu_share)
     log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
              {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
     profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share,
                "predicted": prof.plan.predicted, "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck,
                "checked_points": prof.points, "rows": prof.rows,
-               "other_load": None if None in (m0, m1, k0, k1) else max(0.0, (m1 - m0 - (k1 - k0)) / prof_wall)}
+               "other_load": r["other_load"]}
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
@@ -167,7 +157,6 @@ def main(argv=None) -> int:
             per_point[p].append(r)
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
                      p[0], p[1], r["images_per_s"], r["wall_s"], fmt(r["other_load"], ".2f"))
-    env["loadavg_end"] = os.getloadavg()
     total_s = time.perf_counter() - t_start
     log.info("done in %.1f s", total_s)
 
@@ -196,9 +185,7 @@ def main(argv=None) -> int:
 
     out = [f"## bench_planner: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
            f"{args.seconds:g} s per measurement, {args.passes} passes ({args.aggregate} per share)\n",
-           f"Python {env['python']}, torch {env['torch']} ({env['torch_threads']} intra-op thread(s) here); "
-           f"{env['cpus']} CPUs usable; load average {env['loadavg_start'][0]:.2f} at start, "
-           f"{env['loadavg_end'][0]:.2f} at end. GPU lane: DALI CPU-only mode (no GPU).\n",
+           h.environment_line(env).rstrip() + " GPU lane: DALI CPU-only mode (no GPU).\n",
            "### Profile time\n", "| run | wall s | chosen GPU share | other load | goal < 60 s |",
            "| --- | ---: | ---: | ---: | --- |",
            f"| run_profile (in process) | {prof_wall:.1f} | {plan_share:.3f} | {fmt(profile['other_load'], '.2f')} | "
@@ -231,17 +218,9 @@ def main(argv=None) -> int:
             f"- goal plan / best swept >= {GOAL_PLAN_OVER_BEST}: "
             + ("met" if goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"] else "**NOT met**"),
             f"- total benchmark time {total_s:.0f} s", ""]
-    sys.stdout.write("\n".join(out) + "\n")
-    sys.stdout.flush()
-    if args.out:
-        doc = {"benchmark": "bench_planner",
-               "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-               "dataset": str(folder), "environment": env, "profile": profile, "cli": cli,
-               "sweep": table, "best_swept": best, "plan_over_best": plan_ratio,
-               "plan_over_best_own_passes": plan_ratio_own, "goals": goals}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        log.info("wrote %s", args.out)
+    h.emit(out, args, {"benchmark": "bench_planner", "dataset": str(folder), "environment": env, "profile": profile,
+                       "cli": cli, "sweep": table, "best_swept": best, "plan_over_best": plan_ratio,
+                       "plan_over_best_own_passes": plan_ratio_own, "goals": goals}, log)
     return 0
 
 

@@ -12,26 +12,24 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import json
 import logging
 import os
 import sys
 import tempfile
 import time
 
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [sys.path[0], os.environ.get("PYTHONPATH")]))
-
-from hybridload import HybridLoader, LoaderPolicy, recipe, sources  # noqa: E402
-from hybridload.datasets import make_photo_folder  # noqa: E402
-from hybridload.errors import SampleError  # noqa: E402
-from hybridload.lanes.gpu.dali import DaliLane  # noqa: E402
+import _harness as h
+from _data import loopback_cluster
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.datasets import make_photo_folder
+from hybridload.errors import SampleError
+from hybridload.lanes.gpu.dali import DaliLane
+from hybridload.testing import make_bad_files
 
 log = logging.getLogger("reliability")
 REC = recipe.imagenet_train(64)
 BS = 4
+BAD_KINDS = ("truncated", "zero", "text", "png", "gray", "cmyk", "gray16", "huge", "missing")
 
 
 def digest(batch):
@@ -119,48 +117,15 @@ def faults(root, cluster):
     return rows
 
 
-def bad_inputs(root, tmp):
-    import io
-    import struct
-
-    from PIL import Image
+def bad_inputs(root, tmp, ray_lane: bool = True):
     good = sources.ImageFolder(root).paths[0]
-    data = open(good, "rb").read()
-    img = Image.open(io.BytesIO(data)).convert("RGB")
-    kinds = {}
-
-    def put(name, payload):
-        p = os.path.join(tmp, name)
-        with open(p, "wb") as f:
-            f.write(payload)
-        kinds[name.split(".")[0]] = p
-
-    put("truncated.jpg", data[: len(data) // 3])
-    put("zero.jpg", b"")
-    put("text.jpg", b"not an image\n" * 40)
-    for name, mode, fmt in (("png.png", "RGB", "PNG"), ("gray.jpg", "L", "JPEG"), ("cmyk.jpg", "CMYK", "JPEG")):
-        b = io.BytesIO()
-        img.convert(mode).save(b, format=fmt)
-        put(name, b.getvalue())
-    import numpy as np
-    b = io.BytesIO()
-    Image.fromarray(np.asarray(img.convert("L"), dtype=np.uint16) * 257).save(b, format="PNG")
-    put("gray16.png", b.getvalue())
-    huge = bytearray(data)
-    k = 2
-    while k < len(huge):
-        marker, length = huge[k + 1], struct.unpack(">H", huge[k + 2:k + 4])[0]
-        if marker in (0xC0, 0xC2):
-            huge[k + 5:k + 9] = struct.pack(">HH", 20000, 20000)
-            break
-        k += 2 + length
-    put("huge.jpg", bytes(huge))
-    kinds["missing"] = os.path.join(tmp, "missing.jpg")
+    files = make_bad_files(os.path.join(tmp, "bad"), good)
     lanes = {"in-process": LoaderPolicy(cpu_actors=0), "ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1),
              "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu")}
-    rows = []
-    paths0 = sources.ImageFolder(root).paths[:8]
-    for kind, path in kinds.items():
+    if not ray_lane:
+        del lanes["ray"]
+    rows, paths0 = [], sources.ImageFolder(root).paths[:8]
+    for kind, path in ((k, files[k]) for k in BAD_KINDS):
         r = {"input": kind}
         for lane, policy in lanes.items():
             paths = list(paths0)
@@ -200,32 +165,37 @@ def memory(root):
     return out
 
 
-def table(rows):
-    keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
-    lines += ["| " + " | ".join(str(r.get(k, "")) for k in keys) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+def table(rows: list[dict]) -> str:
+    return "\n".join(h.markdown_table(list(rows[0]), [[r.get(k, "") for k in rows[0]] for r in rows])) + "\n"
 
 
-def main():
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=60)
+    ap.add_argument("--quick", action="store_true", help="smoke run: bad inputs in the in-process and GPU lanes only")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("hybridload").setLevel(logging.ERROR)
-    from ray_fixtures import three_node_cluster
     with tempfile.TemporaryDirectory() as tmp:
         root = str(make_photo_folder(os.path.join(tmp, "photos"), args.n, num_classes=3))
-        with three_node_cluster(head_cpus=2, worker_cpus=1) as (cluster, _w):
-            report = {"faults": faults(root, cluster), "bad_inputs": bad_inputs(root, tmp), "memory": memory(root)}
-    sys.stdout.write("### Faults\n\n" + table(report["faults"]) + "\n### Bad inputs per lane\n\n" +
-                     table(report["bad_inputs"]) + "\n### Memory, 50 epochs (Ray lane, 2 actors)\n\n" +
-                     table([{"epoch": k, **v} for k, v in report["memory"].items()]))
+        if args.quick:  # no cluster: the in-process and GPU lanes only
+            report = {"bad_inputs": bad_inputs(root, tmp, ray_lane=False)}
+        else:
+            with loopback_cluster(head_cpus=2, worker_cpus=1, workers=2, store_mb=150) as (cluster, _w):
+                report = {"faults": faults(root, cluster), "bad_inputs": bad_inputs(root, tmp), "memory": memory(root)}
+    out = []
+    if "faults" in report:
+        out += ["### Faults\n", table(report["faults"])]
+    out += ["### Bad inputs per lane\n", table(report["bad_inputs"])]
+    if "memory" in report:
+        out += ["### Memory, 50 epochs (Ray lane, 2 actors)\n",
+                table([{"epoch": k, **v} for k, v in report["memory"].items()])]
+    sys.stdout.write("\n".join(out))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=2)
+        h.write_json(args.out, report)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

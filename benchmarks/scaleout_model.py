@@ -7,8 +7,8 @@
 Inputs measured here: the kernels' per-core rate (kernels.process_batch, batches of 64, one
 thread, this run), the bytes per batch (64x3x224x224 uint8) and the trainer's ingest ceiling
 (batches/s hybridload's ActorPool receives from an actor on another simulated node). The ingest
-ceiling is measured in this run by bench_ray_lane.py's ingest part (a head + one worker node on
-loopback) unless --ingest-json names that script's JSON (or --ingest-batches-per-s gives it).
+ceiling is measured in this run by bench_ingest.py (a head + one worker node on loopback) unless
+--ingest-json names that script's JSON (or --ingest-batches-per-s gives it).
 Assumed: the NIC bandwidth (--network-gbit, default 25) and cores per node (--cores, default 32).
 
 Checked against the simulated cluster (ray.cluster_utils.Cluster on 127.0.0.1: a head with 1 CPU
@@ -19,12 +19,11 @@ something at 1 worker node (1 actor + driver on 2 cores), is already squeezed at
 the driver's receive/copy on 2 cores) and means nothing beyond; it stops there.
 
     python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
-    python benchmarks/scaleout_model.py --ingest-json out/bench-ray-lane.json   # reuse a measured ceiling
+    python benchmarks/scaleout_model.py --ingest-json out/bench-ingest.json   # reuse a measured ceiling
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -32,16 +31,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (DEFAULT_PHOTO_ROOT, check_ray_loopback, photo_source, ray_loopback_env,  # noqa: E402
-                     setup_logging, timed)
+import numpy as np
+import torch
 
-ray_loopback_env()
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources  # noqa: E402
+import _harness as h
+import bench_ingest
+from _data import check_ray_loopback, loopback_cluster, parser, photo_source
+from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources
 
 log = logging.getLogger("scaleout_model")
 BATCH = 64
@@ -68,15 +64,7 @@ def predict(nodes: int, cores: int, per_core: float, ingest_img_s: float, net_im
 
 def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) -> dict:
     import ray
-    from ray.cluster_utils import Cluster
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                            "node_ip_address": "127.0.0.1",
-                                                            "object_store_memory": 200 << 20})
-    try:
-        for _ in range(workers):
-            cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=200 << 20)
-        cluster.wait_for_nodes(timeout=60)
-        ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
+    with loopback_cluster(head_cpus=1, workers=workers, store_mb=200):
         nodes = check_ray_loopback(ray)
         policy = LoaderPolicy(ray_address="embedded", cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
         with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy,
@@ -101,48 +89,32 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
                     n += take()
                 return n
 
-            r = timed(run)
+            r = h.timed(run)
             lanes = ld.stats()["lanes"]
             driver = ray.get_runtime_context().get_node_id()
             actor_nodes = [n for lane in ld._lanes for n in getattr(lane, "nodes", [])]
         return {"images_per_s": r["images_per_s"], "other_load": r["other_load"], "tree_cpu_util": r["tree_cpu_util"],
                 "nodes": nodes, "lanes": {k: v.get("images") for k, v in lanes.items()},
                 "actors": len(actor_nodes), "actors_on_driver_node": sum(n == driver for n in actor_nodes)}
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-
-
-def measure_ingest(args) -> tuple[float, dict]:
-    """bench_ray_lane.py's ingest part (head + one worker node on loopback, a producer actor on
-    the worker node returning 64x3x224x224 uint8 batches): hybridload ActorPool batches/s."""
-    from bench_ray_lane import part_ingest
-    ns = argparse.Namespace(size=224, ingest_store_mb=args.ingest_store_mb, ingest_inflight=2,
-                            ingest_batches=args.ingest_batches, rounds=args.ingest_rounds)
-    res = part_ingest(ns)
-    return res["results"]["hybridload ActorPool"]["median_batches_per_s"], res
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT)
-    ap.add_argument("--n", type=int, default=512, help="photo JPEGs for the per-core rate and the check")
+    ap = parser(__doc__, n=512, rounds=3, quick="64 images, short measurements, 10 ingest batches, one check")
     ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
     ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
     ap.add_argument("--ingest-json", type=Path, default=None,
-                    help="take the ingest ceiling from bench_ray_lane.py's JSON instead of measuring it")
+                    help="take the ingest ceiling from bench_ingest.py's JSON instead of measuring it")
     ap.add_argument("--ingest-batches-per-s", type=float, default=None, help="or give the ingest ceiling")
     ap.add_argument("--ingest-batches", type=int, default=100, help="batches per ingest round (when measured)")
-    ap.add_argument("--ingest-rounds", type=int, default=3, help="ingest rounds (when measured; median)")
     ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node for the ingest test")
     ap.add_argument("--per-core-seconds", type=float, default=4.0)
     ap.add_argument("--check-seconds", type=float, default=6.0, help="timed seconds per simulated-cluster check")
     ap.add_argument("--no-check", action="store_true", help="skip the check on the simulated cluster")
-    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
-    setup_logging()
+    if args.quick:
+        args.n, args.per_core_seconds, args.check_seconds, args.ingest_batches, args.rounds = 64, 1.0, 2.0, 10, 1
+    h.setup_logging()
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(224)
     per_core = per_core_rate(source, rec, args.per_core_seconds)
@@ -153,7 +125,8 @@ def main(argv=None) -> int:
         ingest_bps = data["ingest"]["results"]["hybridload ActorPool"]["median_batches_per_s"]
         ingest_src = f"from {args.ingest_json}"
     if ingest_bps is None:
-        ingest_bps, ingest_doc = measure_ingest(args)
+        ingest_doc = bench_ingest.measure(224, args.ingest_store_mb, 2, args.ingest_batches, args.rounds)
+        ingest_bps = ingest_doc["results"]["hybridload ActorPool"]["median_batches_per_s"]
         ingest_src = "measured in this run"
     ingest_img_s = ingest_bps * BATCH
     batch_bytes = BATCH * BYTES_PER_IMAGE
@@ -165,7 +138,7 @@ def main(argv=None) -> int:
                      "predicted_images_per_s": round(pred), "limited_by": which})
     checks = []
     if not args.no_check:
-        for w in (1, 2):
+        for w in ((1,) if args.quick else (1, 2)):
             got = measured_on_simulated_cluster(folder, w, args.check_seconds)
             pred, which = predict(w, 1, per_core, ingest_img_s, net_img_s)
             checks.append({"worker_nodes": w, "measured": round(got["images_per_s"]), "model": round(pred),
@@ -189,7 +162,7 @@ def main(argv=None) -> int:
               + (f"the {first_non_cpu['limited_by']} ceiling bites." if first_non_cpu else "no other ceiling bites."),
               f"- {args.cores}-core nodes needed to reach each ceiling: trainer ingest {ingest_img_s / knee:.2f}, "
               f"network {net_img_s / knee:.2f}. The ingest ceiling is a loopback figure from a 2-core machine; "
-              "measure it on the real trainer (bench_ray_lane.py --no-loaders) before trusting where it bites."]
+              "measure it on the real trainer (bench_ingest.py) before trusting where it bites."]
     if checks:
         lines += ["", "| simulated worker nodes (1 CPU each) | actors (on driver's node) | measured images/s | "
                   "model (C=1) | measured / model | other load |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]

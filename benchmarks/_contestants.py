@@ -1,0 +1,242 @@
+"""Contestants that several benchmarks time: HybridLoader itself, the raw kernel loop, DALI's
+CPU pipeline, torch's DataLoader and Ray Data, each doing one epoch of the ImageNet training
+recipe over a photo set.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.utils.data as tud
+
+from _harness import Contestant
+from hybridload import HybridLoader, LoaderPolicy, kernels, sharding
+
+
+class Loader(Contestant):
+    """``HybridLoader(source, rec, batch_size, policy=..., seed=0, device=...)``, built once;
+    each run calls ``set_epoch`` and iterates ``epochs`` epochs. ``finish`` adds the consumer's
+    stall seconds and each lane's share of the run's images."""
+
+    def __init__(self, name: str, source, rec, batch_size: int, policy: LoaderPolicy, threads: int,
+                 device: str | None = "cpu", epochs: int = 1):
+        self.name, self.threads, self.epochs = name, threads, epochs
+        self.loader = HybridLoader(source, rec, batch_size, policy=policy, seed=0, device=device)
+        self._before: dict = {}
+
+    def _counts(self) -> dict:
+        st = self.loader.stats()
+        return {"stall_s": float(st["stall_s"]), **{k: v["images"] for k, v in st["lanes"].items()}}
+
+    def prepare(self) -> None:
+        self._before = self._counts()
+
+    def run(self, epoch: int) -> int:
+        n = 0
+        for e in range(epoch * self.epochs, (epoch + 1) * self.epochs):
+            self.loader.set_epoch(e)
+            n += sum(images.shape[0] for images, *_rest in self.loader)
+        return n
+
+    def finish(self) -> dict:
+        after = self._counts()
+        done = {k: after[k] - self._before.get(k, 0) for k in after if k != "stall_s"}
+        total = sum(done.values())
+        return {"stall_s": after["stall_s"] - self._before.get("stall_s", 0.0),
+                "lane_share": {k: (v / total if total else 0.0) for k, v in done.items()}}
+
+    def close(self) -> None:
+        self.loader.close()
+
+
+class KernelBatches(Contestant):
+    """``kernels.process_batch`` over the epoch's batches (``sharding.rank_batches``, seed 0;
+    consecutive batches of epoch 0 when ``shuffle`` is False): in a loop on this thread with
+    ``threads=1`` (unless ``pooled``), else mapped over a ThreadPoolExecutor(threads) and
+    consumed in order."""
+
+    def __init__(self, name: str, source, rec, batch_size: int, threads: int = 1, shuffle: bool = True,
+                 epochs: int = 1, pooled: bool = False):
+        self.name, self.threads, self.epochs = name, threads, epochs
+        self.source, self.rec, self.batch_size, self.shuffle = source, rec, batch_size, shuffle
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bench-{name}") if threads > 1 or pooled else None
+
+    def results(self, epoch: int):
+        """The epoch's batch results, in order."""
+        e = epoch if self.shuffle else 0
+
+        def one(idx):
+            return kernels.process_batch(self.source, self.rec, idx, 0, e, on_error="raise")
+
+        batches = sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=0, epoch=e,
+                                        shuffle=self.shuffle)
+        return map(one, batches) if self.pool is None else self.pool.map(one, batches)
+
+    def run(self, epoch: int) -> int:
+        return sum(len(r.indices) for e in range(epoch * self.epochs, (epoch + 1) * self.epochs)
+                   for r in self.results(e))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaliFiles(Contestant):
+    """DALI's CPU pipeline: readers.file -> decoders.image_random_crop -> resize ->
+    crop_mirror_normalize (random flip), uint8 CHW, ``device_id=None``. A fresh pipeline per
+    round, built and run for 2 warm-up iterations before the timed part and deleted after it,
+    so its prefetching never runs while another contestant is timed. A run is
+    ``iterations`` batches (default: the whole folder; the last batch is padded)."""
+
+    pads = True
+
+    def __init__(self, folder: Path, n: int, threads: int, batch_size: int, size: int,
+                 iterations: int | None = None, name: str = "dali"):
+        self.name, self.threads = name, threads
+        self.folder, self.n, self.batch_size, self.size = folder, n, batch_size, size
+        self.iterations = iterations or math.ceil(n / batch_size)
+        self._pipe = None
+
+    def _build(self):
+        from nvidia.dali import fn, pipeline_def, types
+        root, size = str(self.folder), self.size
+
+        @pipeline_def(batch_size=self.batch_size, num_threads=self.threads, device_id=None)
+        def rrc_pipeline():
+            jpegs, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
+            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB)
+            images = fn.resize(images, resize_x=size, resize_y=size)
+            images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(), dtype=types.UINT8,
+                                              output_layout="CHW")
+            return images, labels
+
+        pipe = rrc_pipeline()
+        pipe.build()
+        if pipe.epoch_size("Reader") != self.n:
+            raise RuntimeError(f"DALI's reader found {pipe.epoch_size('Reader')} files under {root}, expected {self.n}")
+        return pipe
+
+    def setup(self) -> None:
+        self._build()  # checks the file count once; loads DALI's libraries
+
+    def prepare(self) -> None:
+        self._pipe = self._build()
+        for _ in range(2):
+            self._pipe.run()
+
+    def run(self, epoch: int) -> int:
+        return sum(len(self._pipe.run()[0]) for _ in range(self.iterations))
+
+    def finish(self) -> None:
+        self._pipe = None
+
+    def close(self) -> None:
+        self._pipe = None
+
+
+class EpochSampler(tud.Sampler):
+    """Yields (epoch, index) in a shuffled order, so persistent workers see the epoch."""
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, self.seed, self.epoch, True)])
+
+
+class KernelDataset(tud.Dataset):
+    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i."""
+
+    def __init__(self, source, rec, seed: int = 0):
+        self.source, self.rec, self.seed = source, rec, seed
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, key):
+        epoch, i = key
+        return kernels.process_sample(self.source, self.rec, i, self.seed, epoch)
+
+
+def one_torch_thread(_worker_id: int = 0) -> None:
+    torch.set_num_threads(1)
+
+
+class TorchDataLoader(Contestant):
+    """``torch.utils.data.DataLoader(KernelDataset, num_workers=workers, persistent_workers=True)``;
+    its first run forks the workers: warm it up before Ray starts threads in this process."""
+
+    name = "torch-dataloader"
+
+    def __init__(self, source, rec, batch_size: int, workers: int):
+        self.threads, self.sampler = workers, EpochSampler(len(source))
+        self.dl = tud.DataLoader(KernelDataset(source, rec), batch_size=batch_size, sampler=self.sampler,
+                                 num_workers=workers, persistent_workers=True, worker_init_fn=one_torch_thread)
+
+    def run(self, epoch: int) -> int:
+        self.sampler.epoch = epoch
+        return sum(images.shape[0] for images, _labels in self.dl)
+
+    def close(self) -> None:
+        it = getattr(self.dl, "_iterator", None)
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()  # persistent workers: end them now, not at exit
+
+
+def ray_data_missing() -> str | None:
+    """None when Ray Data can run here, else why not."""
+    try:
+        import pydantic  # noqa: F401  (iter_torch_batches imports ray.train, which needs it)
+        import ray.data  # noqa: F401
+    except ImportError as exc:
+        return f"{exc}; pip install 'ray[data]' pydantic"
+    return None
+
+
+def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) -> dict:
+    """map_batches fn: decode + augment each row's bytes with hybridload's kernels. (It must not
+    name the ``torch`` global: cloudpickle would take ``params.ops`` for ``torch.ops``.)"""
+    from hybridload.kernels import apply_ops, decode_image
+    one_torch_thread()
+    h, w = rec.out_hw
+    out, labels = np.empty((len(batch["bytes"]), 3, h, w), np.uint8), np.empty(len(batch["bytes"]), np.int64)
+    for k, (data, path) in enumerate(zip(batch["bytes"], batch["path"])):
+        i, labels[k] = index_of[str(path).lstrip("/")]
+        arr = decode_image(data)
+        params = rec.sample_params(seed, epoch, i, arr.shape[1], arr.shape[0])
+        out[k] = apply_ops(arr, params.ops, params.stages).permute(2, 0, 1).numpy()
+    return {"image": out, "label": labels}
+
+
+class RayData(Contestant):
+    """``ray.data.read_binary_files(paths).map_batches(ray_data_decode).iter_torch_batches()``,
+    limited to ``cpus`` CPUs, in the running Ray session."""
+
+    name = "ray-data"
+
+    def __init__(self, source, rec, batch_size: int, cpus: int, blocks: int | None = None):
+        import ray.data
+        self.threads, self.rec, self.batch_size, self.blocks = cpus, rec, batch_size, blocks
+        self.paths = [os.path.abspath(source.ref(i).location) for i in range(len(source))]
+        self.index_of = {p.lstrip("/"): (i, source.ref(i).label) for i, p in enumerate(self.paths)}
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.resource_limits = ray.data.ExecutionResources(cpu=cpus)
+        for attr in ("enable_progress_bars", "enable_operator_progress_bars", "print_on_execution_start"):
+            if hasattr(ctx, attr):
+                setattr(ctx, attr, False)
+        self._ray_data = ray.data
+
+    def run(self, epoch: int) -> int:
+        kw = {} if self.blocks is None else {"override_num_blocks": self.blocks}
+        ds = (self._ray_data.read_binary_files(self.paths, include_paths=True, **kw)
+              .map_batches(ray_data_decode, batch_size=self.batch_size, batch_format="numpy",
+                           fn_kwargs={"rec": self.rec, "index_of": self.index_of, "seed": 0, "epoch": epoch}))
+        return sum(b["image"].shape[0] for b in ds.iter_torch_batches(batch_size=self.batch_size, device="cpu"))

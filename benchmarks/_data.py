@@ -1,0 +1,110 @@
+"""What a benchmark runs on: the generated photo set, an embedded Ray confined to loopback, and
+the command-line flags every script shares."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+from hybridload import sources
+from hybridload.datasets import make_photo_folder
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PHOTO_ROOT = REPO / "data" / "bench-photos"
+MB = 2 ** 20
+
+
+def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple[Path, sources.ImageFolder]:
+    """(folder, ImageFolder) of the photo set of ``n`` JPEGs in ``root/n<n>`` (one folder per
+    size, shared by every benchmark; generated on first use); refuses a folder that holds another
+    number of images (a stale set: delete it to regenerate)."""
+    folder, t0 = Path(root) / f"n{n}", time.perf_counter()
+    make_photo_folder(folder, n)
+    (log or logging.getLogger("benchmarks")).info("photo set: %s (%d images; ready in %.1f s)", folder, n,
+                                                  time.perf_counter() - t0)
+    source = sources.ImageFolder(folder)
+    if len(source) != n:
+        raise SystemExit(f"{folder} holds {len(source)} images, expected {n}; delete it to regenerate")
+    return folder, source
+
+
+def subset(source, count: int):
+    """The first ``count`` images of ``source`` (all of it when it has no more)."""
+    if count >= len(source):
+        return source
+    refs = [source.ref(i) for i in range(count)]
+    return sources.FileList([r.location for r in refs], [r.label for r in refs])
+
+
+def ray_loopback_env() -> None:
+    """Environment Ray must see before it starts: everything on 127.0.0.1, no usage stats."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+
+ray_loopback_env()  # Ray reads these when it is imported: set them before any script imports it
+
+
+def check_ray_loopback(ray) -> list[str]:
+    """The addresses of the connected cluster's nodes; raises unless all are loopback."""
+    addrs = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")})
+    bad = [a for a in addrs if not a.startswith("127.")]
+    if bad:
+        raise RuntimeError(f"Ray is not confined to loopback: node addresses {addrs}")
+    return addrs
+
+
+def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | None = None) -> list[str]:
+    """An embedded single-node Ray on 127.0.0.1 without dashboard; returns its node addresses."""
+    ray_loopback_env()
+    import ray
+    t0 = time.perf_counter()
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+             object_store_memory=object_store_mb * MB, logging_level=logging.WARNING, log_to_driver=False)
+    nodes = check_ray_loopback(ray)
+    (log or logging.getLogger("benchmarks")).info("Ray %s started on %s in %.1f s (%d logical CPUs)", ray.__version__,
+                                                  nodes, time.perf_counter() - t0, num_cpus)
+    return nodes
+
+
+@contextlib.contextmanager
+def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200,
+                     connect: bool = True):
+    """A simulated multi-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``): a head
+    and ``workers`` worker nodes; yields (cluster, worker nodes), this process connected if
+    ``connect``. Shut down on exit."""
+    ray_loopback_env()
+    import ray
+    from ray.cluster_utils import Cluster
+    cl = Cluster(initialize_head=True, connect=False, head_node_args=dict(
+        num_cpus=head_cpus, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB))
+    try:
+        nodes = [cl.add_node(num_cpus=worker_cpus, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB)
+                 for _ in range(workers)]
+        cl.wait_for_nodes(timeout=60)
+        if connect:
+            ray.init(address=cl.address, logging_level=logging.WARNING, log_to_driver=False)
+            check_ray_loopback(ray)
+        yield cl, nodes
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cl.shutdown()
+
+
+def parser(doc: str, *, n: int = 1024, rounds: int = 5, quick: str = "") -> argparse.ArgumentParser:
+    """An argument parser with the flags every benchmark shares: --root --n --rounds
+    --warmup-rounds --out, and --quick (its help says what it shrinks)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
+                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
+    ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
+    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
+    ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: {quick or 'small n, one round'}")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    return ap

@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""The trainer's ingest ceiling: how fast the driver receives decoded batches from a remote actor.
+
+A simulated two-node cluster (``ray.cluster_utils.Cluster``: head and one worker node with 1 CPU
+each, both on 127.0.0.1, 300 MB object stores); one actor on the worker node returns a pre-made
+uint8 array of shape (64, 3, 224, 224) per call. Contestants (method: _harness.py), each
+receiving ``--ingest-batches`` batches per round with the same number in flight:
+
+* ``hybridload ActorPool``: hybridload's ActorPool (placement "remote-first") driven by the
+  loader's scheduler and ordered merger, each result copied into a torch buffer as the Ray lane
+  does;
+* ``raw ray.get``: a ``ray.get`` loop on the same actor;
+* ``raw ray.get + copy``: the same with the Ray lane's copy.
+
+Reported: batches/s and GB/s per path and the paired ratios.
+
+Run:  python benchmarks/bench_ingest.py [--rounds 5] [--out bench-ingest.json] [--quick]
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+import _harness as h
+from _data import check_ray_loopback, loopback_cluster, parser
+
+log = logging.getLogger("bench_ingest")
+BATCH = 64
+
+
+class Producer:
+    """The actor: returns the same pre-made batch array on every call."""
+
+    def __init__(self, shape):
+        self.batch = np.full(tuple(shape), 7, np.uint8)
+
+    def ready(self) -> str:
+        import ray
+        return ray.get_runtime_context().get_node_id()
+
+    def produce(self) -> np.ndarray:
+        return self.batch
+
+
+def copy_out(raw: np.ndarray) -> torch.Tensor:
+    """One copy out of the (read-only) object store into a torch buffer, as the Ray lane's convert."""
+    buf = torch.empty(raw.shape, dtype=torch.uint8)
+    np.copyto(buf.numpy(), raw)
+    return buf
+
+
+def ingest_pool(init_args: tuple, **kw):
+    from hybridload.lanes.actor_pool import ActorPool
+
+    class IngestPool(ActorPool):
+        """hybridload's ActorPool with a Producer actor."""
+
+        name = "ingest"
+
+        def call(self, actor, task):
+            return actor.produce.remote()
+
+        def convert(self, raw):
+            return copy_out(raw)
+
+    return IngestPool(Producer, init_args, **kw)
+
+
+def drive(pool, batches: int) -> int:
+    """``batches`` tasks through the pool in order, as the loader drives a lane; returns the batches."""
+    from hybridload.stats import LoaderStats
+    from hybridload.stream import BatchStream
+    work = [np.arange(BATCH, dtype=np.int64)] * batches
+    with BatchStream([pool], work, hooks=LoaderStats()) as stream:
+        return sum(result.shape[0] // BATCH for result in stream)
+
+
+class Receiver(h.Contestant):
+    """One receiving path; a run is ``batches`` batches; it reports images (``BATCH`` per batch)."""
+
+    def __init__(self, name: str, receive, batches: int):
+        self.name, self.receive, self.batches = name, receive, batches
+
+    def run(self, epoch: int) -> int:
+        return self.receive(self.batches) * BATCH
+
+
+def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
+    """ray.get in a loop, ``inflight`` calls outstanding; optionally the Ray lane's copy."""
+    refs = deque(actor.produce.remote() for _ in range(min(inflight, batches)))
+    submitted, got = len(refs), 0
+    while refs:
+        arr = ray.get(refs.popleft())
+        if submitted < batches:
+            refs.append(actor.produce.remote())
+            submitted += 1
+        if copy:
+            copy_out(arr)
+        del arr
+        got += 1
+    return got
+
+
+def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
+    """The three paths on a fresh 2-node loopback cluster: {results, ratios, info, ...}."""
+    import ray
+    shape, t0 = (BATCH, 3, size, size), time.perf_counter()
+    nbytes, pool, info = int(np.prod(shape)), None, {}
+    with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
+        try:
+            pool = ingest_pool((shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
+                               cpu_actors=1, tasks_per_actor=inflight)
+            info["nodes"] = check_ray_loopback(ray)
+            if pool.nodes[0] == ray.get_runtime_context().get_node_id():
+                raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
+            log.info("2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
+                     info["nodes"], time.perf_counter() - t0, pool.slots, nbytes / 1e6)
+            actor = pool.actors[0]
+            cs = [Receiver("hybridload ActorPool", lambda k: drive(pool, k), batches),
+                  Receiver("raw ray.get", lambda k: raw_get(ray, actor, k, inflight, False), batches),
+                  Receiver("raw ray.get + copy", lambda k: raw_get(ray, actor, k, inflight, True), batches)]
+            h.warm_up(cs, log=log)
+            per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
+        finally:
+            if pool is not None:
+                pool.close()  # kills the actor, releases hybridload's connection
+    results = h.summarize_all(per_round, cs)
+    for r in results.values():
+        for k in ("median", "min", "max"):
+            r[f"{k}_batches_per_s"] = r[f"{k}_images_per_s"] / BATCH
+        r["median_gb_per_s"] = r["median_batches_per_s"] * nbytes / 1e9
+    names = [c.name for c in cs]
+    ratios = {f"{a} / {b}": h.ratio(results, a, b) for a, b in ((names[0], names[1]), (names[0], names[2]),
+                                                                (names[2], names[1]))}
+    return {"batch_shape": list(shape), "batch_bytes": nbytes, "inflight": inflight, "batches_per_round": batches,
+            "object_store_mb": store_mb, "info": info, "results": results, "ratios": ratios}
+
+
+def main(argv=None) -> int:
+    ap = parser(__doc__, quick="10 batches per round, one round")
+    ap.add_argument("--size", type=int, default=224, help="image side of the batches")
+    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per round")
+    ap.add_argument("--ingest-inflight", type=int, default=2, help="calls in flight (ActorPool tasks_per_actor)")
+    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node of the 2-node cluster")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.ingest_batches, args.rounds = 10, 1
+    h.setup_logging()
+    if min(args.rounds, args.ingest_batches, args.ingest_inflight, args.size) <= 0:
+        ap.error("counts must be positive")
+    env = h.environment()
+    res = measure(args.size, args.ingest_store_mb, args.ingest_inflight, args.ingest_batches, args.rounds)
+    lines = [f"## bench_ingest: 2-node loopback cluster, one producer actor on the worker node, "
+             f"{res['batch_bytes'] / 1e6:.1f} MB uint8 batches {tuple(res['batch_shape'])}, {res['inflight']} in "
+             f"flight, {res['batches_per_round']} batches per round, {args.rounds} interleaved rounds\n",
+             h.environment_line(env),
+             *h.results_table(res["results"], (("median batches/s", lambda r: f"{r['median_batches_per_s']:.1f}"),
+                                               ("min", lambda r: f"{r['min_batches_per_s']:.1f}"),
+                                               ("max", lambda r: f"{r['max_batches_per_s']:.1f}"),
+                                               ("median GB/s", lambda r: f"{r['median_gb_per_s']:.2f}"), "other"),
+                              first="path"), "", *h.ratio_table(res["ratios"]), ""]
+    h.emit(lines, args, {"benchmark": "bench_ingest", "environment": env, "ingest": res}, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The benchmark scripts import, and the harness they share measures what it says: interleaved
+rounds, per-round paired ratios against a baseline, the table's columns. So it cannot rot."""
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = sorted(p.stem for p in BENCH.glob("*.py"))
+
+
+@pytest.fixture
+def harness(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # the scripts run as `python benchmarks/x.py`
+    return importlib.import_module("_harness")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_module_imports_without_running(harness, name):
+    module = importlib.import_module(name)
+    assert module.__doc__, f"benchmarks/{name}.py has no docstring"
+    if not name.startswith("_"):
+        assert callable(module.main)
+
+
+def make_contestants(harness, log):
+    class Fixed(harness.Contestant):
+        """Reports a fixed number of images for a run; records the order it ran in."""
+
+        def __init__(self, name, images):
+            self.name, self.images = name, images
+
+        def prepare(self):
+            log.append(("prepare", self.name))
+
+        def run(self, epoch):
+            log.append((self.name, epoch))
+            return {"images": self.images, "note": epoch}
+
+        def finish(self):
+            log.append(("finish", self.name))
+            return {"finished": True}
+
+    return [Fixed("base", 100), Fixed("double", 200)]
+
+
+def test_rounds_rotate_who_goes_first_and_discard_warm_up(harness):
+    log = []
+    cs = make_contestants(harness, log)
+    per_round = harness.run_rounds(cs, rounds=3, warmup_rounds=1)
+    order = [e for e in log if e[0] in ("base", "double")]
+    assert order == [("double", 19_999), ("base", 19_999), ("base", 0), ("double", 0), ("double", 1), ("base", 1),
+                     ("base", 2), ("double", 2)]
+    assert [r["note"] for r in per_round["base"]] == [0, 1, 2]  # extra fields kept, warm-up dropped
+    assert all(r["finished"] and r["images"] == 100 for r in per_round["base"])
+    assert log[:3] == [("prepare", "double"), ("double", 19_999), ("finish", "double")]
+
+
+def test_expected_image_count_is_enforced(harness):
+    cs = make_contestants(harness, [])
+    with pytest.raises(RuntimeError, match="base delivered 100 images, expected 200"):
+        harness.run_rounds(cs, rounds=1, warmup_rounds=0, expect=200)
+
+
+def test_paired_ratios_pair_rounds_against_the_baseline(harness):
+    def rounds(rates):
+        return [{"images": 10, "images_per_s": r, "cpu_s": 1.0, "cpu_util": 1.0, "tree_cpu_util": 1.0,
+                 "other_load": 0.0} for r in rates]
+
+    results = {"base": harness.summarize(rounds([100, 50, 200]), 1),
+               "fast": harness.summarize(rounds([110, 100, 220]), 1)}
+    r = harness.ratio(results, "fast", "base")
+    assert r["paired"] == pytest.approx([1.1, 2.0, 1.1])
+    assert r["paired_median"] == pytest.approx(1.1) and r["paired_max"] == pytest.approx(2.0)
+    assert r["of_medians"] == pytest.approx(110 / 100)
+    assert harness.ratio(results, "fast", "absent") is None
+    assert results["base"]["median_images_per_s"] == 100 and results["base"]["min_images_per_s"] == 50
+
+
+def test_contended_counts_other_load_beyond_the_free_cores(harness, monkeypatch):
+    monkeypatch.setattr(harness, "usable_cpus", lambda: 2)
+    assert not harness.contended(0.2, 1)  # one core free, 0.2 used: within the margin
+    assert harness.contended(1.3, 1)
+    assert harness.contended(0.3, 2) and not harness.contended(None, 2)
+
+
+def test_measured_run_table_has_the_named_columns_and_json_round_trips(harness, tmp_path):
+    cs = make_contestants(harness, [])
+    results = harness.summarize_all(harness.run_rounds(cs, rounds=2, warmup_rounds=0), cs)
+    ratios = {"double / base": harness.ratio(results, "double", "base")}
+    assert len(ratios["double / base"]["paired"]) == 2  # one ratio per round
+    table = harness.results_table(results, skipped={"absent": "not installed"})
+    assert table[0] == ("| contestant | threads | median img/s | min | max | CPU util (process / with children) | "
+                        "img per CPU-s | other load | contended rounds |")
+    assert table[2].startswith("| base | 1 |") and table[-1].startswith("| absent | skipped: not installed |")
+    assert all(line.count("|") == table[0].count("|") for line in table)
+    rt = harness.ratio_table(ratios, {"double / base": 1.5})
+    assert rt[0] == "| ratio | of medians | per round: median (min-max) | goal | met |" and "| >= 1.5 |" in rt[2]
+    harness.write_json(tmp_path / "r.json", {"contestants": results, "ratios": ratios})
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["contestants"]["double"]["rounds"][0]["images"] == 200
