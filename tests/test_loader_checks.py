@@ -83,3 +83,22 @@ def test_cuda_device_without_cuda_is_refused_with_a_message(photo_root):
 def test_resolve_rank_refuses_bools_floats_and_out_of_range(rank, world, name):
     with pytest.raises(ValueError, match=f"{name} must be None or an int"):
         resolve_rank(rank, world)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(batch_timeout_s=math.nan), "batch_timeout_s"), (dict(batch_timeout_s=math.inf), "batch_timeout_s"),
+    (dict(batch_timeout_s=True), "batch_timeout_s"), (dict(straggler_min_s="x"), "straggler_min_s"),
+    (dict(straggler_min_s=math.nan), "straggler_min_s"), (dict(ship_bytes="no"), "ship_bytes"),
+    (dict(straggler_factor=math.inf), "straggler_factor"),
+])
+def test_policy_refuses_nan_inf_strings_and_non_bools_naming_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"LoaderPolicy: {field} must be"):
+        LoaderPolicy(**kw)
+
+
+def test_a_plan_asking_more_threads_than_cpus_runs_what_fits_with_a_warning():
+    from hybridload.planner.plan import Plan
+    from hybridload.policy import usable_cpus
+    with pytest.warns(UserWarning, match="asks for 400 local threads"):
+        policy = LoaderPolicy.from_plan(Plan(gpu_share=0.0, cpu_actors={}, local_threads=400))
+    assert policy.threads == usable_cpus()
