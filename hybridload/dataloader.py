@@ -90,6 +90,8 @@ class DatasetWorker:
 
 
 def _short(indices) -> str:
+    if not hasattr(indices, "__len__"):  # batch_size=None: one sample index
+        return str(indices)
     shown = [int(i) for i in list(indices)[:16]]
     return f"{shown}" if len(indices) <= 16 else f"{shown[:-1]} ... ({len(indices)} in all)"
 
