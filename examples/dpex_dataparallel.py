@@ -21,7 +21,7 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = torch.nn.DataParallel(small_model()).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = hybridload.DataLoader(ToyImages(256), batch_size=64, shuffle=True, num_workers=2,
+    loader = hybridload.DataLoader(ToyImages(256), batch_size=64, shuffle=True, num_workers=10,
                                    pin_memory=torch.cuda.is_available(), distribute_mode=True)
     with loader:
         for step, (x, y) in enumerate(loader, 1):

@@ -31,7 +31,8 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     dataset = ToyImages(256)
     sampler = DistributedSampler(dataset, shuffle=True, seed=0)
-    loader = hybridload.DataLoader(dataset, batch_size=32, sampler=sampler, distribute_mode=True)
+    loader = hybridload.DataLoader(dataset, batch_size=32, sampler=sampler, num_workers=10,
+                                   distribute_mode=True)
     with loader:
         for epoch in range(args.epochs):
             sampler.set_epoch(epoch)

@@ -18,7 +18,7 @@ def main():
     ap.add_argument("--no-distribute", action="store_true", help="plain torch DataLoader behaviour")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO)
-    loader = hybridload.DataLoader(ToyImages(256), batch_size=32, shuffle=True, num_workers=2,
+    loader = hybridload.DataLoader(ToyImages(256), batch_size=32, shuffle=True, num_workers=10,
                                    distribute_mode=not args.no_distribute, head_address="auto")
     model = small_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -27,7 +27,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     root = Path(args.data)
     log.info("preparing %d photo JPEGs under %s", args.images, root)
-    make_photo_folder(root, args.images, num_classes=args.classes)
+    try:
+        make_photo_folder(root, args.images, num_classes=args.classes)
+    except ValueError as exc:  # an existing directory the demo did not make: never written into
+        raise SystemExit(f"hybridload demo: {exc}") from None
     src = sources.ImageFolder(root)
     rec = recipe.imagenet_train(args.size)
     if args.in_process:

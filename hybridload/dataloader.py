@@ -12,13 +12,26 @@ through the ordered merger. Compared with Dpex:
   the driver and shipped;
 * shutdown: actors are killed on ``close()``, garbage collection and interpreter exit;
 * waiting: no fixed queue timeout; a batch that does not arrive within ``timeout``
-  seconds (default 300 when 0 is given) raises an error naming it.
+  seconds (default 300 when 0 is given) raises an error naming it;
+* errors: an exception of the user's ``__getitem__`` or collate surfaces once, as a
+  :class:`~hybridload.errors.UserCodeError` naming the batch and its indices with the
+  original traceback (deterministic: never retried);
+* workers: ``num_workers`` is a request; with fewer free CPU slots, as many actors as fit
+  run (one warning). Inside an actor ``torch.utils.data.get_worker_info()`` gives its id,
+  ``num_workers``, the batch's seed and the dataset, and ``worker_init_fn(id)`` runs there
+  first, so what it sets is seen by ``__getitem__``;
+* other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor``
+  batches ahead); actors persist between passes until ``close()`` whatever
+  ``persistent_workers`` says; ``multiprocessing_context`` and an ``IterableDataset`` are
+  refused in ``distribute_mode`` (there are no worker processes to configure, and an
+  iterable dataset has no indices to send).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import traceback
 import weakref
 from typing import Any, Callable
 
@@ -26,6 +39,7 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
+from .errors import HybridLoadError, UserCodeError
 from .lanes.actor_pool import ActorPool
 from .lanes.base import BatchTask
 from .sharding import resolve_rank
@@ -38,11 +52,14 @@ DEFAULT_TIMEOUT_S = 300.0
 
 
 class DatasetWorker:
-    """The actor: ``collate_fn([dataset[i] for i in indices])`` with per-batch seeding."""
+    """The actor: ``collate_fn([dataset[i] for i in indices])`` with per-batch seeding, torch's
+    worker info set, and the user's errors wrapped in :class:`UserCodeError`."""
 
     def __init__(self, dataset, collate_fn, worker_init_fn, auto_collation, worker_id: int = 0, num_workers: int = 1):
         torch.set_num_threads(1)
         self.dataset, self.collate_fn, self.auto = dataset, collate_fn, auto_collation
+        self.worker_id, self.num_workers = worker_id, num_workers
+        _set_worker_info(worker_id, num_workers, worker_id, dataset)
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
 
@@ -50,13 +67,40 @@ class DatasetWorker:
         import ray
         return ray.get_runtime_context().get_node_id()
 
-    def run(self, indices, seed: int):
+    def run(self, indices, seed: int, seq: int = 0):
         random.seed(seed)
         np.random.seed(seed % (2 ** 32))
         torch.manual_seed(seed)
-        if self.auto:
-            return self.collate_fn([self.dataset[i] for i in indices])
-        return self.collate_fn(self.dataset[indices])
+        _set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
+        where = f"batch {seq}"
+        try:
+            if not self.auto:
+                where = f"batch {seq} (indices {_short(indices)}), in dataset[indices] or collate_fn"
+                return self.collate_fn(self.dataset[indices])
+            samples = []
+            for i in indices:
+                where = f"batch {seq} (indices {_short(indices)}), sample {i}: dataset[{i}]"
+                samples.append(self.dataset[i])
+            where = f"batch {seq} (indices {_short(indices)}): collate_fn"
+            return self.collate_fn(samples)
+        except HybridLoadError:
+            raise
+        except Exception as exc:  # the user's code: deterministic, delivered once with its traceback
+            raise UserCodeError(where, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
+
+
+def _short(indices) -> str:
+    if not hasattr(indices, "__len__"):  # batch_size=None: one sample index
+        return str(indices)
+    shown = [int(i) for i in list(indices)[:16]]
+    return f"{shown}" if len(indices) <= 16 else f"{shown[:-1]} ... ({len(indices)} in all)"
+
+
+def _set_worker_info(worker_id: int, num_workers: int, seed: int, dataset) -> None:
+    """What ``torch.utils.data.get_worker_info()`` returns inside the actor."""
+    from torch.utils.data._utils import worker as torch_worker
+    torch_worker._worker_info = torch_worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
+                                                        dataset=dataset)
 
 
 class _DatasetLane(ActorPool):
@@ -69,10 +113,11 @@ class _DatasetLane(ActorPool):
                          ray_address=loader.head_address, placement=loader.placement,
                          reserve_local_cpus=loader.reserve_local_cpus,
                          cpu_actors=loader.num_actors, rank=rank, world_size=world_size,
-                         fallback_embedded=(loader.head_address == "auto"), pass_worker_index=True)
+                         fallback_embedded=(loader.head_address == "auto"), pass_worker_index=True,
+                         fit_request=True)
 
     def call(self, actor, task: BatchTask):
-        return actor.run.remote(task.indices, self.base_seed + task.seq)
+        return actor.run.remote(task.indices, self.base_seed + task.seq, task.seq)
 
 
 class DataLoader(tud.DataLoader):
@@ -103,6 +148,17 @@ class DataLoader(tud.DataLoader):
         self.reserve_local_cpus = reserve_local_cpus
         self.window = window
         if self.distribute_mode:
+            if isinstance(dataset, tud.IterableDataset):
+                raise TypeError("DataLoader: distribute_mode=True needs a map-style dataset (indices are sent to "
+                                f"the actors); {type(dataset).__name__} is an IterableDataset: use "
+                                "distribute_mode=False, or give it __len__ and __getitem__")
+            if multiprocessing_context is not None:
+                raise ValueError("DataLoader: multiprocessing_context has no effect with distribute_mode=True (the "
+                                 "workers are Ray actors, not processes this loader starts); leave it None")
+            if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
+                raise ValueError(f"DataLoader: prefetch_factor must be an int >= 1, got {prefetch_factor!r}")
+            if window is None and prefetch_factor is not None:
+                self.window = prefetch_factor * max(1, self.num_actors or 1)
             # torch must not start its own worker processes: the actors are the workers
             num_workers, prefetch_factor, persistent_workers, multiprocessing_context = 0, None, False, None
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,

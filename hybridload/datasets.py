@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -81,22 +82,34 @@ def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350,
         out.append(buf.getvalue())
     return out
 
+MARKER = ".hybridload-photos"
+
 
 def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4,
                       seed: int = 0) -> Path:
     """Write an ImageFolder tree ``root/class_k/img_i.jpg`` of ``n`` photo JPEGs.
 
-    Existing trees with the same file count are reused (a marker file records
-    the arguments).
+    A tree this function made (it holds the marker file ``.hybridload-photos``, written
+    before any image) is reused when made with the same arguments and regenerated when
+    they differ. It never writes into an existing, non-empty directory without the marker
+    (a user's dataset): ValueError naming it.
     """
     if n <= 0 or num_classes <= 0:
         raise ValueError(f"make_photo_folder: n and num_classes must be positive, got {n}, {num_classes}")
     root = Path(root)
-    marker = root / ".hybridload-photos"
+    marker = root / MARKER
     key = f"{n} {num_classes} {seed}"
     if marker.exists() and marker.read_text() == key:
         return root
+    if root.exists() and not marker.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ValueError(f"make_photo_folder: {str(root)!r} already exists and was not made by hybridload "
+                         f"(no {MARKER} file); give a new or empty directory (e.g. --data data/demo-photos)")
+    if marker.exists():  # ours, made with other arguments: remove what we wrote
+        for d in root.glob("class_*"):
+            if d.is_dir():
+                shutil.rmtree(d)
     root.mkdir(parents=True, exist_ok=True)
+    marker.write_text("incomplete")
     images = make_photo_images(n, seed=seed)
     for i, data in enumerate(images):
         d = root / f"class_{i % num_classes:03d}"

@@ -54,3 +54,31 @@ class Reroute(HybridLoadError):
 class WorkerLost(HybridLoadError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
     handed to another worker and the lane carries on with what is left."""
+
+
+class UserCodeError(HybridLoadError):
+    """The user's code (a dataset's ``__getitem__``, a collate function) raised, or returned
+    a value hybridload cannot use. Deterministic: delivered once at its batch's position,
+    never retried.
+
+    Attributes:
+        where: what ran (``"batch 3 (indices [12, 7])"``, ``"sample 5 (MyDataset[5])"``).
+        reason: the original exception as ``Type: message``.
+        traceback_text: the original traceback, formatted where it was raised.
+    """
+
+    def __init__(self, where: str, reason: str, traceback_text: str = ""):
+        self.where, self.reason, self.traceback_text = where, reason, traceback_text
+        msg = f"{where}: {reason}"
+        if traceback_text:
+            msg += "\n\nOriginal traceback (from the worker):\n" + traceback_text.rstrip()
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.where, self.reason, self.traceback_text))
+
+
+class LabelError(UserCodeError, ValueError):
+    """A sample's label is not an integer class index (a string, a float, a one-hot vector).
+    Raised under ``on_error="skip"`` too: a wrong label type is a bug of the dataset, not a
+    bad sample."""

@@ -18,6 +18,7 @@ import torch
 
 from . import sharding
 from .kernels.batch import normalize_batch
+from .loader_checks import check_device, check_epoch, check_seed, check_state
 from .lanes.base import LaneKind
 from .lanes.build import build_lanes, close_lanes
 from .lanes.spec import LaneCaps, plan_lanes
@@ -65,6 +66,12 @@ class HybridLoader:
             policy = LoaderPolicy()
         if not isinstance(policy, LoaderPolicy):
             raise TypeError(f"HybridLoader: policy must be a LoaderPolicy, got {type(policy).__name__}")
+        seed = check_seed(seed)
+        if device is not None:
+            try:
+                check_device(torch.device(device))
+            except RuntimeError as e:
+                raise ValueError(f"HybridLoader: device={device!r} is not a device torch knows: {e}") from None
         rank, world_size = sharding.resolve_rank(rank, world_size)
         sharding.num_batches(len(source), batch_size=batch_size, world_size=world_size,
                              drop_last=drop_last)  # validates batch_size, rank, world_size
@@ -72,7 +79,7 @@ class HybridLoader:
             raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
         self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
         self.policy = policy
-        self._sampler = sharding.DistributedBatchSampler(len(source), self.batch_size, seed=int(seed),
+        self._sampler = sharding.DistributedBatchSampler(len(source), self.batch_size, seed=seed,
                                                          shuffle=bool(shuffle), drop_last=bool(drop_last),
                                                          rank=rank, world_size=world_size)
         self.device = default_device(device)
@@ -107,8 +114,11 @@ class HybridLoader:
         return self._sampler.batches(self.epoch if epoch is None else epoch)
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch (the shuffle order), as DistributedSampler.set_epoch."""
-        self._sampler.set_epoch(epoch)
+        """Select the epoch (the shuffle order), as DistributedSampler.set_epoch.
+
+        Unlike torch's sampler, a negative epoch is refused (the per-sample randomness is
+        keyed by (seed, epoch, index) with non-negative keys)."""
+        self._sampler.set_epoch(check_epoch(epoch, where="HybridLoader.set_epoch"))
 
     # ----------------------------------------------------------------- lanes
     def _ensure_lanes(self) -> list:
@@ -178,17 +188,15 @@ class HybridLoader:
                 "num_samples": len(self.source)}
 
     def load_state_dict(self, state: dict) -> None:
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"HybridLoader.load_state_dict: state version {state.get('version')!r} is not "
-                             f"{STATE_VERSION}; it was saved by another hybridload version")
-        for key in ("seed", "shuffle", "drop_last", "batch_size", "world_size", "rank", "num_samples"):
-            mine = len(self.source) if key == "num_samples" else getattr(self, key)
-            if state[key] != mine:
-                raise ValueError(f"HybridLoader.load_state_dict: saved {key}={state[key]!r} but this loader has "
-                                 f"{key}={mine!r}; build the loader with the same arguments to resume")
+        """Resume from a ``state_dict()``; every field is checked (type, range, and that the
+        loader was built with the same arguments) before anything changes."""
+        mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last", "batch_size",
+                                                   "world_size", "rank")}
+        mine["num_samples"] = len(self.source)
+        epoch, position = check_state(state, mine, len(self), STATE_VERSION)
         if self._active is not None:
             self._active.finish(superseded=True)
-        self._sampler.resume_at(int(state["epoch"]), int(state["position"]))
+        self._sampler.resume_at(epoch, position)
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,8 +94,8 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.gpu_share is not None and not _is_fraction(self.gpu_share):
             raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
-        if self.straggler_factor is not None and (isinstance(self.straggler_factor, bool) or not isinstance(
-                self.straggler_factor, (int, float)) or self.straggler_factor < 1):
+        if self.straggler_factor is not None and (not _is_positive_finite(self.straggler_factor)
+                                                  or self.straggler_factor < 1):
             raise ValueError(f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}")
         if not _is_count(self.replan_every) or self.replan_every == 0:
             raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
@@ -127,9 +129,14 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
         if self.on_error not in ON_ERROR:
             raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
-        if (isinstance(self.batch_timeout_s, bool) or not isinstance(self.batch_timeout_s, (int, float))
-                or self.batch_timeout_s <= 0):
-            raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive number, got {self.batch_timeout_s!r}")
+        if not _is_positive_finite(self.batch_timeout_s):
+            raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
+                             f"got {self.batch_timeout_s!r}")
+        if not _is_positive_finite(self.straggler_min_s, allow_zero=True):
+            raise ValueError(f"LoaderPolicy: straggler_min_s must be a finite number of seconds >= 0, "
+                             f"got {self.straggler_min_s!r}")
+        if not isinstance(self.ship_bytes, bool):
+            raise ValueError(f"LoaderPolicy: ship_bytes must be True or False, got {self.ship_bytes!r}")
         if not _is_count(self.max_retries):
             raise ValueError(f"LoaderPolicy: max_retries must be an int >= 0, got {self.max_retries!r}")
         if not _is_count(self.break_after) or self.break_after == 0:
@@ -155,7 +162,13 @@ class LoaderPolicy:
         if p.total_actors:
             kw.update(cpu_actors=cpu_workers, placement="remote-first")
         else:
-            kw.update(cpu_actors=0, threads=max(1, p.local_threads))
+            threads = max(1, p.local_threads)
+            if threads > usable_cpus():  # a plan made on a bigger machine: run what fits here
+                warnings.warn(f"LoaderPolicy.from_plan: the plan asks for {threads} local threads but this "
+                              f"process may use {usable_cpus()} CPUs; running {usable_cpus()} "
+                              "(pass threads=... to override)", stacklevel=2)
+                threads = usable_cpus()
+            kw.update(cpu_actors=0, threads=threads)
         kw.update(overrides)
         return cls(**kw)
 
@@ -183,6 +196,11 @@ def is_ray_address(v: Any) -> bool:
 
 def _is_fraction(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v <= 1
+
+
+def _is_positive_finite(v: Any, allow_zero: bool = False) -> bool:
+    return (not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            and (v >= 0 if allow_zero else v > 0))
 
 
 def _is_count(v: Any) -> bool:

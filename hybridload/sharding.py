@@ -91,7 +91,13 @@ def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, worl
 
 def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
     """(rank, world_size): given values win, else torch.distributed when initialized,
-    else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1)."""
+    else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1).
+
+    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1."""
+    for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
+        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
+            raise ValueError(f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
+                             f"pass e.g. {name}={low if name == 'rank' else 2}")
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     dist = torch.distributed

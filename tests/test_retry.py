@@ -2,7 +2,7 @@
 
 import pytest
 
-from hybridload.errors import Reroute, SampleError, WorkerLost
+from hybridload.errors import LabelError, Reroute, SampleError, UserCodeError, WorkerLost
 from hybridload.retry import Action, LaneState, RetryRules, decide
 
 RULES = RetryRules(max_retries=3, break_after=2)
@@ -18,6 +18,9 @@ TABLE = [
     ("sample error is the result", SAMPLE, 1, state(), (Action.DELIVER, False, False, False)),
     ("sample error, lone lane", SAMPLE, 1, state(lanes=1, working=False, usable=False),
      (Action.DELIVER, False, False, False)),
+    ("user code error is the result, never retried", UserCodeError("batch 2", "KeyError: 'x'"), 1, state(lanes=1, working=False,
+     usable=False), (Action.DELIVER, False, False, False)),
+    ("label error is the result", LabelError("sample 3", "bad label"), 1, state(), (Action.DELIVER, False, False, False)),
     ("first fault, another lane works", RuntimeError(), 1, state(), (Action.EXCLUDE, True, False, True)),
     ("second fault in a row breaks the lane", RuntimeError(), 1, state(fails=1), (Action.BREAK, True, True, True)),
     ("fault, lone lane: retried on it", RuntimeError(), 1, state(lanes=1, working=False, usable=False),

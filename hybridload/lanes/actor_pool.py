@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import uuid
+import warnings
 from typing import Any
 
 from hybridload import cluster
@@ -34,7 +35,7 @@ class ActorPool:
     def __init__(self, worker_cls: type, init_args: tuple, *, ray_address: str | None, placement: str,
                  reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
                  tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
-                 pass_worker_index: bool = False):
+                 pass_worker_index: bool = False, fit_request: bool = False):
         self.tasks_per_actor = tasks_per_actor
         self.actors: list = []
         self.nodes: list[str] = []
@@ -44,8 +45,8 @@ class ActorPool:
         ray = cluster.acquire(ray_address, fallback_embedded=fallback_embedded)
         try:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-            where = plan_actors(cluster.nodes(), placement=placement, reserve_local_cpus=reserve_local_cpus,
-                                cpu_actors=cpu_actors, rank=rank, world_size=world_size)
+            where = _place(cluster.nodes(), placement=placement, reserve_local_cpus=reserve_local_cpus,
+                           cpu_actors=cpu_actors, rank=rank, world_size=world_size, fit_request=fit_request)
             remote_cls = ray.remote(worker_cls)
             init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
@@ -172,6 +173,26 @@ class ActorPool:
             if not self._released:
                 self._released = True
                 cluster.release()
+
+
+def _place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:
+    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
+    request: as many actors as fit are placed, with one warning."""
+    try:
+        return plan_actors(nodes, cpu_actors=cpu_actors, **kw)
+    except ValueError:
+        if not fit_request or not cpu_actors:
+            raise
+    for n in range(cpu_actors - 1, 0, -1):
+        try:
+            where = plan_actors(nodes, cpu_actors=n, **kw)
+        except ValueError:
+            continue
+        warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
+                      f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
+                      "with more workers than cores, the batches are the same)", stacklevel=4)
+        return where
+    return plan_actors(nodes, cpu_actors=cpu_actors, **kw)  # not even one fits: its error names why
 
 
 def _actor_died(exc: BaseException) -> bool:

@@ -2,15 +2,21 @@
 
 Only references travel to actors: each actor holds the source (sent once through the
 object store) and reads its own inputs where it runs. With ``ship_bytes`` the driver
-reads the bytes and sends them along (for nodes that cannot see the data). Results come
+reads the bytes and sends them along (for nodes that cannot see the data); a sample the
+driver cannot read travels as its :class:`SampleError`, raised where the batch runs, so
+``on_error`` decides its fate as for any sample (skipped, or raised in order). Results come
 back as one array per batch through the object store and are copied once into a
 (pinned, where CUDA) torch buffer: no per-sample Python objects on the way.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
+
+from hybridload.errors import SampleError
 
 from .actor_pool import ActorPool
 from .base import BatchTask
@@ -19,16 +25,34 @@ _NP_TO_TORCH = {np.uint8: torch.uint8, np.float32: torch.float32, np.float16: to
 
 
 class _Preloaded:
-    """A source view whose reads come from bytes the driver shipped."""
+    """A source view whose reads come from what the driver shipped: ``(payload, label)`` or
+    the :class:`SampleError` its read raised."""
 
     def __init__(self, source, payloads: dict):
         self._source, self._payloads = source, payloads
 
     def ref(self, index):
-        return self._source.ref(index)
+        ref, got = self._source.ref(index), self._payloads.get(index)
+        if isinstance(got, tuple):  # the label the driver read (a TorchDataset knows it only then)
+            ref = dataclasses.replace(ref, label=int(got[1]))
+        return ref
 
     def read(self, ref):
-        return self._payloads[ref.index]
+        got = self._payloads[ref.index]
+        if isinstance(got, SampleError):
+            raise got
+        return got
+
+
+def ship(source, indices) -> dict:
+    """The driver-side reads of ``ship_bytes``: ``{index: (payload, label) or SampleError}``."""
+    out: dict = {}
+    for i in indices:
+        try:
+            out[i] = source.read(source.ref(i))
+        except SampleError as exc:  # on_error is applied where the batch runs
+            out[i] = exc
+    return out
 
 
 class KernelWorker:
@@ -63,7 +87,7 @@ class RayLane(ActorPool):
     def call(self, actor, task: BatchTask):
         payloads = None
         if self.ship_bytes:
-            payloads = {i: self.source.read(self.source.ref(i)) for i in task.indices.tolist()}
+            payloads = ship(self.source, task.indices.tolist())
         return actor.run.remote(task.epoch, task.indices, payloads)
 
     def convert(self, raw):

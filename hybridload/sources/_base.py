@@ -13,11 +13,12 @@ when it first reads.
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from hybridload.errors import SampleError
+from hybridload.errors import LabelError, SampleError
 
 
 @dataclass(frozen=True)
@@ -116,3 +117,22 @@ def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None) 
         return read_bytes(ref.location, storage_options)
     except Exception as exc:  # any filesystem's error (OSError, a cloud client's): name the sample
         raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+
+
+def to_label(value: Any, index: int, location: str) -> int:
+    """A label as an int class index: Python and numpy ints, one-element integer arrays or
+    tensors. Anything else (a string, a float, a one-hot vector) raises :class:`LabelError`
+    naming the sample, also under ``on_error="skip"``."""
+    v = value
+    if hasattr(v, "dtype") and hasattr(v, "shape"):  # numpy array / torch tensor
+        kind = str(v.dtype)
+        if tuple(v.shape) not in ((), (1,)) or not ("int" in kind or kind.endswith("uint8")):
+            raise LabelError(f"sample {index} ({location})",
+                             f"label must be an integer class index, got a {type(v).__name__} of dtype {kind} "
+                             f"and shape {tuple(v.shape)}; return e.g. int(one_hot.argmax())")
+        v = v.reshape(()).item() if hasattr(v, "reshape") else v.item()
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise LabelError(f"sample {index} ({location})",
+                         f"label must be an integer class index, got {v!r} ({type(v).__name__}); map class "
+                         "names to indices (e.g. class_to_idx[name]) and return an int")
+    return int(v)

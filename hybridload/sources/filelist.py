@@ -31,7 +31,10 @@ class FileList(Source):
         if labels.ndim != 1 or len(labels) != len(self.paths):
             raise ValueError(f"FileList: got {len(self.paths)} paths but {labels.size} labels; give one label per path")
         if len(labels) and not np.issubdtype(labels.dtype, np.integer):
-            raise ValueError("FileList: labels must be integers (class indices)")
+            values = labels.tolist()
+            bad = next((i for i, v in enumerate(values) if not (isinstance(v, float) and v.is_integer())), 0)
+            raise ValueError(f"FileList: labels must be integers (class indices); sample {bad} "
+                             f"({self.paths[bad]}) has label {values[bad]!r} ({labels.dtype})")
         self._labels = labels.astype(np.int64)
         check_protocols(self.paths, self.storage_options)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 from pathlib import Path
@@ -10,12 +11,17 @@ from typing import Any, Mapping, Sequence
 from ._base import is_url, url_to_fs
 from .filelist import FileList
 
+log = logging.getLogger(__name__)
+
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
 class ImageFolder(FileList):
     """``root/<class>/<file>`` trees, as torchvision's ImageFolder: classes sorted by name,
     files sorted within each class, label = class position.
+
+    As torchvision, a class folder with no image file is refused (FileNotFoundError naming
+    it); symlinked folders are followed, but never into a folder already visited (a loop).
 
     ``root`` may be an fsspec URL (``memory://photos``, ``s3://bucket/train``): the tree is
     listed once through fsspec, in the same order as a local tree, and every sample's
@@ -40,16 +46,46 @@ class ImageFolder(FileList):
             raise FileNotFoundError(f"ImageFolder: no class folders under {self.root!r}; "
                                     "expected root/<class>/<image files>")
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-        paths, labels = [], []
+        paths, labels, empty = [], [], []
         for c in self.classes:
-            for dirpath, _dirs, files in sorted(os.walk(root_path / c, followlinks=True)):
-                for name in sorted(files):
-                    if name.lower().endswith(exts):
-                        paths.append(os.path.join(dirpath, name))
-                        labels.append(self.class_to_idx[c])
+            found = _walk_class(root_path / c, exts)
+            if not found:
+                empty.append(c)
+            paths += found
+            labels += [self.class_to_idx[c]] * len(found)
         if not paths:
             raise FileNotFoundError(f"ImageFolder: no image files ({', '.join(exts)}) under {self.root!r}")
+        if empty:
+            raise FileNotFoundError(f"ImageFolder: Found no valid file for the classes {', '.join(empty)} under "
+                                    f"{self.root!r} (empty or unreadable; no image files {', '.join(exts)}); "
+                                    "remove those folders or add their images")
         super().__init__(paths, labels)
+
+
+def _walk_class(top: Path, exts: tuple[str, ...]) -> list[str]:
+    """Image files under one class folder, sorted by directory then name; symlinked
+    directories are followed once: a directory already visited by its real path, or one
+    that holds the class folder (a link back to an ancestor such as the root, which would
+    relabel other classes' images), is not entered; an unreadable directory raises."""
+    seen: set[str] = set()
+    top_real = os.path.realpath(top)
+    found: list[str] = []
+
+    def fail(exc: OSError) -> None:
+        raise PermissionError(f"ImageFolder: cannot list {exc.filename!r} ({exc.strerror}); "
+                              "make it readable or remove it") from None
+
+    for dirpath, dirs, files in os.walk(top, followlinks=True, onerror=fail):
+        real = os.path.realpath(dirpath)
+        loop = real != top_real and os.path.commonpath([real, top_real]) == real
+        if real in seen or loop:  # a symlink loop, or a second link to the same folder
+            log.warning("ImageFolder: not following %s (it leads back to %s, already listed)", dirpath, real)
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        found += [os.path.join(dirpath, n) for n in sorted(files) if n.lower().endswith(exts)]
+    return sorted(found, key=lambda p: (os.path.dirname(p), os.path.basename(p)))
 
 
 def _list_url_tree(root: str, exts: tuple[str, ...], storage_options) -> tuple[list[str], list[str], list[int]]:

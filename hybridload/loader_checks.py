@@ -1,0 +1,88 @@
+"""Checks of HybridLoader's arguments and saved state: pure functions whose errors name the
+field and say what to write."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Mapping
+
+import torch
+
+#: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
+SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
+
+#: the fields a HybridLoader state holds, with the type each must have.
+STATE_FIELDS: dict[str, type | tuple] = {
+    "version": int, "epoch": int, "position": int, "seed": int, "shuffle": bool, "drop_last": bool,
+    "batch_size": int, "world_size": int, "rank": int, "num_samples": int}
+
+
+def is_int(v: Any) -> bool:
+    """An integer (Python or numpy) that is not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
+    """An epoch: an int >= 0 (the per-sample randomness is keyed by it and must be non-negative)."""
+    if not is_int(epoch):
+        raise TypeError(f"{where}: epoch must be an int >= 0, got {epoch!r} ({type(epoch).__name__})")
+    if epoch < 0:
+        raise ValueError(f"{where}: epoch must be an int >= 0, got {epoch}; count epochs from 0 "
+                         "(e.g. set_epoch(0) for the first)")
+    return int(epoch)
+
+
+def check_seed(seed: Any) -> int:
+    """A seed: an int in [-2**63, 2**63) (torch's generator is seeded with seed + epoch)."""
+    if not is_int(seed):
+        raise TypeError(f"HybridLoader: seed must be an int, got {seed!r} ({type(seed).__name__})")
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise ValueError(f"HybridLoader: seed must fit in 64 bits ([-2**63, 2**63)), got {seed}; "
+                         "reduce it, e.g. seed % 2**63")
+    return int(seed)
+
+
+def check_device(device: torch.device) -> None:
+    """Refuse a CUDA device when torch sees none, or one beyond the device count."""
+    if device.type != "cuda":
+        return
+    if not torch.cuda.is_available():
+        raise ValueError(f"HybridLoader: device={str(device)!r} but torch sees no CUDA device here; "
+                         "pass device='cpu' (or leave device unset to pick one)")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"HybridLoader: device={str(device)!r} but only {torch.cuda.device_count()} CUDA "
+                         "device(s) are visible; pick one of cuda:0..")
+
+
+def check_state(state: Any, mine: Mapping[str, Any], num_batches: int, version: int) -> tuple[int, int]:
+    """(epoch, position) of a saved HybridLoader state, after checking every field.
+
+    ``mine`` holds this loader's configuration fields (seed, shuffle, ... num_samples);
+    ``num_batches`` is ``len(loader)``: position must lie in [0, num_batches].
+    """
+    where = "HybridLoader.load_state_dict"
+    if not isinstance(state, Mapping):
+        raise TypeError(f"{where}: state must be the dict loader.state_dict() returned, got "
+                        f"{type(state).__name__}")
+    missing = [k for k in STATE_FIELDS if k not in state]
+    if missing:
+        raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict "
+                         "loader.state_dict() returned")
+    for key, kind in STATE_FIELDS.items():
+        v = state[key]
+        ok = isinstance(v, bool) if kind is bool else is_int(v)
+        if not ok:
+            raise TypeError(f"{where}: {key} must be {'a bool' if kind is bool else 'an int'}, got {v!r} "
+                            f"({type(v).__name__})")
+    if state["version"] != version:
+        raise ValueError(f"{where}: state version {state['version']!r} is not {version}; it was saved by "
+                         "another hybridload version")
+    for key, want in mine.items():
+        if state[key] != want:
+            raise ValueError(f"{where}: saved {key}={state[key]!r} but this loader has {key}={want!r}; "
+                             "build the loader with the same arguments to resume")
+    check_epoch(state["epoch"], where=f"{where}: field 'epoch'")
+    if not 0 <= state["position"] <= num_batches:
+        raise ValueError(f"{where}: position must be in [0, {num_batches}] (the batches of an epoch of this "
+                         f"loader), got {state['position']}; save it with loader.state_dict()")
+    return int(state["epoch"]), int(state["position"])

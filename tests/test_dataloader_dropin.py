@@ -1,0 +1,88 @@
+"""The drop-in DataLoader's fidelity: torch's worker info and worker_init_fn in the worker,
+user errors surfacing once with their traceback, arguments honoured or refused up front."""
+
+import pytest
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data._utils.collate import default_collate
+
+import hybridload
+from hybridload.dataloader import DatasetWorker
+from hybridload.errors import UserCodeError
+
+SEEN = {}
+
+
+class Info(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        return torch.tensor([info.id, info.num_workers, SEEN.get("init", -1)])
+
+
+class Broken(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        if i == 4:
+            raise KeyError("record 4 is missing")
+        return torch.tensor(i)
+
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(5))
+
+
+def init(worker_id):
+    SEEN["init"] = 100 + worker_id
+
+
+def test_get_worker_info_and_worker_init_fn_are_seen_by_getitem_in_the_worker():
+    w = DatasetWorker(Info(), default_collate, init, True, 1, 3)
+    out = w.run([0, 1], seed=7, seq=0)
+    assert out.tolist() == [[1, 3, 101], [1, 3, 101]]
+    info = get_worker_info()
+    assert info.seed == 7 and isinstance(info.dataset, Info)
+
+
+def test_a_user_error_names_batch_and_sample_with_the_original_traceback():
+    w = DatasetWorker(Broken(), default_collate, None, True)
+    with pytest.raises(UserCodeError) as got:
+        w.run([3, 4, 5], seed=0, seq=2)
+    msg = str(got.value)
+    assert "batch 2 (indices [3, 4, 5]), sample 4: dataset[4]" in msg and "KeyError: 'record 4 is missing'" in msg
+    assert "raise KeyError" in got.value.traceback_text
+    again = pytest.importorskip("pickle").loads(pytest.importorskip("pickle").dumps(got.value))
+    assert str(again) == msg
+
+
+def test_an_iterable_dataset_is_refused_up_front_in_distribute_mode():
+    with pytest.raises(TypeError, match="IterableDataset"):
+        hybridload.DataLoader(Stream(), distribute_mode=True)
+
+
+def test_multiprocessing_context_is_refused_and_prefetch_factor_sets_the_window():
+    with pytest.raises(ValueError, match="multiprocessing_context"):
+        hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=2, multiprocessing_context="spawn")
+    ld = hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=3, prefetch_factor=4)
+    assert ld.window == 12
+
+
+def test_num_workers_beyond_the_free_slots_runs_what_fits_with_one_warning(ray_cluster):
+    plain = [b.tolist() for b in hybridload.DataLoader(Broken(), batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7])]
+    with pytest.warns(UserWarning, match="100 workers asked for"):
+        with hybridload.DataLoader(Broken(), batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7], distribute_mode=True,
+                                   num_workers=100) as ld:
+            assert [b.tolist() for b in ld] == plain
+
+
+def test_a_user_error_surfaces_once_not_retried(ray_cluster, caplog):
+    with hybridload.DataLoader(Broken(), batch_size=3, distribute_mode=True, num_workers=2) as ld:
+        with pytest.raises(UserCodeError, match=r"batch 1 \(indices \[3, 4, 5\]\), sample 4"):
+            list(ld)
+        assert ld.stats()["retries"] == 0
+    assert "carry on" not in caplog.text and "in a row" not in caplog.text

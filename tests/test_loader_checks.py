@@ -1,0 +1,104 @@
+"""HybridLoader's argument and saved-state checks: each bad value is refused naming the field."""
+
+import math
+
+import pytest
+import torch
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.loader_checks import check_epoch, check_seed, check_state
+from hybridload.sharding import resolve_rank
+
+REC = recipe.imagenet_train(32)
+MINE = {"seed": 0, "shuffle": True, "drop_last": False, "batch_size": 8, "world_size": 1, "rank": 0,
+        "num_samples": 60}
+
+
+def good_state(**kw):
+    s = dict(MINE, version=1, epoch=2, position=3)
+    s.update(kw)
+    return s
+
+
+def test_check_state_returns_epoch_and_position_of_a_good_state():
+    assert check_state(good_state(), MINE, 8, 1) == (2, 3)
+    assert check_state(good_state(position=8), MINE, 8, 1) == (2, 8)
+
+
+@pytest.mark.parametrize("state, field", [
+    (None, "state must be the dict"), ([1], "state must be the dict"),
+    ({k: v for k, v in good_state().items() if k != "position"}, "lacks position"),
+    (good_state(position=-3), "position must be in \\[0, 8\\]"),
+    (good_state(position=999), "position must be in \\[0, 8\\]"),
+    (good_state(position=2.0), "position must be an int"),
+    (good_state(epoch=-1), "epoch must be an int >= 0"),
+    (good_state(epoch="1"), "epoch must be an int"),
+    (good_state(shuffle=1), "shuffle must be a bool"),
+    (good_state(version=7), "version 7"),
+    (good_state(seed=5), "saved seed=5"),
+])
+def test_check_state_refuses_each_bad_field_naming_it(state, field):
+    with pytest.raises((TypeError, ValueError), match=field):
+        check_state(state, MINE, 8, 1)
+
+
+def test_loader_load_state_dict_refuses_out_of_range_position_and_keeps_its_state(photo_root):
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 8, policy=LoaderPolicy(cpu_actors=0)) as ld:
+        state = ld.state_dict()
+        for bad in (-3, 999):
+            with pytest.raises(ValueError, match="position"):
+                ld.load_state_dict(dict(state, position=bad))
+        with pytest.raises(TypeError, match="state"):
+            ld.load_state_dict(None)
+        assert ld.state_dict() == state
+        assert len(list(ld)) == len(ld)
+
+
+def test_negative_epoch_is_refused_with_a_message_and_the_loader_still_works(photo_root):
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 16, policy=LoaderPolicy(cpu_actors=0)) as ld:
+        with pytest.raises(ValueError, match="epoch must be an int >= 0"):
+            ld.set_epoch(-1)
+        with pytest.raises(TypeError, match="epoch must be an int"):
+            ld.set_epoch(1.5)
+        assert len(list(ld)) == len(ld)
+    assert check_epoch(3) == 3
+
+
+def test_a_seed_beyond_64_bits_is_refused_with_a_message():
+    with pytest.raises(ValueError, match="seed must fit in 64 bits"):
+        check_seed(2 ** 70)
+    assert check_seed(2 ** 63 - 1) == 2 ** 63 - 1
+    with pytest.raises(TypeError, match="seed must be an int"):
+        check_seed(1.0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_device_without_cuda_is_refused_with_a_message(photo_root):
+    with pytest.raises(ValueError, match="sees no CUDA device"):
+        HybridLoader(sources.ImageFolder(photo_root), REC, 8, policy=LoaderPolicy(cpu_actors=0), device="cuda")
+
+
+@pytest.mark.parametrize("rank, world, name", [(True, 2, "rank"), (0, 2.7, "world_size"), (-1, 2, "rank"),
+                                               (0, 0, "world_size"), (0, math.nan, "world_size")])
+def test_resolve_rank_refuses_bools_floats_and_out_of_range(rank, world, name):
+    with pytest.raises(ValueError, match=f"{name} must be None or an int"):
+        resolve_rank(rank, world)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(batch_timeout_s=math.nan), "batch_timeout_s"), (dict(batch_timeout_s=math.inf), "batch_timeout_s"),
+    (dict(batch_timeout_s=True), "batch_timeout_s"), (dict(straggler_min_s="x"), "straggler_min_s"),
+    (dict(straggler_min_s=math.nan), "straggler_min_s"), (dict(ship_bytes="no"), "ship_bytes"),
+    (dict(straggler_factor=math.inf), "straggler_factor"),
+])
+def test_policy_refuses_nan_inf_strings_and_non_bools_naming_the_field(kw, field):
+    with pytest.raises(ValueError, match=f"LoaderPolicy: {field} must be"):
+        LoaderPolicy(**kw)
+
+
+def test_a_plan_asking_more_threads_than_cpus_runs_what_fits_with_a_warning():
+    from hybridload.planner.plan import Plan
+    from hybridload.policy import usable_cpus
+    with pytest.warns(UserWarning, match="asks for 400 local threads"):
+        policy = LoaderPolicy.from_plan(Plan(gpu_share=0.0, cpu_actors={}, local_threads=400))
+    assert policy.threads == usable_cpus()
