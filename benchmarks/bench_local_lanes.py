@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _common import photo_source
+from _data import photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe
 
 
