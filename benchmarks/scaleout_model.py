@@ -4,17 +4,13 @@
                            ingest_batches_per_s x batch_size,      # what the trainer can receive
                            network_bytes_per_s / bytes_per_image)  # the trainer's NIC
 
-Inputs measured here: the kernels' per-core rate (kernels.process_batch, batches of 64, one
-thread, this run), the bytes per batch (64x3x224x224 uint8) and the trainer's ingest ceiling
-(batches/s hybridload's ActorPool receives from an actor on another simulated node). The ingest
-ceiling is measured in this run by bench_ingest.py (a head + one worker node on loopback) unless
---ingest-json names that script's JSON (or --ingest-batches-per-s gives it).
-Assumed: the NIC bandwidth (--network-gbit, default 25) and cores per node (--cores, default 32).
-
-Checked against the simulated cluster (ray.cluster_utils.Cluster on 127.0.0.1: a 1-CPU head kept
-for the trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes, remote-first placement):
-measured Ray-lane images/s against the model with C=1. On a 2-core machine the check says
-something at 1 worker node, is squeezed at 2 and means nothing beyond; it stops there.
+Measured here: the kernels' per-core rate (process_batch, one thread), the bytes per batch
+(64x3x224x224 uint8) and the trainer's ingest ceiling (batches/s the ActorPool receives from an
+actor on another simulated node: bench_ingest.py in this run, unless --ingest-json names its JSON
+or --ingest-batches-per-s gives it). Assumed: NIC bandwidth (--network-gbit, 25) and cores per
+node (--cores, 32). Checked against a simulated loopback cluster (a 1-CPU head kept for the
+trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes, remote-first): measured Ray-lane
+images/s against the model with C=1; on 2 cores that means something at 1 worker node only.
 
     python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
     python benchmarks/scaleout_model.py --ingest-json out/bench-ingest.json   # reuse a measured ceiling
