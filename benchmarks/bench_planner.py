@@ -117,10 +117,9 @@ def main(argv=None) -> int:
     plan_share = float(prof.plan.gpu_share)
     log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
              {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
-    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share,
-               "predicted": prof.plan.predicted, "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck,
-               "checked_points": prof.points, "rows": prof.rows,
-               "other_load": r["other_load"]}
+    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share, "predicted": prof.plan.predicted,
+               "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck, "checked_points": prof.points,
+               "rows": prof.rows, "other_load": r["other_load"]}
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
@@ -140,10 +139,8 @@ def main(argv=None) -> int:
     per_point: dict[tuple[str, float], list[dict]] = {p: [] for p in points}
     log.info("sweep: %d points x %d passes x %.0f s", len(points), args.passes, args.seconds)
     for pas in range(args.passes):
-        order = points[(pas * len(points)) // args.passes:] + points[:(pas * len(points)) // args.passes]
-        if pas % 2:
-            order = order[::-1]
-        for p in order:
+        cut = (pas * len(points)) // args.passes
+        for p in (points[cut:] + points[:cut])[::-1 if pas % 2 else 1]:
             r = measure(source, rec, args, p[1])
             per_point[p].append(r)
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
