@@ -19,9 +19,8 @@ from hybridload import HybridLoader, LoaderPolicy, kernels, sharding
 
 
 class Loader(Contestant):
-    """``HybridLoader(source, rec, batch_size, policy=..., seed=0, device=...)``, built once;
-    each run calls ``set_epoch`` and iterates ``epochs`` epochs. ``finish`` adds the consumer's
-    stall seconds and each lane's share of the run's images."""
+    """``HybridLoader(..., policy=..., seed=0)``, built once; a run iterates ``epochs`` epochs;
+    ``finish`` adds the consumer's stall seconds and each lane's share of the images."""
 
     def __init__(self, name: str, source, rec, batch_size: int, policy: LoaderPolicy, threads: int,
                  device: str | None = "cpu", epochs: int = 1):
@@ -55,10 +54,9 @@ class Loader(Contestant):
 
 
 class KernelBatches(Contestant):
-    """``kernels.process_batch`` over the epoch's batches (``sharding.rank_batches``, seed 0;
-    consecutive batches of epoch 0 when ``shuffle`` is False): in a loop on this thread with
-    ``threads=1`` (unless ``pooled``), else mapped over a ThreadPoolExecutor(threads) and
-    consumed in order."""
+    """``kernels.process_batch`` over ``sharding.rank_batches`` (seed 0; epoch 0 unshuffled when
+    ``shuffle`` is False): a loop on this thread, or a ThreadPoolExecutor(threads) when
+    ``threads > 1`` or ``pooled``, consumed in order."""
 
     def __init__(self, name: str, source, rec, batch_size: int, threads: int = 1, shuffle: bool = True,
                  epochs: int = 1, pooled: bool = False):
@@ -88,10 +86,9 @@ class KernelBatches(Contestant):
 
 class DaliFiles(Contestant):
     """DALI's CPU pipeline: readers.file -> decoders.image_random_crop -> resize ->
-    crop_mirror_normalize (random flip), uint8 CHW, ``device_id=None``. A fresh pipeline per
-    round, built and run for 2 warm-up iterations before the timed part and deleted after it,
-    so its prefetching never runs while another contestant is timed. A run is
-    ``iterations`` batches (default: the whole folder; the last batch is padded)."""
+    crop_mirror_normalize (random flip), uint8 CHW, ``device_id=None``; a fresh one per round
+    (2 warm-up runs, deleted after), so its prefetch never overlaps another contestant. A run is
+    ``iterations`` batches (default: the whole folder, the last padded)."""
 
     pads = True
 
@@ -135,8 +132,7 @@ class DaliFiles(Contestant):
     def finish(self) -> None:
         self._pipe = None
 
-    def close(self) -> None:
-        self._pipe = None
+    close = finish
 
 
 class EpochSampler(tud.Sampler):

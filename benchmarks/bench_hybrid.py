@@ -1,24 +1,17 @@
 #!/usr/bin/env python
 """The GPU lane (DALI, here in CPU-only mode) and the CPU lane together against each alone.
 
-Part 1 (method: _harness.py): every round runs each contestant over one epoch of the photo set
-(the same epoch, so the same batches, for all). All are ``HybridLoader(source,
-imagenet_train(224), 64, policy=..., device="cpu")``, created once:
-
-* ``gpu``: ``LoaderPolicy(mode="gpu", gpu_threads=2)`` (DALI);
-* ``cpu``: ``LoaderPolicy(mode="cpu", cpu_actors=0, threads=2)`` (in-process kernels);
-* ``split s T/G``: ``LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0, threads=T,
-  gpu_threads=G)`` for each share s (``--shares``) and thread split T/G (``--thread-splits``).
-
-Reported: images/s and the GPU lane's realized share per contestant, the best split, and best
-split / better single lane (goal >= 1.0; taking the best of many noisy medians favours the
-splits a little, so the per-round paired ratio is given too).
+Part 1 (method: _harness.py): each round runs every contestant over the same epoch; all are
+``HybridLoader(source, imagenet_train(224), 64, policy=..., device="cpu")``, created once:
+``gpu``: ``LoaderPolicy(mode="gpu", gpu_threads=2)`` (DALI); ``cpu``: ``LoaderPolicy(mode="cpu",
+cpu_actors=0, threads=2)``; ``split s T/G``: ``LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0,
+threads=T, gpu_threads=G)`` per share s (``--shares``) and T/G (``--thread-splits``). Reported:
+images/s and realized GPU share, the best split, best split / better single lane (goal >= 1.0;
+per-round paired ratio too, since the best of many noisy medians favours the splits).
 
 Part 2, the GPU lane's overhead: the ``gpu`` loader against the same DALI pipeline
-(``hybridload.pipelines.build_pipeline``) fed in a loop as the DALI lane does (read, image_size,
-sample_params -> chain_params, feed_input, run, copy out), over the same batches.
-Goal: loader / standalone >= 0.95. DALI's CPU-only mode stands in for the GPU here, so both
-lanes compete for the same cores; a real GPU lane would add capacity instead.
+(``pipelines.build_pipeline``) fed in a loop as the DALI lane does, over the same batches. Goal:
+loader / standalone >= 0.95. DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
 
 Run:  python benchmarks/bench_hybrid.py [--n 1024] [--rounds 3] [--out bench-hybrid.json] [--quick]
 """
@@ -131,10 +124,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
     rec, B = recipe.imagenet_train(args.size), args.batch_size
-    try:
-        import nvidia.dali as dali
-    except ImportError as exc:
-        raise SystemExit(f"bench_hybrid needs DALI (the GPU lane): {exc}") from None
+    import nvidia.dali as dali  # the GPU lane
     env = h.environment(dali=dali.__version__)
     cs, part1, res1, summary1 = [], {}, {}, None
     try:

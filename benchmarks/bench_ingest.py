@@ -1,17 +1,11 @@
 #!/usr/bin/env python
 """The trainer's ingest ceiling: how fast the driver receives decoded batches from a remote actor.
 
-A simulated two-node cluster (``ray.cluster_utils.Cluster``: head and one worker node with 1 CPU
-each, both on 127.0.0.1, 300 MB object stores); one actor on the worker node returns a pre-made
-uint8 array of shape (64, 3, 224, 224) per call. Contestants (method: _harness.py), each
-receiving ``--ingest-batches`` batches per round with the same number in flight:
-
-* ``hybridload ActorPool``: hybridload's ActorPool (placement "remote-first") driven by the
-  loader's scheduler and ordered merger, each result copied into a torch buffer as the Ray lane
-  does;
-* ``raw ray.get``: a ``ray.get`` loop on the same actor;
-* ``raw ray.get + copy``: the same with the Ray lane's copy.
-
+A simulated two-node cluster (``ray.cluster_utils.Cluster``, 1-CPU head and worker on
+127.0.0.1, 300 MB stores); an actor on the worker returns a uint8 (64, 3, 224, 224) array per
+call. Contestants (method: _harness.py), ``--ingest-batches`` per round, same number in flight:
+``hybridload ActorPool`` (placement "remote-first", the loader's scheduler and ordered merger,
+copied into a torch buffer as the Ray lane does), ``raw ray.get`` and ``raw ray.get + copy``.
 Reported: batches/s and GB/s per path and the paired ratios.
 
 Run:  python benchmarks/bench_ingest.py [--rounds 5] [--out bench-ingest.json] [--quick]

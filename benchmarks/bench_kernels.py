@@ -2,16 +2,11 @@
 """hybridload's CPU kernels against DALI's CPU pipeline and a plain Pillow pipeline.
 
 Recipe: RandomResizedCrop(224) + random flip, uint8 CHW; each round runs every contestant over
-the whole photo set (method: _harness.py). ``torch.set_num_threads(1)``: threads come from the
-contestants.
-
-* ``kernels`` 1t: ``kernels.process_sample`` in a loop; 2t: ThreadPoolExecutor(2) mapping
-  ``kernels.process_batch`` over consecutive batches;
-* ``dali`` 1t/2t: DALI's CPU pipeline (_contestants.DaliFiles), ``num_threads`` 1 and 2;
-* ``pillow-ref``: open + convert + crop + resize(BILINEAR) + flip, same crop boxes and flips;
-* decode only, from bytes in memory: Pillow vs simplejpeg (libjpeg-turbo).
-
-Goal: kernels >= 1.0x DALI's CPU pipeline (images/s, same thread count, ratio of medians).
+the photo set (method: _harness.py), ``torch.set_num_threads(1)``. ``kernels`` 1t
+(``process_sample`` in a loop) and 2t (ThreadPoolExecutor(2) over ``process_batch``); ``dali``
+1t/2t (_contestants.DaliFiles); ``pillow-ref`` (open + convert + crop + resize(BILINEAR) + flip,
+same boxes and flips); decode only from bytes: Pillow vs simplejpeg. Goal: kernels >= 1.0x
+DALI's CPU pipeline (same thread count, ratio of medians).
 
 Run:  python benchmarks/bench_kernels.py [--n 1024] [--rounds 5] [--out bench-kernels.json] [--quick]
 """

@@ -2,17 +2,11 @@
 """What HybridLoader's machinery (scheduler, ordered merger, window, stats) costs over running
 the kernels directly.
 
-Both contestants process the same batches (``sharding.rank_batches`` of the epoch, shuffled,
-seed 0) with T threads, ``--epochs-per-round`` epochs per round (method: _harness.py):
-
-* ``raw``: a ThreadPoolExecutor(T) mapping ``kernels.process_batch`` over the batches, results
-  consumed in order; the pool is created once, outside the timed part;
-* ``loader``: ``HybridLoader(source, recipe, B, policy=LoaderPolicy(cpu_actors=0, threads=T),
-  seed=0, device="cpu")`` (``--device``), created once; ``set_epoch`` per epoch.
-
-An untimed epoch first checks that both deliver identical batches. The consumer does nothing
-with the batches, so the loader's ``stats()["stall_s"]`` is close to its wall time; it is
-reported as asked. Goal: loader / raw >= 0.95 (images/s, ratio of the medians).
+Both process the same batches (``sharding.rank_batches``, shuffled, seed 0) with T threads,
+``--epochs-per-round`` epochs per round (method: _harness.py): ``raw``, a ThreadPoolExecutor(T)
+mapping ``kernels.process_batch``, consumed in order; ``loader``, ``HybridLoader(source, recipe,
+B, policy=LoaderPolicy(cpu_actors=0, threads=T), seed=0)``, created once. An untimed epoch checks
+both deliver identical batches; ``stats()["stall_s"]`` is reported. Goal: loader / raw >= 0.95.
 
 Run:  python benchmarks/bench_loader_overhead.py [--n 1024] [--rounds 5] [--threads 2]
       [--batch-size 64] [--epochs-per-round 1] [--out bench-loader.json] [--quick]

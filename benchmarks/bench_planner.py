@@ -1,24 +1,15 @@
 #!/usr/bin/env python
 """The planner: how long ``hybridload profile`` takes, and how good its chosen GPU share is.
 
-1. ``hybridload.planner.profile.run_profile(source, imagenet_train(224), batch_size=64,
-   seconds=3)`` in this process, timed; then the CLI ``hybridload profile DATA --out
-   PLAN --plot PNG`` as a subprocess, timed (goal: under 60 s).
-2. The loader's real throughput swept over the GPU share:
-   ``planner.profile.measure_loader(source, rec, 64, share, seconds=S, threads=2,
-   gpu_threads=2, device=cpu)`` for share 0.0, 0.1, ..., 1.0 and the plan's share (the
-   CLI's too when it differs), all in this run, in ``--passes`` passes (the order
-   rotates and reverses from pass to pass so drift and other load do not favour one end).
-   Per share the ``--aggregate`` (default median) of its measurements is taken, pooling
-   every measurement at that share: when the plan's share lies on the grid, the grid point
-   and the plan point measure the same configuration, so both count (with max, a share
-   measured more often would be favoured, hence the median). Reported: throughput at the
-   plan's share / the best swept throughput (goal >= 0.95), and the same from the plan
-   point's own measurements alone.
-
-``measure_loader`` builds a fresh loader per call, drops the first batch (start-up) and
-counts images for S seconds; in "split" mode ``gpu_share`` is a cap (the CPU lane takes
-what the GPU lane does not), so share 1.0 is not "GPU lane only".
+1. ``run_profile(source, imagenet_train(224), batch_size=64, seconds=3)`` in this process,
+   timed; then the CLI ``hybridload profile DATA --out PLAN --plot PNG`` as a subprocess,
+   timed (goal: under 60 s).
+2. ``measure_loader(source, rec, 64, share, seconds=S, threads=2, gpu_threads=2, device=cpu)``
+   swept over share 0.0, 0.1, ..., 1.0 and the plan's share (the CLI's too when it differs), in
+   ``--passes`` passes (the order rotates and reverses per pass). Per share the ``--aggregate``
+   (default median) of every measurement at that share (grid and plan points pooled). Reported:
+   throughput at the plan's share / the best swept (goal >= 0.95), and from the plan point's own
+   measurements alone. In "split" mode ``gpu_share`` is a cap, so 1.0 is not "GPU lane only".
 
 Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json] [--quick]
 """
@@ -126,10 +117,9 @@ def main(argv=None) -> int:
     plan_share = float(prof.plan.gpu_share)
     log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
              {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
-    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share,
-               "predicted": prof.plan.predicted, "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck,
-               "checked_points": prof.points, "rows": prof.rows,
-               "other_load": r["other_load"]}
+    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share, "predicted": prof.plan.predicted,
+               "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck, "checked_points": prof.points,
+               "rows": prof.rows, "other_load": r["other_load"]}
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
@@ -149,10 +139,8 @@ def main(argv=None) -> int:
     per_point: dict[tuple[str, float], list[dict]] = {p: [] for p in points}
     log.info("sweep: %d points x %d passes x %.0f s", len(points), args.passes, args.seconds)
     for pas in range(args.passes):
-        order = points[(pas * len(points)) // args.passes:] + points[:(pas * len(points)) // args.passes]
-        if pas % 2:
-            order = order[::-1]
-        for p in order:
+        cut = (pas * len(points)) // args.passes
+        for p in (points[cut:] + points[:cut])[::-1 if pas % 2 else 1]:
             r = measure(source, rec, args, p[1])
             per_point[p].append(r)
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
@@ -183,41 +171,39 @@ def main(argv=None) -> int:
              "profile under 60 s (CLI)": None if cli is None else cli["wall_s"] < GOAL_PROFILE_S,
              f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}": plan_ratio >= GOAL_PLAN_OVER_BEST}
 
+    met = lambda ok: "n/a" if ok is None else "met" if ok else "**NOT met**"  # noqa: E731
+    prof_rows = [["run_profile (in process)", f"{prof_wall:.1f}", f"{plan_share:.3f}",
+                  fmt(profile["other_load"], ".2f"), met(goals["profile under 60 s (in process)"])]]
+    if cli is not None:
+        prof_rows.append(["`hybridload profile` CLI (subprocess, with --plot)", f"{cli['wall_s']:.1f}",
+                          f"{cli['gpu_share']:.3f}", fmt(cli["other_load"], ".2f"),
+                          met(goals["profile under 60 s (CLI)"])])
+    cli_note = [] if cli is None else [
+        "CLI (its own process, torch's default intra-op threads): " + "; ".join(
+            f"{k}: {v}" for k, v in cli["rows"].items()
+            if k in ("CPU lane, trainer node", "GPU lane") or k.startswith("measured at share")) + ".\n"]
+    cli_ratio = f"; the CLI's plan (share {cli_row['share']:.3f}): {cli_row['value'] / best['value']:.3f}x" \
+        if cli_row else ""
     out = [f"## bench_planner: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
            f"{args.seconds:g} s per measurement, {args.passes} passes ({args.aggregate} per share)\n",
-           h.environment_line(env).rstrip() + " GPU lane: DALI CPU-only mode (no GPU).\n",
-           "### Profile time\n", "| run | wall s | chosen GPU share | other load | goal < 60 s |",
-           "| --- | ---: | ---: | ---: | --- |",
-           f"| run_profile (in process) | {prof_wall:.1f} | {plan_share:.3f} | {fmt(profile['other_load'], '.2f')} | "
-           f"{'met' if goals['profile under 60 s (in process)'] else '**NOT met**'} |"]
-    if cli is not None:
-        out.append(f"| `hybridload profile` CLI (subprocess, with --plot) | {cli['wall_s']:.1f} | {cli['gpu_share']:.3f} | "
-                   f"{fmt(cli['other_load'], '.2f')} | "
-                   f"{'met' if goals['profile under 60 s (CLI)'] else '**NOT met**'} |")
-    out += ["", f"Plan: {prof.plan.reason} (bottleneck: {prof.plan.bottleneck}); predicted "
-            + ", ".join(f"{k} {v:.0f}" for k, v in prof.plan.predicted.items()) + " img/s; the profile's own checks: "
-            + ", ".join(f"share {s:.2f}: {r:.0f}" for s, r in prof.points) + " img/s.\n",
-            *([f"CLI (its own process, torch's default intra-op threads): "
-               + "; ".join(f"{k}: {v}" for k, v in cli["rows"].items()
-                           if k in ("CPU lane, trainer node", "GPU lane") or k.startswith("measured at share"))
-               + ".\n"] if cli else []),
-            "### Sweep: measure_loader throughput against GPU share\n",
-            f"| point | GPU share | {args.aggregate} img/s at this share (measurements) | this point's passes | "
-            "other load |", "| --- | ---: | ---: | --- | ---: |"]
-    for t in table:
-        mark = " **best**" if t is best else ""
-        out.append(f"| {t['kind']}{mark} | {t['share']:.3f} | {t['value']:.0f} ({t['measurements']}) | "
-                   f"{' / '.join(f'{x:.0f}' for x in t['passes'])} | {fmt(t['median_other_load'], '.2f')} |")
-    out += ["",
-            f"- best swept share: {best['share']:.2f} ({best['value']:.0f} img/s); the plan's share {plan_share:.3f}: "
-            f"{plan_row['value']:.0f} img/s",
-            f"- plan / best swept: **{plan_ratio:.3f}x** ({args.aggregate} per share, measurements at the same "
-            f"share pooled; from the plan point's own passes alone {plan_ratio_own:.3f}x)"
-            + (f"; the CLI's plan (share {cli_row['share']:.3f}): {cli_row['value'] / best['value']:.3f}x"
-               if cli_row else ""),
-            f"- goal plan / best swept >= {GOAL_PLAN_OVER_BEST}: "
-            + ("met" if goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"] else "**NOT met**"),
-            f"- total benchmark time {total_s:.0f} s", ""]
+           h.environment_line(env).rstrip() + " GPU lane: DALI CPU-only mode (no GPU).\n", "### Profile time\n",
+           *h.markdown_table(["run", "wall s", "chosen GPU share", "other load", "goal < 60 s"], prof_rows),
+           "", f"Plan: {prof.plan.reason} (bottleneck: {prof.plan.bottleneck}); predicted "
+           + ", ".join(f"{k} {v:.0f}" for k, v in prof.plan.predicted.items()) + " img/s; the profile's own checks: "
+           + ", ".join(f"share {s:.2f}: {r:.0f}" for s, r in prof.points) + " img/s.\n", *cli_note,
+           "### Sweep: measure_loader throughput against GPU share\n",
+           *h.markdown_table(["point", "GPU share", f"{args.aggregate} img/s at this share (measurements)",
+                              "this point's passes", "other load"],
+                             [[t["kind"] + (" **best**" if t is best else ""), f"{t['share']:.3f}",
+                               f"{t['value']:.0f} ({t['measurements']})", " / ".join(f"{x:.0f}" for x in t["passes"]),
+                               fmt(t["median_other_load"], ".2f")] for t in table]),
+           "", f"- best swept share: {best['share']:.2f} ({best['value']:.0f} img/s); the plan's share "
+           f"{plan_share:.3f}: {plan_row['value']:.0f} img/s",
+           f"- plan / best swept: **{plan_ratio:.3f}x** ({args.aggregate} per share, measurements at the same "
+           f"share pooled; from the plan point's own passes alone {plan_ratio_own:.3f}x){cli_ratio}",
+           f"- goal plan / best swept >= {GOAL_PLAN_OVER_BEST}: "
+           + met(goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"]),
+           f"- total benchmark time {total_s:.0f} s", ""]
     h.emit(out, args, {"benchmark": "bench_planner", "dataset": str(folder), "environment": env, "profile": profile,
                        "cli": cli, "sweep": table, "best_swept": best, "plan_over_best": plan_ratio,
                        "plan_over_best_own_passes": plan_ratio_own, "goals": goals}, log)

@@ -1,25 +1,16 @@
 #!/usr/bin/env python
 """HybridLoader's Ray lane against torch's DataLoader, Ray Data, DALI and the raw kernels.
 
-Side by side in one process on the same photo JPEGs and cores, recipe ``imagenet_train(224)``,
-batch 64 (method: _harness.py; each contestant set up and warmed up for one epoch first):
-
-* ``hybridload``: ``HybridLoader(..., policy=LoaderPolicy(mode="cpu", cpu_actors=2,
-  reserve_local_cpus=0, placement="any"), device="cpu")``: two Ray CPU actors running kernels/;
-* ``torch-dataloader``: ``DataLoader(num_workers=2, persistent_workers=True)`` over a dataset
-  calling ``kernels.process_sample`` (forked before Ray starts);
-* ``ray-data``: ``read_binary_files + map_batches(kernels) + iter_torch_batches``, limited to
-  2 CPUs, in the same Ray session; skipped with a message when Ray Data is not installed;
-* ``dali``: DALI's CPU pipeline, ``num_threads=2``;
-* ``raw-kernels``: ``kernels.process_batch`` in a loop on one thread; times the usable cores,
-  it is the ideal the multi-worker contestants are held against;
-* ``raw-kernels-pool``: the same on a ThreadPoolExecutor(2): what the cores give together.
-
-Ray runs embedded on 127.0.0.1 with 2 + 2 logical CPUs: the loader's actors hold two, Ray Data
-gets the others. The trainer's ingest ceiling is measured by bench_ingest.py.
-
-Goals (ratios of the medians): hybridload / torch DataLoader >= 1.5; hybridload / Ray Data
->= 1.5; hybridload / (raw kernels x cores) >= 0.9.
+Side by side in one process, same JPEGs and cores, ``imagenet_train(224)``, batch 64 (method:
+_harness.py; each contestant warmed up one epoch): ``hybridload`` (``LoaderPolicy(mode="cpu",
+cpu_actors=2, reserve_local_cpus=0, placement="any")``: two Ray CPU actors); ``torch-dataloader``
+(``DataLoader(num_workers=2, persistent_workers=True)`` over ``kernels.process_sample``, forked
+before Ray starts); ``ray-data`` (``read_binary_files + map_batches(kernels) +
+iter_torch_batches``, 2 CPUs; skipped when not installed); ``dali`` (CPU pipeline, 2 threads);
+``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal);
+``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Ray runs embedded on 127.0.0.1 with
+2 + 2 logical CPUs. Goals (ratios of medians): hybridload / torch DataLoader >= 1.5; / Ray Data
+>= 1.5; / (raw kernels x cores) >= 0.9.
 
 Run:  python benchmarks/bench_ray_lane.py [--n 1024] [--rounds 5] [--out bench-ray-lane.json] [--quick]
 """

@@ -1,17 +1,12 @@
 """hybridload against the loaders users have today, in one run on the same photo JPEGs, the
 same cores and the same recipe (imagenet_train(224), batch 64):
 
-* hybridload, Ray lane (2 actors) and in-process lane (2 threads);
-* torch DataLoader(num_workers=2) running the same kernels;
-* Ray Data: read_binary_files + map_batches + iter_torch_batches, the same kernels (skipped
-  with a message when Ray Data is not installed);
-* DALI alone: its CPU pipeline (decoders.image_random_crop + resize + crop_mirror_normalize);
-* a Dpex-style loader written here: torch's DataLoader whose iterator sends each batch of its
-  batch_sampler to a Ray *task* (dataset put once in the object store), keeps 2 x workers
-  tasks in flight and yields them in order with ray.get — the way Dpex works.
-
-Every round runs each contestant over ``--batches`` batches (default: the whole set), method:
-_harness.py; reported: the median images/s and the ratios hybridload / peer.
+hybridload (Ray lane, 2 actors; in-process lane, 2 threads); torch DataLoader(num_workers=2)
+on the same kernels; Ray Data (read_binary_files + map_batches + iter_torch_batches, skipped when
+not installed); DALI alone (CPU pipeline); a Dpex-style loader: a DataLoader whose iterator sends
+each batch to a Ray task (dataset put once), 2 x workers in flight, yielded in order with ray.get.
+Each round runs every contestant over ``--batches`` batches (default: all; method: _harness.py);
+reported: median images/s and the ratios hybridload / peer.
 
     python benchmarks/peers.py [--n 1024] [--rounds 3] [--batches 16] [--out out/peers.json] [--plot out/peers.png]
     python benchmarks/peers.py --quick      # 128 images, 2 batches of 64, one round: the smoke test

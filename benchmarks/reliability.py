@@ -1,10 +1,6 @@
 """Reliability report: faults injected on a simulated 3-node loopback cluster, bad inputs per
-lane, memory over 50 epochs. Prints markdown tables (and JSON with --out).
-
-    python benchmarks/reliability.py [--out out/reliability.json]
-
-Every fault run is compared with a fault-free run: batches lost and duplicates delivered
-must be 0, and the stream must be identical.
+lane, memory over 50 epochs. Every fault run is compared with a fault-free run: batches lost and
+duplicates delivered must be 0, the stream identical.  python benchmarks/reliability.py [--out F]
 """
 
 from __future__ import annotations
@@ -17,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import _harness as h
 from _data import loopback_cluster
@@ -57,9 +54,7 @@ def run(src, policy, fault=None, epochs=(0, 1)):
 
 
 def row(name, ref, got, stats, gap):
-    from collections import Counter
-    want = Counter(r[0] if isinstance(r, tuple) and len(r) == 2 else r for r in ref)
-    have = Counter(g[0] if isinstance(g, tuple) and len(g) == 2 else g for g in got)
+    want, have = Counter(r[0] for r in ref), Counter(g[0] for g in got)
     return {"fault": name, "batches": len(got), "retried": stats["retries"], "reissued": stats["reissued"],
             "lost": sum((want - have).values()), "duplicates_delivered": sum((have - want).values()),
             "stream_identical": got == ref, "max_gap_after_fault_s": round(gap, 2)}
@@ -104,14 +99,12 @@ def faults(root, cluster):
 
     DaliLane.run_batch = flaky
     try:
-        for policy, name in ((LoaderPolicy(mode="gpu"), "GPU lane raises from its 4th batch (mode gpu)"),
-                             (LoaderPolicy(ray_address="embedded", mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1),
-                              "GPU lane raises from its 4th batch (split + Ray)")):
+        for policy, how in ((LoaderPolicy(mode="gpu"), "mode gpu"), (LoaderPolicy(
+                ray_address="embedded", mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1), "split + Ray")):
             calls["n"] = 0
             got, st, gap = run(src, policy)
-            r = row(name, [g[0] for g in ref], [g[0] for g in got], st, gap)
-            r["stream_identical"] = [g[0] for g in got] == [g[0] for g in ref]  # DALI pixels differ by rounding
-            rows.append(r)
+            rows.append(row(f"GPU lane raises from its 4th batch ({how})", ref, got, st, gap))
+            rows[-1]["stream_identical"] = [g[0] for g in got] == [g[0] for g in ref]  # DALI pixels differ by rounding
     finally:
         DaliLane.run_batch = real
     return rows
@@ -120,16 +113,14 @@ def faults(root, cluster):
 def bad_inputs(root, tmp, ray_lane: bool = True):
     good = sources.ImageFolder(root).paths[0]
     files = make_bad_files(os.path.join(tmp, "bad"), good)
-    lanes = {"in-process": LoaderPolicy(cpu_actors=0), "ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1),
+    lanes = {"in-process": LoaderPolicy(cpu_actors=0),
+             **({"ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)} if ray_lane else {}),
              "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu")}
-    if not ray_lane:
-        del lanes["ray"]
     rows, paths0 = [], sources.ImageFolder(root).paths[:8]
-    for kind, path in ((k, files[k]) for k in BAD_KINDS):
+    for kind in BAD_KINDS:
         r = {"input": kind}
         for lane, policy in lanes.items():
-            paths = list(paths0)
-            paths[5] = path
+            paths = [*paths0[:5], files[kind], *paths0[6:]]
             try:
                 with HybridLoader(sources.FileList(paths, list(range(8))), REC, 2, shuffle=False, policy=policy) as ld:
                     list(ld)
@@ -175,7 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: bad inputs in the in-process and GPU lanes only")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    h.setup_logging()
     logging.getLogger("hybridload").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         root = str(make_photo_folder(os.path.join(tmp, "photos"), args.n, num_classes=3))
@@ -184,16 +175,10 @@ def main(argv=None) -> int:
         else:
             with loopback_cluster(head_cpus=2, worker_cpus=1, workers=2, store_mb=150) as (cluster, _w):
                 report = {"faults": faults(root, cluster), "bad_inputs": bad_inputs(root, tmp), "memory": memory(root)}
-    out = []
-    if "faults" in report:
-        out += ["### Faults\n", table(report["faults"])]
-    out += ["### Bad inputs per lane\n", table(report["bad_inputs"])]
-    if "memory" in report:
-        out += ["### Memory, 50 epochs (Ray lane, 2 actors)\n",
-                table([{"epoch": k, **v} for k, v in report["memory"].items()])]
-    sys.stdout.write("\n".join(out))
-    if args.out:
-        h.write_json(args.out, report)
+    titles = {"faults": "Faults", "bad_inputs": "Bad inputs per lane", "memory": "Memory, 50 epochs (Ray lane, 2 actors)"}
+    rows = {k: [{"epoch": e, **v} for e, v in r.items()] if k == "memory" else r for k, r in report.items()}
+    h.emit([f"### {titles[k]}\n\n{table(rows[k])}" for k in titles if k in rows], args,
+           {"benchmark": "reliability", **report}, log)
     return 0
 
 

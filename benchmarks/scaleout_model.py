@@ -4,19 +4,13 @@
                            ingest_batches_per_s x batch_size,      # what the trainer can receive
                            network_bytes_per_s / bytes_per_image)  # the trainer's NIC
 
-Inputs measured here: the kernels' per-core rate (kernels.process_batch, batches of 64, one
-thread, this run), the bytes per batch (64x3x224x224 uint8) and the trainer's ingest ceiling
-(batches/s hybridload's ActorPool receives from an actor on another simulated node). The ingest
-ceiling is measured in this run by bench_ingest.py (a head + one worker node on loopback) unless
---ingest-json names that script's JSON (or --ingest-batches-per-s gives it).
-Assumed: the NIC bandwidth (--network-gbit, default 25) and cores per node (--cores, default 32).
-
-Checked against the simulated cluster (ray.cluster_utils.Cluster on 127.0.0.1: a head with 1 CPU
-that hybridload keeps for the trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes,
-remote-first placement): measured Ray-lane images/s against the model with C=1. On a 2-core
-machine every simulated node shares the same two cores with the driver, so the check says
-something at 1 worker node (1 actor + driver on 2 cores), is already squeezed at 2 (2 actors +
-the driver's receive/copy on 2 cores) and means nothing beyond; it stops there.
+Measured here: the kernels' per-core rate (process_batch, one thread), the bytes per batch
+(64x3x224x224 uint8) and the trainer's ingest ceiling (batches/s the ActorPool receives from an
+actor on another simulated node: bench_ingest.py in this run, unless --ingest-json names its JSON
+or --ingest-batches-per-s gives it). Assumed: NIC bandwidth (--network-gbit, 25) and cores per
+node (--cores, 32). Checked against a simulated loopback cluster (a 1-CPU head kept for the
+trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes, remote-first): measured Ray-lane
+images/s against the model with C=1; on 2 cores that means something at 1 worker node only.
 
     python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
     python benchmarks/scaleout_model.py --ingest-json out/bench-ingest.json   # reuse a measured ceiling
@@ -152,60 +146,56 @@ def main(argv=None) -> int:
              f"(measured, 1 thread); batch {BATCH}x3x224x224 uint8 = {batch_bytes / 1e6:.1f} MB; trainer ingest "
              f"{ingest_bps:.1f} batches/s = {ingest_img_s:.0f} images/s = {ingest_bps * batch_bytes / 1e9:.2f} GB/s "
              f"({ingest_src}, loopback); NIC {args.network_gbit:g} Gbit/s = {net_img_s:.0f} images/s (assumed)", "",
-             "| worker nodes | CPUs alone | predicted images/s | limited by |", "| ---: | ---: | ---: | --- |"]
-    lines += [f"| {r['nodes']} | {r['cpu_images_per_s']} | {r['predicted_images_per_s']} | {r['limited_by']} |"
-              for r in rows]
-    knee = args.cores * per_core
+             *h.markdown_table(["worker nodes", "CPUs alone", "predicted images/s", "limited by"],
+                               [list(r.values()) for r in rows])]
+    knee, fnc = args.cores * per_core, first_non_cpu
+    where = "up to 64 nodes; no other ceiling bites." if fnc is None else \
+        f"from {'1 node' if fnc['nodes'] == 1 else str(fnc['nodes']) + ' nodes'} on, the {fnc['limited_by']} ceiling bites."
     lines += ["", f"- CPUs bite while nodes x {knee:.0f} < min(ingest {ingest_img_s:.0f}, network {net_img_s:.0f}); "
-              + ("from 1 node on, " if first_non_cpu and first_non_cpu["nodes"] == 1 else
-                 (f"from {first_non_cpu['nodes']} nodes on, " if first_non_cpu else "up to 64 nodes; "))
-              + (f"the {first_non_cpu['limited_by']} ceiling bites." if first_non_cpu else "no other ceiling bites."),
-              f"- {args.cores}-core nodes needed to reach each ceiling: trainer ingest {ingest_img_s / knee:.2f}, "
-              f"network {net_img_s / knee:.2f}. The ingest ceiling is a loopback figure from a 2-core machine; "
-              "measure it on the real trainer (bench_ingest.py) before trusting where it bites."]
+              + where, f"- {args.cores}-core nodes needed to reach each ceiling: trainer ingest "
+              f"{ingest_img_s / knee:.2f}, network {net_img_s / knee:.2f}. The ingest ceiling is a loopback figure "
+              "from a 2-core machine; measure it on the real trainer (bench_ingest.py) before trusting where it bites."]
     if checks:
-        lines += ["", "| simulated worker nodes (1 CPU each) | actors (on driver's node) | measured images/s | "
-                  "model (C=1) | measured / model | other load |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {c['worker_nodes']} | {c['actors']} ({c['actors_on_driver_node']}) | {c['measured']} | "
-                  f"{c['model']} | {c['ratio']:.2f} | "
-                  f"{'n/a' if c['other_load'] is None else format(c['other_load'], '.2f')} |" for c in checks]
-        lines += ["", f"- This machine has {os.cpu_count()} cores: the head, the worker nodes and the driver share "
-                  "them. At 1 worker node the actor has a core and the driver the other; at 2 worker nodes the two "
-                  "actors and the driver's receive/copy compete for 2 cores, so the ratio there mixes model error "
-                  "with contention; beyond 2 worker nodes the check would mean nothing and is not run."]
-    sys.stdout.write("\n".join(lines) + "\n")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump({"per_core_images_per_s": per_core, "batch_bytes": batch_bytes, "cores_per_node": args.cores,
-                       "network_gbit": args.network_gbit, "network_images_per_s": net_img_s,
-                       "ingest_batches_per_s": ingest_bps, "ingest_images_per_s": ingest_img_s,
-                       "ingest_source": ingest_src, "ingest": ingest_doc, "rows": rows, "checks": checks},
-                      f, indent=2, default=str)
-    if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        xs = list(range(1, 65))
-        fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-        ax.plot(xs, [x * args.cores * per_core for x in xs], ls="--", color="tab:blue", label="CPUs alone")
-        ax.axhline(ingest_img_s, ls=":", color="tab:red", label="trainer ingest (measured)")
-        ax.axhline(net_img_s, ls=":", color="tab:purple", label=f"NIC {args.network_gbit:g} Gbit/s")
-        ax.plot(xs, [predict(x, args.cores, per_core, ingest_img_s, net_img_s)[0] for x in xs], color="black",
-                lw=2, label="predicted")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_title(f"predicted images/s: {args.cores}-core worker nodes at {per_core:.0f} img/s per core",
-                     fontsize=10)
-        ax.set_xlabel("worker nodes")
-        ax.set_ylabel("images/s")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        args.plot.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.plot)
-        plt.close(fig)
+        lines += ["", *h.markdown_table(
+            ["simulated worker nodes (1 CPU each)", "actors (on driver's node)", "measured images/s", "model (C=1)",
+             "measured / model", "other load"],
+            [[c["worker_nodes"], f"{c['actors']} ({c['actors_on_driver_node']})", c["measured"], c["model"],
+              f"{c['ratio']:.2f}", h.fmt(c["other_load"], ".2f")] for c in checks]),
+            "", f"- This machine has {os.cpu_count()} cores: the head, the worker nodes and the driver share them. "
+            "At 1 worker node the actor has a core and the driver the other; at 2 the two actors and the driver's "
+            "receive/copy compete for 2 cores, so the ratio there mixes model error with contention; beyond 2 "
+            "worker nodes the check would mean nothing and is not run."]
+    plot = args.plot
+    h.emit(lines, args, {"benchmark": "scaleout_model", "per_core_images_per_s": per_core, "batch_bytes": batch_bytes,
+                         "cores_per_node": args.cores, "network_gbit": args.network_gbit,
+                         "network_images_per_s": net_img_s, "ingest_batches_per_s": ingest_bps,
+                         "ingest_images_per_s": ingest_img_s, "ingest_source": ingest_src, "ingest": ingest_doc,
+                         "rows": rows, "checks": checks}, log)
+    if plot:
+        plot_model(plot, args, per_core, ingest_img_s, net_img_s)
     return 0
+
+
+def plot_model(path: Path, args, per_core: float, ingest_img_s: float, net_img_s: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    xs = list(range(1, 65))
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    ax.plot(xs, [x * args.cores * per_core for x in xs], ls="--", color="tab:blue", label="CPUs alone")
+    ax.axhline(ingest_img_s, ls=":", color="tab:red", label="trainer ingest (measured)")
+    ax.axhline(net_img_s, ls=":", color="tab:purple", label=f"NIC {args.network_gbit:g} Gbit/s")
+    ax.plot(xs, [predict(x, args.cores, per_core, ingest_img_s, net_img_s)[0] for x in xs], color="black", lw=2,
+            label="predicted")
+    ax.set(yscale="log", xlabel="worker nodes", ylabel="images/s")
+    ax.set_xscale("log", base=2)
+    ax.set_title(f"predicted images/s: {args.cores}-core worker nodes at {per_core:.0f} img/s per core", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
