@@ -30,7 +30,7 @@ from hybridload.errors import LaneUnavailableError, Reroute
 
 from ..base import BatchTask, Done, LaneKind, submit_to_pool
 from .failures import reroute_or_raise
-from .feed import GpuBatchResult, read_batch
+from .feed import GpuBatchResult, read_batch, record_ready
 from .torch_ops import normalize
 
 log = logging.getLogger(__name__)
@@ -136,10 +136,7 @@ class DaliLane:
                 images = torch.from_dlpack(out.as_tensor()).clone()
                 if self._normalize:
                     images = normalize(images, self.recipe)
-                ready = torch.cuda.Event()
-                ready.record(self._stream)
-                if self.host_sync:  # this lane's thread waits, not the consumer: safe without result.ready
-                    ready.synchronize()
+                ready = record_ready(self._stream, self.host_sync)
         return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 

@@ -63,3 +63,14 @@ def read_batch(source, recipe, seed: int, task: BatchTask) -> BatchInput:
         payloads.append(bytes(payload))
         sizes.append((w, h))
     return BatchInput(payloads, labels, params, sizes)
+
+
+def record_ready(stream, host_sync: bool):
+    """A CUDA event recorded on ``stream`` after the batch's work; with ``host_sync`` the lane's
+    own thread waits for it (then the consumer need not)."""
+    import torch
+    ready = torch.cuda.Event()
+    ready.record(stream)
+    if host_sync:
+        ready.synchronize()
+    return ready

@@ -27,7 +27,7 @@ from hybridload.errors import LaneUnavailableError
 
 from ..base import BatchTask, Done, LaneKind, submit_to_pool
 from .failures import reroute_or_raise
-from .feed import GpuBatchResult, read_batch
+from .feed import GpuBatchResult, read_batch, record_ready
 from .torch_ops import apply_ops, normalize, stack
 
 log = logging.getLogger(__name__)
@@ -102,12 +102,7 @@ class TorchGpuLane:
             out = stack(images, self.recipe.layout)
             if self._normalize:
                 out = normalize(out, self.recipe)
-            ready = None
-            if self._cuda:
-                ready = torch.cuda.Event()
-                ready.record(self._stream)
-                if self.host_sync:  # this lane's thread waits, not the consumer: safe without result.ready
-                    ready.synchronize()
+            ready = record_ready(self._stream, self.host_sync) if self._cuda else None
         return GpuBatchResult(out, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 
