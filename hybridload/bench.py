@@ -114,11 +114,6 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
     raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES)}")
 
 
-def lanes_label(loader) -> str:
-    """What really ran, in words (for tables and plots)."""
-    return loader.describe_lanes()
-
-
 def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
              ray_address: str | None = None, threads: int | None = None, progress=None) -> ModeResult:
     """Run ``batches`` batches in ``mode`` with a consumer that takes ``step_ms`` per step."""
@@ -130,7 +125,7 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
     with RssSampler() as rss, HybridLoader(source, recipe, batch_size, policy=policy, seed=0) as ld:
         it = endless(ld)
         next(it)  # start-up (actors, pipelines) is not part of the rate
-        label = lanes_label(ld)
+        label = ld.describe_lanes()
         ld.reset_stats()
         n_img = n_batch = 0
         t0 = time.perf_counter()

@@ -51,8 +51,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             note = " (includes start-up)" if epoch == 0 else ""
             rows.append((f"epoch {epoch} images/s{note}", f"{n / dt:.0f} ({n} images in {dt:.2f} s)"))
         st = loader.stats()
-        from hybridload.bench import lanes_label
-        ran = lanes_label(loader)
+        ran = loader.describe_lanes()
     rows += [("lane shares", ", ".join(f"{k}: {v['share']:.0%}" for k, v in st["lanes"].items())),
              ("what ran", ran), ("GPU share (auto)", f"{st['plan']['gpu_share']:.2f}"),
              ("batch", f"{args.batch_size} x {tuple(images.shape[1:])} {images.dtype}"),

@@ -34,7 +34,7 @@ class OrderedMerger:
         self.window = window
         self.timeout_s = timeout_s
         self.duplicates = 0
-        self._buf: dict[int, tuple[bool, Any]] = {}
+        self._buf: dict[int, tuple[bool, Any, int]] = {}  # seq -> (error, value, GPU bytes)
         self._cond = threading.Condition()
         self._closed = False
         self._aborted: BaseException | None = None
@@ -51,8 +51,8 @@ class OrderedMerger:
             if self._closed or seq < self.next or seq >= self.end or seq in self._buf:
                 self.duplicates += 1
                 return False
-            self._buf[seq] = (error, value)
             nbytes = 0 if error else device_nbytes(value)
+            self._buf[seq] = (error, value, nbytes)
             self._device_bytes += nbytes
             self.largest_device_batch = max(self.largest_device_batch, nbytes)
             if seq == self.next:
@@ -89,8 +89,8 @@ class OrderedMerger:
                 if left <= 0:
                     raise BatchTimeoutError(self.next, self.timeout_s)
                 self._cond.wait(left)
-            error, value = self._buf.pop(self.next)
-            self._device_bytes -= 0 if error else device_nbytes(value)
+            error, value, nbytes = self._buf.pop(self.next)
+            self._device_bytes -= nbytes
             self.next += 1
         if error:
             raise value

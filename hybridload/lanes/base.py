@@ -61,6 +61,16 @@ class Lane(Protocol):
     def close(self) -> None: ...
 
 
+class PooledLane:
+    """``submit`` for lanes that run ``run_batch`` on their own thread pool (``self._pool``),
+    refusing work once ``self._closed``."""
+
+    def submit(self, task: BatchTask, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError(f"the {self.name} lane is closed")
+        submit_to_pool(self._pool, self.run_batch, task, done)
+
+
 def submit_to_pool(pool, fn, task: BatchTask, done: Done) -> None:
     """Run ``fn(task)`` on a thread pool and report to ``done`` exactly once (not if cancelled)."""
     fut = pool.submit(fn, task)

@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from hybridload.kernels import process_batch
 
-from .base import BatchTask, Done, LaneKind, submit_to_pool
+from .base import BatchTask, LaneKind, PooledLane
 
 log = logging.getLogger(__name__)
 
 
-class InProcessLane:
+class InProcessLane(PooledLane):
     """Runs each batch task on one of ``threads`` worker threads."""
 
     name = "inprocess"
@@ -41,10 +41,6 @@ class InProcessLane:
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
                              normalize=False)  # uint8 out: the loader normalizes on its device
 
-    def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError("InProcessLane is closed")
-        submit_to_pool(self._pool, self.run_batch, task, done)
 
     def close(self, join_timeout_s: float = 10.0) -> None:
         """Cancel queued tasks and wait (bounded) for running ones to finish."""

@@ -28,7 +28,7 @@ import torch
 
 from hybridload.errors import LaneUnavailableError, Reroute
 
-from ..base import BatchTask, Done, LaneKind, submit_to_pool
+from ..base import BatchTask, LaneKind, PooledLane
 from .failures import reroute_or_raise
 from .feed import GpuBatchResult, read_batch, record_ready
 from .torch_ops import normalize
@@ -51,7 +51,7 @@ def _warn_cpu_only() -> None:
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
-class DaliLane:
+class DaliLane(PooledLane):
     """Runs batch tasks through a DALI pipeline compiled from the recipe.
 
     Args:
@@ -140,11 +140,6 @@ class DaliLane:
         return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 
-    # -- the lane interface
-    def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError("the GPU lane is closed")
-        submit_to_pool(self._pool, self.run_batch, task, done)
 
     def close(self) -> None:
         """Stop the worker thread and release the pipeline and DALI's unused device memory."""

@@ -25,7 +25,7 @@ import torch
 
 from hybridload.errors import LaneUnavailableError
 
-from ..base import BatchTask, Done, LaneKind, submit_to_pool
+from ..base import BatchTask, LaneKind, PooledLane
 from .failures import reroute_or_raise
 from .feed import GpuBatchResult, read_batch, record_ready
 from .torch_ops import apply_ops, normalize, stack
@@ -48,7 +48,7 @@ def torchvision_decoder(device: torch.device) -> Decoder:
     return decode
 
 
-class TorchGpuLane:
+class TorchGpuLane(PooledLane):
     """Runs batch tasks with torchvision's decoder and torch ops on ``device``.
 
     Args:
@@ -106,10 +106,6 @@ class TorchGpuLane:
         return GpuBatchResult(out, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)
 
-    def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError("the GPU lane is closed")
-        submit_to_pool(self._pool, self.run_batch, task, done)
 
     def close(self) -> None:
         """Stop the worker thread; the caching allocator keeps freed blocks for the trainer."""
