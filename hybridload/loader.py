@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from . import sharding
+from .batch_hook import BatchHook, BatchTransform, check_batch_transform
+from .custom_stage import check_shippable
 from .kernels.batch import normalize_batch
 from .loader_checks import check_device, check_epoch, check_seed, check_state
 from .lanes.base import LaneKind
@@ -48,6 +50,9 @@ class HybridLoader:
         rank, world_size: default from torch.distributed when initialized, else 0 and 1.
         device: where batches land; default cuda:LOCAL_RANK if CUDA is available, else cpu.
         return_indices: also yield the batch's dataset indices.
+        batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
+            delivered batch on the device, its generator keyed by (seed, epoch, rank, batch
+            position); see :mod:`hybridload.batch_hook`.
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -56,7 +61,8 @@ class HybridLoader:
     def __init__(self, source: Source, recipe: Recipe, batch_size: int, *,
                  policy: LoaderPolicy | None = None, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int | None = None, world_size: int | None = None,
-                 device: str | torch.device | None = None, return_indices: bool = False):
+                 device: str | torch.device | None = None, return_indices: bool = False,
+                 batch_transform: BatchTransform | None = None):
         if not isinstance(source, Source):
             raise TypeError(f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
                             "wrap a torch dataset in sources.TorchDataset(ds)")
@@ -84,6 +90,8 @@ class HybridLoader:
                                                          rank=rank, world_size=world_size)
         self.device = default_device(device)
         self.return_indices = return_indices
+        fn = check_batch_transform(batch_transform)
+        self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
         self._active: _Pass | None = None
         self._stats = LoaderStats()
         self._lanes: list = []
@@ -94,6 +102,8 @@ class HybridLoader:
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._finalizer = weakref.finalize(self, close_lanes, self._lanes)
+        if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
+            check_shippable(recipe.stages, self._lane_spec().ships_recipe)
         if len(self) == 0:
             log.warning("HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, "
                         "drop_last=%s)", rank, len(source), batch_size, world_size, drop_last)
@@ -126,8 +136,7 @@ class HybridLoader:
             raise RuntimeError("HybridLoader is closed")
         if self._lanes:
             return self._lanes
-        spec = plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None,
-                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus())
+        spec = self._lane_spec()
         built = build_lanes(spec, self.source, self.recipe, policy=self.policy, seed=self.seed,
                             batch_size=self.batch_size, device=self.device, rank=self.rank,
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
@@ -138,6 +147,10 @@ class HybridLoader:
         if spec.auto and any(lane.kind is LaneKind.GPU for lane in self._lanes):
             self._online = self._start_online(spec.start_share)
         return self._lanes
+
+    def _lane_spec(self):
+        return plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None,
+                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), recipe=self.recipe)
 
     def _start_online(self, share: float):
         from .planner.monitor import GpuMonitor
@@ -169,13 +182,17 @@ class HybridLoader:
         return self._active
 
     def _deliver(self, result):
+        position = self._sampler.position  # this batch's place in the epoch (keys the batch hook)
         self._sampler.mark_delivered()
         if self._online is not None:
             self._online.after_batch(self._sampler.position)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize runs here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
-        images, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        return (normalize_batch(images, self.recipe), *rest)
+        images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
+        images = normalize_batch(images, self.recipe)
+        if self._hook is not None:
+            images, labels = self._hook(images, labels, epoch=self.epoch, position=position)
+        return (images, labels, *rest)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:

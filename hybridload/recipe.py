@@ -21,12 +21,14 @@ from typing import Sequence
 
 import numpy as np
 
+from .custom_stage import CustomStage
 from .ops import Op
 from .stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
                      Stage, ToTensor)
 
 __all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make", "Stage", "Size",
-           "Decode", "RandomResizedCrop", "Resize", "CenterCrop", "HorizontalFlip", "Normalize", "ToTensor"]
+           "Decode", "RandomResizedCrop", "Resize", "CenterCrop", "HorizontalFlip", "Normalize", "ToTensor",
+           "CustomStage"]
 
 
 # ---------------------------------------------------------------------- parameters
@@ -70,6 +72,7 @@ class Recipe:
         if not stages or not isinstance(stages[0], Decode):
             raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
         order = {Decode: 0, **{g: 1 for g in GEOMETRY}, Normalize: 2, ToTensor: 3}
+        order[CustomStage] = 1  # the user's function: among the image stages, before Normalize
         last = 0
         for i, st in enumerate(stages):
             kind = type(st)
@@ -96,6 +99,11 @@ class Recipe:
             elif isinstance(st, Resize):
                 hw = st.size if isinstance(st.size, tuple) else None
         return hw
+
+    @property
+    def gpu_capable(self) -> bool:
+        """False when a stage runs on the CPU kernels only (a CustomStage): CPU lanes only."""
+        return all(getattr(s, "gpu_capable", True) for s in self.stages)
 
     @property
     def normalize(self) -> Normalize | None:
@@ -130,23 +138,29 @@ class Recipe:
         ops: list[Op] = []
         names: list[str] = []
         hw = (int(height), int(width))
-        for st in self.stages:
+        for k, st in enumerate(self.stages):
             if isinstance(st, GEOMETRY):
                 new, hw = st.sample_ops(hw, rng)
                 ops += new
                 names += [type(st).__name__] * len(new)
+            elif isinstance(st, CustomStage):  # its own generator, keyed by (seed, epoch, index, k)
+                ops.append(st.op(seed, epoch, index, k))
+                names.append(repr(st))
         return SampleParams(tuple(ops), tuple(names), hw)
 
     def describe(self) -> str:
         return " -> ".join(repr(s) for s in self.stages)
 
 
-def imagenet_train(size: int = 224, normalize: bool = False) -> Recipe:
-    """Decode, RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize] — uint8 CHW by default."""
-    stages: list[Stage] = [Decode(), RandomResizedCrop(size), HorizontalFlip(0.5)]
-    if normalize:
-        stages.append(Normalize())
-    return Recipe(tuple(stages))
+def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "basic") -> Recipe:
+    """Decode, RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize] — uint8 CHW by default.
+
+    ``augment``: "basic" (just that), "color" (+ ColorJitter, timm's default) or
+    "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
+    :mod:`hybridload.presets` for the exact stages and their sources.
+    """
+    from .presets import train_stages  # presets builds on this module's stages
+    return Recipe(tuple(train_stages(size, normalize=normalize, augment=augment)))
 
 
 def imagenet_eval(size: int = 224, resize: int | None = None, normalize: bool = False) -> Recipe:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from hybridload.custom_stage import CustomOp, apply_custom
 from hybridload.ops import Crop, Flip, Op, Resize
 
 
@@ -47,6 +48,8 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
 
 #: The kernel of each op type.
 OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip}
+#: Ops only the CPU kernels run (a recipe holding one is not ``gpu_capable``): the user's function.
+CPU_ONLY_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {CustomOp: apply_custom}
 
 
 def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequence[str] | None = None) -> torch.Tensor:
@@ -62,7 +65,7 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequenc
         img = arr
     for k, op in enumerate(ops):
         try:
-            fn = OP_FUNCTIONS.get(type(op))
+            fn = OP_FUNCTIONS.get(type(op)) or CPU_ONLY_FUNCTIONS.get(type(op))
             if fn is None:
                 raise ValueError(f"unknown operation {op!r}; the kernels know {', '.join(t.__name__ for t in OP_FUNCTIONS)}")
             img = fn(img, op)

@@ -11,7 +11,9 @@ mode        GPU lane                     its share cap          CPU lane
 ==========  ===========================  =====================  =====================
 
 A stand-by lane takes only what the GPU lane fails or reroutes. When the GPU lane cannot
-be built, the CPU lane becomes the primary lane.
+be built, the CPU lane becomes the primary lane. A recipe that is not ``gpu_capable`` (it
+holds a stage only the CPU kernels run, e.g. a ``CustomStage``) gets no GPU lane in any
+mode: the CPU lane is the primary lane, and one note says so.
 
 The CPU lane's kind: Ray is the scale-out engine, used only when a cluster is configured
 (``ray_address`` "auto" / "host:port", or RAY_ADDRESS in the environment) or asked for
@@ -70,6 +72,17 @@ class LaneSpec:
     notes: tuple[str, ...] = ()
 
     @property
+    def ships_recipe(self) -> tuple[str, str] | None:
+        """How the recipe travels to the primary CPU lane's workers: (serializer, where) —
+        ("pickle", "worker processes") or ("cloudpickle", "Ray actors") — or None when the
+        work runs in this process."""
+        if self.gpu and self.cpu_standby:
+            return None  # the stand-by lane: threads in this process
+        if self.cpu is LaneKind.CPU_ACTORS:
+            return ("cloudpickle", "Ray actors")
+        return ("pickle", "worker processes") if self.local_processes else None
+
+    @property
     def start_share(self) -> float:
         """The GPU share the loader starts with (for reporting)."""
         if not self.gpu:
@@ -78,14 +91,21 @@ class LaneSpec:
 
 
 def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env: str | None = None,
-               cpus: int = 1) -> LaneSpec:
+               cpus: int = 1, recipe=None) -> LaneSpec:
     """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan).
 
     ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
-    process may use (both passed in, so this stays pure).
+    process may use (both passed in, so this stays pure); ``recipe``: a recipe that is not
+    ``gpu_capable`` turns the GPU lane off.
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
     kw = dict(cpu=cpu, notes=tuple(notes), local_processes=local_processes(policy.local_workers, cpus))
+    if recipe is not None and not recipe.gpu_capable and policy.mode != "cpu":
+        cpu_only = ", ".join(repr(s) for s in recipe.stages if not getattr(s, "gpu_capable", True))
+        kw["notes"] += (f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "
+                        "only the CPU kernels run; every batch goes to the CPU lane (set LoaderPolicy(mode='cpu') to "
+                        "silence this)",)
+        return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
     if policy.mode == "gpu":
         return LaneSpec(gpu=True, gpu_cap=None, auto=False, cpu_standby=True, **kw)
     if policy.mode == "split":
