@@ -4,12 +4,16 @@ photo-crop classification set, reaches the same accuracy whichever lanes made it
 Classes are the source photograph a crop came from (learnable); every 5th image is held out.
 Modes: "cpu" (in-process lane), "split" (GPU lane at share 0.5 + in-process lane) and "gpu"
 (the GPU lane; DALI's CPU-only mode here). The index streams must be identical across modes;
-the pixels differ only by the GPU lane's resize rounding.
+the pixels differ only by the GPU lane's rounding. ``--augment`` picks the training
+augmentation of ``recipe.imagenet_train`` (hybridload.presets): "basic" (crop + flip, the
+default), "color" (+ ColorJitter) or "trivialaugment" (+ TrivialAugmentWide, RandomErasing);
+the crop keeps this script's scale (0.35, 1.0) whichever is chosen.
 
 Exit status 1 when the index streams differ or the held-out accuracies spread by more than the
 tolerance (--tolerance, default 3 points).
 
-    python benchmarks/accuracy_parity.py [--epochs 4] [--per-class 40] [--out out/accuracy.json] [--quick]
+    python benchmarks/accuracy_parity.py [--augment basic|color|trivialaugment] [--epochs 4] [--per-class 40]
+        [--out out/accuracy.json] [--quick]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch.nn.functional as F
 import _harness as h
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.datasets import _photo_paths, make_photo_folder
+from hybridload.presets import AUGMENTS, train_stages
 
 log = logging.getLogger("accuracy_parity")
 MODES = {
@@ -44,12 +49,11 @@ def model() -> torch.nn.Module:
         torch.nn.Flatten(), torch.nn.Linear(64, 32))
 
 
-def run(mode: str, train, test, epochs: int, seed: int = 0) -> dict:
+def run(mode: str, train, test, epochs: int, seed: int = 0, augment: str = "basic") -> dict:
     torch.manual_seed(seed)
     net = model()
     opt = torch.optim.Adam(net.parameters(), lr=3e-3)
-    rec_train = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(64, scale=(0.35, 1.0)),
-                               recipe.HorizontalFlip(), recipe.Normalize()])
+    rec_train = recipe.Recipe(train_stages(64, normalize=True, augment=augment, scale=(0.35, 1.0)))
     stream, t0, loss = [], time.perf_counter(), float("nan")
     with HybridLoader(train, rec_train, 32, policy=MODES[mode], seed=seed, return_indices=True, device="cpu") as ld:
         for epoch in range(epochs):
@@ -77,6 +81,8 @@ def run(mode: str, train, test, epochs: int, seed: int = 0) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--augment", choices=AUGMENTS, default="basic",
+                    help="training augmentation (recipe.imagenet_train's presets)")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--per-class", type=int, default=40, help="crops per class (source photograph); 1 in 5 held out")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE_POINTS,
@@ -95,12 +101,12 @@ def main(argv=None) -> int:
         held = [k % 5 == 0 for k in range(len(paths))]
         train = sources.FileList([p for p, h in zip(paths, held) if not h], [y for y, h in zip(labels, held) if not h])
         test = sources.FileList([p for p, h in zip(paths, held) if h], [y for y, h in zip(labels, held) if h])
-        results = [run(m, train, test, args.epochs) for m in MODES]
+        results = [run(m, train, test, args.epochs, augment=args.augment) for m in MODES]
     same_stream = all(r["stream"] == results[0]["stream"] for r in results)
     accs = [r["test_accuracy"] for r in results]
     within = max(accs) - min(accs) <= args.tolerance
     lines = [f"## accuracy parity: {classes} classes (source photograph), {len(train)} train / {len(test)} held-out "
-             f"crops at 64 px, {args.epochs} epochs, same seed", "",
+             f"crops at 64 px, augment={args.augment!r}, {args.epochs} epochs, same seed", "",
              "| mode | lane shares | final train loss | held-out accuracy | seconds |",
              "| --- | --- | ---: | ---: | ---: |"]
     lines += [f"| {r['mode']} | {', '.join(f'{k} {v:.0%}' for k, v in r['lane_shares'].items())} | "
@@ -112,7 +118,7 @@ def main(argv=None) -> int:
     sys.stdout.write("\n".join(lines) + "\n")
     if args.out:
         h.write_json(args.out, [{k: v for k, v in r.items() if k != "stream"} for r in results] +
-                     [{"same_stream": same_stream, "accuracy_spread": max(accs) - min(accs),
+                     [{"augment": args.augment, "same_stream": same_stream, "accuracy_spread": max(accs) - min(accs),
                        "tolerance": args.tolerance, "within_tolerance": within}])
     return 0 if same_stream and within else 1
 
