@@ -95,6 +95,17 @@ def test_plan_lanes_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode
     assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), recipe=REC).notes
 
 
+@pytest.mark.parametrize("policy,cpus,ships", [
+    (LoaderPolicy(cpu_actors=0, local_workers="threads"), 2, None),
+    (LoaderPolicy(local_workers="processes"), 2, ("pickle", "worker processes")),
+    (LoaderPolicy(local_workers="auto"), 16, ("pickle", "worker processes")),
+    (LoaderPolicy(ray_address="embedded"), 2, ("cloudpickle", "Ray actors")),
+    (LoaderPolicy(mode="gpu", local_workers="processes"), 2, None),  # the GPU lane's stand-by runs threads
+], ids=["threads", "processes", "auto-many-cpus", "ray", "gpu-standby"])
+def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, ships):
+    assert plan_lanes(policy, cpus=cpus).ships_recipe == ships
+
+
 def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog):
     src = sources.ImageFolder(photo_root)
     with caplog.at_level(logging.WARNING, logger="hybridload"):
