@@ -159,3 +159,16 @@ def test_a_bad_return_names_the_sample_and_the_stage(photo_root):
 def test_bad_custom_stages_get_a_clear_error(make, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
         make()
+
+
+@pytest.mark.parametrize("engine", ["dali", "torch"])
+def test_no_gpu_engine_builds_for_a_recipe_with_a_custom_stage(photo_root, engine):
+    """The planner's rate probe goes through build_engine too: it must not measure a chain that skips the stage."""
+    import torch
+
+    from hybridload.errors import LaneUnavailableError
+    from hybridload.lanes.gpu import build_engine
+
+    with pytest.raises(LaneUnavailableError, match="CustomStage"):
+        build_engine(engine, LoaderPolicy(), sources.ImageFolder(photo_root), REC, seed=0, batch_size=4,
+                     device=torch.device("cpu"))
