@@ -84,11 +84,11 @@ def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> It
             if len(pending) >= width:
                 break
         while pending:
-            fut = pending.popleft()
+            out = _outcome(pending.popleft())  # waits for the oldest
             nxt = next(it, _END)
-            if nxt is not _END:  # keep ``width`` in flight while waiting for the oldest
+            if nxt is not _END:  # ``width`` in flight again while the caller uses ``out``
                 pending.append(pool.submit(read, nxt))
-            yield _outcome(fut)  # waits for it
+            yield out
     finally:
         for fut in pending:
             fut.cancel()
