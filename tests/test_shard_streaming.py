@@ -86,7 +86,7 @@ def test_a_worker_holds_at_most_cache_shards_and_refetches_what_it_dropped(many_
     SlowMemoryFileSystem.reset_counts()
     for i in (0, 6, 12, 0):  # shards 0, 1, 2, then 0 again after it was dropped
         src.read(src.ref(i))
-    assert len(src._shards.cached()) == 2
+    assert len(src.cached_shards()) == 2
     assert SlowMemoryFileSystem.counts()["requests"] == src.shard_fetches == 4
 
 
@@ -116,7 +116,7 @@ def test_a_pickled_source_holds_its_own_shards_and_reads_the_same_bytes(many_sha
     src = shards(many_shards, read="shard")
     src.read(src.ref(0))
     copy = pickle.loads(pickle.dumps(src))
-    assert copy._shards.cached() == [] and copy.sample_order() == src.sample_order()
+    assert copy.cached_shards() == [] and copy.sample_order() == src.sample_order()
     assert copy.read(copy.ref(5)) == src.read(src.ref(5))
 
 
@@ -146,3 +146,36 @@ def test_bad_shard_options_say_what_to_write(many_shards):
         shards(many_shards, read="shard", buffer_shards=0)
     with pytest.raises(ValueError, match="cache_shards must be None or an int >= 1"):
         shards(many_shards, read="shard", cache_shards=0)
+
+
+def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir):  # noqa: F811
+    pattern = str(shard_dir / "shard-{000..002}.tar")
+    got = {}
+    for workers in ("threads", "processes"):
+        with HybridLoader(sources.TarShards(pattern, read="shard", buffer_shards=2), REC, 8, seed=4,
+                          return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2,
+                                                                   local_workers=workers)) as ld:
+            got[workers] = stream(ld, (0, 1))
+    assert got["threads"] == got["processes"]
+    assert sorted(i for d in got["threads"][:8] for i in d[0]) == list(range(60))
+
+
+def test_threads_asking_for_one_shard_share_one_fetch_and_a_failed_fetch_is_retried():
+    import threading
+    from hybridload.sources.shard_cache import ShardCache
+    gate, calls = threading.Event(), []
+
+    def fetch(url):
+        calls.append(url)
+        gate.wait(timeout=10)
+        if url == "bad" and calls.count("bad") == 1:
+            raise OSError("first try fails")
+        return url.encode()
+
+    cache = ShardCache(fetch, capacity=4)
+    futures = [cache.get("a") for _ in range(5)] + [cache.get("bad")]
+    gate.set()
+    assert {f.result(timeout=10) for f in futures[:5]} == {b"a"} and calls.count("a") == 1
+    with pytest.raises(OSError):
+        futures[5].result(timeout=10)
+    assert cache.get("bad").result(timeout=10) == b"bad" and cache.fetches == 3

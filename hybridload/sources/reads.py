@@ -24,8 +24,9 @@ from hybridload.errors import SampleError
 #: reads in flight per batch for URL locations when a source is not told otherwise: enough
 #: to keep 2 cores decoding at ~1,000 images/s with 20 ms per request (1,600 reads/s).
 DEFAULT_IO_THREADS = 32
-#: threads of the process-wide pool (shared by every lane thread of the process).
-POOL_THREADS = 64
+#: threads of the process-wide pool, shared by every lane thread of the process (created as
+#: needed; a thread waiting on a request costs memory, not a core).
+POOL_THREADS = max(64, 16 * (os.cpu_count() or 1))
 
 _lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None

@@ -3,8 +3,8 @@
 A worker that serves samples from whole shards keeps the last ``capacity`` shards it
 fetched. Each shard is fetched with one whole-object read on the I/O pool; the cache holds
 the *future* of that read, so threads asking for a shard being fetched wait for the same
-read instead of starting another. A failed fetch is forgotten (the next ask tries again);
-its samples report the failure. Shards evicted while a batch still uses them stay alive
+read instead of starting another. A failed fetch is not kept: the next ask for that shard
+fetches it again; the samples that waited on it report the failure. Shards evicted while a batch still uses them stay alive
 through that batch's reference and are freed after it.
 """
 
@@ -32,22 +32,16 @@ class ShardCache:
     def get(self, url: str) -> Future:
         with self._lock:
             fut = self._futures.get(url)
-            if fut is not None:
+            if fut is not None and not (fut.done() and fut.exception() is not None):
                 self._futures.move_to_end(url)
                 return fut
-            fut = io_pool().submit(self._fetch, url)
+            fut = io_pool().submit(self._fetch, url)  # new, or again after a failed fetch
             self.fetches += 1
             self._futures[url] = fut
+            self._futures.move_to_end(url)
             while len(self._futures) > self.capacity:
                 self._futures.popitem(last=False)
-        fut.add_done_callback(lambda f, u=url: self._forget_failed(u, f))
         return fut
-
-    def _forget_failed(self, url: str, fut: Future) -> None:
-        if fut.exception() is not None:
-            with self._lock:
-                if self._futures.get(url) is fut:
-                    del self._futures[url]
 
     def cached(self) -> list[str]:
         """The shards held (or being fetched), least recently used first."""

@@ -174,6 +174,10 @@ class TarShards(Source):
         """Whole-shard reads this process started (``read="shard"``)."""
         return self._shards.fetches
 
+    def cached_shards(self) -> list[str]:
+        """The shards this process holds (``read="shard"``), least recently used first."""
+        return self._shards.cached()
+
     def _image_member(self, url: str, key: str, members: list) -> tuple[str, int, int]:
         for ext, offset, size in members:
             if ext in self.image_exts or ext.rsplit(".", 1)[-1] in self.image_exts:
