@@ -33,7 +33,8 @@ class SampleRef:
 
 
 class Source:
-    """Base class: subclasses implement ``__len__``, ``ref`` and ``read``."""
+    """Base class: subclasses implement ``__len__``, ``ref`` and ``read``; they may override
+    ``read_many`` (a batch's reads, e.g. concurrently) and ``sample_order`` (their own epoch order)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
