@@ -147,3 +147,18 @@ def test_read_many_falls_back_to_read_for_a_source_without_it(folder):  # noqa: 
 def test_io_threads_must_be_a_positive_int(photo_root):
     with pytest.raises(ValueError, match="io_threads must be None .* write e.g. io_threads=32"):
         sources.ImageFolder(photo_root, io_threads=0)
+
+
+def test_closing_the_reads_early_starts_no_more_of_them():
+    started = []
+
+    def read(i):
+        started.append(i)
+        time.sleep(0.01)
+        return (i, 0)
+
+    it = ordered_reads(read, list(range(20)), width=2)
+    assert next(it) == (0, 0)
+    it.close()
+    time.sleep(0.1)
+    assert len(started) <= 4  # the first read, the ones in flight when closed; not the other 16

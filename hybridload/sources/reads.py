@@ -95,9 +95,9 @@ def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> It
             fut.cancel()
 
 
-
 def read_many(source: Any, refs: Sequence) -> Iterator[Outcome]:
     """A source's reads of ``refs`` in order: its ``read_many`` where it has one (concurrent
-    for remote locations), else one ``read`` after another."""
+    for remote locations), else one ``read`` after another. Always a generator: ``close()``
+    stops the reads not yet started."""
     many = getattr(source, "read_many", None)
-    return many(refs) if many is not None else sequential_reads(source.read, refs)
+    yield from (many(refs) if many is not None else sequential_reads(source.read, refs))
