@@ -87,7 +87,8 @@ class HybridLoader:
         self.policy = policy
         self._sampler = sharding.DistributedBatchSampler(len(source), self.batch_size, seed=seed,
                                                          shuffle=bool(shuffle), drop_last=bool(drop_last),
-                                                         rank=rank, world_size=world_size)
+                                                         rank=rank, world_size=world_size,
+                                                         order=source.sample_order())
         self.device = default_device(device)
         self.return_indices = return_indices
         fn = check_batch_transform(batch_transform)

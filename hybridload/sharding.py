@@ -9,6 +9,9 @@ torch's DistributedSampler followed by a BatchSampler.
   rank's last short batch.
 * rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number
   of batches (unequal counts hang DDP).
+* a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
+  streaming's shard-aware order (:mod:`hybridload.shard_order`) splits contiguous spans among
+  ranks, with the same padding, dropping and batch counts.
 
 Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
 
@@ -60,16 +63,20 @@ def rank_indices(n: int, *, seed: int = 0, epoch: int = 0, world_size: int = 1, 
     """This rank's sample indices for an epoch, in order (DistributedSampler semantics)."""
     _check(n, 1, world_size, rank)
     order = epoch_order(n, seed, epoch, shuffle)
-    per_rank = samples_per_rank(n, world_size, drop_last)
-    total = per_rank * world_size
-    if total > n:
-        if n == 0:
-            return np.empty(0, dtype=np.int64)
-        reps = math.ceil((total - n) / n)
-        order = np.concatenate([order] + [order] * reps)[:total]
-    else:
-        order = order[:total]
-    return order[rank:total:world_size]
+    total = samples_per_rank(n, world_size, drop_last) * world_size
+    return pad_order(order, total)[rank:total:world_size]
+
+
+def pad_order(order: np.ndarray, total: int) -> np.ndarray:
+    """``order`` cut or padded to ``total`` samples as DistributedSampler does: padding
+    repeats the order from its start (as often as needed)."""
+    n = len(order)
+    if total <= n:
+        return order[:total]
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    reps = math.ceil((total - n) / n)
+    return np.concatenate([order] + [order] * reps)[:total]
 
 
 def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
@@ -80,11 +87,13 @@ def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool
 
 
 def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, world_size: int = 1,
-                 rank: int = 0, shuffle: bool = True, drop_last: bool = False) -> list[np.ndarray]:
-    """This rank's ordered batches (arrays of dataset indices) for an epoch."""
+                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order=None) -> list[np.ndarray]:
+    """This rank's ordered batches (arrays of dataset indices) for an epoch. ``order``: a
+    source's ``sample_order()`` (e.g. the shard-aware :class:`~hybridload.shard_order.ShardOrder`),
+    whose ``rank_indices`` replaces :func:`rank_indices`; None for DistributedSampler's order."""
     _check(n, batch_size, world_size, rank)
-    idx = rank_indices(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank,
-                       shuffle=shuffle, drop_last=drop_last)
+    pick = rank_indices if order is None else order.rank_indices
+    idx = pick(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last)
     count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
     return [idx[b * batch_size:(b + 1) * batch_size] for b in range(count)]
 
@@ -127,8 +136,9 @@ class DistributedBatchSampler:
     """
 
     def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None):
+                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order=None):
         self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.order = order  # a source's sample_order(); None: DistributedSampler's
         _check(n, batch_size, self.world_size, self.rank)
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self.shuffle, self.drop_last = shuffle, drop_last
@@ -159,7 +169,7 @@ class DistributedBatchSampler:
         """This rank's batches (index arrays) of an epoch (default: the current one)."""
         return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
                             epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
-                            rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last)
+                            rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last, order=self.order)
 
     def begin_pass(self) -> tuple[list[np.ndarray], int]:
         """The batches of the epoch this pass runs and the position it starts from (the

@@ -13,6 +13,7 @@ import torch
 from hybridload.errors import SampleError
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
+from hybridload.sources.reads import read_many
 
 from .decode import DecodeError, decode_image
 from .geometry import apply_ops
@@ -39,6 +40,12 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
     given. Returns (image, label); raises :class:`SampleError` naming index, path, stage."""
     ref = source.ref(index)
     payload, label = source.read(ref)  # raises SampleError(stage="read")
+    return process_payload(ref, payload, recipe, seed, epoch, out), label
+
+
+def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    """Decode and process one sample's read payload (see :func:`process_sample`)."""
     try:
         arr = decode_image(payload)
     except DecodeError as exc:
@@ -54,9 +61,9 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
                           f"produced {tuple(img.shape[:2])}, expected {recipe.out_hw}")
     chw = recipe.layout == "CHW"
     if out is None:
-        return (img.permute(2, 0, 1).contiguous() if chw else img.contiguous()), label
+        return img.permute(2, 0, 1).contiguous() if chw else img.contiguous()
     out.copy_(img.permute(2, 0, 1) if chw else img)
-    return out, label
+    return out
 
 
 @functools.lru_cache(maxsize=32)
@@ -92,16 +99,24 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
     buf = torch.empty(recipe.output_shape(len(idx)), dtype=torch.uint8, pin_memory=pin_memory)
     labels = np.empty(len(idx), dtype=np.int64)
     skipped = []
-    for k, i in enumerate(idx.tolist()):
-        try:
-            _img, labels[k] = process_sample(source, recipe, i, seed, epoch, out=buf[k])
-        except SampleError as exc:
-            if on_error != "skip":
-                raise
-            buf[k].zero_()
-            labels[k] = _label_without_read(source, i)
-            skipped.append((exc.index, exc.path, exc.stage, exc.reason))
-            log.warning("substituted a zero image for %s", exc)
+    refs = [source.ref(i) for i in idx.tolist()]
+    reads = read_many(source, refs)  # concurrent where the source reads remote storage
+    try:
+        for k, (ref, got) in enumerate(zip(refs, reads)):
+            try:
+                if isinstance(got, SampleError):
+                    raise got
+                payload, labels[k] = got
+                process_payload(ref, payload, recipe, seed, epoch, out=buf[k])
+            except SampleError as exc:
+                if on_error != "skip":
+                    raise
+                buf[k].zero_()
+                labels[k] = _label_without_read(source, ref.index)
+                skipped.append((exc.index, exc.path, exc.stage, exc.reason))
+                log.warning("substituted a zero image for %s", exc)
+    finally:
+        reads.close()
     images = normalize_batch(buf, recipe) if normalize else buf
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 

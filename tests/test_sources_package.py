@@ -10,7 +10,8 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "braces", "filelist", "folder", "tar_index", "tarshards", "torch_dataset"]
+SUBMODULES = ["_base", "braces", "filelist", "folder", "reads", "shard_cache", "tar_index", "tarshards",
+              "torch_dataset"]
 
 
 @pytest.mark.parametrize("name", SUBMODULES)

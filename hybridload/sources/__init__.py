@@ -6,8 +6,9 @@ called by whoever processes the sample, on the node where it runs.
 
 Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec URLs),
 ``filelist`` (FileList), ``folder`` (ImageFolder), ``tarshards`` (TarShards, with
-``tar_index`` and ``braces``), ``torch_dataset`` (TorchDataset). A new source subclasses
-:class:`Source` in its own module and is re-exported here.
+``tar_index`` and ``braces``; ``shard_cache`` for shard streaming), ``torch_dataset``
+(TorchDataset), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
+source subclasses :class:`Source` in its own module and is re-exported here.
 """
 
 from ._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs

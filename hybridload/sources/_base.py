@@ -16,9 +16,11 @@ from __future__ import annotations
 import numbers
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from hybridload.errors import LabelError, SampleError
+
+from .reads import sequential_reads
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class SampleRef:
 
 
 class Source:
-    """Base class: subclasses implement ``__len__``, ``ref`` and ``read``."""
+    """Base class: subclasses implement ``__len__``, ``ref`` and ``read``; they may override
+    ``read_many`` (a batch's reads, e.g. concurrently) and ``sample_order`` (their own epoch order)."""
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -43,6 +46,19 @@ class Source:
         """Return ``(payload, label)``: the encoded bytes or a decoded image (PIL image,
         HWC uint8 array, CHW uint8 tensor), and the sample's label."""
         raise NotImplementedError
+
+    def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
+        """The reads of ``refs``, in order, as ``(payload, label)`` or the :class:`SampleError`
+        a read raised. The base reads one after another when asked; sources on remote
+        storage override it to read concurrently (see :mod:`hybridload.sources.reads`)."""
+        return sequential_reads(self.read, refs)
+
+    def sample_order(self) -> Any:
+        """The rule that orders an epoch's samples and splits them among ranks: None for the
+        library's default (DistributedSampler's), or an object with a pure
+        ``rank_indices(n, *, seed, epoch, world_size, rank, shuffle, drop_last)``, such as
+        :class:`hybridload.shard_order.ShardOrder` for shard streaming."""
+        return None
 
     def _check_index(self, index: int) -> int:
         n = len(self)

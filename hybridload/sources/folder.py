@@ -25,17 +25,17 @@ class ImageFolder(FileList):
 
     ``root`` may be an fsspec URL (``memory://photos``, ``s3://bucket/train``): the tree is
     listed once through fsspec, in the same order as a local tree, and every sample's
-    location is ``root`` + ``/<class>/.../<file>``.
+    location is ``root`` + ``/<class>/.../<file>``. ``io_threads``: as :class:`FileList`.
     """
 
     def __init__(self, root: str | os.PathLike, extensions: Sequence[str] = IMG_EXTENSIONS, *,
-                 storage_options: Mapping[str, Any] | None = None):
+                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None):
         exts = tuple(e.lower() for e in extensions)
         if isinstance(root, str) and is_url(root):
             self.root = root
             self.classes, paths, labels = _list_url_tree(root, exts, storage_options)
             self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-            super().__init__(paths, labels, storage_options=storage_options)
+            super().__init__(paths, labels, storage_options=storage_options, io_threads=io_threads)
             return
         root_path = Path(root)
         if not root_path.is_dir():
@@ -59,7 +59,7 @@ class ImageFolder(FileList):
             raise FileNotFoundError(f"ImageFolder: Found no valid file for the classes {', '.join(empty)} under "
                                     f"{self.root!r} (empty or unreadable; no image files {', '.join(exts)}); "
                                     "remove those folders or add their images")
-        super().__init__(paths, labels)
+        super().__init__(paths, labels, io_threads=io_threads)
 
 
 def _walk_class(top: Path, exts: tuple[str, ...]) -> list[str]:

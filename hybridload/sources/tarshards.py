@@ -13,6 +13,11 @@ time. Reading a sample is then one ranged read of exactly its image bytes: no sc
 open tar object, nothing but plain data in the pickled source.
 
 Sample order: shards in the given order, keys in tar order (first appearance).
+
+``read="shard"`` streams shards instead: a worker reads each shard it needs whole, with one
+request, keeps the last few (:mod:`.shard_cache`) and cuts samples out of them; the source
+then asks for the shard-aware epoch order (:mod:`hybridload.shard_order`) so that a worker
+needs only a few shards at a time.
 """
 
 from __future__ import annotations
@@ -20,14 +25,18 @@ from __future__ import annotations
 import logging
 import numbers
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from hybridload.errors import SampleError
 
-from ._base import SampleRef, Source, read_bytes, read_error
+from hybridload.shard_order import ShardOrder
+
+from ._base import SampleRef, Source, is_url, read_bytes, read_error
 from .braces import expand_urls
+from .reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
+from .shard_cache import ShardCache
 from .tar_index import shard_index, split_member_name
 
 log = logging.getLogger(__name__)
@@ -67,6 +76,15 @@ class TarShards(Source):
         cache_dir: a local directory for the member indexes as JSON files, keyed by shard
             URL, size and modification time (a changed shard is scanned again).
         storage_options: fsspec options for URL shards (see :class:`FileList`).
+        io_threads: reads in flight at once while a worker reads a batch (see
+            :class:`FileList`; default 32 for URL shards, 1 for local ones).
+        read: ``"sample"`` (default): one ranged read per sample, any order. ``"shard"``:
+            shard streaming — each worker reads whole shards (one request each) and serves
+            their samples; the epoch order becomes shard-aware (shards shuffled, samples
+            shuffled within blocks of ``buffer_shards`` shards; ranks take contiguous spans).
+        buffer_shards: with ``read="shard"``, the shards whose samples are shuffled together.
+        cache_shards: with ``read="shard"``, the shards each worker process keeps (default
+            ``2 * buffer_shards + 2``); its memory is this many shards.
 
     A sample's location (in refs and errors) is ``"<shard>#<member name>"``.
 
@@ -78,7 +96,16 @@ class TarShards(Source):
 
     def __init__(self, urls: str | os.PathLike | Sequence[str | os.PathLike], label: Callable[[str], int] | None = None,
                  image_exts: Sequence[str] = IMAGE_EXTS, cache_dir: str | os.PathLike | None = None, *,
-                 storage_options: Mapping[str, Any] | None = None):
+                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
+                 read: str = "sample", buffer_shards: int = 4, cache_shards: int | None = None):
+        if read not in ("sample", "shard"):
+            raise ValueError(f"TarShards: read must be 'sample' (a ranged read per sample) or 'shard' "
+                             f"(whole shards, shard-aware order), got {read!r}")
+        if cache_shards is not None and (isinstance(cache_shards, bool) or not isinstance(cache_shards, int)
+                                         or cache_shards < 1):
+            raise ValueError(f"TarShards: cache_shards must be None or an int >= 1, got {cache_shards!r}; "
+                             f"write e.g. cache_shards={2 * buffer_shards + 2}")
+        self.read_mode = read
         self.urls = expand_urls(urls)
         if not self.urls:
             raise ValueError("TarShards: no shards given; pass a brace pattern such as "
@@ -116,6 +143,40 @@ class TarShards(Source):
         self._offset = np.asarray(offsets, dtype=np.int64)
         self._size = np.asarray(sizes, dtype=np.int64)
         self._labels = np.asarray(labels, dtype=np.int64)
+        self._order = ShardOrder(tuple(self.shard_sizes), buffer_shards)  # validates buffer_shards
+        io_threads = check_io_threads(io_threads, "TarShards")
+        self.io_threads = io_threads if io_threads is not None else (
+            DEFAULT_IO_THREADS if any(is_url(u) for u in self.urls) else 1)
+        self.cache_shards = cache_shards if cache_shards is not None else 2 * buffer_shards + 2
+        self._new_cache()
+
+    def _new_cache(self) -> None:
+        self._shards = ShardCache(self._fetch_shard, self.cache_shards)
+
+    def _fetch_shard(self, url: str) -> bytes:
+        return read_bytes(url, self.storage_options)  # the whole shard: one request
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        del state["_shards"]  # each process (each Ray actor) holds its own shards
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._new_cache()
+
+    def sample_order(self) -> ShardOrder | None:
+        """The shard-aware order with ``read="shard"``; None (the default order) otherwise."""
+        return self._order if self.read_mode == "shard" else None
+
+    @property
+    def shard_fetches(self) -> int:
+        """Whole-shard reads this process started (``read="shard"``)."""
+        return self._shards.fetches
+
+    def cached_shards(self) -> list[str]:
+        """The shards this process holds (``read="shard"``), least recently used first."""
+        return self._shards.cached()
 
     def _image_member(self, url: str, key: str, members: list) -> tuple[str, int, int]:
         for ext, offset, size in members:
@@ -137,14 +198,50 @@ class TarShards(Source):
         return SampleRef(i, f"{self.urls[self._shard[i]]}#{self._members[i]}", int(self._labels[i]))
 
     def read(self, ref: SampleRef) -> tuple[bytes, int]:
+        if self.read_mode == "shard":
+            return self._cut(ref, self._shards.get(self.urls[self._shard[self._check_index(ref.index)]]))
         i = self._check_index(ref.index)
         url, offset, size = self.urls[self._shard[i]], int(self._offset[i]), int(self._size[i])
         try:
             data = read_bytes(url, self.storage_options, offset=offset, size=size)
         except Exception as exc:  # any filesystem's error: name the sample
             raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+        return self._checked(ref, data, offset, size), ref.label
+
+    def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
+        """The reads of ``refs`` in order: ``io_threads`` ranged reads in flight, or with
+        ``read="shard"`` the batch's shards fetched at once (each whole, once per process
+        while cached) and its samples cut from them."""
+        if self.read_mode != "shard":
+            return ordered_reads(self.read, refs, self.io_threads)
+        return self._serve(refs)
+
+    def _serve(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
+        shards = {}
+        for ref in refs:  # start every shard's fetch before waiting for any
+            url = self.urls[self._shard[self._check_index(ref.index)]]
+            if url not in shards:
+                shards[url] = self._shards.get(url)
+        for ref in refs:
+            try:
+                yield self._cut(ref, shards[self.urls[self._shard[ref.index]]])
+            except SampleError as exc:
+                yield exc
+
+    def _cut(self, ref: SampleRef, shard) -> tuple[bytes, int]:
+        """The sample's image bytes out of its shard's fetched bytes (a future)."""
+        i = ref.index
+        offset, size = int(self._offset[i]), int(self._size[i])
+        try:
+            whole = shard.result()
+        except Exception as exc:  # any filesystem's error: name the sample
+            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+        return self._checked(ref, whole[offset:offset + size], offset, size), ref.label
+
+    @staticmethod
+    def _checked(ref: SampleRef, data: bytes, offset: int, size: int) -> bytes:
         if len(data) != size:
             raise SampleError(ref.index, ref.location, "read",
                               f"got {len(data)} of {size} bytes at offset {offset}: the shard is shorter than "
                               "when its index was built (changed or truncated?)")
-        return data, ref.label
+        return data

@@ -7,6 +7,7 @@ decoder cannot take raises :class:`Reroute`.
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from hybridload.errors import Reroute, SampleError
 from hybridload.kernels import MAX_IMAGE_PIXELS, BatchResult, image_size
 from hybridload.kernels.decode import is_jpeg
 from hybridload.recipe import SampleParams
+from hybridload.sources.reads import read_many
 
 from ..base import BatchTask
 
@@ -40,14 +42,19 @@ class GpuBatchResult(BatchResult):
 
 def read_batch(source, recipe, seed: int, task: BatchTask) -> BatchInput:
     """Read and check every sample of ``task``; :class:`Reroute` for one a GPU decoder cannot take."""
-    payloads, params, sizes = [], [], []
     labels = np.empty(len(task.indices), np.int64)
-    for k, i in enumerate(task.indices.tolist()):
-        ref = source.ref(i)
-        try:
-            payload, labels[k] = source.read(ref)
-        except SampleError as exc:  # the CPU lane reports it, or substitutes under on_error="skip"
-            raise Reroute(str(exc)) from None
+    refs = [source.ref(i) for i in task.indices.tolist()]
+    with closing(read_many(source, refs)) as reads:  # concurrent where the source reads remote storage
+        return _check_reads(recipe, seed, task, refs, reads, labels)
+
+
+def _check_reads(recipe, seed: int, task: BatchTask, refs, reads, labels: np.ndarray) -> BatchInput:
+    payloads, params, sizes = [], [], []
+    for k, (ref, got) in enumerate(zip(refs, reads)):
+        i = ref.index
+        if isinstance(got, SampleError):  # the CPU lane reports it, or substitutes under on_error="skip"
+            raise Reroute(str(got))
+        payload, labels[k] = got
         if not is_jpeg(payload):
             raise Reroute(f"sample {i} ({ref.location}) is not a JPEG")
         if payload.rstrip(b"\x00")[-2:] != b"\xff\xd9":

@@ -1,0 +1,103 @@
+"""Reading the samples of a batch at once, so per-request storage latency overlaps.
+
+Object storage answers each request after tens of milliseconds whatever its size; read one
+after another, a batch of 64 samples waits 64 latencies. :func:`ordered_reads` runs reads on
+a process-wide I/O thread pool, at most ``width`` of them in flight for one batch, and yields
+their outcomes in input order as each becomes ready — so the caller decodes sample 0 while
+the rest are still being read. A thread blocked on a request holds no GIL and no core.
+
+Outcomes are ``(payload, label)`` or the :class:`~hybridload.errors.SampleError` the read
+raised (``on_error`` is decided by the caller, per sample); any other exception is raised at
+that sample's position, as a sequential loop would.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from hybridload.errors import SampleError
+
+#: reads in flight per batch for URL locations when a source is not told otherwise: enough
+#: to keep 2 cores decoding at ~1,000 images/s with 20 ms per request (1,600 reads/s).
+DEFAULT_IO_THREADS = 32
+#: threads of the process-wide pool, shared by every lane thread of the process (created as
+#: needed; a thread waiting on a request costs memory, not a core).
+POOL_THREADS = max(64, 16 * (os.cpu_count() or 1))
+
+_lock = threading.Lock()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+Outcome = Any  # (payload, label) | SampleError
+_END = object()
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """This process's I/O thread pool (a new one after a fork: threads do not survive it)."""
+    global _pool
+    with _lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="hybridload-io"))
+        return _pool[1]
+
+
+def check_io_threads(io_threads: int | None, where: str) -> int | None:
+    """``io_threads`` as given (None or an int >= 1), else a ValueError saying what to write."""
+    if io_threads is None:
+        return None
+    if isinstance(io_threads, bool) or not isinstance(io_threads, int) or io_threads < 1:
+        raise ValueError(f"{where}: io_threads must be None (automatic) or an int >= 1, got {io_threads!r}; "
+                         "write e.g. io_threads=32 (1 reads one sample after another)")
+    return io_threads
+
+
+def sequential_reads(read: Callable[[Any], Any], items: Iterable) -> Iterator[Outcome]:
+    """One read after another, each when the caller asks for it (the caller's thread)."""
+    for item in items:
+        try:
+            yield read(item)
+        except SampleError as exc:
+            yield exc
+
+
+def _outcome(fut: Future) -> Outcome:
+    exc = fut.exception()
+    if exc is None:
+        return fut.result()
+    if isinstance(exc, SampleError):
+        return exc
+    raise exc
+
+
+def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> Iterator[Outcome]:
+    """``read(item)`` for every item, ``width`` at a time on the I/O pool, outcomes in order.
+    Closing the iterator early cancels the reads not yet started."""
+    if width <= 1 or len(items) <= 1:
+        yield from sequential_reads(read, items)
+        return
+    pool, pending, it = io_pool(), deque(), iter(items)
+    try:
+        for item in it:
+            pending.append(pool.submit(read, item))
+            if len(pending) >= width:
+                break
+        while pending:
+            out = _outcome(pending.popleft())  # waits for the oldest
+            nxt = next(it, _END)
+            if nxt is not _END:  # ``width`` in flight again while the caller uses ``out``
+                pending.append(pool.submit(read, nxt))
+            yield out
+    finally:
+        for fut in pending:
+            fut.cancel()
+
+
+def read_many(source: Any, refs: Sequence) -> Iterator[Outcome]:
+    """A source's reads of ``refs`` in order: its ``read_many`` where it has one (concurrent
+    for remote locations), else one ``read`` after another. Always a generator: ``close()``
+    stops the reads not yet started."""
+    many = getattr(source, "read_many", None)
+    yield from (many(refs) if many is not None else sequential_reads(source.read, refs))

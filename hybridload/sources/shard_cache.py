@@ -1,0 +1,49 @@
+"""Whole shards held by one worker process for shard streaming: a small LRU of futures.
+
+A worker that serves samples from whole shards keeps the last ``capacity`` shards it
+fetched. Each shard is fetched with one whole-object read on the I/O pool; the cache holds
+the *future* of that read, so threads asking for a shard being fetched wait for the same
+read instead of starting another. A failed fetch is not kept: the next ask for that shard
+fetches it again; the samples that waited on it report the failure. Shards evicted while a batch still uses them stay alive
+through that batch's reference and are freed after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Callable
+
+from .reads import io_pool
+
+
+class ShardCache:
+    """``get(url)`` → a future of the shard's bytes, read by ``fetch(url)`` at most once while cached."""
+
+    def __init__(self, fetch: Callable[[str], bytes], capacity: int):
+        if capacity < 1:
+            raise ValueError(f"ShardCache: capacity must be >= 1 shard, got {capacity}")
+        self._fetch, self.capacity = fetch, capacity
+        self._lock = threading.Lock()
+        self._futures: OrderedDict[str, Future] = OrderedDict()
+        self.fetches = 0  # whole-shard reads started by this cache
+
+    def get(self, url: str) -> Future:
+        with self._lock:
+            fut = self._futures.get(url)
+            if fut is not None and not (fut.done() and fut.exception() is not None):
+                self._futures.move_to_end(url)
+                return fut
+            fut = io_pool().submit(self._fetch, url)  # new, or again after a failed fetch
+            self.fetches += 1
+            self._futures[url] = fut
+            self._futures.move_to_end(url)
+            while len(self._futures) > self.capacity:
+                self._futures.popitem(last=False)
+        return fut
+
+    def cached(self) -> list[str]:
+        """The shards held (or being fetched), least recently used first."""
+        with self._lock:
+            return list(self._futures)
