@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from . import sharding
-from .kernels.batch import normalize_batch
+from .kernels.batch import finish_batch
 from .loader_checks import check_device, check_epoch, check_seed, check_state
 from .lanes.base import LaneKind
 from .lanes.build import build_lanes, close_lanes
@@ -172,10 +172,10 @@ class HybridLoader:
         self._sampler.mark_delivered()
         if self._online is not None:
             self._online.after_batch(self._sampler.position)
-        # every lane ships uint8 (4x fewer bytes than float32); Normalize runs here, on the device,
+        # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
         images, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        return (normalize_batch(images, self.recipe), *rest)
+        return (finish_batch(images, self.recipe, self.seed, self.epoch, result.indices), *rest)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:

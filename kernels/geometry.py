@@ -1,4 +1,4 @@
-"""Geometric operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images.
+"""Geometric operations (and, through :mod:`.photometric`, the colour ones) of :class:`hybridload.recipe.SampleParams` on HWC uint8 images.
 
 One function per :mod:`hybridload.ops` type, found through :data:`OP_FUNCTIONS`; a new op
 type needs its function here and an entry in that table.
@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from hybridload.ops import Crop, Flip, Op, Resize
+
+from .photometric import PHOTO_FUNCTIONS
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
@@ -46,7 +48,8 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
 
 
 #: The kernel of each op type.
-OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip}
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
+                                                                        **PHOTO_FUNCTIONS}
 
 
 def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequence[str] | None = None) -> torch.Tensor:
