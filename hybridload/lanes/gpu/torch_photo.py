@@ -115,7 +115,7 @@ def autocontrast(img: torch.Tensor, op: AutoContrast) -> torch.Tensor:
     x = img.float()
     mn, mx = x.amin(dim=(1, 2), keepdim=True), x.amax(dim=(1, 2), keepdim=True)
     flat = mx == mn
-    scale = 255 / torch.where(flat, torch.ones_like(mx), mx - mn)
+    scale = torch.full_like(mx, 255) / torch.where(flat, torch.ones_like(mx), mx - mn)  # scalar / tensor: inexact
     scale = torch.where(flat, torch.ones_like(scale), scale)
     mn = torch.where(flat, torch.zeros_like(mn), mn)
     return _u8_trunc((x - mn) * scale)
