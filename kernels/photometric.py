@@ -7,9 +7,10 @@ formulas are torchvision's (tensor path) except that grey levels use the weights
 - ``Brightness(f)``: ``trunc(clip(x * f))``;
 - ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level;
 - ``Saturation(f)``: the same with the pixel's grey level;
-- ``Hue(s)``: RGB → HSV (torchvision's ``_rgb2hsv``), ``h = (h + s) mod 1``, back through the
-  branch-free ``v - v s clip(min(k, 4 - k), 0, 1)``, ``k = (n + 6 h) mod 6``, and
-  ``trunc(x * 255.999)`` as torchvision's float → uint8 conversion;
+- ``Hue(s)``: torchvision's HSV shift in a branch-free form on 0..255 values: the hue in
+  sixths ``h6`` (from the max channel, as ``_rgb2hsv``) plus ``6 s``; each channel
+  ``max - (max - min) clip(min(k, 4 - k), 0, 1)``, ``k = (n + h6) mod 6`` (n = 5, 3, 1);
+  then ``trunc(x * 255.999 / 255)`` as torchvision's float → uint8 conversion;
 - ``Grayscale``: ``trunc(grey)`` in all three channels;
 - ``Blur(k, sigma)``: torchvision's 1-D kernel, separable, reflect-101 border, rounded;
 - ``Posterize``, ``Solarize``, ``AutoContrast``: torchvision's.
@@ -39,7 +40,7 @@ def _u8_trunc(y: np.ndarray) -> torch.Tensor:
 
 
 def grey(x: np.ndarray) -> np.ndarray:
-    """Float32 grey level of an HWC float32 image (H x W)."""
+    """Float32 grey level (H x W) of an HWC float32 or uint8 image."""
     return x[..., 0] * GREY[0] + x[..., 1] * GREY[1] + x[..., 2] * GREY[2]
 
 
@@ -72,34 +73,34 @@ def saturation(img: torch.Tensor, op: Saturation) -> torch.Tensor:
 def hue(img: torch.Tensor, op: Hue) -> torch.Tensor:
     if op.shift == 0.0:
         return img
-    x = _f32(img) * np.float32(1 / 255)
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    a = img.numpy()
+    r, g, b = (a[..., c].astype(np.float32) for c in range(3))
     maxc, minc = np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
     cr = maxc - minc
-    s = cr / np.where(maxc == 0, np.float32(1), maxc)
-    crd = np.where(cr == 0, np.float32(1), cr)
-    rc, gc, bc = (maxc - r) / crd, (maxc - g) / crd, (maxc - b) / crd
-    not_r = maxc != r
-    h = ((maxc == r) * (bc - gc) + ((maxc == g) & not_r) * (2 + rc - bc)
-         + ((maxc != g) & not_r) * (4 + gc - rc)).astype(np.float32)
-    h = h / np.float32(6) + np.float32(1)
-    h -= np.floor(h)
-    h += np.float32(op.shift)
-    h -= np.floor(h)
-    out = np.empty_like(x)
-    vs = maxc * s
+    is_r = maxc == r
+    is_g = (maxc == g) & ~is_r
+    is_b = ~(is_r | is_g)
+    num = np.where(is_r, g - b, np.where(is_g, b - r, r - g))
+    off = np.float32(2) * is_g + np.float32(4) * is_b  # np.where with scalars is slow
+    h6 = num / np.where(cr == 0, np.float32(1), cr) + off + np.float32(6 * op.shift)  # hue in sixths
+    out = np.empty(a.shape, np.float32)
     for c, n in enumerate((5.0, 3.0, 1.0)):
-        k = h * np.float32(6) + np.float32(n)
-        k -= np.float32(6) * np.floor(k / np.float32(6))
-        out[..., c] = maxc - vs * np.clip(np.minimum(k, np.float32(4) - k), 0, 1)
-    return _u8_trunc(out * np.float32(255.999))
+        k = h6 + np.float32(n)
+        k -= np.float32(6) * np.floor(k * np.float32(1 / 6))
+        np.minimum(k, np.float32(4) - k, out=k)
+        np.clip(k, 0, 1, out=k)
+        out[..., c] = maxc - cr * k
+    return _u8_trunc(out * np.float32(255.999 / 255))
 
 
 def grayscale(img: torch.Tensor, op: Grayscale) -> torch.Tensor:
     if not op.apply:
         return img
-    g = grey(_f32(img)).astype(np.uint8)
-    return torch.from_numpy(np.repeat(g[..., None], 3, axis=2))
+    a = img.numpy()
+    g = grey(a).astype(np.uint8)  # uint8 * float32 scalar: float32, as after a conversion
+    out = np.empty(a.shape, np.uint8)
+    out[...] = g[..., None]
+    return torch.from_numpy(out)
 
 
 def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:

@@ -94,26 +94,20 @@ def photo_graph(img, rec: R.Recipe, source, fn, types, dmath):
         return blend(x, f, fn.reductions.mean(grey(x)))
 
     def hue(x, shift):
-        x = x * (1 / 255)
         r, g, b = x[:, :, 0:1], x[:, :, 1:2], x[:, :, 2:3]
         maxc, minc = dmath.max(dmath.max(r, g), b), dmath.min(dmath.min(r, g), b)
         cr = maxc - minc
-        s = cr / (maxc + (maxc == 0.0))
-        crd = cr + (cr == 0.0)
-        rc, gc, bc = (maxc - r) / crd, (maxc - g) / crd, (maxc - b) / crd
+        is_r, is_g = maxc == r, maxc == g
         not_r = maxc != r
-        h = (maxc == r) * (bc - gc) + ((maxc == g) & not_r) * (2.0 + rc - bc) + ((maxc != g) & not_r) * (4.0 + gc - rc)
-        h = h / 6.0 + 1.0
-        h = h - dmath.floor(h)
-        h = h + shift
-        h = h - dmath.floor(h)
-        vs = maxc * s
+        num = is_r * (g - b) + (is_g & not_r) * (b - r) + ((maxc != g) & not_r) * (r - g)
+        off = (is_g & not_r) * 2.0 + ((maxc != g) & not_r) * 4.0
+        h6 = num / (cr + (cr == 0.0)) + off + shift * 6.0
         chans = []
         for n in (5.0, 3.0, 1.0):
-            k = h * 6.0 + n
-            k = k - 6.0 * dmath.floor(k / 6.0)
-            chans.append(maxc - vs * dmath.clamp(dmath.min(k, 4.0 - k), 0.0, 1.0))
-        return trunc(fn.cat(*chans, axis=2) * 255.999)
+            k = h6 + n
+            k = k - 6.0 * dmath.floor(k * (1 / 6))
+            chans.append(maxc - cr * dmath.clamp(dmath.min(k, 4.0 - k), 0.0, 1.0))
+        return trunc(fn.cat(*chans, axis=2) * (255.999 / 255))
 
     def autocontrast(x):
         mn, mx = fn.reductions.min(x, axes=[0, 1]), fn.reductions.max(x, axes=[0, 1])

@@ -55,27 +55,22 @@ def saturation(img: torch.Tensor, op: Saturation) -> torch.Tensor:
 def hue(img: torch.Tensor, op: Hue) -> torch.Tensor:
     if op.shift == 0.0:
         return img
-    x = img.float() * torch.tensor(1 / 255, dtype=torch.float32)
+    x = img.float()
     r, g, b = x[0], x[1], x[2]
     maxc, minc = torch.maximum(torch.maximum(r, g), b), torch.minimum(torch.minimum(r, g), b)
     cr = maxc - minc
-    one = torch.ones((), dtype=torch.float32, device=x.device)
-    s = cr / torch.where(maxc == 0, one, maxc)
-    crd = torch.where(cr == 0, one, cr)
-    rc, gc, bc = (maxc - r) / crd, (maxc - g) / crd, (maxc - b) / crd
-    not_r = maxc != r
-    h = ((maxc == r) * (bc - gc) + ((maxc == g) & not_r) * (2 + rc - bc) + ((maxc != g) & not_r) * (4 + gc - rc))
-    h = h / 6 + 1
-    h = h - torch.floor(h)
-    h = h + torch.tensor(op.shift, dtype=torch.float32)
-    h = h - torch.floor(h)
-    vs = maxc * s
+    is_r, is_g = maxc == r, maxc == g
+    f32 = {"dtype": torch.float32, "device": x.device}
+    num = torch.where(is_r, g - b, torch.where(is_g, b - r, r - g))
+    off = torch.where(is_r, torch.zeros((), **f32), torch.where(is_g, torch.full((), 2.0, **f32),
+                                                                 torch.full((), 4.0, **f32)))
+    h6 = num / torch.where(cr == 0, torch.ones((), **f32), cr) + off + torch.tensor(6 * op.shift, **f32)
     chans = []
     for n in (5.0, 3.0, 1.0):
-        k = h * 6 + n
-        k = k - 6 * torch.floor(k / 6)
-        chans.append(maxc - vs * torch.clamp(torch.minimum(k, 4 - k), 0, 1))
-    return _u8_trunc(torch.stack(chans) * 255.999)
+        k = h6 + n
+        k = k - 6 * torch.floor(k * torch.tensor(1 / 6, **f32))
+        chans.append(maxc - cr * torch.clamp(torch.minimum(k, 4 - k), 0, 1))
+    return _u8_trunc(torch.stack(chans) * torch.tensor(255.999 / 255, **f32))
 
 
 def grayscale(img: torch.Tensor, op: Grayscale) -> torch.Tensor:
