@@ -21,7 +21,8 @@ from hybridload.kernels.erase import erase_batch
 
 BLUR_K = 23
 #: The per-image values each DALI graph takes (DALI drops the unused inputs).
-USES = {"brightness": ("b",), "contrast": ("c",), "saturation": ("s",), "hue": ("h",), "colorjitter": ("b", "c", "s", "h"),
+USES = {"brightness": ("b",), "contrast": ("c",), "saturation": ("s",), "hue": ("h",),
+        "colorjitter": ("b", "c", "s", "h"),
         "grayscale": (), "blur": ("sigma",), "erase": ()}
 ERASE = recipe.RandomErasing(p=1.0)
 

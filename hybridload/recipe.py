@@ -12,6 +12,13 @@ itself (``sample_ops``). Adding a stage: its class in :mod:`hybridload.stages` (
 ``GEOMETRY`` if it compiles to ops), an op in :mod:`hybridload.ops` if it needs a new one,
 and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
 The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
+
+Photometric stages (:mod:`hybridload.photo_stages`, :mod:`hybridload.autoaug`):
+``ColorJitter``, ``RandomGrayscale``, ``GaussianBlur`` and ``TrivialAugmentWide`` follow the
+geometric stages and compile to colour ops the same way (drawing after them from the same
+generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is
+normalized (at delivery), with boxes from a second generator keyed by (seed, epoch, index).
+A recipe without them draws exactly what it drew before.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Geometric operations (and, through :mod:`.photometric`, the colour ones) of :class:`hybridload.recipe.SampleParams` on HWC uint8 images.
+"""The operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
+ones here, the colour ones in :mod:`.photometric`.
 
 One function per :mod:`hybridload.ops` type, found through :data:`OP_FUNCTIONS`; a new op
 type needs its function here and an entry in that table.

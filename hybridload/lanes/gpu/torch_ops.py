@@ -1,7 +1,8 @@
 """The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
 
 One function per op type (:class:`~hybridload.ops.Crop`, :class:`~hybridload.ops.Resize`,
-:class:`~hybridload.ops.Flip`; the colour ops in :mod:`.torch_photo`), applied in order to each decoded image; then the batch is
+:class:`~hybridload.ops.Flip`; the colour ops in :mod:`.torch_photo`),
+applied in order to each decoded image; then the batch is
 stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
 
 Rounding against the CPU kernel: ``kernels/`` resizes with torch's uint8 antialiased
