@@ -5,7 +5,8 @@ values drawn once (the same for both sides); DALI runs ``device_id=None``, one t
 fed through external_source (the copy in is part of its cost, as in the GPU lane).
 Kernels: ``kernels/photometric.py`` (per image) and ``kernels/erase.py`` (per batch, on the
 normalized float batch). DALI: fn.brightness, fn.contrast, fn.saturation, fn.hue,
-fn.color_twist (all four), fn.color_space_conversion (GRAY), fn.gaussian_blur, fn.erase.
+fn.color_twist (all four), fn.color_space_conversion (GRAY, then 3 channels as the kernel's),
+fn.gaussian_blur, fn.erase.
 """
 
 from __future__ import annotations
@@ -47,8 +48,7 @@ class KernelOp(h.Contestant):
 
     def run(self, epoch: int) -> int:
         for img, ops in zip(self.images, self.ops):
-            for op in ops:
-                img = P.PHOTO_FUNCTIONS[type(op)](img, op)
+            P.apply_photometric(img, ops)  # as kernels.geometry.apply_ops runs a recipe's colour ops
         return len(self.images)
 
 
@@ -92,7 +92,8 @@ class DaliOp(h.Contestant):
             if op == "colorjitter":
                 return fn.color_twist(img, brightness=v["b"], contrast=v["c"], saturation=v["s"], hue=v["h"] * 360.0)
             if op == "grayscale":
-                return fn.color_space_conversion(img, image_type=types.RGB, output_type=types.GRAY)
+                grey = fn.color_space_conversion(img, image_type=types.RGB, output_type=types.GRAY)
+                return fn.cat(grey, grey, grey, axis=2)  # the same 3-channel output as the kernel
             if op == "blur":
                 return fn.gaussian_blur(img, window_size=BLUR_K, sigma=v["sigma"])
             shape = fn.external_source(name="shape", dtype=types.FLOAT, ndim=1)

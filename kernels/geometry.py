@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from hybridload.ops import Crop, Flip, Op, Resize
 
-from .photometric import PHOTO_FUNCTIONS
+from .photometric import PHOTO_FUNCTIONS, apply_photometric
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
@@ -64,13 +64,22 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequenc
         img = torch.from_numpy(arr)
     else:
         img = arr
-    for k, op in enumerate(ops):
+    k = 0
+    while k < len(ops):
+        op, end = ops[k], k + 1
         try:
-            fn = OP_FUNCTIONS.get(type(op))
-            if fn is None:
-                raise ValueError(f"unknown operation {op!r}; the kernels know {', '.join(t.__name__ for t in OP_FUNCTIONS)}")
-            img = fn(img, op)
+            if type(op) in PHOTO_FUNCTIONS:  # a run of colour ops: one float32 round trip
+                while end < len(ops) and type(ops[end]) in PHOTO_FUNCTIONS:
+                    end += 1
+                img = apply_photometric(img, ops[k:end])
+            else:
+                fn = OP_FUNCTIONS.get(type(op))
+                if fn is None:
+                    raise ValueError(f"unknown operation {op!r}; the kernels know "
+                                     f"{', '.join(t.__name__ for t in OP_FUNCTIONS)}")
+                img = fn(img, op)
         except Exception as exc:
             exc.stage = stages[k] if stages else type(op).__name__  # type: ignore[attr-defined]
             raise
+        k = end
     return img

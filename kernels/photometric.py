@@ -15,12 +15,15 @@ formulas are torchvision's (tensor path) except that grey levels use the weights
 - ``Blur(k, sigma)``: torchvision's 1-D kernel, separable, reflect-101 border, rounded;
 - ``Posterize``, ``Solarize``, ``AutoContrast``: torchvision's.
 
-Identity parameters return the input unchanged.
+Each op is written on an integer-valued float32 image (``trunc`` as ``floor(clip(.))``, the
+value a uint8 round trip would give), so a run of colour ops (:func:`apply_photometric`)
+converts to float32 once and back to uint8 once, with the same bits as op by op.
+Identity parameters leave the image unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -28,15 +31,12 @@ import torch
 from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
 GREY = (np.float32(0.299), np.float32(0.587), np.float32(0.114))
+F32 = np.float32
 
 
-def _f32(img: torch.Tensor) -> np.ndarray:
-    return img.numpy().astype(np.float32)
-
-
-def _u8_trunc(y: np.ndarray) -> torch.Tensor:
+def _trunc(y: np.ndarray) -> np.ndarray:
     np.clip(y, 0, 255, out=y)
-    return torch.from_numpy(y.astype(np.uint8))
+    return np.floor(y, out=y)
 
 
 def grey(x: np.ndarray) -> np.ndarray:
@@ -44,70 +44,53 @@ def grey(x: np.ndarray) -> np.ndarray:
     return x[..., 0] * GREY[0] + x[..., 1] * GREY[1] + x[..., 2] * GREY[2]
 
 
-def _blend(x: np.ndarray, f: float, other) -> torch.Tensor:
-    f32 = np.float32(f)
-    return _u8_trunc(x * f32 + other * (np.float32(1.0) - f32))
+def _blend(x: np.ndarray, f: float, other) -> np.ndarray:
+    return _trunc(x * F32(f) + other * (F32(1.0) - F32(f)))
 
 
-def brightness(img: torch.Tensor, op: Brightness) -> torch.Tensor:
-    if op.factor == 1.0:
-        return img
-    return _u8_trunc(_f32(img) * np.float32(op.factor))
+def brightness(x: np.ndarray, op: Brightness) -> np.ndarray:
+    return _trunc(x * F32(op.factor))
 
 
-def contrast(img: torch.Tensor, op: Contrast) -> torch.Tensor:
-    if op.factor == 1.0:
-        return img
-    x = _f32(img)
-    m = np.float32(grey(x).mean(dtype=np.float64))
-    return _blend(x, op.factor, m)
+def contrast(x: np.ndarray, op: Contrast) -> np.ndarray:
+    return _blend(x, op.factor, F32(grey(x).mean(dtype=np.float64)))
 
 
-def saturation(img: torch.Tensor, op: Saturation) -> torch.Tensor:
-    if op.factor == 1.0:
-        return img
-    x = _f32(img)
+def saturation(x: np.ndarray, op: Saturation) -> np.ndarray:
     return _blend(x, op.factor, grey(x)[..., None])
 
 
-def hue(img: torch.Tensor, op: Hue) -> torch.Tensor:
-    if op.shift == 0.0:
-        return img
-    a = img.numpy()
-    r, g, b = (a[..., c].astype(np.float32) for c in range(3))
+def hue(x: np.ndarray, op: Hue) -> np.ndarray:
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
     maxc, minc = np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
     cr = maxc - minc
     is_r = maxc == r
     is_g = (maxc == g) & ~is_r
     is_b = ~(is_r | is_g)
     num = np.where(is_r, g - b, np.where(is_g, b - r, r - g))
-    off = np.float32(2) * is_g + np.float32(4) * is_b  # np.where with scalars is slow
-    h6 = num / np.where(cr == 0, np.float32(1), cr) + off + np.float32(6 * op.shift)  # hue in sixths
-    out = np.empty(a.shape, np.float32)
+    off = F32(2) * is_g + F32(4) * is_b  # np.where with scalars is slow
+    h6 = num / np.where(cr == 0, F32(1), cr) + off + F32(6 * op.shift)  # hue in sixths
+    out = np.empty(x.shape, np.float32)
     for c, n in enumerate((5.0, 3.0, 1.0)):
-        k = h6 + np.float32(n)
-        k -= np.float32(6) * np.floor(k * np.float32(1 / 6))
-        np.minimum(k, np.float32(4) - k, out=k)
+        k = h6 + F32(n)
+        k -= F32(6) * np.floor(k * F32(1 / 6))
+        np.minimum(k, F32(4) - k, out=k)
         np.clip(k, 0, 1, out=k)
         out[..., c] = maxc - cr * k
-    return _u8_trunc(out * np.float32(255.999 / 255))
+    return _trunc(out * F32(255.999 / 255))
 
 
-def grayscale(img: torch.Tensor, op: Grayscale) -> torch.Tensor:
-    if not op.apply:
-        return img
-    a = img.numpy()
-    g = grey(a).astype(np.uint8)  # uint8 * float32 scalar: float32, as after a conversion
-    out = np.empty(a.shape, np.uint8)
-    out[...] = g[..., None]
-    return torch.from_numpy(out)
+def grayscale(x: np.ndarray, op: Grayscale) -> np.ndarray:
+    out = np.empty(x.shape, np.float32)
+    out[...] = np.floor(grey(x))[..., None]
+    return out
 
 
 def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
     """torchvision's ``_get_gaussian_kernel1d`` (float32)."""
     half = (ksize - 1) * 0.5
-    x = np.linspace(-half, half, ksize, dtype=np.float32)
-    pdf = np.exp(np.float32(-0.5) * (x / np.float32(sigma)) ** 2)
+    t = np.linspace(-half, half, ksize, dtype=np.float32)
+    pdf = np.exp(F32(-0.5) * (t / F32(sigma)) ** 2)
     return (pdf / pdf.sum()).astype(np.float32)
 
 
@@ -124,38 +107,64 @@ def _correlate(xp: np.ndarray, w: np.ndarray, axis: int, n: int) -> np.ndarray:
     return acc
 
 
-def blur(img: torch.Tensor, op: Blur) -> torch.Tensor:
+def blur(x: np.ndarray, op: Blur) -> np.ndarray:
     w = gaussian_kernel(op.ksize, op.sigma)
     p = op.ksize // 2
-    x = _f32(img)
     h, wd = x.shape[:2]
     y = _correlate(np.pad(x, ((p, p), (0, 0), (0, 0)), mode="reflect"), w, 0, h)
     y = _correlate(np.pad(y, ((0, 0), (p, p), (0, 0)), mode="reflect"), w, 1, wd)
     np.rint(y, out=y)
-    return _u8_trunc(y)
+    return np.clip(y, 0, 255, out=y)
 
 
-def posterize(img: torch.Tensor, op: Posterize) -> torch.Tensor:
-    if op.bits >= 8:
-        return img
-    return torch.from_numpy(img.numpy() & np.uint8((0xFF << (8 - op.bits)) & 0xFF))
+def posterize(x: np.ndarray, op: Posterize) -> np.ndarray:
+    q = F32(2 ** (8 - op.bits))  # x & ~(q - 1) on integers; exact in float32
+    return np.floor(x / q) * q
 
 
-def solarize(img: torch.Tensor, op: Solarize) -> torch.Tensor:
-    a = img.numpy()
-    return torch.from_numpy(np.where(a >= op.threshold, 255 - a, a).astype(np.uint8))
+def solarize(x: np.ndarray, op: Solarize) -> np.ndarray:
+    return np.where(x >= op.threshold, F32(255) - x, x)
 
 
-def autocontrast(img: torch.Tensor, op: AutoContrast) -> torch.Tensor:
-    x = _f32(img)
+def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
     mn, mx = x.min(axis=(0, 1)), x.max(axis=(0, 1))
     flat = mx == mn
-    scale = np.float32(255) / np.where(flat, np.float32(1), mx - mn)
+    scale = F32(255) / np.where(flat, F32(1), mx - mn)
     scale[flat], mn[flat] = 1, 0
-    return _u8_trunc((x - mn) * scale)
+    return _trunc((x - mn) * scale)
 
 
-#: The kernel of each photometric op type (merged into ``geometry.OP_FUNCTIONS``).
-PHOTO_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {
+#: The float32 function of each photometric op type.
+FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Op], np.ndarray]] = {
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
+
+
+def is_identity(op: Op) -> bool:
+    """True for an op whose parameters change nothing."""
+    if isinstance(op, (Brightness, Contrast, Saturation)):
+        return op.factor == 1.0
+    if isinstance(op, Hue):
+        return op.shift == 0.0
+    if isinstance(op, Grayscale):
+        return not op.apply
+    return isinstance(op, Posterize) and op.bits >= 8
+
+
+def apply_photometric(img: torch.Tensor, ops: Sequence[Op]) -> torch.Tensor:
+    """A run of colour ops on an HWC uint8 tensor: float32 once, uint8 once."""
+    ops = [op for op in ops if not is_identity(op)]
+    if not ops:
+        return img
+    x = img.numpy().astype(np.float32)
+    for op in ops:
+        x = FLOAT_FUNCTIONS[type(op)](x, op)
+    return torch.from_numpy(x.astype(np.uint8))
+
+
+def _single(img: torch.Tensor, op: Op) -> torch.Tensor:
+    return apply_photometric(img, (op,))
+
+
+#: The uint8 kernel of each photometric op type (merged into ``geometry.OP_FUNCTIONS``).
+PHOTO_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {t: _single for t in FLOAT_FUNCTIONS}

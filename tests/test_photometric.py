@@ -149,6 +149,16 @@ def test_dali_photometric_graph_matches_the_kernels(images, name):
     assert d.mean() <= DALI_MEAN_TOL and d.max() <= DALI_MAX_TOL, (d.mean(), d.max())
 
 
+def test_a_run_of_colour_ops_equals_the_ops_one_by_one(images):
+    ops = [O.Brightness(1.2), O.Contrast(0.7), O.Saturation(1.3), O.Hue(0.2), O.Grayscale(False), O.Blur(3, 0.8),
+           O.Posterize(5), O.Solarize(200.0), O.AutoContrast(), O.Grayscale(True)]
+    for a in images:
+        one_by_one = a
+        for op in ops:
+            one_by_one = apply_ops(one_by_one, [op]).numpy()
+        assert np.array_equal(apply_ops(a, ops).numpy(), one_by_one)
+
+
 def test_gaussian_kernel_is_torchvisions_normalized_sampled_gaussian():
     w = gaussian_kernel(5, 1.0)
     x = np.arange(-2, 3)
