@@ -2,7 +2,7 @@
 
 The formulas of ``kernels/photometric.py`` (see there) in float32 torch arithmetic; the
 results differ from the CPU kernels only where float32 rounding lands on the other side
-of an integer (see tests/test_photometric_engines.py for the measured differences).
+of an integer (see tests/test_photometric.py for the measured differences).
 """
 
 from __future__ import annotations
