@@ -6,7 +6,9 @@ the photo set (method: _harness.py), ``torch.set_num_threads(1)``. ``kernels`` 1
 (``process_sample`` in a loop) and 2t (ThreadPoolExecutor(2) over ``process_batch``); ``dali``
 1t/2t (_contestants.DaliFiles); ``pillow-ref`` (open + convert + crop + resize(BILINEAR) + flip,
 same boxes and flips); decode only from bytes: Pillow vs simplejpeg. Goal: kernels >= 1.0x
-DALI's CPU pipeline (same thread count, ratio of medians).
+DALI's CPU pipeline (same thread count, ratio of medians). Photometric rows
+(_photo_contestants.py): each colour/blur/erase kernel against DALI's CPU operator for it,
+one thread, on the decoded images (``--no-photometric`` skips them).
 
 Run:  python benchmarks/bench_kernels.py [--n 1024] [--rounds 5] [--out bench-kernels.json] [--quick]
 """
@@ -23,6 +25,7 @@ from PIL import Image
 
 import _harness as h
 from _contestants import DaliFiles, KernelBatches
+from _photo_contestants import GOALS as PHOTO_GOALS, RATIOS as PHOTO_RATIOS, photo_contestants
 from _data import parser, photo_source
 from hybridload import kernels, recipe
 
@@ -80,6 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=64, help="DALI batch and kernels batch size")
     ap.add_argument("--size", type=int, default=224, help="output size")
     ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
+    ap.add_argument("--no-photometric", action="store_true", help="skip the photometric kernels' rows")
     args = ap.parse_args(argv)
     if args.quick:
         args.n, args.rounds, args.warmup_rounds = 64, 1, 0
@@ -106,6 +110,14 @@ def main(argv=None) -> int:
           PerItem("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
           PerItem("pillow-decode/1t", pillow_decode, payloads),
           PerItem("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
+    ratio_defs, goals = dict(RATIOS), dict(GOALS)
+    if not args.no_photometric:
+        crop = recipe.make([recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size),
+                            recipe.ToTensor(layout="HWC")])
+        decoded = [kernels.process_sample(source, crop, i, seed=0, epoch=0)[0].numpy() for i in range(args.n)]
+        cs += photo_contestants(decoded, args.batch_size, dali=bool(env.get("dali")))
+        ratio_defs.update(PHOTO_RATIOS if env.get("dali") else {})
+        goals.update(PHOTO_GOALS if env.get("dali") else {})
     try:
         for c in cs:
             c.setup()
@@ -113,12 +125,12 @@ def main(argv=None) -> int:
     finally:
         h.close_all(cs, log)
     results = h.summarize_all(per_round, cs)
-    ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in RATIOS.items()}
+    ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in ratio_defs.items()}
     lines = [f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
              f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),
-             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, GOALS), ""]
+             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, goals), ""]
     h.emit(lines, args, {"benchmark": "bench_kernels", "dataset": str(folder), "environment": env,
-                         "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, GOALS)}, log)
+                         "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, goals)}, log)
     return 0
 
 

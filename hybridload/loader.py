@@ -19,7 +19,7 @@ import torch
 from . import sharding
 from .batch_hook import BatchHook, BatchTransform, check_batch_transform
 from .custom_stage import check_shippable
-from .kernels.batch import normalize_batch
+from .kernels.batch import finish_batch
 from .loader_checks import check_device, check_epoch, check_seed, check_state
 from .lanes.base import LaneKind
 from .lanes.build import build_lanes, close_lanes
@@ -187,10 +187,10 @@ class HybridLoader:
         self._sampler.mark_delivered()
         if self._online is not None:
             self._online.after_batch(self._sampler.position)
-        # every lane ships uint8 (4x fewer bytes than float32); Normalize runs here, on the device,
+        # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        images = normalize_batch(images, self.recipe)
+        images = finish_batch(images, self.recipe, self.seed, self.epoch, result.indices)
         if self._hook is not None:
             images, labels = self._hook(images, labels, epoch=self.epoch, position=position)
         return (images, labels, *rest)

@@ -35,6 +35,75 @@ class Flip:
     """Left-right mirror."""
 
 
-Op = Union[Crop, Resize, Flip]
+# ------------------------------------------------------------------ photometric ops
+# uint8 in, uint8 out; formulas in kernels/photometric.py (the reference every engine follows).
 
-__all__ = ["Crop", "Resize", "Flip", "Op"]
+@dataclass(frozen=True)
+class Brightness:
+    """``trunc(clip(factor * x))``: a blend with black (factor 1 is the identity)."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A blend with the image's mean grey level (0.299 R + 0.587 G + 0.114 B)."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """A blend with the pixel's grey level (factor 0 is greyscale)."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class Hue:
+    """Shift the HSV hue by ``shift`` turns (in [-0.5, 0.5]; 0 is the identity)."""
+
+    shift: float
+
+
+@dataclass(frozen=True)
+class Grayscale:
+    """Replace RGB by the truncated grey level, in all three channels, when ``apply``."""
+
+    apply: bool = True
+
+
+@dataclass(frozen=True)
+class Blur:
+    """Gaussian blur: odd ``ksize``, ``sigma`` in pixels; reflect-101 border; rounded."""
+
+    ksize: int
+    sigma: float
+
+
+@dataclass(frozen=True)
+class Posterize:
+    """Keep the top ``bits`` bits of each value."""
+
+    bits: int
+
+
+@dataclass(frozen=True)
+class Solarize:
+    """Invert the values at or above ``threshold``."""
+
+    threshold: float
+
+
+@dataclass(frozen=True)
+class AutoContrast:
+    """Stretch each channel's [min, max] to [0, 255] (a flat channel is left as it is)."""
+
+
+PHOTOMETRIC = (Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize, AutoContrast)
+
+Op = Union[Crop, Resize, Flip, Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize,
+           AutoContrast]
+
+__all__ = ["Crop", "Resize", "Flip", "Brightness", "Contrast", "Saturation", "Hue", "Grayscale", "Blur",
+           "Posterize", "Solarize", "AutoContrast", "PHOTOMETRIC", "Op"]

@@ -12,6 +12,13 @@ itself (``sample_ops``). Adding a stage: its class in :mod:`hybridload.stages` (
 ``GEOMETRY`` if it compiles to ops), an op in :mod:`hybridload.ops` if it needs a new one,
 and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
 The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
+
+Photometric stages (:mod:`hybridload.photo_stages`, :mod:`hybridload.autoaug`):
+``ColorJitter``, ``RandomGrayscale``, ``GaussianBlur`` and ``TrivialAugmentWide`` follow the
+geometric stages and compile to colour ops the same way (drawing after them from the same
+generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is
+normalized (at delivery), with boxes from a second generator keyed by (seed, epoch, index).
+A recipe without them draws exactly what it drew before.
 """
 
 from __future__ import annotations
@@ -25,10 +32,15 @@ from .custom_stage import CustomStage
 from .ops import Op
 from .stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
                      Stage, ToTensor)
+from .photo_stages import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale, PHOTOMETRIC_STAGES
+from .autoaug import TrivialAugmentWide
 
 __all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make", "Stage", "Size",
            "Decode", "RandomResizedCrop", "Resize", "CenterCrop", "HorizontalFlip", "Normalize", "ToTensor",
-           "CustomStage"]
+           "ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "TrivialAugmentWide", "CustomStage", "PER_SAMPLE"]
+
+#: Stages that compile, per sample, into ops (geometric first, then photometric).
+PER_SAMPLE = GEOMETRY + PHOTOMETRIC_STAGES + (TrivialAugmentWide,)
 
 
 # ---------------------------------------------------------------------- parameters
@@ -60,7 +72,9 @@ class Recipe:
     """An ordered, validated list of stages.
 
     Rules: ``Decode`` first (and only once); geometric stages next, in any order; then
-    optionally ``Normalize``; then optionally ``ToTensor``. The output must have a fixed
+    photometric stages (ColorJitter, RandomGrayscale, GaussianBlur, TrivialAugmentWide);
+    then optionally ``Normalize``; then optionally ``RandomErasing`` (needs Normalize); then
+    optionally ``ToTensor``. The output must have a fixed
     size so that samples stack into batches.
     """
 
@@ -71,8 +85,9 @@ class Recipe:
         object.__setattr__(self, "stages", stages)
         if not stages or not isinstance(stages[0], Decode):
             raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
-        order = {Decode: 0, **{g: 1 for g in GEOMETRY}, Normalize: 2, ToTensor: 3}
-        order[CustomStage] = 1  # the user's function: among the image stages, before Normalize
+        order = {Decode: 0, **{g: 1 for g in GEOMETRY}, **{p: 1.5 for p in PER_SAMPLE if p not in GEOMETRY},
+                 Normalize: 2, RandomErasing: 2.5, ToTensor: 3}
+        order[CustomStage] = 1  # the user's function: anywhere among the image stages, before Normalize
         last = 0
         for i, st in enumerate(stages):
             kind = type(st)
@@ -80,10 +95,19 @@ class Recipe:
                 raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
             if i > 0 and kind is Decode:
                 raise ValueError("Recipe: Decode may appear only once, as the first stage")
-            if order[kind] < last or (order[kind] in (2, 3) and order[kind] == last):
+            if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
                 raise ValueError(
                     f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
-                    "Decode, geometric stages, Normalize, ToTensor (each of the last two at most once)")
+                    "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
+                    "(each of the last three at most once)")
+            if kind is CustomStage:  # leaves the order where it was: geometric/photometric stages may follow
+                if last >= 2:
+                    raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
+                                     "the decoded uint8 image, so put it before Normalize()")
+                continue
+            if kind is RandomErasing and last != 2:
+                raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
+                                 "put Normalize() right before it")
             last = order[kind]
         if self.out_hw is None:
             raise ValueError("Recipe: the output size is not fixed; end the geometric stages with "
@@ -108,6 +132,10 @@ class Recipe:
     @property
     def normalize(self) -> Normalize | None:
         return next((s for s in self.stages if isinstance(s, Normalize)), None)
+
+    @property
+    def erasing(self) -> RandomErasing | None:
+        return next((s for s in self.stages if isinstance(s, RandomErasing)), None)
 
     @property
     def layout(self) -> str:
@@ -139,7 +167,7 @@ class Recipe:
         names: list[str] = []
         hw = (int(height), int(width))
         for k, st in enumerate(self.stages):
-            if isinstance(st, GEOMETRY):
+            if isinstance(st, PER_SAMPLE):
                 new, hw = st.sample_ops(hw, rng)
                 ops += new
                 names += [type(st).__name__] * len(new)

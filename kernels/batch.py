@@ -1,4 +1,4 @@
-"""One sample and one batch, end to end: read, decode, geometry, layout, normalize."""
+"""One sample and one batch, end to end: read, decode, geometry and colour, layout, normalize, erase."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from hybridload.sources import Source
 from hybridload.sources.reads import read_many
 
 from .decode import DecodeError, decode_image
+from .erase import erase_batch
 from .geometry import apply_ops
 
 log = logging.getLogger("hybridload.kernels")
@@ -85,6 +86,14 @@ def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
+def finish_batch(buf: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
+    """Normalize a uint8 batch (:func:`normalize_batch`), then apply the recipe's RandomErasing
+    (boxes keyed by seed, epoch and each sample's index): what delivery does to every lane's batch."""
+    out = normalize_batch(buf, recipe)
+    stage = recipe.erasing
+    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
+
+
 def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
                   on_error: str = "raise", pin_memory: bool = False, lane: str = "",
                   normalize: bool = True) -> BatchResult:
@@ -117,7 +126,7 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
                 log.warning("substituted a zero image for %s", exc)
     finally:
         reads.close()
-    images = normalize_batch(buf, recipe) if normalize else buf
+    images = finish_batch(buf, recipe, seed, epoch, idx) if normalize else buf
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 
 

@@ -1,4 +1,5 @@
-"""Geometric operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images.
+"""The operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
+ones here, the colour ones in :mod:`.photometric`.
 
 One function per :mod:`hybridload.ops` type, found through :data:`OP_FUNCTIONS`; a new op
 type needs its function here and an entry in that table.
@@ -14,6 +15,8 @@ import torch.nn.functional as F
 
 from hybridload.custom_stage import CustomOp, apply_custom
 from hybridload.ops import Crop, Flip, Op, Resize
+
+from .photometric import PHOTO_FUNCTIONS, apply_photometric
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
@@ -47,7 +50,8 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
 
 
 #: The kernel of each op type.
-OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip}
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
+                                                                        **PHOTO_FUNCTIONS}
 #: Ops only the CPU kernels run (a recipe holding one is not ``gpu_capable``): the user's function.
 CPU_ONLY_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {CustomOp: apply_custom}
 
@@ -63,13 +67,22 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequenc
         img = torch.from_numpy(arr)
     else:
         img = arr
-    for k, op in enumerate(ops):
+    k = 0
+    while k < len(ops):
+        op, end = ops[k], k + 1
         try:
-            fn = OP_FUNCTIONS.get(type(op)) or CPU_ONLY_FUNCTIONS.get(type(op))
-            if fn is None:
-                raise ValueError(f"unknown operation {op!r}; the kernels know {', '.join(t.__name__ for t in OP_FUNCTIONS)}")
-            img = fn(img, op)
+            if type(op) in PHOTO_FUNCTIONS:  # a run of colour ops: one float32 round trip
+                while end < len(ops) and type(ops[end]) in PHOTO_FUNCTIONS:
+                    end += 1
+                img = apply_photometric(img, ops[k:end])
+            else:
+                fn = OP_FUNCTIONS.get(type(op)) or CPU_ONLY_FUNCTIONS.get(type(op))
+                if fn is None:
+                    raise ValueError(f"unknown operation {op!r}; the kernels know "
+                                     f"{', '.join(t.__name__ for t in OP_FUNCTIONS)}")
+                img = fn(img, op)
         except Exception as exc:
             exc.stage = stages[k] if stages else type(op).__name__  # type: ignore[attr-defined]
             raise
+        k = end
     return img

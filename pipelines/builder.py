@@ -1,7 +1,8 @@
 """Compile a recipe into a DALI pipeline fed through external_source.
 
 Inputs per sample: the encoded bytes and the chain parameters (see :mod:`.params`) the
-recipe's generator drew, so DALI cuts the same boxes and flips as ``kernels/``. Output:
+recipe's generator drew, so DALI cuts the same boxes and flips as ``kernels/``, and each
+photometric stage's values (see :mod:`.photo`). Output:
 uint8 in the recipe's layout; normalization is applied afterwards by the same torch code
 as the CPU lanes (so the two lanes differ only by resize rounding).
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from hybridload.recipe import Recipe
 
 from .params import chain_for
+from .photo import photo_graph, photo_inputs
 
 
 def decoder_options(types) -> dict:
@@ -37,12 +39,13 @@ def used_inputs(rec: Recipe) -> tuple[str, ...]:
     if chain.crop2:
         names += ["anchor2", "shape2"]
     names.append("flip")
-    return tuple(names)
+    return tuple(names) + photo_inputs(rec)
 
 
 def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_threads: int = 2,
                    prefetch_queue_depth: int = 1, seed: int = 0):
     """A built DALI pipeline for ``rec``; feed it the :func:`used_inputs` with ``feed_input``."""
+    import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
 
     chain = chain_for(rec)
@@ -70,9 +73,30 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
             img = fn.slice(img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1),
                            normalized_anchor=False, normalized_shape=False,
                            out_of_bounds_policy="pad", fill_values=0)
+        img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
         img = fn.crop_mirror_normalize(img, mirror=source("flip", types.INT32, 0), dtype=types.UINT8,
                                        output_layout=layout)
         return img
+
+    pipe = graph()
+    pipe.build()
+    return pipe
+
+
+def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, device_id: int | None = None):
+    """A DALI pipeline of the recipe's photometric stages alone: input ``"image"`` (uint8 HWC
+    images), then the ``photo<j>`` inputs (see :mod:`.photo`). For engine tests and benchmarks."""
+    import nvidia.dali.math as dmath
+    from nvidia.dali import fn, pipeline_def, types
+
+    def source(name, dtype, ndim):
+        return fn.external_source(name=name, dtype=dtype, ndim=ndim)
+
+    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1,
+                  exec_dynamic=True)
+    def graph():
+        img = fn.external_source(name="image", dtype=types.UINT8, ndim=3, layout="HWC")
+        return photo_graph(img, rec, source, fn, types, dmath)
 
     pipe = graph()
     pipe.build()

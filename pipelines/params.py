@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hybridload import recipe as R
-from hybridload.ops import Crop, Flip, Resize
+from hybridload.ops import PHOTOMETRIC, Crop, Flip, Resize
+
+from .photo import photo_vectors
 
 _STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
 _CHAIN = re.compile(r"^c?r?c?f?$")
@@ -53,6 +55,13 @@ class ChainParams:
     anchor2: np.ndarray   # float32 [x, y]
     shape2: np.ndarray    # float32 [w, h]
     flip: np.ndarray      # int32 scalar
+    photo: tuple[np.ndarray, ...] = ()  # float32 vector per photometric stage, fed as "photo<j>"
+
+    def __getattr__(self, name: str):
+        """``photo<j>``: the j-th photometric stage's vector (the input's name in the pipeline)."""
+        if name.startswith("photo") and name[5:].isdigit() and int(name[5:]) < len(self.photo):
+            return self.photo[int(name[5:])]
+        raise AttributeError(name)
 
 
 def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams:
@@ -77,6 +86,8 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
             h, w = op.h, op.w
         elif isinstance(op, Flip):
             flip ^= 1
+        elif isinstance(op, PHOTOMETRIC):
+            continue  # after the geometry, in .photo
         else:
             raise ValueError(f"the DALI chain has no step for {op!r} (its tasks go to the CPU lanes)")
     x, y, cw, ch = c1
@@ -88,4 +99,5 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
         c2 = (0, 0, size[1], size[0])
     f32 = np.float32
     return ChainParams(np.array(c1[:2], f32), np.array(c1[2:], f32), np.array(size, f32),
-                       np.array(c2[:2], f32), np.array(c2[2:], f32), np.array(flip, np.int32))
+                       np.array(c2[:2], f32), np.array(c2[2:], f32), np.array(flip, np.int32),
+                       photo_vectors(params))

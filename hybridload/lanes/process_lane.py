@@ -60,7 +60,8 @@ def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: 
                 return
             tid, slot, epoch, indices = msg
             try:
-                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error)
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error,
+                                  normalize=False)  # uint8 out, as every lane: the loader normalizes
                 img = r.images.contiguous()
                 meta = (tuple(img.shape), str(img.dtype).removeprefix("torch."))
                 nbytes = img.numel() * img.element_size()

@@ -1,7 +1,8 @@
 """The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
 
 One function per op type (:class:`~hybridload.ops.Crop`, :class:`~hybridload.ops.Resize`,
-:class:`~hybridload.ops.Flip`), applied in order to each decoded image; then the batch is
+:class:`~hybridload.ops.Flip`; the colour ops in :mod:`.torch_photo`),
+applied in order to each decoded image; then the batch is
 stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
 
 Rounding against the CPU kernel: ``kernels/`` resizes with torch's uint8 antialiased
@@ -18,12 +19,14 @@ import torch.nn.functional as F
 
 from hybridload.kernels.batch import normalize_batch
 
-from hybridload.ops import Crop, Flip, Op, Resize
+from hybridload.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
+
+from .torch_photo import PHOTO_FUNCTIONS
 
 
 def as_op(op) -> Op:
     """A typed op from a typed op or a legacy tuple ("crop", x, y, w, h) / ("resize", h, w) / ("flip",)."""
-    if isinstance(op, (Crop, Resize, Flip)):
+    if isinstance(op, (Crop, Resize, Flip) + PHOTOMETRIC):
         return op
     kind = op[0]
     if kind == "crop":
@@ -65,7 +68,7 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(-1)
 
 
-_APPLY = {Crop: crop, Resize: resize, Flip: flip}
+_APPLY = {Crop: crop, Resize: resize, Flip: flip, **PHOTO_FUNCTIONS}
 
 
 def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
