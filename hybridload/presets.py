@@ -5,7 +5,7 @@ augment            stages (after Decode)
 =================  =====================================================================
 "basic"            RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize]
 "color"            ... HorizontalFlip(0.5), ColorJitter(0.4, 0.4, 0.4, 0.0)[, Normalize]
-"trivialaugment"   ... HorizontalFlip(0.5), TrivialAugmentWide()[, Normalize],
+"trivialaugment"   ... HorizontalFlip(0.5), TrivialAugmentWide(), Normalize,
                    RandomErasing(p=0.1)
 =================  =====================================================================
 
@@ -22,11 +22,14 @@ Sources:
   ``HybridLoader(..., batch_transform=fn)``.
 
 "basic" is the recipe as it always was (its stream is pinned by tests/test_stream_digests.py).
-The photometric stage classes are looked up when a preset needs them.
+RandomErasing works on the normalized image (as in torchvision), so "trivialaugment" needs
+``normalize=True``.
 """
 
 from __future__ import annotations
 
+from .autoaug import TrivialAugmentWide
+from .photo_stages import ColorJitter, RandomErasing
 from .stages import Decode, HorizontalFlip, Normalize, RandomResizedCrop
 
 AUGMENTS = ("basic", "color", "trivialaugment")
@@ -37,26 +40,15 @@ COLOR_JITTER = (0.4, 0.4, 0.4, 0.0)
 RANDOM_ERASE_P = 0.1
 
 
-def stage_class(name: str) -> type:
-    """A recipe stage class by name (``hybridload.recipe.<name>``), or an error saying the
-    preset needs a stage this hybridload does not have."""
-    from . import recipe, stages
-    cls = getattr(recipe, name, None) or getattr(stages, name, None)
-    if cls is None:
-        raise NotImplementedError(f"this augment preset needs recipe.{name}, which this hybridload does not have; "
-                                  "use augment='basic'")
-    return cls
-
-
 def augment_stages(augment: str) -> tuple[list, list]:
     """The stages ``augment`` adds: (after the flip, after Normalize)."""
     if augment not in AUGMENTS:
         raise ValueError(f"imagenet_train: augment must be one of {', '.join(repr(a) for a in AUGMENTS)}, "
                          f"got {augment!r}")
     if augment == "color":
-        return [stage_class("ColorJitter")(*COLOR_JITTER)], []
+        return [ColorJitter(*COLOR_JITTER)], []
     if augment == "trivialaugment":
-        return [stage_class("TrivialAugmentWide")()], [stage_class("RandomErasing")(p=RANDOM_ERASE_P)]
+        return [TrivialAugmentWide()], [RandomErasing(p=RANDOM_ERASE_P)]
     return [], []
 
 
@@ -64,6 +56,9 @@ def train_stages(size, *, normalize: bool = False, augment: str = "basic",
                  scale: tuple[float, float] = (0.08, 1.0)) -> list:
     """The stages of ``imagenet_train(size, normalize, augment)`` (``scale``: RandomResizedCrop's)."""
     middle, last = augment_stages(augment)
+    if last and not normalize:
+        raise ValueError(f"imagenet_train(augment={augment!r}) ends with RandomErasing, which works on the "
+                         "normalized image; write imagenet_train(size, normalize=True, augment=...)")
     out = [Decode(), RandomResizedCrop(size, scale=scale), HorizontalFlip(0.5), *middle]
     if normalize:
         out.append(Normalize())

@@ -172,3 +172,10 @@ def test_no_gpu_engine_builds_for_a_recipe_with_a_custom_stage(photo_root, engin
     with pytest.raises(LaneUnavailableError, match="CustomStage"):
         build_engine(engine, LoaderPolicy(), sources.ImageFolder(photo_root), REC, seed=0, batch_size=4,
                      device=torch.device("cpu"))
+
+
+def test_a_custom_stage_may_sit_among_geometric_or_photometric_stages_but_not_after_normalize():
+    recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(32), recipe.CustomStage(noise), recipe.HorizontalFlip()])
+    recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(32), recipe.ColorJitter(0.4), recipe.CustomStage(noise)])
+    with pytest.raises(ValueError, match="CustomStage at position 3 comes after Normalize"):
+        recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(32), recipe.Normalize(), recipe.CustomStage(noise)])

@@ -6,11 +6,6 @@ import pytest
 from hybridload import recipe
 from hybridload.presets import COLOR_JITTER, RANDOM_ERASE_P
 
-PHOTOMETRIC = ("ColorJitter", "TrivialAugmentWide", "RandomErasing")
-needs_photometric = pytest.mark.skipif(
-    not all(hasattr(recipe, n) for n in PHOTOMETRIC),
-    reason="recipe.ColorJitter / TrivialAugmentWide / RandomErasing come from branch s2-14a (issue 14); "
-           "these run once both branches are merged")
 
 
 def names(rec):
@@ -30,7 +25,6 @@ def test_an_unknown_augment_lists_the_choices():
         recipe.imagenet_train(64, augment="colour")
 
 
-@needs_photometric
 @pytest.mark.parametrize("normalize", [False, True])
 def test_color_adds_timms_color_jitter_after_the_flip(normalize):
     rec = recipe.imagenet_train(64, normalize=normalize, augment="color")
@@ -39,16 +33,13 @@ def test_color_adds_timms_color_jitter_after_the_flip(normalize):
     assert rec.stages[3] == recipe.ColorJitter(*COLOR_JITTER)
 
 
-@needs_photometric
-@pytest.mark.parametrize("normalize", [False, True])
-def test_trivialaugment_adds_torchvisions_policy_and_random_erasing_last(normalize):
-    rec = recipe.imagenet_train(64, normalize=normalize, augment="trivialaugment")
-    assert names(rec) == ["Decode", "RandomResizedCrop", "HorizontalFlip", "TrivialAugmentWide"] + (
-        ["Normalize"] if normalize else []) + ["RandomErasing"]
+def test_trivialaugment_adds_torchvisions_policy_and_random_erasing_last():
+    rec = recipe.imagenet_train(64, normalize=True, augment="trivialaugment")
+    assert names(rec) == ["Decode", "RandomResizedCrop", "HorizontalFlip", "TrivialAugmentWide", "Normalize",
+                          "RandomErasing"]
     assert rec.stages[-1] == recipe.RandomErasing(p=RANDOM_ERASE_P)
 
 
-@pytest.mark.skipif(all(hasattr(recipe, n) for n in PHOTOMETRIC), reason="the photometric stages exist here")
-def test_without_the_photometric_stages_a_preset_says_what_it_needs():
-    with pytest.raises(NotImplementedError, match="needs recipe.ColorJitter.*use augment='basic'"):
-        recipe.imagenet_train(64, augment="color")
+def test_trivialaugment_without_normalize_says_to_normalize():
+    with pytest.raises(ValueError, match="normalize=True"):
+        recipe.imagenet_train(64, augment="trivialaugment")
