@@ -95,16 +95,16 @@ class Recipe:
                 raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
             if i > 0 and kind is Decode:
                 raise ValueError("Recipe: Decode may appear only once, as the first stage")
-            if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
-                raise ValueError(
-                    f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
-                    "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
-                    "(each of the last three at most once)")
             if kind is CustomStage:  # leaves the order where it was: geometric/photometric stages may follow
                 if last >= 2:
                     raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
                                      "the decoded uint8 image, so put it before Normalize()")
                 continue
+            if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
+                raise ValueError(
+                    f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
+                    "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
+                    "(each of the last three at most once)")
             if kind is RandomErasing and last != 2:
                 raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
                                  "put Normalize() right before it")
