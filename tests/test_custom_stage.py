@@ -154,7 +154,7 @@ def test_a_bad_return_names_the_sample_and_the_stage(photo_root):
     (lambda: recipe.CustomStage(3), "fn must be a function"),
     (lambda: recipe.CustomStage(noise, name=5), "name must be a str"),
     (lambda: recipe.Recipe([recipe.Decode(), recipe.Resize((8, 8)), recipe.Normalize(), recipe.CustomStage(noise)]),
-     "CustomStage at position 3 is out of order"),
+     "CustomStage at position 3 comes after Normalize"),
 ])
 def test_bad_custom_stages_get_a_clear_error(make, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
