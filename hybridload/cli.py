@@ -34,7 +34,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from hybridload.datasets import make_photo_folder
 
     root = Path(args.data)
-    log.info("preparing %d photo JPEGs under %s", args.images, root)
+    log.debug("the demo photo set: %d JPEGs under %s", args.images, root)
     with user_input("--data"):  # an existing directory the demo did not make: never written into
         make_photo_folder(root, args.images, num_classes=args.classes)
     src = sources.ImageFolder(root)
@@ -63,7 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
              (f"GPU cap ({args.mode} mode, at the end)", f"{st['plan']['gpu_share']:.2f} of the batches at most"),
              ("GPU share (realised)", f"{gpu_realised:.2f}"),
              ("batch", f"{args.batch_size} x {tuple(images.shape[1:])} {images.dtype}"),
-             ("consumer waited for data (start-up included)", f"{st['stall_s']:.2f} s"),
+             ("consumer waited for batches (after the lanes were built)", f"{st['stall_s']:.2f} s"),
              ("skipped samples", str(st["skipped"])), ("retries", str(st["retries"]))]
     sys.stdout.write(key_value_table(rows))
     return 0
@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _logging(verbose: bool) -> None:
+def configure_logging(verbose: bool) -> None:
     """Other libraries' warnings only; hybridload's INFO (DEBUG with -v)."""
     root = logging.getLogger()
     if not root.handlers:
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.error("a command is required: demo, profile or bench")
-    _logging(args.verbose)
+    configure_logging(args.verbose)
     prog = f"hybridload {args.command}"
     try:
         with logging_redirect_tqdm():  # log lines go above the progress bars, never into them
