@@ -103,10 +103,10 @@ class RssSampler:
 def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None):
     from .policy import LoaderPolicy
     share = plan.gpu_share if plan is not None else None
-    if mode == "gpu":
-        return LoaderPolicy(mode="gpu", cpu_actors=0, threads=threads)
-    if mode == "split":
-        return LoaderPolicy(mode="split", gpu_share=0.5 if share is None else share, cpu_actors=0, threads=threads)
+    fixed = {"gpu": dict(mode="gpu"),       # the policy's own mode names, on this node's lanes
+             "split": dict(mode="split", gpu_share=0.5 if share is None else share)}
+    if mode in fixed:
+        return LoaderPolicy(**fixed[mode], cpu_actors=0, threads=threads)
     if mode in ("single-gpu", "auto"):
         return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=0, threads=threads)
     if mode == "multi-node":

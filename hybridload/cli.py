@@ -57,7 +57,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             rows.append((f"epoch {epoch} images/s{note}", f"{n / dt:.0f} ({n} images in {dt:.2f} s)"))
         st = loader.stats()
         ran = loader.describe_lanes(used_only=True)
-    gpu_realised = st["lanes"].get("gpu", {}).get("share", 0.0)
+    from hybridload.lanes.base import LaneKind
+    gpu_realised = st["lanes"].get(LaneKind.GPU.value, {}).get("share", 0.0)  # GPU lanes report as their kind
     rows += [("lane shares (realised)", ", ".join(f"{k}: {v['share']:.0%}" for k, v in st["lanes"].items())),
              ("what ran (lanes that took batches)", ran),
              (f"GPU cap ({args.mode} mode, at the end)", f"{st['plan']['gpu_share']:.2f} of the batches at most"),

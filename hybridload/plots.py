@@ -72,7 +72,7 @@ def profile_figure(prof: "Profile") -> Any:
                 xytext=(min(max(chosen, 0.25), 0.75), 0.93), textcoords=("data", "axes fraction"),
                 ha="center", va="top", fontsize=9, color="black",
                 bbox=dict(boxstyle="round", fc="white", ec="tab:orange"),
-                arrowprops=dict(arrowstyle="->", color="tab:orange"))
+                arrowprops=dict(arrowstyle="->", color="tab:orange"), zorder=7)
     ax.set_xlabel("GPU share of batches")
     ax.set_ylabel("images/s")
     ax.set_title(wrap(f"hybridload profile — GPU lane: {m.gpu_label}", 90), fontsize=9)
