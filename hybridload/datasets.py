@@ -29,7 +29,7 @@ _SKIMAGE_PHOTOS = (
 
 def _photo_paths() -> list[Path]:
     paths: list[Path] = []
-    skimage = require("skimage", "photos", "generating a photo dataset (from the photographs scikit-image ships)")
+    skimage = require("skimage", "photos", "generating a photo dataset", package="scikit-image")
     data = Path(skimage.__file__).parent / "data"
     paths += [data / name for name in _SKIMAGE_PHOTOS if (data / name).exists()]
     try:

@@ -10,10 +10,10 @@ class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message says which extra brings it."""
 
 
-def require(module: str, extra: str, purpose: str) -> ModuleType:
-    """Import ``module`` or raise MissingExtraError: "<purpose> needs <module>: pip install 'hybridload[<extra>]'"."""
+def require(module: str, extra: str, purpose: str, package: str | None = None) -> ModuleType:
+    """Import ``module`` or raise MissingExtraError: "<purpose> needs <package>: pip install 'hybridload[<extra>]'"."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtraError(f"{purpose} needs {module.split('.')[0]}, which is not installed: "
+        raise MissingExtraError(f"{purpose} needs {package or module.split('.')[0]}, which is not installed: "
                                 f"pip install 'hybridload[{extra}]'") from exc
