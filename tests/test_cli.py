@@ -148,3 +148,18 @@ def test_verbose_turns_on_debug_for_hybridload_loggers_only(restore_logging):
     configure_logging(verbose=False)
     assert logging.getLogger("hybridload.cli").isEnabledFor(logging.INFO)
     assert not logging.getLogger("hybridload.cli").isEnabledFor(logging.DEBUG)
+
+
+def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, restore_logging):
+    from tqdm.contrib.logging import _TqdmLoggingHandler  # what logging_redirect_tqdm installs
+
+    import hybridload.cli as cli
+    seen = {}
+
+    def fake_demo(args):
+        seen["handlers"] = [type(h) for h in logging.getLogger().handlers]
+        return 0
+    monkeypatch.setattr(cli, "cmd_demo", fake_demo)
+    assert main(["demo", "--quiet"]) == 0
+    assert _TqdmLoggingHandler in seen["handlers"]
+    assert all(h is not _TqdmLoggingHandler for h in map(type, logging.getLogger().handlers))  # restored after
