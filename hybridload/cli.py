@@ -10,13 +10,14 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from . import bench
 from .cli_args import (Parser, UsageError, choices_list, count, data_root, fail, fraction, nonneg_float,
                        positive_float, positive_int, user_input)
 from .tables import format_table, key_value_table
 
 log = logging.getLogger("hybridload.cli")
 
-BENCH_MODES = ("single-gpu", "multi-node", "cpu", "auto", "gpu", "split")  # == bench.MODES + bench.POLICY_MODES
+BENCH_MODES = bench.MODES + bench.POLICY_MODES
 
 
 def _policy_default(name: str):

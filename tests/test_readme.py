@@ -21,8 +21,10 @@ def readme_block(name: str, text: str | None = None) -> str:
     return m.group(1)
 
 
-def _run(code: str, cwd: Path, timeout: int = 300) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}   # the drop-in starts its own on loopback
+def _run(code: str, cwd: Path, timeout: int = 300, ray_address: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    if ray_address:  # the test's own cluster: "auto" would find any Ray instance on this machine
+        env["RAY_ADDRESS"] = ray_address
     env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -43,6 +45,6 @@ def test_the_readme_quickstart_runs_as_written_and_resumes_mid_epoch(tmp_path):
     assert (tmp_path / "loader.pt").exists() and (tmp_path / "data" / "quickstart-photos").is_dir()
 
 
-def test_the_readme_drop_in_resume_runs_as_written(tmp_path):
-    out = _run(readme_block("dropin-resume"), tmp_path)
+def test_the_readme_drop_in_resume_runs_as_written(tmp_path, ray_cluster):
+    out = _run(readme_block("dropin-resume"), tmp_path, ray_address=ray_cluster[0].address)
     assert "6 batches left of epoch 3" in out
