@@ -220,6 +220,7 @@ def configure_logging(verbose: bool) -> None:
         root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("hybridload").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.captureWarnings(True)  # warnings.warn(...) too: a log line above the progress bar, not through it
 
 
 def main(argv: list[str] | None = None) -> int:

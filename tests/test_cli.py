@@ -134,6 +134,7 @@ def restore_logging():
     root, hl = logging.getLogger(), logging.getLogger("hybridload")
     saved = (root.level, list(root.handlers), hl.level)
     yield
+    logging.captureWarnings(False)
     root.setLevel(saved[0])
     root.handlers[:] = saved[1]
     hl.setLevel(saved[2])
@@ -163,3 +164,15 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
     assert main(["demo", "--quiet"]) == 0
     assert _TqdmLoggingHandler in seen["handlers"]
     assert all(h is not _TqdmLoggingHandler for h in map(type, logging.getLogger().handlers))  # restored after
+
+
+def test_a_librarys_warning_becomes_a_log_line_during_a_command():
+    code = ("import warnings, hybridload.cli as cli\n"
+            "def fake(args):\n"
+            "    warnings.warn('a library warning', RuntimeWarning)\n"
+            "    return 0\n"
+            "cli.cmd_demo = fake\n"
+            "raise SystemExit(cli.main(['demo', '--quiet']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING py.warnings:" in proc.stderr and "a library warning" in proc.stderr
