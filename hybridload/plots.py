@@ -66,7 +66,7 @@ def profile_figure(prof: "Profile") -> Any:
     top = max([p["total"] for p in preds] + [r for _, r in prof.points] + [total, 1.0])
     ax.set_ylim(0, top * 1.45)  # the band above the curves holds the choice's label
     ax.axvline(chosen, color="tab:orange", ls=":", lw=1.5)
-    ax.scatter([chosen], [total], marker="*", s=220, color="tab:orange", edgecolor="black", zorder=6,
+    ax.scatter([chosen], [total], marker="*", s=220, color="tab:orange", edgecolor="black", zorder=6, clip_on=False,
                label="chosen split")
     ax.annotate(f"chosen GPU share {chosen:.2f}: {total:.0f} images/s predicted", xy=(chosen, total),
                 xytext=(min(max(chosen, 0.25), 0.75), 0.93), textcoords=("data", "axes fraction"),
@@ -76,7 +76,7 @@ def profile_figure(prof: "Profile") -> Any:
     ax.set_xlabel("GPU share of batches")
     ax.set_ylabel("images/s")
     ax.set_title(wrap(f"hybridload profile — GPU lane: {m.gpu_label}", 90), fontsize=9)
-    ax.set_xlim(0, 1)
+    ax.set_xlim(-0.03, 1.03)  # a choice at 0 or 1 stays whole
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if footer:
