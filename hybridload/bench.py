@@ -4,6 +4,8 @@ Modes:
   single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live
   multi-node   the GPU lane plus Ray CPU actors across the cluster
   cpu          CPU lanes only (Ray actors across the cluster when one is given, else in-process)
+The policy's mode names work too, on this node's lanes: ``auto`` (as single-gpu), ``gpu``
+(the GPU lane alone), ``split`` (the plan's GPU share, else 0.5, fixed).
 
 For each: images/s, each lane's share, the fraction of time a consumer with an M ms step
 waits for data, peak host RSS (this process and the processes it started, Ray's workers
@@ -25,6 +27,7 @@ from .epochs import endless
 log = logging.getLogger(__name__)
 
 MODES = ("single-gpu", "multi-node", "cpu")
+POLICY_MODES = ("auto", "gpu", "split")   # LoaderPolicy's names (its "cpu" is the bench's "cpu")
 
 
 @dataclass
@@ -100,7 +103,11 @@ class RssSampler:
 def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None):
     from .policy import LoaderPolicy
     share = plan.gpu_share if plan is not None else None
-    if mode == "single-gpu":
+    fixed = {"gpu": dict(mode="gpu"),       # the policy's own mode names, on this node's lanes
+             "split": dict(mode="split", gpu_share=0.5 if share is None else share)}
+    if mode in fixed:
+        return LoaderPolicy(**fixed[mode], cpu_actors=0, threads=threads)
+    if mode in ("single-gpu", "auto"):
         return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=0, threads=threads)
     if mode == "multi-node":
         return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=None,
@@ -111,7 +118,7 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
             return LoaderPolicy(mode="cpu", cpu_actors=None, ray_address=ray_address, placement="any",
                                 reserve_local_cpus=0)
         return LoaderPolicy(mode="cpu", cpu_actors=0, threads=threads)
-    raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES)}")
+    raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES + POLICY_MODES)}")
 
 
 def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
@@ -125,7 +132,6 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
     with RssSampler() as rss, HybridLoader(source, recipe, batch_size, policy=policy, seed=0) as ld:
         it = endless(ld)
         next(it)  # start-up (actors, pipelines) is not part of the rate
-        label = ld.describe_lanes()
         ld.reset_stats()
         n_img = n_batch = 0
         t0 = time.perf_counter()
@@ -139,6 +145,7 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
                 progress(1)
         wall = time.perf_counter() - t0
         st = ld.stats()
+        label = ld.describe_lanes(used_only=True)  # only the lanes that took batches in the timed part
     return ModeResult(mode=mode, label=label, images_per_s=n_img / wall, batches=n_batch, images=n_img,
                       shares={k: round(v["share"], 3) for k, v in st["lanes"].items()},
                       wait_fraction=min(1.0, st["stall_s"] / wall), step_ms=step_ms,
@@ -148,25 +155,9 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
 
 
 def plot_results(results: list[ModeResult], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    names = [r.mode for r in results]
-    rates = [r.images_per_s for r in results]
-    bars = ax.bar(names, rates, color=["tab:green", "tab:purple", "tab:blue"][:len(results)])
-    for bar, r in zip(bars, results):
-        ax.annotate(f"{r.images_per_s:.0f} img/s\nwaits {r.wait_fraction:.0%}", (bar.get_x() + bar.get_width() / 2,
-                    bar.get_height()), ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("images/s")
-    ax.set_title(f"hybridload bench (consumer step {results[0].step_ms:g} ms)" if results else "hybridload bench",
-                 fontsize=10)
-    ax.set_ylim(0, max(rates + [1]) * 1.25)
-    ax.grid(axis="y", alpha=0.3)
-    fig.text(0.01, 0.01, " | ".join(f"{r.mode}: {r.label}" for r in results)[:160], fontsize=6)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path)
-    plt.close(fig)
+    """PNG: images/s per mode, with what ran in each (``hybridload.plots``)."""
+    from . import plots
+    plots.save(plots.bench_figure(results), path)
 
 
 def as_json(results: list[ModeResult], meta: dict) -> dict:

@@ -63,6 +63,7 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
                     addr = None
             if not addr:
                 _loopback_only(ray)
+                logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
                 log.info("starting an embedded Ray cluster on 127.0.0.1")
                 ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
                          logging_level=logging.WARNING, log_to_driver=False,

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from .extras import require
+
 log = logging.getLogger(__name__)
 
 _SKIMAGE_PHOTOS = (
@@ -27,13 +29,7 @@ _SKIMAGE_PHOTOS = (
 
 def _photo_paths() -> list[Path]:
     paths: list[Path] = []
-    try:
-        import skimage
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise RuntimeError(
-            "generating a photo dataset needs scikit-image (its wheel ships real photographs); "
-            "install the project with its 'photos' extra: pip install 'hybridload[photos]'"
-        ) from exc
+    skimage = require("skimage", "photos", "generating a photo dataset", package="scikit-image")
     data = Path(skimage.__file__).parent / "data"
     paths += [data / name for name in _SKIMAGE_PHOTOS if (data / name).exists()]
     try:

@@ -162,9 +162,10 @@ class HybridLoader:
         return OnlinePlanner(self._lanes, self._caps, self._stats, replan_every=self.policy.replan_every,
                              max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 
-    def describe_lanes(self) -> str:
-        """What runs the work, in words (each lane's ``describe()``)."""
-        return "; ".join(lane.describe() for lane in self._lanes)
+    def describe_lanes(self, used_only: bool = False) -> str:
+        """What runs the work, in words (each lane's ``describe()``); ``used_only``: only lanes that took batches."""
+        used = {k for k, v in self._stats.as_dict()["lanes"].items() if v["batches"]} if used_only else None
+        return "; ".join(lane.describe() for lane in self._lanes if used is None or lane.name in used)
 
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator:

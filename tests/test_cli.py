@@ -1,25 +1,178 @@
+"""The command line: demo end to end, and its manners — a user's mistake is one line on stderr
+with a non-zero exit and no traceback; help shows defaults; -v turns on hybridload's loggers only."""
+
+import logging
+import os
+import re
 import subprocess
 import sys
 
+import pytest
 
-import os
-import re
+import hybridload
+from hybridload.cli import build_parser, configure_logging, main
+from hybridload.policy import LoaderPolicy
 
 
 def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the embedded cluster
-    proc = subprocess.run([sys.executable, "-m", "hybridload.cli", "demo", "--data", str(tmp_path / "d"),
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(tmp_path / "d"),
                            "--images", "48", "--batch-size", "8", "--size", "64", "--epochs", "2", "--quiet",
                            "--ray"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"\| epoch 1 images/s +\| \d+ \(48 images in", proc.stdout), proc.stdout
-    assert "Ray lane" in proc.stdout and "DALI CPU-only mode, no GPU visible" in proc.stdout
+    assert "GPU cap" in proc.stdout and "GPU share (realised)" in proc.stdout
+    assert "Token authentication" not in proc.stderr + proc.stdout    # Ray's banner, silenced for the embedded cluster
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
+    assert len({len(ln) for ln in lines}) == 1, proc.stdout             # the table's columns line up
+    shares = re.search(r"lane shares \(realised\) +\| ([^|]*)\|", proc.stdout).group(1)
+    ran = re.search(r"what ran[^|]*\| ([^|]*)\|", proc.stdout).group(1)
+    assert ("Ray lane" in ran) == ("ray:" in shares) and ("GPU lane" in ran) == ("gpu:" in shares)
+    if "gpu:" in shares:
+        assert "DALI CPU-only mode, no GPU visible" in ran
 
 
 def test_demo_in_process(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hybridload.cli", "demo", "--data", str(tmp_path / "d"),
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(tmp_path / "d"),
                            "--images", "24", "--batch-size", "8", "--size", "64", "--epochs", "1", "--quiet",
                            "--in-process", "--mode", "cpu"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "inprocess: 100%" in proc.stdout and "in-process lane" in proc.stdout
+
+
+def _run_main(argv, capsys):
+    """(exit status, stdout, stderr) of the CLI run in this process."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def places(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x")
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    old_plan = tmp_path / "old.json"
+    old_plan.write_text('{"gpu_share": 0.5}')
+    return {"missing": str(tmp_path / "missing"), "empty": str(empty), "file": str(afile),
+            "bad_json": str(bad_json), "old_plan": str(old_plan)}
+
+
+ERRORS = [  # (argv with {placeholders}, words the one line must hold)
+    (["profile", "{missing}"], ["DATA", "does not exist"]),
+    (["profile", "{empty}"], ["DATA", "no class folders"]),
+    (["bench", "{file}"], ["DATA", "is a file, not a directory"]),
+    (["profile", "{photos}", "--batch-size", "0"], ["--batch-size", "> 0", "'0'"]),
+    (["bench", "{photos}", "--batches", "-1"], ["--batches", "'-1'"]),
+    (["bench", "{photos}", "--batches", "many"], ["--batches", "'many'"]),
+    (["profile", "{photos}", "--max-gpu-util", "1.5"], ["--max-gpu-util", "(0, 1]"]),
+    (["profile", "{photos}", "--seconds", "0"], ["--seconds"]),
+    (["profile", "{photos}", "--recipe", "resnet"], ["--recipe", "imagenet_train"]),
+    (["bench", "{photos}", "--modes", "fast,cpu"], ["--modes", "fast", "single-gpu", "split"]),
+    (["bench", "{photos}", "--plan", "{bad_json}"], ["--plan", "not valid JSON"]),
+    (["bench", "{photos}", "--plan", "{old_plan}"], ["--plan", "profile"]),
+    (["bench", "{photos}", "--plan", "{missing}"], ["--plan", "No such file"]),
+    (["demo", "--images", "0"], ["--images"]),
+    (["demo", "--data", "{file}"], ["--data", "was not made by hybridload"]),
+    (["--frobnicate"], ["unrecognized arguments: --frobnicate"]),
+    (["profile", "{photos}", "--frobnicate"], ["hybridload profile", "--frobnicate"]),
+    ([], ["command is required"]),
+]
+
+
+@pytest.mark.parametrize("argv,words", ERRORS, ids=[" ".join(a) or "no-command" for a, _ in ERRORS])
+def test_a_user_error_is_one_line_on_stderr_and_a_non_zero_exit(argv, words, places, photo_root, capsys):
+    argv = [a.format(photos=photo_root, **places) for a in argv]
+    code, out, err = _run_main(argv, capsys)
+    assert code not in (0, None), (out, err)
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("hybridload"), err
+    for w in words:
+        assert w in err, err
+
+
+def test_a_user_error_in_a_real_process_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "bench", str(tmp_path / "nowhere"), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "nowhere" in proc.stderr
+
+
+def test_version_prints_the_installed_version(capsys):
+    code, out, _ = _run_main(["--version"], capsys)
+    assert code == 0 and out.strip() == f"hybridload {hybridload.__version__}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", hybridload.__version__)
+
+
+def test_help_shows_defaults_and_the_bench_mode_choices():
+    text = build_parser()._subparsers._group_actions[0].choices["bench"].format_help()
+    flat = " ".join(text.split())
+    assert "(default: 50)" in flat and "single-gpu, multi-node, cpu, auto, gpu, split" in flat
+
+
+def test_bench_modes_accept_the_policy_mode_names(photo_root):
+    args = build_parser().parse_args(["bench", photo_root, "--modes", "auto, gpu,split,cpu"])
+    assert args.modes == ["auto", "gpu", "split", "cpu"]
+    assert build_parser().parse_args(["bench", photo_root]).modes == ["single-gpu", "multi-node", "cpu"]
+
+
+def test_profile_reserve_local_cpus_defaults_to_the_policy_default(photo_root):
+    args = build_parser().parse_args(["profile", photo_root])
+    assert args.reserve_local_cpus == LoaderPolicy().reserve_local_cpus
+    assert args.max_gpu_util == LoaderPolicy().max_gpu_util and args.gpu_threads == LoaderPolicy().gpu_threads
+
+
+@pytest.fixture
+def restore_logging():
+    root, hl = logging.getLogger(), logging.getLogger("hybridload")
+    saved = (root.level, list(root.handlers), hl.level)
+    yield
+    logging.captureWarnings(False)
+    root.setLevel(saved[0])
+    root.handlers[:] = saved[1]
+    hl.setLevel(saved[2])
+
+
+def test_verbose_turns_on_debug_for_hybridload_loggers_only(restore_logging):
+    configure_logging(verbose=True)
+    assert logging.getLogger("hybridload.loader").isEnabledFor(logging.DEBUG)
+    for other in ("matplotlib", "matplotlib.font_manager", "PIL.PngImagePlugin", "urllib3"):
+        assert not logging.getLogger(other).isEnabledFor(logging.DEBUG), other
+        assert not logging.getLogger(other).isEnabledFor(logging.INFO), other
+    configure_logging(verbose=False)
+    assert logging.getLogger("hybridload.cli").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("hybridload.cli").isEnabledFor(logging.DEBUG)
+
+
+def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, restore_logging):
+    from tqdm.contrib.logging import _TqdmLoggingHandler  # what logging_redirect_tqdm installs
+
+    import hybridload.cli as cli
+    seen = {}
+
+    def fake_demo(args):
+        seen["handlers"] = [type(h) for h in logging.getLogger().handlers]
+        return 0
+    monkeypatch.setattr(cli, "cmd_demo", fake_demo)
+    assert main(["demo", "--quiet"]) == 0
+    assert _TqdmLoggingHandler in seen["handlers"]
+    assert all(h is not _TqdmLoggingHandler for h in map(type, logging.getLogger().handlers))  # restored after
+
+
+def test_a_librarys_warning_becomes_a_log_line_during_a_command():
+    code = ("import warnings, hybridload.cli as cli\n"
+            "def fake(args):\n"
+            "    warnings.warn('a library warning', RuntimeWarning)\n"
+            "    return 0\n"
+            "cli.cmd_demo = fake\n"
+            "raise SystemExit(cli.main(['demo', '--quiet']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING py.warnings:" in proc.stderr and "a library warning" in proc.stderr

@@ -165,34 +165,6 @@ def _gpu_text(gpu) -> str:
 
 
 def plot_profile(prof: Profile, path: str) -> None:
-    """PNG: predicted images/s against GPU share, the measured points, the choice marked."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .solver import sweep
-    shares = [s for s, _ in sweep(prof.measurements, prof.limits, 100)]
-    preds = [predict(prof.measurements, prof.limits, s) for s in shares]
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
-    ax.plot(shares, [p["total"] for p in preds], label="predicted total", color="black", lw=2)
-    ax.plot(shares, [p["gpu"] for p in preds], label="GPU lane", color="tab:green", lw=1, ls="--")
-    ax.plot(shares, [p["cpu_local"] + p["cpu_remote"] for p in preds], label="CPU lanes", color="tab:blue",
-            lw=1, ls="--")
-    if prof.points:
-        ax.scatter([s for s, _ in prof.points], [r for _, r in prof.points], color="tab:red", zorder=5,
-                   label="measured (loader)")
-    chosen = prof.plan.gpu_share
-    ax.axvline(chosen, color="tab:orange", ls=":", lw=1.5)
-    ax.annotate(f"chosen {chosen:.2f}\n{prof.plan.predicted['total']:.0f} img/s",
-                (chosen, prof.plan.predicted["total"]), textcoords="offset points", xytext=(8, -30),
-                color="tab:orange")
-    ax.set_xlabel("GPU share of batches")
-    ax.set_ylabel("images/s")
-    ax.set_title(f"hybridload profile — GPU lane: {prof.measurements.gpu_label[:48]}", fontsize=9)
-    ax.set_xlim(0, 1)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    """PNG: predicted images/s against GPU share, the measured points, the choice marked (``hybridload.plots``)."""
+    from hybridload import plots
+    plots.save(plots.profile_figure(prof), path)

@@ -1,0 +1,122 @@
+"""HybridLoader in a LightningDataModule: the epoch set from the trainer, rank and world size
+from the strategy, the loader's position saved in Lightning's checkpoints.
+
+    pip install 'hybridload[lightning]'
+    python examples/lightning_module.py [--data ROOT] [--epochs E] [--batch-size B] [--ray]
+    python examples/lightning_module.py --epochs 3 --checkpoint ckpt.ckpt     # saves at the end
+    python examples/lightning_module.py --epochs 4 --resume ckpt.ckpt         # goes on from it
+
+Three hooks carry the loader (the same ones a plain loop calls, see the README):
+  setup()                 HybridLoader(..., rank=trainer.global_rank, world_size=trainer.world_size,
+                          device=trainer.strategy.root_device)
+  train_dataloader()      an iterable that calls loader.set_epoch(trainer.current_epoch) on every
+                          iter(): Lightning calls iter() before on_train_epoch_start in the first
+                          epoch (and more than once), and calls set_epoch itself only on a torch
+                          DataLoader's sampler
+  state_dict / load_state_dict   loader.state_dict() into the checkpoint and back
+Under DDP (Trainer(strategy="ddp", devices=N)) each rank builds its own loader in setup().
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+
+from hybridload import HybridLoader, recipe, sources
+
+from _common import log, parser, photo_folder, policy, setup_logging, small_cnn
+
+
+class PhotoData(L.LightningDataModule):
+    """An ImageFolder through a HybridLoader, one per rank."""
+
+    def __init__(self, root: str, batch_size: int, loader_policy, size: int = 64, return_indices: bool = False):
+        super().__init__()
+        self.root, self.batch_size, self.loader_policy = root, batch_size, loader_policy
+        self.size, self.return_indices = size, return_indices
+        self.loader: HybridLoader | None = None
+        self.final_state: dict | None = None     # the loader's state when fit() ended (for a checkpoint after it)
+
+    def setup(self, stage: str) -> None:
+        if self.loader is None:
+            trainer = self.trainer
+            self.loader = HybridLoader(
+                sources.ImageFolder(self.root), recipe.imagenet_train(self.size, normalize=True), self.batch_size,
+                policy=self.loader_policy, seed=0, shuffle=True, drop_last=True,
+                rank=trainer.global_rank, world_size=trainer.world_size,      # from the strategy
+                device=trainer.strategy.root_device, return_indices=self.return_indices)
+
+    def train_dataloader(self) -> "EpochFromTrainer":
+        return EpochFromTrainer(self.loader, self.trainer)
+
+    def state_dict(self) -> dict:
+        if self.loader is not None:
+            return {"loader": self.loader.state_dict()}
+        return {"loader": self.final_state} if self.final_state is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "loader" in state:  # Lightning restores after setup(): the loader exists
+            self.loader.load_state_dict(state["loader"])
+
+    def teardown(self, stage: str) -> None:
+        if self.loader is not None:
+            self.final_state = self.loader.state_dict()
+            self.loader.close()
+            self.loader = None
+
+
+class EpochFromTrainer:
+    """The loader with its epoch taken from the trainer each time an epoch's iteration begins."""
+
+    def __init__(self, loader: HybridLoader, trainer: L.Trainer):
+        self.loader, self.trainer = loader, trainer
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        self.loader.set_epoch(self.trainer.current_epoch)   # set_epoch(e) wins, however often iter() is called
+        return iter(self.loader)
+
+
+class Classifier(L.LightningModule):
+    def __init__(self, num_classes: int):
+        super().__init__()
+        self.net = small_cnn(num_classes)
+        self.seen: dict[int, list[list[int]]] = {}   # epoch -> the indices of each batch (for the test)
+
+    def training_step(self, batch, batch_idx):
+        images, labels = batch[0], batch[1]                    # float32, normalized, on the module's device
+        if len(batch) == 3:
+            self.seen.setdefault(self.current_epoch, []).append(batch[2].tolist())
+        loss = torch.nn.functional.cross_entropy(self.net(images), labels)
+        log.info("epoch %d step %d loss %.3f", self.current_epoch, batch_idx + 1, loss.item())
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def make_trainer(epochs: int, steps: int | None = None) -> L.Trainer:
+    return L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, logger=False,
+                     enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                     limit_train_batches=steps or 1.0)
+
+
+def main() -> None:
+    ap = parser(__doc__, epochs=2)
+    ap.add_argument("--checkpoint", help="save a Lightning checkpoint (the loader's state included) here at the end")
+    ap.add_argument("--resume", help="go on from this checkpoint")
+    args = ap.parse_args()
+    setup_logging()
+    root = photo_folder(args.data)
+    data = PhotoData(root, args.batch_size, policy(args))
+    model = Classifier(len(sources.ImageFolder(root).classes))
+    trainer = make_trainer(args.epochs, args.steps)
+    trainer.fit(model, datamodule=data, ckpt_path=args.resume)
+    if args.checkpoint:
+        trainer.save_checkpoint(args.checkpoint)
+
+
+if __name__ == "__main__":
+    main()
