@@ -105,7 +105,7 @@ class DaliLane(PooledLane):
         self._closed = False
         if self.cpu_only:
             _warn_cpu_only()
-        log.info("GPU lane: %s, %d threads, batch %d", self.describe(), num_threads, batch_size)
+        log.info("%s, %d threads, batch %d", self.describe(), num_threads, batch_size)
 
     def describe(self) -> str:
         return "GPU lane: " + ("DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}")

@@ -82,7 +82,7 @@ class TorchGpuLane(PooledLane):
         self._stream = torch.cuda.Stream(device=self.device) if self._cuda else None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
         self._closed = False
-        log.info("GPU lane: %s", self.describe())
+        log.info("%s", self.describe())
 
     def describe(self) -> str:
         engine = "torchvision nvJPEG + torch ops" if self._cuda else "torch ops on CPU tensors (test engine)"
