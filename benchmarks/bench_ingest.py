@@ -23,6 +23,9 @@ import torch
 
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
+from hybridload.lanes.actor_pool import ActorPool
+from hybridload.stats import LoaderStats
+from hybridload.stream import BatchStream
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64
@@ -49,27 +52,20 @@ def copy_out(raw: np.ndarray) -> torch.Tensor:
     return buf
 
 
-def ingest_pool(init_args: tuple, **kw):
-    from hybridload.lanes.actor_pool import ActorPool
+class IngestPool(ActorPool):
+    """hybridload's ActorPool with a Producer actor; it copies each batch out as the Ray lane does."""
 
-    class IngestPool(ActorPool):
-        """hybridload's ActorPool with a Producer actor."""
+    name = "ingest"
 
-        name = "ingest"
+    def call(self, actor, task):
+        return actor.produce.remote()
 
-        def call(self, actor, task):
-            return actor.produce.remote()
-
-        def convert(self, raw):
-            return copy_out(raw)
-
-    return IngestPool(Producer, init_args, **kw)
+    def convert(self, raw):
+        return copy_out(raw)
 
 
 def drive(pool, batches: int) -> int:
     """``batches`` tasks through the pool in order, as the loader drives a lane; returns the batches."""
-    from hybridload.stats import LoaderStats
-    from hybridload.stream import BatchStream
     work = [np.arange(BATCH, dtype=np.int64)] * batches
     with BatchStream([pool], work, hooks=LoaderStats()) as stream:
         return sum(result.shape[0] // BATCH for result in stream)
@@ -108,7 +104,7 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
     nbytes, pool, info = int(np.prod(shape)), None, {}
     with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
         try:
-            pool = ingest_pool((shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
+            pool = IngestPool(Producer, (shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
                                cpu_actors=1, tasks_per_actor=inflight)
             info["nodes"] = check_ray_loopback(ray)
             if pool.nodes[0] == ray.get_runtime_context().get_node_id():
@@ -137,17 +133,12 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="10 batches per round, one round")
+    ap = parser(__doc__, quick=dict(ingest_batches=10, rounds=1))
     ap.add_argument("--size", type=int, default=224, help="image side of the batches")
     ap.add_argument("--ingest-batches", type=int, default=100, help="batches per round")
     ap.add_argument("--ingest-inflight", type=int, default=2, help="calls in flight (ActorPool tasks_per_actor)")
     ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node of the 2-node cluster")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.ingest_batches, args.rounds = 10, 1
-    h.setup_logging()
-    if min(args.rounds, args.ingest_batches, args.ingest_inflight, args.size) <= 0:
-        ap.error("counts must be positive")
     env = h.environment()
     res = measure(args.size, args.ingest_store_mb, args.ingest_inflight, args.ingest_batches, args.rounds)
     lines = [f"## bench_ingest: 2-node loopback cluster, one producer actor on the worker node, "

@@ -23,8 +23,8 @@ import sys
 import torch
 
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, TorchDataLoader, ray_data_missing
-from _data import parser, photo_source, start_local_ray
+from _contestants import DaliFiles, KernelBatches, Loader, RayData, contest, torch_dataloader
+from _data import parser, photo_source
 from hybridload import LoaderPolicy, recipe
 
 log = logging.getLogger("bench_ray_lane")
@@ -34,61 +34,29 @@ CONTESTANTS = ("hybridload", "torch-dataloader", "ray-data", "dali", "raw-kernel
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="128 images, one round, no warm-up round")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
+    ap = parser(__doc__, quick=dict(n=128, rounds=1, warmup_rounds=0), contestants=CONTESTANTS, batch_size=64,
+                size=224, object_store_mb=1024)
     ap.add_argument("--workers", type=int, default=2,
                     help="Ray actors / DataLoader workers / Ray Data CPUs / DALI threads")
-    ap.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset to run")
-    ap.add_argument("--object-store-mb", type=int, default=1024, help="object store of the embedded Ray")
     ap.add_argument("--ray-data-blocks", type=int, default=None,
                     help="override_num_blocks for read_binary_files (default: Ray Data's choice)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.rounds, args.warmup_rounds = 128, 1, 0
-    h.setup_logging()
-    names = [c for c in args.contestants.split(",") if c]
-    if set(names) - set(CONTESTANTS):
-        ap.error(f"unknown contestants {sorted(set(names) - set(CONTESTANTS))}; known: {', '.join(CONTESTANTS)}")
-    if min(args.n, args.rounds, args.batch_size, args.workers) <= 0 or args.warmup_rounds < 0:
-        ap.error("counts must be positive (--warmup-rounds >= 0)")
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
     folder, source = photo_source(args.root, args.n, log)
     rec, B, W, cores = recipe.imagenet_train(args.size), args.batch_size, args.workers, h.usable_cpus()
-    env, cs, skipped = h.environment(), [], {}
-    import ray
-    try:
-        if "torch-dataloader" in names:  # forks its workers before Ray's threads exist
-            cs.append(TorchDataLoader(source, rec, B, W))
-            h.warm_up(cs[-1:], log=log)
-        if {"hybridload", "ray-data"} & set(names):
-            env["ray_nodes"], env["ray"] = start_local_ray(2 * W, args.object_store_mb, log), ray.__version__
-        if "hybridload" in names:
-            pol = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
-            cs.insert(0, Loader("hybridload", source, rec, B, pol, W))
-        why = ray_data_missing() if "ray-data" in names else None
-        if why:
-            log.warning("skipping Ray Data: %s", why)
-            skipped["ray-data"] = why
-        elif "ray-data" in names:
-            cs.append(RayData(source, rec, B, W, args.ray_data_blocks))
-        if "dali" in names:
-            try:
-                cs.append(DaliFiles(folder, args.n, W, B, args.size))
-            except ImportError as exc:
-                skipped["dali"] = str(exc)
-        if "raw-kernels" in names:
-            cs.append(KernelBatches("raw-kernels", source, rec, B))
-        if "raw-kernels-pool" in names:
-            cs.append(KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True))
-        h.warm_up([c for c in cs if c.name != "torch-dataloader"], log=log)
+    ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
+    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
+              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
+              "ray-data": lambda: RayData(source, rec, B, W, args.ray_data_blocks),
+              "dali": lambda: DaliFiles(folder, args.n, W, B, args.size),
+              "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
+              "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
+    env = h.environment()
+    with contest(makers, args.contestants, ray_cpus=2 * W, store_mb=args.object_store_mb, env=env, log=log) \
+            as (cs, skipped):
         per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=args.n, log=log)
         if "hybridload" in per_round:
             env["hybridload_lanes"] = {k: v["images"] for k, v in cs[0].loader.stats()["lanes"].items()}
-    finally:
-        h.close_all(cs, log)
-        if ray.is_initialized():
-            ray.shutdown()
     results = h.summarize_all(per_round, cs)
     ideal = f"raw-kernels x {cores}"
     if "raw-kernels" in results:  # the ideal: one thread's rate on every usable core

@@ -5,7 +5,6 @@ duplicates delivered must be 0, the stream identical.  python benchmarks/reliabi
 
 from __future__ import annotations
 
-import argparse
 import gc
 import hashlib
 import logging
@@ -16,7 +15,7 @@ import time
 from collections import Counter
 
 import _harness as h
-from _data import loopback_cluster
+from _data import loopback_cluster, parser
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.datasets import make_photo_folder
 from hybridload.errors import SampleError
@@ -161,12 +160,9 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = parser(__doc__, photos=False, quick="bad inputs in the in-process and GPU lanes only")
     ap.add_argument("--n", type=int, default=60)
-    ap.add_argument("--quick", action="store_true", help="smoke run: bad inputs in the in-process and GPU lanes only")
-    ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    h.setup_logging()
     logging.getLogger("hybridload").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         root = str(make_photo_folder(os.path.join(tmp, "photos"), args.n, num_classes=3))

@@ -25,29 +25,18 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import _harness as h
 import bench_ingest
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
-from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.epochs import endless
+from hybridload.planner.rates import cpu_rate_per_core
 
 log = logging.getLogger("scaleout_model")
 BATCH = 64
 BYTES_PER_IMAGE = 3 * 224 * 224
-
-
-def per_core_rate(source, rec, seconds: float = 4.0) -> float:
-    torch.set_num_threads(1)
-    idx = np.arange(len(source))
-    kernels.process_batch(source, rec, idx[:16], 0, 0)
-    n, t0, k = 0, time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        batch = idx[(k * 16) % len(idx):][:16]
-        n += len(kernels.process_batch(source, rec, batch, 0, 0).indices)
-        k += 1
-    return n / (time.perf_counter() - t0)
 
 
 def predict(nodes: int, cores: int, per_core: float, ingest_img_s: float, net_img_s: float) -> tuple[float, str]:
@@ -63,24 +52,14 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
         policy = LoaderPolicy(ray_address="embedded", cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
         with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy,
                           device="cpu") as ld:
-            state = {"it": iter(ld), "epoch": 0}
-
-            def take() -> int:
-                try:
-                    return next(state["it"])[0].shape[0]
-                except StopIteration:
-                    state["epoch"] += 1
-                    ld.set_epoch(state["epoch"])
-                    state["it"] = iter(ld)
-                    return take()
-
+            batches = endless(ld)
             for _ in range(2):  # actors up, first batches through: untimed
-                take()
+                next(batches)
 
             def run() -> int:
                 n, t0 = 0, time.perf_counter()
                 while time.perf_counter() - t0 < seconds:
-                    n += take()
+                    n += next(batches)[0].shape[0]
                 return n
 
             r = h.timed(run)
@@ -93,7 +72,8 @@ def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) ->
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, n=512, rounds=3, quick="64 images, short measurements, 10 ingest batches, one check")
+    ap = parser(__doc__, n=512, rounds=3, quick=dict(n=64, per_core_seconds=1.0, check_seconds=2.0, ingest_batches=10,
+                                                     rounds=1))
     ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
     ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
     ap.add_argument("--ingest-json", type=Path, default=None,
@@ -106,12 +86,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-check", action="store_true", help="skip the check on the simulated cluster")
     ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.per_core_seconds, args.check_seconds, args.ingest_batches, args.rounds = 64, 1.0, 2.0, 10, 1
-    h.setup_logging()
+    torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
-    rec = recipe.imagenet_train(224)
-    per_core = per_core_rate(source, rec, args.per_core_seconds)
+    per_core = cpu_rate_per_core(source, recipe.imagenet_train(224), range(len(source)), args.per_core_seconds, batch=16)
     log.info("per-core kernel rate: %.0f images/s", per_core)
     ingest_bps, ingest_src, ingest_doc = args.ingest_batches_per_s, "given", None
     if ingest_bps is None and args.ingest_json is not None:
