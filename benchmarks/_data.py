@@ -42,27 +42,22 @@ def subset(source, count: int):
     return sources.FileList([r.location for r in refs], [r.label for r in refs])
 
 
-def ray_loopback_env() -> None:
-    """Environment Ray must see before it starts: everything on 127.0.0.1, no usage stats."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-
-
-ray_loopback_env()  # Ray reads these when it is imported: set them before any script imports it
+# Ray reads these when it is imported: every script imports this module first. Everything on
+# 127.0.0.1, no usage stats.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
 def check_ray_loopback(ray) -> list[str]:
     """The addresses of the connected cluster's nodes; raises unless all are loopback."""
     addrs = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")})
-    bad = [a for a in addrs if not a.startswith("127.")]
-    if bad:
+    if not all(a.startswith("127.") for a in addrs):
         raise RuntimeError(f"Ray is not confined to loopback: node addresses {addrs}")
     return addrs
 
 
 def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | None = None) -> list[str]:
     """An embedded single-node Ray on 127.0.0.1 without dashboard; returns its node addresses."""
-    ray_loopback_env()
     import ray
     t0 = time.perf_counter()
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
@@ -79,7 +74,6 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
     """A simulated multi-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``): a head
     and ``workers`` worker nodes; yields (cluster, worker nodes), this process connected if
     ``connect``. Shut down on exit."""
-    ray_loopback_env()
     import ray
     from ray.cluster_utils import Cluster
     cl = Cluster(initialize_head=True, connect=False, head_node_args=dict(

@@ -84,17 +84,14 @@ class Receiver(h.Contestant):
 def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
     """ray.get in a loop, ``inflight`` calls outstanding; optionally the Ray lane's copy."""
     refs = deque(actor.produce.remote() for _ in range(min(inflight, batches)))
-    submitted, got = len(refs), 0
-    while refs:
+    for submitted in range(len(refs), len(refs) + batches):
         arr = ray.get(refs.popleft())
         if submitted < batches:
             refs.append(actor.produce.remote())
-            submitted += 1
         if copy:
             copy_out(arr)
-        del arr
-        got += 1
-    return got
+        del arr  # release the object before the next get
+    return batches
 
 
 def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
