@@ -150,31 +150,25 @@ class DaliFiles(Contestant):
     close = finish
 
 
-class EpochSampler(tud.Sampler):
-    """Yields (epoch, index) in a shuffled order, so persistent workers see the epoch."""
+class EpochSampler:
+    """Yields (epoch, index) in a shuffled order (seed 0), so persistent workers see the epoch."""
 
-    def __init__(self, n: int, seed: int = 0):
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def __len__(self) -> int:
-        return self.n
+    def __init__(self, n: int):
+        self.n, self.epoch = n, 0
 
     def __iter__(self):
-        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, self.seed, self.epoch, True)])
+        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, 0, self.epoch, True)])
 
 
 class KernelDataset(tud.Dataset):
-    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i."""
+    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i (seed 0)."""
 
-    def __init__(self, source, rec, seed: int = 0):
-        self.source, self.rec, self.seed = source, rec, seed
-
-    def __len__(self) -> int:
-        return len(self.source)
+    def __init__(self, source, rec):
+        self.source, self.rec = source, rec
 
     def __getitem__(self, key):
         epoch, i = key
-        return kernels.process_sample(self.source, self.rec, i, self.seed, epoch)
+        return kernels.process_sample(self.source, self.rec, i, 0, epoch)
 
 
 def one_torch_thread(_worker_id: int = 0) -> None:

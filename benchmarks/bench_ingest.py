@@ -60,8 +60,7 @@ class IngestPool(ActorPool):
     def call(self, actor, task):
         return actor.produce.remote()
 
-    def convert(self, raw):
-        return copy_out(raw)
+    convert = staticmethod(copy_out)
 
 
 def drive(pool, batches: int) -> int:

@@ -151,17 +151,15 @@ def main(argv=None) -> int:
     plan_ratio = plan_row["value"] / best["value"]
     plan_ratio_own = plan_row["own"] / max(t["own"] for t in swept)  # the plan point's own passes only
     cli_row = next((t for t in table if t["kind"] == "plan (CLI)"), None)
-    goals = {"profile under 60 s (in process)": prof_wall < GOAL_PROFILE_S,
-             "profile under 60 s (CLI)": None if cli is None else cli["wall_s"] < GOAL_PROFILE_S,
-             f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}": plan_ratio >= GOAL_PLAN_OVER_BEST}
+    runs = {"in process": ("run_profile (in process)", profile),
+            "CLI": ("`hybridload profile` CLI (subprocess, with --plot)", cli)}
+    goals = {f"profile under 60 s ({k})": None if r is None else r["wall_s"] < GOAL_PROFILE_S
+             for k, (_label, r) in runs.items()}
+    goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"] = plan_ratio >= GOAL_PLAN_OVER_BEST
 
     met = lambda ok: "n/a" if ok is None else "met" if ok else "**NOT met**"  # noqa: E731
-    prof_rows = [["run_profile (in process)", f"{prof_wall:.1f}", f"{plan_share:.3f}",
-                  h.fmt(profile["other_load"], ".2f"), met(goals["profile under 60 s (in process)"])]]
-    if cli is not None:
-        prof_rows.append(["`hybridload profile` CLI (subprocess, with --plot)", f"{cli['wall_s']:.1f}",
-                          f"{cli['gpu_share']:.3f}", h.fmt(cli["other_load"], ".2f"),
-                          met(goals["profile under 60 s (CLI)"])])
+    prof_rows = [[label, f"{r['wall_s']:.1f}", f"{r['gpu_share']:.3f}", h.fmt(r["other_load"], ".2f"),
+                  met(goals[f"profile under 60 s ({k})"])] for k, (label, r) in runs.items() if r is not None]
     cli_note = [] if cli is None else [
         "CLI (its own process, torch's default intra-op threads): " + "; ".join(
             f"{k}: {v}" for k, v in cli["rows"].items()
