@@ -20,12 +20,9 @@ from __future__ import annotations
 import logging
 import sys
 
-import torch
-
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, contest, torch_dataloader
-from _data import parser, photo_source
-from hybridload import LoaderPolicy, recipe
+import peers
+from _data import parser
 
 log = logging.getLogger("bench_ray_lane")
 GOALS = {"hybridload / torch DataLoader": 1.5, "hybridload / Ray Data": 1.5,
@@ -41,23 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ray-data-blocks", type=int, default=None,
                     help="override_num_blocks for read_binary_files (default: Ray Data's choice)")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
-    folder, source = photo_source(args.root, args.n, log)
-    rec, B, W, cores = recipe.imagenet_train(args.size), args.batch_size, args.workers, h.usable_cpus()
-    ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
-    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
-              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
-              "ray-data": lambda: RayData(source, rec, B, W, args.ray_data_blocks),
-              "dali": lambda: DaliFiles(folder, args.n, W, B, args.size),
-              "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
-              "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
-    env = h.environment()
-    with contest(makers, args.contestants, ray_cpus=2 * W, store_mb=args.object_store_mb, env=env, log=log) \
-            as (cs, skipped):
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=args.n, log=log)
-        if "hybridload" in per_round:
-            env["hybridload_lanes"] = {k: v["images"] for k, v in cs[0].loader.stats()["lanes"].items()}
-    results = h.summarize_all(per_round, cs)
+    folder, env, results, skipped = peers.run_contest(args, log, size=args.size, blocks=args.ray_data_blocks)
+    B, cores = args.batch_size, h.usable_cpus()
     ideal = f"raw-kernels x {cores}"
     if "raw-kernels" in results:  # the ideal: one thread's rate on every usable core
         results[ideal] = h.summarize([dict(r, images_per_s=r["images_per_s"] * cores)

@@ -23,7 +23,7 @@ import torch
 import torch.utils.data as tud
 
 import _harness as h
-from _contestants import DaliFiles, Loader, RayData, SampledLoader, contest, torch_dataloader
+from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, contest, torch_dataloader
 from _data import parser, photo_source, subset
 from hybridload import LoaderPolicy, recipe
 
@@ -83,6 +83,36 @@ def plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: int = 224,
+                blocks: int | None = None) -> tuple[Path, dict, dict, dict]:
+    """Each loader of ``args.contestants`` over the first ``batches`` x ``args.batch_size`` photos
+    (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
+    ``blocks`` blocks), in interleaved rounds: (photo folder, environment, results, skipped)."""
+    torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
+    folder, whole = photo_source(args.root, args.n, log)
+    B, W = args.batch_size, args.workers
+    images = args.n if batches is None else batches * B
+    source, rec = subset(whole, images), recipe.imagenet_train(size)
+    ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
+    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
+              "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
+                                                     LoaderPolicy(cpu_actors=0, threads=W), W),
+              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
+              "dpex-style": lambda: SampledLoader("dpex-style", source, rec, W, lambda ds, sampler: DpexStyleLoader(
+                  ds, ray_workers=W, batch_size=B, sampler=sampler)),
+              "ray-data": lambda: RayData(source, rec, B, W, blocks),
+              "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
+              "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
+              "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
+    env = h.environment()
+    with contest(makers, args.contestants, ray_cpus=2 * W, store_mb=args.object_store_mb, env=env, log=log) \
+            as (cs, skipped):
+        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=images, log=log)
+        if "hybridload" in per_round:
+            env["hybridload_lanes"] = {k: v["images"] for k, v in cs[0].loader.stats()["lanes"].items()}
+    return folder, env, h.summarize_all(per_round, cs), skipped
+
+
 def main(argv=None) -> int:
     ap = parser(__doc__, rounds=3, quick=dict(n=128, batch_size=64, batches=2, rounds=1, warmup_rounds=0),
                 contestants=CONTESTANTS, batch_size=64, object_store_mb=512)
@@ -96,23 +126,8 @@ def main(argv=None) -> int:
         ap.error(f"--batches {args.batches} needs {args.batches * args.batch_size} images; --n is {args.n}")
     batches = -(-args.n // args.batch_size) if args.batches is None else args.batches
     images = args.n if args.batches is None else batches * args.batch_size
-    torch.set_num_threads(1)
-    folder, whole = photo_source(args.root, args.n, log)
-    source, rec, B, W = subset(whole, images), recipe.imagenet_train(224), args.batch_size, args.workers
-    ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
-    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
-              "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
-                                                     LoaderPolicy(cpu_actors=0, threads=W), W),
-              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
-              "dpex-style": lambda: SampledLoader("dpex-style", source, rec, W, lambda ds, sampler: DpexStyleLoader(
-                  ds, ray_workers=W, batch_size=B, sampler=sampler)),
-              "ray-data": lambda: RayData(source, rec, B, W),
-              "dali": lambda: DaliFiles(folder, args.n, W, B, 224, iterations=batches)}
-    env = h.environment()
-    with contest(makers, args.contestants, ray_cpus=2 * W, store_mb=args.object_store_mb, env=env, log=log) \
-            as (cs, skipped):
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=images, log=log)
-    results = h.summarize_all(per_round, cs)
+    B, W = args.batch_size, args.workers
+    folder, env, results, skipped = run_contest(args, log, batches=args.batches)
     peers = [n for n in results if not n.startswith("hybridload")]
     ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", "hybridload-inprocess") for p in peers
               if a in results}
