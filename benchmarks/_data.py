@@ -92,10 +92,17 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
         cl.shutdown()
 
 
-COMMON_FLAGS = {  # flags several scripts take: help text; a script gives its default
-    "batch_size": "images per batch",
-    "size": "output size of imagenet_train",
-    "object_store_mb": "object store of the embedded Ray",
+COMMON_FLAGS = {  # flags several scripts take: (type, help); a script gives its default
+    "batch_size": (int, "images per batch"),
+    "size": (int, "output size of imagenet_train"),
+    "workers": (int, "workers of each contestant (Ray actors, threads, DataLoader workers, Ray tasks, Ray Data "
+                     "CPUs or DALI threads)"),
+    "gpu_threads": (int, "DALI threads of the GPU lane"),
+    "torch_threads": (int, "torch.set_num_threads in this process"),
+    "object_store_mb": (int, "object store of the embedded Ray"),
+    "ingest_batches": (int, "batches per round of the ingest test"),
+    "ingest_store_mb": (int, "object store per node of the ingest test's 2-node cluster"),
+    "plot": (Path, "write a chart (PNG) here"),
 }
 
 
@@ -146,5 +153,5 @@ def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 10
     if contestants:
         ap.add_argument("--contestants", default=",".join(contestants), help="comma-separated subset to run")
     for name, default in common.items():
-        ap.add_argument(flag(name), type=type(default), default=default, help=COMMON_FLAGS[name])
+        ap.add_argument(flag(name), type=COMMON_FLAGS[name][0], default=default, help=COMMON_FLAGS[name][1])
     return ap

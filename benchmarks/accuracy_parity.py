@@ -8,8 +8,6 @@ the pixels differ only by the GPU lane's resize rounding.
 
 Exit status 1 when the index streams differ or the held-out accuracies spread by more than the
 tolerance (--tolerance, default 3 points).
-
-    python benchmarks/accuracy_parity.py [--epochs 4] [--per-class 40] [--out out/accuracy.json] [--quick]
 """
 
 from __future__ import annotations

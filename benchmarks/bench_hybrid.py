@@ -11,8 +11,6 @@ per-round paired ratio too, since the best of many noisy medians favours the spl
 
 Part 2, the GPU lane's overhead: the ``gpu`` loader against its GPU lane alone (``DaliLane``'s
 ``run_batch`` in a loop on one thread), over the same batches. Goal: loader / standalone >= 0.95. DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
-
-Run:  python benchmarks/bench_hybrid.py [--n 1024] [--rounds 3] [--out bench-hybrid.json] [--quick]
 """
 
 from __future__ import annotations
@@ -77,10 +75,9 @@ def split_summary(res: dict, splits: list, rounds: int) -> dict:
 
 def main(argv=None) -> int:
     ap = parser(__doc__, rounds=3, quick=dict(n=64, shares="0.5", thread_splits="1/1", rounds=1, overhead_rounds=1,
-                                              warmup_rounds=0), batch_size=64, size=224)
+                                              warmup_rounds=0), batch_size=64, size=224, gpu_threads=2)
     ap.add_argument("--overhead-rounds", type=int, default=5, help="interleaved rounds of part 2")
     ap.add_argument("--threads", type=int, default=2, help="threads of the CPU-lane-only contestant")
-    ap.add_argument("--gpu-threads", type=int, default=2, help="DALI threads of the GPU-lane-only contestant")
     ap.add_argument("--shares", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="GPU shares of the splits")
     ap.add_argument("--thread-splits", default="1/1,2/2",
                     help="T/G pairs for the splits: in-process lane threads / DALI threads")

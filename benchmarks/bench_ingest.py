@@ -7,8 +7,6 @@ call. Contestants (method: _harness.py), ``--ingest-batches`` per round, same nu
 ``hybridload ActorPool`` (placement "remote-first", the loader's scheduler and ordered merger,
 copied into a torch buffer as the Ray lane does), ``raw ray.get`` and ``raw ray.get + copy``.
 Reported: batches/s and GB/s per path and the paired ratios.
-
-Run:  python benchmarks/bench_ingest.py [--rounds 5] [--out bench-ingest.json] [--quick]
 """
 
 from __future__ import annotations
@@ -97,11 +95,11 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
     """The three paths on a fresh 2-node loopback cluster: {results, ratios, info, ...}."""
     import ray
     shape, t0 = (BATCH, 3, size, size), time.perf_counter()
-    nbytes, pool, info = int(np.prod(shape)), None, {}
+    nbytes, info = int(np.prod(shape)), {}
     with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
+        pool = IngestPool(Producer, (shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
+                          cpu_actors=1, tasks_per_actor=inflight)
         try:
-            pool = IngestPool(Producer, (shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
-                               cpu_actors=1, tasks_per_actor=inflight)
             info["nodes"] = check_ray_loopback(ray)
             if pool.nodes[0] == ray.get_runtime_context().get_node_id():
                 raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
@@ -114,8 +112,7 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
             h.warm_up(cs, log=log)
             per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
         finally:
-            if pool is not None:
-                pool.close()  # kills the actor, releases hybridload's connection
+            pool.close()  # kills the actor, releases hybridload's connection
     results = h.summarize_all(per_round, cs)
     for r in results.values():
         for k in ("median", "min", "max"):
@@ -129,11 +126,9 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick=dict(ingest_batches=10, rounds=1))
+    ap = parser(__doc__, quick=dict(ingest_batches=10, rounds=1), ingest_batches=100, ingest_store_mb=300)
     ap.add_argument("--size", type=int, default=224, help="image side of the batches")
-    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per round")
     ap.add_argument("--ingest-inflight", type=int, default=2, help="calls in flight (ActorPool tasks_per_actor)")
-    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node of the 2-node cluster")
     args = ap.parse_args(argv)
     env = h.environment()
     res = measure(args.size, args.ingest_store_mb, args.ingest_inflight, args.ingest_batches, args.rounds)

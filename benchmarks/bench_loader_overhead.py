@@ -7,9 +7,6 @@ Both process the same batches (``sharding.rank_batches``, shuffled, seed 0) with
 mapping ``kernels.process_batch``, consumed in order; ``loader``, ``HybridLoader(source, recipe,
 B, policy=LoaderPolicy(cpu_actors=0, threads=T), seed=0)``, created once. An untimed epoch checks
 both deliver identical batches; ``stats()["stall_s"]`` is reported. Goal: loader / raw >= 0.95.
-
-Run:  python benchmarks/bench_loader_overhead.py [--n 1024] [--rounds 5] [--threads 2]
-      [--batch-size 64] [--epochs-per-round 1] [--out bench-loader.json] [--quick]
 """
 
 from __future__ import annotations
@@ -29,12 +26,10 @@ GOALS = {"loader / raw": 0.95}
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick=dict(n=128, batch_size=32, rounds=1, warmup_rounds=0), size=224)
+    ap = parser(__doc__, quick=dict(n=128, batch_size=32, rounds=1, warmup_rounds=0), size=224, torch_threads=1)
     ap.add_argument("--epochs-per-round", type=int, default=1, help="epochs each contestant runs per round")
     ap.add_argument("--threads", "-T", type=int, default=2, help="threads of both contestants")
     ap.add_argument("--batch-size", "-B", type=int, default=64, help="batch size")
-    ap.add_argument("--torch-threads", type=int, default=1,
-                    help="torch.set_num_threads for the run (1: each resize on one core, so T threads use T cores)")
     ap.add_argument("--device", default="cpu",
                     help="the loader's device; cpu keeps it like-for-like with the raw loop (no host-to-device copy)")
     args = ap.parse_args(argv)

@@ -10,8 +10,6 @@
    (default median) of every measurement at that share (grid and plan points pooled). Reported:
    throughput at the plan's share / the best swept (goal >= 0.95), and from the plan point's own
    measurements alone. In "split" mode ``gpu_share`` is a cap, so 1.0 is not "GPU lane only".
-
-Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json] [--quick]
 """
 
 from __future__ import annotations
@@ -75,16 +73,14 @@ def _rows(table: str) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick=dict(n=64, seconds=1.0, passes=1, step=0.5, cli=False), batch_size=64, size=224)
+    ap = parser(__doc__, quick=dict(n=64, seconds=1.0, passes=1, step=0.5, cli=False), batch_size=64, size=224,
+                gpu_threads=2, torch_threads=1)
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")
     ap.add_argument("--passes", type=int, default=2, help="passes over the shares")
     ap.add_argument("--aggregate", choices=("max", "median"), default="median",
                     help="per share, over its measurements (all passes, grid and plan points pooled)")
     ap.add_argument("--step", type=float, default=0.1, help="share grid step")
     ap.add_argument("--threads", type=int, default=2, help="in-process lane threads of measure_loader")
-    ap.add_argument("--gpu-threads", type=int, default=2, help="DALI threads of measure_loader")
-    ap.add_argument("--torch-threads", type=int, default=1,
-                    help="torch.set_num_threads in this process (the CLI subprocess keeps torch's default)")
     ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True, help="also time the CLI")
     ap.add_argument("--cli-timeout", type=float, default=300.0)
     ap.add_argument("--keep", type=Path, default=None, help="keep the CLI's plan.json and profile.png here")

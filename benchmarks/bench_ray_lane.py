@@ -1,18 +1,12 @@
 #!/usr/bin/env python
 """HybridLoader's Ray lane against torch's DataLoader, Ray Data, DALI and the raw kernels.
 
-Side by side in one process, same JPEGs and cores, ``imagenet_train(224)``, batch 64 (method:
-_harness.py; each contestant warmed up one epoch): ``hybridload`` (``LoaderPolicy(mode="cpu",
-cpu_actors=2, reserve_local_cpus=0, placement="any")``: two Ray CPU actors); ``torch-dataloader``
-(``DataLoader(num_workers=2, persistent_workers=True)`` over ``kernels.process_sample``, forked
-before Ray starts); ``ray-data`` (``read_binary_files + map_batches(kernels) +
-iter_torch_batches``, 2 CPUs; skipped when not installed); ``dali`` (CPU pipeline, 2 threads);
-``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal);
-``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Ray runs embedded on 127.0.0.1 with
-2 + 2 logical CPUs. Goals (ratios of medians): hybridload / torch DataLoader >= 1.5; / Ray Data
->= 1.5; / (raw kernels x cores) >= 0.9.
-
-Run:  python benchmarks/bench_ray_lane.py [--n 1024] [--rounds 5] [--out bench-ray-lane.json] [--quick]
+peers.py's contest (``peers.run_contest``: same JPEGs and cores, ``imagenet_train(224)``, batch
+64, ``--workers 2``, Ray embedded on 127.0.0.1 with 2 x workers logical CPUs; method: _harness.py)
+over ``hybridload`` (its Ray lane alone), ``torch-dataloader``, ``ray-data``, ``dali``,
+``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal) and
+``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Goals (ratios of medians):
+hybridload / torch DataLoader >= 1.5; / Ray Data >= 1.5; / (raw kernels x cores) >= 0.9.
 """
 
 from __future__ import annotations
@@ -32,9 +26,7 @@ CONTESTANTS = ("hybridload", "torch-dataloader", "ray-data", "dali", "raw-kernel
 
 def main(argv=None) -> int:
     ap = parser(__doc__, quick=dict(n=128, rounds=1, warmup_rounds=0), contestants=CONTESTANTS, batch_size=64,
-                size=224, object_store_mb=1024)
-    ap.add_argument("--workers", type=int, default=2,
-                    help="Ray actors / DataLoader workers / Ray Data CPUs / DALI threads")
+                size=224, workers=2, object_store_mb=1024)
     ap.add_argument("--ray-data-blocks", type=int, default=None,
                     help="override_num_blocks for read_binary_files (default: Ray Data's choice)")
     args = ap.parse_args(argv)

@@ -7,9 +7,6 @@ not installed); DALI alone (CPU pipeline); a Dpex-style loader: a DataLoader who
 each batch to a Ray task (dataset put once), 2 x workers in flight, yielded in order with ray.get.
 Each round runs every contestant over ``--batches`` batches (default: all; method: _harness.py);
 reported: median images/s and the ratios hybridload / peer.
-
-    python benchmarks/peers.py [--n 1024] [--rounds 3] [--batches 16] [--out out/peers.json] [--plot out/peers.png]
-    python benchmarks/peers.py --quick      # 128 images, 2 batches of 64, one round: the smoke test
 """
 
 from __future__ import annotations
@@ -115,12 +112,9 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
 
 def main(argv=None) -> int:
     ap = parser(__doc__, rounds=3, quick=dict(n=128, batch_size=64, batches=2, rounds=1, warmup_rounds=0),
-                contestants=CONTESTANTS, batch_size=64, object_store_mb=512)
+                contestants=CONTESTANTS, batch_size=64, workers=2, object_store_mb=512, plot=None)
     ap.add_argument("--batches", type=int, default=None,
                     help="batches per contestant per round (default: the whole set, ceil(n / batch size))")
-    ap.add_argument("--workers", type=int, default=2,
-                    help="Ray actors / in-process threads / DataLoader workers / Ray tasks / Ray Data CPUs / DALI threads")
-    ap.add_argument("--plot", type=Path, default=None, help="write a bar chart (PNG) here")
     args = ap.parse_args(argv)
     if args.batches is not None and args.batches > args.n // args.batch_size:
         ap.error(f"--batches {args.batches} needs {args.batches * args.batch_size} images; --n is {args.n}")

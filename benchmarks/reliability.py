@@ -1,6 +1,6 @@
 """Reliability report: faults injected on a simulated 3-node loopback cluster, bad inputs per
 lane, memory over 50 epochs. Every fault run is compared with a fault-free run: batches lost and
-duplicates delivered must be 0, the stream identical.  python benchmarks/reliability.py [--out F]
+duplicates delivered must be 0, the stream identical.
 """
 
 from __future__ import annotations

@@ -11,9 +11,6 @@ or --ingest-batches-per-s gives it). Assumed: NIC bandwidth (--network-gbit, 25)
 node (--cores, 32). Checked against a simulated loopback cluster (a 1-CPU head kept for the
 trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes, remote-first): measured Ray-lane
 images/s against the model with C=1; on 2 cores that means something at 1 worker node only.
-
-    python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
-    python benchmarks/scaleout_model.py --ingest-json out/bench-ingest.json   # reuse a measured ceiling
 """
 
 from __future__ import annotations
@@ -77,18 +74,15 @@ def check_on_simulated_cluster(folder, workers: int, model: tuple[float, str], s
 
 def main(argv=None) -> int:
     ap = parser(__doc__, n=512, rounds=3, quick=dict(n=64, per_core_seconds=1.0, check_seconds=2.0, ingest_batches=10,
-                                                     rounds=1))
+                                                     rounds=1), ingest_batches=100, ingest_store_mb=300, plot=None)
     ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
     ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
     ap.add_argument("--ingest-json", type=Path, default=None,
                     help="take the ingest ceiling from bench_ingest.py's JSON instead of measuring it")
     ap.add_argument("--ingest-batches-per-s", type=float, default=None, help="or give the ingest ceiling")
-    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per ingest round (when measured)")
-    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node for the ingest test")
     ap.add_argument("--per-core-seconds", type=float, default=4.0)
     ap.add_argument("--check-seconds", type=float, default=6.0, help="timed seconds per simulated-cluster check")
     ap.add_argument("--no-check", action="store_true", help="skip the check on the simulated cluster")
-    ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
