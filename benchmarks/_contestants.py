@@ -6,6 +6,7 @@ recipe over a photo set.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -76,9 +77,9 @@ class Loader(Batches):
 
 
 class KernelBatches(Batches):
-    """``kernels.process_batch`` over ``sharding.rank_batches`` (seed 0; epoch 0 unshuffled when
-    ``shuffle`` is False): a loop on this thread, or a ThreadPoolExecutor(threads) when
-    ``threads > 1`` or ``pooled``, consumed in order."""
+    """``one(indices, epoch)``, by default ``kernels.process_batch``, over ``sharding.rank_batches``
+    (seed 0; epoch 0 unshuffled when ``shuffle`` is False): a loop on this thread, or a
+    ThreadPoolExecutor(threads) when ``threads > 1`` or ``pooled``, consumed in order."""
 
     def __init__(self, name: str, source, rec, batch_size: int, threads: int = 1, shuffle: bool = True,
                  epochs: int = 1, pooled: bool = False):
@@ -86,15 +87,15 @@ class KernelBatches(Batches):
         self.source, self.rec, self.batch_size, self.shuffle = source, rec, batch_size, shuffle
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bench-{name}") if threads > 1 or pooled else None
 
+    def one(self, indices: np.ndarray, epoch: int) -> tuple:
+        r = kernels.process_batch(self.source, self.rec, indices, 0, epoch, on_error="raise")
+        return r.images, r.labels
+
     def batches(self, epoch: int) -> Iterator[tuple]:
         e = epoch if self.shuffle else 0
-
-        def one(idx):
-            r = kernels.process_batch(self.source, self.rec, idx, 0, e, on_error="raise")
-            return r.images, r.labels
-
         order = sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=0, epoch=e,
                                       shuffle=self.shuffle)
+        one = functools.partial(self.one, epoch=e)
         return map(one, order) if self.pool is None else self.pool.map(one, order)
 
     def close(self) -> None:

@@ -15,8 +15,7 @@ from _harness import setup_logging
 from hybridload import sources
 from hybridload.datasets import make_photo_folder
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PHOTO_ROOT = REPO / "data" / "bench-photos"
+DEFAULT_PHOTO_ROOT = Path(__file__).resolve().parents[1] / "data" / "bench-photos"
 MB = 2 ** 20
 
 

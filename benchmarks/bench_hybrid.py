@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 import _harness as h
-from _contestants import Batches, Loader, max_abs_diff
+from _contestants import KernelBatches, Loader, max_abs_diff
 from _data import parser, photo_source
-from hybridload import LoaderPolicy, recipe, sharding
+from hybridload import LoaderPolicy, recipe
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.dali import DaliLane
 
@@ -33,22 +33,19 @@ GOAL_SPLIT = 1.0
 GOALS2 = {"loader GPU lane / standalone DALI loop": 0.95}
 
 
-class StandaloneDali(Batches):
+class StandaloneDali(KernelBatches):
     """The GPU lane on its own: ``DaliLane.run_batch`` over the epoch's batches in a loop on this
-    thread, without the loader's dispatcher and merger."""
-
-    name = "dali-standalone"
+    thread, without the loader's dispatcher and merger (``threads``: DALI's)."""
 
     def __init__(self, source, rec, batch_size: int, threads: int):
-        self.n, self.batch_size, self.threads = len(source), batch_size, threads
+        super().__init__("dali-standalone", source, rec, batch_size)
+        self.threads = threads
         self.lane = DaliLane(source, rec, seed=0, batch_size=batch_size, device=torch.device("cpu"),
                              num_threads=threads)
 
-    def batches(self, epoch: int):
-        order = sharding.rank_batches(self.n, batch_size=self.batch_size, seed=0, epoch=epoch)
-        for k, idx in enumerate(order):
-            r = self.lane.run_batch(BatchTask(k, epoch, idx))
-            yield r.images, r.labels
+    def one(self, indices: np.ndarray, epoch: int) -> tuple:
+        r = self.lane.run_batch(BatchTask(0, epoch, indices))
+        return r.images, r.labels
 
     def close(self) -> None:
         self.lane.close()

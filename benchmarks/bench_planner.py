@@ -126,7 +126,6 @@ def main(argv=None) -> int:
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
                      p[0], p[1], r["images_per_s"], r["wall_s"], h.fmt(r["other_load"], ".2f"))
     total_s = time.perf_counter() - t_start
-    log.info("done in %.1f s", total_s)
 
     agg = max if args.aggregate == "max" else statistics.median
 
