@@ -131,7 +131,8 @@ class BenchParser(argparse.ArgumentParser):
                 self.error(f"unknown contestants {sorted(set(ns.contestants) - set(self.contestants))}; "
                            f"known: {', '.join(self.contestants)}")
         for k, v in vars(ns).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (v < 0 or v == 0 and k not in self.nonnegative):
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if number and (v < 0 or v == 0 and k not in self.nonnegative):
                 self.error(f"{flag(k)} must be {'>= 0' if k in self.nonnegative else 'positive'}, not {v}")
         setup_logging()
         return ns

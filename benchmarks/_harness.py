@@ -47,8 +47,7 @@ def machine_busy_s() -> float | None:
 
 
 def tree_cpu_s(root: int | None = None) -> float | None:
-    """CPU seconds used so far by this process and its descendants (live ones, and those one of
-    them has waited for), from /proc."""
+    """CPU seconds used so far by this process and its descendants (live, or reaped by one of them), from /proc."""
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}

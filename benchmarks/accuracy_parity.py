@@ -95,8 +95,8 @@ def main(argv=None) -> int:
     lines = [f"## accuracy parity: {classes} classes (source photograph), {len(train)} train / {len(test)} held-out "
              f"crops at 64 px, {args.epochs} epochs, same seed", "",
              *h.markdown_table(["mode", "lane shares", "final train loss", "held-out accuracy", "seconds"], [
-                 [r["mode"], ", ".join(f"{k} {v:.0%}" for k, v in r["lane_shares"].items()), f"{r['final_train_loss']:.3f}",
-                  f"{r['test_accuracy']:.1f}%", r["seconds"]] for r in results])]
+                 [r["mode"], ", ".join(f"{k} {v:.0%}" for k, v in r["lane_shares"].items()),
+                  f"{r['final_train_loss']:.3f}", f"{r['test_accuracy']:.1f}%", r["seconds"]] for r in results])]
     lines += ["", f"- index streams identical across modes: {'yes' if same_stream else 'NO'}",
               f"- accuracy spread: {max(accs) - min(accs):.1f} points (stated tolerance {args.tolerance:g}; "
               f"one held-out image = {100 / len(test):.1f} points; chance {100 / classes:.1f}%): "

@@ -10,7 +10,8 @@ images/s and realized GPU share, the best split, best split / better single lane
 per-round paired ratio too, since the best of many noisy medians favours the splits).
 
 Part 2, the GPU lane's overhead: the ``gpu`` loader against its GPU lane alone (``DaliLane``'s
-``run_batch`` in a loop on one thread), over the same batches. Goal: loader / standalone >= 0.95. DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
+``run_batch`` in a loop on one thread), over the same batches. Goal: loader / standalone >= 0.95.
+DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def main(argv=None) -> int:
     T, G = args.threads, args.gpu_threads
     lanes = [("gpu", LoaderPolicy(mode="gpu", gpu_threads=G), 0, G, 1.0),
              ("cpu", LoaderPolicy(mode="cpu", cpu_actors=0, threads=T), T, 0, 0.0)]
-    lanes += [(f"split {s:.2f} {t}/{g}", LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0, threads=t, gpu_threads=g),
-               t, g, s) for t, g in ([] if args.no_split else splits) for s in shares]
+    lanes += [(f"split {s:.2f} {t}/{g}",
+               LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0, threads=t, gpu_threads=g), t, g, s)
+              for t, g in ([] if args.no_split else splits) for s in shares]
     cs, part1, res1, summary1 = [], {}, {}, None
     try:
         for name, policy, t, g, _share in lanes:

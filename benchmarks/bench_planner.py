@@ -58,8 +58,8 @@ def cli_profile(args, folder: Path, workdir: Path) -> dict:
         raise RuntimeError(f"hybridload profile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     doc = json.loads(plan.read_text())
     return {"command": cmd, "wall_s": r["wall_s"], "gpu_share": doc["gpu_share"], "predicted": doc.get("predicted"),
-            "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": r["other_load"], "stdout": proc.stdout,
-            "rows": _rows(proc.stdout)}
+            "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": r["other_load"],
+            "stdout": proc.stdout, "rows": _rows(proc.stdout)}
 
 
 def _rows(table: str) -> dict:

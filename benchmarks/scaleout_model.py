@@ -86,7 +86,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
-    per_core = cpu_rate_per_core(source, recipe.imagenet_train(224), range(len(source)), args.per_core_seconds, batch=16)
+    per_core = cpu_rate_per_core(source, recipe.imagenet_train(224), range(len(source)), args.per_core_seconds,
+                                 batch=16)
     log.info("per-core kernel rate: %.0f images/s", per_core)
     ingest_bps, ingest_src, ingest_doc = args.ingest_batches_per_s, "given", None
     if ingest_bps is None:
