@@ -5,12 +5,10 @@ recipe over a photo set.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,8 +16,7 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
-from _data import start_local_ray
-from _harness import Contestant, close_all, warm_up
+from _harness import Contestant
 from hybridload import HybridLoader, LoaderPolicy, kernels, sharding
 
 
@@ -245,33 +242,3 @@ class RayData(Contestant):
               .map_batches(ray_data_decode, batch_size=self.batch_size, batch_format="numpy",
                            fn_kwargs={"rec": self.rec, "index_of": self.index_of, "seed": 0, "epoch": epoch}))
         return sum(b["image"].shape[0] for b in ds.iter_torch_batches(batch_size=self.batch_size, device="cpu"))
-
-
-FORKS = {"torch-dataloader"}  # forks its workers: built and warmed up before Ray starts threads here
-NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
-
-
-@contextlib.contextmanager
-def contest(makers: dict[str, Callable[[], Contestant]], names: Sequence[str], *, ray_cpus: int, store_mb: int,
-            env: dict, log: logging.Logger):
-    """The contestants of ``names``, each built by its maker and warmed up (those that fork first,
-    then an embedded Ray on loopback if one needs it); one that cannot be imported is skipped.
-    Yields (contestants in ``makers`` order, {skipped name: why}); closes them and Ray on exit."""
-    import ray
-    chosen, built, skipped = [k for k in makers if k in names], {}, {}
-    try:
-        for k in sorted(chosen, key=lambda k: k not in FORKS):
-            if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
-                env["ray_nodes"], env["ray"] = start_local_ray(ray_cpus, store_mb, log), ray.__version__
-            try:
-                built[k] = makers[k]()
-                warm_up([built[k]], log=log)
-            except ImportError as exc:
-                close_all([built.pop(k)] if k in built else [], log)
-                skipped[k] = str(exc)
-                log.warning("skipping %s: %s", k, exc)
-        yield [built[k] for k in chosen if k in built], skipped
-    finally:
-        close_all(list(built.values()), log)
-        if ray.is_initialized():
-            ray.shutdown()

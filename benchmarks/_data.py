@@ -33,14 +33,6 @@ def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple
     return folder, source
 
 
-def subset(source, count: int):
-    """The first ``count`` images of ``source`` (all of it when it has no more)."""
-    if count >= len(source):
-        return source
-    refs = [source.ref(i) for i in range(count)]
-    return sources.FileList([r.location for r in refs], [r.label for r in refs])
-
-
 # Ray reads these when it is imported: every script imports this module first. Everything on
 # 127.0.0.1, no usage stats.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"

@@ -57,19 +57,11 @@ def cli_profile(args, folder: Path, workdir: Path) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"hybridload profile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     doc = json.loads(plan.read_text())
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in proc.stdout.splitlines()]
+    rows = {c[0]: c[1] for c in cells if len(c) == 2 and c[0] not in ("what", "") and not set(c[0]) <= {"-"}}
     return {"command": cmd, "wall_s": r["wall_s"], "gpu_share": doc["gpu_share"], "predicted": doc.get("predicted"),
             "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": r["other_load"],
-            "stdout": proc.stdout, "rows": _rows(proc.stdout)}
-
-
-def _rows(table: str) -> dict:
-    """The CLI's markdown table as {what: value}."""
-    rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0] not in ("what", "") and not set(cells[0]) <= {"-"}:
-            rows[cells[0]] = cells[1]
-    return rows
+            "stdout": proc.stdout, "rows": rows}  # rows: the CLI's markdown table as {what: value}
 
 
 def main(argv=None) -> int:
@@ -99,8 +91,6 @@ def main(argv=None) -> int:
                                                            seconds=args.seconds, device=torch.device("cpu"))})
     prof, prof_wall = r["prof"], r["wall_s"]
     plan_share = float(prof.plan.gpu_share)
-    log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
-             {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
     profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share, "predicted": prof.plan.predicted,
                "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck, "checked_points": prof.points,
                "rows": prof.rows, "other_load": r["other_load"]}
@@ -108,7 +98,6 @@ def main(argv=None) -> int:
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
             cli = cli_profile(args, folder, args.keep or Path(tmp))
-        log.info("CLI hybridload profile: %.1f s; plan: GPU share %.3f", cli["wall_s"], cli["gpu_share"])
 
     # ---- 2. the sweep
     k = round(1 / args.step)

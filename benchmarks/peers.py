@@ -20,12 +20,14 @@ import torch
 import torch.utils.data as tud
 
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, contest, torch_dataloader
-from _data import parser, photo_source, subset
-from hybridload import LoaderPolicy, recipe
+from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, torch_dataloader
+from _data import parser, photo_source, start_local_ray
+from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
 CONTESTANTS = ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali")
+FORKS = {"torch-dataloader"}  # forks its workers: built and warmed up before Ray starts threads here
+NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
 def fetch(dataset, indices, collate):
@@ -84,12 +86,15 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
                 blocks: int | None = None) -> tuple[Path, dict, dict, dict]:
     """Each loader of ``args.contestants`` over the first ``batches`` x ``args.batch_size`` photos
     (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
-    ``blocks`` blocks), in interleaved rounds: (photo folder, environment, results, skipped)."""
+    ``blocks`` blocks), in interleaved rounds; one that cannot be imported is skipped. Returns
+    (photo folder, environment, results, {skipped name: why})."""
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
     folder, whole = photo_source(args.root, args.n, log)
     B, W = args.batch_size, args.workers
     images = args.n if batches is None else batches * B
-    source, rec = subset(whole, images), recipe.imagenet_train(size)
+    refs = [whole.ref(i) for i in range(images)]  # the first ``images`` photos
+    source = sources.FileList([r.location for r in refs], [r.label for r in refs])
+    rec = recipe.imagenet_train(size)
     ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
     makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
               "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
@@ -101,12 +106,27 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
               "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
               "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
               "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
-    env = h.environment()
-    with contest(makers, args.contestants, ray_cpus=2 * W, store_mb=args.object_store_mb, env=env, log=log) \
-            as (cs, skipped):
+    import ray
+    env, chosen, built, skipped = h.environment(), [k for k in makers if k in args.contestants], {}, {}
+    try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
+        for k in sorted(chosen, key=lambda k: k not in FORKS):
+            if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
+                env["ray_nodes"], env["ray"] = start_local_ray(2 * W, args.object_store_mb, log), ray.__version__
+            try:
+                built[k] = makers[k]()
+                h.warm_up([built[k]], log=log)
+            except ImportError as exc:  # not installed here: skipped
+                h.close_all([built.pop(k)] if k in built else [], log)
+                skipped[k] = str(exc)
+                log.warning("skipping %s: %s", k, exc)
+        cs = [built[k] for k in chosen if k in built]
         per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=images, log=log)
         if "hybridload" in per_round:
-            env["hybridload_lanes"] = {k: v["images"] for k, v in cs[0].loader.stats()["lanes"].items()}
+            env["hybridload_lanes"] = {k: v["images"] for k, v in built["hybridload"].loader.stats()["lanes"].items()}
+    finally:
+        h.close_all(list(built.values()), log)
+        if ray.is_initialized():
+            ray.shutdown()
     return folder, env, h.summarize_all(per_round, cs), skipped
 
 

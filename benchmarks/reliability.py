@@ -30,19 +30,14 @@ BS = 4
 BAD_KINDS = ("truncated", "zero", "text", "png", "gray", "cmyk", "gray16", "huge", "missing")
 
 
-def digest(batch):
-    images, labels, idx = batch
-    return tuple(idx.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest()
-
-
 def run(src, policy, fault=None, epochs=(0, 1)):
-    """(digests, stats, max gap after the fault in seconds)."""
+    """(each batch's (indices, md5 of its pixels), stats, max gap after the fault in seconds)."""
     got, gap, t_fault, t_last = [], 0.0, None, None
     with HybridLoader(src, REC, BS, seed=1, return_indices=True, policy=policy) as ld:
         for e in epochs:
             ld.set_epoch(e)
-            for batch in ld:
-                got.append(digest(batch))
+            for images, _labels, idx in ld:
+                got.append((tuple(idx.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest()))
                 now = time.monotonic()
                 if t_fault is not None and t_last is not None:
                     gap = max(gap, now - t_last)
