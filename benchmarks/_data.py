@@ -33,8 +33,8 @@ def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple
     return folder, source
 
 
-# Ray reads these when it is imported: every script imports this module first. Everything on
-# 127.0.0.1, no usage stats.
+# Ray reads these when it is imported, and every script imports this module before Ray:
+# everything on 127.0.0.1, no usage stats.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
@@ -132,8 +132,8 @@ class BenchParser(argparse.ArgumentParser):
 
 def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 1024, rounds: int = 5,
            contestants: Sequence[str] = (), nonnegative: Sequence[str] = (), **common) -> BenchParser:
-    """A parser with the flags every benchmark shares: --quick (``quick``: the flags it sets)
-    and --out; with ``photos``, --root --n --rounds --warmup-rounds; with ``contestants``,
+    """A parser with the flags every benchmark shares: --quick (``quick``: the flags it sets, or
+    what the script itself shrinks) and --out; with ``photos``, --root --n --rounds --warmup-rounds; with ``contestants``,
     --contestants (a subset of them); each of ``common`` (a name from COMMON_FLAGS: its default)."""
     ap = BenchParser(doc, quick, contestants, nonnegative)
     if photos:

@@ -88,6 +88,7 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
     ``blocks`` blocks), in interleaved rounds; one that cannot be imported is skipped. Returns
     (photo folder, environment, results, {skipped name: why})."""
+    import ray
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
     folder, whole = photo_source(args.root, args.n, log)
     B, W = args.batch_size, args.workers
@@ -106,7 +107,6 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
               "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
               "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
               "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
-    import ray
     env, chosen, built, skipped = h.environment(), [k for k in makers if k in args.contestants], {}, {}
     try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
         for k in sorted(chosen, key=lambda k: k not in FORKS):
