@@ -5,8 +5,10 @@ recipe over a photo set.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +20,33 @@ from _harness import Contestant
 from hybridload import HybridLoader, LoaderPolicy, kernels, sharding
 
 
-class Loader(Contestant):
+class Batches(Contestant):
+    """A contestant whose run counts the images of ``batches(epoch)``, (images, labels, ...)
+    tuples, over ``epochs`` epochs."""
+
+    epochs = 1
+
+    def batches(self, epoch: int) -> Iterable[tuple]:
+        raise NotImplementedError
+
+    def run(self, epoch: int) -> int:
+        return sum(b[0].shape[0] for e in range(epoch * self.epochs, (epoch + 1) * self.epochs)
+                   for b in self.batches(e))
+
+
+def max_abs_diff(a: Batches, b: Batches, epoch: int) -> float:
+    """Untimed: the largest pixel difference between the batches two contestants deliver for
+    ``epoch``; raises unless they deliver as many batches, of the same shapes and labels."""
+    def on_cpu(batches) -> list:
+        return [(torch.as_tensor(x[0]).cpu(), torch.as_tensor(x[1]).cpu()) for x in batches]
+
+    got, want = on_cpu(a.batches(epoch)), on_cpu(b.batches(epoch))
+    if len(got) != len(want) or any(x[0].shape != y[0].shape or not torch.equal(x[1], y[1]) for x, y in zip(got, want)):
+        raise RuntimeError(f"{a.name} and {b.name} delivered different batches (shapes or labels) in epoch {epoch}")
+    return max(float((x[0].int() - y[0].int()).abs().max()) for x, y in zip(got, want))
+
+
+class Loader(Batches):
     """``HybridLoader(..., policy=..., seed=0)``, built once; a run iterates ``epochs`` epochs;
     ``finish`` adds the consumer's stall seconds and each lane's share of the images."""
 
@@ -26,37 +54,29 @@ class Loader(Contestant):
                  device: str | None = "cpu", epochs: int = 1):
         self.name, self.threads, self.epochs = name, threads, epochs
         self.loader = HybridLoader(source, rec, batch_size, policy=policy, seed=0, device=device)
-        self._before: dict = {}
 
-    def _counts(self) -> dict:
-        st = self.loader.stats()
-        return {"stall_s": float(st["stall_s"]), **{k: v["images"] for k, v in st["lanes"].items()}}
+    def batches(self, epoch: int) -> HybridLoader:
+        self.loader.set_epoch(epoch)
+        return self.loader
 
     def prepare(self) -> None:
-        self._before = self._counts()
-
-    def run(self, epoch: int) -> int:
-        n = 0
-        for e in range(epoch * self.epochs, (epoch + 1) * self.epochs):
-            self.loader.set_epoch(e)
-            n += sum(images.shape[0] for images, *_rest in self.loader)
-        return n
+        self._before = self.loader.stats()
 
     def finish(self) -> dict:
-        after = self._counts()
-        done = {k: after[k] - self._before.get(k, 0) for k in after if k != "stall_s"}
+        before, after = self._before, self.loader.stats()
+        done = {k: v["images"] - before["lanes"].get(k, {}).get("images", 0) for k, v in after["lanes"].items()}
         total = sum(done.values())
-        return {"stall_s": after["stall_s"] - self._before.get("stall_s", 0.0),
+        return {"stall_s": float(after["stall_s"] - before["stall_s"]),
                 "lane_share": {k: (v / total if total else 0.0) for k, v in done.items()}}
 
     def close(self) -> None:
         self.loader.close()
 
 
-class KernelBatches(Contestant):
-    """``kernels.process_batch`` over ``sharding.rank_batches`` (seed 0; epoch 0 unshuffled when
-    ``shuffle`` is False): a loop on this thread, or a ThreadPoolExecutor(threads) when
-    ``threads > 1`` or ``pooled``, consumed in order."""
+class KernelBatches(Batches):
+    """``one(indices, epoch)``, by default ``kernels.process_batch``, over ``sharding.rank_batches``
+    (seed 0; epoch 0 unshuffled when ``shuffle`` is False): a loop on this thread, or a
+    ThreadPoolExecutor(threads) when ``threads > 1`` or ``pooled``, consumed in order."""
 
     def __init__(self, name: str, source, rec, batch_size: int, threads: int = 1, shuffle: bool = True,
                  epochs: int = 1, pooled: bool = False):
@@ -64,20 +84,16 @@ class KernelBatches(Contestant):
         self.source, self.rec, self.batch_size, self.shuffle = source, rec, batch_size, shuffle
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bench-{name}") if threads > 1 or pooled else None
 
-    def results(self, epoch: int):
-        """The epoch's batch results, in order."""
+    def one(self, indices: np.ndarray, epoch: int) -> tuple:
+        r = kernels.process_batch(self.source, self.rec, indices, 0, epoch, on_error="raise")
+        return r.images, r.labels
+
+    def batches(self, epoch: int) -> Iterator[tuple]:
         e = epoch if self.shuffle else 0
-
-        def one(idx):
-            return kernels.process_batch(self.source, self.rec, idx, 0, e, on_error="raise")
-
-        batches = sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=0, epoch=e,
-                                        shuffle=self.shuffle)
-        return map(one, batches) if self.pool is None else self.pool.map(one, batches)
-
-    def run(self, epoch: int) -> int:
-        return sum(len(r.indices) for e in range(epoch * self.epochs, (epoch + 1) * self.epochs)
-                   for r in self.results(e))
+        order = sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=0, epoch=e,
+                                      shuffle=self.shuffle)
+        one = functools.partial(self.one, epoch=e)
+        return map(one, order) if self.pool is None else self.pool.map(one, order)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -118,9 +134,6 @@ class DaliFiles(Contestant):
             raise RuntimeError(f"DALI's reader found {pipe.epoch_size('Reader')} files under {root}, expected {self.n}")
         return pipe
 
-    def setup(self) -> None:
-        self._build()  # checks the file count once; loads DALI's libraries
-
     def prepare(self) -> None:
         self._pipe = self._build()
         for _ in range(2):
@@ -135,51 +148,42 @@ class DaliFiles(Contestant):
     close = finish
 
 
-class EpochSampler(tud.Sampler):
-    """Yields (epoch, index) in a shuffled order, so persistent workers see the epoch."""
+class EpochSampler:
+    """Yields (epoch, index) in a shuffled order (seed 0), so persistent workers see the epoch."""
 
-    def __init__(self, n: int, seed: int = 0):
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def __len__(self) -> int:
-        return self.n
+    def __init__(self, n: int):
+        self.n, self.epoch = n, 0
 
     def __iter__(self):
-        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, self.seed, self.epoch, True)])
+        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, 0, self.epoch, True)])
 
 
 class KernelDataset(tud.Dataset):
-    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i."""
+    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i (seed 0)."""
 
-    def __init__(self, source, rec, seed: int = 0):
-        self.source, self.rec, self.seed = source, rec, seed
-
-    def __len__(self) -> int:
-        return len(self.source)
+    def __init__(self, source, rec):
+        self.source, self.rec = source, rec
 
     def __getitem__(self, key):
         epoch, i = key
-        return kernels.process_sample(self.source, self.rec, i, self.seed, epoch)
+        return kernels.process_sample(self.source, self.rec, i, 0, epoch)
 
 
 def one_torch_thread(_worker_id: int = 0) -> None:
     torch.set_num_threads(1)
 
 
-class TorchDataLoader(Contestant):
-    """``torch.utils.data.DataLoader(KernelDataset, num_workers=workers, persistent_workers=True)``;
-    its first run forks the workers: warm it up before Ray starts threads in this process."""
+class SampledLoader(Batches):
+    """A torch-style loader ``make(KernelDataset, EpochSampler)``; a run sets the sampler's
+    epoch and counts the images of one pass."""
 
-    name = "torch-dataloader"
+    def __init__(self, name: str, source, rec, threads: int, make: Callable):
+        self.name, self.threads, self.sampler = name, threads, EpochSampler(len(source))
+        self.dl = make(KernelDataset(source, rec), self.sampler)
 
-    def __init__(self, source, rec, batch_size: int, workers: int):
-        self.threads, self.sampler = workers, EpochSampler(len(source))
-        self.dl = tud.DataLoader(KernelDataset(source, rec), batch_size=batch_size, sampler=self.sampler,
-                                 num_workers=workers, persistent_workers=True, worker_init_fn=one_torch_thread)
-
-    def run(self, epoch: int) -> int:
+    def batches(self, epoch: int) -> Iterable[tuple]:
         self.sampler.epoch = epoch
-        return sum(images.shape[0] for images, _labels in self.dl)
+        return self.dl
 
     def close(self) -> None:
         it = getattr(self.dl, "_iterator", None)
@@ -187,14 +191,12 @@ class TorchDataLoader(Contestant):
             it._shutdown_workers()  # persistent workers: end them now, not at exit
 
 
-def ray_data_missing() -> str | None:
-    """None when Ray Data can run here, else why not."""
-    try:
-        import pydantic  # noqa: F401  (iter_torch_batches imports ray.train, which needs it)
-        import ray.data  # noqa: F401
-    except ImportError as exc:
-        return f"{exc}; pip install 'ray[data]' pydantic"
-    return None
+def torch_dataloader(source, rec, batch_size: int, workers: int) -> SampledLoader:
+    """``torch.utils.data.DataLoader(KernelDataset, num_workers=workers, persistent_workers=True)``;
+    its first run forks the workers: warm it up before Ray starts threads in this process."""
+    return SampledLoader("torch-dataloader", source, rec, workers, lambda ds, sampler: tud.DataLoader(
+        ds, batch_size=batch_size, sampler=sampler, num_workers=workers, persistent_workers=True,
+        worker_init_fn=one_torch_thread))
 
 
 def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) -> dict:
@@ -214,12 +216,16 @@ def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) 
 
 class RayData(Contestant):
     """``ray.data.read_binary_files(paths).map_batches(ray_data_decode).iter_torch_batches()``,
-    limited to ``cpus`` CPUs, in the running Ray session."""
+    limited to ``cpus`` CPUs, in the running Ray session; ImportError when Ray Data is missing."""
 
     name = "ray-data"
 
     def __init__(self, source, rec, batch_size: int, cpus: int, blocks: int | None = None):
-        import ray.data
+        try:
+            import pydantic  # noqa: F401  (iter_torch_batches imports ray.train, which needs it)
+            import ray.data
+        except ImportError as exc:
+            raise ImportError(f"{exc}; pip install 'ray[data]' pydantic") from None
         self.threads, self.rec, self.batch_size, self.blocks = cpus, rec, batch_size, blocks
         self.paths = [os.path.abspath(source.ref(i).location) for i in range(len(source))]
         self.index_of = {p.lstrip("/"): (i, source.ref(i).label) for i, p in enumerate(self.paths)}

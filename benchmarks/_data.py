@@ -8,13 +8,14 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from _harness import setup_logging
 from hybridload import sources
 from hybridload.datasets import make_photo_folder
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PHOTO_ROOT = REPO / "data" / "bench-photos"
+DEFAULT_PHOTO_ROOT = Path(__file__).resolve().parents[1] / "data" / "bench-photos"
 MB = 2 ** 20
 
 
@@ -32,35 +33,22 @@ def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple
     return folder, source
 
 
-def subset(source, count: int):
-    """The first ``count`` images of ``source`` (all of it when it has no more)."""
-    if count >= len(source):
-        return source
-    refs = [source.ref(i) for i in range(count)]
-    return sources.FileList([r.location for r in refs], [r.label for r in refs])
-
-
-def ray_loopback_env() -> None:
-    """Environment Ray must see before it starts: everything on 127.0.0.1, no usage stats."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-
-
-ray_loopback_env()  # Ray reads these when it is imported: set them before any script imports it
+# Ray reads these when it is imported, and every script imports this module before Ray:
+# everything on 127.0.0.1, no usage stats.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 
 def check_ray_loopback(ray) -> list[str]:
     """The addresses of the connected cluster's nodes; raises unless all are loopback."""
     addrs = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")})
-    bad = [a for a in addrs if not a.startswith("127.")]
-    if bad:
+    if not all(a.startswith("127.") for a in addrs):
         raise RuntimeError(f"Ray is not confined to loopback: node addresses {addrs}")
     return addrs
 
 
 def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | None = None) -> list[str]:
     """An embedded single-node Ray on 127.0.0.1 without dashboard; returns its node addresses."""
-    ray_loopback_env()
     import ray
     t0 = time.perf_counter()
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
@@ -77,7 +65,6 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
     """A simulated multi-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``): a head
     and ``workers`` worker nodes; yields (cluster, worker nodes), this process connected if
     ``connect``. Shut down on exit."""
-    ray_loopback_env()
     import ray
     from ray.cluster_utils import Cluster
     cl = Cluster(initialize_head=True, connect=False, head_node_args=dict(
@@ -96,15 +83,67 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
         cl.shutdown()
 
 
-def parser(doc: str, *, n: int = 1024, rounds: int = 5, quick: str = "") -> argparse.ArgumentParser:
-    """An argument parser with the flags every benchmark shares: --root --n --rounds
-    --warmup-rounds --out, and --quick (its help says what it shrinks)."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
-                    help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
-    ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
-    ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
-    ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")
-    ap.add_argument("--quick", action="store_true", help=f"smoke run: {quick or 'small n, one round'}")
-    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+COMMON_FLAGS = {  # flags several scripts take: (type, help); a script gives its default
+    "batch_size": (int, "images per batch"),
+    "size": (int, "output size of imagenet_train"),
+    "workers": (int, "workers of each contestant (Ray actors, threads, DataLoader workers, Ray tasks, Ray Data "
+                     "CPUs or DALI threads)"),
+    "gpu_threads": (int, "DALI threads of the GPU lane"),
+    "torch_threads": (int, "torch.set_num_threads in this process"),
+    "object_store_mb": (int, "object store of the embedded Ray"),
+    "ingest_batches": (int, "batches per round of the ingest test"),
+    "ingest_store_mb": (int, "object store per node of the ingest test's 2-node cluster"),
+    "plot": (Path, "write a chart (PNG) here"),
+}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+class BenchParser(argparse.ArgumentParser):
+    """``parse_args`` also applies ``--quick``'s settings, checks ``--contestants`` against the
+    known ones, refuses a number that is not positive (``--warmup-rounds`` and those named in
+    ``nonnegative`` may be 0) and starts logging."""
+
+    def __init__(self, doc: str, quick: dict | str, contestants: Sequence[str] = (), nonnegative: Sequence[str] = ()):
+        super().__init__(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        self.quick, self.contestants, self.nonnegative = quick, contestants, {"warmup_rounds", *nonnegative}
+        shown = quick if isinstance(quick, str) else " ".join(f"{flag(k)} {v}" for k, v in quick.items())
+        self.add_argument("--quick", action="store_true", help=f"smoke run: {shown or 'small n, one round'}")
+        self.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        if ns.quick and isinstance(self.quick, dict):
+            vars(ns).update(self.quick)
+        if self.contestants:
+            ns.contestants = [c for c in ns.contestants.split(",") if c]
+            if set(ns.contestants) - set(self.contestants):
+                self.error(f"unknown contestants {sorted(set(ns.contestants) - set(self.contestants))}; "
+                           f"known: {', '.join(self.contestants)}")
+        for k, v in vars(ns).items():
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if number and (v < 0 or v == 0 and k not in self.nonnegative):
+                self.error(f"{flag(k)} must be {'>= 0' if k in self.nonnegative else 'positive'}, not {v}")
+        setup_logging()
+        return ns
+
+
+def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 1024, rounds: int = 5,
+           contestants: Sequence[str] = (), nonnegative: Sequence[str] = (), **common) -> BenchParser:
+    """A parser with the flags every benchmark shares: --quick (``quick``: the flags it sets, or
+    what the script itself shrinks) and --out; with ``photos``, --root --n --rounds --warmup-rounds; with ``contestants``,
+    --contestants (a subset of them); each of ``common`` (a name from COMMON_FLAGS: its default)."""
+    ap = BenchParser(doc, quick, contestants, nonnegative)
+    if photos:
+        ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
+                        help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
+        ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
+        ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
+        ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")
+    if contestants:
+        ap.add_argument("--contestants", default=",".join(contestants), help="comma-separated subset to run")
+    for name, default in common.items():
+        ap.add_argument(flag(name), type=COMMON_FLAGS[name][0], default=default, help=COMMON_FLAGS[name][1])
     return ap

@@ -47,7 +47,7 @@ def machine_busy_s() -> float | None:
 
 
 def tree_cpu_s(root: int | None = None) -> float | None:
-    """CPU seconds used so far by this process and every live descendant, from /proc."""
+    """CPU seconds used so far by this process and its descendants (live, or reaped by one of them), from /proc."""
     root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
@@ -62,7 +62,7 @@ def tree_cpu_s(root: int | None = None) -> float | None:
         except OSError:
             continue
         rest = stat[stat.rindex(")") + 2:].split()  # fields from 3 (state) on
-        times[int(e)] = (int(rest[11]) + int(rest[12])) / _CLK  # utime + stime
+        times[int(e)] = sum(int(x) for x in rest[11:15]) / _CLK  # utime, stime, cutime, cstime
         children.setdefault(int(rest[1]), []).append(int(e))
     total, todo = 0.0, [root]
     while todo:

@@ -11,14 +11,10 @@ the crop keeps this script's scale (0.35, 1.0) whichever is chosen.
 
 Exit status 1 when the index streams differ or the held-out accuracies spread by more than the
 tolerance (--tolerance, default 3 points).
-
-    python benchmarks/accuracy_parity.py [--augment basic|color|trivialaugment] [--epochs 4] [--per-class 40]
-        [--out out/accuracy.json] [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import tempfile
@@ -28,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 import _harness as h
+from _data import parser
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.datasets import _photo_paths, make_photo_folder
 from hybridload.presets import AUGMENTS, train_stages
@@ -80,19 +77,14 @@ def run(mode: str, train, test, epochs: int, seed: int = 0, augment: str = "basi
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__, photos=False, quick=dict(epochs=1, per_class=5), nonnegative=("tolerance",))
     ap.add_argument("--augment", choices=AUGMENTS, default="basic",
                     help="training augmentation (recipe.imagenet_train's presets)")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--per-class", type=int, default=40, help="crops per class (source photograph); 1 in 5 held out")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE_POINTS,
                     help="largest allowed spread of held-out accuracy across modes, in points")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 1 epoch, 5 crops per class")
-    ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.epochs, args.per_class = 1, 5
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("hybridload").setLevel(logging.WARNING)
     classes = len(_photo_paths())
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,10 +99,9 @@ def main(argv=None) -> int:
     within = max(accs) - min(accs) <= args.tolerance
     lines = [f"## accuracy parity: {classes} classes (source photograph), {len(train)} train / {len(test)} held-out "
              f"crops at 64 px, augment={args.augment!r}, {args.epochs} epochs, same seed", "",
-             "| mode | lane shares | final train loss | held-out accuracy | seconds |",
-             "| --- | --- | ---: | ---: | ---: |"]
-    lines += [f"| {r['mode']} | {', '.join(f'{k} {v:.0%}' for k, v in r['lane_shares'].items())} | "
-              f"{r['final_train_loss']:.3f} | {r['test_accuracy']:.1f}% | {r['seconds']} |" for r in results]
+             *h.markdown_table(["mode", "lane shares", "final train loss", "held-out accuracy", "seconds"], [
+                 [r["mode"], ", ".join(f"{k} {v:.0%}" for k, v in r["lane_shares"].items()),
+                  f"{r['final_train_loss']:.3f}", f"{r['test_accuracy']:.1f}%", r["seconds"]] for r in results])]
     lines += ["", f"- index streams identical across modes: {'yes' if same_stream else 'NO'}",
               f"- accuracy spread: {max(accs) - min(accs):.1f} points (stated tolerance {args.tolerance:g}; "
               f"one held-out image = {100 / len(test):.1f} points; chance {100 / classes:.1f}%): "

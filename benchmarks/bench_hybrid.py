@@ -9,11 +9,9 @@ threads=T, gpu_threads=G)`` per share s (``--shares``) and T/G (``--thread-split
 images/s and realized GPU share, the best split, best split / better single lane (goal >= 1.0;
 per-round paired ratio too, since the best of many noisy medians favours the splits).
 
-Part 2, the GPU lane's overhead: the ``gpu`` loader against the same DALI pipeline
-(``pipelines.build_pipeline``) fed in a loop as the DALI lane does, over the same batches. Goal:
-loader / standalone >= 0.95. DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
-
-Run:  python benchmarks/bench_hybrid.py [--n 1024] [--rounds 3] [--out bench-hybrid.json] [--quick]
+Part 2, the GPU lane's overhead: the ``gpu`` loader against its GPU lane alone (``DaliLane``'s
+``run_batch`` in a loop on one thread), over the same batches. Goal: loader / standalone >= 0.95.
+DALI's CPU-only mode stands in for the GPU, so both lanes share cores.
 """
 
 from __future__ import annotations
@@ -25,59 +23,33 @@ import numpy as np
 import torch
 
 import _harness as h
-from _contestants import Loader
+from _contestants import KernelBatches, Loader, max_abs_diff
 from _data import parser, photo_source
-from hybridload import LoaderPolicy, recipe, sharding
+from hybridload import LoaderPolicy, recipe
+from hybridload.lanes.base import BatchTask
+from hybridload.lanes.gpu.dali import DaliLane
 
 log = logging.getLogger("bench_hybrid")
 GOAL_SPLIT = 1.0
 GOALS2 = {"loader GPU lane / standalone DALI loop": 0.95}
 
 
-class StandaloneDali(h.Contestant):
-    """The GPU lane's DALI pipeline driven directly, as the DALI lane drives it."""
+class StandaloneDali(KernelBatches):
+    """The GPU lane on its own: ``DaliLane.run_batch`` over the epoch's batches in a loop on this
+    thread, without the loader's dispatcher and merger (``threads``: DALI's)."""
 
-    name = "dali-standalone"
+    def __init__(self, source, rec, batch_size: int, threads: int):
+        super().__init__("dali-standalone", source, rec, batch_size)
+        self.threads = threads
+        self.lane = DaliLane(source, rec, seed=0, batch_size=batch_size, device=torch.device("cpu"),
+                             num_threads=threads)
 
-    def __init__(self, source, rec, batch_size: int, threads: int, seed: int = 0):
-        from hybridload.pipelines import build_pipeline, used_inputs
-        self.source, self.rec, self.batch_size, self.seed, self.threads = source, rec, batch_size, seed, threads
-        self.inputs = used_inputs(rec)
-        self.pipe = build_pipeline(rec, batch_size=batch_size, device_id=None, num_threads=threads, seed=seed)
-
-    def batch(self, idx: np.ndarray, epoch: int) -> torch.Tensor:
-        from hybridload.kernels import image_size
-        from hybridload.pipelines import chain_params
-        encoded, params = [], []
-        for i in idx.tolist():
-            payload, _label = self.source.read(self.source.ref(i))
-            w, hh = image_size(payload)
-            params.append(chain_params(self.rec.sample_params(self.seed, epoch, i, w, hh), w, hh))
-            encoded.append(np.frombuffer(payload, np.uint8))
-        self.pipe.feed_input("encoded", encoded)
-        for name in self.inputs[1:]:
-            self.pipe.feed_input(name, [getattr(p, name) for p in params])
-        (out,) = self.pipe.run()
-        return torch.from_dlpack(out.as_tensor()).clone()  # DALI reuses its buffers: take a copy
-
-    def batches(self, epoch: int) -> list[np.ndarray]:
-        return sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=self.seed, epoch=epoch)
-
-    def run(self, epoch: int) -> int:
-        return sum(self.batch(idx, epoch).shape[0] for idx in self.batches(epoch))
+    def one(self, indices: np.ndarray, epoch: int) -> tuple:
+        r = self.lane.run_batch(BatchTask(0, epoch, indices))
+        return r.images, r.labels
 
     def close(self) -> None:
-        self.pipe = None
-
-
-def check_same(lane: Loader, alone: StandaloneDali, epoch: int) -> float:
-    """Untimed: the loader's GPU lane and the standalone loop cut the same images (max abs diff)."""
-    lane.loader.set_epoch(epoch)
-    got = [images for images, _labels in lane.loader]
-    want = [alone.batch(idx, epoch) for idx in alone.batches(epoch)]
-    if len(got) != len(want) or any(a.shape != b.shape for a, b in zip(got, want)):
-        raise RuntimeError("the GPU-lane loader and the standalone DALI loop delivered different batch shapes")
-    return max(float((a.int() - b.int()).abs().max()) for a, b in zip(got, want))
+        self.lane.close()
 
 
 def split_summary(res: dict, splits: list, rounds: int) -> dict:
@@ -100,46 +72,37 @@ def split_summary(res: dict, splits: list, rounds: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, rounds=3, quick="64 images, shares 0.5, T/G 1/1, one round of each part")
+    ap = parser(__doc__, rounds=3, quick=dict(n=64, shares="0.5", thread_splits="1/1", rounds=1, overhead_rounds=1,
+                                              warmup_rounds=0), batch_size=64, size=224, gpu_threads=2)
     ap.add_argument("--overhead-rounds", type=int, default=5, help="interleaved rounds of part 2")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
     ap.add_argument("--threads", type=int, default=2, help="threads of the CPU-lane-only contestant")
-    ap.add_argument("--gpu-threads", type=int, default=2, help="DALI threads of the GPU-lane-only contestant")
     ap.add_argument("--shares", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", help="GPU shares of the splits")
     ap.add_argument("--thread-splits", default="1/1,2/2",
                     help="T/G pairs for the splits: in-process lane threads / DALI threads")
     ap.add_argument("--no-split", action="store_true", help="run part 2 only")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.shares, args.thread_splits, args.rounds, args.overhead_rounds = 64, "0.5", "1/1", 1, 1
-        args.warmup_rounds = 0
-    h.setup_logging()
     shares = [float(s) for s in args.shares.split(",") if s.strip()]
     splits = [tuple(int(x) for x in p.split("/")) for p in args.thread_splits.split(",") if p.strip()]
-    if min(args.n, args.rounds, args.batch_size, args.overhead_rounds, args.threads, args.gpu_threads) <= 0 \
-            or args.warmup_rounds < 0 or not all(0 < s < 1 for s in shares) \
-            or not all(len(p) == 2 and min(p) > 0 for p in splits):
-        ap.error("counts must be positive, shares in (0, 1), thread splits T/G with T, G >= 1")
+    if not all(0 < s < 1 for s in shares) or not all(len(p) == 2 and min(p) > 0 for p in splits):
+        ap.error("--shares must be in (0, 1), --thread-splits T/G with T, G >= 1")
     torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
     rec, B = recipe.imagenet_train(args.size), args.batch_size
     import nvidia.dali as dali  # the GPU lane
     env = h.environment(dali=dali.__version__)
+    T, G = args.threads, args.gpu_threads
+    lanes = [("gpu", LoaderPolicy(mode="gpu", gpu_threads=G), 0, G, 1.0),
+             ("cpu", LoaderPolicy(mode="cpu", cpu_actors=0, threads=T), T, 0, 0.0)]
+    lanes += [(f"split {s:.2f} {t}/{g}",
+               LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0, threads=t, gpu_threads=g), t, g, s)
+              for t, g in ([] if args.no_split else splits) for s in shares]
     cs, part1, res1, summary1 = [], {}, {}, None
     try:
-        gpu = Loader("gpu", source, rec, B, LoaderPolicy(mode="gpu", gpu_threads=args.gpu_threads), args.gpu_threads)
-        cs += [gpu, Loader("cpu", source, rec, B, LoaderPolicy(mode="cpu", cpu_actors=0, threads=args.threads),
-                           args.threads)]
-        gpu.share, gpu.split, cs[1].share, cs[1].split = 1.0, f"0/{args.gpu_threads}", 0.0, f"{args.threads}/0"
-        for t, g in ([] if args.no_split else splits):
-            for s in shares:
-                pol = LoaderPolicy(mode="split", gpu_share=s, cpu_actors=0, threads=t, gpu_threads=g)
-                cs.append(Loader(f"split {s:.2f} {t}/{g}", source, rec, B, pol, t + g))
-                cs[-1].share, cs[-1].split = s, f"{t}/{g}"
-        alone = StandaloneDali(source, rec, B, args.gpu_threads)
+        for name, policy, t, g, _share in lanes:
+            cs.append(Loader(name, source, rec, B, policy, t + g))
+        gpu, alone = cs[0], StandaloneDali(source, rec, B, G)
         cs.append(alone)
-        diff = check_same(gpu, alone, 999)
+        diff = max_abs_diff(gpu, alone, 999)
         log.info("check: the GPU-lane loader and the standalone DALI loop agree (max abs pixel diff %g)", diff)
         if not args.no_split:
             part1 = h.run_rounds(cs[:-1], args.rounds, args.warmup_rounds, epoch=lambda r: r if r >= 0 else 1000 + r,
@@ -150,9 +113,9 @@ def main(argv=None) -> int:
         h.close_all(cs, log)
     if part1:
         res1 = h.summarize_all(part1, cs)
-        for c in cs[:-1]:
-            res1[c.name].update(policy_share=c.share, split=c.split, median_gpu_share=float(np.median(
-                [r["lane_share"].get("gpu", 0.0) for r in part1[c.name]])))
+        for name, _policy, t, g, share in lanes:
+            res1[name].update(policy_share=share, split=f"{t}/{g}", median_gpu_share=float(np.median(
+                [r["lane_share"].get("gpu", 0.0) for r in part1[name]])))
         summary1 = split_summary(res1, splits, args.rounds)
     res2 = h.summarize_all(part2, cs)
     ratios2 = {"loader GPU lane / standalone DALI loop": h.ratio(res2, "gpu", "dali-standalone")}

@@ -7,8 +7,6 @@ call. Contestants (method: _harness.py), ``--ingest-batches`` per round, same nu
 ``hybridload ActorPool`` (placement "remote-first", the loader's scheduler and ordered merger,
 copied into a torch buffer as the Ray lane does), ``raw ray.get`` and ``raw ray.get + copy``.
 Reported: batches/s and GB/s per path and the paired ratios.
-
-Run:  python benchmarks/bench_ingest.py [--rounds 5] [--out bench-ingest.json] [--quick]
 """
 
 from __future__ import annotations
@@ -23,6 +21,9 @@ import torch
 
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
+from hybridload.lanes.actor_pool import ActorPool
+from hybridload.stats import LoaderStats
+from hybridload.stream import BatchStream
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64
@@ -49,27 +50,19 @@ def copy_out(raw: np.ndarray) -> torch.Tensor:
     return buf
 
 
-def ingest_pool(init_args: tuple, **kw):
-    from hybridload.lanes.actor_pool import ActorPool
+class IngestPool(ActorPool):
+    """hybridload's ActorPool with a Producer actor; it copies each batch out as the Ray lane does."""
 
-    class IngestPool(ActorPool):
-        """hybridload's ActorPool with a Producer actor."""
+    name = "ingest"
 
-        name = "ingest"
+    def call(self, actor, task):
+        return actor.produce.remote()
 
-        def call(self, actor, task):
-            return actor.produce.remote()
-
-        def convert(self, raw):
-            return copy_out(raw)
-
-    return IngestPool(Producer, init_args, **kw)
+    convert = staticmethod(copy_out)
 
 
 def drive(pool, batches: int) -> int:
     """``batches`` tasks through the pool in order, as the loader drives a lane; returns the batches."""
-    from hybridload.stats import LoaderStats
-    from hybridload.stream import BatchStream
     work = [np.arange(BATCH, dtype=np.int64)] * batches
     with BatchStream([pool], work, hooks=LoaderStats()) as stream:
         return sum(result.shape[0] // BATCH for result in stream)
@@ -88,28 +81,25 @@ class Receiver(h.Contestant):
 def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
     """ray.get in a loop, ``inflight`` calls outstanding; optionally the Ray lane's copy."""
     refs = deque(actor.produce.remote() for _ in range(min(inflight, batches)))
-    submitted, got = len(refs), 0
-    while refs:
+    for submitted in range(len(refs), len(refs) + batches):
         arr = ray.get(refs.popleft())
         if submitted < batches:
             refs.append(actor.produce.remote())
-            submitted += 1
         if copy:
             copy_out(arr)
-        del arr
-        got += 1
-    return got
+        del arr  # release the object before the next get
+    return batches
 
 
 def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
     """The three paths on a fresh 2-node loopback cluster: {results, ratios, info, ...}."""
     import ray
     shape, t0 = (BATCH, 3, size, size), time.perf_counter()
-    nbytes, pool, info = int(np.prod(shape)), None, {}
+    nbytes, info = int(np.prod(shape)), {}
     with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
+        pool = IngestPool(Producer, (shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
+                          cpu_actors=1, tasks_per_actor=inflight)
         try:
-            pool = ingest_pool((shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
-                               cpu_actors=1, tasks_per_actor=inflight)
             info["nodes"] = check_ray_loopback(ray)
             if pool.nodes[0] == ray.get_runtime_context().get_node_id():
                 raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
@@ -122,8 +112,7 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
             h.warm_up(cs, log=log)
             per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
         finally:
-            if pool is not None:
-                pool.close()  # kills the actor, releases hybridload's connection
+            pool.close()  # kills the actor, releases hybridload's connection
     results = h.summarize_all(per_round, cs)
     for r in results.values():
         for k in ("median", "min", "max"):
@@ -137,17 +126,10 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="10 batches per round, one round")
+    ap = parser(__doc__, quick=dict(ingest_batches=10, rounds=1), ingest_batches=100, ingest_store_mb=300)
     ap.add_argument("--size", type=int, default=224, help="image side of the batches")
-    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per round")
     ap.add_argument("--ingest-inflight", type=int, default=2, help="calls in flight (ActorPool tasks_per_actor)")
-    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node of the 2-node cluster")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.ingest_batches, args.rounds = 10, 1
-    h.setup_logging()
-    if min(args.rounds, args.ingest_batches, args.ingest_inflight, args.size) <= 0:
-        ap.error("counts must be positive")
     env = h.environment()
     res = measure(args.size, args.ingest_store_mb, args.ingest_inflight, args.ingest_batches, args.rounds)
     lines = [f"## bench_ingest: 2-node loopback cluster, one producer actor on the worker node, "

@@ -7,9 +7,6 @@ Both process the same batches (``sharding.rank_batches``, shuffled, seed 0) with
 mapping ``kernels.process_batch``, consumed in order; ``loader``, ``HybridLoader(source, recipe,
 B, policy=LoaderPolicy(cpu_actors=0, threads=T), seed=0)``, created once. An untimed epoch checks
 both deliver identical batches; ``stats()["stall_s"]`` is reported. Goal: loader / raw >= 0.95.
-
-Run:  python benchmarks/bench_loader_overhead.py [--n 1024] [--rounds 5] [--threads 2]
-      [--batch-size 64] [--epochs-per-round 1] [--out bench-loader.json] [--quick]
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import sys
 import torch
 
 import _harness as h
-from _contestants import KernelBatches, Loader
+from _contestants import KernelBatches, Loader, max_abs_diff
 from _data import parser, photo_source
 from hybridload import LoaderPolicy, recipe
 
@@ -28,33 +25,14 @@ log = logging.getLogger("bench_loader_overhead")
 GOALS = {"loader / raw": 0.95}
 
 
-def check_same_output(raw: KernelBatches, loader: Loader, epoch: int) -> None:
-    """Untimed: the raw loop and the loader deliver the same batches."""
-    want = [(r.images, torch.from_numpy(r.labels)) for r in raw.results(epoch)]
-    loader.loader.set_epoch(epoch)
-    got = [(images.cpu(), labels.cpu()) for images, labels in loader.loader]
-    if len(want) != len(got) or not all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(want, got)):
-        raise RuntimeError("the raw kernel loop and the loader delivered different batches")
-    log.info("check: raw loop and loader delivered the same %d batches", len(want))
-
-
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="128 images, batch 32, one round, no warm-up round")
+    ap = parser(__doc__, quick=dict(n=128, batch_size=32, rounds=1, warmup_rounds=0), size=224, torch_threads=1)
     ap.add_argument("--epochs-per-round", type=int, default=1, help="epochs each contestant runs per round")
     ap.add_argument("--threads", "-T", type=int, default=2, help="threads of both contestants")
     ap.add_argument("--batch-size", "-B", type=int, default=64, help="batch size")
-    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
-    ap.add_argument("--torch-threads", type=int, default=1,
-                    help="torch.set_num_threads for the run (1: each resize on one core, so T threads use T cores)")
     ap.add_argument("--device", default="cpu",
                     help="the loader's device; cpu keeps it like-for-like with the raw loop (no host-to-device copy)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.batch_size, args.rounds, args.warmup_rounds = 128, 32, 1, 0
-    h.setup_logging()
-    if min(args.n, args.rounds, args.epochs_per_round, args.threads, args.batch_size, args.torch_threads) <= 0 \
-            or args.warmup_rounds < 0:
-        ap.error("--n, --rounds, --epochs-per-round, --threads, --batch-size and --torch-threads must be positive")
     torch.set_num_threads(args.torch_threads)
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
@@ -64,7 +42,9 @@ def main(argv=None) -> int:
     try:
         cs.append(KernelBatches("raw", source, rec, B, threads=T, epochs=E, pooled=True))
         cs.append(Loader("loader", source, rec, B, LoaderPolicy(cpu_actors=0, threads=T), T, args.device, epochs=E))
-        check_same_output(cs[0], cs[1], 30_000)
+        if max_abs_diff(cs[0], cs[1], 30_000) != 0:
+            raise RuntimeError("the raw kernel loop and the loader delivered different batches")
+        log.info("check: raw loop and loader delivered the same batches")
         per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=args.n * E, log=log)
         stall_total = cs[1].loader.stats()["stall_s"]
     finally:

@@ -10,8 +10,6 @@
    (default median) of every measurement at that share (grid and plan points pooled). Reported:
    throughput at the plan's share / the best swept (goal >= 0.95), and from the plan point's own
    measurements alone. In "split" mode ``gpu_share`` is a cap, so 1.0 is not "GPU lane only".
-
-Run:  python benchmarks/bench_planner.py [--n 1024] [--seconds 3] [--passes 2] [--out bench-planner.json] [--quick]
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +28,6 @@ import torch
 
 import _harness as h
 from _data import parser, photo_source
-from _harness import fmt, machine_busy_s
 from hybridload import recipe
 from hybridload.planner.profile import measure_loader, run_profile
 
@@ -51,58 +46,39 @@ def measure(source, rec, args, share: float) -> dict:
 
 
 def cli_profile(args, folder: Path, workdir: Path) -> dict:
-    exe = shutil.which("hybridload") or str(Path(sys.executable).with_name("hybridload"))
-    cmd = [exe] if Path(exe).exists() else [sys.executable, "-m", "hybridload.cli"]
+    workdir.mkdir(parents=True, exist_ok=True)
     plan, plot = workdir / "plan.json", workdir / "profile.png"
-    cmd += ["profile", str(folder), "--out", str(plan), "--plot", str(plot), "--seconds", f"{args.seconds:g}",
-            "--batch-size", str(args.batch_size), "--quiet"]
+    cmd = [sys.executable, "-m", "hybridload", "profile", str(folder), "--out", str(plan), "--plot", str(plot),
+           "--seconds", f"{args.seconds:g}", "--batch-size", str(args.batch_size), "--quiet"]
     log.info("CLI: %s", " ".join(cmd))
-    ru0, m0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_s(), time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cli_timeout)
-    wall, m1, ru1 = time.perf_counter() - t0, machine_busy_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    child = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)  # the CLI and everything it ran
-    other = None if m0 is None or m1 is None else max(0.0, (m1 - m0 - child) / wall)
+    r = h.timed(lambda: {"images": 0, "proc": subprocess.run(cmd, capture_output=True, text=True,
+                                                             timeout=args.cli_timeout)})  # the CLI and all it ran
+    proc = r["proc"]
     if proc.returncode != 0:
         raise RuntimeError(f"hybridload profile failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     doc = json.loads(plan.read_text())
-    return {"command": cmd, "wall_s": wall, "gpu_share": doc["gpu_share"], "predicted": doc.get("predicted"),
-            "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": other, "stdout": proc.stdout,
-            "rows": _rows(proc.stdout)}
-
-
-def _rows(table: str) -> dict:
-    """The CLI's markdown table as {what: value}."""
-    rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 2 and cells[0] not in ("what", "") and not set(cells[0]) <= {"-"}:
-            rows[cells[0]] = cells[1]
-    return rows
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in proc.stdout.splitlines()]
+    rows = {c[0]: c[1] for c in cells if len(c) == 2 and c[0] not in ("what", "") and not set(c[0]) <= {"-"}}
+    return {"command": cmd, "wall_s": r["wall_s"], "gpu_share": doc["gpu_share"], "predicted": doc.get("predicted"),
+            "plot_bytes": plot.stat().st_size if plot.exists() else 0, "other_load": r["other_load"],
+            "stdout": proc.stdout, "rows": rows}  # rows: the CLI's markdown table as {what: value}
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="64 images, 1 s measurements, one pass, share step 0.5, no CLI")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
+    ap = parser(__doc__, quick=dict(n=64, seconds=1.0, passes=1, step=0.5, cli=False), batch_size=64, size=224,
+                gpu_threads=2, torch_threads=1)
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")
     ap.add_argument("--passes", type=int, default=2, help="passes over the shares")
     ap.add_argument("--aggregate", choices=("max", "median"), default="median",
                     help="per share, over its measurements (all passes, grid and plan points pooled)")
     ap.add_argument("--step", type=float, default=0.1, help="share grid step")
     ap.add_argument("--threads", type=int, default=2, help="in-process lane threads of measure_loader")
-    ap.add_argument("--gpu-threads", type=int, default=2, help="DALI threads of measure_loader")
-    ap.add_argument("--torch-threads", type=int, default=1,
-                    help="torch.set_num_threads in this process (the CLI subprocess keeps torch's default)")
     ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True, help="also time the CLI")
     ap.add_argument("--cli-timeout", type=float, default=300.0)
     ap.add_argument("--keep", type=Path, default=None, help="keep the CLI's plan.json and profile.png here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.seconds, args.passes, args.step, args.cli = 64, 1.0, 1, 0.5, False
-    h.setup_logging()
-    if min(args.n, args.batch_size, args.seconds, args.passes, args.threads, args.gpu_threads,
-           args.torch_threads) <= 0 or not 0 < args.step <= 1:
-        ap.error("counts and --seconds must be positive, --step in (0, 1]")
+    if args.step > 1:
+        ap.error("--step must be in (0, 1]")
 
     torch.set_num_threads(args.torch_threads)
     folder, source = photo_source(args.root, args.n, log)
@@ -115,20 +91,13 @@ def main(argv=None) -> int:
                                                            seconds=args.seconds, device=torch.device("cpu"))})
     prof, prof_wall = r["prof"], r["wall_s"]
     plan_share = float(prof.plan.gpu_share)
-    log.info("run_profile: %.1f s; plan: GPU share %.3f, predicted %s; %s", prof_wall, plan_share,
-             {k: round(v) for k, v in prof.plan.predicted.items()}, prof.plan.reason)
     profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share, "predicted": prof.plan.predicted,
                "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck, "checked_points": prof.points,
                "rows": prof.rows, "other_load": r["other_load"]}
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
-            cli = cli_profile(args, folder, Path(tmp))
-            if args.keep:
-                args.keep.mkdir(parents=True, exist_ok=True)
-                for f in Path(tmp).iterdir():
-                    shutil.copy2(f, args.keep / f.name)
-        log.info("CLI hybridload profile: %.1f s; plan: GPU share %.3f", cli["wall_s"], cli["gpu_share"])
+            cli = cli_profile(args, folder, args.keep or Path(tmp))
 
     # ---- 2. the sweep
     k = round(1 / args.step)
@@ -144,9 +113,8 @@ def main(argv=None) -> int:
             r = measure(source, rec, args, p[1])
             per_point[p].append(r)
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
-                     p[0], p[1], r["images_per_s"], r["wall_s"], fmt(r["other_load"], ".2f"))
+                     p[0], p[1], r["images_per_s"], r["wall_s"], h.fmt(r["other_load"], ".2f"))
     total_s = time.perf_counter() - t_start
-    log.info("done in %.1f s", total_s)
 
     agg = max if args.aggregate == "max" else statistics.median
 
@@ -167,17 +135,15 @@ def main(argv=None) -> int:
     plan_ratio = plan_row["value"] / best["value"]
     plan_ratio_own = plan_row["own"] / max(t["own"] for t in swept)  # the plan point's own passes only
     cli_row = next((t for t in table if t["kind"] == "plan (CLI)"), None)
-    goals = {"profile under 60 s (in process)": prof_wall < GOAL_PROFILE_S,
-             "profile under 60 s (CLI)": None if cli is None else cli["wall_s"] < GOAL_PROFILE_S,
-             f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}": plan_ratio >= GOAL_PLAN_OVER_BEST}
+    runs = {"in process": ("run_profile (in process)", profile),
+            "CLI": ("`hybridload profile` CLI (subprocess, with --plot)", cli)}
+    goals = {f"profile under 60 s ({k})": None if r is None else r["wall_s"] < GOAL_PROFILE_S
+             for k, (_label, r) in runs.items()}
+    goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"] = plan_ratio >= GOAL_PLAN_OVER_BEST
 
     met = lambda ok: "n/a" if ok is None else "met" if ok else "**NOT met**"  # noqa: E731
-    prof_rows = [["run_profile (in process)", f"{prof_wall:.1f}", f"{plan_share:.3f}",
-                  fmt(profile["other_load"], ".2f"), met(goals["profile under 60 s (in process)"])]]
-    if cli is not None:
-        prof_rows.append(["`hybridload profile` CLI (subprocess, with --plot)", f"{cli['wall_s']:.1f}",
-                          f"{cli['gpu_share']:.3f}", fmt(cli["other_load"], ".2f"),
-                          met(goals["profile under 60 s (CLI)"])])
+    prof_rows = [[label, f"{r['wall_s']:.1f}", f"{r['gpu_share']:.3f}", h.fmt(r["other_load"], ".2f"),
+                  met(goals[f"profile under 60 s ({k})"])] for k, (label, r) in runs.items() if r is not None]
     cli_note = [] if cli is None else [
         "CLI (its own process, torch's default intra-op threads): " + "; ".join(
             f"{k}: {v}" for k, v in cli["rows"].items()
@@ -196,7 +162,7 @@ def main(argv=None) -> int:
                               "this point's passes", "other load"],
                              [[t["kind"] + (" **best**" if t is best else ""), f"{t['share']:.3f}",
                                f"{t['value']:.0f} ({t['measurements']})", " / ".join(f"{x:.0f}" for x in t["passes"]),
-                               fmt(t["median_other_load"], ".2f")] for t in table]),
+                               h.fmt(t["median_other_load"], ".2f")] for t in table]),
            "", f"- best swept share: {best['share']:.2f} ({best['value']:.0f} img/s); the plan's share "
            f"{plan_share:.3f}: {plan_row['value']:.0f} img/s",
            f"- plan / best swept: **{plan_ratio:.3f}x** ({args.aggregate} per share, measurements at the same "

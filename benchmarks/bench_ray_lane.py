@@ -1,18 +1,12 @@
 #!/usr/bin/env python
 """HybridLoader's Ray lane against torch's DataLoader, Ray Data, DALI and the raw kernels.
 
-Side by side in one process, same JPEGs and cores, ``imagenet_train(224)``, batch 64 (method:
-_harness.py; each contestant warmed up one epoch): ``hybridload`` (``LoaderPolicy(mode="cpu",
-cpu_actors=2, reserve_local_cpus=0, placement="any")``: two Ray CPU actors); ``torch-dataloader``
-(``DataLoader(num_workers=2, persistent_workers=True)`` over ``kernels.process_sample``, forked
-before Ray starts); ``ray-data`` (``read_binary_files + map_batches(kernels) +
-iter_torch_batches``, 2 CPUs; skipped when not installed); ``dali`` (CPU pipeline, 2 threads);
-``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal);
-``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Ray runs embedded on 127.0.0.1 with
-2 + 2 logical CPUs. Goals (ratios of medians): hybridload / torch DataLoader >= 1.5; / Ray Data
->= 1.5; / (raw kernels x cores) >= 0.9.
-
-Run:  python benchmarks/bench_ray_lane.py [--n 1024] [--rounds 5] [--out bench-ray-lane.json] [--quick]
+peers.py's contest (``peers.run_contest``: same JPEGs and cores, ``imagenet_train(224)``, batch
+64, ``--workers 2``, Ray embedded on 127.0.0.1 with 2 x workers logical CPUs; method: _harness.py)
+over ``hybridload`` (its Ray lane alone), ``torch-dataloader``, ``ray-data``, ``dali``,
+``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal) and
+``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Goals (ratios of medians):
+hybridload / torch DataLoader >= 1.5; / Ray Data >= 1.5; / (raw kernels x cores) >= 0.9.
 """
 
 from __future__ import annotations
@@ -20,12 +14,9 @@ from __future__ import annotations
 import logging
 import sys
 
-import torch
-
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, TorchDataLoader, ray_data_missing
-from _data import parser, photo_source, start_local_ray
-from hybridload import LoaderPolicy, recipe
+import peers
+from _data import parser
 
 log = logging.getLogger("bench_ray_lane")
 GOALS = {"hybridload / torch DataLoader": 1.5, "hybridload / Ray Data": 1.5,
@@ -34,62 +25,13 @@ CONTESTANTS = ("hybridload", "torch-dataloader", "ray-data", "dali", "raw-kernel
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="128 images, one round, no warm-up round")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--size", type=int, default=224, help="output size of imagenet_train")
-    ap.add_argument("--workers", type=int, default=2,
-                    help="Ray actors / DataLoader workers / Ray Data CPUs / DALI threads")
-    ap.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset to run")
-    ap.add_argument("--object-store-mb", type=int, default=1024, help="object store of the embedded Ray")
+    ap = parser(__doc__, quick=dict(n=128, rounds=1, warmup_rounds=0), contestants=CONTESTANTS, batch_size=64,
+                size=224, workers=2, object_store_mb=1024)
     ap.add_argument("--ray-data-blocks", type=int, default=None,
                     help="override_num_blocks for read_binary_files (default: Ray Data's choice)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.rounds, args.warmup_rounds = 128, 1, 0
-    h.setup_logging()
-    names = [c for c in args.contestants.split(",") if c]
-    if set(names) - set(CONTESTANTS):
-        ap.error(f"unknown contestants {sorted(set(names) - set(CONTESTANTS))}; known: {', '.join(CONTESTANTS)}")
-    if min(args.n, args.rounds, args.batch_size, args.workers) <= 0 or args.warmup_rounds < 0:
-        ap.error("counts must be positive (--warmup-rounds >= 0)")
-    torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
-    folder, source = photo_source(args.root, args.n, log)
-    rec, B, W, cores = recipe.imagenet_train(args.size), args.batch_size, args.workers, h.usable_cpus()
-    env, cs, skipped = h.environment(), [], {}
-    import ray
-    try:
-        if "torch-dataloader" in names:  # forks its workers before Ray's threads exist
-            cs.append(TorchDataLoader(source, rec, B, W))
-            h.warm_up(cs[-1:], log=log)
-        if {"hybridload", "ray-data"} & set(names):
-            env["ray_nodes"], env["ray"] = start_local_ray(2 * W, args.object_store_mb, log), ray.__version__
-        if "hybridload" in names:
-            pol = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
-            cs.insert(0, Loader("hybridload", source, rec, B, pol, W))
-        why = ray_data_missing() if "ray-data" in names else None
-        if why:
-            log.warning("skipping Ray Data: %s", why)
-            skipped["ray-data"] = why
-        elif "ray-data" in names:
-            cs.append(RayData(source, rec, B, W, args.ray_data_blocks))
-        if "dali" in names:
-            try:
-                cs.append(DaliFiles(folder, args.n, W, B, args.size))
-            except ImportError as exc:
-                skipped["dali"] = str(exc)
-        if "raw-kernels" in names:
-            cs.append(KernelBatches("raw-kernels", source, rec, B))
-        if "raw-kernels-pool" in names:
-            cs.append(KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True))
-        h.warm_up([c for c in cs if c.name != "torch-dataloader"], log=log)
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=args.n, log=log)
-        if "hybridload" in per_round:
-            env["hybridload_lanes"] = {k: v["images"] for k, v in cs[0].loader.stats()["lanes"].items()}
-    finally:
-        h.close_all(cs, log)
-        if ray.is_initialized():
-            ray.shutdown()
-    results = h.summarize_all(per_round, cs)
+    folder, env, results, skipped = peers.run_contest(args, log, size=args.size, blocks=args.ray_data_blocks)
+    B, cores = args.batch_size, h.usable_cpus()
     ideal = f"raw-kernels x {cores}"
     if "raw-kernels" in results:  # the ideal: one thread's rate on every usable core
         results[ideal] = h.summarize([dict(r, images_per_s=r["images_per_s"] * cores)

@@ -7,9 +7,6 @@ not installed); DALI alone (CPU pipeline); a Dpex-style loader: a DataLoader who
 each batch to a Ray task (dataset put once), 2 x workers in flight, yielded in order with ray.get.
 Each round runs every contestant over ``--batches`` batches (default: all; method: _harness.py);
 reported: median images/s and the ratios hybridload / peer.
-
-    python benchmarks/peers.py [--n 1024] [--rounds 3] [--batches 16] [--out out/peers.json] [--plot out/peers.png]
-    python benchmarks/peers.py --quick      # 128 images, 2 batches of 64, one round: the smoke test
 """
 
 from __future__ import annotations
@@ -23,12 +20,14 @@ import torch
 import torch.utils.data as tud
 
 import _harness as h
-from _contestants import DaliFiles, EpochSampler, KernelDataset, Loader, RayData, TorchDataLoader, ray_data_missing
-from _data import parser, photo_source, start_local_ray, subset
-from hybridload import LoaderPolicy, recipe
+from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, torch_dataloader
+from _data import parser, photo_source, start_local_ray
+from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
 CONTESTANTS = ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali")
+FORKS = {"torch-dataloader"}  # forks its workers: built and warmed up before Ray starts threads here
+NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
 def fetch(dataset, indices, collate):
@@ -63,19 +62,6 @@ class DpexStyleLoader(tud.DataLoader):
                 ray.cancel(ref)
 
 
-class DpexStyle(h.Contestant):
-    name = "dpex-style"
-
-    def __init__(self, source, rec, batch_size: int, workers: int):
-        self.threads, self.sampler = workers, EpochSampler(len(source))
-        self.dl = DpexStyleLoader(KernelDataset(source, rec), ray_workers=workers, batch_size=batch_size,
-                                  sampler=self.sampler)
-
-    def run(self, epoch: int) -> int:
-        self.sampler.epoch = epoch
-        return sum(images.shape[0] for images, _labels in self.dl)
-
-
 def plot(results: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -96,63 +82,66 @@ def plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: int = 224,
+                blocks: int | None = None) -> tuple[Path, dict, dict, dict]:
+    """Each loader of ``args.contestants`` over the first ``batches`` x ``args.batch_size`` photos
+    (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
+    ``blocks`` blocks), in interleaved rounds; one that cannot be imported is skipped. Returns
+    (photo folder, environment, results, {skipped name: why})."""
+    import ray
+    torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
+    folder, whole = photo_source(args.root, args.n, log)
+    B, W = args.batch_size, args.workers
+    images = args.n if batches is None else batches * B
+    refs = [whole.ref(i) for i in range(images)]  # the first ``images`` photos
+    source = sources.FileList([r.location for r in refs], [r.label for r in refs])
+    rec = recipe.imagenet_train(size)
+    ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
+    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
+              "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
+                                                     LoaderPolicy(cpu_actors=0, threads=W), W),
+              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
+              "dpex-style": lambda: SampledLoader("dpex-style", source, rec, W, lambda ds, sampler: DpexStyleLoader(
+                  ds, ray_workers=W, batch_size=B, sampler=sampler)),
+              "ray-data": lambda: RayData(source, rec, B, W, blocks),
+              "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
+              "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
+              "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
+    env, chosen, built, skipped = h.environment(), [k for k in makers if k in args.contestants], {}, {}
+    try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
+        for k in sorted(chosen, key=lambda k: k not in FORKS):
+            if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
+                env["ray_nodes"], env["ray"] = start_local_ray(2 * W, args.object_store_mb, log), ray.__version__
+            try:
+                built[k] = makers[k]()
+                h.warm_up([built[k]], log=log)
+            except ImportError as exc:  # not installed here: skipped
+                h.close_all([built.pop(k)] if k in built else [], log)
+                skipped[k] = str(exc)
+                log.warning("skipping %s: %s", k, exc)
+        cs = [built[k] for k in chosen if k in built]
+        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=images, log=log)
+        if "hybridload" in per_round:
+            env["hybridload_lanes"] = {k: v["images"] for k, v in built["hybridload"].loader.stats()["lanes"].items()}
+    finally:
+        h.close_all(list(built.values()), log)
+        if ray.is_initialized():
+            ray.shutdown()
+    return folder, env, h.summarize_all(per_round, cs), skipped
+
+
 def main(argv=None) -> int:
-    ap = parser(__doc__, rounds=3, quick="128 images, 2 batches of 64 per contestant, one round, no warm-up round")
+    ap = parser(__doc__, rounds=3, quick=dict(n=128, batch_size=64, batches=2, rounds=1, warmup_rounds=0),
+                contestants=CONTESTANTS, batch_size=64, workers=2, object_store_mb=512, plot=None)
     ap.add_argument("--batches", type=int, default=None,
                     help="batches per contestant per round (default: the whole set, ceil(n / batch size))")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--workers", type=int, default=2,
-                    help="Ray actors / in-process threads / DataLoader workers / Ray tasks / Ray Data CPUs / DALI threads")
-    ap.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated subset to run")
-    ap.add_argument("--object-store-mb", type=int, default=512, help="object store of the embedded Ray")
-    ap.add_argument("--plot", type=Path, default=None, help="write a bar chart (PNG) here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.batch_size, args.batches, args.rounds, args.warmup_rounds = 128, 64, 2, 1, 0
-    names = [c for c in args.contestants.split(",") if c]
-    if set(names) - set(CONTESTANTS):
-        ap.error(f"unknown contestants {sorted(set(names) - set(CONTESTANTS))}; known: {', '.join(CONTESTANTS)}")
-    if min(args.n, args.rounds, args.batch_size, args.workers, args.batches or 1) <= 0 or args.warmup_rounds < 0:
-        ap.error("counts must be positive (--warmup-rounds >= 0)")
     if args.batches is not None and args.batches > args.n // args.batch_size:
         ap.error(f"--batches {args.batches} needs {args.batches * args.batch_size} images; --n is {args.n}")
     batches = -(-args.n // args.batch_size) if args.batches is None else args.batches
     images = args.n if args.batches is None else batches * args.batch_size
-    h.setup_logging()
-    torch.set_num_threads(1)
-    import ray
-    folder, whole = photo_source(args.root, args.n, log)
-    source, rec, B, W = subset(whole, images), recipe.imagenet_train(224), args.batch_size, args.workers
-    env, cs, skipped = h.environment(ray=ray.__version__), [], {}
-    try:
-        if "torch-dataloader" in names:  # forks its workers before Ray's threads exist
-            cs.append(TorchDataLoader(source, rec, B, W))
-            h.warm_up(cs, log=log)
-        env["ray_nodes"] = start_local_ray(2 * W, args.object_store_mb, log)
-        makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, LoaderPolicy(ray_address="embedded", 
-                      mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any"), W),
-                  "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
-                                                         LoaderPolicy(cpu_actors=0, threads=W), W),
-                  "dpex-style": lambda: DpexStyle(source, rec, B, W),
-                  "ray-data": lambda: RayData(source, rec, B, W),
-                  "dali": lambda: DaliFiles(folder, args.n, W, B, 224, iterations=batches)}
-        if "ray-data" in names and ray_data_missing():
-            skipped["ray-data"] = ray_data_missing()
-            log.warning("skipping Ray Data: %s", skipped["ray-data"])
-        new = []
-        for name in (n for n in makers if n in names and n not in skipped):
-            try:
-                new.append(makers[name]())
-            except ImportError as exc:
-                skipped[name] = str(exc)
-        h.warm_up(new, log=log)
-        cs += new
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, expect=images, log=log)
-    finally:
-        h.close_all(cs, log)
-        if ray.is_initialized():
-            ray.shutdown()
-    results = h.summarize_all(per_round, cs)
+    B, W = args.batch_size, args.workers
+    folder, env, results, skipped = run_contest(args, log, batches=args.batches)
     peers = [n for n in results if not n.startswith("hybridload")]
     ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", "hybridload-inprocess") for p in peers
               if a in results}

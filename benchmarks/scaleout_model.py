@@ -11,9 +11,6 @@ or --ingest-batches-per-s gives it). Assumed: NIC bandwidth (--network-gbit, 25)
 node (--cores, 32). Checked against a simulated loopback cluster (a 1-CPU head kept for the
 trainer, reserve_local_cpus=1, plus 1 or 2 one-CPU worker nodes, remote-first): measured Ray-lane
 images/s against the model with C=1; on 2 cores that means something at 1 worker node only.
-
-    python benchmarks/scaleout_model.py [--out out/scaleout.json] [--plot out/scaleout.png]
-    python benchmarks/scaleout_model.py --ingest-json out/bench-ingest.json   # reuse a measured ceiling
 """
 
 from __future__ import annotations
@@ -25,29 +22,18 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import _harness as h
 import bench_ingest
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
-from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.epochs import endless
+from hybridload.planner.rates import cpu_rate_per_core
 
 log = logging.getLogger("scaleout_model")
 BATCH = 64
 BYTES_PER_IMAGE = 3 * 224 * 224
-
-
-def per_core_rate(source, rec, seconds: float = 4.0) -> float:
-    torch.set_num_threads(1)
-    idx = np.arange(len(source))
-    kernels.process_batch(source, rec, idx[:16], 0, 0)
-    n, t0, k = 0, time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        batch = idx[(k * 16) % len(idx):][:16]
-        n += len(kernels.process_batch(source, rec, batch, 0, 0).indices)
-        k += 1
-    return n / (time.perf_counter() - t0)
 
 
 def predict(nodes: int, cores: int, per_core: float, ingest_img_s: float, net_img_s: float) -> tuple[float, str]:
@@ -56,72 +42,61 @@ def predict(nodes: int, cores: int, per_core: float, ingest_img_s: float, net_im
     return parts[which], which
 
 
-def measured_on_simulated_cluster(folder, workers: int, seconds: float = 6.0) -> dict:
+def check_on_simulated_cluster(folder, workers: int, model: tuple[float, str], seconds: float = 6.0) -> dict:
+    """The Ray lane's images/s on a loopback cluster of ``workers`` one-CPU worker nodes, against
+    the model's (images/s, limited by) for them."""
     import ray
     with loopback_cluster(head_cpus=1, workers=workers, store_mb=200):
         nodes = check_ray_loopback(ray)
         policy = LoaderPolicy(ray_address="embedded", cpu_actors=workers, reserve_local_cpus=1, placement="remote-first")
         with HybridLoader(sources.ImageFolder(folder), recipe.imagenet_train(224), BATCH, policy=policy,
                           device="cpu") as ld:
-            state = {"it": iter(ld), "epoch": 0}
-
-            def take() -> int:
-                try:
-                    return next(state["it"])[0].shape[0]
-                except StopIteration:
-                    state["epoch"] += 1
-                    ld.set_epoch(state["epoch"])
-                    state["it"] = iter(ld)
-                    return take()
-
+            batches = endless(ld)
             for _ in range(2):  # actors up, first batches through: untimed
-                take()
+                next(batches)
 
             def run() -> int:
                 n, t0 = 0, time.perf_counter()
                 while time.perf_counter() - t0 < seconds:
-                    n += take()
+                    n += next(batches)[0].shape[0]
                 return n
 
             r = h.timed(run)
-            lanes = ld.stats()["lanes"]
             driver = ray.get_runtime_context().get_node_id()
             actor_nodes = [n for lane in ld._lanes for n in getattr(lane, "nodes", [])]
-        return {"images_per_s": r["images_per_s"], "other_load": r["other_load"], "tree_cpu_util": r["tree_cpu_util"],
-                "nodes": nodes, "lanes": {k: v.get("images") for k, v in lanes.items()},
-                "actors": len(actor_nodes), "actors_on_driver_node": sum(n == driver for n in actor_nodes)}
+    log.info("simulated cluster, %d one-CPU worker node(s): measured %.0f, model %.0f", workers, r["images_per_s"],
+             model[0])
+    return {"worker_nodes": workers, "measured": round(r["images_per_s"]), "model": round(model[0]),
+            "model_limited_by": model[1], "ratio": round(r["images_per_s"] / model[0], 2),
+            "other_load": r["other_load"], "actors": len(actor_nodes),
+            "actors_on_driver_node": sum(n == driver for n in actor_nodes), "nodes": nodes}
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, n=512, rounds=3, quick="64 images, short measurements, 10 ingest batches, one check")
+    ap = parser(__doc__, n=512, rounds=3, quick=dict(n=64, per_core_seconds=1.0, check_seconds=2.0, ingest_batches=10,
+                                                     rounds=1), ingest_batches=100, ingest_store_mb=300, plot=None)
     ap.add_argument("--cores", type=int, default=32, help="cores per worker node (C)")
     ap.add_argument("--network-gbit", type=float, default=25.0, help="assumed NIC bandwidth of the trainer's node")
     ap.add_argument("--ingest-json", type=Path, default=None,
                     help="take the ingest ceiling from bench_ingest.py's JSON instead of measuring it")
     ap.add_argument("--ingest-batches-per-s", type=float, default=None, help="or give the ingest ceiling")
-    ap.add_argument("--ingest-batches", type=int, default=100, help="batches per ingest round (when measured)")
-    ap.add_argument("--ingest-store-mb", type=int, default=300, help="object store per node for the ingest test")
     ap.add_argument("--per-core-seconds", type=float, default=4.0)
     ap.add_argument("--check-seconds", type=float, default=6.0, help="timed seconds per simulated-cluster check")
     ap.add_argument("--no-check", action="store_true", help="skip the check on the simulated cluster")
-    ap.add_argument("--plot", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.per_core_seconds, args.check_seconds, args.ingest_batches, args.rounds = 64, 1.0, 2.0, 10, 1
-    h.setup_logging()
+    torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
-    rec = recipe.imagenet_train(224)
-    per_core = per_core_rate(source, rec, args.per_core_seconds)
+    per_core = cpu_rate_per_core(source, recipe.imagenet_train(224), range(len(source)), args.per_core_seconds,
+                                 batch=16)
     log.info("per-core kernel rate: %.0f images/s", per_core)
     ingest_bps, ingest_src, ingest_doc = args.ingest_batches_per_s, "given", None
-    if ingest_bps is None and args.ingest_json is not None:
-        data = json.loads(args.ingest_json.read_text())
-        ingest_bps = data["ingest"]["results"]["hybridload ActorPool"]["median_batches_per_s"]
-        ingest_src = f"from {args.ingest_json}"
     if ingest_bps is None:
-        ingest_doc = bench_ingest.measure(224, args.ingest_store_mb, 2, args.ingest_batches, args.rounds)
-        ingest_bps = ingest_doc["results"]["hybridload ActorPool"]["median_batches_per_s"]
-        ingest_src = "measured in this run"
+        if args.ingest_json is not None:
+            ingest, ingest_src = json.loads(args.ingest_json.read_text())["ingest"], f"from {args.ingest_json}"
+        else:
+            ingest = ingest_doc = bench_ingest.measure(224, args.ingest_store_mb, 2, args.ingest_batches, args.rounds)
+            ingest_src = "measured in this run"
+        ingest_bps = ingest["results"]["hybridload ActorPool"]["median_batches_per_s"]
     ingest_img_s = ingest_bps * BATCH
     batch_bytes = BATCH * BYTES_PER_IMAGE
     net_img_s = args.network_gbit * 1e9 / 8 / BYTES_PER_IMAGE
@@ -130,25 +105,16 @@ def main(argv=None) -> int:
         pred, which = predict(nodes, args.cores, per_core, ingest_img_s, net_img_s)
         rows.append({"nodes": nodes, "cpu_images_per_s": round(nodes * args.cores * per_core),
                      "predicted_images_per_s": round(pred), "limited_by": which})
-    checks = []
-    if not args.no_check:
-        for w in ((1,) if args.quick else (1, 2)):
-            got = measured_on_simulated_cluster(folder, w, args.check_seconds)
-            pred, which = predict(w, 1, per_core, ingest_img_s, net_img_s)
-            checks.append({"worker_nodes": w, "measured": round(got["images_per_s"]), "model": round(pred),
-                           "model_limited_by": which, "ratio": round(got["images_per_s"] / pred, 2),
-                           "other_load": got["other_load"], "actors": got["actors"],
-                           "actors_on_driver_node": got["actors_on_driver_node"], "nodes": got["nodes"]})
-            log.info("simulated cluster, %d one-CPU worker node(s): measured %.0f, model %.0f", w,
-                     got["images_per_s"], pred)
-    first_non_cpu = next((r for r in rows if r["limited_by"] != "CPUs"), None)
+    checks = [] if args.no_check else [
+        check_on_simulated_cluster(folder, w, predict(w, 1, per_core, ingest_img_s, net_img_s), args.check_seconds)
+        for w in ((1,) if args.quick else (1, 2))]
     lines = [f"## scale-out model: C = {args.cores} cores per worker node at {per_core:.0f} images/s per core "
              f"(measured, 1 thread); batch {BATCH}x3x224x224 uint8 = {batch_bytes / 1e6:.1f} MB; trainer ingest "
              f"{ingest_bps:.1f} batches/s = {ingest_img_s:.0f} images/s = {ingest_bps * batch_bytes / 1e9:.2f} GB/s "
              f"({ingest_src}, loopback); NIC {args.network_gbit:g} Gbit/s = {net_img_s:.0f} images/s (assumed)", "",
              *h.markdown_table(["worker nodes", "CPUs alone", "predicted images/s", "limited by"],
                                [list(r.values()) for r in rows])]
-    knee, fnc = args.cores * per_core, first_non_cpu
+    knee, fnc = args.cores * per_core, next((r for r in rows if r["limited_by"] != "CPUs"), None)
     where = "up to 64 nodes; no other ceiling bites." if fnc is None else \
         f"from {'1 node' if fnc['nodes'] == 1 else str(fnc['nodes']) + ' nodes'} on, the {fnc['limited_by']} ceiling bites."
     lines += ["", f"- CPUs bite while nodes x {knee:.0f} < min(ingest {ingest_img_s:.0f}, network {net_img_s:.0f}); "
@@ -165,14 +131,13 @@ def main(argv=None) -> int:
             "At 1 worker node the actor has a core and the driver the other; at 2 the two actors and the driver's "
             "receive/copy compete for 2 cores, so the ratio there mixes model error with contention; beyond 2 "
             "worker nodes the check would mean nothing and is not run."]
-    plot = args.plot
     h.emit(lines, args, {"benchmark": "scaleout_model", "per_core_images_per_s": per_core, "batch_bytes": batch_bytes,
                          "cores_per_node": args.cores, "network_gbit": args.network_gbit,
                          "network_images_per_s": net_img_s, "ingest_batches_per_s": ingest_bps,
                          "ingest_images_per_s": ingest_img_s, "ingest_source": ingest_src, "ingest": ingest_doc,
                          "rows": rows, "checks": checks}, log)
-    if plot:
-        plot_model(plot, args, per_core, ingest_img_s, net_img_s)
+    if args.plot:
+        plot_model(args.plot, args, per_core, ingest_img_s, net_img_s)
     return 0
 
 
