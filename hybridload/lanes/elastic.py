@@ -36,12 +36,20 @@ log = logging.getLogger(__name__)
 #: how often the node table is read when the policy does not say (seconds)
 DEFAULT_POLL_S = 5.0
 
+class RayShutDown(Exception):
+    """This process's Ray connection is gone: the keeper stops."""
+
+
 Table = Callable[[], "tuple[list[NodeInfo], set[str]]"]
 
 
 def node_table() -> tuple[list[NodeInfo], set[str]]:
     """The alive nodes (as placement sees them) and the ids of those being drained."""
+    import ray
+
     from hybridload import cluster
+    if not ray.is_initialized():
+        raise RayShutDown("Ray is shut down")
     nodes = cluster.nodes()
     try:
         from ray._private.state import state  # Ray's own reader of the GCS drain list
@@ -161,6 +169,8 @@ def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> 
             return
         try:
             keeper.step()
+        except RayShutDown:  # Ray was shut down (interpreter exit): nothing left to keep
+            return
         except Exception as exc:  # Ray shutting down, a GCS hiccup: try again next time
             log.warning("the actor pool's keeper could not read the cluster (%s: %s); trying again in %g s",
                         type(exc).__name__, exc, poll_s)
