@@ -110,6 +110,8 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
             for k, batch in enumerate(ld):
                 got.append(digest(batch))
                 lane = ld._lanes[0]
+                if k == 0:
+                    assert ld.stats()["actor_pools"]["ray"]["target"] == len(workers) + 1
                 if k == 1:
                     gcs = ray._raylet.GcsClient(address=cluster.address)
                     accepted, why = gcs.drain_node(
@@ -124,4 +126,23 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
         assert pool["target"] == len(workers)
     finally:
         cluster.remove_node(extra)
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+def test_losing_the_only_actor_holds_its_batches_until_the_replacement_is_ready(ray_cluster, photo_root, fast_poll):
+    import ray
+    expected = reference(photo_root, [0])
+    policy = LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1,
+                          batch_timeout_s=120, window=3)
+    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
+        got = []
+        for k, batch in enumerate(ld):
+            got.append(digest(batch))
+            if k == 1:
+                (only,) = ld._lanes[0].members()
+                ray.kill(only.handle, no_restart=True)
+        stats = ld.stats()
+    assert got == expected
+    pool = stats["actor_pools"]["ray"]
+    assert pool["lost"] == pool["replaced"] == 1 and pool["live"] == 1
     wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")

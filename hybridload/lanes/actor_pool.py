@@ -72,6 +72,7 @@ class ActorPool:
                                    "the cluster may lack free CPUs (check `ray status`)") from None
             for m in first:
                 self._members.ready(m)
+            self._pool_stats.live(len(first), target=len(where))
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
                                   flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name)
             self._keeper.start()
