@@ -120,3 +120,15 @@ def test_a_bad_poll_interval_is_a_clear_error(bad):
 def test_the_poll_interval_comes_from_the_environment_when_not_given(monkeypatch):
     monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", "0.5")
     assert poll_seconds(None) == 0.5 and poll_seconds(2) == 2.0
+
+
+def test_a_failed_start_of_the_only_actor_keeps_the_lane_waiting_for_the_next_try():
+    p = Pool("A")
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    p.keeper.step()  # a replacement starts on A
+    (starting,) = p.members.members(State.STARTING)
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and never comes up
+    assert p.members.usable == 1  # batches wait for the next try, not fail at once
+    p.keeper.step()
+    assert p.where(State.STARTING) == ["A"]

@@ -129,7 +129,7 @@ class ActorPool:
         if fut.exception() is None:
             if self._members.ready(m) and self._keeper is not None:
                 self._keeper.wake()  # held tasks may go out
-        elif self._members.dead(m, lost=False):
+        elif self._members.dead(m, lost=False, failed_start=True):
             self._pool_stats.start_failed()
             log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
                         self.name, m.key, m.node_id[:8], type(fut.exception()).__name__)

@@ -130,7 +130,7 @@ class Keeper:
                 log.warning("%s: actor %d did not start on node %s within %g s; trying again",
                             self._name, m.key, m.node_id[:8], self.ready_timeout_s)
                 self.members.stats.start_failed()
-                self.members.dead(m, lost=False)
+                self.members.dead(m, lost=False, failed_start=True)
                 self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
                 self._retire(m)

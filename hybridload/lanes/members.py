@@ -73,14 +73,15 @@ class Members:
             self._changed()
             return True
 
-    def dead(self, m: Member, *, lost: bool) -> bool:
-        """Mark ``m`` dead (``lost``: not stopped on purpose); False if it already was."""
+    def dead(self, m: Member, *, lost: bool, failed_start: bool = False) -> bool:
+        """Mark ``m`` dead (``lost``: not stopped on purpose; ``failed_start``: it never became
+        ready, the keeper tries again); False if it already was."""
         with self._lock:
             if m.state is State.DEAD:
                 return False
             m.state = State.DEAD
             self._table.pop(m.key, None)
-            if lost:
+            if lost or failed_start:
                 self.awaiting_repair = True
             self._changed()
         if lost:
