@@ -66,8 +66,7 @@ def faults(root, cluster):
     ray_policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=90)
 
     def kill_busiest(ld):
-        lane = ld._lanes[0]
-        ray.kill(lane.actors[max(range(len(lane.actors)), key=lambda j: lane._load[j])], no_restart=True)
+        ray.kill(max(ld._lanes[0].members(), key=lambda m: m.load).handle, no_restart=True)
 
     for point in range(1, 11):
         rows.append(row(f"actor killed after batch {point * 2}", ref, *run(src, ray_policy, (point * 2, kill_busiest))))

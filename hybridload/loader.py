@@ -226,6 +226,9 @@ class HybridLoader:
         if self._online is not None:
             plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
+        pools = {lane.name: lane.stats() for lane in self._lanes if callable(getattr(lane, "stats", None))}
+        if pools:  # elastic actor pools: actors started, lost, replaced, live over time
+            d["actor_pools"] = pools
         d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
         return d
 

@@ -29,6 +29,13 @@ def reference(photo_root):
         return [digest(b) for b in ld]
 
 
+def wait_until(pred, timeout):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"not within {timeout} s"
+        time.sleep(0.1)
+
+
 def wait_actors(n, timeout=30):
     deadline = time.monotonic() + timeout
     while len(alive_actors()) != n and time.monotonic() < deadline:
@@ -53,12 +60,14 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_
             t_last = now
             if k == kill_at:
                 lane = ld._lanes[0]
-                victim = max(range(len(lane.actors)), key=lambda j: lane._load[j])  # one holding work
-                ray.kill(lane.actors[victim], no_restart=True)
-                held_work = lane._load[victim] > 0
+                victim = max(lane.members(), key=lambda m: m.load)  # one holding work
+                ray.kill(victim.handle, no_restart=True)
+                held_work = victim.load > 0
         stats = ld.stats()
-        if held_work:  # its batch went to another worker and the lane carries on with what is left
-            assert stats["retries"] >= 1 and ld._lanes[0].parallelism == 2
+        if held_work:  # its batch went to another worker, and the pool replaces the lost actor
+            assert stats["retries"] >= 1 and stats["actor_pools"]["ray"]["lost"] == 1
+            wait_until(lambda: ld._lanes[0].parallelism == 3, 60)
+            assert ld.stats()["actor_pools"]["ray"]["replaced"] == 1
     assert got == reference  # same indices, same labels, bit-identical pixels, nothing lost or repeated
     assert stats["lanes"]["ray"]["images"] == 60
     if stats["retries"]:

@@ -3,7 +3,7 @@
 import pytest
 
 from hybridload.cluster import NodeInfo
-from hybridload.placement import plan_actors
+from hybridload.placement import Changes, elastic_target, plan_actors, reconcile
 
 
 def node(nid, cpus, trainer=False):
@@ -53,3 +53,52 @@ def test_asking_for_more_actors_than_slots_names_the_fix():
 def test_no_cpu_left_names_the_fix():
     with pytest.raises(ValueError, match="no CPU left.*cpu_actors=0"):
         plan_actors([node("T", 1, trainer=True)], placement="remote-first", reserve_local_cpus=1, cpu_actors=None)
+
+
+# ---- the elastic pool's rules, on node tables recorded before and after churn
+RULES = dict(placement="remote-first", reserve_local_cpus=2)
+BEFORE = [node("A", 1), node("B", 1), node("T", 2, trainer=True)]
+B_LOST_C_JOINED = [node("A", 1), node("C", 1), node("T", 2, trainer=True)]
+
+
+def test_elastic_target_equals_the_plan_while_the_request_fits():
+    for cpu_actors in (None, 1, 2):
+        assert elastic_target(BEFORE, **RULES, cpu_actors=cpu_actors) == plan_actors(BEFORE, **RULES, cpu_actors=cpu_actors)
+
+
+def test_elastic_target_caps_a_count_that_no_longer_fits_instead_of_failing():
+    assert elastic_target([node("A", 1), node("T", 2, trainer=True)], **RULES, cpu_actors=2) == ["A"]
+    assert elastic_target([node("T", 2, trainer=True)], **RULES, cpu_actors=2) == []
+
+
+def test_elastic_target_leaves_out_nodes_being_drained():
+    assert elastic_target(BEFORE, {"B"}, **RULES, cpu_actors=None) == ["A"]
+    assert elastic_target(CLUSTER, {"A", "B"}, placement="remote-first", reserve_local_cpus=1, cpu_actors=None) == ["T"] * 3
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_elastic_targets_of_ranks_stay_disjoint_and_fair_after_churn(world):
+    for table in (BEFORE, B_LOST_C_JOINED, CLUSTER):
+        shares = [elastic_target(table, placement="any", reserve_local_cpus=0, cpu_actors=None, rank=r,
+                                 world_size=world) for r in range(world)]
+        sizes = [len(s) for s in shares]
+        assert max(sizes) - min(sizes) <= 1
+        assert sorted(x for s in shares for x in s) == sorted(
+            elastic_target(table, placement="any", reserve_local_cpus=0, cpu_actors=None))
+
+
+def test_reconcile_replaces_the_lost_node_with_the_new_one_and_keeps_the_rest():
+    target = elastic_target(B_LOST_C_JOINED, **RULES, cpu_actors=None)
+    assert reconcile(target, [(0, "A")]) == Changes(start=("C",), stop=())
+
+
+def test_reconcile_stops_actors_on_nodes_the_target_no_longer_wants_keeping_the_first_listed():
+    assert reconcile(["A"], [(0, "A"), (1, "B"), (2, "A")]) == Changes(start=(), stop=(1, 2))
+
+
+def test_reconcile_of_a_pool_on_target_changes_nothing():
+    assert reconcile(["A", "B", "A"], [(5, "B"), (2, "A"), (9, "A")]) == Changes()
+
+
+def test_reconcile_from_nothing_starts_the_whole_target_in_its_order():
+    assert reconcile(["A", "B", "A"], []) == Changes(start=("A", "B", "A"))

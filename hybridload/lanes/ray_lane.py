@@ -11,7 +11,9 @@ back as one array per batch through the object store and are copied once into a
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import logging
 
 import numpy as np
 import torch
@@ -21,7 +23,22 @@ from hybridload.errors import SampleError
 from .actor_pool import ActorPool
 from .base import BatchTask
 
+log = logging.getLogger(__name__)
+
 _NP_TO_TORCH = {np.uint8: torch.uint8, np.float32: torch.float32, np.float16: torch.float16}
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def keep_freed_memory() -> bool:
+    """In an actor (a process hybridload owns, never the user's): let glibc serve large blocks
+    from its heap and keep what is freed, so each batch's buffers (a 64-image batch is ~10 MB)
+    reuse resident pages instead of faulting fresh ones in (measured: ~3% of the kernels' CPU
+    time on this project's photo set). False where glibc is not there to tune."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, 256 << 20) and libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20))
 
 
 class _Preloaded:
@@ -60,6 +77,8 @@ class KernelWorker:
 
     def __init__(self, source, recipe, seed: int, on_error: str):
         torch.set_num_threads(1)
+        if not keep_freed_memory():
+            log.debug("glibc's mallopt is not available: batch buffers are allocated afresh")
         self.source, self.recipe, self.seed, self.on_error = source, recipe, seed, on_error
 
     def ready(self) -> str:

@@ -1,0 +1,134 @@
+"""The elastic pool's bookkeeping (lanes/members.py) and one keeper step (lanes/elastic.py),
+driven by recorded node tables; the keeper's hands (start, stop) record what they are asked."""
+
+import pytest
+
+from hybridload.cluster import NodeInfo
+from hybridload.lanes.elastic import Keeper, poll_seconds
+from hybridload.lanes.members import Members, State
+from hybridload.placement import elastic_target
+from hybridload.stats import PoolStats
+
+
+def node(nid, cpus=1, trainer=False):
+    return NodeInfo(node_id=nid, address="127.0.0.1", cpus=cpus, is_trainer=trainer)
+
+
+def table_of(*ids):
+    return [node(i) for i in ids] + [node("T", 2, trainer=True)]
+
+
+class Pool:
+    """Members plus a keeper whose node table is whatever the test recorded last."""
+
+    def __init__(self, *nodes):
+        self.members = Members(PoolStats())
+        self.table, self.draining, self.stopped, self.flushes = table_of(*nodes), set(), [], 0
+        self.keeper = Keeper(self.members, target=lambda n, d: elastic_target(
+            n, d, placement="remote-first", reserve_local_cpus=2, cpu_actors=None),
+            spawn=self.spawn, stop=self.stopped.append, flush=self.flush,
+            table=lambda: (self.table, self.draining), poll_s=0.5, name="test")
+        for nid in nodes:
+            self.members.ready(self.spawn(nid, initial=True))
+
+    def spawn(self, node_id, initial=False):
+        return self.members.add(lambda key, index: f"actor-{key}", node_id, initial=initial)
+
+    def flush(self):
+        self.flushes += 1
+
+    def where(self, *states):
+        return sorted(m.node_id for m in self.members.members(*states))
+
+
+def test_a_step_on_a_table_where_a_node_left_and_one_joined_starts_one_actor_on_the_new_node():
+    p = Pool("A", "B")
+    p.table = table_of("A", "C")
+    p.keeper.step()
+    assert p.where(State.READY) == ["A"] and p.where(State.STARTING) == ["C"]
+    s = p.members.stats.as_dict()
+    assert (s["lost"], s["started"], s["replaced"], s["target"]) == (1, 3, 1, 2)
+    assert len(p.stopped) == 1  # the lost actor was killed by handle too
+
+
+def test_a_step_grows_onto_a_node_that_joined():
+    p = Pool("A")
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    assert p.where(State.STARTING) == ["B"]
+    assert p.members.stats.as_dict()["grown"] == 1
+
+
+def test_a_drained_node_keeps_its_actor_until_its_tasks_end_then_stops_it():
+    p = Pool("A", "B")
+    busy = next(m for m in p.members.members() if m.node_id == "B")
+    assert p.members.pick(0) is not None and p.members.pick(1) is not None  # one task on each actor
+    p.draining = {"B"}
+    p.keeper.step()
+    assert busy.state is State.DRAINING and p.stopped == []
+    assert p.members.pick(2).node_id == "A"  # no new task goes to a draining actor
+    assert p.members.release(busy, 0 if busy.key == 0 else 1)  # idle now: the pool is told to stop it
+    p.keeper.step()
+    assert p.stopped == [busy] and busy.state is State.DEAD
+    s = p.members.stats.as_dict()
+    assert (s["stopped"], s["lost"], s["target"]) == (1, 0, 1)
+
+
+def test_losing_the_last_actor_keeps_one_slot_until_the_keeper_has_tried_to_replace_it():
+    p = Pool("A")
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    assert p.members.usable == 1 and p.members.pick(0) is None  # the lane holds tasks meanwhile
+    p.table = table_of()  # no node left for it
+    p.keeper.step()
+    assert p.members.usable == 0 and p.flushes == 1  # the flush fails what was held
+
+
+def test_a_start_that_never_becomes_ready_is_stopped_after_the_ready_timeout():
+    p = Pool("A")
+    p.keeper.ready_timeout_s = 0.0
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    (starting,) = p.members.members(State.STARTING)
+    p.keeper.step()
+    assert starting.state is State.DEAD and starting in p.stopped
+    assert p.members.stats.as_dict()["failed_starts"] == 1 and p.where(State.STARTING) == ["B"]
+
+
+def test_pick_takes_the_least_loaded_ready_actor_and_avoids_a_second_copy_on_the_same_one():
+    p = Pool("A", "B")
+    first = p.members.pick(7)
+    second = p.members.pick(7)
+    assert first is not second
+    p.members.release(first, 7)
+    assert p.members.pick(8) is first
+
+
+def test_live_count_over_time_records_each_change():
+    p = Pool("A", "B")
+    m = p.members.members()[0]
+    p.members.dead(m, lost=True)
+    assert [n for _t, n in p.members.stats.as_dict()["live_over_time"]] == [0, 1, 2, 1]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon", float("inf")])
+def test_a_bad_poll_interval_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="node_poll_s .* positive number of seconds"):
+        poll_seconds(bad)
+
+
+def test_the_poll_interval_comes_from_the_environment_when_not_given(monkeypatch):
+    monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", "0.5")
+    assert poll_seconds(None) == 0.5 and poll_seconds(2) == 2.0
+
+
+def test_a_failed_start_of_the_only_actor_keeps_the_lane_waiting_for_the_next_try():
+    p = Pool("A")
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    p.keeper.step()  # a replacement starts on A
+    (starting,) = p.members.members(State.STARTING)
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and never comes up
+    assert p.members.usable == 1  # batches wait for the next try, not fail at once
+    p.keeper.step()
+    assert p.where(State.STARTING) == ["A"]
