@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _users = 0
 _ours: str | None = None  # what hybridload connected to ("embedded" or an address); None: not ours
+_our_job: str | None = None  # the Ray job id of that connection (a later ray.init by the user is not ours)
 
 
 def _import_ray():
@@ -92,18 +93,23 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     error); "host:port" → that cluster. A connection that already exists in this process is
     used as it is; an idle one hybridload made for another target is replaced.
     """
-    global _users, _ours
+    global _users, _ours, _our_job
     ray = _import_ray()
     with _lock:
         target = _target(address, fallback_embedded)
-        if ray.is_initialized() and _ours is not None and _users == 0 and target != _ours:
+        if _is_ours(ray) and _users == 0 and target != _ours:
             log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
             ray.shutdown()
-            _ours = None
         if not ray.is_initialized():
             _ours = _connect(ray, target, joined_auto=address == "auto", fallback_embedded=fallback_embedded)
+            _our_job = ray.get_runtime_context().get_job_id()
         _users += 1
     return ray
+
+
+def _is_ours(ray) -> bool:
+    """True while the live connection is the one hybridload made."""
+    return _ours is not None and ray.is_initialized() and ray.get_runtime_context().get_job_id() == _our_job
 
 
 def _target(address: str | None, fallback_embedded: bool) -> str:
@@ -212,7 +218,7 @@ def shutdown() -> bool:
     global _ours
     ray = _import_ray()
     with _lock:
-        if _users or _ours is None or not ray.is_initialized():
+        if _users or not _is_ours(ray):
             return False
         log.info("shutting down the Ray connection hybridload made (%s)", _ours)
         ray.shutdown()
