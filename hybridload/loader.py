@@ -93,7 +93,8 @@ class HybridLoader:
         self._online = None
         self._closed = False
         self._mover = DeviceMover(self.device)
-        self._finalizer = weakref.finalize(self, close_lanes, self._lanes)
+        self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
+        self._finalizer = weakref.finalize(self, _shut, self._streams, self._lanes)
         if len(self) == 0:
             log.warning("HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, "
                         "drop_last=%s)", rank, len(source), batch_size, world_size, drop_last)
@@ -165,6 +166,7 @@ class HybridLoader:
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=None if p.gpu_memory_budget_mb is None
                              else int(p.gpu_memory_budget_mb * 2**20))
+        self._streams[:] = [stream]
         self._active = _Pass(self, stream)
         return self._active
 
@@ -254,6 +256,13 @@ class _Pass:
         if superseded and not self._stream.closed:
             self._superseded = True
         self._stream.close()
+
+
+def _shut(streams: list, lanes: list) -> None:
+    """Stop the pass's dispatcher first, so that closing lanes under it is no lane failure."""
+    while streams:
+        streams.pop().close()
+    close_lanes(lanes)
 
 
 def _load_plan(plan):
