@@ -29,6 +29,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
+from . import node_cluster
 from .errors import LaneUnavailableError
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,10 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
         log.info("connecting to the Ray cluster at %s", target)
         try:
             _check_listening(target)  # ray.init waits minutes on a dead address (a stale record)
-            ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+            if joined_auto:
+                _join(ray, target)
+            else:
+                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
         except ConnectionError as exc:
             if not (joined_auto and fallback_embedded):
                 raise
@@ -148,11 +152,33 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
                             "not joining it; starting an embedded one on 127.0.0.1", target)
                 target = "embedded"
     if target == "embedded":
-        _loopback_only(ray)
-        log.info("starting an embedded Ray cluster on 127.0.0.1")
-        ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                 logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
+        key = node_cluster.job_key(os.environ)
+        if key is None:
+            _start_embedded(ray)
+        else:  # ranks of one job on this machine share one embedded cluster
+            how = node_cluster.start_or_join(key, lambda: _start_embedded(ray),
+                                             lambda addr: _join(ray, addr), _check_listening)
+            log.info("%s this job's embedded Ray cluster on this machine", how)
     return target
+
+
+def _start_embedded(ray) -> str:
+    _loopback_only(ray)
+    log.info("starting an embedded Ray cluster on 127.0.0.1")
+    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
+    return ray.get_runtime_context().gcs_address
+
+
+def _join(ray, address: str) -> None:
+    """Connect to a cluster found on this machine (Ray's token, if it has one, as Ray's "auto" does)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except Exception as exc:  # a Ray without token authentication
+        log.debug("no Ray token set-up (%s)", exc)
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
 
 
 def _check_listening(address: str, timeout_s: float = 5.0) -> None:
