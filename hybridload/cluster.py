@@ -8,13 +8,10 @@ descriptors and memory) again. The connection ends at interpreter exit (Ray's ow
 hook) or when :func:`shutdown` is called with no user left. A Ray session the user started
 is used as it is and never shut down here.
 
-What ``"auto"`` joins (:func:`auto_address`): the cluster named by ``RAY_ADDRESS``, else
-the cluster whose address Ray recorded when ``ray start`` ran on this machine (the file
-``ray_current_cluster`` in Ray's temp directory, ``$RAY_TMPDIR/ray`` or ``/tmp/ray``;
-``ray stop`` removes it; ``ray.cluster_utils.Cluster`` writes it too), if this user owns
-that record and the cluster it names was not started by ``ray.init()``. Never a cluster
-another process started with ``ray.init()`` (Ray's own ``address="auto"`` also scans the
-machine for any raylet: that scan is not used).
+What ``"auto"`` joins (:mod:`hybridload.ray_start`): the cluster named by ``RAY_ADDRESS``,
+else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
+checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
+another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
 
 Trust model: whoever can reach a Ray cluster's ports can run code on it. The embedded
 cluster listens on 127.0.0.1 only; for remote clusters use a private network and Ray's
@@ -29,7 +26,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from . import node_cluster
+from . import node_cluster, ray_start
 from .errors import LaneUnavailableError
 
 log = logging.getLogger(__name__)
@@ -48,41 +45,6 @@ def _import_ray():
             "the Ray lane needs Ray: pip install 'hybridload[ray]' (or use LoaderPolicy(cpu_actors=0) "
             "for the in-process lane)") from exc
     return ray
-
-
-@dataclass(frozen=True)
-class StartRecord:
-    """Ray's record of the last ``ray start`` on this machine: its address and the file's owner."""
-
-    address: str
-    owner_uid: int
-    path: str
-
-
-def ray_start_record() -> StartRecord | None:
-    """Read the address file that ``ray start`` writes (None when there is none)."""
-    try:
-        from ray._common.utils import get_ray_address_file
-        path = get_ray_address_file(None)
-    except Exception:  # Ray moved it: the same place, computed as Ray 2.x computes it
-        path = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", "ray", "ray_current_cluster")
-    try:
-        with open(path) as f:
-            address = f.read().strip()
-        uid = os.stat(path).st_uid
-    except OSError:
-        return None
-    return StartRecord(address, uid, path) if address else None
-
-
-def auto_address(env_address: str | None, record: StartRecord | None, uid: int) -> str | None:
-    """Pure: the address ``"auto"`` joins — ``RAY_ADDRESS``, else the ``ray start`` record if
-    this user (``uid``) owns it — or None (nothing to join)."""
-    if env_address:
-        return env_address
-    if record is not None and record.owner_uid == uid:
-        return record.address
-    return None
 
 
 def acquire(address: str | None = None, fallback_embedded: bool = False):
@@ -117,7 +79,12 @@ def _target(address: str | None, fallback_embedded: bool) -> str:
     if address == "embedded":
         return "embedded"
     if address == "auto":
-        found = auto_address(os.environ.get("RAY_ADDRESS"), ray_start_record(), os.getuid())
+        env = os.environ.get("RAY_ADDRESS")
+        found = ray_start.auto_address(env, ray_start.ray_start_record(), os.getuid())
+        if found and not env and ray_start.gcs_started_by_another_process(found):
+            log.warning("the cluster at %s in Ray's `ray start` record was started by another process (ray.init() "
+                        "or a test's Cluster), not `ray start`: not joining it", found)
+            found = None
         if found is None and not fallback_embedded:
             raise ConnectionError(
                 "ray_address='auto': RAY_ADDRESS is unset and no cluster was started with `ray start` on this "
@@ -133,7 +100,7 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
         log.info("connecting to the Ray cluster at %s", target)
         try:
             _check_listening(target)  # ray.init waits minutes on a dead address (a stale record)
-            if joined_auto:
+            if joined_auto and not os.environ.get("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
                 _join(ray, target)
             else:
                 ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from hybridload.cluster import StartRecord, auto_address
+from hybridload.ray_start import StartRecord, auto_address, gcs_started_by_another_process, is_ray_start_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -26,6 +26,43 @@ def test_auto_joins_ray_address_or_this_users_ray_start_record_only(env, record,
     assert auto_address(env, record, uid) == expected
 
 
+@pytest.mark.parametrize("cmdline, expected", [
+    (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], True),
+    (["/venv/bin/ray", "start", "--address=10.0.0.1:6379"], True),
+    (["/usr/bin/python3", "train.py", "start"], False),
+    (["/usr/bin/python3", "-m", "pytest", "tests/"], False),
+])
+def test_is_ray_start_command_recognises_the_cli_only(cmdline, expected):
+    assert is_ray_start_command(cmdline) is expected
+
+
+def _fake_proc(root, pid, cmdline, ppid, listening_inode=None):
+    d = root / str(pid)
+    (d / "fd").mkdir(parents=True)
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmdline) + b"\0")
+    (d / "stat").write_text(f"{pid} ({os.path.basename(cmdline[0])[:15]}) S {ppid} 1 1 0")
+    if listening_inode:
+        os.symlink(f"socket:[{listening_inode}]", d / "fd" / "7")
+
+
+@pytest.mark.parametrize("parent, expected", [
+    (["/usr/bin/python3", "-m", "pytest"], True),                       # a test's Cluster / a ray.init() driver
+    (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], False),
+    (None, False),                                                       # orphaned: `ray start` returned
+])
+def test_a_gcs_whose_parent_is_a_live_driver_is_another_processs_cluster(tmp_path, parent, expected):
+    (tmp_path / "net").mkdir()
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    (tmp_path / "net" / "tcp").write_text(  # 127.0.0.1:6379 listening (0A), inode 4242
+        header + "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242\n")
+    _fake_proc(tmp_path, 50, ["/venv/lib/ray/core/src/ray/gcs/gcs_server", "--gcs_server_port=0"],
+               1 if parent is None else 40, listening_inode=4242)
+    if parent is not None:
+        _fake_proc(tmp_path, 40, parent, 1)
+    assert gcs_started_by_another_process("127.0.0.1:6379", proc=str(tmp_path)) is expected
+    assert gcs_started_by_another_process("127.0.0.1:7000", proc=str(tmp_path)) is False  # not on this machine
+
+
 def _env(tmp: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     # no token: nothing but the rule below keeps another process's cluster out of reach
@@ -34,13 +71,24 @@ def _env(tmp: str) -> dict:
     return env
 
 
-OTHER_PROCESS = textwrap.dedent("""
-    import sys, ray
-    ray.init(include_dashboard=False, num_cpus=1, object_store_memory=80 * 2**20, log_to_driver=False)
-    print(ray.get_runtime_context().gcs_address, flush=True)
-    sys.stdin.read()  # until the test closes our stdin
-    ray.shutdown()
-""")
+OTHER_PROCESSES = {
+    "ray.init": textwrap.dedent("""
+        import sys, ray
+        ray.init(include_dashboard=False, num_cpus=1, object_store_memory=80 * 2**20, log_to_driver=False)
+        print(ray.get_runtime_context().gcs_address, flush=True)
+        sys.stdin.read()  # until the test closes our stdin
+        ray.shutdown()
+    """),
+    "cluster_utils": textwrap.dedent("""
+        import sys
+        from ray.cluster_utils import Cluster
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                          "object_store_memory": 80 * 2**20})
+        print(c.address, flush=True)  # Cluster writes Ray's `ray start` record with this address
+        sys.stdin.read()
+        c.shutdown()
+    """),
+}
 
 DROP_IN = textwrap.dedent("""
     import json, logging, ray, torch, hybridload
@@ -54,18 +102,20 @@ DROP_IN = textwrap.dedent("""
 """)
 
 
-def test_auto_does_not_attach_to_a_cluster_another_process_started_with_ray_init():
-    """Another process's ray.init() cluster is never joined, neither found by scanning nor
-    named by a stale `ray start` record: the drop-in falls back to its own loopback cluster."""
+@pytest.mark.parametrize("how", sorted(OTHER_PROCESSES))
+def test_auto_does_not_attach_to_a_cluster_another_process_started(how):
+    """A cluster another process started (ray.init(), or a test's Cluster, which writes Ray's
+    `ray start` record) is never joined, neither found by scanning nor named by the record:
+    the drop-in falls back to its own loopback cluster."""
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
         env = _env(tmp)
-        other = subprocess.Popen([sys.executable, "-c", OTHER_PROCESS], stdin=subprocess.PIPE,
+        other = subprocess.Popen([sys.executable, "-c", OTHER_PROCESSES[how]], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True, env=env)
         try:
             theirs = other.stdout.readline().strip()
             assert ":" in theirs, "the other process did not start its cluster"
-            for stale_record in (False, True):
-                if stale_record:  # a record pointing at the ray.init() cluster (not made by `ray start`)
+            for stale_record in ((False, True) if how == "ray.init" else (True,)):
+                if stale_record and how == "ray.init":  # a record naming the ray.init() cluster
                     os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
                     with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
                         f.write(theirs)
@@ -76,7 +126,7 @@ def test_auto_does_not_attach_to_a_cluster_another_process_started_with_ray_init
                 assert mine["gcs"] != theirs, "the drop-in attached to another process's cluster"
                 assert mine["nodes"] == ["127.0.0.1"] and mine["batches"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
                 if stale_record:
-                    assert "started by ray.init() in another process" in proc.stderr
+                    assert "not `ray start`: not joining it" in proc.stderr
         finally:
             other.stdin.close()
             try:
