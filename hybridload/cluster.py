@@ -1,8 +1,17 @@
 """Connecting to Ray: an existing cluster, or an embedded one on loopback.
 
-Ray is imported here lazily (never at ``import hybridload``). ``acquire`` connects
-(or starts) and counts users; ``release`` shuts Ray down when the last user that
-hybridload connected for is gone. A Ray session the user started is left alone.
+Ray is imported here lazily (never at ``import hybridload``). A process holds **one** Ray
+connection, shared by every loader: ``acquire`` connects (or starts an embedded cluster)
+the first time and counts users; ``release`` drops a user but keeps the connection, so the
+next loader reuses it instead of paying Ray's start (and its per-``ray.init`` leak of file
+descriptors and memory) again. The connection ends at interpreter exit (Ray's own exit
+hook) or when :func:`shutdown` is called with no user left. A Ray session the user started
+is used as it is and never shut down here.
+
+What ``"auto"`` joins (:mod:`hybridload.ray_start`): the cluster named by ``RAY_ADDRESS``,
+else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
+checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
+another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
 
 Trust model: whoever can reach a Ray cluster's ports can run code on it. The embedded
 cluster listens on 127.0.0.1 only; for remote clusters use a private network and Ray's
@@ -13,16 +22,19 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from dataclasses import dataclass
 
+from . import node_cluster, ray_start
 from .errors import LaneUnavailableError
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _users = 0
-_we_connected = False
+_ours: str | None = None  # what hybridload connected to ("embedded" or an address); None: not ours
+_our_job: str | None = None  # the Ray job id of that connection (a later ray.init by the user is not ours)
 
 
 def _import_ray():
@@ -39,38 +51,125 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     """Make sure this process is connected to Ray; returns the ``ray`` module.
 
     ``address``: "embedded" → an embedded local cluster on loopback (RAY_ADDRESS is not
-    read); None → RAY_ADDRESS if set, else the embedded cluster; "auto" → the cluster
-    started on this machine with ``ray start`` (with ``fallback_embedded``, the embedded
-    cluster when there is none); "host:port" → that cluster. A connection that already
-    exists in this process is used as it is.
+    read); None → RAY_ADDRESS if set, else the embedded cluster; "auto" → see the module
+    docstring (with ``fallback_embedded``, the embedded cluster when it finds none, else an
+    error); "host:port" → that cluster. A connection that already exists in this process is
+    used as it is; an idle one hybridload made for another target is replaced.
     """
-    global _users, _we_connected
+    global _users, _ours, _our_job
     ray = _import_ray()
     with _lock:
+        target = _target(address, fallback_embedded)
+        if _is_ours(ray) and _users == 0 and target != _ours:
+            log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
+            ray.shutdown()
         if not ray.is_initialized():
-            addr = None if address == "embedded" else (address or os.environ.get("RAY_ADDRESS"))
-            if addr == "auto" and os.environ.get("RAY_ADDRESS"):
-                addr = os.environ["RAY_ADDRESS"]
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            if addr:
-                log.info("connecting to the Ray cluster at %s", addr)
-                try:
-                    ray.init(address=addr, logging_level=logging.WARNING, log_to_driver=False)
-                except ConnectionError:
-                    if not (addr == "auto" and fallback_embedded):
-                        raise
-                    log.info("no running Ray cluster found; starting an embedded one")
-                    addr = None
-            if not addr:
-                _loopback_only(ray)
-                logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
-                log.info("starting an embedded Ray cluster on 127.0.0.1")
-                ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-                         logging_level=logging.WARNING, log_to_driver=False,
-                         object_store_memory=_embedded_store_bytes())
-            _we_connected = True
+            _ours = _connect(ray, target, joined_auto=address == "auto", fallback_embedded=fallback_embedded)
+            _our_job = ray.get_runtime_context().get_job_id()
         _users += 1
     return ray
+
+
+def _is_ours(ray) -> bool:
+    """True while the live connection is the one hybridload made."""
+    return _ours is not None and ray.is_initialized() and ray.get_runtime_context().get_job_id() == _our_job
+
+
+def _target(address: str | None, fallback_embedded: bool) -> str:
+    if address == "embedded":
+        return "embedded"
+    if address == "auto":
+        env = os.environ.get("RAY_ADDRESS")
+        found = ray_start.auto_address(env, ray_start.ray_start_record(), os.getuid())
+        if found and not env and ray_start.gcs_started_by_another_process(found):
+            log.warning("the cluster at %s in Ray's `ray start` record was started by another process (ray.init() "
+                        "or a test's Cluster), not `ray start`: not joining it", found)
+            found = None
+        if found is None and not fallback_embedded:
+            raise ConnectionError(
+                "ray_address='auto': RAY_ADDRESS is unset and no cluster was started with `ray start` on this "
+                "machine by this user; start one (`ray start --head`), or pass ray_address='host:port' or "
+                "'embedded'")
+        return found or "embedded"
+    return address or os.environ.get("RAY_ADDRESS") or "embedded"
+
+
+def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) -> str:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if target != "embedded":
+        log.info("connecting to the Ray cluster at %s", target)
+        try:
+            _check_listening(target)  # ray.init waits minutes on a dead address (a stale record)
+            if joined_auto and not os.environ.get("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
+                _join(ray, target)
+            else:
+                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+        except ConnectionError as exc:
+            if not (joined_auto and fallback_embedded):
+                raise
+            log.warning("no Ray cluster answers at %s (%s); starting an embedded one on 127.0.0.1", target, exc)
+            target = "embedded"
+        else:
+            if joined_auto and _started_by_ray_init(ray):
+                ray.shutdown()
+                if not fallback_embedded:
+                    raise ConnectionError(f"ray_address='auto': the cluster at {target} was started by another "
+                                          "process's ray.init(), not `ray start`; pass its address explicitly")
+                log.warning("the cluster at %s was started by ray.init() in another process, not `ray start`: "
+                            "not joining it; starting an embedded one on 127.0.0.1", target)
+                target = "embedded"
+    if target == "embedded":
+        key = node_cluster.job_key(os.environ)
+        if key is None:
+            _start_embedded(ray)
+        else:  # ranks of one job on this machine share one embedded cluster
+            how = node_cluster.start_or_join(key, lambda: _start_embedded(ray),
+                                             lambda addr: _join(ray, addr), _check_listening)
+            log.info("%s this job's embedded Ray cluster on this machine", how)
+    return target
+
+
+def _start_embedded(ray) -> str:
+    _loopback_only(ray)
+    # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    log.info("starting an embedded Ray cluster on 127.0.0.1")
+    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
+    return ray.get_runtime_context().gcs_address
+
+
+def _join(ray, address: str) -> None:
+    """Connect to a cluster found on this machine (Ray's token, if it has one, as Ray's "auto" does)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except Exception as exc:  # a Ray without token authentication
+        log.debug("no Ray token set-up (%s)", exc)
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+
+
+def _check_listening(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless something accepts TCP connections at ``host:port``."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # not host:port (e.g. ray://...): Ray reports it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing listens at {address} ({exc}); is the Ray cluster running?") from None
+
+
+def _started_by_ray_init(ray) -> bool:
+    """Ray's own cluster metadata says whether ``ray.init()`` (not ``ray start``) made it."""
+    try:
+        from ray._common.usage.usage_lib import get_cluster_metadata
+        meta = get_cluster_metadata(ray._private.worker.global_worker.gcs_client)
+        return bool(meta and meta.get("ray_init_cluster"))
+    except Exception as exc:  # an older/newer Ray without the record: the address file was the test
+        log.debug("cannot read Ray's cluster metadata (%s)", exc)
+        return False
 
 
 def _loopback_only(ray) -> None:
@@ -96,15 +195,30 @@ def _embedded_store_bytes() -> int:
 
 
 def release() -> None:
-    """Drop one user; shut Ray down if hybridload connected it and nobody uses it now."""
-    global _users, _we_connected
-    ray = _import_ray()
+    """Drop one user. The connection stays for the next loader (see :func:`shutdown`)."""
+    global _users
     with _lock:
         _users = max(0, _users - 1)
-        if _users == 0 and _we_connected and ray.is_initialized():
-            log.info("shutting down the Ray connection hybridload made")
-            ray.shutdown()
-            _we_connected = False
+
+
+def users() -> int:
+    """Loaders (and other hybridload parts) holding the connection now."""
+    with _lock:
+        return _users
+
+
+def shutdown() -> bool:
+    """Shut down the Ray connection hybridload made (and its embedded cluster) if no loader
+    uses it; returns True when it did. Ray also shuts it down at interpreter exit."""
+    global _ours
+    ray = _import_ray()
+    with _lock:
+        if _users or not _is_ours(ray):
+            return False
+        log.info("shutting down the Ray connection hybridload made (%s)", _ours)
+        ray.shutdown()
+        _ours = None
+        return True
 
 
 @dataclass(frozen=True)

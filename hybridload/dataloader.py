@@ -21,10 +21,14 @@ through the ordered merger. Compared with Dpex:
   ``num_workers``, the batch's seed and the dataset, and ``worker_init_fn(id)`` runs there
   first, so what it sets is seen by ``__getitem__``;
 * other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor``
-  batches ahead); actors persist between passes until ``close()`` whatever
-  ``persistent_workers`` says; ``multiprocessing_context`` and an ``IterableDataset`` are
-  refused in ``distribute_mode`` (there are no worker processes to configure, and an
-  iterable dataset has no indices to send).
+  batches ahead); ``persistent_workers`` as torch: False (the default) gives each pass
+  (each ``iter(loader)``) its own actors, killed when the pass ends or its iterator is
+  dropped; True keeps one set of actors across passes until ``close()`` (faster epochs);
+  ``multiprocessing_context`` and an ``IterableDataset`` are refused in
+  ``distribute_mode`` (there are no worker processes to configure, and an iterable dataset
+  has no indices to send);
+* stopping: ``close()`` (or garbage collection) stops every pass before killing actors;
+  ``next()`` on an iterator after ``close()`` raises a RuntimeError naming ``close()``.
 """
 
 from __future__ import annotations
@@ -125,8 +129,12 @@ class DataLoader(tud.DataLoader):
 
     Extra arguments:
         distribute_mode: False → plain torch behaviour; True → Ray actors.
-        head_address: "auto" (a cluster started with ``ray start`` on this machine, else an
-            embedded one on loopback), "host:port", or None (RAY_ADDRESS, else embedded).
+        head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
+            user started on this machine with ``ray start`` (Ray's record of it,
+            ``$RAY_TMPDIR/ray/ray_current_cluster`` or ``/tmp/ray/ray_current_cluster``,
+            served by a process ``ray start`` started; see :mod:`hybridload.ray_start`); with
+            neither, an embedded cluster on 127.0.0.1 for this process. Never a cluster
+            another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair
             share of the cluster's CPUs (divided among DDP ranks).
         placement, reserve_local_cpus: as in LoaderPolicy.
@@ -159,6 +167,11 @@ class DataLoader(tud.DataLoader):
                 raise ValueError(f"DataLoader: prefetch_factor must be an int >= 1, got {prefetch_factor!r}")
             if window is None and prefetch_factor is not None:
                 self.window = prefetch_factor * max(1, self.num_actors or 1)
+            if persistent_workers and not self.num_actors:
+                raise ValueError("DataLoader: persistent_workers=True needs num_workers > 0 (or num_actors), as in "
+                                 "torch; give num_workers")
+        self._persistent_actors = bool(persistent_workers)
+        if self.distribute_mode:
             # torch must not start its own worker processes: the actors are the workers
             num_workers, prefetch_factor, persistent_workers, multiprocessing_context = 0, None, False, None
         super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
@@ -167,24 +180,27 @@ class DataLoader(tud.DataLoader):
                          worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
                          generator=generator, prefetch_factor=prefetch_factor,
                          persistent_workers=persistent_workers, pin_memory_device=pin_memory_device)
-        self._lanes: list = []
+        self._lanes: list = []    # the actor pools: one (persistent) or one per live pass
+        self._streams: list = []  # the live passes' streams, stopped before the lanes close
         self._stats = LoaderStats()
-        self._finalizer = weakref.finalize(self, _close_all, self._lanes)
+        self._finalizer = weakref.finalize(self, _close_all, self._streams, self._lanes)
 
     def __iter__(self):
         if not self.distribute_mode:
             return super().__iter__()
-        if not self._lanes:
-            rank, world = resolve_rank()
-            self._lanes.append(_DatasetLane(self, rank, world))
-        return _RayDataLoaderIter(self, self._lanes[0])
+        if self._persistent_actors and self._lanes:
+            return _RayDataLoaderIter(self, self._lanes[0], owns_lane=False)
+        rank, world = resolve_rank()
+        lane = _DatasetLane(self, rank, world)
+        self._lanes.append(lane)
+        return _RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors)
 
     def stats(self) -> dict:
         return self._stats.as_dict()
 
     def close(self) -> None:
-        """Kill the actors (a later iteration starts new ones). Idempotent."""
-        _close_all(self._lanes)
+        """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent."""
+        _close_all(self._streams, self._lanes)
 
     def __enter__(self):
         return self
@@ -193,14 +209,17 @@ class DataLoader(tud.DataLoader):
         self.close()
 
 
-def _close_all(lanes: list) -> None:
+def _close_all(streams: list, lanes: list) -> None:
+    while streams:
+        streams.pop().close()
     while lanes:
         lanes.pop().close()
 
 
 class _RayDataLoaderIter:
-    def __init__(self, loader: DataLoader, lane: _DatasetLane):
+    def __init__(self, loader: DataLoader, lane: _DatasetLane, owns_lane: bool):
         self._loader = loader
+        self._own, self._lanes = (lane if owns_lane else None), loader._lanes
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
         lane.base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
@@ -208,6 +227,7 @@ class _RayDataLoaderIter:
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
         self._stream = BatchStream([lane], batches, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
+        loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]
 
     def __iter__(self):
         return self
@@ -216,11 +236,26 @@ class _RayDataLoaderIter:
         return len(self._stream)
 
     def __next__(self) -> Any:
-        batch = next(self._stream)
+        try:
+            batch = next(self._stream)
+        except BaseException:
+            if self._stream.closed:
+                self._release()  # the pass is over: its own (non-persistent) actors go
+            raise
         if self._pin:
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch)
         return batch
 
+    def _release(self) -> None:
+        lane, self._own = self._own, None
+        if lane is not None:
+            if any(x is lane for x in self._lanes):
+                self._lanes.remove(lane)
+            lane.close()
+
     def __del__(self):
-        self._stream.close()
+        if getattr(self, "_stream", None) is not None:
+            self._stream.close()
+        if hasattr(self, "_own"):
+            self._release()

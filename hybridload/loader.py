@@ -102,7 +102,8 @@ class HybridLoader:
         self._online = None
         self._closed = False
         self._mover = DeviceMover(self.device)
-        self._finalizer = weakref.finalize(self, close_lanes, self._lanes)
+        self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
+        self._finalizer = weakref.finalize(self, _shut, self._streams, self._lanes)
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self._lane_spec().ships_recipe)
         if len(self) == 0:
@@ -180,6 +181,7 @@ class HybridLoader:
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=None if p.gpu_memory_budget_mb is None
                              else int(p.gpu_memory_budget_mb * 2**20))
+        self._streams[:] = [stream]
         self._active = _Pass(self, stream)
         return self._active
 
@@ -276,6 +278,13 @@ class _Pass:
         if superseded and not self._stream.closed:
             self._superseded = True
         self._stream.close()
+
+
+def _shut(streams: list, lanes: list) -> None:
+    """Stop the pass's dispatcher first, so that closing lanes under it is no lane failure."""
+    while streams:
+        streams.pop().close()
+    close_lanes(lanes)
 
 
 def _load_plan(plan):

@@ -10,6 +10,10 @@ It yields the lanes' results in sequence order, exactly once; a batch that does 
 arrive within ``timeout_s`` raises :class:`BatchTimeoutError` naming it and the lane
 holding it; any error ends the pass and stops its dispatcher. ``close()`` is idempotent
 and also runs when the stream is garbage-collected.
+
+After the last batch ``next()`` keeps raising StopIteration (also in threads that were
+waiting when another thread took the last batch); after ``close()`` it raises a
+RuntimeError naming ``close()``; after an error, a RuntimeError naming that error.
 """
 
 from __future__ import annotations
@@ -70,7 +74,8 @@ class BatchStream:
         self._dispatcher = Dispatcher(lanes, batches, epoch=epoch, start=start, merger=self._merger,
                                       hooks=self._hooks, caps=caps, fallback=fallback, rules=rules,
                                       stragglers=stragglers, device_budget_bytes=device_budget_bytes)
-        self._closed = False
+        self._state = "open"  # "ended" (last batch taken), "failed" (an error) or "closed" (close())
+        self._error = ""
         self._dispatcher.start()
 
     @property
@@ -81,7 +86,7 @@ class BatchStream:
     @property
     def closed(self) -> bool:
         """True once the pass ended (last batch, error, or ``close()``)."""
-        return self._closed
+        return self._state != "open"
 
     def __len__(self) -> int:
         return self._merger.end
@@ -94,29 +99,46 @@ class BatchStream:
         return self
 
     def __next__(self):
-        if self._closed:
-            raise StopIteration
+        if self._state != "open":
+            self._after_end()
         t0 = time.perf_counter()
         try:
             result = self._merger.get()
+        except StopIteration:
+            self._end("ended")
+            raise
         except BatchTimeoutError as exc:
             detail = self._dispatcher.where(exc.seq)
-            self.close()
+            self._end("failed", f"{type(exc).__name__}: {exc}")
             raise BatchTimeoutError(exc.seq, exc.timeout_s, detail) from None
-        except BaseException:
-            self.close()
+        except BaseException as exc:
+            if self._state != "open":  # another thread ended or closed the pass while we waited
+                self._after_end()
+            self._end("failed", f"{type(exc).__name__}: {exc}")
             raise
         self._dispatcher.wake()  # the window moved: more may start
         self._hooks.record_wait(time.perf_counter() - t0)
         return result
 
-    def close(self) -> None:
-        """Stop dispatching and drop what is buffered. Idempotent."""
-        if self._closed:
+    def _after_end(self):
+        if self._state == "ended":
+            raise StopIteration
+        if self._state == "closed":
+            raise RuntimeError("next() after close(): this pass was closed (by close() on its loader or "
+                               "stream); start a new pass with iter(loader)")
+        raise RuntimeError(f"this pass already ended with an error ({self._error}); start a new pass with "
+                           "iter(loader)")
+
+    def _end(self, state: str, error: str = "") -> None:
+        if self._state != "open":
             return
-        self._closed = True
+        self._state, self._error = state, error
         self._dispatcher.stop()
         self._merger.close()
+
+    def close(self) -> None:
+        """Stop dispatching and drop what is buffered. Idempotent."""
+        self._end("closed")
 
     def __enter__(self) -> "BatchStream":
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from typing import Any
 
@@ -52,7 +53,7 @@ def image_size(payload: Any) -> tuple[int, int]:
             with Image.open(io.BytesIO(data)) as im:
                 return im.size
         except Exception as exc:
-            raise DecodeError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+            raise DecodeError(f"not a readable image ({_reason(exc)})") from None
     arr = _decoded_array(payload)
     return arr.shape[1], arr.shape[0]
 
@@ -124,4 +125,13 @@ def decode_image(payload: Any) -> np.ndarray:
     except DecodeError:
         raise
     except Exception as exc:
-        raise DecodeError(f"not a decodable image ({type(exc).__name__}: {exc})") from None
+        raise DecodeError(f"not a decodable image ({_reason(exc)})") from None
+
+
+def _reason(exc: Exception) -> str:
+    """The exception in words, without Pillow's ``<_io.BytesIO object at 0x...>`` (the
+    SampleError around it names the sample's index and path)."""
+    text = re.sub(r"\s*<_io\.BytesIO object at 0x[0-9a-fA-F]+>", "", str(exc))
+    if isinstance(exc, Image.UnidentifiedImageError):
+        text = "Pillow recognises no image format in these bytes"
+    return f"{type(exc).__name__}: {text}"

@@ -21,6 +21,8 @@ def three_node_cluster(head_cpus: int = 2, worker_cpus: int = 1):
     import ray
     from ray.cluster_utils import Cluster
 
+    from hybridload import cluster as hl_cluster
+    hl_cluster.shutdown()  # an idle connection an earlier loader of this process kept (one per process)
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": STORE,
         "node_ip_address": "127.0.0.1", "resources": {"trainer_node": 1}})

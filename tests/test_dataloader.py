@@ -83,9 +83,12 @@ def test_ddp_style_distributed_sampler_is_respected(ray_cluster):
 
 def test_close_and_gc_kill_the_actors(ray_cluster):
     ld = hybridload.DataLoader(Squares(), batch_size=10, distribute_mode=True, num_actors=2)
-    next(iter(ld))
+    it = iter(ld)
+    next(it)
     assert len(alive_actors()) == 2
     ld.close()
+    with pytest.raises(RuntimeError, match=r"close\(\)"):
+        next(it)
     ld2 = hybridload.DataLoader(Squares(), batch_size=10, distribute_mode=True, num_actors=2)
     next(iter(ld2))
     del ld2

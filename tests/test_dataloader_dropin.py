@@ -86,3 +86,49 @@ def test_a_user_error_surfaces_once_not_retried(ray_cluster, caplog):
             list(ld)
         assert ld.stats()["retries"] == 0
     assert "carry on" not in caplog.text and "in a row" not in caplog.text
+
+
+def _actor_names():
+    from ray_fixtures import alive_actors
+    return sorted(alive_actors())
+
+
+def _wait_for(cond, timeout_s=30.0):
+    import time
+    deadline = time.monotonic() + timeout_s
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return cond()
+
+
+def test_persistent_workers_true_keeps_the_actors_false_gives_each_pass_its_own(ray_cluster):
+    kw = dict(batch_size=5, distribute_mode=True, num_workers=2)
+    with hybridload.DataLoader(Broken(), sampler=[0, 1, 2, 3, 5, 6], persistent_workers=True, **kw) as ld:
+        list(ld)
+        first = _actor_names()
+        assert [b.tolist() for b in ld] == [[0, 1, 2, 3, 5], [6]] and _actor_names() == first and len(first) == 2
+    assert _wait_for(lambda: _actor_names() == [])
+    with hybridload.DataLoader(Broken(), sampler=[0, 1, 2, 3, 5, 6], **kw) as ld:  # persistent_workers=False
+        it = iter(ld)
+        next(it)
+        during = _actor_names()
+        assert len(during) == 2
+        list(it)  # the pass ends: its actors go, as torch's non-persistent workers do
+        assert _wait_for(lambda: _actor_names() == [])
+        assert [b.tolist() for b in ld] == [[0, 1, 2, 3, 5], [6]]
+    with pytest.raises(ValueError, match="persistent_workers=True needs num_workers > 0"):
+        hybridload.DataLoader(Broken(), distribute_mode=True, persistent_workers=True)
+
+
+def test_a_drop_in_loader_dropped_without_close_logs_no_lane_failures(ray_cluster, caplog):
+    import gc
+    import logging
+    caplog.set_level(logging.INFO, logger="hybridload")
+    ld = hybridload.DataLoader(Broken(), batch_size=1, sampler=[0, 1, 2, 3, 5, 6, 7, 8], distribute_mode=True,
+                               num_workers=2, persistent_workers=True, window=6)
+    it = iter(ld)
+    next(it)
+    del it, ld
+    gc.collect()
+    assert _wait_for(lambda: _actor_names() == [])
+    assert "in a row" not in caplog.text and "handing it on" not in caplog.text and "died" not in caplog.text

@@ -188,7 +188,7 @@ def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
     s.close()
     lane.finish(0)  # arrives after the stop: ignored, no error
     assert not any(t.is_alive() for t in dispatch_threads if t is not threading.current_thread())
-    with pytest.raises(StopIteration):
+    with pytest.raises(RuntimeError, match=r"next\(\) after close\(\)"):  # not a silent end
         next(s)
 
 

@@ -3,19 +3,74 @@
 For debugging, for machines without Ray, and for testing the dispatcher and merger.
 JPEG decoding (libjpeg-turbo) and torch's resize release the GIL, so threads scale
 across cores.
+
+Its threads are daemon threads of its own pool (not a ``ThreadPoolExecutor``, whose threads
+the interpreter joins at exit): ``close()`` cancels queued batches and does not wait for a
+running one beyond a short bound, so Ctrl-C ends the process promptly even while a sample
+takes minutes; an abandoned thread ends when its batch returns, or with the process.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 from hybridload.kernels import process_batch
 
 from .base import BatchTask, LaneKind, PooledLane
 
 log = logging.getLogger(__name__)
+
+
+class DaemonPool:
+    """``threads`` daemon threads running submitted callables; ``submit`` returns a Future."""
+
+    def __init__(self, threads: int, name: str):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name=f"{name}_{k}", daemon=True)
+                        for k in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, fn, *args) -> Future:
+        fut: Future = Future()
+        self._queue.put((fut, fn, args))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+    def shutdown(self, wait_s: float) -> list[threading.Thread]:
+        """Cancel queued work, let idle threads end, wait at most ``wait_s`` for busy ones;
+        returns the threads still running (abandoned: daemon threads)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self.threads:
+            self._queue.put(None)
+        deadline = time.monotonic() + wait_s
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return [t for t in self.threads if t.is_alive()]
 
 
 class InProcessLane(PooledLane):
@@ -30,7 +85,7 @@ class InProcessLane(PooledLane):
         self.on_error, self.pin_memory = on_error, pin_memory
         self.slots = threads
         self.parallelism = threads
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hybridload-inprocess")
+        self._pool = DaemonPool(threads, "hybridload-inprocess")
         self._closed = False
 
     def describe(self) -> str:
@@ -41,16 +96,11 @@ class InProcessLane(PooledLane):
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
                              normalize=False)  # uint8 out: the loader normalizes on its device
 
-
-    def close(self, join_timeout_s: float = 10.0) -> None:
-        """Cancel queued tasks and wait (bounded) for running ones to finish."""
+    def close(self, wait_s: float = 2.0) -> None:
+        """Cancel queued tasks; wait at most ``wait_s`` for running ones, then leave them."""
         if self._closed:
             return
         self._closed = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + join_timeout_s
-        for t in list(getattr(self._pool, "_threads", ())):
-            t.join(max(0.0, deadline - time.monotonic()))
-            if t.is_alive():
-                log.warning("in-process lane thread %s is still running a task after close(); "
-                            "it will exit when that task returns", t.name)
+        for t in self._pool.shutdown(wait_s):
+            log.info("in-process lane thread %s is still running a batch after close(); it is a daemon "
+                     "thread and ends when that batch returns (or with the process)", t.name)

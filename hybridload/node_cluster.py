@@ -1,0 +1,104 @@
+"""One embedded Ray cluster per machine for a multi-rank job (DDP on one node).
+
+With several ranks on one machine and no cluster configured, the first rank to get here
+starts the embedded cluster and the others join it, instead of one cluster (raylet, object
+store) per rank. The ranks find each other through a per-job directory,
+``<tmp>/hybridload-<uid>/<hash of the job key>/``: ``address.json`` (the cluster's address,
+the starting rank's pid) written under ``lock`` (an exclusive ``flock``). The job key is
+torchrun's ``TORCHELASTIC_RUN_ID`` with ``MASTER_ADDR:MASTER_PORT`` (two jobs running at
+once cannot share a master port). The cluster lives as long as the rank that started it;
+a record whose rank is gone, or whose address no longer answers, is replaced.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+from typing import Callable, Mapping
+
+RECORD = "address.json"
+
+
+def job_key(env: Mapping[str, str]) -> str | None:
+    """Pure: the key that the ranks of one job on one machine share, or None (one process)."""
+    try:
+        ranks_here = int(env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
+    except ValueError:
+        return None
+    master = f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
+    if ranks_here <= 1 or master == ":":
+        return None
+    return f"{env.get('TORCHELASTIC_RUN_ID', '')}|{master}"
+
+
+def job_dir(key: str) -> str:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"hybridload-{os.getuid()}", digest)
+
+
+@contextlib.contextmanager
+def _locked(path: str, timeout_s: float):
+    with open(path, "a") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another rank held {path} for {timeout_s:g} s while starting Ray; "
+                                       "remove the file if no rank of this job is running") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _alive(record: dict, listening: Callable[[str], None]) -> bool:
+    try:
+        os.kill(int(record["pid"]), 0)
+        listening(record["address"])
+    except (OSError, ConnectionError, KeyError, ValueError, TypeError):
+        return False
+    return True
+
+
+def start_or_join(key: str, start: Callable[[], str], join: Callable[[str], None],
+                  listening: Callable[[str], None], timeout_s: float = 300.0) -> str:
+    """Join the job's cluster on this machine if a live rank started one, else ``start()`` it
+    (which returns its address) and record it. Returns "joined" or "started"."""
+    d = job_dir(key)
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    path = os.path.join(d, RECORD)
+    with _locked(os.path.join(d, "lock"), timeout_s):
+        try:
+            with open(path) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            record = None
+        if isinstance(record, dict) and _alive(record, listening):
+            join(record["address"])
+            return "joined"
+        address = start()
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump({"address": address, "pid": os.getpid()}, f)
+        os.replace(tmp, path)
+    atexit.register(_forget, path, os.getpid())
+    return "started"
+
+
+def _forget(path: str, pid: int) -> None:
+    try:
+        with open(path) as f:
+            if json.load(f).get("pid") == pid:
+                os.remove(path)
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,122 @@
+"""What ``ray_address``/``head_address`` ``"auto"`` joins: a cluster named by ``RAY_ADDRESS``, or
+one this user started with ``ray start`` on this machine — never one another process
+started with ``ray.init()`` or a test harness (``ray.cluster_utils.Cluster``).
+
+Ray records the address of the last ``ray start`` in ``ray_current_cluster`` in its temp
+directory (``$RAY_TMPDIR/ray`` or ``/tmp/ray``; ``ray stop`` removes it). ``ray.cluster_utils.Cluster``
+writes that file too, so the record alone is not proof: when the process listening on the
+recorded port (the GCS server) runs on this machine, its parent must be a ``ray start``
+command (``--block``) or gone (``ray start`` returned and the server was handed to init). A GCS server started by a live
+Python process (``ray.init()``, a test's ``Cluster``) is not joined. Ray's own
+``address="auto"`` also scans the machine for any raylet: that scan is not used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+RAY_CLI = "ray"  # the name of Ray's command-line tool
+
+
+@dataclass(frozen=True)
+class StartRecord:
+    """Ray's record of the last ``ray start`` on this machine: its address and the file's owner."""
+
+    address: str
+    owner_uid: int
+    path: str
+
+
+def ray_start_record() -> StartRecord | None:
+    """Read the address file that ``ray start`` writes (None when there is none)."""
+    try:
+        from ray._common.utils import get_ray_address_file
+        path = get_ray_address_file(None)
+    except Exception:  # Ray moved it: the same place, computed as Ray 2.x computes it
+        path = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", "ray", "ray_current_cluster")
+    try:
+        with open(path) as f:
+            address = f.read().strip()
+        uid = os.stat(path).st_uid
+    except OSError:
+        return None
+    return StartRecord(address, uid, path) if address else None
+
+
+def auto_address(env_address: str | None, record: StartRecord | None, uid: int) -> str | None:
+    """Pure: the address ``"auto"`` joins — ``RAY_ADDRESS``, else the ``ray start`` record if
+    this user (``uid``) owns it — or None (nothing to join)."""
+    if env_address:
+        return env_address
+    if record is not None and record.owner_uid == uid:
+        return record.address
+    return None
+
+
+def is_ray_start_command(cmdline: list[str]) -> bool:
+    """Pure: ``[python] .../ray start ...``."""
+    return "start" in cmdline[1:4] and any(os.path.basename(a) == RAY_CLI for a in cmdline[:2])
+
+
+def gcs_started_by_another_process(address: str, proc: str = "/proc") -> bool:
+    """True when the process listening on ``address``'s port here (the GCS server) has a live
+    parent other than ``ray start`` (a ``ray.init()`` driver, a test's ``Cluster``); False when
+    ``ray start`` started it, or nothing here listens on that port (a remote cluster)."""
+    port = address.rpartition(":")[2]
+    if not port.isdigit():
+        return False
+    pid = listening_pid(int(port), proc)
+    if pid is None:
+        return False
+    parent = _ppid(proc, pid)
+    return parent > 1 and not is_ray_start_command(_cmdline(proc, str(parent)))
+
+
+def listening_pid(port: int, proc: str = "/proc") -> str | None:
+    """The pid of the process with a TCP socket listening on ``port`` (from /proc/net/tcp*)."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(os.path.join(proc, "net", table)) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    if not inodes:
+        return None
+    for pid in (p for p in _listdir(proc) if p.isdigit()):
+        fd_dir = os.path.join(proc, pid, "fd")
+        for fd in _listdir(fd_dir):
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in inodes:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _cmdline(proc: str, pid: str) -> list[str]:
+    try:
+        with open(os.path.join(proc, pid, "cmdline"), "rb") as f:
+            return [a for a in f.read().decode(errors="replace").split("\0") if a]
+    except OSError:
+        return []
+
+
+def _ppid(proc: str, pid: str) -> int:
+    try:
+        with open(os.path.join(proc, pid, "stat")) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
