@@ -68,10 +68,7 @@ GREY_MAX = grey(np.full((3, 1, 1), 255, np.float32))[0, 0]
 
 def mean_grey(x: np.ndarray) -> np.float32:
     """The image's mean grey level: the float64 mean of the float32 levels, as float32."""
-    g = grey_of(x)
-    if g.size <= 1 << 18:  # levels are multiples of 2^-27 below 256: every partial sum is exact, in any order
-        return F32(torch.from_numpy(g).sum(dtype=torch.float64).item() / g.size)
-    return F32(g.mean(dtype=np.float64))
+    return F32(grey_of(x).mean(dtype=np.float64))
 
 
 def _trunc(y: np.ndarray) -> np.ndarray:
