@@ -22,8 +22,9 @@ the uint8 cast truncates at the end. Clamping is skipped where the op's value ra
 out from its parameters, cannot leave [0, 256). The array is planar (contiguous channel
 planes: fast per-pixel channel arithmetic) when the run mixes channels or blurs, else a
 view of HWC memory (no transposition); the result is an HWC view of that memory, so a
-planar run hands the default CHW layout its planes as they are. Identity parameters leave
-the image unchanged.
+planar run hands the default CHW layout its planes as they are. The float32 image and the
+temporaries are per-thread scratch arrays (:mod:`.scratch`), written in place. Identity
+parameters leave the image unchanged.
 """
 
 from __future__ import annotations

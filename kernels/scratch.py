@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 #: Images with more pixels than this get fresh arrays (bounds the memory a thread keeps).
-MAX_POOLED_PIXELS = 1 << 20
+MAX_POOLED_PIXELS = 1 << 19
 
 
 class _Pool(threading.local):
