@@ -8,9 +8,11 @@ the photo set (method: _harness.py), ``torch.set_num_threads(1)``. ``kernels`` 1
 same boxes and flips); decode only from bytes: Pillow vs simplejpeg. Goal: kernels >= 1.0x
 DALI's CPU pipeline (same thread count, ratio of medians). Photometric rows
 (_photo_contestants.py): each colour/blur/erase kernel against DALI's CPU operator for it,
-one thread, on the decoded images (``--no-photometric`` skips them).
+one thread, on the decoded images (``--no-photometric`` skips them, ``--photometric-only``
+runs only them).
 
 Run:  python benchmarks/bench_kernels.py [--n 1024] [--rounds 5] [--out bench-kernels.json] [--quick]
+      [--photometric-only]
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from PIL import Image
 
 import _harness as h
 from _contestants import DaliFiles, KernelBatches
-from _photo_contestants import GOALS as PHOTO_GOALS, RATIOS as PHOTO_RATIOS, photo_contestants
+from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS as PHOTO_RATIOS, photo_contestants
 from _data import parser, photo_source
 from hybridload import kernels, recipe
 
@@ -84,7 +86,10 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=224, help="output size")
     ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
     ap.add_argument("--no-photometric", action="store_true", help="skip the photometric kernels' rows")
+    ap.add_argument("--photometric-only", action="store_true", help="only the photometric kernels' rows")
     args = ap.parse_args(argv)
+    if args.no_photometric and args.photometric_only:
+        ap.error("--no-photometric and --photometric-only exclude each other; pass one")
     if args.quick:
         args.n, args.rounds, args.warmup_rounds = 64, 1, 0
     h.setup_logging()
@@ -105,12 +110,13 @@ def main(argv=None) -> int:
     def dali_c(t):
         return [DaliFiles(folder, args.n, t, args.batch_size, args.size, name=f"dali/{t}t")] if env.get("dali") else []
 
-    cs = [PerItem("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
+    cs = [] if args.photometric_only else [
+          PerItem("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
           *dali_c(1), KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False), *dali_c(2),
           PerItem("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
           PerItem("pillow-decode/1t", pillow_decode, payloads),
           PerItem("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
-    ratio_defs, goals = dict(RATIOS), dict(GOALS)
+    ratio_defs, goals = ({}, {}) if args.photometric_only else (dict(RATIOS), dict(GOALS))
     if not args.no_photometric:
         crop = recipe.make([recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size),
                             recipe.ToTensor(layout="HWC")])
@@ -129,6 +135,8 @@ def main(argv=None) -> int:
     lines = [f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
              f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),
              *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, goals), ""]
+    if not args.no_photometric:
+        lines += [PHOTO_NOTE, ""]
     h.emit(lines, args, {"benchmark": "bench_kernels", "dataset": str(folder), "environment": env,
                          "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, goals)}, log)
     return 0

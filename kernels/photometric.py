@@ -1,8 +1,7 @@
 """Photometric operations on HWC uint8 images: the reference formulas every engine follows.
 
-numpy, vectorised over the whole image, float32 arithmetic, uint8 in and out; the
-formulas are torchvision's (tensor path) except that grey levels use the weights
-0.299 / 0.587 / 0.114 and stay in float32 for blends:
+numpy, float32 arithmetic, uint8 in and out; the formulas are torchvision's (tensor path)
+except that grey levels use the weights 0.299 / 0.587 / 0.114 and stay in float32 for blends:
 
 - ``Brightness(f)``: ``trunc(clip(x * f))``;
 - ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level;
@@ -15,10 +14,17 @@ formulas are torchvision's (tensor path) except that grey levels use the weights
 - ``Blur(k, sigma)``: torchvision's 1-D kernel, separable, reflect-101 border, rounded;
 - ``Posterize``, ``Solarize``, ``AutoContrast``: torchvision's.
 
-Each op is written on an integer-valued float32 image (``trunc`` as ``floor(clip(.))``, the
-value a uint8 round trip would give), so a run of colour ops (:func:`apply_photometric`)
-converts to float32 once and back to uint8 once, with the same bits as op by op.
-Identity parameters leave the image unchanged.
+A run of colour ops (:func:`apply_photometric`) converts to float32 once and back to uint8
+once, with the same bits as op by op: each op takes an integer-valued float32 image as a
+``(3, H, W)`` array and returns values whose floor is its result (``trunc`` as
+``floor(clip(.))``, the value a uint8 round trip would give); the run floors between ops and
+the uint8 cast truncates at the end. Clamping is skipped where the op's value range, worked
+out from its parameters, cannot leave [0, 256). The array is planar (contiguous channel
+planes: fast per-pixel channel arithmetic) when the run mixes channels or blurs, else a
+view of HWC memory (no transposition); the result is an HWC view of that memory, so a
+planar run hands the default CHW layout its planes as they are. The float32 image and the
+temporaries are per-thread scratch arrays (:mod:`.scratch`), written in place. Identity
+parameters leave the image unchanged.
 """
 
 from __future__ import annotations
@@ -30,8 +36,40 @@ import torch
 
 from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
+from .scratch import scratch
+
 GREY = (np.float32(0.299), np.float32(0.587), np.float32(0.114))
 F32 = np.float32
+_ONE = F32(1.0)
+
+
+def grey(x: np.ndarray, out: np.ndarray | None = None, tmp: np.ndarray | None = None) -> np.ndarray:
+    """Float32 grey level (H x W) of a ``(3, H, W)`` image: ``(R a + G b) + B c``."""
+    out = np.multiply(x[0], GREY[0], out=out)
+    tmp = np.multiply(x[1], GREY[1], out=tmp)
+    out += tmp
+    out += np.multiply(x[2], GREY[2], out=tmp)
+    return out
+
+
+def planes(x: np.ndarray, count: int, dtype=np.float32) -> list[np.ndarray]:
+    """``count`` scratch (H, W) arrays for the (3, H, W) image ``x`` (see :mod:`.scratch`)."""
+    return scratch(x.shape[1:], x.shape[1:], dtype, count)
+
+
+def grey_of(x: np.ndarray) -> np.ndarray:
+    """:func:`grey` into a scratch plane (the second scratch plane is overwritten too)."""
+    g, t = planes(x, 2)
+    return grey(x, g, t)
+
+
+#: The largest grey level of a 0..255 image (grey is non-decreasing in each channel).
+GREY_MAX = grey(np.full((3, 1, 1), 255, np.float32))[0, 0]
+
+
+def mean_grey(x: np.ndarray) -> np.float32:
+    """The image's mean grey level: the float64 mean of the float32 levels, as float32."""
+    return F32(grey_of(x).mean(dtype=np.float64))
 
 
 def _trunc(y: np.ndarray) -> np.ndarray:
@@ -39,51 +77,88 @@ def _trunc(y: np.ndarray) -> np.ndarray:
     return np.floor(y, out=y)
 
 
-def grey(x: np.ndarray) -> np.ndarray:
-    """Float32 grey level (H x W) of an HWC float32 or uint8 image."""
-    return x[..., 0] * GREY[0] + x[..., 1] * GREY[1] + x[..., 2] * GREY[2]
-
-
-def _blend(x: np.ndarray, f: float, other) -> np.ndarray:
-    return _trunc(x * F32(f) + other * (F32(1.0) - F32(f)))
+def _fit(y: np.ndarray, ends: Sequence) -> np.ndarray:
+    """``y``, whose values lie between the ``ends`` (float32 scalars), clamped just where
+    needed for ``floor(y) == floor(clip(y, 0, 255))`` with ``y`` in [0, 256)."""
+    low, high = min(ends) < 0, max(ends) >= 256
+    if low or high:  # torch's clamp: the same values as np.clip, in half the time
+        torch.from_numpy(y).clamp_(0 if low else None, 255 if high else None)
+    return y
 
 
 def brightness(x: np.ndarray, op: Brightness) -> np.ndarray:
-    return _trunc(x * F32(op.factor))
+    f = F32(op.factor)
+    np.multiply(x, f, out=x)
+    return _fit(x, (F32(0) * f, F32(255) * f))
 
 
 def contrast(x: np.ndarray, op: Contrast) -> np.ndarray:
-    return _blend(x, op.factor, F32(grey(x).mean(dtype=np.float64)))
+    f = F32(op.factor)
+    other = mean_grey(x) * (_ONE - f)
+    np.multiply(x, f, out=x)
+    x += other
+    return _fit(x, (F32(0) * f + other, F32(255) * f + other))  # x * f + other is monotonic in x
 
 
 def saturation(x: np.ndarray, op: Saturation) -> np.ndarray:
-    return _blend(x, op.factor, grey(x)[..., None])
+    f = F32(op.factor)
+    other = grey_of(x)
+    other *= _ONE - f
+    np.multiply(x, f, out=x)
+    x += other
+    return _fit(x, [F32(v) * f + g * (_ONE - f) for v in (0, 255) for g in (F32(0), GREY_MAX)])  # monotonic in each
 
 
 def hue(x: np.ndarray, op: Hue) -> np.ndarray:
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    maxc, minc = np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
-    cr = maxc - minc
-    is_r = maxc == r
-    is_g = (maxc == g) & ~is_r
-    is_b = ~(is_r | is_g)
-    num = np.where(is_r, g - b, np.where(is_g, b - r, r - g))
-    off = F32(2) * is_g + F32(4) * is_b  # np.where with scalars is slow
-    h6 = num / np.where(cr == 0, F32(1), cr) + off + F32(6 * op.shift)  # hue in sixths
-    out = np.empty(x.shape, np.float32)
+    r, g, b = x[0], x[1], x[2]
+    maxc, cr, fr, fg, fb, h6, t, k = planes(x, 8)
+    is_r, eq_g = planes(x, 2, bool)
+    np.maximum(r, g, out=maxc)
+    np.maximum(maxc, b, out=maxc)
+    np.minimum(r, g, out=cr)
+    np.minimum(cr, b, out=cr)
+    np.subtract(maxc, cr, out=cr)
+    # The max channel's sector as 0/1 planes (red first, then green): arithmetic on whole
+    # numbers selects exactly and, unlike a masked or np.where select, costs the same on noise.
+    np.equal(maxc, r, out=is_r)
+    np.equal(maxc, g, out=eq_g)
+    np.greater(eq_g, is_r, out=eq_g)
+    np.copyto(fr, is_r)
+    np.copyto(fg, eq_g)
+    np.subtract(_ONE, fr, out=fb)
+    fb -= fg
+    np.subtract(g, b, out=h6)  # numerator: g - b (red max), b - r (green), r - g (blue)
+    h6 *= fr
+    np.subtract(b, r, out=t)
+    t *= fg
+    h6 += t
+    np.subtract(r, g, out=t)
+    t *= fb
+    h6 += t
+    h6 /= np.maximum(cr, _ONE, out=t)  # cr is a whole number: max(cr, 1) == where(cr == 0, 1, cr)
+    fg *= F32(2)  # + 0 (red), 2 (green) or 4 (blue): the hue in sixths
+    fb *= F32(4)
+    fg += fb
+    h6 += fg
+    h6 += F32(6 * op.shift)
     for c, n in enumerate((5.0, 3.0, 1.0)):
-        k = h6 + F32(n)
-        k -= F32(6) * np.floor(k * F32(1 / 6))
-        np.minimum(k, F32(4) - k, out=k)
-        np.clip(k, 0, 1, out=k)
-        out[..., c] = maxc - cr * k
-    return _trunc(out * F32(255.999 / 255))
+        np.add(h6, F32(n), out=k)
+        np.multiply(k, F32(1 / 6), out=t)
+        np.floor(t, out=t)
+        t *= F32(6)
+        k -= t
+        np.subtract(F32(4), k, out=t)
+        np.minimum(k, t, out=k)
+        torch.from_numpy(k).clamp_(0, 1)
+        k *= cr
+        np.subtract(maxc, k, out=x[c])  # in [min, max]: no clamp below
+    x *= F32(255.999 / 255)  # < 256
+    return x
 
 
 def grayscale(x: np.ndarray, op: Grayscale) -> np.ndarray:
-    out = np.empty(x.shape, np.float32)
-    out[...] = np.floor(grey(x))[..., None]
-    return out
+    x[...] = grey_of(x)  # in [0, GREY_MAX]: no clamp
+    return x
 
 
 def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
@@ -95,11 +170,11 @@ def gaussian_kernel(ksize: int, sigma: float) -> np.ndarray:
 
 
 def _correlate(xp: np.ndarray, w: np.ndarray, axis: int, n: int) -> np.ndarray:
-    """Symmetric 1-D kernel along ``axis`` of a padded array; output length ``n``."""
+    """Symmetric 1-D kernel along ``axis`` (1 or 2) of a padded (3, H, W) array; output length ``n``."""
     k = len(w)
 
     def tap(i):
-        return xp[i:i + n] if axis == 0 else xp[:, i:i + n]
+        return xp[:, i:i + n] if axis == 1 else xp[:, :, i:i + n]
 
     acc = tap(k // 2) * w[k // 2]
     for i in range(k // 2):  # w[i] == w[k - 1 - i]: one multiply per pair of taps
@@ -110,9 +185,9 @@ def _correlate(xp: np.ndarray, w: np.ndarray, axis: int, n: int) -> np.ndarray:
 def blur(x: np.ndarray, op: Blur) -> np.ndarray:
     w = gaussian_kernel(op.ksize, op.sigma)
     p = op.ksize // 2
-    h, wd = x.shape[:2]
-    y = _correlate(np.pad(x, ((p, p), (0, 0), (0, 0)), mode="reflect"), w, 0, h)
-    y = _correlate(np.pad(y, ((0, 0), (p, p), (0, 0)), mode="reflect"), w, 1, wd)
+    h, wd = x.shape[1:]
+    y = _correlate(np.pad(x, ((0, 0), (p, p), (0, 0)), mode="reflect"), w, 1, h)
+    y = _correlate(np.pad(y, ((0, 0), (0, 0), (p, p)), mode="reflect"), w, 2, wd)
     np.rint(y, out=y)
     return np.clip(y, 0, 255, out=y)
 
@@ -127,17 +202,19 @@ def solarize(x: np.ndarray, op: Solarize) -> np.ndarray:
 
 
 def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
-    mn, mx = x.min(axis=(0, 1)), x.max(axis=(0, 1))
+    mn, mx = x.min(axis=(1, 2)), x.max(axis=(1, 2))
     flat = mx == mn
     scale = F32(255) / np.where(flat, F32(1), mx - mn)
     scale[flat], mn[flat] = 1, 0
-    return _trunc((x - mn) * scale)
+    return _trunc((x - mn[:, None, None]) * scale[:, None, None])
 
 
-#: The float32 function of each photometric op type.
+#: The float32 function of each photometric op type, on a (3, H, W) image (see the module's text).
 FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Op], np.ndarray]] = {
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
+#: Ops that work on each value alone: they run on a view of HWC memory.
+ELEMENTWISE = (Brightness, Posterize, Solarize, AutoContrast)
 
 
 def is_identity(op: Op) -> bool:
@@ -151,15 +228,32 @@ def is_identity(op: Op) -> bool:
     return isinstance(op, Posterize) and op.bits >= 8
 
 
+def float_planes(a: np.ndarray, planar: bool) -> np.ndarray:
+    """An HWC uint8 image as a scratch float32 (3, H, W) array: contiguous planes, or a view of HWC memory."""
+    h, w, c = a.shape
+    if not planar:
+        (x,) = scratch((h, w), (h, w, c), np.float32)
+        np.copyto(x, a)
+        return x.transpose(2, 0, 1)
+    (u8,) = scratch((h, w), (c, h, w), np.uint8)
+    (x,) = scratch((h, w), (c, h, w), np.float32)
+    np.copyto(u8, a.transpose(2, 0, 1))  # uint8 transpose, then a contiguous cast: faster than both at once
+    np.copyto(x, u8)
+    return x
+
+
 def apply_photometric(img: torch.Tensor, ops: Sequence[Op]) -> torch.Tensor:
-    """A run of colour ops on an HWC uint8 tensor: float32 once, uint8 once."""
+    """A run of colour ops on an HWC uint8 tensor: float32 once, uint8 once; returns an HWC
+    view (of planar memory when the run mixes channels or blurs)."""
     ops = [op for op in ops if not is_identity(op)]
     if not ops:
         return img
-    x = img.numpy().astype(np.float32)
-    for op in ops:
+    x = float_planes(img.numpy(), not all(isinstance(op, ELEMENTWISE) for op in ops))
+    for k, op in enumerate(ops):
+        if k:
+            np.floor(x, out=x)
         x = FLOAT_FUNCTIONS[type(op)](x, op)
-    return torch.from_numpy(x.astype(np.uint8))
+    return torch.from_numpy(x.astype(np.uint8)).permute(1, 2, 0)  # values in [0, 256): the cast truncates
 
 
 def _single(img: torch.Tensor, op: Op) -> torch.Tensor:
