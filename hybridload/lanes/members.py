@@ -51,15 +51,25 @@ class Members:
         self._table: dict[int, Member] = {}
         self._running: dict[int, set[int]] = {}  # seq -> keys of the members running a copy
         self._next_key = 0
+        self._reserved: set[int] = set()  # worker indices of actors being created
 
     # -- membership
     def add(self, handle_for, node_id: str, *, initial: bool) -> Member:
         """Register an actor started by ``handle_for(key, index)`` (its name and worker index)."""
-        with self._lock:
+        with self._lock:  # reserve a key and a worker index; Ray is called outside the lock
             key, self._next_key = self._next_key, self._next_key + 1
-            used = {m.index for m in self._table.values()}
+            used = {m.index for m in self._table.values()} | self._reserved
             index = next(i for i in range(len(used) + 1) if i not in used)
-            m = Member(key, handle_for(key, index), node_id, index)
+            self._reserved.add(index)
+        try:
+            # never under the lock: actor creation can wait on Ray's callback thread, which
+            # may itself be waiting for this lock in release() (a deadlock seen in test_faults)
+            handle = handle_for(key, index)
+        finally:
+            with self._lock:
+                self._reserved.discard(index)
+        m = Member(key, handle, node_id, index)
+        with self._lock:
             self._table[key] = m
             self._changed()
         self.stats.actor_started(initial)
