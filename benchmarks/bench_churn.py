@@ -22,7 +22,7 @@ import threading
 import time
 
 import _harness as h
-from _data import loopback_cluster, parser, photo_source, subset
+from _data import loopback_cluster, parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe
 
 log = logging.getLogger("bench_churn")
@@ -143,8 +143,8 @@ def main(argv=None) -> int:
     if args.poll_s is not None:
         import os
         os.environ["HYBRIDLOAD_NODE_POLL_S"] = str(args.poll_s)
-    _folder, full = photo_source(args.root, max(args.n, 60), log)
-    src, rec = subset(full, args.n), recipe.imagenet_train(args.size)
+    _folder, src = photo_source(args.root, args.n, log)
+    rec = recipe.imagenet_train(args.size)
     env = h.environment()
     rows = []
     with loopback_cluster(head_cpus=2, worker_cpus=1, workers=args.workers, store_mb=args.store_mb) as (cluster, nodes):

@@ -45,7 +45,17 @@ def store_used_mb() -> float:
 
 
 def hybridload_threads():
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith("hybridload"))
+    """hybridload's threads, less the process-wide I/O pool (one per process, shared by every
+    loader, like the Ray connection: it is not a loader's to stop; bounded by io_pool_bounded)."""
+    return sorted(t.name for t in threading.enumerate()
+                  if t.name.startswith("hybridload") and not t.name.startswith("hybridload-io"))
+
+
+def test_io_pool_is_one_bounded_pool_per_process():
+    from hybridload.sources.reads import POOL_THREADS, io_pool
+    assert io_pool() is io_pool()
+    io_threads = [t for t in threading.enumerate() if t.name.startswith("hybridload-io")]
+    assert len(io_threads) <= POOL_THREADS
 
 
 # Stated bound: after the first epochs warm the allocators, host RSS may not grow by more
