@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Iterator
 import time
 import logging
 from dataclasses import dataclass, field
@@ -94,22 +95,29 @@ def finish_batch(buf: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indic
     return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
 
 
+def start_reads(source: Source, indices) -> tuple[list, Iterator]:
+    """The refs of ``indices`` and their reads, started now where the source reads
+    concurrently (remote storage), so a lane can overlap them with the batch before."""
+    refs = [source.ref(i) for i in np.asarray(indices, dtype=np.int64).tolist()]
+    return refs, read_many(source, refs)
+
+
 def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
                   on_error: str = "raise", pin_memory: bool = False, lane: str = "",
-                  normalize: bool = True) -> BatchResult:
+                  normalize: bool = True, started: tuple[list, Iterator] | None = None) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 
     With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
     ``"skip"`` it is replaced by a zero image (then normalized like any other), its
-    label kept, and recorded in ``BatchResult.skipped``.
+    label kept, and recorded in ``BatchResult.skipped``. ``started``: the batch's
+    :func:`start_reads`, when the lane started them earlier.
     """
     t0 = time.perf_counter()
     idx = np.asarray(indices, dtype=np.int64)
     buf = torch.empty(recipe.output_shape(len(idx)), dtype=torch.uint8, pin_memory=pin_memory)
     labels = np.empty(len(idx), dtype=np.int64)
     skipped = []
-    refs = [source.ref(i) for i in idx.tolist()]
-    reads = read_many(source, refs)  # concurrent where the source reads remote storage
+    refs, reads = started if started is not None else start_reads(source, idx)
     try:
         for k, (ref, got) in enumerate(zip(refs, reads)):
             try:

@@ -162,3 +162,34 @@ def test_closing_the_reads_early_starts_no_more_of_them():
     it.close()
     time.sleep(0.1)
     assert len(started) <= 4  # the first read, the ones in flight when closed; not the other 16
+
+
+def test_the_in_process_lane_starts_a_queued_batchs_reads_when_it_accepts_the_batch(slow_root):
+    """One batch waits behind the running ones with its reads under way, so a thread that
+    finishes a batch does not then wait a round trip for the next one's first sample."""
+    import threading
+
+    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes.inprocess import InProcessLane
+
+    src = sources.ImageFolder(slow_root, storage_options={"latency_s": 0.2})
+    lane = InProcessLane(src, REC, seed=0, threads=1)
+    assert lane.slots == 2  # the running batch and one queued behind it
+    done, results = threading.Event(), []
+
+    def report(task, out):
+        results.append((task.seq, out))
+        if len(results) == 2:
+            done.set()
+
+    try:
+        SlowMemoryFileSystem.reset_counts()
+        lane.submit(BatchTask(seq=0, epoch=0, indices=[0, 1, 2, 3]), report)
+        lane.submit(BatchTask(seq=1, epoch=0, indices=[4, 5, 6, 7]), report)
+        time.sleep(0.1)  # the single thread is still waiting on batch 0's first round trip
+        assert SlowMemoryFileSystem.counts()["max_in_flight"] == 8  # both batches' reads under way
+        assert done.wait(30), "the lane did not finish two batches within 30 s"
+    finally:
+        lane.close()
+    assert [s for s, _ in sorted(results, key=lambda r: r[0])] == [0, 1]
+    assert all(not isinstance(out, BaseException) for _, out in results)

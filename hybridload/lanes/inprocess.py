@@ -18,9 +18,9 @@ import threading
 import time
 from concurrent.futures import Future
 
-from hybridload.kernels import process_batch
+from hybridload.kernels import process_batch, start_reads
 
-from .base import BatchTask, LaneKind, PooledLane
+from .base import BatchTask, Done, LaneKind, PooledLane, submit_to_pool
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,10 @@ class InProcessLane(PooledLane):
                  pin_memory: bool = False):
         self.source, self.recipe, self.seed = source, recipe, seed
         self.on_error, self.pin_memory = on_error, pin_memory
-        self.slots = threads
+        # one batch queued behind the running ones, its reads started when it is accepted: a
+        # thread that finishes a batch starts the next at once, with its remote reads (if any)
+        # already done, instead of idling until the dispatcher has heard of it
+        self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess")
         self._closed = False
@@ -91,10 +94,19 @@ class InProcessLane(PooledLane):
     def describe(self) -> str:
         return f"in-process lane: {self.parallelism} threads"
 
-    def run_batch(self, task: BatchTask):
+    def submit(self, task: BatchTask, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError(f"the {self.name} lane is closed")
+        try:
+            started = start_reads(self.source, task.indices)
+        except Exception:  # a bad index or ref: raised again where the batch runs, reported as usual
+            started = None
+        submit_to_pool(self._pool, lambda t: self.run_batch(t, started), task, done)
+
+    def run_batch(self, task: BatchTask, started=None):
         return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
-                             normalize=False)  # uint8 out: the loader normalizes on its device
+                             normalize=False, started=started)  # uint8 out: the loader normalizes on its device
 
     def close(self, wait_s: float = 2.0) -> None:
         """Cancel queued tasks; wait at most ``wait_s`` for running ones, then leave them."""

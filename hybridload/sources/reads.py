@@ -72,32 +72,58 @@ def _outcome(fut: Future) -> Outcome:
     raise exc
 
 
-def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> Iterator[Outcome]:
+class OrderedReads:
     """``read(item)`` for every item, ``width`` at a time on the I/O pool, outcomes in order.
-    Closing the iterator early cancels the reads not yet started."""
-    if width <= 1 or len(items) <= 1:
-        yield from sequential_reads(read, items)
-        return
-    pool, pending, it = io_pool(), deque(), iter(items)
-    try:
-        for item in it:
-            pending.append(pool.submit(read, item))
-            if len(pending) >= width:
+
+    The first ``width`` reads start when it is made (a lane can start a batch's reads when it
+    accepts the batch, before a thread is free to decode it); ``close()`` cancels the reads
+    not yet started."""
+
+    def __init__(self, read: Callable[[Any], Any], items: Sequence, width: int):
+        self._read, self._pool, self._it = read, io_pool(), iter(items)
+        self._pending: deque = deque()
+        for item in self._it:
+            self._pending.append(self._pool.submit(read, item))
+            if len(self._pending) >= width:
                 break
-        while pending:
-            out = _outcome(pending.popleft())  # waits for the oldest
-            nxt = next(it, _END)
-            if nxt is not _END:  # ``width`` in flight again while the caller uses ``out``
-                pending.append(pool.submit(read, nxt))
-            yield out
-    finally:
-        for fut in pending:
+
+    def __iter__(self) -> "OrderedReads":
+        return self
+
+    def __next__(self) -> Outcome:
+        if not self._pending:
+            raise StopIteration
+        try:
+            out = _outcome(self._pending.popleft())  # waits for the oldest
+        except BaseException:
+            self.close()
+            raise
+        nxt = next(self._it, _END)
+        if nxt is not _END:  # ``width`` in flight again while the caller uses ``out``
+            self._pending.append(self._pool.submit(self._read, nxt))
+        return out
+
+    def close(self) -> None:
+        for fut in self._pending:
             fut.cancel()
+        self._pending.clear()
+        self._it = iter(())
+
+    def __del__(self):
+        self.close()
+
+
+def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> Iterator[Outcome]:
+    """:class:`OrderedReads` (started now), or one read after another, in the caller's thread,
+    when ``width`` is 1."""
+    if width <= 1 or len(items) <= 1:
+        return sequential_reads(read, items)
+    return OrderedReads(read, items, width)
 
 
 def read_many(source: Any, refs: Sequence) -> Iterator[Outcome]:
     """A source's reads of ``refs`` in order: its ``read_many`` where it has one (concurrent
-    for remote locations), else one ``read`` after another. Always a generator: ``close()``
+    for remote locations, started at once), else one ``read`` after another. ``close()``
     stops the reads not yet started."""
     many = getattr(source, "read_many", None)
-    yield from (many(refs) if many is not None else sequential_reads(source.read, refs))
+    return many(refs) if many is not None else sequential_reads(source.read, refs)
