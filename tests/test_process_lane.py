@@ -68,3 +68,22 @@ def test_close_stops_every_worker_and_frees_the_slots(photo_root):
 def _some(root, n):
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
                   if f.endswith(".jpg"))[:n]
+
+
+def test_a_script_without_a_main_guard_is_told_to_add_one(photo_root, tmp_path):
+    """Worker processes import the main script (forkserver): a script with no
+    ``if __name__ == "__main__":`` guard kills them; the error says what to write."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from hybridload import HybridLoader, LoaderPolicy, recipe, sources\n"
+        f"src = sources.ImageFolder({str(photo_root)!r})\n"
+        "policy = LoaderPolicy(local_workers='processes', threads=1)\n"
+        "with HybridLoader(src, recipe.imagenet_train(32), 4, policy=policy, device='cpu') as ld:\n"
+        "    next(iter(ld))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert "WorkerLost" in last and 'if __name__ == "__main__":' in last and 'local_workers="threads"' in last

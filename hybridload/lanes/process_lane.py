@@ -165,7 +165,10 @@ class ProcessLane:
                 raise RuntimeError(f"ProcessLane: more than {self.slots} tasks in flight (its slots)")
             alive = [w for w, p in enumerate(self._procs) if p is not None]
             if not alive:
-                raise WorkerLost("every worker of the process lane died (see the warnings above)")
+                raise WorkerLost("every worker of the process lane died (see the warnings above). Worker "
+                                 "processes start by importing your main script (forkserver/spawn): if it has no "
+                                 "`if __name__ == \"__main__\":` guard around the training code, add one, or use "
+                                 "LoaderPolicy(local_workers=\"threads\")")
             slot = self._free.pop()
             wid = min(alive, key=lambda w: len(self._inflight[w]))
             tid, self._next_id = self._next_id, self._next_id + 1
