@@ -21,6 +21,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .keys import seed_sequence
+
 BatchTransform = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 #: Spawn key of the batch generators: apart from every per-sample stream.
@@ -37,8 +39,7 @@ def check_batch_transform(fn) -> BatchTransform | None:
 
 def batch_seed(seed: int, epoch: int, rank: int, position: int) -> int:
     """The 64-bit seed of the batch at ``position`` of this rank's epoch (a pure function)."""
-    ss = np.random.SeedSequence((int(seed) & 0xFFFFFFFFFFFFFFFF, int(epoch), int(rank), int(position)),
-                                spawn_key=(_SPAWN_TAG,))
+    ss = seed_sequence(seed, epoch, rank, position, spawn_key=(_SPAWN_TAG,))
     return int(ss.generate_state(1, dtype=np.uint64)[0])
 
 

@@ -35,6 +35,8 @@ from typing import Callable, Protocol
 import numpy as np
 import torch
 
+from .keys import keyed_generator
+
 #: Spawn key of the custom stages' generators: apart from the shared per-sample generator
 #: (``recipe.sample_generator``, spawn key ()), one stream per stage position.
 _SPAWN_TAG = 0x637573746F6D  # "custom"
@@ -96,8 +98,7 @@ class CustomOp:
 def custom_generator(seed: int, epoch: int, index: int, position: int) -> np.random.Generator:
     """The generator of the custom stage at ``position`` for sample ``index``: keyed by
     (seed, epoch, index) like every draw, on its own stream per stage position."""
-    entropy = (int(seed) & 0xFFFFFFFFFFFFFFFF, int(epoch), int(index))
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=(_SPAWN_TAG, int(position)))))
+    return keyed_generator(seed, epoch, index, spawn_key=(_SPAWN_TAG, int(position)))
 
 
 def apply_custom(img: torch.Tensor, op: CustomOp) -> torch.Tensor:

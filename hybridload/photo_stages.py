@@ -21,6 +21,7 @@ from typing import Callable, Union
 import numpy as np
 
 from . import ops as O
+from .keys import keyed_generator
 
 HW = tuple[int, int]
 Rng = Callable[[], np.random.Generator]
@@ -191,8 +192,7 @@ ERASE_STREAM = 1
 def erase_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The generator of a sample's erasing draws: keyed by (seed, epoch, index) only, and
     independent of the image's size and of every per-sample stage's draws."""
-    key = (int(seed) & 0xFFFFFFFFFFFFFFFF, int(epoch), int(index), ERASE_STREAM)
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
+    return keyed_generator(seed, epoch, index, ERASE_STREAM)
 
 
 PHOTOMETRIC_STAGES = (ColorJitter, RandomGrayscale, GaussianBlur)

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from .custom_stage import CustomStage
+from .keys import keyed_generator
 from .ops import Op
 from .stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
                      Stage, ToTensor)
@@ -61,8 +62,7 @@ class SampleParams:
 
 def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The generator of one sample: keyed by (seed, epoch, index) and nothing else."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence((int(seed) & 0xFFFFFFFFFFFFFFFF,
-                                                                       int(epoch), int(index)))))
+    return keyed_generator(seed, epoch, index)
 
 
 # --------------------------------------------------------------------------- recipe
@@ -87,19 +87,18 @@ class Recipe:
             raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
         order = {Decode: 0, **{g: 1 for g in GEOMETRY}, **{p: 1.5 for p in PER_SAMPLE if p not in GEOMETRY},
                  Normalize: 2, RandomErasing: 2.5, ToTensor: 3}
-        order[CustomStage] = 1  # the user's function: anywhere among the image stages, before Normalize
         last = 0
         for i, st in enumerate(stages):
             kind = type(st)
-            if kind not in order:
-                raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
-            if i > 0 and kind is Decode:
-                raise ValueError("Recipe: Decode may appear only once, as the first stage")
             if kind is CustomStage:  # leaves the order where it was: geometric/photometric stages may follow
                 if last >= 2:
                     raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
                                      "the decoded uint8 image, so put it before Normalize()")
                 continue
+            if kind not in order:
+                raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
+            if i > 0 and kind is Decode:
+                raise ValueError("Recipe: Decode may appear only once, as the first stage")
             if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
                 raise ValueError(
                     f"Recipe: {kind.__name__} at position {i} is out of order; the order is "

@@ -22,6 +22,44 @@ def stream(loader, epochs=(0,)) -> list[tuple]:
     return out
 
 
+def local_lane_streams(source, recipe, batch_size: int, *, seed: int, epochs=(0,), **policy):
+    """One loader per ``local_workers`` kind ("threads", "processes"), everything else equal:
+    ({kind: stream}, {kind: describe_lanes()})."""
+    from hybridload import HybridLoader, LoaderPolicy
+
+    runs, lanes = {}, {}
+    for workers in ("threads", "processes"):
+        with HybridLoader(source, recipe, batch_size, seed=seed, return_indices=True, device="cpu",
+                          policy=LoaderPolicy(local_workers=workers, **policy)) as ld:
+            runs[workers] = stream(ld, epochs)
+            lanes[workers] = ld.describe_lanes()
+    return runs, lanes
+
+
+def run_rank_scripts(code: str, envs: list[dict], timeout_s: float = 600) -> list:
+    """Run ``python -c code`` once per environment (one per rank), all at once; each must exit 0
+    within ``timeout_s`` and print a JSON line last: those, parsed, in rank order. Kills what
+    is still running on the way out."""
+    import json
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for env in envs]
+    outs = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout_s)
+            assert p.returncode == 0, err[-3000:]
+            outs.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    return outs
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
 from hybridload.lanes.spec import plan_lanes
 
-from streams import stream
+from streams import local_lane_streams, stream
 
 
 def noise(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -59,13 +59,8 @@ def test_the_stage_leaves_the_other_stages_draws_unchanged():
 
 
 def test_process_lane_is_bit_identical_to_the_in_process_lane(photo_root):
-    src = sources.ImageFolder(photo_root)
-    runs = {}
-    for workers in ("threads", "processes"):
-        with HybridLoader(src, REC, 7, policy=LoaderPolicy(threads=2, local_workers=workers), seed=5,
-                          return_indices=True, device="cpu") as ld:
-            runs[workers] = stream(ld, epochs=(0, 1))
-            assert ld.describe_lanes().startswith("process lane") == (workers == "processes")
+    runs, lanes = local_lane_streams(sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2)
+    assert {w: d.startswith("process lane") for w, d in lanes.items()} == {"threads": False, "processes": True}
     assert runs["processes"] == runs["threads"] and len(runs["threads"]) == 18
 
 

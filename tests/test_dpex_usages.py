@@ -4,11 +4,12 @@ the same generator; DDP over 2 gloo ranks covers the dataset with equal batch co
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+
+from streams import free_port, run_rank_scripts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -103,29 +104,10 @@ DDP_RANK = DATASET + textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_dpex_ddp_usage_over_two_gloo_ranks_covers_the_dataset_with_equal_batch_counts():
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        common = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
-        procs = [subprocess.Popen([sys.executable, "-c", DDP_RANK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=_env(tmp, RANK=str(r), LOCAL_RANK=str(r), **common))
-                 for r in range(2)]
-        outs = []
-        try:
-            for p in procs:
-                out, err = p.communicate(timeout=600)
-                assert p.returncode == 0, err[-3000:]
-                outs.append(json.loads(out.strip().splitlines()[-1]))
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(timeout=30)
+        common = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+        outs = run_rank_scripts(DDP_RANK, [_env(tmp, RANK=str(r), LOCAL_RANK=str(r), **common) for r in range(2)])
     assert all(o["equal"] for o in outs), "a rank's batches differ from torch's DataLoader with the same sampler"
     assert outs[0]["counts"] == outs[1]["counts"] == [5, 5]  # 250 samples, 125 per rank, batches of 30
     rows = outs[0]["rows"] + outs[1]["rows"]

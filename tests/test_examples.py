@@ -1,12 +1,13 @@
 """The Dpex-style examples run to completion (a few steps each) against the test cluster."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from streams import free_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -25,9 +26,7 @@ def test_single_process_examples_train_a_few_steps(ray_cluster, script):
 
 
 def test_ddp_example_runs_under_torchrun(ray_cluster):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     out = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
                 "127.0.0.1", "--master_port", str(port), "dpex_ddp.py", "--steps", "2", "--epochs", "2"],
                {"RAY_ADDRESS": ray_cluster[0].address})
@@ -36,15 +35,9 @@ def test_ddp_example_runs_under_torchrun(ray_cluster):
 
 # ----------------------------------------------------------------------------- HybridLoader examples
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(script, *args):
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-            "--master_port", str(_free_port()), script, *args]
+            "--master_port", str(free_port()), script, *args]
 
 
 @pytest.mark.parametrize("script", ["single_gpu.py", "dataparallel.py"])

@@ -1,17 +1,15 @@
 """DDP on one machine with ray_address="embedded": the ranks share one embedded Ray cluster
 (the first starts it, the others join it through the job's address file)."""
 
-import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import textwrap
 
 import pytest
 
 from hybridload.node_cluster import job_key
+
+from streams import free_port, run_rank_scripts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,26 +57,11 @@ RANK = textwrap.dedent("""
 
 
 def test_two_ranks_on_one_machine_share_one_embedded_cluster_with_disjoint_actors():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         env.update(RAY_TMPDIR=tmp, TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=HERE, WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_RUN_ID="node-cluster-test")
-        procs = [subprocess.Popen([sys.executable, "-c", RANK], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]
-        outs = []
-        try:
-            for p in procs:
-                out, err = p.communicate(timeout=600)
-                assert p.returncode == 0, err[-3000:]
-                outs.append(json.loads(out.strip().splitlines()[-1]))
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(timeout=30)
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), TORCHELASTIC_RUN_ID="node-cluster-test")
+        outs = run_rank_scripts(RANK, [{**env, "RANK": str(r), "LOCAL_RANK": str(r)} for r in range(2)])
     assert outs[0]["gcs"] == outs[1]["gcs"], "each rank started its own Ray cluster"
     assert outs[0]["raylets"] == outs[1]["raylets"] == 1
     assert outs[0]["actors"] and outs[1]["actors"] and not set(outs[0]["actors"]) & set(outs[1]["actors"])

@@ -14,7 +14,7 @@ from hybridload.kernels.batch import finish_batch
 from hybridload.kernels.erase import erase_boxes
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-from streams import stream
+from streams import local_lane_streams, stream
 
 GEOMETRY = [R.Decode(), R.RandomResizedCrop(40), R.HorizontalFlip()]
 STAGES = {
@@ -58,10 +58,7 @@ def _loader(src, rec, policy):
 @pytest.mark.parametrize("name", list(STAGES))
 def test_threads_and_process_lane_give_bit_identical_batches(photo_root, name):
     src, rec = sources.ImageFolder(photo_root), R.make(GEOMETRY + STAGES[name])
-    runs = {}
-    for workers in ("threads", "processes"):
-        with _loader(src, rec, LoaderPolicy(threads=2, local_workers=workers)) as ld:
-            runs[workers] = stream(ld, epochs=(0,))
+    runs, _lanes = local_lane_streams(src, rec, BS, seed=11, threads=2)
     assert runs["threads"] == runs["processes"] and len(runs["threads"]) == 6
 
 

@@ -7,23 +7,18 @@ import threading
 import numpy as np
 import pytest
 
-from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload import recipe, sources
 from hybridload.errors import SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.process_lane import ProcessLane
-from streams import stream
+from streams import local_lane_streams
 
 REC = recipe.imagenet_train(48)
 
 
 def test_process_lane_stream_is_bit_identical_to_the_in_process_lane(photo_root):
-    src = sources.ImageFolder(photo_root)
-    runs = {}
-    for workers in ("threads", "processes"):
-        with HybridLoader(src, REC, 7, policy=LoaderPolicy(threads=2, local_workers=workers), seed=5,
-                          return_indices=True, device="cpu") as ld:
-            runs[workers] = stream(ld, epochs=(0, 1))
-            assert ld.describe_lanes().startswith("process lane") == (workers == "processes")
+    runs, lanes = local_lane_streams(sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2)
+    assert {w: d.startswith("process lane") for w, d in lanes.items()} == {"threads": False, "processes": True}
     assert runs["processes"] == runs["threads"] and len(runs["threads"]) == 18
 
 

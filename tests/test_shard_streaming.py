@@ -15,7 +15,7 @@ from hybridload.shard_order import ShardOrder
 from hybridload.slowfs import SlowMemoryFileSystem
 
 from resume_helper import check_resume
-from streams import stream
+from streams import local_lane_streams
 from test_concurrent_reads import to_memory
 from test_tarshards import folder, shard_dir, write_shard  # noqa: F401  (fixtures)
 
@@ -150,12 +150,8 @@ def test_bad_shard_options_say_what_to_write(many_shards):
 
 def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir):  # noqa: F811
     pattern = str(shard_dir / "shard-{000..002}.tar")
-    got = {}
-    for workers in ("threads", "processes"):
-        with HybridLoader(sources.TarShards(pattern, read="shard", buffer_shards=2), REC, 8, seed=4,
-                          return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2,
-                                                                   local_workers=workers)) as ld:
-            got[workers] = stream(ld, (0, 1))
+    got, _lanes = local_lane_streams(sources.TarShards(pattern, read="shard", buffer_shards=2), REC, 8, seed=4,
+                                     epochs=(0, 1), cpu_actors=0, threads=2)
     assert got["threads"] == got["processes"]
     assert sorted(i for d in got["threads"][:8] for i in d[0]) == list(range(60))
 

@@ -68,7 +68,12 @@ class PooledLane:
     def submit(self, task: BatchTask, done: Done) -> None:
         if self._closed:
             raise RuntimeError(f"the {self.name} lane is closed")
-        submit_to_pool(self._pool, self.run_batch, task, done)
+        submit_to_pool(self._pool, self.runner(task), task, done)
+
+    def runner(self, task: BatchTask) -> Callable[[BatchTask], object]:
+        """What the pool runs for ``task`` (``run_batch``); a lane that can start some of the
+        work when it accepts the task (its reads) does so here."""
+        return self.run_batch
 
 
 def submit_to_pool(pool, fn, task: BatchTask, done: Done) -> None:

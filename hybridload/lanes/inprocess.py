@@ -20,7 +20,7 @@ from concurrent.futures import Future
 
 from hybridload.kernels import process_batch, start_reads
 
-from .base import BatchTask, Done, LaneKind, PooledLane, submit_to_pool
+from .base import BatchTask, LaneKind, PooledLane
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +94,13 @@ class InProcessLane(PooledLane):
     def describe(self) -> str:
         return f"in-process lane: {self.parallelism} threads"
 
-    def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError(f"the {self.name} lane is closed")
+    def runner(self, task: BatchTask):
+        """``run_batch`` with the task's reads started now (they overlap the batches before it)."""
         try:
             started = start_reads(self.source, task.indices)
         except Exception:  # a bad index or ref: raised again where the batch runs, reported as usual
-            started = None
-        submit_to_pool(self._pool, lambda t: self.run_batch(t, started), task, done)
+            return self.run_batch
+        return lambda t: self.run_batch(t, started)
 
     def run_batch(self, task: BatchTask, started=None):
         return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,

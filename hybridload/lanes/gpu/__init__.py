@@ -68,7 +68,7 @@ ENGINES = {"dali": _dali, "torch": _torch}
 def build_engine(engine: str, policy, source, recipe, *, seed: int, batch_size: int,
                  device: torch.device) -> Lane:
     """The lane of one named engine; raises LaneUnavailableError / ValueError when it cannot run."""
-    if not getattr(recipe, "gpu_capable", True):
+    if not recipe.gpu_capable:
         raise LaneUnavailableError("the recipe holds a CustomStage, which runs on CPU lanes only")
     return ENGINES[engine](policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
 
