@@ -26,7 +26,8 @@ from hybridload.lanes.gpu import make_gpu_lane
 from hybridload.lanes.gpu import torch_lane as torch_lane_mod
 from hybridload.lanes.gpu.failures import is_device_failure, is_sample_decode_problem
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-from hybridload.lanes.gpu.torch_ops import as_op, normalize
+from hybridload.kernels.batch import normalize_batch as normalize
+from hybridload.lanes.gpu.torch_ops import as_op
 from hybridload.kernels.batch import normalize_batch
 from hybridload.ops import Crop, Flip, Resize
 from hybridload.transfer import DeviceMover, resolve_device, wait_for

@@ -27,11 +27,11 @@ import numpy as np
 import torch
 
 from hybridload.errors import LaneUnavailableError, Reroute
+from hybridload.kernels.batch import finish_batch
 
 from ..base import BatchTask, LaneKind, PooledLane
 from .failures import reroute_or_raise
 from .feed import GpuBatchResult, read_batch, record_ready
-from .torch_ops import normalize
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class DaliLane(PooledLane):
             ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
         num_threads: DALI's CPU threads.
         memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
-        normalize_output: apply the recipe's Normalize in the lane (on the device).
+        normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does) in the lane (on the device).
         host_sync: on CUDA, the lane's thread waits for each batch's event (see TorchGpuLane).
 
     Raises:
@@ -130,12 +130,12 @@ class DaliLane(PooledLane):
         if self.cpu_only:
             images = torch.from_dlpack(out.as_tensor()).clone()  # DALI reuses its buffers: take a copy
             if self._normalize:
-                images = normalize(images, self.recipe)
+                images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
         else:
             with torch.cuda.stream(self._stream):  # from_dlpack orders this stream after DALI's
                 images = torch.from_dlpack(out.as_tensor()).clone()
                 if self._normalize:
-                    images = normalize(images, self.recipe)
+                    images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
                 ready = record_ready(self._stream, self.host_sync)
         return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)

@@ -24,11 +24,12 @@ import numpy as np
 import torch
 
 from hybridload.errors import LaneUnavailableError
+from hybridload.kernels.batch import finish_batch
 
 from ..base import BatchTask, LaneKind, PooledLane
 from .failures import reroute_or_raise
 from .feed import GpuBatchResult, read_batch, record_ready
-from .torch_ops import apply_ops, normalize, stack
+from .torch_ops import apply_ops, stack
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class TorchGpuLane(PooledLane):
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
             torchvision's nvJPEG on ``device``.
-        normalize_output: apply the recipe's Normalize in the lane (the loader's delivery does
+        normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does) in the lane (the loader's delivery does
             not normalize yet); the pixels stay uint8 until this last step.
         host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
             delivery that does not wait on ``result.ready`` is still safe; False once
@@ -101,7 +102,7 @@ class TorchGpuLane(PooledLane):
             images = [apply_ops(img, p.ops) for img, p in zip(decoded, batch.params)]
             out = stack(images, self.recipe.layout)
             if self._normalize:
-                out = normalize(out, self.recipe)
+                out = finish_batch(out, self.recipe, self.seed, task.epoch, task.indices)
             ready = record_ready(self._stream, self.host_sync) if self._cuda else None
         return GpuBatchResult(out, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)

@@ -13,11 +13,8 @@ differ by at most one grey level on most values (see tests/test_gpu_path.py).
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
-
-from hybridload.kernels.batch import normalize_batch
 
 from hybridload.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
 
@@ -84,7 +81,3 @@ def stack(images: list[torch.Tensor], layout: str = "CHW") -> torch.Tensor:
     batch = torch.stack(images)
     return batch if layout == "CHW" else batch.permute(0, 2, 3, 1).contiguous()
 
-
-def normalize(batch: torch.Tensor, recipe) -> torch.Tensor:
-    """The recipe's Normalize and output dtype on the batch's device (the CPU kernels' function)."""
-    return normalize_batch(batch, recipe)
