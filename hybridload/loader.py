@@ -93,7 +93,7 @@ class HybridLoader:
         self.return_indices = return_indices
         fn = check_batch_transform(batch_transform)
         self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
-        self._active: _Pass | None = None
+        self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats()
         self._lanes: list = []
         self._fallback: list = []
@@ -171,8 +171,7 @@ class HybridLoader:
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator:
         lanes = self._ensure_lanes()
-        if self._active is not None:
-            self._active.finish(superseded=True)
+        self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
         p = self.policy
         stream = BatchStream(lanes, batches, epoch=self.epoch, start=start, window=p.window,
@@ -182,8 +181,17 @@ class HybridLoader:
                              device_budget_bytes=None if p.gpu_memory_budget_mb is None
                              else int(p.gpu_memory_budget_mb * 2**20))
         self._streams[:] = [stream]
-        self._active = _Pass(self, stream)
-        return self._active
+        active = _Pass(self, stream)
+        self._active = weakref.ref(active)
+        return active
+
+    def _finish_pass(self, superseded: bool) -> None:
+        active = self._active and self._active()
+        if active is not None:
+            active.finish(superseded=superseded)
+        while self._streams:  # the pass's iterator may be gone already: its stream is closed all the same
+            self._streams.pop().close()
+        self._active = None
 
     def _deliver(self, result):
         position = self._sampler.position  # this batch's place in the epoch (keys the batch hook)
@@ -215,8 +223,7 @@ class HybridLoader:
                                                    "world_size", "rank")}
         mine["num_samples"] = len(self.source)
         epoch, position = check_state(state, mine, len(self), STATE_VERSION)
-        if self._active is not None:
-            self._active.finish(superseded=True)
+        self._finish_pass(superseded=True)
         self._sampler.resume_at(epoch, position)
 
     # ----------------------------------------------------------------- reporting / shutdown
@@ -240,9 +247,7 @@ class HybridLoader:
 
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent."""
-        if self._active is not None:
-            self._active.finish()
-            self._active = None
+        self._finish_pass(superseded=False)
         self._closed = True
         if self._online is not None:
             self._online.close()
