@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import os
 import warnings
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ PLACEMENTS = ("remote-first", "any", "local")
 ON_ERROR = ("raise", "skip")
 GPU_ENGINES = ("auto", "dali", "torch")
 LOCAL_WORKERS = ("auto", "threads", "processes")
+START_METHODS = ("auto", "fork", "forkserver", "spawn")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +33,8 @@ class LoaderPolicy:
             cluster on 127.0.0.1 started for this process; "auto": the cluster started with
             ``ray start`` on this machine; "host:port" (or "ray://host:port"): that cluster.
         cpu_actors: Ray CPU actors; None → from the plan or the cluster's CPUs; 0 → the
-            in-process lane (threads in this process, no Ray).
+            in-process lane (threads in this process, no Ray; ``local_workers="processes"``
+            still asks for worker processes).
         placement: "remote-first" (actors on nodes other than the trainer's when they have
             CPUs), "any", or "local".
         reserve_local_cpus: CPUs on the trainer's node left free for the training process.
@@ -41,8 +44,12 @@ class LoaderPolicy:
             process may use.
         local_workers: what the local lane (the CPU work without Ray) runs on: "threads"
             (in this process), "processes" (worker processes writing batches into shared
-            memory; start them under ``if __name__ == "__main__":``), or "auto" (threads
-            below ``lanes.spec.PROCESSES_FROM_CPUS`` usable CPUs, processes from there up).
+            memory), or "auto" (see ``lanes.spec.local_processes``: processes from 2 usable
+            CPUs where they start by fork, else threads below ``lanes.spec.PROCESSES_FROM_CPUS``).
+        start_method: how worker processes start: "fork" (as torch's DataLoader on Linux: no
+            ``if __name__ == "__main__":`` guard needed, nothing pickled), "forkserver" or
+            "spawn" (they import your main script: guard the training code), or "auto"
+            (fork on Linux, forkserver elsewhere).
         gpu_engine: what runs the GPU lane: "dali" (NVIDIA DALI pipelines), "torch"
             (torchvision's nvJPEG decode + torch ops on the GPU), or "auto" (DALI when it
             imports and builds on a GPU, else the torch engine when torchvision decodes on
@@ -76,6 +83,7 @@ class LoaderPolicy:
     ship_bytes: bool = False
     threads: int | None = None
     local_workers: str = "auto"
+    start_method: str = "auto"
     gpu_engine: str = "auto"
     gpu_threads: int = 2
     gpu_memory_budget_mb: float | None = None
@@ -116,6 +124,12 @@ class LoaderPolicy:
         if self.local_workers not in LOCAL_WORKERS:
             raise ValueError(f"LoaderPolicy: local_workers must be one of {', '.join(LOCAL_WORKERS)}; "
                              f"got {self.local_workers!r}")
+        if self.start_method not in START_METHODS:
+            raise ValueError(f"LoaderPolicy: start_method must be one of {', '.join(START_METHODS)}; "
+                             f"got {self.start_method!r}")
+        if self.start_method != "auto" and self.start_method not in mp.get_all_start_methods():
+            raise ValueError(f"LoaderPolicy: start_method={self.start_method!r} is not available on this platform "
+                             f"(it has {', '.join(mp.get_all_start_methods())}); write start_method='auto'")
         if self.gpu_engine not in GPU_ENGINES:
             raise ValueError(f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; "
                              f"got {self.gpu_engine!r}")

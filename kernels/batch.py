@@ -104,17 +104,23 @@ def start_reads(source: Source, indices) -> tuple[list, Iterator]:
 
 def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
                   on_error: str = "raise", pin_memory: bool = False, lane: str = "",
-                  normalize: bool = True, started: tuple[list, Iterator] | None = None) -> BatchResult:
+                  normalize: bool = True, started: tuple[list, Iterator] | None = None,
+                  out: torch.Tensor | None = None) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 
     With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
     ``"skip"`` it is replaced by a zero image (then normalized like any other), its
     label kept, and recorded in ``BatchResult.skipped``. ``started``: the batch's
-    :func:`start_reads`, when the lane started them earlier.
+    :func:`start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
+    batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
     """
     t0 = time.perf_counter()
     idx = np.asarray(indices, dtype=np.int64)
-    buf = torch.empty(recipe.output_shape(len(idx)), dtype=torch.uint8, pin_memory=pin_memory)
+    shape = recipe.output_shape(len(idx))
+    if out is not None and (tuple(out.shape) != tuple(shape) or out.dtype != torch.uint8):
+        raise ValueError(f"process_batch: out must be a uint8 tensor of shape {tuple(shape)}, "
+                         f"got {out.dtype} {tuple(out.shape)}")
+    buf = out if out is not None else torch.empty(shape, dtype=torch.uint8, pin_memory=pin_memory)
     labels = np.empty(len(idx), dtype=np.int64)
     skipped = []
     refs, reads = started if started is not None else start_reads(source, idx)

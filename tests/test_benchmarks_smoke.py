@@ -101,3 +101,28 @@ def test_measured_run_table_has_the_named_columns_and_json_round_trips(harness, 
     harness.write_json(tmp_path / "r.json", {"contestants": results, "ratios": ratios})
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["contestants"]["double"]["rounds"][0]["images"] == 200
+
+
+def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_same_output(monkeypatch, tmp_path):
+    """bench_local_lanes at toy size: both pipelines reported; the normalized torch contestant
+    delivers the uint8 contestant's images, scaled and normalized as torchvision's recipe does."""
+    import random
+
+    import torch
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = importlib.import_module("bench_local_lanes")
+    out = bench.main(["--data", str(tmp_path), "--images", "16", "--batch-size", "8", "--size", "32",
+                      "--workers", "1", "--rounds", "1"])
+    for key in ("workers=1", "workers=1,normalized"):
+        assert out[key]["threads_images_per_s"] > 0 and out[key]["torch_images_per_s"] > 0
+        assert out[key]["threads_vs_torch"] > 0
+    _folder, src = importlib.import_module("_data").photo_source(tmp_path, 16)
+    random.seed(3)
+    raw, label = bench.PillowDataset(src, 32)[5]
+    random.seed(3)
+    norm, label2 = bench.TorchvisionRecipeDataset(src, 32)[5]
+    assert norm.dtype == torch.float32 and label == label2
+    expect = (raw.float() / 255 - bench.IMAGENET_MEAN) / bench.IMAGENET_STD
+    assert torch.allclose(norm, expect, atol=1e-5)
+    with pytest.raises(SystemExit):
+        bench.main(["--data", str(tmp_path), "--images", "16", "--pipelines", "float16"])

@@ -92,11 +92,12 @@ def test_plan_lanes_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode
 
 @pytest.mark.parametrize("policy,cpus,ships", [
     (LoaderPolicy(cpu_actors=0, local_workers="threads"), 2, None),
-    (LoaderPolicy(local_workers="processes"), 2, ("pickle", "worker processes")),
-    (LoaderPolicy(local_workers="auto"), 16, ("pickle", "worker processes")),
+    (LoaderPolicy(local_workers="processes", start_method="fork"), 2, None),  # forked: nothing is pickled
+    (LoaderPolicy(local_workers="processes", start_method="forkserver"), 2, ("pickle", "worker processes")),
+    (LoaderPolicy(local_workers="auto", start_method="spawn"), 16, ("pickle", "worker processes")),
     (LoaderPolicy(ray_address="embedded"), 2, ("cloudpickle", "Ray actors")),
-    (LoaderPolicy(mode="gpu", local_workers="processes"), 2, None),  # the GPU lane's stand-by runs threads
-], ids=["threads", "processes", "auto-many-cpus", "ray", "gpu-standby"])
+    (LoaderPolicy(mode="gpu", local_workers="processes", start_method="spawn"), 2, None),  # stand-by: threads
+], ids=["threads", "fork", "forkserver", "auto-many-cpus-spawn", "ray", "gpu-standby"])
 def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, ships):
     assert plan_lanes(policy, cpus=cpus).ships_recipe == ships
 
@@ -116,13 +117,16 @@ def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog):
         assert stream(ld, epochs=(0, 1)) == got
 
 
-def test_a_lambda_is_refused_for_worker_processes_naming_it(photo_root):
+def test_a_lambda_is_refused_for_worker_processes_that_import_it_naming_it(photo_root):
     rec = recipe.Recipe([recipe.Decode(), recipe.Resize((32, 32)), recipe.CustomStage(lambda im, rng: im)])
     src = sources.ImageFolder(photo_root)
     with pytest.raises(ValueError, match=r"<lambda> cannot be sent to worker processes .*define it at module level"):
-        HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers="processes"), device="cpu")
-    with HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers="threads"), device="cpu") as ld:
-        assert next(iter(ld))[0].shape == (7, 3, 32, 32)  # in this process it runs
+        HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers="processes", start_method="forkserver"),
+                     device="cpu")
+    for workers in ("threads", "processes"):  # in this process, or in forked ones, it runs
+        with HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers=workers, start_method="fork"),
+                          device="cpu") as ld:
+            assert next(iter(ld))[0].shape == (7, 3, 32, 32)
 
 
 def test_a_function_that_cannot_travel_to_ray_actors_is_refused_naming_it(photo_root):

@@ -153,3 +153,13 @@ def test_pixel_limit_is_one_check_refusing_empty_and_oversized_images():
         check_pixels(MAX_IMAGE_PIXELS + 1, 1)
     with pytest.raises(DecodeError, match="empty size"):
         check_pixels(0, 5)
+
+
+def test_process_batch_writes_into_a_given_buffer_the_same_images_it_would_allocate(photo_root):
+    src, rec = sources.ImageFolder(photo_root), R.imagenet_train(32)
+    fresh = process_batch(src, rec, np.arange(5), seed=3, epoch=1, normalize=False)
+    into = torch.full(tuple(rec.output_shape(5)), 7, dtype=torch.uint8)
+    got = process_batch(src, rec, np.arange(5), seed=3, epoch=1, normalize=False, out=into)
+    assert got.images.data_ptr() == into.data_ptr() and torch.equal(into, fresh.images)
+    with pytest.raises(ValueError, match=r"out must be a uint8 tensor of shape \(4, 3, 32, 32\)"):
+        process_batch(src, rec, np.arange(4), seed=3, epoch=1, normalize=False, out=into)

@@ -72,3 +72,39 @@ def test_lane_caps_are_read_and_written_by_kind():
     assert caps.get(LaneKind.GPU) == 0.4 and caps.get(LaneKind.CPU_LOCAL) is None
     caps.set(LaneKind.GPU, 0.6)
     assert caps.snapshot() == {LaneKind.GPU: 0.6}
+
+
+@pytest.mark.parametrize("asked,available,platform,expected", [
+    ("auto", ("fork", "spawn", "forkserver"), "linux", "fork"),
+    ("auto", ("spawn", "fork", "forkserver"), "darwin", "forkserver"),
+    ("auto", ("spawn",), "win32", "spawn"),
+    ("forkserver", ("fork", "spawn", "forkserver"), "linux", "forkserver"),
+    ("spawn", ("fork", "spawn", "forkserver"), "linux", "spawn"),
+], ids=["linux", "macos", "windows", "asked-forkserver", "asked-spawn"])
+def test_worker_processes_fork_on_linux_as_torch_dataloader_and_what_is_asked_wins(asked, available, platform,
+                                                                                   expected):
+    from hybridload.lanes.spec import resolve_start_method
+    assert resolve_start_method(asked, available=available, platform=platform) == expected
+
+
+@pytest.mark.parametrize("policy,cpus,processes", [
+    (LoaderPolicy(), 1, False),                                   # one CPU: nothing to gain
+    (LoaderPolicy(), 2, True),                                    # forked processes from 2 CPUs
+    (LoaderPolicy(start_method="forkserver"), 2, False),          # main-script import: only where threads stop
+    (LoaderPolicy(start_method="forkserver"), 8, True),
+    (LoaderPolicy(cpu_actors=0), 16, False),                      # cpu_actors=0: the in-process lane
+    (LoaderPolicy(cpu_actors=0, local_workers="processes"), 2, True),
+    (LoaderPolicy(local_workers="threads"), 16, False),
+], ids=["1cpu", "2cpus-fork", "2cpus-forkserver", "8cpus-forkserver", "cpu-actors-0", "asked-processes",
+        "asked-threads"])
+def test_the_default_local_lane_runs_processes_where_they_fork(policy, cpus, processes):
+    import sys
+    if sys.platform != "linux" and policy.start_method == "auto":
+        pytest.skip("auto forks on Linux only")
+    spec = plan_lanes(policy, cpus=cpus, ray_address_env=None)
+    assert spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes is processes
+
+
+def test_a_start_method_the_platform_lacks_is_refused_naming_the_argument():
+    with pytest.raises(ValueError, match="start_method must be one of auto, fork, forkserver, spawn; got 'thread'"):
+        LoaderPolicy(start_method="thread")

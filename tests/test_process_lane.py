@@ -16,9 +16,12 @@ from streams import local_lane_streams
 REC = recipe.imagenet_train(48)
 
 
-def test_process_lane_stream_is_bit_identical_to_the_in_process_lane(photo_root):
-    runs, lanes = local_lane_streams(sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2)
+@pytest.mark.parametrize("start_method", ["fork", "forkserver"])
+def test_process_lane_stream_is_bit_identical_to_the_in_process_lane(photo_root, start_method):
+    runs, lanes = local_lane_streams(sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2,
+                                     start_method=start_method)
     assert {w: d.startswith("process lane") for w, d in lanes.items()} == {"threads": False, "processes": True}
+    assert f"({start_method})" in lanes["processes"]
     assert runs["processes"] == runs["threads"] and len(runs["threads"]) == 18
 
 
@@ -65,9 +68,12 @@ def _some(root, n):
                   if f.endswith(".jpg"))[:n]
 
 
-def test_a_script_without_a_main_guard_is_told_to_add_one(photo_root, tmp_path):
-    """Worker processes import the main script (forkserver): a script with no
-    ``if __name__ == "__main__":`` guard kills them; the error says what to write."""
+@pytest.mark.parametrize("start_method", ["auto", "forkserver"])
+def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_otherwise(photo_root, tmp_path,
+                                                                                      start_method):
+    """Forked workers (the default on Linux, as torch's DataLoader) import nothing, so a script with
+    no ``if __name__ == "__main__":`` guard runs; forkserver workers import the main script, which
+    kills them, and the error says what to write."""
     import subprocess
     import sys
 
@@ -75,10 +81,53 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(photo_root, tmp_path):
     script.write_text(
         "from hybridload import HybridLoader, LoaderPolicy, recipe, sources\n"
         f"src = sources.ImageFolder({str(photo_root)!r})\n"
-        "policy = LoaderPolicy(local_workers='processes', threads=1)\n"
+        f"policy = LoaderPolicy(local_workers='processes', threads=1, start_method={start_method!r})\n"
         "with HybridLoader(src, recipe.imagenet_train(32), 4, policy=policy, device='cpu') as ld:\n"
-        "    next(iter(ld))\n")
+        "    images = next(iter(ld))[0]\n"
+        "    print(ld.describe_lanes(), tuple(images.shape))\n")
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    if start_method == "auto":
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "process lane: 1 worker processes (fork) (4, 3, 32, 32)"
+        return
     assert out.returncode != 0
     last = out.stderr.strip().splitlines()[-1]
     assert "WorkerLost" in last and 'if __name__ == "__main__":' in last and 'local_workers="threads"' in last
+    assert 'start_method="fork"' in last
+
+
+class IoPoolSource(sources.ImageFolder):
+    """Reads through the process-wide I/O pool, as remote sources do."""
+
+    def read(self, ref):
+        from hybridload.sources.reads import io_pool
+        return io_pool().submit(super().read, ref).result(timeout=60)
+
+
+def test_a_forked_worker_does_not_inherit_locks_held_by_parent_threads(photo_root):
+    """A fork while another thread holds the I/O pool's lock (or a shard cache's) must not leave
+    the worker waiting on it: the child gets fresh ones."""
+    from hybridload.sources import reads, shard_cache
+
+    cache = shard_cache.ShardCache(lambda url: b"x", capacity=1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with reads._lock, cache._lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(10)
+    lane = ProcessLane(IoPoolSource(photo_root), REC, seed=0, workers=1, batch_size=4, start_method="fork")
+    try:
+        got, ev = [], threading.Event()
+        lane.submit(BatchTask(0, 0, np.arange(4)), lambda t, out: (got.append(out), ev.set()))
+        assert ev.wait(60), "the forked worker is stuck on a lock its parent's thread held at the fork"
+        assert not isinstance(got[0], BaseException), got[0]
+        assert got[0].images.shape[0] == 4
+    finally:
+        release.set()
+        lane.close()
+        holder.join(10)

@@ -42,7 +42,8 @@ def build_lanes(spec: LaneSpec, source, recipe, *, policy, seed: int, batch_size
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes:
             from .process_lane import ProcessLane
             out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=policy.resolved_threads(),
-                                         batch_size=batch_size, on_error=policy.on_error, pin_memory=pin_memory))
+                                         batch_size=batch_size, on_error=policy.on_error, pin_memory=pin_memory,
+                                         start_method=spec.start_method))
         else:
             out.lanes.append(_cpu_lane(spec.cpu, policy, source, recipe, seed=seed, rank=rank,
                                        world_size=world_size, pin_memory=pin_memory))

@@ -8,9 +8,12 @@ when asked) and frees the slot.
 
 Rules:
 
-* workers start with the ``forkserver`` context (``spawn`` where there is none): no fork of
-  a process with threads; each worker runs torch with one thread and ignores SIGINT (the
-  parent decides when they stop, as torch's workers do);
+* workers start by ``fork`` by default on Linux, as torch's DataLoader workers do (no main-script
+  import, nothing pickled; the worker touches no CUDA and no lock a parent thread may hold:
+  the modules whose locks it uses reset them in the child), or by ``forkserver``/``spawn``
+  (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
+  worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
+  as torch's workers do);
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
   which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
@@ -59,24 +62,27 @@ def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: 
             if msg is None:
                 return
             tid, slot, epoch, indices = msg
+            r = into = None
             try:
-                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error,
-                                  normalize=False)  # uint8 out, as every lane: the loader normalizes
-                img = r.images.contiguous()
-                meta = (tuple(img.shape), str(img.dtype).removeprefix("torch."))
-                nbytes = img.numel() * img.element_size()
-                if nbytes <= slots[slot].size:
-                    dst = np.ndarray((nbytes,), dtype=np.uint8, buffer=slots[slot].buf)
-                    dst[:] = img.view(torch.uint8).reshape(-1).numpy()
-                    payload = None
-                else:  # larger than the slot (never with the recipe's shapes): send it in the message
-                    payload = img
-                results.put((wid, tid, "ok", (meta, payload, r.labels, r.indices, r.skipped, r.seconds)))
+                # the images are written straight into the slot (uint8, as every lane ships: the loader
+                # normalizes); a batch larger than the slot (never with the recipe's shapes) travels in the message
+                shape = tuple(recipe.output_shape(len(indices)))
+                count = int(np.prod(shape))
+                if count <= slots[slot].size:
+                    into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into)
+                payload = None if into is not None else r.images
+                results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
             except BaseException as exc:  # report every failure of the task to the parent
                 results.put((wid, tid, "err", _picklable(exc)))
+            finally:
+                r = into = None  # no view of the slot outlives the task (the slot closes at exit)
     finally:
         for s in slots:
-            s.close()
+            try:
+                s.close()
+            except BufferError:  # a view still held by an error on its way to the parent: exiting anyway
+                pass
 
 
 def _picklable(exc: BaseException) -> BaseException:
@@ -87,13 +93,12 @@ def _picklable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}")
 
 
-def _context():
-    """The forkserver context, its server preloading this module (torch and the kernels are
-    imported once, each worker is a cheap fork of it); spawn where there is no forkserver."""
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
+def _context(start_method: str):
+    """The multiprocessing context; a forkserver preloads this module (torch and the kernels
+    are imported once, each worker is a cheap fork of the server)."""
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
     return ctx
 
 
@@ -104,12 +109,12 @@ class ProcessLane:
     kind = LaneKind.CPU_LOCAL
 
     def __init__(self, source, recipe, *, seed: int, workers: int, batch_size: int, on_error: str = "raise",
-                 pin_memory: bool = False, tasks_per_worker: int = 2):
+                 pin_memory: bool = False, tasks_per_worker: int = 2, start_method: str = "fork"):
         self.source, self.recipe, self.seed = source, recipe, seed
         self.on_error, self.pin_memory = on_error, pin_memory
         self.parallelism = workers
         self.slots = workers * tasks_per_worker
-        self._ctx = _context()
+        self._ctx = _context(start_method)
         slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._free = list(range(self.slots))
@@ -165,15 +170,21 @@ class ProcessLane:
                 raise RuntimeError(f"ProcessLane: more than {self.slots} tasks in flight (its slots)")
             alive = [w for w, p in enumerate(self._procs) if p is not None]
             if not alive:
-                raise WorkerLost("every worker of the process lane died (see the warnings above). Worker "
-                                 "processes start by importing your main script (forkserver/spawn): if it has no "
-                                 "`if __name__ == \"__main__\":` guard around the training code, add one, or use "
-                                 "LoaderPolicy(local_workers=\"threads\")")
+                raise WorkerLost(self._all_dead())
             slot = self._free.pop()
             wid = min(alive, key=lambda w: len(self._inflight[w]))
             tid, self._next_id = self._next_id, self._next_id + 1
             self._inflight[wid][tid] = (task, done, slot)
             self._queues[wid].put((tid, slot, task.epoch, np.asarray(task.indices, dtype=np.int64)))
+
+    def _all_dead(self) -> str:
+        why = "every worker of the process lane died (see the warnings above)"
+        method = self._ctx.get_start_method()
+        if method == "fork":
+            return why
+        return (f"{why}. Worker processes start by importing your main script ({method}): if it has no "
+                "`if __name__ == \"__main__\":` guard around the training code, add one, or use "
+                "LoaderPolicy(start_method=\"fork\") (Linux) or LoaderPolicy(local_workers=\"threads\")")
 
     # ----------------------------------------------------------------- results
     def _collect(self) -> None:

@@ -35,19 +35,24 @@ N >= 1         set (or RAY_ADDRESS)    no               CPU_ACTORS (fails to bui
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import sys
 import threading
 from dataclasses import dataclass
 
 from .base import LaneKind
 
 
-#: "auto" picks worker processes for the local lane from this many usable CPUs up. Measured
-#: on the 2-core machine (benchmarks/bench_local_lanes.py, RESULTS.md; load ~5, noisy):
-#: threads 484 / 494 images/s at 1 / 2 workers, processes 442 / 388 (0.91x / 0.79x of
-#: threads), so threads on small machines; they also start in milliseconds where the
-#: processes need about a second. Where threads stop scaling (the GIL-held Python per sample
-#: and batch stacking add up) needs more cores than this machine has: the 16-core sweep in
-#: benchmarks/gpu_check.py measures it. Until then, processes from 8 CPUs up (a guess).
+#: "auto" picks worker processes for the local lane from this many usable CPUs up where they
+#: start by fork (no main-script import, nothing pickled: as torch's DataLoader on Linux).
+#: Measured on the 2-core machine, quiet (benchmarks/bench_local_lanes.py, RESULTS.md):
+#: processes 1.12-1.23x threads at 1 and 2 workers, in every run of two sessions (the GIL-held
+#: Python per sample is shared by every thread); with one CPU there is nothing to gain.
+PROCESSES_FROM_CPUS_FORK = 2
+#: ... and from this many where they start by forkserver or spawn: those import the main
+#: script, which fails for a script without an ``if __name__ == "__main__":`` guard (most quick
+#: scripts), so they are the default only where threads clearly stop scaling (a guess until the
+#: 16-core sweep in benchmarks/gpu_check.py runs).
 PROCESSES_FROM_CPUS = 8
 
 
@@ -60,6 +65,7 @@ class LaneSpec:
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
         local_processes: a CPU_LOCAL primary lane runs worker processes (else threads).
+        start_method: how those processes start ("fork", "forkserver" or "spawn").
         notes: things the user should hear (logged as warnings by the loader).
     """
 
@@ -69,6 +75,7 @@ class LaneSpec:
     cpu: LaneKind
     cpu_standby: bool = False
     local_processes: bool = False
+    start_method: str = "fork"
     notes: tuple[str, ...] = ()
 
     @property
@@ -80,7 +87,9 @@ class LaneSpec:
             return None  # the stand-by lane: threads in this process
         if self.cpu is LaneKind.CPU_ACTORS:
             return ("cloudpickle", "Ray actors")
-        return ("pickle", "worker processes") if self.local_processes else None
+        if not self.local_processes or self.start_method == "fork":
+            return None  # threads, or processes forked from this one: nothing is pickled
+        return ("pickle", "worker processes")
 
     @property
     def start_share(self) -> float:
@@ -99,7 +108,12 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
     ``gpu_capable`` turns the GPU lane off.
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
-    kw = dict(cpu=cpu, notes=tuple(notes), local_processes=local_processes(policy.local_workers, cpus))
+    start = resolve_start_method(policy.start_method, available=tuple(mp.get_all_start_methods()),
+                                 platform=sys.platform)
+    workers = policy.local_workers
+    if workers == "auto" and policy.cpu_actors == 0:
+        workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
+    kw = dict(cpu=cpu, notes=tuple(notes), start_method=start, local_processes=local_processes(workers, cpus, start))
     if recipe is not None and not recipe.gpu_capable and policy.mode != "cpu":
         cpu_only = ", ".join(repr(s) for s in recipe.stages if not getattr(s, "gpu_capable", True))
         kw["notes"] += (f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "
@@ -117,10 +131,23 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
     return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
 
 
-def local_processes(local_workers: str, cpus: int) -> bool:
+def local_processes(local_workers: str, cpus: int, start_method: str = "fork") -> bool:
     """Whether the local lane runs worker processes: "processes", or "auto" with at least
-    :data:`PROCESSES_FROM_CPUS` usable CPUs."""
-    return local_workers == "processes" or (local_workers == "auto" and cpus >= PROCESSES_FROM_CPUS)
+    :data:`PROCESSES_FROM_CPUS_FORK` usable CPUs when they fork, else
+    :data:`PROCESSES_FROM_CPUS`."""
+    if local_workers != "auto":
+        return local_workers == "processes"
+    return cpus >= (PROCESSES_FROM_CPUS_FORK if start_method == "fork" else PROCESSES_FROM_CPUS)
+
+
+def resolve_start_method(asked: str, *, available: tuple[str, ...], platform: str) -> str:
+    """The start method for worker processes: ``asked`` unless "auto"; "auto" is fork on Linux
+    (torch's DataLoader's default there), else forkserver, else spawn."""
+    if asked != "auto":
+        return asked
+    if platform.startswith("linux") and "fork" in available:
+        return "fork"
+    return "forkserver" if "forkserver" in available else "spawn"
 
 
 def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:

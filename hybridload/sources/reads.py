@@ -31,6 +31,16 @@ POOL_THREADS = max(64, 16 * (os.cpu_count() or 1))
 _lock = threading.Lock()
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
+
+def _reset_after_fork() -> None:
+    """In a forked child (a process-lane worker): a fresh lock (a parent thread may have held
+    this one at the fork) and no pool (its threads did not survive the fork)."""
+    global _lock, _pool
+    _lock, _pool = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
 Outcome = Any  # (payload, label) | SampleError
 _END = object()
 

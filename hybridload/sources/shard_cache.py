@@ -10,7 +10,9 @@ through that batch's reference and are freed after it.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Callable
@@ -28,6 +30,13 @@ class ShardCache:
         self._lock = threading.Lock()
         self._futures: OrderedDict[str, Future] = OrderedDict()
         self.fetches = 0  # whole-shard reads started by this cache
+        _caches.add(self)
+
+    def _forget(self) -> None:
+        """In a forked child: a fresh lock (a parent thread may have held this one at the fork)
+        and nothing cached (a fetch in flight in the parent never completes here)."""
+        self._lock = threading.Lock()
+        self._futures = OrderedDict()
 
     def get(self, url: str) -> Future:
         with self._lock:
@@ -47,3 +56,7 @@ class ShardCache:
         """The shards held (or being fetched), least recently used first."""
         with self._lock:
             return list(self._futures)
+
+
+_caches: "weakref.WeakSet[ShardCache]" = weakref.WeakSet()
+os.register_at_fork(after_in_child=lambda: [c._forget() for c in list(_caches)])

@@ -33,6 +33,16 @@ _cache_lock = threading.Lock()
 _memory_cache: dict[tuple, list] = {}
 
 
+
+def _reset_after_fork() -> None:
+    """In a forked child (a process-lane worker): a fresh lock, as a parent thread may have held this one."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def split_member_name(name: str) -> tuple[str, str] | None:
     """``(key, extension)`` of a member name as WebDataset groups it (extension
     lower-cased), or None for a name without one (skipped)."""
