@@ -36,7 +36,9 @@ SCRIPT = textwrap.dedent("""
         lanes = ld.describe_lanes()
     ray = sys.modules.get("ray")
     print(json.dumps({"first_s": first, "ray_initialized": bool(ray and ray.is_initialized()),
-                      "ray_children": [k for k in kids if "raylet" in k or "gcs_server" in k], "lanes": lanes}))
+                      "ray_children": [k for k in kids  # by program name: forked workers repeat this script's text
+                                       if os.path.basename(k.split(" ", 1)[0]) in ("raylet", "gcs_server")],
+                      "lanes": lanes}))
 """)
 
 
