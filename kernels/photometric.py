@@ -4,7 +4,8 @@ numpy, float32 arithmetic, uint8 in and out; the formulas are torchvision's (ten
 except that grey levels use the weights 0.299 / 0.587 / 0.114 and stay in float32 for blends:
 
 - ``Brightness(f)``: ``trunc(clip(x * f))``;
-- ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level;
+- ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level
+  (:func:`mean_grey`: from the exact channel sums, torchvision's mean up to rounding);
 - ``Saturation(f)``: the same with the pixel's grey level;
 - ``Hue(s)``: torchvision's HSV shift in a branch-free form on 0..255 values: the hue in
   sixths ``h6`` (from the max channel, as ``_rgb2hsv``) plus ``6 s``; each channel
@@ -20,7 +21,7 @@ once, with the same bits as op by op: each op takes an integer-valued float32 im
 ``floor(clip(.))``, the value a uint8 round trip would give); the run floors between ops and
 the uint8 cast truncates at the end. Clamping is skipped where the op's value range, worked
 out from its parameters, cannot leave [0, 256). The array is planar (contiguous channel
-planes: fast per-pixel channel arithmetic) when the run mixes channels or blurs, else a
+planes: fast per-pixel channel arithmetic) when the run mixes channels per pixel or blurs, else a
 view of HWC memory (no transposition); the result is an HWC view of that memory, so a
 planar run hands the default CHW layout its planes as they are. The float32 image and the
 temporaries are per-thread scratch arrays (:mod:`.scratch`), written in place. Identity
@@ -39,6 +40,7 @@ from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, 
 from .scratch import scratch
 
 GREY = (np.float32(0.299), np.float32(0.587), np.float32(0.114))
+GREY64 = tuple(float(v) for v in GREY)
 F32 = np.float32
 _ONE = F32(1.0)
 
@@ -67,9 +69,30 @@ def grey_of(x: np.ndarray) -> np.ndarray:
 GREY_MAX = grey(np.full((3, 1, 1), 255, np.float32))[0, 0]
 
 
+#: Values a row of :func:`channel_sums` adds at once (a multiple of 3: a column is one channel).
+_ROW = 768
+
+
+def channel_sums(x: np.ndarray) -> np.ndarray:
+    """The exact per-channel sums (float64) of an integer-valued 0..255 ``(3, H, W)`` image,
+    planar or a view of HWC memory: the HWC bytes are summed as rows of :data:`_ROW` values
+    (float32 column sums are exact below 2^24), so no strided or per-pixel pass is needed."""
+    hwc = x.transpose(1, 2, 0)
+    if not hwc.flags.c_contiguous:
+        return x.reshape(3, -1).sum(axis=1, dtype=np.float64)
+    flat = hwc.reshape(-1)
+    n = flat.size - flat.size % _ROW
+    exact32 = (n // _ROW) * 255 < 1 << 24
+    columns = flat[:n].reshape(-1, _ROW).sum(axis=0, dtype=np.float32 if exact32 else np.float64)
+    rest = flat[n:].reshape(-1, 3).sum(axis=0, dtype=np.float64)
+    return columns.reshape(-1, 3).sum(axis=0, dtype=np.float64) + rest
+
+
 def mean_grey(x: np.ndarray) -> np.float32:
-    """The image's mean grey level: the float64 mean of the float32 levels, as float32."""
-    return F32(grey_of(x).mean(dtype=np.float64))
+    """The image's mean grey level ``(0.299 S_R + 0.587 S_G + 0.114 S_B) / (H W)`` from the exact
+    channel sums, in float64, as float32: the mean of the grey levels up to rounding, with no grey image."""
+    s, w = channel_sums(x), GREY64
+    return F32((w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / (x.shape[1] * x.shape[2]))
 
 
 def _trunc(y: np.ndarray) -> np.ndarray:
@@ -213,8 +236,9 @@ def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
 FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Op], np.ndarray]] = {
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
-#: Ops that work on each value alone: they run on a view of HWC memory.
-ELEMENTWISE = (Brightness, Posterize, Solarize, AutoContrast)
+#: Ops that work on each value alone, given per-image values (contrast's mean grey level from
+#: :func:`channel_sums`): they run on a view of HWC memory.
+ELEMENTWISE = (Brightness, Contrast, Posterize, Solarize, AutoContrast)
 
 
 def is_identity(op: Op) -> bool:

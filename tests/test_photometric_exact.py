@@ -20,6 +20,13 @@ def _grey(x):
     return x[..., 0] * W[0] + x[..., 1] * W[1] + x[..., 2] * W[2]
 
 
+def _mean_grey(x):
+    """(0.299 S_R + 0.587 S_G + 0.114 S_B) / n in float64 from exact channel sums, as float32."""
+    s = x.reshape(-1, 3).astype(np.float64).sum(axis=0)
+    w = [float(v) for v in W]
+    return F32((w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / (x.shape[0] * x.shape[1]))
+
+
 def _trunc(y):
     return np.floor(np.clip(y, 0, 255))
 
@@ -72,7 +79,7 @@ def reference(a: np.ndarray, ops) -> np.ndarray:
         if isinstance(op, O.Brightness):
             x = _trunc(x * F32(op.factor))
         elif isinstance(op, O.Contrast):
-            x = _blend(x, op.factor, F32(_grey(x).mean(dtype=np.float64)))
+            x = _blend(x, op.factor, _mean_grey(x))
         elif isinstance(op, O.Saturation):
             x = _blend(x, op.factor, _grey(x)[..., None])
         elif isinstance(op, O.Hue):
@@ -130,9 +137,13 @@ def test_kernels_give_the_plain_float32_formulas_bits_on_every_kind_of_image_and
         assert np.array_equal(got, reference(a, ops)), (case, a.shape, ops)
 
 
-def test_mean_grey_on_scratch_planes_is_the_float64_mean_of_a_fresh_grey_array():
-    x = np.random.default_rng(1).integers(0, 256, (3, 513, 512)).astype(np.float32)  # past 2^18 pixels: the
-    assert P.mean_grey(x) == F32(P.grey(x).mean(dtype=np.float64))  # float64 sum rounds, so its order counts
+@pytest.mark.parametrize("hw", [(513, 512), (224, 224), (7, 5), (4100, 4100)])  # last: float64 column sums
+def test_mean_grey_from_channel_sums_is_exact_for_planar_and_hwc_memory_and_near_the_grey_mean(hw):
+    a = np.random.default_rng(1).integers(0, 256, (*hw, 3)).astype(np.float32)
+    want = _mean_grey(a)
+    assert P.mean_grey(np.ascontiguousarray(a.transpose(2, 0, 1))) == want  # planar
+    assert P.mean_grey(a.transpose(2, 0, 1)) == want  # a view of HWC memory
+    assert abs(float(want) - P.grey(a.transpose(2, 0, 1)).mean(dtype=np.float64)) < 1e-3  # the grey levels' mean
 
 
 def test_an_image_past_the_scratch_pool_limit_gets_the_same_bits(photo):

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
 GREY = (0.299, 0.587, 0.114)
+#: The float32 weights as float64 values (the CPU kernel's mean grey level uses these).
+GREY32 = tuple(float(torch.tensor(v, dtype=torch.float32)) for v in GREY)
 
 
 def _u8_trunc(y: torch.Tensor) -> torch.Tensor:
@@ -40,9 +42,10 @@ def brightness(img: torch.Tensor, op: Brightness) -> torch.Tensor:
 def contrast(img: torch.Tensor, op: Contrast) -> torch.Tensor:
     if op.factor == 1.0:
         return img
-    x = img.float()
-    m = grey(x).double().mean().float()
-    return _blend(x, op.factor, m)
+    s = img.sum(dim=(1, 2), dtype=torch.float64)  # exact channel sums, as the CPU kernel's mean_grey
+    w = GREY32
+    m = ((w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / (img.shape[1] * img.shape[2])).float()
+    return _blend(img.float(), op.factor, m)
 
 
 def saturation(img: torch.Tensor, op: Saturation) -> torch.Tensor:
