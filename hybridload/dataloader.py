@@ -24,6 +24,9 @@ through the ordered merger. Compared with Dpex:
   batches ahead); ``persistent_workers`` as torch: False (the default) gives each pass
   (each ``iter(loader)``) its own actors, killed when the pass ends or its iterator is
   dropped; True keeps one set of actors across passes until ``close()`` (faster epochs);
+  ``pin_memory`` and ``pin_memory_device`` pin each delivered batch as torch's pin thread
+  does; ``in_order=False`` is accepted and batches still come in sampler order (what it
+  allows, not what it asks: the window keeps the actors busy past a slow batch);
   ``multiprocessing_context`` and an ``IterableDataset`` are refused in
   ``distribute_mode`` (there are no worker processes to configure, and an iterable dataset
   has no indices to send);
@@ -146,7 +149,8 @@ class DataLoader(tud.DataLoader):
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable | None = None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor: int | None = None, persistent_workers: bool = False,
-                 pin_memory_device: str = "", distribute_mode: bool = False, head_address: str | None = "auto",
+                 pin_memory_device: str = "", in_order: bool = True, distribute_mode: bool = False,
+                 head_address: str | None = "auto",
                  num_actors: int | None = None, placement: str = "remote-first", reserve_local_cpus: int = 0,
                  window: int | None = None):
         self.distribute_mode = bool(distribute_mode)
@@ -179,7 +183,8 @@ class DataLoader(tud.DataLoader):
                          pin_memory=pin_memory, drop_last=drop_last, timeout=timeout,
                          worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
                          generator=generator, prefetch_factor=prefetch_factor,
-                         persistent_workers=persistent_workers, pin_memory_device=pin_memory_device)
+                         persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
+                         in_order=in_order)
         self._lanes: list = []    # the actor pools: one (persistent) or one per live pass
         self._streams: list = []  # the live passes' streams, stopped before the lanes close
         self._stats = LoaderStats()
@@ -227,6 +232,7 @@ class _RayDataLoaderIter:
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
         self._stream = BatchStream([lane], batches, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
+        self._pin_device = loader.pin_memory_device or None
         loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]
 
     def __iter__(self):
@@ -244,7 +250,7 @@ class _RayDataLoaderIter:
             raise
         if self._pin:
             from torch.utils.data._utils.pin_memory import pin_memory
-            batch = pin_memory(batch)
+            batch = pin_memory(batch, self._pin_device)
         return batch
 
     def _release(self) -> None:

@@ -132,3 +132,18 @@ def test_a_drop_in_loader_dropped_without_close_logs_no_lane_failures(ray_cluste
     gc.collect()
     assert _wait_for(lambda: _actor_names() == [])
     assert "in a row" not in caplog.text and "handing it on" not in caplog.text and "died" not in caplog.text
+
+
+def test_in_order_and_pin_memory_device_are_honoured_in_both_modes(ray_cluster, monkeypatch):
+    import torch.utils.data._utils.pin_memory as pm
+    kw = dict(batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7], in_order=False)
+    plain = [b.tolist() for b in hybridload.DataLoader(Broken(), num_workers=2, **kw)]
+    assert sorted(plain) == [[0, 1, 2], [3, 5, 6], [7]]  # torch's workers: any order allowed
+    pinned = []
+    # no CUDA here: record torch's pin call (stand-in for torch.cuda, which cannot exist on this box)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(pm, "pin_memory", lambda data, device=None: pinned.append(device) or data)
+    with hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=2, pin_memory=True,
+                               pin_memory_device="cuda:1", **kw) as ld:
+        assert [b.tolist() for b in ld] == [[0, 1, 2], [3, 5, 6], [7]]  # sampler order: in_order=False allows more
+    assert pinned == ["cuda:1"] * 3

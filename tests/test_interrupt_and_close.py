@@ -8,6 +8,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SLOW_SAMPLE = textwrap.dedent("""
@@ -24,15 +26,30 @@ SLOW_SAMPLE = textwrap.dedent("""
                 time.sleep(60)  # batch 2 (samples 8..11) takes a minute
             return np.full((40, 40, 3), i, np.uint8), i
 
-    policy = LoaderPolicy(cpu_actors=0, threads=2, local_workers="threads")
+    policy = LoaderPolicy(cpu_actors=0, threads=2, local_workers=WORKERS)
     with HybridLoader(sources.TorchDataset(Slow()), recipe.imagenet_eval(32), 4, shuffle=False, policy=policy) as ld:
         for k, _ in enumerate(ld):
             print("GOT", k, flush=True)
 """)
 
 
-def test_ctrl_c_while_a_sample_takes_a_minute_exits_within_seconds():
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_SAMPLE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def _processes_running(token: str) -> list[int]:
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.parametrize("workers", ["threads", "processes"])  # processes: the default local lane from 2 CPUs
+def test_ctrl_c_while_a_sample_takes_a_minute_exits_within_seconds(workers):
+    token = f"slow-sample-{os.getpid()}-{workers}"  # in the script's text: its forked workers carry it too
+    script = f"# {token}\nWORKERS = {workers!r}\n" + SLOW_SAMPLE
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": HERE})
     try:
         deadline = time.monotonic() + 120
@@ -52,13 +69,16 @@ def test_ctrl_c_while_a_sample_takes_a_minute_exits_within_seconds():
             proc.wait(timeout=30)
     assert "KeyboardInterrupt" in err, err[-2000:]
     assert took < 8, f"the process took {took:.1f} s to exit after Ctrl-C"
+    deadline = time.monotonic() + 10
+    while _processes_running(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_running(token), "a worker outlived the Ctrl-C'd process"
 
 
 import gc
 import logging
 import threading
 
-import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError

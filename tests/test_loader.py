@@ -195,11 +195,15 @@ def test_empty_or_missing_folders_are_named(tmp_path):
         sources.ImageFolder(tmp_path)
 
 
-def test_a_pass_without_set_epoch_reshuffles_and_set_epoch_wins(photo_root):
+@pytest.mark.parametrize("default", [False, True], ids=["threads", "LoaderPolicy()"])
+def test_a_pass_without_set_epoch_reshuffles_and_set_epoch_wins(photo_root, default, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # the literal default: one machine, no cluster configured
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 8, policy=inproc(threads=2), seed=1, return_indices=True) as ld:
+    policy = LoaderPolicy() if default else inproc(threads=2)
+    with HybridLoader(src, REC, 8, policy=policy, seed=1, return_indices=True) as ld:
         first, second = stream_pass(ld), stream_pass(ld)
         assert first != second and ld.epoch == 1
+        assert ("worker processes" in ld.describe_lanes()) == default  # the default here: the process lane
         ld.set_epoch(5)
         five = stream_pass(ld)
         ld.set_epoch(5)
