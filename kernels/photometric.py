@@ -84,8 +84,10 @@ def channel_sums(x: np.ndarray) -> np.ndarray:
     n = flat.size - flat.size % _ROW
     exact32 = (n // _ROW) * 255 < 1 << 24
     columns = flat[:n].reshape(-1, _ROW).sum(axis=0, dtype=np.float32 if exact32 else np.float64)
-    rest = flat[n:].reshape(-1, 3).sum(axis=0, dtype=np.float64)
-    return columns.reshape(-1, 3).sum(axis=0, dtype=np.float64) + rest
+    sums = columns.reshape(-1, 3).sum(axis=0, dtype=np.float64)
+    if n < flat.size:
+        sums += flat[n:].reshape(-1, 3).sum(axis=0, dtype=np.float64)
+    return sums
 
 
 def mean_grey(x: np.ndarray) -> np.float32:
