@@ -37,10 +37,8 @@ class Batches(Contestant):
 def max_abs_diff(a: Batches, b: Batches, epoch: int) -> float:
     """Untimed: the largest pixel difference between the batches two contestants deliver for
     ``epoch``; raises unless they deliver as many batches, of the same shapes and labels."""
-    def on_cpu(batches) -> list:
-        return [(torch.as_tensor(x[0]).cpu(), torch.as_tensor(x[1]).cpu()) for x in batches]
-
-    got, want = on_cpu(a.batches(epoch)), on_cpu(b.batches(epoch))
+    got, want = ([(torch.as_tensor(x[0]).cpu(), torch.as_tensor(x[1]).cpu()) for x in c.batches(epoch)]
+                 for c in (a, b))
     if len(got) != len(want) or any(x[0].shape != y[0].shape or not torch.equal(x[1], y[1]) for x, y in zip(got, want)):
         raise RuntimeError(f"{a.name} and {b.name} delivered different batches (shapes or labels) in epoch {epoch}")
     return max(float((x[0].int() - y[0].int()).abs().max()) for x, y in zip(got, want))
@@ -115,7 +113,7 @@ class DaliFiles(Contestant):
         self.iterations = iterations or math.ceil(n / batch_size)
         self._pipe = None
 
-    def _build(self):
+    def prepare(self) -> None:
         from nvidia.dali import fn, pipeline_def, types
         root, size = str(self.folder), self.size
 
@@ -128,16 +126,12 @@ class DaliFiles(Contestant):
                                               output_layout="CHW")
             return images, labels
 
-        pipe = rrc_pipeline()
+        self._pipe = pipe = rrc_pipeline()
         pipe.build()
         if pipe.epoch_size("Reader") != self.n:
             raise RuntimeError(f"DALI's reader found {pipe.epoch_size('Reader')} files under {root}, expected {self.n}")
-        return pipe
-
-    def prepare(self) -> None:
-        self._pipe = self._build()
         for _ in range(2):
-            self._pipe.run()
+            pipe.run()
 
     def run(self, epoch: int) -> int:
         return sum(len(self._pipe.run()[0]) for _ in range(self.iterations))
@@ -146,16 +140,6 @@ class DaliFiles(Contestant):
         self._pipe = None
 
     close = finish
-
-
-class EpochSampler:
-    """Yields (epoch, index) in a shuffled order (seed 0), so persistent workers see the epoch."""
-
-    def __init__(self, n: int):
-        self.n, self.epoch = n, 0
-
-    def __iter__(self):
-        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, 0, self.epoch, True)])
 
 
 class KernelDataset(tud.Dataset):
@@ -174,29 +158,25 @@ def one_torch_thread(_worker_id: int = 0) -> None:
 
 
 class SampledLoader(Batches):
-    """A torch-style loader ``make(KernelDataset, EpochSampler)``; a run sets the sampler's
-    epoch and counts the images of one pass."""
+    """A torch-style loader ``make(KernelDataset, sampler)``, this object its sampler: it yields
+    (epoch, index) in a shuffled order (seed 0), so persistent workers see the epoch. A run sets
+    the epoch and counts the images of one pass."""
 
     def __init__(self, name: str, source, rec, threads: int, make: Callable):
-        self.name, self.threads, self.sampler = name, threads, EpochSampler(len(source))
-        self.dl = make(KernelDataset(source, rec), self.sampler)
+        self.name, self.threads, self.n, self.epoch = name, threads, len(source), 0
+        self.dl = make(KernelDataset(source, rec), self)
+
+    def __iter__(self):
+        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, 0, self.epoch, True)])
 
     def batches(self, epoch: int) -> Iterable[tuple]:
-        self.sampler.epoch = epoch
+        self.epoch = epoch
         return self.dl
 
     def close(self) -> None:
         it = getattr(self.dl, "_iterator", None)
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()  # persistent workers: end them now, not at exit
-
-
-def torch_dataloader(source, rec, batch_size: int, workers: int) -> SampledLoader:
-    """``torch.utils.data.DataLoader(KernelDataset, num_workers=workers, persistent_workers=True)``;
-    its first run forks the workers: warm it up before Ray starts threads in this process."""
-    return SampledLoader("torch-dataloader", source, rec, workers, lambda ds, sampler: tud.DataLoader(
-        ds, batch_size=batch_size, sampler=sampler, num_workers=workers, persistent_workers=True,
-        worker_init_fn=one_torch_thread))
 
 
 def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) -> dict:

@@ -1,5 +1,5 @@
-"""What a benchmark runs on: the generated photo set, an embedded Ray confined to loopback, and
-the command-line flags every script shares."""
+"""What a benchmark runs on: the generated photo set, Ray confined to loopback (embedded or a
+simulated cluster), and the command-line flags every script shares."""
 
 from __future__ import annotations
 
@@ -47,18 +47,6 @@ def check_ray_loopback(ray) -> list[str]:
     return addrs
 
 
-def start_local_ray(num_cpus: int, object_store_mb: int, log: logging.Logger | None = None) -> list[str]:
-    """An embedded single-node Ray on 127.0.0.1 without dashboard; returns its node addresses."""
-    import ray
-    t0 = time.perf_counter()
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-             object_store_memory=object_store_mb * MB, logging_level=logging.WARNING, log_to_driver=False)
-    nodes = check_ray_loopback(ray)
-    (log or logging.getLogger("benchmarks")).info("Ray %s started on %s in %.1f s (%d logical CPUs)", ray.__version__,
-                                                  nodes, time.perf_counter() - t0, num_cpus)
-    return nodes
-
-
 @contextlib.contextmanager
 def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200,
                      connect: bool = True):
@@ -102,16 +90,9 @@ def flag(name: str) -> str:
 
 
 class BenchParser(argparse.ArgumentParser):
-    """``parse_args`` also applies ``--quick``'s settings, checks ``--contestants`` against the
-    known ones, refuses a number that is not positive (``--warmup-rounds`` and those named in
-    ``nonnegative`` may be 0) and starts logging."""
-
-    def __init__(self, doc: str, quick: dict | str, contestants: Sequence[str] = (), nonnegative: Sequence[str] = ()):
-        super().__init__(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-        self.quick, self.contestants, self.nonnegative = quick, contestants, {"warmup_rounds", *nonnegative}
-        shown = quick if isinstance(quick, str) else " ".join(f"{flag(k)} {v}" for k, v in quick.items())
-        self.add_argument("--quick", action="store_true", help=f"smoke run: {shown or 'small n, one round'}")
-        self.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    """Made by :func:`parser`. ``parse_args`` also applies ``--quick``'s settings, checks
+    ``--contestants`` against the known ones, refuses a number that is not positive
+    (``--warmup-rounds`` and those named in ``nonnegative`` may be 0) and starts logging."""
 
     def parse_args(self, args=None, namespace=None):
         ns = super().parse_args(args, namespace)
@@ -135,7 +116,11 @@ def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 10
     """A parser with the flags every benchmark shares: --quick (``quick``: the flags it sets, or
     what the script itself shrinks) and --out; with ``photos``, --root --n --rounds --warmup-rounds; with ``contestants``,
     --contestants (a subset of them); each of ``common`` (a name from COMMON_FLAGS: its default)."""
-    ap = BenchParser(doc, quick, contestants, nonnegative)
+    ap = BenchParser(description=doc.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.quick, ap.contestants, ap.nonnegative = quick, contestants, {"warmup_rounds", *nonnegative}
+    shown = quick if isinstance(quick, str) else " ".join(f"{flag(k)} {v}" for k, v in quick.items())
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: {shown or 'small n, one round'}")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     if photos:
         ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
                         help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")

@@ -17,7 +17,6 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,9 +45,8 @@ def machine_busy_s() -> float | None:
     return (user + nice + system + irq + softirq + steal) / _CLK
 
 
-def tree_cpu_s(root: int | None = None) -> float | None:
+def tree_cpu_s() -> float | None:
     """CPU seconds used so far by this process and its descendants (live, or reaped by one of them), from /proc."""
-    root = os.getpid() if root is None else root
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
     try:
@@ -64,7 +62,7 @@ def tree_cpu_s(root: int | None = None) -> float | None:
         rest = stat[stat.rindex(")") + 2:].split()  # fields from 3 (state) on
         times[int(e)] = sum(int(x) for x in rest[11:15]) / _CLK  # utime, stime, cutime, cstime
         children.setdefault(int(rest[1]), []).append(int(e))
-    total, todo = 0.0, [root]
+    total, todo = 0.0, [os.getpid()]
     while todo:
         pid = todo.pop()
         total += times.get(pid, 0.0)
@@ -90,15 +88,20 @@ def timed(fn: Callable, *a) -> dict:
 # --------------------------------------------------------------------------- contestants and rounds
 
 class Contestant:
-    """One thing to time. ``run(epoch)`` does one round's work and returns the images it
-    processed, or a dict with ``images`` and extra fields kept with the round. ``setup`` (once),
-    ``prepare`` (before each run) and ``finish`` (after each run; may return more fields) are
-    untimed; ``close`` releases everything. ``threads``: the cores it means to use, for
+    """One thing to time: ``run(epoch)`` (a method, or given: ``Contestant(name, run)``) does one round's
+    work and returns the images it processed, or a dict with ``images`` and extra fields kept with the
+    round. ``setup`` (once), ``prepare`` (before each run) and ``finish`` (after each run; may return more
+    fields) are untimed; ``close`` releases everything. ``threads``: the cores it means to use, for
     contention. ``pads``: it may deliver more images than asked (a padded last batch)."""
 
     name = ""
     threads = 1
     pads = False
+
+    def __init__(self, name: str = "", run: Callable[[int], int | dict] | None = None):
+        self.name = name
+        if run is not None:
+            self.run = run
 
     def setup(self) -> None:
         pass
@@ -199,11 +202,8 @@ def ratio(results: dict, a: str, b: str, field: str = "images_per_s") -> dict | 
     """a / b: the ratio of the medians, and the median, min and max of the per-round ratios."""
     if a not in results or b not in results:
         return None
-
-    def values(rounds):
-        return [r["images"] / r["cpu_s"] if field == "images_per_cpu_s" else r[field] for r in rounds]
-
-    va, vb = values(results[a]["rounds"]), values(results[b]["rounds"])
+    va, vb = ([r["images"] / r["cpu_s"] if field == "images_per_cpu_s" else r[field]
+               for r in results[k]["rounds"]] for k in (a, b))
     paired = [x / y for x, y in zip(va, vb)]
     return {"of_medians": statistics.median(va) / statistics.median(vb), "paired_median": statistics.median(paired),
             "paired_min": min(paired), "paired_max": max(paired), "paired": paired}
@@ -228,8 +228,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> list[str]
             *("| " + " | ".join(str(x) for x in row) + " |" for row in rows)]
 
 
-Column = tuple[str, Callable[[dict], object]]
-COLUMNS: dict[str, Column] = {
+COLUMNS: dict[str, tuple[str, Callable[[dict], object]]] = {
     "threads": ("threads", lambda r: r["threads"]),
     "median": ("median img/s", lambda r: f"{r['median_images_per_s']:.0f}"),
     "min": ("min", lambda r: f"{r['min_images_per_s']:.0f}"),
@@ -243,7 +242,7 @@ COLUMNS: dict[str, Column] = {
 STANDARD = ("threads", "median", "min", "max", "cpu", "per_cpu", "other", "contended")
 
 
-def results_table(results: dict[str, dict], columns: Sequence[str | Column] = STANDARD,
+def results_table(results: dict[str, dict], columns: Sequence[str | tuple] = STANDARD,
                   first: str = "contestant", skipped: dict[str, str] | None = None) -> list[str]:
     """One row per contestant; columns named from ``COLUMNS`` or given as (title, fn of summary)."""
     cols = [COLUMNS[c] if isinstance(c, str) else c for c in columns]
@@ -282,8 +281,7 @@ def environment_line(env: dict) -> str:
 
 def emit(lines: Sequence[str], args: argparse.Namespace, doc: dict, log: logging.Logger | None = None) -> None:
     """Print the markdown report; write ``doc`` (with the run's configuration) to ``args.out``."""
-    sys.stdout.write("\n".join(lines) + "\n")
-    sys.stdout.flush()
+    print("\n".join(lines), flush=True)
     if getattr(args, "out", None):
         config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
         write_json(args.out, {"benchmark": doc.pop("benchmark", ""), "config": config, **doc})

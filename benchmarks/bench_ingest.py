@@ -62,24 +62,14 @@ class IngestPool(ActorPool):
 
 
 def drive(pool, batches: int) -> int:
-    """``batches`` tasks through the pool in order, as the loader drives a lane; returns the batches."""
+    """``batches`` tasks through the pool in order, as the loader drives a lane; returns the images."""
     work = [np.arange(BATCH, dtype=np.int64)] * batches
     with BatchStream([pool], work, hooks=LoaderStats()) as stream:
-        return sum(result.shape[0] // BATCH for result in stream)
-
-
-class Receiver(h.Contestant):
-    """One receiving path; a run is ``batches`` batches; it reports images (``BATCH`` per batch)."""
-
-    def __init__(self, name: str, receive, batches: int):
-        self.name, self.receive, self.batches = name, receive, batches
-
-    def run(self, epoch: int) -> int:
-        return self.receive(self.batches) * BATCH
+        return sum(result.shape[0] // BATCH for result in stream) * BATCH
 
 
 def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
-    """ray.get in a loop, ``inflight`` calls outstanding; optionally the Ray lane's copy."""
+    """ray.get in a loop, ``inflight`` calls outstanding (with ``copy``, the Ray lane's copy); the images."""
     refs = deque(actor.produce.remote() for _ in range(min(inflight, batches)))
     for submitted in range(len(refs), len(refs) + batches):
         arr = ray.get(refs.popleft())
@@ -88,7 +78,7 @@ def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
         if copy:
             copy_out(arr)
         del arr  # release the object before the next get
-    return batches
+    return batches * BATCH
 
 
 def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
@@ -106,9 +96,9 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
             log.info("2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
                      info["nodes"], time.perf_counter() - t0, pool.slots, nbytes / 1e6)
             actor = pool.actors[0]
-            cs = [Receiver("hybridload ActorPool", lambda k: drive(pool, k), batches),
-                  Receiver("raw ray.get", lambda k: raw_get(ray, actor, k, inflight, False), batches),
-                  Receiver("raw ray.get + copy", lambda k: raw_get(ray, actor, k, inflight, True), batches)]
+            cs = [h.Contestant("hybridload ActorPool", lambda _e: drive(pool, batches)),
+                  h.Contestant("raw ray.get", lambda _e: raw_get(ray, actor, batches, inflight, False)),
+                  h.Contestant("raw ray.get + copy", lambda _e: raw_get(ray, actor, batches, inflight, True))]
             h.warm_up(cs, log=log)
             per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
         finally:
@@ -118,9 +108,8 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
         for k in ("median", "min", "max"):
             r[f"{k}_batches_per_s"] = r[f"{k}_images_per_s"] / BATCH
         r["median_gb_per_s"] = r["median_batches_per_s"] * nbytes / 1e9
-    names = [c.name for c in cs]
-    ratios = {f"{a} / {b}": h.ratio(results, a, b) for a, b in ((names[0], names[1]), (names[0], names[2]),
-                                                                (names[2], names[1]))}
+    pooled, raw, copied = (c.name for c in cs)
+    ratios = {f"{a} / {b}": h.ratio(results, a, b) for a, b in ((pooled, raw), (pooled, copied), (copied, raw))}
     return {"batch_shape": list(shape), "batch_bytes": nbytes, "inflight": inflight, "batches_per_round": batches,
             "object_store_mb": store_mb, "info": info, "results": results, "ratios": ratios}
 

@@ -10,9 +10,6 @@ DALI's CPU pipeline (same thread count, ratio of medians). Photometric rows
 (_photo_contestants.py): each colour/blur/erase kernel against DALI's CPU operator for it,
 one thread, on the decoded images (``--no-photometric`` skips them, ``--photometric-only``
 runs only them).
-
-Run:  python benchmarks/bench_kernels.py [--n 1024] [--rounds 5] [--out bench-kernels.json] [--quick]
-      [--photometric-only]
 """
 
 from __future__ import annotations
@@ -45,16 +42,13 @@ RATIOS = {  # name: (a, b, field)
 }
 
 
-class PerItem(h.Contestant):
+def per_item(name: str, fn, items) -> h.Contestant:
     """``fn(item)`` over every item, one thread."""
-
-    def __init__(self, name: str, fn, items):
-        self.name, self.fn, self.items = name, fn, items
-
-    def run(self, epoch: int) -> int:
-        for x in self.items:
-            self.fn(x)
-        return len(self.items)
+    def run(epoch: int) -> int:
+        for x in items:
+            fn(x)
+        return len(items)
+    return h.Contestant(name, run)
 
 
 def pillow_reference(source, rec):
@@ -81,20 +75,13 @@ def pillow_decode(data: bytes) -> np.ndarray:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="64 images, one round, no warm-up round")
-    ap.add_argument("--batch-size", type=int, default=64, help="DALI batch and kernels batch size")
-    ap.add_argument("--size", type=int, default=224, help="output size")
+    ap = parser(__doc__, quick=dict(n=64, rounds=1, warmup_rounds=0), batch_size=64, size=224)
     ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
     ap.add_argument("--no-photometric", action="store_true", help="skip the photometric kernels' rows")
     ap.add_argument("--photometric-only", action="store_true", help="only the photometric kernels' rows")
     args = ap.parse_args(argv)
     if args.no_photometric and args.photometric_only:
         ap.error("--no-photometric and --photometric-only exclude each other; pass one")
-    if args.quick:
-        args.n, args.rounds, args.warmup_rounds = 64, 1, 0
-    h.setup_logging()
-    if min(args.n, args.rounds, args.batch_size) <= 0 or args.warmup_rounds < 0:
-        ap.error("--n, --rounds and --batch-size must be positive, --warmup-rounds >= 0")
     torch.set_num_threads(1)
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
@@ -111,11 +98,11 @@ def main(argv=None) -> int:
         return [DaliFiles(folder, args.n, t, args.batch_size, args.size, name=f"dali/{t}t")] if env.get("dali") else []
 
     cs = [] if args.photometric_only else [
-          PerItem("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
+          per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
           *dali_c(1), KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False), *dali_c(2),
-          PerItem("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
-          PerItem("pillow-decode/1t", pillow_decode, payloads),
-          PerItem("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
+          per_item("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
+          per_item("pillow-decode/1t", pillow_decode, payloads),
+          per_item("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
     ratio_defs, goals = ({}, {}) if args.photometric_only else (dict(RATIOS), dict(GOALS))
     if not args.no_photometric:
         crop = recipe.make([recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size),
@@ -134,9 +121,8 @@ def main(argv=None) -> int:
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in ratio_defs.items()}
     lines = [f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
              f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),
-             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, goals), ""]
-    if not args.no_photometric:
-        lines += [PHOTO_NOTE, ""]
+             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, goals), "",
+             *([] if args.no_photometric else [PHOTO_NOTE, ""])]
     h.emit(lines, args, {"benchmark": "bench_kernels", "dataset": str(folder), "environment": env,
                          "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, goals)}, log)
     return 0

@@ -32,17 +32,8 @@ from hybridload import recipe
 from hybridload.planner.profile import measure_loader, run_profile
 
 log = logging.getLogger("bench_planner")
-
 GOAL_PROFILE_S = 60.0
 GOAL_PLAN_OVER_BEST = 0.95
-
-
-def measure(source, rec, args, share: float) -> dict:
-    """One measure_loader call, with the other load on the machine meanwhile."""
-    r = h.timed(lambda: {"images": 0, "rate": measure_loader(
-        source, rec, args.batch_size, share, seconds=args.seconds, threads=args.threads,
-        gpu_threads=args.gpu_threads, device=torch.device("cpu"))})
-    return {"share": share, "images_per_s": r["rate"], "wall_s": r["wall_s"], "other_load": r["other_load"]}
 
 
 def cli_profile(args, folder: Path, workdir: Path) -> dict:
@@ -89,19 +80,17 @@ def main(argv=None) -> int:
     # ---- 1. the profile, in process and through the CLI
     r = h.timed(lambda: {"images": 0, "prof": run_profile(source, rec, batch_size=args.batch_size,
                                                            seconds=args.seconds, device=torch.device("cpu"))})
-    prof, prof_wall = r["prof"], r["wall_s"]
-    plan_share = float(prof.plan.gpu_share)
-    profile = {"wall_s": prof_wall, "reported_s": prof.seconds, "gpu_share": plan_share, "predicted": prof.plan.predicted,
-               "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck, "checked_points": prof.points,
-               "rows": prof.rows, "other_load": r["other_load"]}
+    prof, plan_share = r["prof"], float(r["prof"].plan.gpu_share)
+    profile = {"wall_s": r["wall_s"], "reported_s": prof.seconds, "gpu_share": plan_share,
+               "predicted": prof.plan.predicted, "reason": prof.plan.reason, "bottleneck": prof.plan.bottleneck,
+               "checked_points": prof.points, "rows": prof.rows, "other_load": r["other_load"]}
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
             cli = cli_profile(args, folder, args.keep or Path(tmp))
 
     # ---- 2. the sweep
-    k = round(1 / args.step)
-    grid = sorted({round(min(1.0, i * args.step), 4) for i in range(k + 1)} | {1.0})
+    grid = sorted({round(min(1.0, i * args.step), 4) for i in range(round(1 / args.step) + 1)} | {1.0})
     points = [("grid", s) for s in grid] + [("plan", plan_share)]
     if cli is not None and abs(cli["gpu_share"] - plan_share) > 0.005:
         points.append(("plan (CLI)", float(cli["gpu_share"])))
@@ -110,21 +99,23 @@ def main(argv=None) -> int:
     for pas in range(args.passes):
         cut = (pas * len(points)) // args.passes
         for p in (points[cut:] + points[:cut])[::-1 if pas % 2 else 1]:
-            r = measure(source, rec, args, p[1])
+            r = h.timed(lambda: {"images": 0, "rate": measure_loader(  # with the other load meanwhile
+                source, rec, args.batch_size, p[1], seconds=args.seconds, threads=args.threads,
+                gpu_threads=args.gpu_threads, device=torch.device("cpu"))})
             per_point[p].append(r)
             log.info("pass %d/%d  %-10s share %.3f  %6.0f img/s  (%.1f s, other load %s)", pas + 1, args.passes,
-                     p[0], p[1], r["images_per_s"], r["wall_s"], h.fmt(r["other_load"], ".2f"))
+                     p[0], p[1], r["rate"], r["wall_s"], h.fmt(r["other_load"], ".2f"))
     total_s = time.perf_counter() - t_start
 
     agg = max if args.aggregate == "max" else statistics.median
 
     def at(share: float) -> list[float]:
         """Every measurement of this share (grid and plan points at the same share are one configuration)."""
-        return [r["images_per_s"] for p in points if abs(p[1] - share) < 1e-9 for r in per_point[p]]
+        return [r["rate"] for p in points if abs(p[1] - share) < 1e-9 for r in per_point[p]]
 
     table = []
     for p in points:
-        rates = [r["images_per_s"] for r in per_point[p]]
+        rates = [r["rate"] for r in per_point[p]]
         other = [r["other_load"] for r in per_point[p] if r["other_load"] is not None]
         table.append({"kind": p[0], "share": p[1], "value": agg(at(p[1])), "measurements": len(at(p[1])),
                       "own": agg(rates), "max": max(rates), "median": statistics.median(rates), "min": min(rates),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
@@ -20,8 +21,8 @@ import torch
 import torch.utils.data as tud
 
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, torch_dataloader
-from _data import parser, photo_source, start_local_ray
+from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, one_torch_thread
+from _data import MB, check_ray_loopback, parser, photo_source
 from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
@@ -63,12 +64,10 @@ class DpexStyleLoader(tud.DataLoader):
 
 
 def plot(results: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, nothing global to close
     names = list(results)
     rates = [results[n]["median_images_per_s"] for n in names]
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=110)
+    ax = Figure(figsize=(8, 4), dpi=110).subplots()
     bars = ax.bar(names, rates, color=["tab:green" if n.startswith("hybridload") else "tab:gray" for n in names])
     for b, r in zip(bars, rates):
         ax.annotate(f"{r:.0f}", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=8)
@@ -76,10 +75,9 @@ def plot(results: dict, path: Path) -> None:
     ax.set_title("decode + RandomResizedCrop(224) + flip, same 2 cores", fontsize=10)
     ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    ax.figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    ax.figure.savefig(path)
 
 
 def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: int = 224,
@@ -100,7 +98,9 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
               "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
                                                      LoaderPolicy(cpu_actors=0, threads=W), W),
-              "torch-dataloader": lambda: torch_dataloader(source, rec, B, W),
+              "torch-dataloader": lambda: SampledLoader("torch-dataloader", source, rec, W, lambda ds, s: (
+                  tud.DataLoader(ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True,
+                                 worker_init_fn=one_torch_thread))),
               "dpex-style": lambda: SampledLoader("dpex-style", source, rec, W, lambda ds, sampler: DpexStyleLoader(
                   ds, ray_workers=W, batch_size=B, sampler=sampler)),
               "ray-data": lambda: RayData(source, rec, B, W, blocks),
@@ -111,7 +111,13 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
         for k in sorted(chosen, key=lambda k: k not in FORKS):
             if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
-                env["ray_nodes"], env["ray"] = start_local_ray(2 * W, args.object_store_mb, log), ray.__version__
+                t0 = time.perf_counter()  # an embedded Ray: on 127.0.0.1, no dashboard
+                ray.init(address="local", num_cpus=2 * W, include_dashboard=False,
+                         _node_ip_address="127.0.0.1", object_store_memory=args.object_store_mb * MB,
+                         logging_level=logging.WARNING, log_to_driver=False)
+                env["ray_nodes"], env["ray"] = check_ray_loopback(ray), ray.__version__
+                log.info("Ray %s started on %s in %.1f s (%d logical CPUs)", env["ray"], env["ray_nodes"],
+                         time.perf_counter() - t0, 2 * W)
             try:
                 built[k] = makers[k]()
                 h.warm_up([built[k]], log=log)
@@ -145,14 +151,12 @@ def main(argv=None) -> int:
     peers = [n for n in results if not n.startswith("hybridload")]
     ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", "hybridload-inprocess") for p in peers
               if a in results}
-
+    min_max = ("min-max", lambda r: f"{r['min_images_per_s']:.0f}-{r['max_images_per_s']:.0f}")
     lines = [f"## peers: {images} of {args.n} photo JPEGs per round ({batches} batches of {B}), imagenet_train(224), "
              f"{W} workers each, {args.rounds} interleaved round(s) after {args.warmup_rounds} untimed\n",
              h.environment_line(env),
-             *h.results_table(results, ("median", ("min-max", lambda r: f"{r['min_images_per_s']:.0f}-"
-                                                                        f"{r['max_images_per_s']:.0f}"), "other",
-                                        "contended"),
-                              first="loader", skipped=skipped), "", *h.ratio_table(ratios), ""]
+             *h.results_table(results, ("median", min_max, "other", "contended"), first="loader",
+                              skipped=skipped), "", *h.ratio_table(ratios), ""]
     h.emit(lines, args, {"benchmark": "peers", "batches_per_round": batches, "images_per_round": images,
                          "dataset": str(folder), "environment": env, "results": results, "ratios": ratios,
                          "skipped": skipped}, log)

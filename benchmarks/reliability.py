@@ -101,12 +101,11 @@ def faults(root, cluster):
 
 
 def bad_inputs(root, tmp, ray_lane: bool = True):
-    good = sources.ImageFolder(root).paths[0]
-    files = make_bad_files(os.path.join(tmp, "bad"), good)
+    rows, paths0 = [], sources.ImageFolder(root).paths[:8]
+    files = make_bad_files(os.path.join(tmp, "bad"), paths0[0])
     lanes = {"in-process": LoaderPolicy(cpu_actors=0),
              **({"ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)} if ray_lane else {}),
              "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu")}
-    rows, paths0 = [], sources.ImageFolder(root).paths[:8]
     for kind in BAD_KINDS:
         r = {"input": kind}
         for lane, policy in lanes.items():
@@ -146,10 +145,6 @@ def memory(root):
     return out
 
 
-def table(rows: list[dict]) -> str:
-    return "\n".join(h.markdown_table(list(rows[0]), [[r.get(k, "") for k in rows[0]] for r in rows])) + "\n"
-
-
 def main(argv=None) -> int:
     ap = parser(__doc__, photos=False, quick="bad inputs in the in-process and GPU lanes only")
     ap.add_argument("--n", type=int, default=60)
@@ -164,7 +159,9 @@ def main(argv=None) -> int:
                 report = {"faults": faults(root, cluster), "bad_inputs": bad_inputs(root, tmp), "memory": memory(root)}
     titles = {"faults": "Faults", "bad_inputs": "Bad inputs per lane", "memory": "Memory, 50 epochs (Ray lane, 2 actors)"}
     rows = {k: [{"epoch": e, **v} for e, v in r.items()] if k == "memory" else r for k, r in report.items()}
-    h.emit([f"### {titles[k]}\n\n{table(rows[k])}" for k in titles if k in rows], args,
+    tables = {k: h.markdown_table(list(r[0]), [[x.get(c, "") for c in r[0]] for x in r])
+              for k, r in rows.items()}
+    h.emit([f"### {titles[k]}\n\n" + "\n".join(tables[k]) + "\n" for k in titles if k in rows], args,
            {"benchmark": "reliability", **report}, log)
     return 0
 

@@ -25,14 +25,13 @@ from pathlib import Path
 import torch
 
 import _harness as h
-import bench_ingest
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
+from bench_ingest import BATCH, measure as measure_ingest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.epochs import endless
 from hybridload.planner.rates import cpu_rate_per_core
 
 log = logging.getLogger("scaleout_model")
-BATCH = 64
 BYTES_PER_IMAGE = 3 * 224 * 224
 
 
@@ -94,7 +93,7 @@ def main(argv=None) -> int:
         if args.ingest_json is not None:
             ingest, ingest_src = json.loads(args.ingest_json.read_text())["ingest"], f"from {args.ingest_json}"
         else:
-            ingest = ingest_doc = bench_ingest.measure(224, args.ingest_store_mb, 2, args.ingest_batches, args.rounds)
+            ingest = ingest_doc = measure_ingest(224, args.ingest_store_mb, 2, args.ingest_batches, args.rounds)
             ingest_src = "measured in this run"
         ingest_bps = ingest["results"]["hybridload ActorPool"]["median_batches_per_s"]
     ingest_img_s = ingest_bps * BATCH
@@ -142,11 +141,9 @@ def main(argv=None) -> int:
 
 
 def plot_model(path: Path, args, per_core: float, ingest_img_s: float, net_img_s: float) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, nothing global to close
     xs = list(range(1, 65))
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    ax = Figure(figsize=(7, 4), dpi=110).subplots()
     ax.plot(xs, [x * args.cores * per_core for x in xs], ls="--", color="tab:blue", label="CPUs alone")
     ax.axhline(ingest_img_s, ls=":", color="tab:red", label="trainer ingest (measured)")
     ax.axhline(net_img_s, ls=":", color="tab:purple", label=f"NIC {args.network_gbit:g} Gbit/s")
@@ -157,10 +154,9 @@ def plot_model(path: Path, args, per_core: float, ingest_img_s: float, net_img_s
     ax.set_title(f"predicted images/s: {args.cores}-core worker nodes at {per_core:.0f} img/s per core", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    ax.figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    ax.figure.savefig(path)
 
 
 if __name__ == "__main__":
