@@ -34,8 +34,8 @@ NOTE = ("Photometric rows: the same decoded, centre-cropped --size images and pe
         "fn.color_twist (`colorjitter`, all four in one op) apply one 3 x 3 colour matrix per image (hue a "
         "rotation in YIQ, an approximation of torchvision's HSV hue), while the kernel runs torchvision's "
         "formulas, each adjustment in turn; `colorjitter-ops` chains fn.brightness, the mean-centred "
-        "fn.contrast, fn.saturation and fn.hue, the kernel's order. A run of colour ops that mixes channels "
-        "(contrast, saturation, hue, grayscale, blur) returns an HWC view of planar memory, which the default "
+        "fn.contrast, fn.saturation and fn.hue, the kernel's order. A run of colour ops that mixes channels per "
+        "pixel (saturation, hue, grayscale, blur) returns an HWC view of planar memory, which the default "
         "CHW layout then copies as it is (an HWC-layout recipe transposes it there).")
 ERASE = recipe.RandomErasing(p=1.0)
 

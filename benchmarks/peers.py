@@ -1,7 +1,7 @@
 """hybridload against the loaders users have today, in one run on the same photo JPEGs, the
 same cores and the same recipe (imagenet_train(224), batch 64):
 
-hybridload (Ray lane, 2 actors; in-process lane, 2 threads); torch DataLoader(num_workers=2)
+hybridload (Ray lane, 2 actors; in-process lane, 2 threads; process lane, 2 workers); torch DataLoader(num_workers=2)
 on the same kernels; Ray Data (read_binary_files + map_batches + iter_torch_batches, skipped when
 not installed); DALI alone (CPU pipeline); a Dpex-style loader: a DataLoader whose iterator sends
 each batch to a Ray task (dataset put once), 2 x workers in flight, yielded in order with ray.get.
@@ -26,8 +26,9 @@ from _data import MB, check_ray_loopback, parser, photo_source
 from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
-CONTESTANTS = ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali")
-FORKS = {"torch-dataloader"}  # forks its workers: built and warmed up before Ray starts threads here
+CONTESTANTS = ("hybridload", "hybridload-inprocess", "hybridload-processes", "torch-dataloader", "dpex-style",
+               "ray-data", "dali")
+FORKS = {"torch-dataloader", "hybridload-processes"}  # forks its workers: built and warmed up before Ray starts threads here
 NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
@@ -98,6 +99,8 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
               "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
                                                      LoaderPolicy(cpu_actors=0, threads=W), W),
+              "hybridload-processes": lambda: Loader("hybridload-processes", source, rec, B,
+                                                     LoaderPolicy(cpu_actors=0, threads=W, local_workers="processes"), W),
               "torch-dataloader": lambda: SampledLoader("torch-dataloader", source, rec, W, lambda ds, s: (
                   tud.DataLoader(ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True,
                                  worker_init_fn=one_torch_thread))),
@@ -149,8 +152,10 @@ def main(argv=None) -> int:
     B, W = args.batch_size, args.workers
     folder, env, results, skipped = run_contest(args, log, batches=args.batches)
     peers = [n for n in results if not n.startswith("hybridload")]
-    ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", "hybridload-inprocess") for p in peers
-              if a in results}
+    local = ("hybridload-inprocess", "hybridload-processes")
+    ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", *local) for p in peers if a in results}
+    ratios.update({f"hybridload / {a}": h.ratio(results, "hybridload", a) for a in local
+                   if {a, "hybridload"} <= set(results)})
     min_max = ("min-max", lambda r: f"{r['min_images_per_s']:.0f}-{r['max_images_per_s']:.0f}")
     lines = [f"## peers: {images} of {args.n} photo JPEGs per round ({batches} batches of {B}), imagenet_train(224), "
              f"{W} workers each, {args.rounds} interleaved round(s) after {args.warmup_rounds} untimed\n",
