@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from dataclasses import fields
 from pathlib import Path
 
@@ -221,6 +222,11 @@ def configure_logging(verbose: bool) -> None:
     root.setLevel(logging.WARNING)
     logging.getLogger("hybridload").setLevel(logging.DEBUG if verbose else logging.INFO)
     logging.captureWarnings(True)  # warnings.warn(...) too: a log line above the progress bar, not through it
+    warnings.formatwarning = _one_line  # that line without the file name and the warning's source line
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    return f"{category.__name__}: {message}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -166,13 +166,16 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
     assert all(h is not _TqdmLoggingHandler for h in map(type, logging.getLogger().handlers))  # restored after
 
 
-def test_a_librarys_warning_becomes_a_log_line_during_a_command():
+def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
     code = ("import warnings, hybridload.cli as cli\n"
             "def fake(args):\n"
-            "    warnings.warn('a library warning', RuntimeWarning)\n"
+            "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
             "    return 0\n"
             "cli.cmd_demo = fake\n"
             "raise SystemExit(cli.main(['demo', '--quiet']))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    script = tmp_path / "warns.py"  # from a file, so Python could show the warning's source line
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "WARNING py.warnings:" in proc.stderr and "a library warning" in proc.stderr
+    assert "WARNING py.warnings: RuntimeWarning: a library warning" in proc.stderr.splitlines(), proc.stderr
+    assert "SOURCE LINE" not in proc.stderr and "warns.py" not in proc.stderr  # one line: no path, no code

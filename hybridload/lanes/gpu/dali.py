@@ -47,8 +47,7 @@ def _warn_cpu_only() -> None:
     _CPU_ONLY_WARNED = True
     msg = ("hybridload: the GPU lane runs in DALI's CPU-only mode (no GPU visible): it decodes on this "
            "machine's CPUs, a stand-in for the GPU lane, not a GPU speed-up")
-    log.warning(msg)
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)  # a log line too where logging captures warnings (the CLI)
 
 
 class DaliLane(PooledLane):
