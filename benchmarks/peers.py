@@ -1,10 +1,11 @@
 """hybridload against the loaders users have today, in one run on the same photo JPEGs, the
 same cores and the same recipe (imagenet_train(224), batch 64):
 
-hybridload (Ray lane, 2 actors; in-process lane, 2 threads; process lane, 2 workers); torch DataLoader(num_workers=2)
-on the same kernels; Ray Data (read_binary_files + map_batches + iter_torch_batches, skipped when
-not installed); DALI alone (CPU pipeline); a Dpex-style loader: a DataLoader whose iterator sends
-each batch to a Ray task (dataset put once), 2 x workers in flight, yielded in order with ray.get.
+hybridload (Ray lane, 2 actors; in-process lane, 2 threads; process lane, 2 workers); torch
+DataLoader(num_workers=2) on the same kernels; Ray Data (read_binary_files + map_batches +
+iter_torch_batches, skipped when not installed); DALI alone (CPU pipeline); a Dpex-style
+loader: a DataLoader whose iterator sends each batch to a Ray task (dataset put once), 2 x
+workers in flight, yielded in order with ray.get.
 Each round runs every contestant over ``--batches`` batches (default: all; method: _harness.py);
 reported: median images/s and the ratios hybridload / peer.
 """
@@ -28,7 +29,7 @@ from hybridload import LoaderPolicy, recipe, sources
 log = logging.getLogger("peers")
 CONTESTANTS = ("hybridload", "hybridload-inprocess", "hybridload-processes", "torch-dataloader", "dpex-style",
                "ray-data", "dali")
-FORKS = {"torch-dataloader", "hybridload-processes"}  # forks its workers: built and warmed up before Ray starts threads here
+FORKS = {"torch-dataloader", "hybridload-processes"}  # fork their workers: built and warmed up before Ray starts
 NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
@@ -99,8 +100,8 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
               "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
                                                      LoaderPolicy(cpu_actors=0, threads=W), W),
-              "hybridload-processes": lambda: Loader("hybridload-processes", source, rec, B,
-                                                     LoaderPolicy(cpu_actors=0, threads=W, local_workers="processes"), W),
+              "hybridload-processes": lambda: Loader("hybridload-processes", source, rec, B, LoaderPolicy(
+                  cpu_actors=0, threads=W, local_workers="processes"), W),
               "torch-dataloader": lambda: SampledLoader("torch-dataloader", source, rec, W, lambda ds, s: (
                   tud.DataLoader(ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True,
                                  worker_init_fn=one_torch_thread))),

@@ -90,11 +90,17 @@ def channel_sums(x: np.ndarray) -> np.ndarray:
     return sums
 
 
+def grey_mean_of_sums(s, pixels: int):
+    """``(0.299 S_R + 0.587 S_G + 0.114 S_B) / pixels`` in float64 from exact channel sums ``s``
+    (numpy or torch float64): the one formula of every engine's mean grey level."""
+    w = GREY64
+    return (w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / pixels
+
+
 def mean_grey(x: np.ndarray) -> np.float32:
-    """The image's mean grey level ``(0.299 S_R + 0.587 S_G + 0.114 S_B) / (H W)`` from the exact
-    channel sums, in float64, as float32: the mean of the grey levels up to rounding, with no grey image."""
-    s, w = channel_sums(x), GREY64
-    return F32((w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / (x.shape[1] * x.shape[2]))
+    """The image's mean grey level from the exact channel sums (:func:`grey_mean_of_sums`), as
+    float32: the mean of the grey levels up to rounding, with no grey image."""
+    return F32(grey_mean_of_sums(channel_sums(x), x.shape[1] * x.shape[2]))
 
 
 def _trunc(y: np.ndarray) -> np.ndarray:

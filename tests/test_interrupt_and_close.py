@@ -79,7 +79,6 @@ import gc
 import logging
 import threading
 
-
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 

@@ -12,11 +12,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from hybridload.kernels.photometric import grey_mean_of_sums
 from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
 GREY = (0.299, 0.587, 0.114)
-#: The float32 weights as float64 values (the CPU kernel's mean grey level uses these).
-GREY32 = tuple(float(torch.tensor(v, dtype=torch.float32)) for v in GREY)
 
 
 def _u8_trunc(y: torch.Tensor) -> torch.Tensor:
@@ -43,8 +42,7 @@ def contrast(img: torch.Tensor, op: Contrast) -> torch.Tensor:
     if op.factor == 1.0:
         return img
     s = img.sum(dim=(1, 2), dtype=torch.float64)  # exact channel sums, as the CPU kernel's mean_grey
-    w = GREY32
-    m = ((w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / (img.shape[1] * img.shape[2])).float()
+    m = grey_mean_of_sums(s, img.shape[1] * img.shape[2]).float()
     return _blend(img.float(), op.factor, m)
 
 
