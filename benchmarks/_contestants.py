@@ -17,7 +17,8 @@ import torch
 import torch.utils.data as tud
 
 from _harness import Contestant
-from hybridload import HybridLoader, LoaderPolicy, kernels, sharding
+from hybridload import HybridLoader, LoaderPolicy, kernels
+from hybridload.sampling import sharding
 
 
 class Batches(Contestant):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _harness import setup_logging
 from hybridload import sources
-from hybridload.datasets import make_photo_folder
+from hybridload.cli.demo_data import make_photo_folder
 
 DEFAULT_PHOTO_ROOT = Path(__file__).resolve().parents[1] / "data" / "bench-photos"
 MB = 2 ** 20

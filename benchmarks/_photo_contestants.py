@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import _harness as h
-from hybridload import ops as O
+from hybridload.recipe import ops as O
 from hybridload import recipe
 from hybridload.kernels import photometric as P
 from hybridload.kernels.erase import erase_batch

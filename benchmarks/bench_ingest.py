@@ -21,9 +21,9 @@ import torch
 
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
-from hybridload.lanes.actor_pool import ActorPool
-from hybridload.stats import LoaderStats
-from hybridload.stream import BatchStream
+from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.execution.stats import LoaderStats
+from hybridload.execution.stream import BatchStream
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64

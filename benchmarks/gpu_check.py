@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.datasets import make_photo_folder
+from hybridload.cli.demo_data import make_photo_folder
 from hybridload.kernels import decode_image, process_batch
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
@@ -219,7 +219,7 @@ def measure_speed(src, rec, bs, device, nb, quick):
 
 
 def plan_and_split(src, rec, bs, device, step, nb, seconds):
-    from hybridload.planner.profile import run_profile
+    from hybridload.cli.profile import run_profile
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prof = run_profile(src, rec, batch_size=bs, seconds=seconds, sample=min(256, len(src)),

@@ -19,10 +19,10 @@ from unittest import mock
 import _harness as h
 from _data import loopback_cluster, parser
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.datasets import make_photo_folder
+from hybridload.cli.demo_data import make_photo_folder
 from hybridload.errors import SampleError
 from hybridload.lanes.gpu.dali import DaliLane
-from hybridload.testing import make_bad_files
+from support.bad_files import make_bad_files
 
 log = logging.getLogger("reliability")
 REC = recipe.imagenet_train(64)

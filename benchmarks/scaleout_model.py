@@ -28,7 +28,7 @@ import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
 from bench_ingest import BATCH, measure as measure_ingest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.epochs import endless
+from hybridload.sampling.epochs import endless
 from hybridload.planner.rates import cpu_rate_per_core
 
 log = logging.getLogger("scaleout_model")

@@ -12,7 +12,7 @@ import tempfile
 import torch
 
 from hybridload import LoaderPolicy
-from hybridload.datasets import make_photo_folder
+from hybridload.cli.demo_data import make_photo_folder
 
 log = logging.getLogger("example")
 

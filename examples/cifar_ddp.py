@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from hybridload import HybridLoader, recipe, sources
-from hybridload.datasets import make_photo_images
+from hybridload.cli.demo_data import make_photo_images
 
 from _common import log, parser, policy, setup_logging
 

@@ -3,12 +3,13 @@
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
-from . import recipe, sharding, sources
-from .dataloader import DataLoader
-from .errors import BatchTimeoutError, HybridLoadError, LaneUnavailableError, SampleError
-from .loader import HybridLoader
-from .planner import Plan, PlanFormatError
-from .policy import LoaderPolicy
+from hybridload import recipe, sources
+from hybridload.sampling import sharding
+from hybridload.dataloader import DataLoader
+from hybridload.errors import BatchTimeoutError, HybridLoadError, LaneUnavailableError, SampleError
+from hybridload.loader import HybridLoader
+from hybridload.planner import Plan, PlanFormatError
+from hybridload.policy import LoaderPolicy
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

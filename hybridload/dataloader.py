@@ -46,12 +46,12 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
-from .errors import HybridLoadError, UserCodeError
-from .lanes.actor_pool import ActorPool
-from .lanes.base import BatchTask
-from .sharding import resolve_rank
-from .stats import LoaderStats
-from .stream import BatchStream
+from hybridload.errors import HybridLoadError, UserCodeError
+from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.lanes.base import BatchTask
+from hybridload.sampling.sharding import resolve_rank
+from hybridload.execution.stats import LoaderStats
+from hybridload.execution.stream import BatchStream
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class DataLoader(tud.DataLoader):
         head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
             user started on this machine with ``ray start`` (Ray's record of it,
             ``$RAY_TMPDIR/ray/ray_current_cluster`` or ``/tmp/ray/ray_current_cluster``,
-            served by a process ``ray start`` started; see :mod:`hybridload.ray_start`); with
+            served by a process ``ray start`` started; see :mod:`hybridload.cluster.ray_start`); with
             neither, an embedded cluster on 127.0.0.1 for this process. Never a cluster
             another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair

@@ -1,8 +1,8 @@
 """HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches.
 
-It holds the arguments and the resume state (a :class:`~hybridload.sharding.DistributedBatchSampler`),
+It holds the arguments and the resume state (a :class:`~hybridload.sampling.sharding.DistributedBatchSampler`),
 builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each pass to a
-:class:`~hybridload.stream.BatchStream`.
+:class:`~hybridload.execution.stream.BatchStream`.
 """
 
 from __future__ import annotations
@@ -16,22 +16,22 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from . import sharding
-from .batch_hook import BatchHook, BatchTransform, check_batch_transform
-from .custom_stage import check_shippable
-from .kernels.batch import finish_batch
-from .loader_checks import check_device, check_epoch, check_seed, check_state
-from .lanes.base import LaneKind
-from .lanes.build import build_lanes, close_lanes
-from .lanes.spec import LaneCaps, plan_lanes
-from .planner.plan import Plan
-from .policy import LoaderPolicy, usable_cpus
-from .recipe import Recipe
-from .retry import RetryRules, StragglerRule
-from .sources import Source
-from .stats import LoaderStats
-from .stream import BatchStream
-from .transfer import DeviceMover, default_device
+from hybridload.sampling import sharding
+from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
+from hybridload.recipe.custom import check_shippable
+from hybridload.kernels.batch import finish_batch
+from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
+from hybridload.lanes.base import LaneKind
+from hybridload.lanes.build import build_lanes, close_lanes
+from hybridload.lanes.spec import LaneCaps, plan_lanes
+from hybridload.planner.plan import Plan
+from hybridload.policy import LoaderPolicy, usable_cpus
+from hybridload.recipe import Recipe
+from hybridload.execution.retry import RetryRules, StragglerRule
+from hybridload.sources import Source
+from hybridload.execution.stats import LoaderStats
+from hybridload.execution.stream import BatchStream
+from hybridload.delivery.transfer import DeviceMover, default_device
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class HybridLoader:
         return_indices: also yield the batch's dataset indices.
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
             delivered batch on the device, its generator keyed by (seed, epoch, rank, batch
-            position); see :mod:`hybridload.batch_hook`.
+            position); see :mod:`hybridload.delivery.batch_hook`.
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -155,8 +155,8 @@ class HybridLoader:
                           ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), recipe=self.recipe)
 
     def _start_online(self, share: float):
-        from .planner.monitor import GpuMonitor
-        from .planner.online import OnlinePlanner
+        from hybridload.planner.monitor import GpuMonitor
+        from hybridload.planner.online import OnlinePlanner
         log.info("auto mode: starting at GPU share %.2f (%s)", share,
                  "from the plan" if self._plan is not None else "in-line start")
         monitor = GpuMonitor.start(device=self.device) if self.device.type == "cuda" else None

@@ -9,7 +9,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .planner.plan import Plan
+from hybridload.planner.plan import Plan
 
 MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")

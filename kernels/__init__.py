@@ -6,9 +6,9 @@ simplejpeg for JPEG decoding, Pillow for other formats, and torch's antialiased
 bilinear uint8 resize.
 """
 
-from .batch import BatchResult, process_batch, process_sample, start_reads
-from .decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
-from .geometry import apply_ops
+from hybridload.kernels.batch import BatchResult, process_batch, process_sample, start_reads
+from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
+from hybridload.kernels.geometry import apply_ops
 
 __all__ = ["BatchResult", "process_batch", "process_sample", "start_reads", "decode_image", "image_size", "check_pixels",
            "DecodeError", "apply_ops", "MAX_IMAGE_PIXELS"]

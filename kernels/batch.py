@@ -16,9 +16,9 @@ from hybridload.recipe import Recipe
 from hybridload.sources import Source
 from hybridload.sources.reads import read_many
 
-from .decode import DecodeError, decode_image
-from .erase import erase_batch
-from .geometry import apply_ops
+from hybridload.kernels.decode import DecodeError, decode_image
+from hybridload.kernels.erase import erase_batch
+from hybridload.kernels.geometry import apply_ops
 
 log = logging.getLogger("hybridload.kernels")
 _TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}

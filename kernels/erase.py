@@ -1,7 +1,7 @@
 """RandomErasing on a delivered batch: torch ops on the batch's device, the same for every lane.
 
 The lanes ship uint8 images; the batch is normalized where it is delivered, then each
-sample's box (drawn from :func:`hybridload.photo_stages.erase_generator`, keyed by
+sample's box (drawn from :func:`hybridload.recipe.photometric.erase_generator`, keyed by
 (seed, epoch, index) and the output size only) is filled with the stage's value.
 """
 
@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from hybridload.photo_stages import RandomErasing, erase_generator
+from hybridload.recipe.photometric import RandomErasing, erase_generator
 
 
 def erase_boxes(stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch: int,

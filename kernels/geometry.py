@@ -1,7 +1,7 @@
 """The operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
 ones here, the colour ones in :mod:`.photometric`.
 
-One function per :mod:`hybridload.ops` type, found through :data:`OP_FUNCTIONS`; a new op
+One function per :mod:`hybridload.recipe.ops` type, found through :data:`OP_FUNCTIONS`; a new op
 type needs its function here and an entry in that table.
 """
 
@@ -13,10 +13,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hybridload.custom_stage import CustomOp, apply_custom
-from hybridload.ops import Crop, Flip, Op, Resize
+from hybridload.recipe.custom import CustomOp, apply_custom
+from hybridload.recipe.ops import Crop, Flip, Op, Resize
 
-from .photometric import PHOTO_FUNCTIONS, apply_photometric
+from hybridload.kernels.photometric import PHOTO_FUNCTIONS, apply_photometric
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:

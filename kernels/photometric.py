@@ -35,9 +35,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
+from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
-from .scratch import scratch
+from hybridload.kernels.scratch import scratch
 
 GREY = (np.float32(0.299), np.float32(0.587), np.float32(0.114))
 GREY64 = tuple(float(v) for v in GREY)

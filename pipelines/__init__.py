@@ -5,8 +5,8 @@ the fixed chain a DALI graph runs; :func:`build_pipeline` builds that graph. DAL
 imported only inside :func:`build_pipeline`, so ``import hybridload`` works without it.
 """
 
-from .builder import INPUTS, build_photo_pipeline, build_pipeline, used_inputs
-from .params import Chain, ChainParams, chain_for, chain_params
+from hybridload.pipelines.builder import INPUTS, build_photo_pipeline, build_pipeline, used_inputs
+from hybridload.pipelines.params import Chain, ChainParams, chain_for, chain_params
 
 __all__ = ["INPUTS", "build_pipeline", "build_photo_pipeline", "used_inputs", "Chain", "ChainParams", "chain_for",
            "chain_params"]

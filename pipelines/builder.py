@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from hybridload.recipe import Recipe
 
-from .params import chain_for
-from .photo import photo_graph, photo_inputs
+from hybridload.pipelines.params import chain_for
+from hybridload.pipelines.photo import photo_graph, photo_inputs
 
 
 def decoder_options(types) -> dict:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from hybridload import recipe as R
-from hybridload.ops import PHOTOMETRIC, Crop, Flip, Resize
+from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Resize
 
-from .photo import photo_vectors
+from hybridload.pipelines.photo import photo_vectors
 
 _STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
 _CHAIN = re.compile(r"^c?r?c?f?$")

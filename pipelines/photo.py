@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hybridload import ops as O
+from hybridload.recipe import ops as O
 from hybridload import recipe as R
 
 #: Ops per sample each photometric stage emits.

@@ -1,6 +1,9 @@
 """The rules of thumb of the code's shape, checked on the source (see CONTRIBUTING.md's map):
-no import cycle, no module over 300 lines, no import of another module's private names,
-no branching on a lane's name outside ``lanes/``."""
+packages import downward only (the FLOORS table), no import cycle, at most 8 modules at the
+top of the package, no module over 300 lines, no import of another module's private names,
+no branching on a lane's name outside ``lanes/``, no test helper in the package and nothing
+generated tracked under ``benchmarks/``. Every import counts: module-level, inside
+functions and under ``TYPE_CHECKING``."""
 
 from __future__ import annotations
 
@@ -35,15 +38,17 @@ def _resolve(mod: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def module_level_imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """Modules of the package imported at module level (not inside functions)."""
+def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Modules of the package that ``mod`` imports anywhere: at module level, inside
+    functions, under ``TYPE_CHECKING``."""
     deps = set()
-    for node in ast.parse(path.read_text()).body:
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(mod, path, node)
-            names = [f"{target}.{a.name}" for a in node.names] + [target]
+            # ``from pkg import name``: the submodule pkg.name where there is one, else pkg itself
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names]
         else:
             continue
         for name in names:
@@ -54,9 +59,78 @@ def module_level_imports(mod: str, path: Path, known: dict[str, Path]) -> set[st
     return deps
 
 
+# The floors, top to bottom: a module may import units on its own floor (the cycle test keeps
+# those acyclic) and on lower floors, never one above. A unit is a package (its subpackages included) or a top-level module.
+FLOORS = (
+    ("hybridload", "hybridload.__main__", "hybridload.cli"),               # the faces: API, CLI
+    ("hybridload.loader", "hybridload.dataloader", "hybridload.policy",
+     "hybridload.loader_checks"),                                          # what users build
+    ("hybridload.planner",),                                               # decides the split
+    ("hybridload.execution",),                                             # one pass: dispatch, merge
+    ("hybridload.lanes",),                                                 # the engines' drivers
+    ("hybridload.delivery", "hybridload.cluster"),                         # device moves; Ray nodes
+    ("hybridload.kernels", "hybridload.pipelines"),                        # CPU and DALI engines
+    ("hybridload.recipe", "hybridload.sources"),                           # what to do, to what
+    ("hybridload.sampling",),                                              # which indices, in order
+    ("hybridload.errors", "hybridload.extras"),                            # shared by every floor
+)
+MAX_TOP_MODULES = 8
+
+
+def unit_of(mod: str) -> str:
+    """The longest FLOORS unit that holds ``mod``."""
+    units = [u for floor in FLOORS for u in floor if mod == u or mod.startswith(u + ".")]
+    units = [u for u in units if u != "hybridload" or mod == "hybridload"]
+    if not units:
+        raise AssertionError(f"{mod} is on no floor: add its package to FLOORS in {Path(__file__).name}")
+    return max(units, key=len)
+
+
+def floor_of(mod: str) -> int:
+    unit = unit_of(mod)
+    return next(k for k, floor in enumerate(FLOORS) if unit in floor)
+
+
+def test_every_module_is_on_a_floor():
+    for mod in modules():
+        unit_of(mod)
+
+
+def test_imports_run_downward_only():
+    known = modules()
+    offenders = []
+    for mod, path in known.items():
+        for dep in imports(mod, path, known):
+            if floor_of(dep) < floor_of(mod):
+                offenders.append(f"{mod} (floor {floor_of(mod)}) imports {dep} (floor {floor_of(dep)})")
+    assert not offenders, "imports that run up a floor:\n" + "\n".join(sorted(offenders))
+
+
+def test_the_package_top_holds_at_most_8_modules():
+    top = sorted(p.name for p in (REPO / "hybridload").glob("*.py"))
+    assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules at the top of hybridload/: {top}"
+
+
+def test_no_test_helper_in_the_package():
+    offenders = [m for m in modules() if m.rpartition(".")[2] in ("testing", "slowfs", "bad_files", "fixtures")]
+    offenders += [f"{m} imports the test tree" for m, p in modules().items()
+                  if re.search(r"^\s*(from|import) (support|tests)\b", p.read_text(), re.M)]
+    assert not offenders, offenders
+
+
+def test_nothing_generated_is_tracked_under_benchmarks():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    import subprocess
+    out = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    generated = [f for f in out.stdout.split() if f.lower().endswith((".jpg", ".jpeg", ".tar", ".npy", ".idx"))
+                 or "/data/" in f]
+    assert not generated, f"generated files tracked: {generated[:5]} ... ({len(generated)})"
+
+
 def test_no_import_cycle_inside_the_package():
     known = modules()
-    graph = {m: module_level_imports(m, p, known) for m, p in known.items()}
+    graph = {m: imports(m, p, known) for m, p in known.items()}
     # a package imports its own submodules (re-exports); only module-to-module edges make cycles
     graph = {m: {d for d in ds if not m.startswith(d + ".") and not d.startswith(m + ".")} for m, ds in graph.items()}
     state: dict[str, int] = {}

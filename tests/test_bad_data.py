@@ -6,7 +6,8 @@ import os
 import pytest
 import torch
 
-from hybridload import HybridLoader, LoaderPolicy, recipe, sources, testing
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from support import bad_files as testing
 from hybridload.errors import SampleError
 
 REC = recipe.imagenet_train(32)

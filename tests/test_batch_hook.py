@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.batch_hook import batch_generator, batch_seed, check_result
+from hybridload.delivery.batch_hook import batch_generator, batch_seed, check_result
 
-from resume_helper import check_resume
+from support.resume_helper import check_resume
 
 REC = recipe.imagenet_train(32, normalize=True)
 CLASSES = 3

@@ -15,7 +15,7 @@ def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
     Plan(gpu_share=0.3, local_threads=1).save(plan)
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # multi-node: an embedded cluster
-    proc = subprocess.run([sys.executable, "-m", "hybridload.cli", "bench", photo_root, "--plan", str(plan),
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "bench", photo_root, "--plan", str(plan),
                            "--modes", "single-gpu,multi-node,cpu,gpu", "--batches", "6", "--batch-size", "4",
                            "--step-ms", "5", "--recipe", "imagenet_train:48", "--threads", "1",
                            "--out", str(out), "--plot", str(png), "--quiet"],

@@ -1,4 +1,4 @@
-"""hybridload.cluster: what head_address/ray_address "auto" joins, and one Ray connection
+"""hybridload.cluster.connect: what head_address/ray_address "auto" joins, and one Ray connection
 per process shared by every loader."""
 
 import json
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from hybridload.ray_start import StartRecord, auto_address, gcs_started_by_another_process, is_ray_start_command
+from hybridload.cluster.ray_start import StartRecord, auto_address, gcs_started_by_another_process, is_ray_start_command
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -12,10 +12,10 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_batch
-from hybridload.slowfs import SlowMemoryFileSystem
+from support.slowfs import SlowMemoryFileSystem
 from hybridload.sources.reads import ordered_reads, read_many
 
-from streams import stream
+from support.streams import stream
 from test_tarshards import folder, shard_dir  # noqa: F401  (fixtures)
 
 REC = recipe.imagenet_train(48)
@@ -170,7 +170,7 @@ def test_the_in_process_lane_starts_a_queued_batchs_reads_when_it_accepts_the_ba
     import threading
 
     from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.inprocess import InProcessLane
+    from hybridload.lanes.local.inprocess import InProcessLane
 
     src = sources.ImageFolder(slow_root, storage_options={"latency_s": 0.2})
     lane = InProcessLane(src, REC, seed=0, threads=1)

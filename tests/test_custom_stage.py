@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.custom_stage import CustomOp, custom_generator
+from hybridload.recipe.custom import CustomOp, custom_generator
 from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
 from hybridload.lanes.spec import plan_lanes
 
-from streams import local_lane_streams, stream
+from support.streams import local_lane_streams, stream
 
 
 def noise(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -65,7 +65,7 @@ def test_process_lane_is_bit_identical_to_the_in_process_lane(photo_root):
 
 
 def test_ray_lane_is_bit_identical_to_the_in_process_lane(photo_root):
-    import ray_fixtures  # noqa: F401  (loopback only; workers can import this test module)
+    import support.ray_fixtures  # noqa: F401  (loopback only; workers can import this test module)
     src = sources.ImageFolder(photo_root)
     with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5, return_indices=True,
                       device="cpu") as ld:

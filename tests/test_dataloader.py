@@ -10,7 +10,7 @@ from torch.utils.data import Dataset
 import hybridload
 from hybridload.errors import BatchTimeoutError
 
-from ray_fixtures import alive_actors
+from support.ray_fixtures import alive_actors
 
 
 class Squares(Dataset):

@@ -89,7 +89,7 @@ def test_a_user_error_surfaces_once_not_retried(ray_cluster, caplog):
 
 
 def _actor_names():
-    from ray_fixtures import alive_actors
+    from support.ray_fixtures import alive_actors
     return sorted(alive_actors())
 
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from streams import free_port, run_ranks
+from support.streams import free_port, run_ranks
 
 WORLD = 2
 EPOCHS = 2

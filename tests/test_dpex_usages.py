@@ -9,7 +9,7 @@ import sys
 import tempfile
 import textwrap
 
-from streams import free_port, run_rank_scripts
+from support.streams import free_port, run_rank_scripts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

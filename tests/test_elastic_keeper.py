@@ -3,11 +3,11 @@ driven by recorded node tables; the keeper's hands (start, stop) record what the
 
 import pytest
 
-from hybridload.cluster import NodeInfo
-from hybridload.lanes.elastic import Keeper, poll_seconds
-from hybridload.lanes.members import Members, State
-from hybridload.placement import elastic_target
-from hybridload.stats import PoolStats
+from hybridload.cluster.connect import NodeInfo
+from hybridload.lanes.ray.elastic import Keeper, poll_seconds
+from hybridload.lanes.ray.members import Members, State
+from hybridload.cluster.placement import elastic_target
+from hybridload.lanes.ray.pool_stats import PoolStats
 
 
 def node(nid, cpus=1, trainer=False):

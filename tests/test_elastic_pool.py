@@ -9,9 +9,9 @@ import time
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.lanes.members import State
+from hybridload.lanes.ray.members import State
 
-from ray_fixtures import STORE, alive_actors
+from support.ray_fixtures import STORE, alive_actors
 
 REC = recipe.imagenet_train(32)
 BS = 6  # 60 images -> 10 batches an epoch

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams import free_port
+from support.streams import free_port
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from hybridload import ops
+from hybridload.recipe import ops
 from hybridload.kernels.geometry import OP_FUNCTIONS, apply_ops, crop, flip, resize
 
 # the same tolerance as test_kernels.py states against Pillow's BILINEAR resize

@@ -29,8 +29,8 @@ from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 from hybridload.kernels.batch import normalize_batch as normalize
 from hybridload.lanes.gpu.torch_ops import as_op
 from hybridload.kernels.batch import normalize_batch
-from hybridload.ops import Crop, Flip, Resize
-from hybridload.transfer import DeviceMover, resolve_device, wait_for
+from hybridload.recipe.ops import Crop, Flip, Resize
+from hybridload.delivery.transfer import DeviceMover, resolve_device, wait_for
 
 # Stated tolerance, torch engine against the CPU lane (same boxes and flips; the engine
 # resizes in float32 and rounds, the CPU kernel in torch's uint8 fixed point): measured on

@@ -12,7 +12,7 @@ from hybridload import recipe as R
 from hybridload import sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_batch, process_sample
-from hybridload.ops import Crop, Flip, Resize
+from hybridload.recipe.ops import Crop, Flip, Resize
 
 # Stated tolerance against Pillow (decode, crop, BILINEAR resize, flip): at most 1 grey
 # level on any pixel, mean absolute difference under 0.25 per image. Cause: torch's

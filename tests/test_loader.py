@@ -12,8 +12,8 @@ import torch
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import BatchTimeoutError, SampleError
 
-from resume_helper import check_resume
-from streams import stream
+from support.resume_helper import check_resume
+from support.streams import stream
 
 REC = recipe.imagenet_train(48)
 

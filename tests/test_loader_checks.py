@@ -7,7 +7,7 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.loader_checks import check_epoch, check_seed, check_state
-from hybridload.sharding import resolve_rank
+from hybridload.sampling.sharding import resolve_rank
 
 REC = recipe.imagenet_train(32)
 MINE = {"seed": 0, "shuffle": True, "drop_last": False, "batch_size": 8, "world_size": 1, "rank": 0,

@@ -12,7 +12,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
-from ray_fixtures import alive_actors
+from support.ray_fixtures import alive_actors
 
 REC = recipe.imagenet_train(64)
 

@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from hybridload.node_cluster import job_key
+from hybridload.cluster.node_cluster import job_key
 
-from streams import free_port, run_rank_scripts
+from support.streams import free_port, run_rank_scripts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

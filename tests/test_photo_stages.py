@@ -3,9 +3,9 @@ say what to write instead."""
 
 import pytest
 
-from hybridload import ops as O
+from hybridload.recipe import ops as O
 from hybridload import recipe as R
-from hybridload.autoaug import OP_NAMES
+from hybridload.recipe.autoaug import OP_NAMES
 from hybridload.kernels.erase import erase_boxes
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image, ImageEnhance, ImageOps
 
-from hybridload import ops as O
+from hybridload.recipe import ops as O
 from hybridload import recipe as R
 from hybridload.kernels.decode import decode_image
 from hybridload.kernels.geometry import apply_ops

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload import ops as O
+from hybridload.recipe import ops as O
 from hybridload.kernels import photometric as P
 from hybridload.kernels import scratch as S
 

@@ -14,7 +14,7 @@ from hybridload.kernels.batch import finish_batch
 from hybridload.kernels.erase import erase_boxes
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-from streams import local_lane_streams, stream
+from support.streams import local_lane_streams, stream
 
 GEOMETRY = [R.Decode(), R.RandomResizedCrop(40), R.HorizontalFlip()]
 STAGES = {

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hybridload import ops
+from hybridload.recipe import ops
 from hybridload import recipe as R
 from hybridload.pipelines import chain_params
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hybridload.cluster import NodeInfo
-from hybridload.placement import Changes, elastic_target, plan_actors, reconcile
+from hybridload.cluster.connect import NodeInfo
+from hybridload.cluster.placement import Changes, elastic_target, plan_actors, reconcile
 
 
 def node(nid, cpus, trainer=False):

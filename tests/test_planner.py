@@ -319,7 +319,7 @@ def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
 
 
 def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
-    from hybridload.planner.profile import trust_measurements
+    from hybridload.cli.profile import trust_measurements
     m = Measurements(nodes=(NodeRate("local", 2, 240.0, True),), gpu_rate=500.0, gpu_available=True,
                      gpu_cpu_cost=1.8, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
     plan = solve(m)

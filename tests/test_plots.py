@@ -4,12 +4,12 @@ PNG opens, and a note appears when the model and the measurements disagree by mo
 import pytest
 from PIL import Image
 
-from hybridload import plots
-from hybridload.bench import ModeResult
+from hybridload.cli import plots
+from hybridload.cli.results import ModeResult
 from hybridload.extras import MissingExtraError, require
 from hybridload.planner import Limits, Measurements, NodeRate, solve
 from hybridload.planner.nvml import GpuUnavailable
-from hybridload.planner.profile import Profile
+from hybridload.cli.results import Profile
 
 LONG_GPU_LABEL = ("DALI CPU-only mode, no GPU visible, 2 threads, batch 64, decoders.image_random_crop with "
                   "libjpeg-turbo fancy upsampling on a machine whose name is deliberately very long indeed")

@@ -10,8 +10,8 @@ import pytest
 from hybridload import recipe, sources
 from hybridload.errors import SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.process_lane import ProcessLane
-from streams import local_lane_streams
+from hybridload.lanes.local.process import ProcessLane
+from support.streams import local_lane_streams
 
 REC = recipe.imagenet_train(48)
 

@@ -14,7 +14,7 @@ from hybridload.planner import Plan
 
 def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
     out, png = tmp_path / "plan.json", tmp_path / "plan.png"
-    proc = subprocess.run([sys.executable, "-m", "hybridload.cli", "profile", photo_root, "--recipe",
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "profile", photo_root, "--recipe",
                            "imagenet_train:64", "--batch-size", "8", "--seconds", "0.5", "--sample", "24",
                            "--out", str(out), "--plot", str(png), "--quiet"],
                           capture_output=True, text=True, timeout=300)

@@ -10,9 +10,9 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
-from ray_fixtures import alive_actors
-from streams import free_port, run_ranks
-from streams import stream as _stream
+from support.ray_fixtures import alive_actors
+from support.streams import free_port, run_ranks
+from support.streams import stream as _stream
 
 
 def digest_stream(loader, epochs=(0, 1)):

@@ -1,7 +1,7 @@
 import pytest
 
 from hybridload import recipe as R
-from hybridload.ops import Crop, Flip, Resize
+from hybridload.recipe.ops import Crop, Flip, Resize
 
 
 def test_sample_params_depend_only_on_seed_epoch_index():

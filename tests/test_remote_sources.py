@@ -12,7 +12,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 
 from test_tarshards import folder, shard_dir  # noqa: F401  (fixtures)
-from streams import stream as _stream
+from support.streams import stream as _stream
 
 
 def stream(loader, epochs=(0, 1)):

@@ -1,9 +1,9 @@
-"""hybridload.retry.decide as a table: each row is one rule of the module docstring."""
+"""hybridload.execution.retry.decide as a table: each row is one rule of the module docstring."""
 
 import pytest
 
 from hybridload.errors import LabelError, Reroute, SampleError, UserCodeError, WorkerLost
-from hybridload.retry import Action, LaneState, RetryRules, decide
+from hybridload.execution.retry import Action, LaneState, RetryRules, decide
 
 RULES = RetryRules(max_retries=3, break_after=2)
 SAMPLE = SampleError(7, "a.jpg", "decode", "bad")

@@ -1,5 +1,5 @@
 """The dispatcher driven by scripted fake lanes: each task completes when the test says so
-(events, not sleeps), so every rule of hybridload.dispatch is checked in isolation."""
+(events, not sleeps), so every rule of hybridload.execution.dispatch is checked in isolation."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import time
 import numpy as np
 import pytest
 
-from hybridload.retry import StragglerRule
+from hybridload.execution.retry import StragglerRule
 from hybridload.lanes.spec import LaneCaps
 from hybridload.errors import BatchTimeoutError, Reroute, SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
-from hybridload.retry import RetryRules
-from hybridload.stats import LoaderStats
-from hybridload.stream import BatchStream
+from hybridload.execution.retry import RetryRules
+from hybridload.execution.stats import LoaderStats
+from hybridload.execution.stream import BatchStream
 
 WAIT_S = 10.0
 

@@ -11,11 +11,11 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_batch
-from hybridload.shard_order import ShardOrder
-from hybridload.slowfs import SlowMemoryFileSystem
+from hybridload.sampling.shard_order import ShardOrder
+from support.slowfs import SlowMemoryFileSystem
 
-from resume_helper import check_resume
-from streams import local_lane_streams
+from support.resume_helper import check_resume
+from support.streams import local_lane_streams
 from test_concurrent_reads import to_memory
 from test_tarshards import folder, shard_dir, write_shard  # noqa: F401  (fixtures)
 

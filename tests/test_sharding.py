@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from torch.utils.data import DistributedSampler
 
-from hybridload import sharding
+from hybridload.sampling import sharding
 
-from resume_helper import check_resume
+from support.resume_helper import check_resume
 
 GRID = list(itertools.product([1, 7, 10, 33, 64, 101], [1, 2, 3, 4, 5, 8], [1, 3, 8], [False, True]))
 

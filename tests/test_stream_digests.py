@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.datasets import make_photo_folder
+from hybridload.cli.demo_data import make_photo_folder
 
 RECORD = Path(__file__).parent / "data" / "stream_digests.json"
 EPOCHS = (0, 1, 2)

@@ -15,8 +15,8 @@ from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
 from hybridload.sources import braceexpand, expand_urls, tar_index
 
-from resume_helper import check_resume
-from streams import stream as _stream
+from support.resume_helper import check_resume
+from support.streams import stream as _stream
 
 REC = recipe.imagenet_train(48)
 

@@ -5,7 +5,7 @@ A lane is small: ``name``, ``slots`` (tasks it runs at once), ``submit(task, don
 thread) and ``close()``.
 """
 
-from .base import BatchTask, Lane
-from .inprocess import InProcessLane
+from hybridload.lanes.base import BatchTask, Lane
+from hybridload.lanes.local.inprocess import InProcessLane
 
 __all__ = ["BatchTask", "Lane", "InProcessLane"]

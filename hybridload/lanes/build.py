@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .base import Lane, LaneKind
-from .spec import LaneSpec
+from hybridload.lanes.base import Lane, LaneKind
+from hybridload.lanes.spec import LaneSpec
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def build_lanes(spec: LaneSpec, source, recipe, *, policy, seed: int, batch_size
             out.lanes.append(standby)
             out.fallback.append(standby)
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes:
-            from .process_lane import ProcessLane
+            from hybridload.lanes.local.process import ProcessLane
             out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=policy.resolved_threads(),
                                          batch_size=batch_size, on_error=policy.on_error, pin_memory=pin_memory,
                                          start_method=spec.start_method))
@@ -64,17 +64,17 @@ def close_lanes(lanes: list) -> None:
 
 
 def _gpu_lane(policy, source, recipe, *, seed: int, batch_size: int, device: torch.device):
-    from .gpu import make_gpu_lane
+    from hybridload.lanes.gpu import make_gpu_lane
     return make_gpu_lane(policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
 
 
 def _cpu_lane(kind: LaneKind, policy, source, recipe, *, seed: int, rank: int, world_size: int,
               pin_memory: bool) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
-        from .inprocess import InProcessLane
+        from hybridload.lanes.local.inprocess import InProcessLane
         return InProcessLane(source, recipe, seed=seed, threads=policy.resolved_threads(),
                              on_error=policy.on_error, pin_memory=pin_memory)
-    from .ray_lane import RayLane
+    from hybridload.lanes.ray.lane import RayLane
     return RayLane(source, recipe, seed=seed, on_error=policy.on_error, ship_bytes=policy.ship_bytes,
                    ray_address=policy.ray_address, placement=policy.placement,
                    reserve_local_cpus=policy.reserve_local_cpus, cpu_actors=policy.cpu_actors, rank=rank,

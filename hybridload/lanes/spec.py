@@ -40,7 +40,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from .base import LaneKind
+from hybridload.lanes.base import LaneKind
 
 
 #: "auto" picks worker processes for the local lane from this many usable CPUs up where they

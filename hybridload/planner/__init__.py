@@ -1,8 +1,8 @@
 """The planner: GPU headroom (NVML), lane rates, and the split as a plan file."""
 
-from .nvml import GpuReading, GpuUnavailable, read_gpu
-from .plan import FORMAT_VERSION, Plan, PlanFormatError
-from .solver import Limits, Measurements, NodeRate, predict, solve, sweep
+from hybridload.planner.nvml import GpuReading, GpuUnavailable, read_gpu
+from hybridload.planner.plan import FORMAT_VERSION, Plan, PlanFormatError
+from hybridload.planner.solver import Limits, Measurements, NodeRate, predict, solve, sweep
 
 __all__ = ["GpuReading", "GpuUnavailable", "read_gpu", "FORMAT_VERSION", "Plan", "PlanFormatError",
            "Limits", "Measurements", "NodeRate", "predict", "solve", "sweep"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from .nvml import read_gpu
+from hybridload.planner.nvml import read_gpu
 
 log = logging.getLogger(__name__)
 

@@ -111,7 +111,7 @@ def _cuda_index(device: Any, env: dict) -> int:
         if dev.index is not None:
             return dev.index
     try:
-        from hybridload.transfer import resolve_device
+        from hybridload.delivery.transfer import resolve_device
         dev = resolve_device(device, env=env)
         if dev.type == "cuda" and dev.index is not None:
             return dev.index

@@ -48,7 +48,7 @@ def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float
 
 class OnlinePlanner:
     """mode="auto": every ``replan_every`` delivered batches, moves the GPU lane's cap
-    (in :class:`~hybridload.dispatch.LaneCaps`) toward what the lanes' live rates say,
+    (in :class:`~hybridload.execution.dispatch.LaneCaps`) toward what the lanes' live rates say,
     within the GPU headroom NVML reports (when the loader's device is a GPU).
 
     It reads the stats through ``snapshot()`` and writes only through ``caps``.

@@ -59,11 +59,11 @@ class _RateProbe:
 
 def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout_s: float = 120.0) -> list[tuple[str, int, float]]:
     """(node id, CPUs, images/s per core) for every node other than the trainer's, measured by
-    one actor on each, all at once. Needs a Ray connection (hybridload.cluster.acquire)."""
+    one actor on each, all at once. Needs a Ray connection (hybridload.cluster.connect.acquire)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from hybridload import cluster
+    from hybridload.cluster import connect as cluster
     others = [n for n in cluster.nodes() if not n.is_trainer and n.cpus > 0]
     if not others:
         return []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from .plan import Plan
+from hybridload.planner.plan import Plan
 
 GRID = 200
 

@@ -11,12 +11,12 @@ Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec 
 source subclasses :class:`Source` in its own module and is re-exported here.
 """
 
-from ._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs
-from .braces import braceexpand, expand_urls
-from .filelist import FileList
-from .folder import IMG_EXTENSIONS, ImageFolder
-from .tarshards import TarShards
-from .torch_dataset import TorchDataset
+from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs
+from hybridload.sources.braces import braceexpand, expand_urls
+from hybridload.sources.filelist import FileList
+from hybridload.sources.folder import IMG_EXTENSIONS, ImageFolder
+from hybridload.sources.tarshards import TarShards
+from hybridload.sources.torch_dataset import TorchDataset
 
 __all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS",
            "is_url", "read_bytes", "read_error", "url_to_fs", "braceexpand", "expand_urls"]

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from hybridload.errors import LabelError, SampleError
 
-from .reads import sequential_reads
+from hybridload.sources.reads import sequential_reads
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Source:
         """The rule that orders an epoch's samples and splits them among ranks: None for the
         library's default (DistributedSampler's), or an object with a pure
         ``rank_indices(n, *, seed, epoch, world_size, rank, shuffle, drop_last)``, such as
-        :class:`hybridload.shard_order.ShardOrder` for shard streaming."""
+        :class:`hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
         return None
 
     def _check_index(self, index: int) -> int:

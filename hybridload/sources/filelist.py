@@ -7,8 +7,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ._base import SampleRef, Source, check_protocols, is_url, read_file
-from .reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
+from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_file
+from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
 
 
 class FileList(Source):

@@ -8,8 +8,8 @@ import posixpath
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ._base import is_url, url_to_fs
-from .filelist import FileList
+from hybridload.sources._base import is_url, url_to_fs
+from hybridload.sources.filelist import FileList
 
 log = logging.getLogger(__name__)
 

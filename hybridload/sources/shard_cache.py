@@ -17,7 +17,7 @@ from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Callable
 
-from .reads import io_pool
+from hybridload.sources.reads import io_pool
 
 
 class ShardCache:

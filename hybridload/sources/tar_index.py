@@ -21,7 +21,7 @@ import tempfile
 import threading
 from typing import Any, Mapping
 
-from ._base import is_url, read_error, url_to_fs
+from hybridload.sources._base import is_url, read_error, url_to_fs
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ Sample order: shards in the given order, keys in tar order (first appearance).
 
 ``read="shard"`` streams shards instead: a worker reads each shard it needs whole, with one
 request, keeps the last few (:mod:`.shard_cache`) and cuts samples out of them; the source
-then asks for the shard-aware epoch order (:mod:`hybridload.shard_order`) so that a worker
+then asks for the shard-aware epoch order (:mod:`hybridload.sampling.shard_order`) so that a worker
 needs only a few shards at a time.
 """
 
@@ -31,13 +31,13 @@ import numpy as np
 
 from hybridload.errors import SampleError
 
-from hybridload.shard_order import ShardOrder
+from hybridload.sampling.shard_order import ShardOrder
 
-from ._base import SampleRef, Source, is_url, read_bytes, read_error
-from .braces import expand_urls
-from .reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
-from .shard_cache import ShardCache
-from .tar_index import shard_index, split_member_name
+from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error
+from hybridload.sources.braces import expand_urls
+from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
+from hybridload.sources.shard_cache import ShardCache
+from hybridload.sources.tar_index import shard_index, split_member_name
 
 log = logging.getLogger(__name__)
 

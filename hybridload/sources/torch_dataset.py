@@ -7,7 +7,7 @@ from typing import Any
 
 from hybridload.errors import SampleError
 
-from ._base import SampleRef, Source, to_label
+from hybridload.sources._base import SampleRef, Source, to_label
 
 #: the label of a sample whose ``ds[i]`` raised under ``on_error="skip"`` (its label could
 #: not be read): torch's ``CrossEntropyLoss`` ignores it by default (``ignore_index=-100``).

@@ -27,9 +27,9 @@ import warnings
 import torch
 
 from hybridload.errors import LaneUnavailableError
-from hybridload.transfer import resolve_device
+from hybridload.delivery.transfer import resolve_device
 
-from ..base import Lane
+from hybridload.lanes.base import Lane
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,14 @@ def _tiny_jpeg() -> bytes:
 
 
 def _dali(policy, source, recipe, *, seed, batch_size, device) -> Lane:
-    from .dali import DaliLane
+    from hybridload.lanes.gpu.dali import DaliLane
     return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
                     num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb,
                     normalize_output=False, host_sync=False)  # uint8 until delivery, which waits on result.ready
 
 
 def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
-    from .torch_lane import TorchGpuLane, torchvision_decoder
+    from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
     decode = torchvision_decoder(device)
     try:  # nvJPEG starts (or fails: driver, CUDA, memory) on the first decode, not at import
         decode([torch.frombuffer(bytearray(_tiny_jpeg()), dtype=torch.uint8)])

@@ -29,9 +29,9 @@ import torch
 from hybridload.errors import LaneUnavailableError, Reroute
 from hybridload.kernels.batch import finish_batch
 
-from ..base import BatchTask, LaneKind, PooledLane
-from .failures import reroute_or_raise
-from .feed import GpuBatchResult, read_batch, record_ready
+from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
+from hybridload.lanes.gpu.failures import reroute_or_raise
+from hybridload.lanes.gpu.feed import GpuBatchResult, read_batch, record_ready
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class DaliLane(PooledLane):
                  num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
                  host_sync: bool = True):
         from hybridload.pipelines import build_pipeline, used_inputs
-        from hybridload.transfer import resolve_device
+        from hybridload.delivery.transfer import resolve_device
         try:
             import nvidia.dali  # noqa: F401
         except Exception as exc:

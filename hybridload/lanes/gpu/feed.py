@@ -19,7 +19,7 @@ from hybridload.kernels.decode import is_jpeg
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
 
-from ..base import BatchTask
+from hybridload.lanes.base import BatchTask
 
 
 @dataclass(frozen=True)

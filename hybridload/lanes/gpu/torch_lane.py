@@ -26,10 +26,10 @@ import torch
 from hybridload.errors import LaneUnavailableError
 from hybridload.kernels.batch import finish_batch
 
-from ..base import BatchTask, LaneKind, PooledLane
-from .failures import reroute_or_raise
-from .feed import GpuBatchResult, read_batch, record_ready
-from .torch_ops import apply_ops, stack
+from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
+from hybridload.lanes.gpu.failures import reroute_or_raise
+from hybridload.lanes.gpu.feed import GpuBatchResult, read_batch, record_ready
+from hybridload.lanes.gpu.torch_ops import apply_ops, stack
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
 
-One function per op type (:class:`~hybridload.ops.Crop`, :class:`~hybridload.ops.Resize`,
-:class:`~hybridload.ops.Flip`; the colour ops in :mod:`.torch_photo`),
+One function per op type (:class:`~hybridload.recipe.ops.Crop`, :class:`~hybridload.recipe.ops.Resize`,
+:class:`~hybridload.recipe.ops.Flip`; the colour ops in :mod:`.torch_photo`),
 applied in order to each decoded image; then the batch is
 stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from hybridload.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
+from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
 
-from .torch_photo import PHOTO_FUNCTIONS
+from hybridload.lanes.gpu.torch_photo import PHOTO_FUNCTIONS
 
 
 def as_op(op) -> Op:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from hybridload.kernels.photometric import grey_mean_of_sums
-from hybridload.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
+from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
 
 GREY = (0.299, 0.587, 0.114)
 

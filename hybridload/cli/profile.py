@@ -1,0 +1,159 @@
+"""``hybridload profile``: measure, solve, check a few splits for real, and report."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from hybridload.cli.results import Profile
+from hybridload.planner.nvml import read_gpu
+from hybridload.planner.plan import Plan
+from hybridload.planner.rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
+from hybridload.planner.solver import Limits, Measurements, NodeRate, predict, solve, workers_for
+
+log = logging.getLogger(__name__)
+
+
+def _local_cpus(reserve: int) -> int:
+    from hybridload.policy import usable_cpus
+    return max(1, usable_cpus() - reserve)
+
+
+def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: float, threads: int,
+                   gpu_threads: int, device, seed: int = 0) -> float:
+    """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
+    from hybridload import HybridLoader, LoaderPolicy
+    from hybridload.sampling.epochs import endless
+    mode = "cpu" if share <= 0 else "split"
+    policy = LoaderPolicy(mode=mode, gpu_share=share if share > 0 else None, cpu_actors=0, threads=threads,
+                          gpu_threads=gpu_threads)
+    with HybridLoader(source, recipe, batch_size, policy=policy, seed=seed, device=device) as ld:
+        n, t0 = 0, None
+        for images, _labels in endless(ld):
+            if t0 is None:  # the first batch pays for start-up
+                t0 = time.perf_counter()
+                continue
+            n += images.shape[0]
+            if time.perf_counter() - t0 >= seconds:
+                return n / (time.perf_counter() - t0)
+
+
+def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample: int = 256,
+                max_gpu_util: float = 0.9, reserve_local_cpus: int = 0, demand: float | None = None,
+                gpu_threads: int = 2, ray_address: str | None = None, check_points: bool = True,
+                device: torch.device | None = None, progress=None) -> Profile:
+    """Measure everything, solve the plan, and (optionally) measure the loader at a few shares."""
+    from hybridload.delivery.transfer import default_device
+    t_start = time.perf_counter()
+    device = default_device(device)
+    step = progress or (lambda msg: None)
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(source))[:min(sample, len(source))].tolist()
+    notes = []
+
+    step("reading the GPU through NVML")
+    gpu = read_gpu(window_s=1.0)
+    if not gpu.available:
+        notes.append(f"NVML: {gpu.reason}")
+
+    step("CPU lane on the trainer's node")
+    cpus = _local_cpus(reserve_local_cpus)
+    single = cpu_rate_per_core(source, recipe, idx, seconds / 2)
+    # the real in-process lane on all its threads: what the cores give together (GIL, memory, the consumer)
+    lane_rate = measure_loader(source, recipe, batch_size, 0.0, seconds=seconds, threads=cpus,
+                               gpu_threads=gpu_threads, device=device)
+    local_rate = lane_rate / cpus
+    nodes = [NodeRate("local", cpus, local_rate, True)]
+
+    if ray_address:
+        step("CPU kernels on the cluster's other nodes")
+        from hybridload.cluster import connect as cluster
+        cluster.acquire(ray_address)
+        try:
+            for node_id, ncpu, rate in remote_rates(source, recipe, idx, seconds):
+                nodes.append(NodeRate(node_id, ncpu, rate, False))
+        finally:
+            cluster.release()
+
+    step("the GPU lane")
+    try:
+        g_rate, g_cost, g_label = gpu_lane_rate(source, recipe, idx, seconds, batch_size=batch_size,
+                                                device=device, threads=gpu_threads)
+        # in CPU-only mode the stand-in needs no GPU time; on a GPU, NVML's reading sets the headroom
+        gpu_ok = True
+        util = gpu.util_mean if gpu.available and device.type == "cuda" else 0.0
+    except Exception as exc:
+        g_rate, g_cost, g_label, gpu_ok, util = 0.0, 0.0, f"unavailable ({exc})", False, 0.0
+        notes.append(f"GPU lane: {exc}")
+    m = Measurements(nodes=tuple(nodes), gpu_rate=g_rate, gpu_util=util, gpu_available=gpu_ok,
+                     gpu_cpu_cost=g_cost, gpu_label=g_label, gpu_time_bound=device.type == "cuda",
+                     notes=tuple(notes))
+    lim = Limits(max_gpu_util=max_gpu_util, demand=demand)
+
+    step("solving the split")
+    plan = solve(m, lim)
+
+    points = [(0.0, lane_rate)]
+    if check_points:
+        shares = sorted({plan.gpu_share, 1.0} - {0.0}) if gpu_ok else []
+        for s in shares:
+            step(f"checking the loader at GPU share {s:.2f}")
+            points.append((s, measure_loader(source, recipe, batch_size, s, seconds=seconds, threads=cpus,
+                                             gpu_threads=gpu_threads, device=device)))
+        plan = trust_measurements(plan, m, lim, points)
+        plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
+
+    rows = [("GPU (NVML)", _gpu_text(gpu)),
+            ("CPU lane, trainer node", f"{lane_rate:.0f} images/s on {cpus} threads "
+                                       f"({single:.0f} images/s on one core alone)")]
+    rows += [(f"CPU kernels, node {n.node_id[:12]}", f"{n.per_core:.0f} images/s per core x {n.cpus} cores")
+             for n in nodes[1:]]
+    rows += [("GPU lane", f"{g_rate:.0f} images/s, {g_cost:.2f} trainer cores ({g_label})"),
+             ("chosen GPU share", f"{plan.gpu_share:.2f}"),
+             ("CPU workers", f"{plan.local_threads} local threads, "
+                             f"{plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip()),
+             ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
+             ("why", plan.reason), ("bottleneck", plan.bottleneck)]
+    rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (predicted {predict(m, lim, s)['total']:.0f})")
+             for s, r in points]
+    return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
+
+
+def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
+                        margin: float = 0.03) -> Plan:
+    """The loader measured at a few shares beats the model: when another checked share
+    delivered clearly more (by ``margin``) than the chosen one, take it. Two lanes whose
+    rates are close make the model's choice flip on a noisy reading; the check catches it."""
+    at_choice = next((r for s, r in points if s == plan.gpu_share), None)
+    best_share, best_rate = max(points, key=lambda p: p[1])
+    if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):
+        return plan
+    pred = predict(m, lim, best_share)
+    actors = workers_for(m, pred)
+    local = actors.pop("local", 0)
+    reason = (f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
+              f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})")
+    log.info("profile: %s", reason)
+    return Plan(**{**plan.to_dict(), "gpu_share": best_share, "cpu_actors": actors, "local_threads": local,
+                   "predicted": {k: round(v, 2) for k, v in pred.items()}, "reason": reason})
+
+
+def _gpu_text(gpu) -> str:
+    if not gpu.available:
+        return f"none: {gpu.reason}"
+    text = (f"{gpu.name} {gpu.uuid}: kernel-active time {gpu.util_mean:.0%} (max {gpu.util_max:.0%}) over "
+            f"{gpu.window_s:g} s, {gpu.mem_free_bytes / 2**30:.1f} of {gpu.mem_total_bytes / 2**30:.1f} GiB free")
+    if gpu.jpeg_util is not None:
+        text += f", JPEG engine {gpu.jpeg_util:.0%}"
+    if gpu.nvdec_util is not None:
+        text += f", NVDEC (video) {gpu.nvdec_util:.0%}"
+    return text
+
+
+def plot_profile(prof: Profile, path: str) -> None:
+    """PNG: predicted images/s against GPU share, the measured points, the choice marked (``hybridload.cli.plots``)."""
+    from hybridload.cli import plots
+    plots.save(plots.profile_figure(prof), path)

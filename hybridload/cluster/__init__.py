@@ -1,0 +1,10 @@
+"""The Ray cluster the loader runs on: connecting, starting, and where actors go.
+
+``connect`` (one connection per process: an address, or the embedded local cluster),
+``ray_start`` (starting an embedded head), ``node_cluster`` (one embedded cluster per
+machine, shared by its ranks) and ``placement`` (which nodes the actors go to).
+"""
+
+from hybridload.cluster.connect import NodeInfo, acquire, nodes, release
+
+__all__ = ["NodeInfo", "acquire", "nodes", "release"]

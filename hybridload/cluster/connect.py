@@ -1,0 +1,245 @@
+"""Connecting to Ray: an existing cluster, or an embedded one on loopback.
+
+Ray is imported here lazily (never at ``import hybridload``). A process holds **one** Ray
+connection, shared by every loader: ``acquire`` connects (or starts an embedded cluster)
+the first time and counts users; ``release`` drops a user but keeps the connection, so the
+next loader reuses it instead of paying Ray's start (and its per-``ray.init`` leak of file
+descriptors and memory) again. The connection ends at interpreter exit (Ray's own exit
+hook) or when :func:`shutdown` is called with no user left. A Ray session the user started
+is used as it is and never shut down here.
+
+What ``"auto"`` joins (:mod:`hybridload.cluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
+else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
+checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
+another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
+
+Trust model: whoever can reach a Ray cluster's ports can run code on it. The embedded
+cluster listens on 127.0.0.1 only; for remote clusters use a private network and Ray's
+token authentication (RAY_AUTH_MODE=token).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+
+from hybridload.cluster import node_cluster
+from hybridload.cluster import ray_start
+from hybridload.errors import LaneUnavailableError
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_users = 0
+_ours: str | None = None  # what hybridload connected to ("embedded" or an address); None: not ours
+_our_job: str | None = None  # the Ray job id of that connection (a later ray.init by the user is not ours)
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:
+        raise LaneUnavailableError(
+            "the Ray lane needs Ray: pip install 'hybridload[ray]' (or use LoaderPolicy(cpu_actors=0) "
+            "for the in-process lane)") from exc
+    return ray
+
+
+def acquire(address: str | None = None, fallback_embedded: bool = False):
+    """Make sure this process is connected to Ray; returns the ``ray`` module.
+
+    ``address``: "embedded" → an embedded local cluster on loopback (RAY_ADDRESS is not
+    read); None → RAY_ADDRESS if set, else the embedded cluster; "auto" → see the module
+    docstring (with ``fallback_embedded``, the embedded cluster when it finds none, else an
+    error); "host:port" → that cluster. A connection that already exists in this process is
+    used as it is; an idle one hybridload made for another target is replaced.
+    """
+    global _users, _ours, _our_job
+    ray = _import_ray()
+    with _lock:
+        target = _target(address, fallback_embedded)
+        if _is_ours(ray) and _users == 0 and target != _ours:
+            log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
+            ray.shutdown()
+        if not ray.is_initialized():
+            _ours = _connect(ray, target, joined_auto=address == "auto", fallback_embedded=fallback_embedded)
+            _our_job = ray.get_runtime_context().get_job_id()
+        _users += 1
+    return ray
+
+
+def _is_ours(ray) -> bool:
+    """True while the live connection is the one hybridload made."""
+    return _ours is not None and ray.is_initialized() and ray.get_runtime_context().get_job_id() == _our_job
+
+
+def _target(address: str | None, fallback_embedded: bool) -> str:
+    if address == "embedded":
+        return "embedded"
+    if address == "auto":
+        env = os.environ.get("RAY_ADDRESS")
+        found = ray_start.auto_address(env, ray_start.ray_start_record(), os.getuid())
+        if found and not env and ray_start.gcs_started_by_another_process(found):
+            log.warning("the cluster at %s in Ray's `ray start` record was started by another process (ray.init() "
+                        "or a test's Cluster), not `ray start`: not joining it", found)
+            found = None
+        if found is None and not fallback_embedded:
+            raise ConnectionError(
+                "ray_address='auto': RAY_ADDRESS is unset and no cluster was started with `ray start` on this "
+                "machine by this user; start one (`ray start --head`), or pass ray_address='host:port' or "
+                "'embedded'")
+        return found or "embedded"
+    return address or os.environ.get("RAY_ADDRESS") or "embedded"
+
+
+def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) -> str:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if target != "embedded":
+        log.info("connecting to the Ray cluster at %s", target)
+        try:
+            _check_listening(target)  # ray.init waits minutes on a dead address (a stale record)
+            if joined_auto and not os.environ.get("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
+                _join(ray, target)
+            else:
+                ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
+        except ConnectionError as exc:
+            if not (joined_auto and fallback_embedded):
+                raise
+            log.warning("no Ray cluster answers at %s (%s); starting an embedded one on 127.0.0.1", target, exc)
+            target = "embedded"
+        else:
+            if joined_auto and _started_by_ray_init(ray):
+                ray.shutdown()
+                if not fallback_embedded:
+                    raise ConnectionError(f"ray_address='auto': the cluster at {target} was started by another "
+                                          "process's ray.init(), not `ray start`; pass its address explicitly")
+                log.warning("the cluster at %s was started by ray.init() in another process, not `ray start`: "
+                            "not joining it; starting an embedded one on 127.0.0.1", target)
+                target = "embedded"
+    if target == "embedded":
+        key = node_cluster.job_key(os.environ)
+        if key is None:
+            _start_embedded(ray)
+        else:  # ranks of one job on this machine share one embedded cluster
+            how = node_cluster.start_or_join(key, lambda: _start_embedded(ray),
+                                             lambda addr: _join(ray, addr), _check_listening)
+            log.info("%s this job's embedded Ray cluster on this machine", how)
+    return target
+
+
+def _start_embedded(ray) -> str:
+    _loopback_only(ray)
+    # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    log.info("starting an embedded Ray cluster on 127.0.0.1")
+    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
+    return ray.get_runtime_context().gcs_address
+
+
+def _join(ray, address: str) -> None:
+    """Connect to a cluster found on this machine (Ray's token, if it has one, as Ray's "auto" does)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available)
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except Exception as exc:  # a Ray without token authentication
+        log.debug("no Ray token set-up (%s)", exc)
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+
+
+def _check_listening(address: str, timeout_s: float = 5.0) -> None:
+    """ConnectionError unless something accepts TCP connections at ``host:port``."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # not host:port (e.g. ray://...): Ray reports it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing listens at {address} ({exc}); is the Ray cluster running?") from None
+
+
+def _started_by_ray_init(ray) -> bool:
+    """Ray's own cluster metadata says whether ``ray.init()`` (not ``ray start``) made it."""
+    try:
+        from ray._common.usage.usage_lib import get_cluster_metadata
+        meta = get_cluster_metadata(ray._private.worker.global_worker.gcs_client)
+        return bool(meta and meta.get("ray_init_cluster"))
+    except Exception as exc:  # an older/newer Ray without the record: the address file was the test
+        log.debug("cannot read Ray's cluster metadata (%s)", exc)
+        return False
+
+
+def _loopback_only(ray) -> None:
+    """Make the embedded cluster bind to 127.0.0.1 only.
+
+    Ray decides its node address from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, read once when
+    ``ray`` is imported (ray._private.ray_constants.ENABLE_RAY_CLUSTER); with the default,
+    its processes listen on every interface. The variable is set for the processes Ray
+    starts, and the constant is corrected when ``ray`` was imported before us.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    try:
+        from ray._private import ray_constants
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    except Exception as exc:  # pragma: no cover - Ray moved its constant: fail loudly, never silently
+        raise RuntimeError(f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
+                           "and pass LoaderPolicy(ray_address=...)") from exc
+
+
+def _embedded_store_bytes() -> int:
+    # a modest object store: batches are consumed as they arrive (the window bounds them)
+    return int(os.environ.get("HYBRIDLOAD_OBJECT_STORE_BYTES", str(1 << 30)))
+
+
+def release() -> None:
+    """Drop one user. The connection stays for the next loader (see :func:`shutdown`)."""
+    global _users
+    with _lock:
+        _users = max(0, _users - 1)
+
+
+def users() -> int:
+    """Loaders (and other hybridload parts) holding the connection now."""
+    with _lock:
+        return _users
+
+
+def shutdown() -> bool:
+    """Shut down the Ray connection hybridload made (and its embedded cluster) if no loader
+    uses it; returns True when it did. Ray also shuts it down at interpreter exit."""
+    global _ours
+    ray = _import_ray()
+    with _lock:
+        if _users or not _is_ours(ray):
+            return False
+        log.info("shutting down the Ray connection hybridload made (%s)", _ours)
+        ray.shutdown()
+        _ours = None
+        return True
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One alive Ray node as the placement planner sees it."""
+
+    node_id: str
+    address: str
+    cpus: int
+    is_trainer: bool
+
+
+def nodes() -> list[NodeInfo]:
+    """Alive nodes with their total CPUs; the node this process runs on is the trainer's."""
+    ray = _import_ray()
+    here = ray.get_runtime_context().get_node_id()
+    out = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        out.append(NodeInfo(n["NodeID"], n.get("NodeManagerAddress", "?"),
+                            int(n.get("Resources", {}).get("CPU", 0)), n["NodeID"] == here))
+    return sorted(out, key=lambda n: (n.is_trainer, n.node_id))

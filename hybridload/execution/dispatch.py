@@ -1,0 +1,296 @@
+"""The dispatcher hands batch tasks to lanes, pull-based, within the merger's window.
+
+It runs on its own thread, woken when a lane reports, when the consumer takes a batch
+(the window moves) and every ``tick_s`` (to notice stragglers when nothing else happens).
+Lanes report into an inbox; only the dispatcher's thread changes its bookkeeping.
+
+* A task starts only while the merger admits its sequence number (inside the window
+  ahead of the consumer), and only on a lane with a free slot.
+* Lanes are tried in order. A lane with a cap (:class:`~hybridload.lanes.spec.LaneCaps`) takes a
+  new task only while its share of the tasks handed out stays at or below the cap. A
+  fallback lane takes tasks only when every other lane is unusable, or for retries.
+* A failed task follows :func:`hybridload.execution.retry.decide`: delivered as the batch's
+  result, or handed on (retries first, before new work).
+* Stragglers: a task running longer than ``factor`` times its lane's typical task time
+  (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
+  result wins and the merger drops the other.
+* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
+  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
+
+Whatever happens, each sequence number is delivered exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Protocol, Sequence
+
+from hybridload.errors import Reroute, SampleError
+from hybridload.lanes.base import BatchTask, Lane, LaneKind
+from hybridload.lanes.spec import LaneCaps
+from hybridload.execution.merge import OrderedMerger
+from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
+
+log = logging.getLogger(__name__)
+
+
+class DispatchHooks(Protocol):
+    """What the dispatcher reports (``LoaderStats`` implements it)."""
+
+    def batch_done(self, lane: str, images: int, seconds: float, skipped=()) -> None: ...
+
+    def batch_retried(self, lane: str) -> None: ...
+
+    def batch_reissued(self, lane: str) -> None: ...
+
+    def duplicate_dropped(self, lane: str) -> None: ...
+
+
+class _LaneBook:
+    """The dispatcher's bookkeeping for one lane."""
+
+    def __init__(self, lane: Lane, fallback: bool):
+        self.lane = lane
+        self.fallback = fallback
+        self.in_flight = 0        # copies of tasks running on it now
+        self.handed = 0           # tasks it took, failed attempts not counted (shares)
+        self.fails_in_row = 0
+        self.typical_s: float | None = None  # EWMA of its task seconds
+        self.broken = False
+
+    def usable(self, excluded: set[int]) -> bool:
+        return not self.broken and id(self) not in excluded and self.lane.slots > 0
+
+    def has_slot(self) -> bool:
+        return self.in_flight < self.lane.slots
+
+
+class Dispatcher:
+    """Runs one pass: ``batches[start:]`` of ``epoch`` onto ``lanes``, results into ``merger``."""
+
+    def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int, start: int,
+                 merger: OrderedMerger, hooks: DispatchHooks, caps: LaneCaps | None = None,
+                 fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
+                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None,
+                 tick_s: float = 0.05):
+        if not lanes:
+            raise ValueError("Dispatcher needs at least one lane")
+        self._books = [_LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
+        self._batches, self._epoch, self._next = batches, epoch, start
+        self._merger, self._hooks = merger, hooks
+        self._caps = caps if caps is not None else LaneCaps()
+        self._rules, self._stragglers, self._tick_s = rules, stragglers, tick_s
+        self._device_budget = device_budget_bytes
+        self._retry_queue: deque[BatchTask] = deque()
+        self._attempts: dict[int, int] = {}
+        self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
+        self._running: dict[int, list[tuple[_LaneBook, float]]] = {}  # seq -> copies (book, start)
+        self._reissued: set[int] = set()
+        self._inbox: deque = deque()                       # (book, start, task, result) from lanes
+        self._cond = threading.Condition()
+        self._lock = threading.Lock()                      # the bookkeeping, for where()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name="hybridload-dispatch", daemon=True)
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def stop(self, join_timeout_s: float = 10.0) -> None:
+        with self._cond:
+            self._stopped = True
+            self._inbox.clear()
+            self._cond.notify()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(join_timeout_s)
+
+    def where(self, seq: int) -> str:
+        """Which lane holds ``seq`` (for timeout messages)."""
+        with self._lock:
+            copies = list(self._running.get(seq, ()))
+        return f"held by lane '{copies[0][0].lane.name}'" if copies else "not started"
+
+    # ------------------------------------------------------------------ the thread
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._stopped and not self._inbox:
+                        self._cond.wait(self._tick_s)
+                    if self._stopped:
+                        return
+                    reports = list(self._inbox)
+                    self._inbox.clear()
+                with self._lock:
+                    for report in reports:
+                        self._settle(*report)
+                    self._reissue_stragglers()
+                    self._fill()
+        except BaseException as exc:  # a bug here must surface to the consumer, not hang it
+            log.exception("the dispatcher failed")
+            self._merger.abort(exc)
+
+    def _report_to(self, book: _LaneBook, t0: float):
+        def done(task: BatchTask, result) -> None:
+            with self._cond:
+                if not self._stopped:
+                    self._inbox.append((book, t0, task, result))
+                    self._cond.notify()
+        return done
+
+    def _start(self, book: _LaneBook, task: BatchTask) -> None:
+        t0 = time.perf_counter()
+        book.in_flight += 1
+        self._running.setdefault(task.seq, []).append((book, t0))
+        done = self._report_to(book, t0)
+        try:
+            book.lane.submit(task, done)
+        except Exception as exc:  # the lane refused: a failed attempt
+            done(task, exc)
+
+    # ------------------------------------------------------------------ starting work
+    def _pick(self, excluded: set[int], retry: bool) -> _LaneBook | None:
+        primaries = [b for b in self._books if not b.fallback and b.usable(excluded)]
+        candidates = list(primaries)
+        if retry or not primaries:
+            candidates += [b for b in self._books if b.fallback and b.usable(excluded)]
+        total = sum(b.handed for b in self._books)
+        for book in candidates:
+            if not book.has_slot() or not self._device_room(book):
+                continue
+            cap = self._caps.get(book.lane.kind)
+            if cap is not None and not retry and book.handed + 1 > cap * (total + 1) + 1e-9:
+                continue
+            return book
+        return None
+
+    def _device_room(self, book: _LaneBook) -> bool:
+        """A GPU lane starts a batch only while the GPU bytes of finished, buffered batches
+        plus its batches in flight stay within the device budget (one batch always may; until a
+        first batch shows its size, one at a time)."""
+        if self._device_budget is None or book.lane.kind is not LaneKind.GPU:
+            return True
+        held, size = self._merger.device_bytes(), self._merger.largest_device_batch
+        if held == 0 and book.in_flight == 0:
+            return True
+        return size > 0 and held + (book.in_flight + 1) * size <= self._device_budget
+
+    def _no_lane_left(self, seq: int) -> bool:
+        excluded = self._excluded.get(seq, set())
+        return not any(b.usable(excluded) for b in self._books)
+
+    def _fill(self) -> None:
+        """Start every task that the window, the caps and the lanes' slots allow."""
+        while not self._stopped:
+            if self._retry_queue:
+                task, retry = self._retry_queue[0], True
+            elif self._next < len(self._batches) and self._merger.admits(self._next):
+                task, retry = BatchTask(self._next, self._epoch, self._batches[self._next]), False
+            else:
+                return
+            if self._no_lane_left(task.seq):
+                self._take(retry)
+                self._deliver_error(task.seq, RuntimeError(
+                    f"batch {task.seq}: no lane left to run it (broken: {sorted(self._broken_names())}, "
+                    f"failed on: {sorted(self._excluded_names(task.seq))})"))
+                continue
+            book = self._pick(self._excluded.get(task.seq, set()), retry)
+            if book is None:
+                return
+            self._take(retry)
+            book.handed += 1
+            self._start(book, task)
+
+    def _take(self, retry: bool) -> None:
+        if retry:
+            self._retry_queue.popleft()
+        else:
+            self._next += 1
+
+    def _reissue_stragglers(self) -> None:
+        now = time.perf_counter()
+        for seq, copies in list(self._running.items()):
+            if seq in self._reissued or len(copies) != 1 or self._merger.settled(seq):
+                continue
+            book, t0 = copies[0]
+            if not self._stragglers.overdue(now - t0, book.typical_s):
+                continue
+            other = self._pick(set(), retry=True)
+            if other is None:
+                continue
+            self._reissued.add(seq)
+            self._hooks.batch_reissued(book.lane.name)
+            log.warning("batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
+                        "the first result wins", seq, now - t0, book.lane.name, book.typical_s, other.lane.name)
+            self._start(other, BatchTask(seq, self._epoch, self._batches[seq]))
+
+    # ------------------------------------------------------------------ results
+    def _settle(self, book: _LaneBook, t0: float, task: BatchTask, result) -> None:
+        book.in_flight -= 1
+        copies = self._running.get(task.seq, [])
+        if (book, t0) in copies:
+            copies.remove((book, t0))
+        if not copies:
+            self._running.pop(task.seq, None)
+        if isinstance(result, BaseException):
+            if copies or self._merger.settled(task.seq):
+                log.info("a copy of batch %d failed on lane '%s' (%s); another copy carries it",
+                         task.seq, book.lane.name, type(result).__name__)
+            else:
+                self._failed(book, task, result)
+            return
+        seconds = time.perf_counter() - t0
+        book.fails_in_row = 0
+        book.typical_s = seconds if book.typical_s is None else 0.8 * book.typical_s + 0.2 * seconds
+        if self._merger.put(task.seq, result):
+            images = len(task.indices) if hasattr(task.indices, "__len__") else 1  # batch_size=None: one sample
+            self._hooks.batch_done(book.lane.name, images, seconds, getattr(result, "skipped", ()))
+        else:
+            self._hooks.duplicate_dropped(book.lane.name)
+
+    def _failed(self, book: _LaneBook, task: BatchTask, exc: BaseException) -> None:
+        if isinstance(exc, SampleError):  # the batch's own result: a bad sample, named
+            self._merger.put(task.seq, exc, error=True)
+            return
+        book.handed -= 1  # shares count delivered work, not failed attempts
+        attempts = self._attempts[task.seq] = self._attempts.get(task.seq, 0) + 1
+        others = [b for b in self._books if b is not book]
+        excluded = self._excluded.get(task.seq, set())
+        state = LaneState(fails_in_row=book.fails_in_row, lanes=len(self._books),
+                          others_working=any(not b.broken for b in others),
+                          others_usable=any(b.usable(excluded) for b in others))
+        decision = decide(exc, attempts, state, self._rules)
+        if decision.lane_fault:
+            book.fails_in_row += 1
+        if decision.break_lane and not book.broken:
+            book.broken = True
+            log.warning("lane '%s' failed %d tasks in a row (last: %s: %s); it gets no more tasks%s",
+                        book.lane.name, book.fails_in_row, type(exc).__name__, exc,
+                        ", the other lanes carry on" if state.others_working else "")
+        if decision.exclude:
+            self._excluded.setdefault(task.seq, set()).add(id(book))
+        if decision.action is Action.DELIVER:
+            self._deliver_error(task.seq, exc)
+            return
+        self._retry_queue.append(task)
+        self._hooks.batch_retried(book.lane.name)
+        log.log(logging.INFO if isinstance(exc, Reroute) else logging.WARNING,
+                "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
+                task.seq, book.lane.name, type(exc).__name__, exc, attempts + 1)
+
+    def _deliver_error(self, seq: int, exc: BaseException) -> None:
+        self._merger.put(seq, exc, error=True)
+
+    def _broken_names(self) -> list[str]:
+        return [b.lane.name for b in self._books if b.broken]
+
+    def _excluded_names(self, seq: int) -> list[str]:
+        ids = self._excluded.get(seq, set())
+        return [b.lane.name for b in self._books if id(b) in ids]

@@ -1,0 +1,112 @@
+"""What happens to a batch whose lane failed (one pure decision, tested as a table), and
+when a batch that is taking too long is issued again (:class:`StragglerRule`).
+
+The rules, in order:
+
+1. A :class:`SampleError` or a :class:`UserCodeError` (the user's dataset or collate
+   raised: deterministic, so retrying would only repeat it) is the batch's result: it is
+   delivered in order (the user sees which sample broke, at the position of its batch).
+2. A failure counts against its lane unless it is a :class:`WorkerLost` (a worker died;
+   the lane carries on with the rest) or a :class:`Reroute` (the lane cannot take this
+   batch, e.g. a non-JPEG for the GPU lane). A lane that fails ``break_after`` tasks in a
+   row is broken: it gets no more tasks.
+3. The failed lane is excluded for this batch when another working lane exists — except
+   after a WorkerLost, where the same lane's other workers may take it.
+4. The batch is handed on while its attempts stay within ``max_retries`` (plus one per
+   lane after a WorkerLost, so losing several actors never fails a batch) and some lane
+   may still take it; otherwise the exception is delivered as the batch's result.
+
+==================  ===============  ==========================  ===========
+failure             counts vs lane   excluded for the batch       handed on
+==================  ===============  ==========================  ===========
+SampleError         no               —                           no: delivered
+UserCodeError       no               —                           no: delivered
+WorkerLost          no               no                          within max_retries + lanes
+Reroute             no               if another lane works        within max_retries
+anything else       yes              if another lane works        within max_retries
+==================  ===============  ==========================  ===========
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from hybridload.errors import Reroute, SampleError, UserCodeError, WorkerLost
+
+
+class Action(enum.Enum):
+    DELIVER = "deliver"  #: the exception becomes the batch's result
+    RETRY = "retry"      #: hand the batch on; the same lane may take it again
+    EXCLUDE = "exclude"  #: hand the batch on to another lane
+    BREAK = "break"      #: the lane is broken; hand the batch on to another lane
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """Attributes:
+        max_retries: how many times a failed batch is handed on (lost workers add one per lane).
+        break_after: a lane failing this many tasks in a row gets no more.
+    """
+
+    max_retries: int = 3
+    break_after: int = 2
+
+
+@dataclass(frozen=True)
+class LaneState:
+    """What the decision needs to know about the failed lane and the others.
+
+    Attributes:
+        fails_in_row: the lane's failures in a row before this one.
+        lanes: how many lanes the pass has.
+        others_working: another lane is not broken.
+        others_usable: another lane may take this batch (not broken, not excluded for it).
+    """
+
+    fails_in_row: int
+    lanes: int
+    others_working: bool
+    others_usable: bool
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    lane_fault: bool   #: the failure counts against the lane (its fails-in-a-row grow)
+    break_lane: bool   #: the lane is broken from now on (also when the batch is delivered)
+    exclude: bool      #: the lane may not take this batch again
+
+    @property
+    def hand_on(self) -> bool:
+        return self.action is not Action.DELIVER
+
+
+def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules = RetryRules()) -> Decision:
+    """The fate of a batch whose ``attempts``-th attempt failed with ``exc`` on ``lane``."""
+    if isinstance(exc, (SampleError, UserCodeError)):
+        return Decision(Action.DELIVER, lane_fault=False, break_lane=False, exclude=False)
+    lost = isinstance(exc, WorkerLost)
+    fault = not isinstance(exc, (Reroute, WorkerLost))
+    broken = fault and lane.fails_in_row + 1 >= rules.break_after
+    exclude = lane.others_working and not lost
+    limit = rules.max_retries + (lane.lanes if lost else 0)
+    same_lane_may = not broken and not exclude
+    if attempts > limit or not (same_lane_may or lane.others_usable):
+        return Decision(Action.DELIVER, lane_fault=fault, break_lane=broken, exclude=exclude)
+    action = Action.BREAK if broken else Action.EXCLUDE if exclude else Action.RETRY
+    return Decision(action, lane_fault=fault, break_lane=broken, exclude=exclude)
+
+
+@dataclass(frozen=True)
+class StragglerRule:
+    """Re-issue a task once it ran ``factor`` x its lane's typical time (at least ``min_s``);
+    ``factor=None`` turns re-issuing off."""
+
+    factor: float | None = 4.0
+    min_s: float = 2.0
+
+    def overdue(self, elapsed_s: float, typical_s: float | None) -> bool:
+        if self.factor is None or typical_s is None:
+            return False
+        return elapsed_s >= max(self.min_s, self.factor * typical_s)

@@ -1,0 +1,91 @@
+"""Counters the loader keeps for ``stats()``: thread-safe, reported as a plain dict.
+
+``LoaderStats`` is the dispatcher's hooks object (``batch_done``, ``batch_retried``,
+``batch_reissued``, ``duplicate_dropped``) and the stream's ``record_wait``; readers take
+a ``snapshot()`` instead of reaching into its lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+
+class LoaderStats:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.images = defaultdict(int)
+            self.batches = defaultdict(int)
+            self.busy_s = defaultdict(float)
+            self.retries = defaultdict(int)
+            self.reissued = defaultdict(int)
+            self.duplicates = defaultdict(int)
+            self.skipped: list[tuple] = []
+            self.stall_s = 0.0
+            self.batches_delivered = 0
+            self.started = time.perf_counter()
+
+    def batch_done(self, lane: str, n: int, seconds: float, skipped=()) -> None:
+        with self._lock:
+            self.images[lane] += n
+            self.batches[lane] += 1
+            self.busy_s[lane] += seconds
+            self.skipped.extend(skipped)
+
+    def batch_retried(self, lane: str) -> None:
+        with self._lock:
+            self.retries[lane] += 1
+
+    def batch_reissued(self, lane: str) -> None:
+        with self._lock:
+            self.reissued[lane] += 1
+
+    def duplicate_dropped(self, lane: str) -> None:
+        with self._lock:
+            self.duplicates[lane] += 1
+
+    def record_wait(self, seconds: float) -> None:
+        with self._lock:
+            self.stall_s += seconds
+            self.batches_delivered += 1
+
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        """{lane: (images, busy seconds)} so far, read under the lock."""
+        with self._lock:
+            return {k: (self.images[k], self.busy_s[k]) for k in set(self.images) | set(self.busy_s)}
+
+    def as_dict(self, plan=None) -> dict:
+        with self._lock:
+            elapsed = max(time.perf_counter() - self.started, 1e-9)
+            total = sum(self.images.values())
+            lanes = sorted(set(self.images) | set(self.retries))
+            return {
+                "images": total,
+                "images_per_s": total / elapsed,
+                "elapsed_s": elapsed,
+                "lanes": {
+                    name: {
+                        "images": self.images[name],
+                        "batches": self.batches[name],
+                        "images_per_s": self.images[name] / elapsed,
+                        "share": (self.images[name] / total) if total else 0.0,
+                        "retries": self.retries[name],
+                    }
+                    for name in lanes
+                },
+                "retries": sum(self.retries.values()),
+                "reissued": sum(self.reissued.values()),
+                "duplicates_dropped": sum(self.duplicates.values()),
+                "skipped": len(self.skipped),
+                "skipped_samples": [
+                    {"index": i, "path": p, "stage": s, "reason": r} for (i, p, s, r) in self.skipped
+                ],
+                "stall_s": self.stall_s,
+                "batches_delivered": self.batches_delivered,
+                "plan": plan,
+            }

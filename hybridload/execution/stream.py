@@ -1,0 +1,153 @@
+"""BatchStream: one pass over (the rest of) an epoch — dispatcher + merger + wait timing.
+
+Every consumer of lanes (``HybridLoader``, ``hybridload.DataLoader``, the benchmarks)
+runs a pass through this one object instead of wiring a merger and a dispatcher by hand::
+
+    with BatchStream(lanes, batches, epoch=e, hooks=stats) as stream:
+        for result in stream: ...
+
+It yields the lanes' results in sequence order, exactly once; a batch that does not
+arrive within ``timeout_s`` raises :class:`BatchTimeoutError` naming it and the lane
+holding it; any error ends the pass and stops its dispatcher. ``close()`` is idempotent
+and also runs when the stream is garbage-collected.
+
+After the last batch ``next()`` keeps raising StopIteration (also in threads that were
+waiting when another thread took the last batch); after ``close()`` it raises a
+RuntimeError naming ``close()``; after an error, a RuntimeError naming that error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from hybridload.execution.dispatch import Dispatcher, DispatchHooks
+from hybridload.lanes.spec import LaneCaps
+from hybridload.errors import BatchTimeoutError
+from hybridload.lanes.base import Lane
+from hybridload.execution.merge import OrderedMerger
+from hybridload.execution.retry import RetryRules, StragglerRule
+
+
+class _NoHooks:
+    def batch_done(self, lane, images, seconds, skipped=()):
+        pass
+
+    def batch_retried(self, lane):
+        pass
+
+    def batch_reissued(self, lane):
+        pass
+
+    def duplicate_dropped(self, lane):
+        pass
+
+    def record_wait(self, seconds):
+        pass
+
+
+def default_window(lanes: Sequence[Lane]) -> int:
+    """Batches in flight or buffered when the policy does not say: two per slot."""
+    return max(2, 2 * sum(lane.slots for lane in lanes))
+
+
+class BatchStream:
+    """Ordered results of ``batches[start:]`` run on ``lanes``.
+
+    Args:
+        lanes: the lanes to run on (the :mod:`hybridload.lanes` contract).
+        batches: the pass's batches (index arrays or lists), position = sequence number.
+        epoch: passed to the lanes with each task (keys the per-sample randomness).
+        start: the first position to produce (resume).
+        window: batches in flight or buffered ahead of the consumer; None → two per slot.
+        timeout_s: how long the consumer waits for the next batch before an error.
+        hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
+        caps, fallback, rules, stragglers, device_budget_bytes: see :mod:`hybridload.execution.dispatch`.
+    """
+
+    def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int = 0, start: int = 0,
+                 window: int | None = None, timeout_s: float = 300.0, hooks: DispatchHooks | None = None,
+                 caps: LaneCaps | None = None, fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
+                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None):
+        self._hooks = hooks if hooks is not None else _NoHooks()
+        self._merger = OrderedMerger(start, len(batches), window or default_window(lanes), timeout_s)
+        self._dispatcher = Dispatcher(lanes, batches, epoch=epoch, start=start, merger=self._merger,
+                                      hooks=self._hooks, caps=caps, fallback=fallback, rules=rules,
+                                      stragglers=stragglers, device_budget_bytes=device_budget_bytes)
+        self._state = "open"  # "ended" (last batch taken), "failed" (an error) or "closed" (close())
+        self._error = ""
+        self._dispatcher.start()
+
+    @property
+    def position(self) -> int:
+        """The sequence number of the next result to be returned."""
+        return self._merger.next
+
+    @property
+    def closed(self) -> bool:
+        """True once the pass ended (last batch, error, or ``close()``)."""
+        return self._state != "open"
+
+    def __len__(self) -> int:
+        return self._merger.end
+
+    def buffered(self) -> int:
+        """Finished batches waiting in the reorder buffer (bounded by the window)."""
+        return self._merger.buffered()
+
+    def __iter__(self) -> "BatchStream":
+        return self
+
+    def __next__(self):
+        if self._state != "open":
+            self._after_end()
+        t0 = time.perf_counter()
+        try:
+            result = self._merger.get()
+        except StopIteration:
+            self._end("ended")
+            raise
+        except BatchTimeoutError as exc:
+            detail = self._dispatcher.where(exc.seq)
+            self._end("failed", f"{type(exc).__name__}: {exc}")
+            raise BatchTimeoutError(exc.seq, exc.timeout_s, detail) from None
+        except BaseException as exc:
+            if self._state != "open":  # another thread ended or closed the pass while we waited
+                self._after_end()
+            self._end("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        self._dispatcher.wake()  # the window moved: more may start
+        self._hooks.record_wait(time.perf_counter() - t0)
+        return result
+
+    def _after_end(self):
+        if self._state == "ended":
+            raise StopIteration
+        if self._state == "closed":
+            raise RuntimeError("next() after close(): this pass was closed (by close() on its loader or "
+                               "stream); start a new pass with iter(loader)")
+        raise RuntimeError(f"this pass already ended with an error ({self._error}); start a new pass with "
+                           "iter(loader)")
+
+    def _end(self, state: str, error: str = "") -> None:
+        if self._state != "open":
+            return
+        self._state, self._error = state, error
+        self._dispatcher.stop()
+        self._merger.close()
+
+    def close(self) -> None:
+        """Stop dispatching and drop what is buffered. Idempotent."""
+        self._end("closed")
+
+    def __enter__(self) -> "BatchStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass

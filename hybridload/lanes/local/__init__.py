@@ -1,0 +1,10 @@
+"""Local lanes: the CPU kernels on this machine, no Ray.
+
+``inprocess`` (a thread pool in the trainer) and ``process`` (forked worker processes
+writing into shared-memory slots).
+"""
+
+from hybridload.lanes.local.inprocess import InProcessLane
+from hybridload.lanes.local.process import ProcessLane
+
+__all__ = ["InProcessLane", "ProcessLane"]

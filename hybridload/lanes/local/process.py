@@ -1,0 +1,272 @@
+"""The process lane: worker processes on this machine, no Ray (LaneKind.CPU_LOCAL).
+
+Each worker runs the same ``kernels.process_batch`` with the same keyed parameters as the
+in-process lane, so the stream is bit-identical; it writes the whole batch into a
+shared-memory slot (one slot per task in flight, reused), as torch's DataLoader workers
+hand batches over in shared memory. The parent copies the batch out of its slot (pinned
+when asked) and frees the slot.
+
+Rules:
+
+* workers start by ``fork`` by default on Linux, as torch's DataLoader workers do (no main-script
+  import, nothing pickled; the worker touches no CUDA and no lock a parent thread may hold:
+  the modules whose locks it uses reset them in the child), or by ``forkserver``/``spawn``
+  (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
+  worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
+  as torch's workers do);
+* tasks go to the worker with the fewest in flight; the parent knows which worker holds
+  which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
+  dispatcher hands them on) and a fresh worker takes its place;
+* errors raised in a worker come back as the same exception (``SampleError`` keeps index,
+  path and stage); one that cannot be pickled comes back as a RuntimeError with its
+  traceback;
+* ``close()`` sends each worker a stop, joins it (bounded), terminates what is left by
+  handle, and unlinks the slots.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import queue
+import threading
+import time
+import traceback
+from multiprocessing import shared_memory
+
+import numpy as np
+import torch
+
+from hybridload.errors import WorkerLost
+from hybridload.kernels import BatchResult, process_batch
+
+from hybridload.lanes.base import BatchTask, Done, LaneKind
+
+log = logging.getLogger(__name__)
+
+MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) is not restarted for ever
+POLL_S = 0.1         # how often the collector looks at worker liveness while idle
+JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
+                      # in progress is discarded anyway, so close() does not wait it out
+
+
+def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str]) -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    slots = [shared_memory.SharedMemory(name=n) for n in slot_names]
+    try:
+        while True:
+            msg = tasks.get()
+            if msg is None:
+                return
+            tid, slot, epoch, indices = msg
+            r = into = None
+            try:
+                # the images are written straight into the slot (uint8, as every lane ships: the loader
+                # normalizes); a batch larger than the slot (never with the recipe's shapes) travels in the message
+                shape = tuple(recipe.output_shape(len(indices)))
+                count = int(np.prod(shape))
+                if count <= slots[slot].size:
+                    into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into)
+                payload = None if into is not None else r.images
+                results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
+            except BaseException as exc:  # report every failure of the task to the parent
+                results.put((wid, tid, "err", _picklable(exc)))
+            finally:
+                r = into = None  # no view of the slot outlives the task (the slot closes at exit)
+    finally:
+        for s in slots:
+            try:
+                s.close()
+            except BufferError:  # a view still held by an error on its way to the parent: exiting anyway
+                pass
+
+
+def _picklable(exc: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}")
+
+
+def _context(start_method: str):
+    """The multiprocessing context; a forkserver preloads this module (torch and the kernels
+    are imported once, each worker is a cheap fork of the server)."""
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
+    return ctx
+
+
+class ProcessLane:
+    """Runs each batch task in one of ``workers`` worker processes."""
+
+    name = "processes"
+    kind = LaneKind.CPU_LOCAL
+
+    def __init__(self, source, recipe, *, seed: int, workers: int, batch_size: int, on_error: str = "raise",
+                 pin_memory: bool = False, tasks_per_worker: int = 2, start_method: str = "fork"):
+        self.source, self.recipe, self.seed = source, recipe, seed
+        self.on_error, self.pin_memory = on_error, pin_memory
+        self.parallelism = workers
+        self.slots = workers * tasks_per_worker
+        self._ctx = _context(start_method)
+        slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
+        self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
+        self._free = list(range(self.slots))
+        self._lock = threading.Lock()
+        self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
+        self._next_id = 0
+        self._restarts = 0
+        self._closed = False
+        self._results = self._ctx.Queue()
+        self._procs: list = [None] * workers
+        self._queues: list = [None] * workers
+        try:
+            for wid in range(workers):
+                self._start_worker(wid)
+        except BaseException:
+            self.close()
+            raise
+        self._collector = threading.Thread(target=self._collect, name="hybridload-process-lane", daemon=True)
+        self._collector.start()
+
+    def _start_worker(self, wid: int) -> None:
+        q = self._ctx.Queue()
+        p = self._ctx.Process(target=_worker_main, name=f"hybridload-worker-{wid}", daemon=True,
+                              args=(wid, q, self._results, self.source, self.recipe, self.seed, self.on_error,
+                                    [s.name for s in self._shm]))
+        p.start()
+        self._procs[wid], self._queues[wid] = p, q
+
+    def describe(self) -> str:
+        return f"process lane: {self.parallelism} worker processes ({self._ctx.get_start_method()})"
+
+    def run_batch(self, task: BatchTask):
+        box: list = []
+        ev = threading.Event()
+
+        def done(_task, out):
+            box.append(out)
+            ev.set()
+
+        self.submit(task, done)
+        while not ev.wait(POLL_S):
+            if self._closed:
+                raise RuntimeError("ProcessLane was closed while running a batch")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    def submit(self, task: BatchTask, done: Done) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("ProcessLane is closed")
+            if not self._free:
+                raise RuntimeError(f"ProcessLane: more than {self.slots} tasks in flight (its slots)")
+            alive = [w for w, p in enumerate(self._procs) if p is not None]
+            if not alive:
+                raise WorkerLost(self._all_dead())
+            slot = self._free.pop()
+            wid = min(alive, key=lambda w: len(self._inflight[w]))
+            tid, self._next_id = self._next_id, self._next_id + 1
+            self._inflight[wid][tid] = (task, done, slot)
+            self._queues[wid].put((tid, slot, task.epoch, np.asarray(task.indices, dtype=np.int64)))
+
+    def _all_dead(self) -> str:
+        why = "every worker of the process lane died (see the warnings above)"
+        method = self._ctx.get_start_method()
+        if method == "fork":
+            return why
+        return (f"{why}. Worker processes start by importing your main script ({method}): if it has no "
+                "`if __name__ == \"__main__\":` guard around the training code, add one, or use "
+                "LoaderPolicy(start_method=\"fork\") (Linux) or LoaderPolicy(local_workers=\"threads\")")
+
+    # ----------------------------------------------------------------- results
+    def _collect(self) -> None:
+        checked = time.monotonic()
+        while not self._closed:
+            if time.monotonic() - checked >= POLL_S:
+                self._check_workers()
+                checked = time.monotonic()
+            try:
+                wid, tid, status, body = self._results.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError, ValueError):  # the queue was closed under us: shutting down
+                return
+            with self._lock:
+                entry = self._inflight[wid].pop(tid, None)
+            if entry is None:
+                continue
+            task, done, slot = entry
+            out = self._result(task, slot, body) if status == "ok" else body
+            with self._lock:
+                self._free.append(slot)
+            done(task, out)
+
+    def _result(self, task: BatchTask, slot: int, body) -> BatchResult:
+        (shape, dtype), payload, labels, indices, skipped, seconds = body
+        if payload is None:
+            images = torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=self.pin_memory)
+            # numpy's copy, on this thread only: torch's copy_ would wake the trainer's intra-op (OpenMP) threads,
+            # whose spinning took 0.18 of a core from the workers (12% of the rate on 2 cores, RESULTS.md)
+            out = images.numpy().reshape(-1).view(np.uint8)
+            np.copyto(out, np.frombuffer(self._shm[slot].buf, dtype=np.uint8, count=out.size))
+            del out
+        else:
+            images = payload.pin_memory() if self.pin_memory else payload
+        return BatchResult(images, labels, indices, skipped, seconds, self.name)
+
+    def _check_workers(self) -> None:
+        for wid, p in enumerate(self._procs):
+            if p is None or p.is_alive() or self._closed:
+                continue
+            with self._lock:
+                lost = list(self._inflight[wid].values())
+                self._inflight[wid].clear()
+                self._free.extend(slot for _t, _d, slot in lost)
+            log.warning("process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on",
+                        wid, p.pid, p.exitcode, len(lost))
+            self._procs[wid] = None
+            if self._restarts < MAX_RESTARTS_PER_WORKER * len(self._procs):
+                self._restarts += 1
+                self._start_worker(wid)
+            for task, done, _slot in lost:
+                done(task, WorkerLost(f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
+                                      f"while it held batch {task.seq}"))
+
+    # ----------------------------------------------------------------- shutdown
+    def close(self) -> None:
+        """Stop the workers (bounded join, then terminate by handle) and free the slots."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for q in self._queues:
+            if q is not None:
+                try:
+                    q.put(None)
+                except (ValueError, OSError):
+                    pass
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        for p in self._procs:
+            if p is not None:
+                p.join(max(0.0, deadline - time.monotonic()))
+                if p.is_alive():  # still on a batch nobody will read: stop it by handle
+                    p.terminate()
+                    p.join(JOIN_TIMEOUT_S)
+        collector = getattr(self, "_collector", None)
+        if collector is not None and collector is not threading.current_thread():
+            collector.join(JOIN_TIMEOUT_S)
+        for q in [*self._queues, self._results]:
+            if q is not None:
+                q.close()
+                q.cancel_join_thread()
+        for s in self._shm:
+            s.close()
+            s.unlink()

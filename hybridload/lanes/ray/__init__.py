@@ -1,0 +1,10 @@
+"""The Ray lane: CPU kernels on an elastic pool of Ray actors, preferably on other nodes.
+
+``lane`` (RayLane and its actor), ``actor_pool`` (the pool), ``members`` (each actor's
+state), ``elastic`` (replacing lost actors, using nodes that join) and ``pool_stats``.
+Ray itself is imported lazily, never at ``import hybridload``.
+"""
+
+from hybridload.lanes.ray.lane import RayLane
+
+__all__ = ["RayLane"]

@@ -1,0 +1,296 @@
+"""A per-rank, elastic pool of Ray actors placed by policy: the machinery both Ray lanes share.
+
+Subclasses say what an actor is (``worker_cls`` and its init args; with
+``pass_worker_index`` each actor also gets its index and the pool size), how a task is
+called on it (``call``) and how a raw result becomes the lane's result (``convert``).
+The pool picks the least-loaded ready actor, turns results into callbacks and kills every
+actor on ``close()``. A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
+placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
+are used, drained nodes are left once their tasks are done. A task lost with its actor comes
+back to the dispatcher as :class:`WorkerLost` and is handed on (exactly once is the
+dispatcher's and merger's job, unchanged). ``stats()`` counts starts, losses and the live
+actors over time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+import warnings
+from collections import deque
+from typing import Any
+
+from hybridload.cluster import connect as cluster
+from hybridload.errors import WorkerLost
+from hybridload.cluster.placement import elastic_target, plan_actors
+from hybridload.lanes.ray.pool_stats import PoolStats
+
+from hybridload.lanes.base import BatchTask, Done, LaneKind
+from hybridload.lanes.ray.elastic import Keeper, poll_seconds
+from hybridload.lanes.ray.members import Member, Members, State
+
+log = logging.getLogger(__name__)
+
+#: actors are named ``hybridload-<pid>-r<rank>-<tag>-<k>`` (visible in ``ray list actors``)
+ACTOR_NAME_PREFIX = "hybridload-"
+
+
+class ActorPool:
+    name = "ray"
+    kind = LaneKind.CPU_ACTORS
+
+    def __init__(self, worker_cls: type, init_args: tuple, *, ray_address: str | None, placement: str,
+                 reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
+                 tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
+                 pass_worker_index: bool = False, fit_request: bool = False, node_poll_s: float | None = None):
+        poll_s = poll_seconds(node_poll_s)
+        self.tasks_per_actor = tasks_per_actor
+        self._closed = False
+        self._released = False
+        self._pool_stats = PoolStats()
+        self._members = Members(self._pool_stats)
+        self._held: deque = deque()  # (task, done) given while no actor was ready
+        self._held_lock = threading.Lock()
+        self._keeper: Keeper | None = None
+        self._pass_index = pass_worker_index
+        self._rules = dict(placement=placement, reserve_local_cpus=reserve_local_cpus, cpu_actors=cpu_actors,
+                           rank=rank, world_size=world_size)
+        ray = cluster.acquire(ray_address, fallback_embedded=fallback_embedded)
+        try:
+            where = _place(cluster.nodes(), fit_request=fit_request, **self._rules)
+            self._target_size = len(where)
+            self._remote_cls = ray.remote(worker_cls)
+            self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
+            self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
+            first = [self._spawn(node_id, initial=True) for node_id in where]
+            try:
+                ray.get([m.handle.ready.remote() for m in first], timeout=ready_timeout_s)
+            except ray.exceptions.GetTimeoutError:
+                raise TimeoutError(f"Ray actors did not start within {ready_timeout_s:g} s on nodes {where}; "
+                                   "the cluster may lack free CPUs (check `ray status`)") from None
+            for m in first:
+                self._members.ready(m)
+            self._pool_stats.live(len(first), target=len(where))
+            self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
+                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name)
+            self._keeper.start()
+        except BaseException:
+            self.close()
+            raise
+        log.info("%s lane: %d actors on nodes %s", self.name, len(first), sorted(set(self.nodes)))
+
+    # -- what subclasses define
+    def call(self, actor, task: BatchTask):
+        """Start ``task`` on ``actor``; return the ObjectRef."""
+        raise NotImplementedError
+
+    def convert(self, raw: Any) -> Any:
+        return raw
+
+    # -- the pool's actors
+    @property
+    def actors(self) -> list:
+        """Handles of the live actors (starting or ready)."""
+        return [m.handle for m in self._members.members(State.READY, State.STARTING)]
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node id of each live actor (starting or ready)."""
+        return [m.node_id for m in self._members.members(State.READY, State.STARTING)]
+
+    def members(self) -> list[Member]:
+        """The pool's actors now (ready first): handle, node, state, load. For tests and tools."""
+        return self._members.members()
+
+    def stats(self) -> dict:
+        """Actors started, replaced, grown, lost, stopped; the live count over time."""
+        return self._pool_stats.as_dict()
+
+    def _target(self, nodes, draining) -> list[str]:
+        return elastic_target(nodes, draining, **self._rules)
+
+    def _spawn(self, node_id: str, initial: bool = False) -> Member:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        def create(key: int, index: int):
+            return self._remote_cls.options(
+                num_cpus=1, max_concurrency=1, name=f"{self._tag}-{key}",
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+            ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self._pass_index else ()))
+
+        m = self._members.add(create, node_id, initial=initial)
+        if not initial:
+            m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f))
+        return m
+
+    def _on_ready(self, m: Member, fut) -> None:
+        if fut.exception() is None:
+            if self._members.ready(m) and self._keeper is not None:
+                self._keeper.wake()  # held tasks may go out
+        elif self._members.dead(m, lost=False, failed_start=True):
+            self._pool_stats.start_failed()
+            log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
+                        self.name, m.key, m.node_id[:8], type(fut.exception()).__name__)
+
+    def _kill(self, m: Member) -> None:
+        import ray
+        try:
+            ray.kill(m.handle, no_restart=True)
+        except Exception as exc:  # already gone
+            log.debug("ray.kill failed: %s", exc)
+
+    # -- the lane interface
+    @property
+    def slots(self) -> int:
+        return self._members.usable * self.tasks_per_actor
+
+    @property
+    def parallelism(self) -> int:
+        return self._members.count(State.READY)
+
+    def describe(self) -> str:
+        return f"Ray lane: {self.parallelism} actors on {len(set(self.nodes))} node(s)"
+
+    def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
+        """Run ``task`` on one actor and wait for its result (for measurements)."""
+        import ray
+        m = self._pick(task.seq)
+        try:
+            raw = ray.get(self.call(m.handle, task), timeout=timeout_s)
+        except BaseException as exc:
+            raise _unwrap(exc) from None
+        finally:
+            self._release(m, task.seq)
+        return self.convert(raw)
+
+    def _pick(self, seq: int) -> Member:
+        m = self._members.pick(seq)
+        if m is None:
+            raise WorkerLost(f"every Ray actor of the {self.name} lane has died")
+        return m
+
+    def _release(self, m: Member, seq: int) -> None:
+        if self._members.release(m, seq) and self._keeper is not None:
+            self._keeper.wake()  # a draining actor is idle: stop it
+
+    def submit(self, task: BatchTask, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError(f"the {self.name} lane is closed")
+        m = self._members.pick(task.seq)
+        if m is None:
+            if not self._members.usable:
+                raise WorkerLost(f"every Ray actor of the {self.name} lane has died and none can be placed")
+            with self._held_lock:
+                self._held.append((task, done))
+            if self._keeper is not None:
+                self._keeper.wake()
+            return
+        self._send(m, task, done)
+
+    def _send(self, m: Member, task: BatchTask, done: Done) -> None:
+        try:
+            fut = self.call(m.handle, task).future()
+        except BaseException as exc:
+            self._release(m, task.seq)
+            done(task, exc)
+            return
+
+        def _finish(f):
+            self._release(m, task.seq)
+            try:
+                raw = f.result()
+            except BaseException as exc:
+                if _actor_died(exc):
+                    if not self._closed and self._members.dead(m, lost=True):
+                        log.warning("Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
+                                    "%d actors remain, a replacement is on its way", m.key, self.name,
+                                    type(exc).__name__, task.seq, self.parallelism)
+                        if self._keeper is not None:
+                            self._keeper.wake()
+                    done(task, WorkerLost(f"actor {m.key} of the {self.name} lane died while it held batch {task.seq}"))
+                    return
+                done(task, _unwrap(exc))
+                return
+            try:
+                result = self.convert(raw)
+            except BaseException as exc:
+                done(task, exc)
+                return
+            done(task, result)
+
+        fut.add_done_callback(_finish)
+
+    def _flush(self) -> None:
+        """Send the held tasks to ready actors; fail them (WorkerLost) when no actor can come."""
+        while True:
+            with self._held_lock:
+                if not self._held:
+                    return
+                if self._closed:
+                    self._held.clear()
+                    return
+                if not self._members.usable:
+                    task, done = self._held.popleft()
+                    m = None
+                else:
+                    m = self._members.pick(self._held[0][0].seq)
+                    if m is None:
+                        return
+                    task, done = self._held.popleft()
+            if m is None:
+                done(task, WorkerLost(f"no Ray actor of the {self.name} lane can be placed for batch {task.seq}"))
+            else:
+                self._send(m, task, done)
+
+    def close(self) -> None:
+        """Stop the keeper, kill every actor (by handle) and release the Ray connection. Idempotent."""
+        if self._closed and self._released:
+            return
+        self._closed = True
+        try:
+            if self._keeper is not None:
+                self._keeper.close()
+            import ray
+            if ray.is_initialized():
+                for m in self._members.members():
+                    self._members.dead(m, lost=False)
+                    self._kill(m)
+        finally:
+            if not self._released:
+                self._released = True
+                cluster.release()
+
+
+def _place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:
+    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
+    request: as many actors as fit are placed, with one warning."""
+    try:
+        return plan_actors(nodes, cpu_actors=cpu_actors, **kw)
+    except ValueError:
+        if not fit_request or not cpu_actors:
+            raise
+    for n in range(cpu_actors - 1, 0, -1):
+        try:
+            where = plan_actors(nodes, cpu_actors=n, **kw)
+        except ValueError:
+            continue
+        warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
+                      f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
+                      "with more workers than cores, the batches are the same)", stacklevel=4)
+        return where
+    return plan_actors(nodes, cpu_actors=cpu_actors, **kw)  # not even one fits: its error names why
+
+
+def _actor_died(exc: BaseException) -> bool:
+    import ray
+    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError))
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """An error raised inside an actor arrives wrapped in RayTaskError; hand back the original
+    when it is one of hybridload's own (a SampleError names the sample)."""
+    from hybridload.errors import HybridLoadError
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, HybridLoadError) else exc

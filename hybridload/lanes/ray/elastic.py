@@ -1,0 +1,177 @@
+"""The keeper of an elastic actor pool: a small thread that keeps the pool on its target.
+
+Every ``poll_s`` seconds, and at once when the pool reports a lost actor or an actor that
+became ready, it reads the cluster's node table and takes one step:
+
+1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
+   API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
+   an actor still not ready after ``ready_timeout_s`` is stopped (its start failed);
+2. the target is the placement rules applied to the table as it is now
+   (:func:`hybridload.cluster.placement.elastic_target`); :func:`~hybridload.cluster.placement.reconcile`
+   says which actors to start (replacements, growth onto nodes that joined) and which to
+   drain (the target no longer wants them);
+3. tasks the pool held while it had no ready actor go out.
+
+A failed start is retried at the next regular poll, not at once (a node that died but is
+still listed must not cause a tight loop). Nothing here runs on the dispatcher's path: the
+dispatcher sees the result only as the lane's ``slots``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Callable, Sequence
+
+from hybridload.cluster.connect import NodeInfo
+from hybridload.cluster.placement import reconcile
+
+from hybridload.lanes.ray.members import Member, Members, State
+
+log = logging.getLogger(__name__)
+
+#: how often the node table is read when the policy does not say (seconds)
+DEFAULT_POLL_S = 5.0
+
+class RayShutDown(Exception):
+    """This process's Ray connection is gone: the keeper stops."""
+
+
+Table = Callable[[], "tuple[list[NodeInfo], set[str]]"]
+
+
+def node_table() -> tuple[list[NodeInfo], set[str]]:
+    """The alive nodes (as placement sees them) and the ids of those being drained."""
+    import ray
+
+    from hybridload.cluster import connect as cluster
+    if not ray.is_initialized():
+        raise RayShutDown("Ray is shut down")
+    nodes = cluster.nodes()
+    try:
+        from ray._private.state import state  # Ray's own reader of the GCS drain list
+        draining = set(state.get_draining_nodes())
+    except Exception as exc:  # an older or newer Ray without it: drains are seen as removals
+        log.debug("cannot read Ray's draining nodes: %s", exc)
+        draining = set()
+    return nodes, draining
+
+
+def poll_seconds(node_poll_s: float | None) -> float:
+    """The keeper's poll interval: the argument, else HYBRIDLOAD_NODE_POLL_S, else the default."""
+    raw = node_poll_s if node_poll_s is not None else os.environ.get("HYBRIDLOAD_NODE_POLL_S", DEFAULT_POLL_S)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"node_poll_s (or HYBRIDLOAD_NODE_POLL_S) must be a positive number of seconds, "
+                         f"got {raw!r}; e.g. 5")
+    return value
+
+
+class Keeper:
+    """Keeps ``members`` on ``target(nodes, draining)``.
+
+    Args:
+        members: the pool's table.
+        target: node ids wanted for the table as it is now (placement rules bound).
+        spawn: starts an actor on a node id and registers it (returns the member).
+        stop: kills a member's actor (by handle).
+        flush: sends the tasks the pool held.
+        table: reads the node table (``node_table`` by default).
+    """
+
+    def __init__(self, members: Members, *, target: Callable[[Sequence[NodeInfo], set[str]], list[str]],
+                 spawn: Callable[[str], Member], stop: Callable[[Member], None], flush: Callable[[], None],
+                 poll_s: float = DEFAULT_POLL_S, ready_timeout_s: float = 120.0, table: Table = node_table,
+                 name: str = "pool"):
+        self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
+        self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._name = name
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=_run, args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
+                                        name=f"hybridload-{self._name}-keeper", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def close(self, join_timeout_s: float = 10.0) -> None:
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(join_timeout_s)
+
+    def step(self) -> None:
+        """One look at the node table and what the pool does about it."""
+        nodes, draining = self._table()
+        if self._closed.is_set():
+            return
+        alive = {n.node_id for n in nodes}
+        now = time.monotonic()
+        for m in self.members.members(State.STARTING, State.READY, State.DRAINING):
+            if m.node_id not in alive:
+                if self.members.dead(m, lost=True):
+                    log.warning("%s: node %s left the cluster; its actor %d is lost", self._name, m.node_id[:8], m.key)
+                self._stop(m)
+            elif m.node_id in draining and m.state is not State.DRAINING:
+                log.info("%s: node %s is being drained; actor %d finishes its tasks and stops",
+                         self._name, m.node_id[:8], m.key)
+                self._drain(m)
+            elif m.state is State.STARTING and now - m.born > self.ready_timeout_s:
+                log.warning("%s: actor %d did not start on node %s within %g s; trying again",
+                            self._name, m.key, m.node_id[:8], self.ready_timeout_s)
+                self.members.stats.start_failed()
+                self.members.dead(m, lost=False, failed_start=True)
+                self._stop(m)
+            elif m.state is State.DRAINING and m.load == 0:
+                self._retire(m)
+        target = self._target(nodes, draining)
+        live = self.members.members(State.READY, State.STARTING)
+        changes = reconcile(target, [(m.key, m.node_id) for m in live])
+        by_key = {m.key: m for m in live}
+        for key in changes.stop:
+            self._drain(by_key[key])
+        for node_id in changes.start:
+            if self._closed.is_set():
+                return
+            m = self._spawn(node_id)
+            log.info("%s: actor %d starting on node %s (target %d)", self._name, m.key, node_id[:8], len(target))
+        self.members.stats.live(self.members.count(State.READY), len(target))
+        self.members.repaired()
+        self._flush()
+
+    def _drain(self, m: Member) -> None:
+        if self.members.drain(m):
+            self._retire(m)
+
+    def _retire(self, m: Member) -> None:
+        if self.members.dead(m, lost=False):
+            self.members.stats.actor_stopped()
+        self._stop(m)
+
+
+def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> None:
+    """The keeper's loop; holds the keeper only weakly, so an abandoned pool can be collected."""
+    while not closed.is_set():
+        wake.wait(poll_s)
+        wake.clear()
+        keeper = ref()
+        if keeper is None or closed.is_set():
+            return
+        try:
+            keeper.step()
+        except RayShutDown:  # Ray was shut down (interpreter exit): nothing left to keep
+            return
+        except Exception as exc:  # Ray shutting down, a GCS hiccup: try again next time
+            log.warning("the actor pool's keeper could not read the cluster (%s: %s); trying again in %g s",
+                        type(exc).__name__, exc, poll_s)
+        del keeper

@@ -1,0 +1,57 @@
+"""TrivialAugmentWide: one automatic-augmentation op per sample, chosen and scaled by keyed draws.
+
+torchvision's TrivialAugmentWide draws an op uniformly from its list, then a magnitude bin
+uniformly from 31 (and a sign for the signed ops). hybridload keeps torchvision's
+magnitude bins and draw order but restricts the list to the photometric ops every engine
+(CPU kernels, DALI, torch) computes from the same formula:
+
+    Identity, Brightness, Color, Contrast, Posterize, Solarize, AutoContrast
+
+Left out: ShearX/Y, TranslateX/Y, Rotate (affine warps whose interpolation differs per
+engine), Sharpness and Equalize (not yet in every engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hybridload.recipe import ops as O
+from hybridload.recipe.photometric import HW, Rng
+
+NUM_BINS = 31
+
+
+
+#: (name, magnitudes or None, signed, op of a magnitude) in torchvision's order.
+OPS = (
+    ("Identity", None, False, lambda m: O.Brightness(1.0)),
+    ("Brightness", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Brightness(1.0 + m)),
+    ("Color", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Saturation(1.0 + m)),
+    ("Contrast", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Contrast(1.0 + m)),
+    ("Posterize", 8 - np.round(np.arange(NUM_BINS) / ((NUM_BINS - 1) / 6)).astype(int), False,
+     lambda m: O.Posterize(int(m))),
+    ("Solarize", np.linspace(255.0, 0.0, NUM_BINS), False, lambda m: O.Solarize(float(m))),
+    ("AutoContrast", None, False, lambda m: O.AutoContrast()),
+)
+OP_NAMES = tuple(name for name, *_ in OPS)
+
+
+@dataclass(frozen=True)
+class TrivialAugmentWide:
+    """One op per sample from :data:`OP_NAMES` with a random magnitude (torchvision's bins).
+
+    Always emits exactly one op (Identity is ``Brightness(1.0)``, which changes nothing).
+    """
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
+        g = rng()
+        name, mags, signed, make = OPS[int(g.integers(len(OPS)))]
+        m = 0.0 if mags is None else float(mags[int(g.integers(len(mags)))])
+        if signed and g.integers(2):
+            m = -m
+        return (make(m),), hw
+
+
+__all__ = ["TrivialAugmentWide", "OP_NAMES", "NUM_BINS"]

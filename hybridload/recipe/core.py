@@ -1,0 +1,203 @@
+"""The preprocessing recipe: an ordered list of stages and its per-sample parameters.
+
+Every random stage draws from one generator keyed by ``(seed, epoch, index)`` only, so
+a sample comes out the same whichever lane, worker, thread or rank processes it. The
+parameters are computed from the image size alone (known from the file header), which
+lets every lane (CPU kernels, DALI) cut the same boxes.
+
+A recipe compiles, per sample, into :class:`SampleParams`: a short list of concrete
+geometric operations (:mod:`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
+horizontal flips) that every engine applies in order. Each geometric stage compiles
+itself (``sample_ops``). Adding a stage: its class in :mod:`hybridload.recipe.stages` (listed in
+``GEOMETRY`` if it compiles to ops), an op in :mod:`hybridload.recipe.ops` if it needs a new one,
+and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
+The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
+
+Photometric stages (:mod:`hybridload.recipe.photometric`, :mod:`hybridload.recipe.autoaug`):
+``ColorJitter``, ``RandomGrayscale``, ``GaussianBlur`` and ``TrivialAugmentWide`` follow the
+geometric stages and compile to colour ops the same way (drawing after them from the same
+generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is
+normalized (at delivery), with boxes from a second generator keyed by (seed, epoch, index).
+A recipe without them draws exactly what it drew before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from hybridload.recipe.custom import CustomStage
+from hybridload.recipe.keys import keyed_generator
+from hybridload.recipe.ops import Op
+from hybridload.recipe.stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
+                     Stage, ToTensor)
+from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale, PHOTOMETRIC_STAGES
+from hybridload.recipe.autoaug import TrivialAugmentWide
+
+__all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make", "Stage", "Size",
+           "Decode", "RandomResizedCrop", "Resize", "CenterCrop", "HorizontalFlip", "Normalize", "ToTensor",
+           "ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "TrivialAugmentWide", "CustomStage", "PER_SAMPLE"]
+
+#: Stages that compile, per sample, into ops (geometric first, then photometric).
+PER_SAMPLE = GEOMETRY + PHOTOMETRIC_STAGES + (TrivialAugmentWide,)
+
+
+# ---------------------------------------------------------------------- parameters
+
+@dataclass(frozen=True)
+class SampleParams:
+    """Concrete operations for one sample, applied in order after decoding.
+
+    ``ops`` holds :mod:`hybridload.recipe.ops` objects: ``Crop(x, y, w, h)`` (integer box; parts
+    outside the image read as zeros), ``Resize(h, w)`` (antialiased bilinear) and
+    ``Flip()`` (left-right mirror). ``stages`` names the recipe stage of each op (for errors).
+    """
+
+    ops: tuple[Op, ...]
+    stages: tuple[str, ...]
+    out_hw: tuple[int, int]
+
+
+def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator of one sample: keyed by (seed, epoch, index) and nothing else."""
+    return keyed_generator(seed, epoch, index)
+
+
+# --------------------------------------------------------------------------- recipe
+
+@dataclass(frozen=True)
+class Recipe:
+    """An ordered, validated list of stages.
+
+    Rules: ``Decode`` first (and only once); geometric stages next, in any order; then
+    photometric stages (ColorJitter, RandomGrayscale, GaussianBlur, TrivialAugmentWide);
+    then optionally ``Normalize``; then optionally ``RandomErasing`` (needs Normalize); then
+    optionally ``ToTensor``. The output must have a fixed
+    size so that samples stack into batches.
+    """
+
+    stages: tuple[Stage, ...] = field(default_factory=tuple)
+
+    def __post_init__(self):
+        stages = tuple(self.stages)
+        object.__setattr__(self, "stages", stages)
+        if not stages or not isinstance(stages[0], Decode):
+            raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
+        order = {Decode: 0, **{g: 1 for g in GEOMETRY}, **{p: 1.5 for p in PER_SAMPLE if p not in GEOMETRY},
+                 Normalize: 2, RandomErasing: 2.5, ToTensor: 3}
+        last = 0
+        for i, st in enumerate(stages):
+            kind = type(st)
+            if kind is CustomStage:  # leaves the order where it was: geometric/photometric stages may follow
+                if last >= 2:
+                    raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
+                                     "the decoded uint8 image, so put it before Normalize()")
+                continue
+            if kind not in order:
+                raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
+            if i > 0 and kind is Decode:
+                raise ValueError("Recipe: Decode may appear only once, as the first stage")
+            if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
+                raise ValueError(
+                    f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
+                    "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
+                    "(each of the last three at most once)")
+            if kind is RandomErasing and last != 2:
+                raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
+                                 "put Normalize() right before it")
+            last = order[kind]
+        if self.out_hw is None:
+            raise ValueError("Recipe: the output size is not fixed; end the geometric stages with "
+                             "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches")
+
+    # -- static facts
+    @property
+    def out_hw(self) -> tuple[int, int] | None:
+        hw = None
+        for st in self.stages:
+            if isinstance(st, (RandomResizedCrop, CenterCrop)):
+                hw = st.size
+            elif isinstance(st, Resize):
+                hw = st.size if isinstance(st.size, tuple) else None
+        return hw
+
+    @property
+    def gpu_capable(self) -> bool:
+        """False when a stage runs on the CPU kernels only (a CustomStage): CPU lanes only."""
+        return all(getattr(s, "gpu_capable", True) for s in self.stages)
+
+    @property
+    def normalize(self) -> Normalize | None:
+        return next((s for s in self.stages if isinstance(s, Normalize)), None)
+
+    @property
+    def erasing(self) -> RandomErasing | None:
+        return next((s for s in self.stages if isinstance(s, RandomErasing)), None)
+
+    @property
+    def layout(self) -> str:
+        tt = next((s for s in self.stages if isinstance(s, ToTensor)), None)
+        return tt.layout if tt else "CHW"
+
+    @property
+    def dtype(self) -> str:
+        tt = next((s for s in self.stages if isinstance(s, ToTensor)), None)
+        if tt and tt.dtype:
+            return tt.dtype
+        return "float32" if self.normalize else "uint8"
+
+    def output_shape(self, batch_size: int) -> tuple[int, ...]:
+        h, w = self.out_hw
+        return (batch_size, 3, h, w) if self.layout == "CHW" else (batch_size, h, w, 3)
+
+    # -- per-sample parameters
+    def sample_params(self, seed: int, epoch: int, index: int, width: int, height: int) -> SampleParams:
+        """Concrete operations for sample ``index`` of an image of ``width`` x ``height``."""
+        gen: list[np.random.Generator] = []
+
+        def rng() -> np.random.Generator:  # created on first use: most eval recipes draw nothing
+            if not gen:
+                gen.append(sample_generator(seed, epoch, index))
+            return gen[0]
+
+        ops: list[Op] = []
+        names: list[str] = []
+        hw = (int(height), int(width))
+        for k, st in enumerate(self.stages):
+            if isinstance(st, PER_SAMPLE):
+                new, hw = st.sample_ops(hw, rng)
+                ops += new
+                names += [type(st).__name__] * len(new)
+            elif isinstance(st, CustomStage):  # its own generator, keyed by (seed, epoch, index, k)
+                ops.append(st.op(seed, epoch, index, k))
+                names.append(repr(st))
+        return SampleParams(tuple(ops), tuple(names), hw)
+
+    def describe(self) -> str:
+        return " -> ".join(repr(s) for s in self.stages)
+
+
+def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "basic") -> Recipe:
+    """Decode, RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize] — uint8 CHW by default.
+
+    ``augment``: "basic" (just that), "color" (+ ColorJitter, timm's default) or
+    "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
+    :mod:`hybridload.recipe.presets` for the exact stages and their sources.
+    """
+    from hybridload.recipe.presets import train_stages  # presets builds on this module's stages
+    return Recipe(tuple(train_stages(size, normalize=normalize, augment=augment)))
+
+
+def imagenet_eval(size: int = 224, resize: int | None = None, normalize: bool = False) -> Recipe:
+    """Decode, Resize(size * 256 / 224), CenterCrop(size)[, Normalize]."""
+    stages: list[Stage] = [Decode(), Resize(resize or int(round(size * 256 / 224))), CenterCrop(size)]
+    if normalize:
+        stages.append(Normalize())
+    return Recipe(tuple(stages))
+
+
+def make(stages: Sequence[Stage]) -> Recipe:
+    """Build a Recipe from any sequence of stages."""
+    return Recipe(tuple(stages))

@@ -1,0 +1,201 @@
+"""Photometric recipe stages: colour, greyscale, blur (per sample, on uint8) and random
+erasing (on the normalized batch, at delivery).
+
+Like the geometric stages, ``sample_ops(hw, rng)`` draws from the sample's generator (keyed
+by seed, epoch, index; in stage order) and returns :mod:`hybridload.recipe.ops`. Each stage
+always emits the same number of ops (identity values where nothing changes) so that a
+fixed DALI graph can take every sample's values through ``external_source``.
+
+:class:`RandomErasing` runs after Normalize, as torchvision places it: the lanes ship
+uint8 and the batch is normalized at delivery, so its boxes are drawn there, from a
+second generator keyed by (seed, epoch, index) (:func:`erase_generator`) that depends on
+nothing but the output size — every lane's batch is erased identically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import numpy as np
+
+from hybridload.recipe import ops as O
+from hybridload.recipe.keys import keyed_generator
+
+HW = tuple[int, int]
+Rng = Callable[[], np.random.Generator]
+Range = Union[float, tuple[float, float], None]
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _factor_range(stage: str, name: str, v, *, center: float = 1.0, bound: float = math.inf,
+                  low: float = 0.0) -> tuple[float, float] | None:
+    """torchvision's ``_check_input``: x → [max(low, center - x), center + x]; (lo, hi) as given.
+    None when the range is the identity (nothing to draw)."""
+    if v is None:
+        return None
+    if _number(v):
+        if v < 0:
+            raise ValueError(f"{stage}: {name} must be a non-negative number or a (min, max) pair, got {v!r}")
+        lo, hi = max(low, center - float(v)), center + float(v)
+    elif isinstance(v, (tuple, list)) and len(v) == 2 and all(_number(x) for x in v):
+        lo, hi = float(v[0]), float(v[1])
+    else:
+        raise ValueError(f"{stage}: {name} must be a number or a (min, max) pair, got {v!r}")
+    if not low <= lo <= hi <= bound:
+        raise ValueError(f"{stage}: {name} range ({lo}, {hi}) must satisfy {low} <= min <= max <= {bound}; "
+                         f"write e.g. {name}={(center - low) / 2 if math.isfinite(bound) else 0.4}")
+    return None if lo == hi == center else (lo, hi)
+
+
+def _probability(stage: str, p) -> float:
+    if not _number(p) or not 0 <= p <= 1:
+        raise ValueError(f"{stage}: p must be a probability in [0, 1], got {p!r}; write e.g. p=0.5")
+    return float(p)
+
+
+def _draw(rng: Rng, r: tuple[float, float] | None, identity: float) -> float:
+    return identity if r is None else float(rng().uniform(r[0], r[1]))
+
+
+@dataclass(frozen=True)
+class ColorJitter:
+    """Random brightness, contrast, saturation and hue, with torchvision's arguments.
+
+    A number ``x`` means the factor range [max(0, 1 - x), 1 + x] (hue: [-x, x], x <= 0.5);
+    a pair is the range itself. The factors are drawn in the order brightness, contrast,
+    saturation, hue (only the enabled ones draw) and applied in that fixed order — not in
+    torchvision's random order: a fixed order keeps each engine's graph fixed.
+    """
+
+    brightness: Range = 0.0
+    contrast: Range = 0.0
+    saturation: Range = 0.0
+    hue: Range = 0.0
+
+    def __post_init__(self):
+        for name in ("brightness", "contrast", "saturation"):
+            object.__setattr__(self, name, _factor_range("ColorJitter", name, getattr(self, name)))
+        object.__setattr__(self, "hue", _factor_range("ColorJitter", "hue", self.hue, center=0.0, bound=0.5,
+                                                      low=-0.5))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
+        b = _draw(rng, self.brightness, 1.0)
+        c = _draw(rng, self.contrast, 1.0)
+        s = _draw(rng, self.saturation, 1.0)
+        h = _draw(rng, self.hue, 0.0)
+        return (O.Brightness(b), O.Contrast(c), O.Saturation(s), O.Hue(h)), hw
+
+
+@dataclass(frozen=True)
+class RandomGrayscale:
+    """Convert to greyscale (kept as 3 channels) with probability ``p``."""
+
+    p: float = 0.1
+
+    def __post_init__(self):
+        object.__setattr__(self, "p", _probability("RandomGrayscale", self.p))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
+        return (O.Grayscale(bool(rng().random() < self.p)),), hw
+
+
+@dataclass(frozen=True)
+class GaussianBlur:
+    """Gaussian blur with an odd ``kernel_size`` and ``sigma`` drawn uniformly per sample
+    from ``sigma`` (a number fixes it), as torchvision's GaussianBlur."""
+
+    kernel_size: int | tuple[int, int]
+    sigma: float | tuple[float, float] = (0.1, 2.0)
+
+    def __post_init__(self):
+        k = self.kernel_size
+        if isinstance(k, (tuple, list)) and len(k) == 2 and k[0] == k[1]:
+            k = k[0]
+        if not (_number(k) and int(k) == k and k > 0 and int(k) % 2 == 1):
+            raise ValueError(f"GaussianBlur: kernel_size must be one positive odd int, got {self.kernel_size!r}; "
+                             f"write e.g. kernel_size=23")
+        object.__setattr__(self, "kernel_size", int(k))
+        s = self.sigma
+        pair = (s, s) if _number(s) else s
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(_number(x) for x in pair)
+                and 0 < pair[0] <= pair[1]):
+            raise ValueError(f"GaussianBlur: sigma must be a positive number or a (min, max) pair with "
+                             f"0 < min <= max, got {s!r}; write e.g. sigma=(0.1, 2.0)")
+        object.__setattr__(self, "sigma", (float(pair[0]), float(pair[1])))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
+        lo, hi = self.sigma
+        sigma = lo if lo == hi else float(rng().uniform(lo, hi))
+        return (O.Blur(self.kernel_size, sigma),), hw
+
+
+@dataclass(frozen=True)
+class RandomErasing:
+    """Erase a random box of the normalized image with probability ``p`` (torchvision's
+    RandomErasing, after Normalize): area fraction from ``scale``, aspect (h / w) drawn
+    log-uniformly from ``ratio``; filled with ``value`` (one number, one per channel, in
+    normalized units) or ``"random"`` (standard normal noise)."""
+
+    p: float = 0.5
+    scale: tuple[float, float] = (0.02, 0.33)
+    ratio: tuple[float, float] = (0.3, 3.3)
+    value: float | tuple[float, float, float] | str = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "p", _probability("RandomErasing", self.p))
+        for name, low, high in (("scale", 0.0, 1.0), ("ratio", 0.0, math.inf)):
+            v = getattr(self, name)
+            if not (isinstance(v, (tuple, list)) and len(v) == 2 and all(_number(x) for x in v)
+                    and low <= v[0] <= v[1] <= high and (name == "scale" or v[0] > 0)):
+                raise ValueError(f"RandomErasing: {name} must be a (min, max) pair with {low} "
+                                 f"{'<=' if name == 'scale' else '<'} min <= max <= {high}, got {v!r}")
+            object.__setattr__(self, name, (float(v[0]), float(v[1])))
+        v = self.value
+        if _number(v):
+            v = (float(v),) * 3
+        elif isinstance(v, (tuple, list)) and len(v) == 3 and all(_number(x) for x in v):
+            v = tuple(float(x) for x in v)
+        elif v != "random":
+            raise ValueError(f"RandomErasing: value must be a number, three numbers (one per channel) or "
+                             f"'random', got {self.value!r}")
+        object.__setattr__(self, "value", v)
+
+    def draw(self, out_hw: HW, rng: np.random.Generator) -> tuple[int, int, int, int] | None:
+        """(top, left, h, w) of the box for one sample, or None (torchvision's ``get_params``)."""
+        if rng.random() >= self.p:
+            return None
+        img_h, img_w = out_hw
+        area = img_h * img_w
+        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        for _ in range(10):
+            erase_area = area * rng.uniform(self.scale[0], self.scale[1])
+            aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
+            h = int(round(math.sqrt(erase_area * aspect)))
+            w = int(round(math.sqrt(erase_area / aspect)))
+            if not (h < img_h and w < img_w):
+                continue
+            top = int(rng.integers(0, img_h - h + 1))
+            left = int(rng.integers(0, img_w - w + 1))
+            return top, left, h, w
+        return None
+
+
+#: The stream number of the delivery-time generator (the per-sample stages use none).
+ERASE_STREAM = 1
+
+
+def erase_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator of a sample's erasing draws: keyed by (seed, epoch, index) only, and
+    independent of the image's size and of every per-sample stage's draws."""
+    return keyed_generator(seed, epoch, index, ERASE_STREAM)
+
+
+PHOTOMETRIC_STAGES = (ColorJitter, RandomGrayscale, GaussianBlur)
+
+__all__ = ["ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "erase_generator",
+           "PHOTOMETRIC_STAGES", "ERASE_STREAM"]

@@ -1,0 +1,200 @@
+"""Recipe stages: frozen declarations that validate their arguments and compile
+themselves, per sample, into :mod:`hybridload.recipe.ops`.
+
+A geometric stage's ``sample_ops(hw, rng)`` takes the current (height, width) and the
+sample's generator (keyed by seed, epoch, index; created on first use) and returns its
+ops and the new (height, width). Randomness comes from ``rng`` only, in stage order, so
+every engine cuts the same boxes. Users reach these as ``hybridload.recipe.<Stage>``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import numpy as np
+
+from hybridload.recipe import ops as O
+from hybridload.recipe.ops import Op
+
+Size = Union[int, tuple[int, int]]
+
+
+def _check_size(stage: str, size, *, allow_int: bool = True) -> tuple[int, int] | int:
+    if isinstance(size, bool):
+        raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
+    if isinstance(size, (int, np.integer)):
+        if not allow_int or size <= 0:
+            raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
+        return int(size)
+    if (isinstance(size, (tuple, list)) and len(size) == 2
+            and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0 for s in size)):
+        return (int(size[0]), int(size[1]))
+    raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
+
+
+def _pair(size: int | tuple[int, int]) -> tuple[int, int]:
+    return (size, size) if isinstance(size, int) else size
+
+
+HW = tuple[int, int]
+Rng = Callable[[], np.random.Generator]  # the sample's generator, created on first use
+
+
+@dataclass(frozen=True)
+class Decode:
+    """Decode encoded bytes (JPEG, PNG, ...) into an RGB uint8 image. Must come first."""
+
+
+@dataclass(frozen=True)
+class RandomResizedCrop:
+    """Crop a random area/aspect box, then resize it to ``size`` (torchvision semantics).
+
+    Attributes:
+        size: output size, an int (square) or (height, width).
+        scale: range of the crop's area as a fraction of the image's.
+        ratio: range of the crop's aspect ratio (width / height), drawn log-uniformly.
+    """
+
+    size: Size
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+    def __post_init__(self):
+        object.__setattr__(self, "size", _pair(_check_size("RandomResizedCrop", self.size)))
+        lo, hi = _range("RandomResizedCrop", "scale", self.scale)
+        if not 0 < lo <= hi <= 1:
+            raise ValueError(f"RandomResizedCrop: scale must satisfy 0 < min <= max <= 1, got {self.scale!r}")
+        rlo, rhi = _range("RandomResizedCrop", "ratio", self.ratio)
+        if not 0 < rlo <= rhi:
+            raise ValueError(f"RandomResizedCrop: ratio must satisfy 0 < min <= max, got {self.ratio!r}")
+        object.__setattr__(self, "scale", (lo, hi))
+        object.__setattr__(self, "ratio", (rlo, rhi))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
+        """A box drawn as torchvision's ``get_params`` does, then a resize to ``size``."""
+        h, w = hw
+        x, y, cw, ch = _random_resized_crop(rng(), w, h, self)
+        return (O.Crop(x, y, cw, ch), O.Resize(*self.size)), self.size
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Resize; an int ``size`` sets the shorter side (aspect kept), a pair sets (height, width)."""
+
+    size: Size
+
+    def __post_init__(self):
+        object.__setattr__(self, "size", _check_size("Resize", self.size))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
+        h, w = hw
+        if isinstance(self.size, tuple):
+            nh, nw = self.size
+        elif w <= h:
+            nw, nh = self.size, int(self.size * h / w)
+        else:
+            nh, nw = self.size, int(self.size * w / h)
+        return (() if (nh, nw) == (h, w) else (O.Resize(nh, nw),)), (nh, nw)
+
+
+@dataclass(frozen=True)
+class CenterCrop:
+    """Crop the centre ``size`` box (zero padding where the image is smaller)."""
+
+    size: Size
+
+    def __post_init__(self):
+        object.__setattr__(self, "size", _pair(_check_size("CenterCrop", self.size)))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
+        (h, w), (ch, cw) = hw, self.size
+        if (ch, cw) == (h, w):
+            return (), self.size
+        return (O.Crop(int(round((w - cw) / 2.0)), int(round((h - ch) / 2.0)), cw, ch),), self.size
+
+
+@dataclass(frozen=True)
+class HorizontalFlip:
+    """Mirror left-right with probability ``p``."""
+
+    p: float = 0.5
+
+    def __post_init__(self):
+        if isinstance(self.p, bool) or not isinstance(self.p, (int, float)) or not 0 <= self.p <= 1:
+            raise ValueError(f"HorizontalFlip: p must be a probability in [0, 1], got {self.p!r}")
+        object.__setattr__(self, "p", float(self.p))
+
+    def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
+        return ((O.Flip(),) if rng().random() < self.p else ()), hw
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """``(x / 255 - mean) / std`` per channel; the output becomes floating point.
+
+    ``mean`` and ``std`` are in [0, 1] units, as torchvision's Normalize after ToTensor.
+    """
+
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+
+    def __post_init__(self):
+        for name in ("mean", "std"):
+            v = getattr(self, name)
+            if not (isinstance(v, (tuple, list)) and len(v) == 3
+                    and all(isinstance(x, (int, float)) for x in v)):
+                raise ValueError(f"Normalize: {name} must be three numbers (one per RGB channel), got {v!r}")
+            object.__setattr__(self, name, tuple(float(x) for x in v))
+        if any(s <= 0 for s in self.std):
+            raise ValueError(f"Normalize: std must be positive, got {self.std!r}")
+
+
+@dataclass(frozen=True)
+class ToTensor:
+    """Output layout and dtype: layout "CHW" (default) or "HWC"; dtype "uint8", "float32",
+    "float16", or None (uint8, or float32 after Normalize)."""
+
+    layout: str = "CHW"
+    dtype: str | None = None
+
+    def __post_init__(self):
+        if self.layout not in ("CHW", "HWC"):
+            raise ValueError(f"ToTensor: layout must be 'CHW' or 'HWC', got {self.layout!r}")
+        if self.dtype not in (None, "uint8", "float32", "float16"):
+            raise ValueError(f"ToTensor: dtype must be None, 'uint8', 'float32' or 'float16', got {self.dtype!r}")
+
+
+def _range(stage: str, name: str, v) -> tuple[float, float]:
+    if not (isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)):
+        raise ValueError(f"{stage}: {name} must be a (min, max) pair of numbers, got {v!r}")
+    return float(v[0]), float(v[1])
+
+
+Stage = Union[Decode, RandomResizedCrop, Resize, CenterCrop, HorizontalFlip, Normalize, ToTensor]
+GEOMETRY = (RandomResizedCrop, Resize, CenterCrop, HorizontalFlip)
+
+
+def _random_resized_crop(rng: np.random.Generator, w: int, h: int, st: RandomResizedCrop):
+    """torchvision's RandomResizedCrop.get_params, drawing from ``rng``."""
+    area = w * h
+    log_ratio = (math.log(st.ratio[0]), math.log(st.ratio[1]))
+    for _ in range(10):
+        target_area = area * rng.uniform(st.scale[0], st.scale[1])
+        aspect = math.exp(rng.uniform(log_ratio[0], log_ratio[1]))
+        cw = int(round(math.sqrt(target_area * aspect)))
+        ch = int(round(math.sqrt(target_area / aspect)))
+        if 0 < cw <= w and 0 < ch <= h:
+            x = int(rng.integers(0, w - cw + 1))
+            y = int(rng.integers(0, h - ch + 1))
+            return x, y, cw, ch
+    in_ratio = w / h
+    if in_ratio < st.ratio[0]:
+        cw, ch = w, int(round(w / st.ratio[0]))
+    elif in_ratio > st.ratio[1]:
+        ch, cw = h, int(round(h * st.ratio[1]))
+    else:
+        cw, ch = w, h
+    return (w - cw) // 2, (h - ch) // 2, cw, ch
+

@@ -1,0 +1,92 @@
+"""The shard-aware sample order for shard streaming: pure functions of (seed, epoch, rank).
+
+Reading tar shards whole (one request per shard, not per sample) needs an order in which a
+worker meets the samples of only a few shards at a time. As WebDataset and Mosaic streaming
+do, the epoch's order is:
+
+1. the shards in a random order (keyed by seed and epoch);
+2. cut into *blocks* of ``buffer_shards`` consecutive shards of that order;
+3. the samples of each block shuffled among themselves; the blocks concatenated.
+
+So any window of the order lies in at most two blocks (``2 * buffer_shards`` shards), and a
+sample moves at most a block away from its shard's neighbours: the trade against a global
+random order (see the README) is that a batch draws from ``buffer_shards`` shards, not from
+the whole dataset. Ranks then take *contiguous* spans of that order (Mosaic's rule), not
+every ``world_size``-th sample (DistributedSampler's): a strided split would make every rank
+read every shard. Padding and dropping are DistributedSampler's — ``drop_last=False`` repeats
+the order's start until the ranks divide it evenly, ``drop_last=True`` drops the tail — so
+every rank gets the same number of samples and batches as with the default order.
+
+Worked example, shards of sizes (3, 3, 2) (samples 0-2, 3-5, 6-7), shuffle=False, 3 ranks:
+order 0..7, padded to 9 with 0; rank 0 gets [0, 1, 2], rank 1 [3, 4, 5], rank 2 [6, 7, 0]
+(drop_last=True: 6 samples, [0, 1], [2, 3], [4, 5]).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hybridload.sampling.sharding import pad_order, samples_per_rank
+
+_TAG = 0x5A4D  # keeps this order's random stream apart from other users of (seed, epoch)
+
+
+def _rng(seed: int, epoch: int) -> np.random.Generator:
+    return np.random.default_rng([_TAG, int(seed) % 2 ** 64, int(epoch) % 2 ** 64])
+
+
+def shard_block_order(shard_sizes, *, seed: int, epoch: int, buffer_shards: int, shuffle: bool = True) -> np.ndarray:
+    """The whole dataset's sample order for an epoch (see the module docstring). Samples are
+    numbered shard after shard: shard ``s`` holds ``sum(sizes[:s]) ... + sizes[s] - 1``."""
+    sizes = np.asarray(shard_sizes, dtype=np.int64)
+    n = int(sizes.sum())
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    rng = _rng(seed, epoch)
+    shards = rng.permutation(len(sizes))
+    blocks = []
+    for b in range(0, len(shards), buffer_shards):
+        members = [np.arange(starts[s], starts[s] + sizes[s], dtype=np.int64) for s in shards[b:b + buffer_shards]]
+        blocks.append(rng.permutation(np.concatenate(members)))
+    return np.concatenate(blocks) if blocks else np.empty(0, dtype=np.int64)
+
+
+def contiguous_rank_split(order: np.ndarray, *, world_size: int, rank: int, drop_last: bool) -> np.ndarray:
+    """Rank ``rank``'s contiguous span of ``order``, padded or trimmed as DistributedSampler."""
+    per_rank = samples_per_rank(len(order), world_size, drop_last)
+    padded = pad_order(order, per_rank * world_size)
+    return padded[rank * per_rank:(rank + 1) * per_rank]
+
+
+@dataclass(frozen=True)
+class ShardOrder:
+    """The shard-aware order of a sharded source, as ``Source.sample_order()`` returns it.
+
+    Args:
+        shard_sizes: samples per shard, in the source's shard order.
+        buffer_shards: shards whose samples are shuffled together (the block size); more
+            mixes better and needs more shards held at once by each worker.
+    """
+
+    shard_sizes: tuple[int, ...]
+    buffer_shards: int = 4
+
+    def __post_init__(self):
+        if isinstance(self.buffer_shards, bool) or not isinstance(self.buffer_shards, int) or self.buffer_shards < 1:
+            raise ValueError(f"ShardOrder: buffer_shards must be an int >= 1, got {self.buffer_shards!r}; "
+                             "write e.g. buffer_shards=4")
+        if any(int(s) < 0 for s in self.shard_sizes):
+            raise ValueError("ShardOrder: shard_sizes must be counts >= 0")
+
+    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
+                     drop_last: bool) -> np.ndarray:
+        """This rank's sample indices for an epoch, in order."""
+        if n != sum(self.shard_sizes):
+            raise ValueError(f"ShardOrder: the dataset has {n} samples but the shards hold {sum(self.shard_sizes)}; "
+                             "build the order from the same source")
+        order = shard_block_order(self.shard_sizes, seed=seed, epoch=epoch, buffer_shards=self.buffer_shards,
+                                  shuffle=shuffle)
+        return contiguous_rank_split(order, world_size=world_size, rank=rank, drop_last=drop_last)

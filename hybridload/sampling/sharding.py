@@ -1,0 +1,211 @@
+"""Which batches a rank sees in an epoch: a pure function, with the semantics of
+torch's DistributedSampler followed by a BatchSampler.
+
+* ``shuffle=True``: the epoch's permutation is ``torch.randperm(n)`` from a generator
+  seeded with ``seed + epoch`` — the same order DistributedSampler gives.
+* ``drop_last=False``: the index list is padded by repeating its start until it divides
+  evenly among ranks; the last batch of a rank may be short.
+  ``drop_last=True``: the tail that does not divide evenly is dropped, and so is a
+  rank's last short batch.
+* rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number
+  of batches (unequal counts hang DDP).
+* a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
+  streaming's shard-aware order (:mod:`hybridload.sampling.shard_order`) splits contiguous spans among
+  ranks, with the same padding, dropping and batch counts.
+
+Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
+
+==========  =====================  ======================
+drop_last   rank 0                 rank 1 / rank 2
+==========  =====================  ======================
+False       [0, 3] [6, 9]          [1, 4] [7, 0] / [2, 5] [8, 1]
+True        [0, 3] [6]-> dropped   [1, 4] / [2, 5]
+==========  =====================  ======================
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import torch
+
+
+def _check(n: int, batch_size: int, world_size: int, rank: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not isinstance(world_size, (int, np.integer)) or world_size <= 0:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if not isinstance(rank, (int, np.integer)) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank!r}")
+    if n < 0:
+        raise ValueError(f"dataset size must be >= 0, got {n}")
+
+
+def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+    """The whole dataset's order for an epoch (before splitting among ranks)."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    g = torch.Generator()
+    g.manual_seed(int(seed) + int(epoch))
+    return torch.randperm(n, generator=g).numpy().astype(np.int64, copy=False)
+
+
+def samples_per_rank(n: int, world_size: int, drop_last: bool) -> int:
+    if drop_last and n % world_size != 0:
+        return math.ceil((n - world_size) / world_size)
+    return math.ceil(n / world_size)
+
+
+def rank_indices(n: int, *, seed: int = 0, epoch: int = 0, world_size: int = 1, rank: int = 0,
+                 shuffle: bool = True, drop_last: bool = False) -> np.ndarray:
+    """This rank's sample indices for an epoch, in order (DistributedSampler semantics)."""
+    _check(n, 1, world_size, rank)
+    order = epoch_order(n, seed, epoch, shuffle)
+    total = samples_per_rank(n, world_size, drop_last) * world_size
+    return pad_order(order, total)[rank:total:world_size]
+
+
+def pad_order(order: np.ndarray, total: int) -> np.ndarray:
+    """``order`` cut or padded to ``total`` samples as DistributedSampler does: padding
+    repeats the order from its start (as often as needed)."""
+    n = len(order)
+    if total <= n:
+        return order[:total]
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    reps = math.ceil((total - n) / n)
+    return np.concatenate([order] + [order] * reps)[:total]
+
+
+def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
+    """How many batches every rank gets in an epoch."""
+    _check(n, batch_size, world_size, 0)
+    per_rank = samples_per_rank(n, world_size, drop_last)
+    return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
+
+
+def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, world_size: int = 1,
+                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order=None) -> list[np.ndarray]:
+    """This rank's ordered batches (arrays of dataset indices) for an epoch. ``order``: a
+    source's ``sample_order()`` (e.g. the shard-aware :class:`~hybridload.sampling.shard_order.ShardOrder`),
+    whose ``rank_indices`` replaces :func:`rank_indices`; None for DistributedSampler's order."""
+    _check(n, batch_size, world_size, rank)
+    pick = rank_indices if order is None else order.rank_indices
+    idx = pick(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last)
+    count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
+    return [idx[b * batch_size:(b + 1) * batch_size] for b in range(count)]
+
+
+def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """(rank, world_size): given values win, else torch.distributed when initialized,
+    else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1).
+
+    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1."""
+    for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
+        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
+            raise ValueError(f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
+                             f"pass e.g. {name}={low if name == 'rank' else 2}")
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
+    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        r, w = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    else:
+        r, w = 0, 1
+    return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)
+
+
+class DistributedBatchSampler:
+    """A stateful iterable of this rank's batches (lists of indices), usable as a torch
+    DataLoader ``batch_sampler``. ``set_epoch`` like DistributedSampler; ``state_dict``
+    / ``load_state_dict`` resume mid-epoch exactly.
+
+    Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also
+    reshuffles every pass):
+
+    * a new pass without ``set_epoch`` advances the epoch by one;
+    * ``set_epoch(e)`` always wins: the next pass is epoch e from its start, however many
+      passes ran before (``set_epoch(5)`` before each of two passes gives epoch 5 twice);
+    * a resumed pass (``load_state_dict`` / ``resume_at``) continues the saved epoch, also
+      when ``set_epoch`` names that epoch before the pass;
+    * the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
+    """
+
+    def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order=None):
+        self.rank, self.world_size = resolve_rank(rank, world_size)
+        self.order = order  # a source's sample_order(); None: DistributedSampler's
+        _check(n, batch_size, self.world_size, self.rank)
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.shuffle, self.drop_last = shuffle, drop_last
+        self.epoch = 0
+        self._pos = 0          # batches handed out by the live iterator
+        self._resume = 0       # where the next iterator starts
+        self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass is epoch ``epoch``, from its start; right after a resume into that
+        same epoch, from the resume point (the usual ``load_state_dict`` then
+        ``set_epoch(saved_epoch)`` loop keeps its place)."""
+        if int(epoch) != self.epoch or not self._chosen:
+            self._resume = self._pos = 0
+        self.epoch = int(epoch)
+        self._chosen = True
+
+    def __len__(self) -> int:
+        return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
+                           drop_last=self.drop_last)
+
+    @property
+    def position(self) -> int:
+        """Batches of the current epoch delivered so far (where a resume would start)."""
+        return self._pos
+
+    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
+        """This rank's batches (index arrays) of an epoch (default: the current one)."""
+        return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
+                            epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
+                            rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last, order=self.order)
+
+    def begin_pass(self) -> tuple[list[np.ndarray], int]:
+        """The batches of the epoch this pass runs and the position it starts from (the
+        resume point, used up by this call). Without a ``set_epoch`` or a resume since the
+        previous pass began, the epoch advances by one first."""
+        if not self._chosen:
+            self.epoch += 1
+            self._resume = 0
+        self._chosen = False
+        start, self._resume = self._resume, 0
+        self._pos = start
+        return self.batches(), start
+
+    def mark_delivered(self) -> None:
+        """One more batch of the pass reached the consumer."""
+        self._pos += 1
+
+    def resume_at(self, epoch: int, position: int) -> None:
+        """The next pass is epoch ``epoch`` from batch ``position``."""
+        self.epoch = int(epoch)
+        self._pos = self._resume = int(position)
+        self._chosen = True
+
+    def __iter__(self):
+        batches, start = self.begin_pass()
+        for b in batches[start:]:
+            self.mark_delivered()
+            yield b.tolist()
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self._pos, "seed": self.seed, "n": self.n,
+                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size}
+
+    def load_state_dict(self, sd: dict) -> None:
+        for key in ("seed", "n", "world_size", "rank", "batch_size"):
+            if sd[key] != getattr(self, key):
+                raise ValueError(f"DistributedBatchSampler.load_state_dict: saved {key}={sd[key]!r} but this "
+                                 f"sampler has {key}={getattr(self, key)!r}; build it with the same arguments")
+        self.resume_at(sd["epoch"], sd["position"])

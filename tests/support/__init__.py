@@ -1,0 +1,1 @@
+"""Test helpers shared by the tests and the benchmarks (not part of the package)."""
