@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hybridload.cli.tables import format_table
 from hybridload.policy import usable_cpus
 
 # the test tree's helpers (bad files, the slow filesystem) are not in the package: benchmarks
@@ -228,9 +229,9 @@ def fmt(x, spec: str = ".0f") -> str:
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence]) -> list[str]:
-    """Lines of a markdown table; the first column left-aligned, the others right-aligned."""
-    return ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1),
-            *("| " + " | ".join(str(x) for x in row) + " |" for row in rows)]
+    """Lines of a markdown table (the command line's own tables); the first column left-aligned,
+    the others right-aligned."""
+    return format_table(header, [[str(x) for x in row] for row in rows], right=range(1, len(header))).splitlines()
 
 
 COLUMNS: dict[str, tuple[str, Callable[[dict], object]]] = {

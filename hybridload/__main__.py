@@ -2,6 +2,6 @@
 
 import sys
 
-from hybridload.cli.main import main
+from hybridload.cli.commands import main
 
 sys.exit(main())

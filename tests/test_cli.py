@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import hybridload
-from hybridload.cli.main import build_parser, configure_logging, main
+from hybridload.cli.commands import build_parser, configure_logging, main
 from hybridload.policy import LoaderPolicy
 
 
@@ -147,14 +147,14 @@ def test_verbose_turns_on_debug_for_hybridload_loggers_only(restore_logging):
         assert not logging.getLogger(other).isEnabledFor(logging.DEBUG), other
         assert not logging.getLogger(other).isEnabledFor(logging.INFO), other
     configure_logging(verbose=False)
-    assert logging.getLogger("hybridload.cli.main").isEnabledFor(logging.INFO)
-    assert not logging.getLogger("hybridload.cli.main").isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("hybridload.cli.commands").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("hybridload.cli.commands").isEnabledFor(logging.DEBUG)
 
 
 def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, restore_logging):
     from tqdm.contrib.logging import _TqdmLoggingHandler  # what logging_redirect_tqdm installs
 
-    import hybridload.cli.main as cli
+    import hybridload.cli.commands as cli
     seen = {}
 
     def fake_demo(args):
@@ -167,7 +167,7 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
 
 
 def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
-    code = ("import warnings, hybridload.cli.main as cli\n"
+    code = ("import warnings, hybridload.cli.commands as cli\n"
             "def fake(args):\n"
             "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
             "    return 0\n"

@@ -148,7 +148,7 @@ CYCLES = textwrap.dedent("""
             assert [b[0].tolist() for b in ld] == [[0, 1, 2, 3], [4, 5, 6, 7]]
         gc.collect()
         out.append((len(os.listdir("/proc/self/fd")), rss_mb(), ray.get_runtime_context().get_job_id()))
-    from hybridload import cluster
+    from hybridload.cluster import connect as cluster
     print(json.dumps({"cycles": out, "users": cluster.users(), "shut": cluster.shutdown(),
                       "after": ray.is_initialized()}))
 """)

@@ -1,10 +1,10 @@
 """The command line: ``hybridload demo | profile | bench``.
 
-``main`` (commands), ``args`` (argument types, one-line user errors), ``tables``, ``plots``,
+``commands`` (the commands and ``main``), ``args`` (argument types, one-line user errors), ``tables``, ``plots``,
 ``bench`` (the bench command), ``profile`` (the profile command) and ``demo_data`` (the
 demo's photo set).
 """
 
-from hybridload.cli.main import main
+from hybridload.cli.commands import main
 
 __all__ = ["main"]

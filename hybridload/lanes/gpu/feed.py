@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from hybridload.errors import Reroute, SampleError
-from hybridload.kernels import MAX_IMAGE_PIXELS, BatchResult, image_size
+from hybridload.kernels import BatchResult, check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
@@ -62,8 +62,7 @@ def _check_reads(recipe, seed: int, task: BatchTask, refs, reads, labels: np.nda
             raise Reroute(f"sample {i} ({ref.location}) has no JPEG end marker")
         try:
             w, h = image_size(payload)
-            if w * h > MAX_IMAGE_PIXELS:
-                raise ValueError(f"{w}x{h} pixels exceeds the limit of {MAX_IMAGE_PIXELS}")
+            check_pixels(w, h)
             params.append(recipe.sample_params(seed, task.epoch, i, w, h))
         except Exception as exc:
             raise Reroute(f"sample {i} ({ref.location}): {exc}") from None

@@ -16,7 +16,7 @@ from hybridload.cli.args import (Parser, UsageError, choices_list, count, data_r
                        positive_float, positive_int, user_input)
 from hybridload.cli.tables import format_table, key_value_table
 
-log = logging.getLogger("hybridload.cli.main")
+log = logging.getLogger("hybridload.cli.commands")
 
 BENCH_MODES = bench.MODES + bench.POLICY_MODES
 
