@@ -7,9 +7,7 @@ builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
 import weakref
 from typing import Iterator
 
@@ -23,9 +21,8 @@ from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
 from hybridload.lanes.base import LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes
-from hybridload.lanes.spec import LaneCaps, plan_lanes
-from hybridload.planner.plan import Plan
-from hybridload.policy import LoaderPolicy, usable_cpus
+from hybridload.lanes.spec import LaneCaps, LaneSpec
+from hybridload.policy import LoaderPolicy
 from hybridload.recipe import Recipe
 from hybridload.execution.retry import RetryRules, StragglerRule
 from hybridload.sources import Source
@@ -98,14 +95,16 @@ class HybridLoader:
         self._lanes: list = []
         self._fallback: list = []
         self._caps = LaneCaps()
-        self._plan = _load_plan(policy.plan)
+        self._plan = policy.loaded_plan()
         self._online = None
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
         self._finalizer = weakref.finalize(self, _shut, self._streams, self._lanes)
+        #: the lanes this loader runs, decoded from the policy once (``LoaderPolicy.lane_spec``)
+        self.lane_spec: LaneSpec = policy.lane_spec(self._plan, device=self.device, recipe=recipe)
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
-            check_shippable(recipe.stages, self._lane_spec().ships_recipe)
+            check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
             log.warning("HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, "
                         "drop_last=%s)", rank, len(source), batch_size, world_size, drop_last)
@@ -138,8 +137,8 @@ class HybridLoader:
             raise RuntimeError("HybridLoader is closed")
         if self._lanes:
             return self._lanes
-        spec = self._lane_spec()
-        built = build_lanes(spec, self.source, self.recipe, policy=self.policy, seed=self.seed,
+        spec = self.lane_spec
+        built = build_lanes(spec, self.source, self.recipe, seed=self.seed,
                             batch_size=self.batch_size, device=self.device, rank=self.rank,
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
@@ -149,10 +148,6 @@ class HybridLoader:
         if spec.auto and any(lane.kind is LaneKind.GPU for lane in self._lanes):
             self._online = self._start_online(spec.start_share)
         return self._lanes
-
-    def _lane_spec(self):
-        return plan_lanes(self.policy, self._plan, ray_installed=importlib.util.find_spec("ray") is not None,
-                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), recipe=self.recipe)
 
     def _start_online(self, share: float):
         from hybridload.planner.monitor import GpuMonitor
@@ -178,8 +173,7 @@ class HybridLoader:
                              timeout_s=p.batch_timeout_s, hooks=self._stats, caps=self._caps,
                              fallback=self._fallback, rules=RetryRules(p.max_retries, p.break_after),
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
-                             device_budget_bytes=None if p.gpu_memory_budget_mb is None
-                             else int(p.gpu_memory_budget_mb * 2**20))
+                             device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)
         self._streams[:] = [stream]
         active = _Pass(self, stream)
         self._active = weakref.ref(active)
@@ -290,9 +284,3 @@ def _shut(streams: list, lanes: list) -> None:
     while streams:
         streams.pop().close()
     close_lanes(lanes)
-
-
-def _load_plan(plan):
-    if plan is None:
-        return None
-    return plan if isinstance(plan, Plan) else Plan.load(plan)

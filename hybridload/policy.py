@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import multiprocessing as mp
 import os
@@ -9,6 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from hybridload.lanes.spec import LaneSpec, plan_lanes
 from hybridload.planner.plan import Plan
 
 MODES = ("cpu", "gpu", "split", "auto")
@@ -186,8 +188,24 @@ class LoaderPolicy:
         kw.update(overrides)
         return cls(**kw)
 
-    def resolved_threads(self) -> int:
-        return self.threads if self.threads is not None else usable_cpus()
+    def loaded_plan(self) -> Plan | None:
+        """``plan`` as a Plan (read from its file when it is a path), or None."""
+        if self.plan is None or isinstance(self.plan, Plan):
+            return self.plan
+        return Plan.load(self.plan)
+
+    def lane_spec(self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
+        """The lanes this policy runs here, decoded by :func:`hybridload.lanes.spec.plan_lanes`
+        with this process's facts (whether Ray imports, RAY_ADDRESS, the usable CPUs).
+
+        The loader, the bench and the profiler all decode a policy through this. ``plan``:
+        default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
+        ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off.
+        """
+        return plan_lanes(self, self.loaded_plan() if plan is None else plan,
+                          ray_installed=importlib.util.find_spec("ray") is not None,
+                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), device=device,
+                          recipe=recipe)
 
 
 def usable_cpus() -> int:

@@ -130,7 +130,7 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
     monkeypatch.setattr(pipelines, "build_pipeline", broken)
     src = sources.ImageFolder(photo_root)
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*could not build.*CPU lanes"):
-        assert make_gpu_lane(LoaderPolicy(gpu_engine="dali"), src, recipe.imagenet_train(32), seed=0,
+        assert make_gpu_lane(LoaderPolicy(gpu_engine="dali").lane_spec(), src, recipe.imagenet_train(32), seed=0,
                              batch_size=4, device="cpu") is None
     rec = recipe.imagenet_train(32)
     with warnings.catch_warnings():
@@ -147,7 +147,7 @@ def test_the_torch_engine_without_torchvision_falls_back_with_a_warning(photo_ro
         raise torch_lane_mod.LaneUnavailableError("the torch GPU engine needs torchvision")
     monkeypatch.setattr(torch_lane_mod, "torchvision_decoder", missing)
     with pytest.warns(RuntimeWarning, match="torch: the torch GPU engine needs torchvision"):
-        assert make_gpu_lane(LoaderPolicy(gpu_engine="torch"), sources.ImageFolder(photo_root),
+        assert make_gpu_lane(LoaderPolicy(gpu_engine="torch").lane_spec(), sources.ImageFolder(photo_root),
                              recipe.imagenet_train(32), seed=0, batch_size=4, device="cpu") is None
 
 
@@ -287,7 +287,8 @@ def test_dali_cpu_only_mode_warns_once_per_process(photo_root, monkeypatch):
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        lanes = [make_gpu_lane(LoaderPolicy(), src, rec, seed=0, batch_size=4, device="cpu") for _ in range(2)]
+        spec = LoaderPolicy().lane_spec(device="cpu")
+        lanes = [make_gpu_lane(spec, src, rec, seed=0, batch_size=4, device="cpu") for _ in range(2)]
     loud = [w for w in caught if "CPU-only mode (no GPU visible)" in str(w.message)]
     assert len(loud) == 1 and all(lane.describe() == "GPU lane: DALI CPU-only mode, no GPU visible" for lane in lanes)
     for lane in lanes:

@@ -1,4 +1,5 @@
-"""plan_lanes is a pure function of (policy, plan): checked directly, mode by mode."""
+"""plan_lanes is a pure function of (policy, plan): checked directly, mode by mode; the loader, the bench,
+the rate probe and the profiler all run the LaneSpec it decodes."""
 
 import pytest
 
@@ -108,3 +109,136 @@ def test_the_default_local_lane_runs_processes_where_they_fork(policy, cpus, pro
 def test_a_start_method_the_platform_lacks_is_refused_naming_the_argument():
     with pytest.raises(ValueError, match="start_method must be one of auto, fork, forkserver, spawn; got 'thread'"):
         LoaderPolicy(start_method="thread")
+
+
+# ------------------------------------------------------------------ everything a lane needs, decoded once
+@pytest.mark.parametrize("asked,device,engines,noted", [
+    ("auto", "cuda:0", ("dali", "torch"), False),
+    ("auto", "cpu", ("dali",), True),                  # never the torch engine on CPU tensors; said why
+    ("dali", "cuda:1", ("dali",), False),
+    ("dali", "cpu", ("dali",), False),                 # DALI's CPU-only stand-in, as asked
+    ("torch", "cuda:0", ("torch",), False),
+    ("torch", "cpu", ("torch",), False),
+], ids=["auto-cuda", "auto-cpu", "dali-cuda", "dali-cpu", "torch-cuda", "torch-cpu"])
+def test_the_gpu_engines_to_try_follow_the_policy_and_the_device(asked, device, engines, noted):
+    import torch
+    spec = plan_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=device)
+    assert spec.gpu_engines == engines and ("not a CUDA device" in spec.gpu_engines_note) is noted
+    assert plan_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=torch.device(device)) == spec
+
+
+@pytest.mark.parametrize("budget,expected", [(None, None), (64, 64 * 2**20), (0.5, 2**19)])
+def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, expected):
+    spec = plan_lanes(LoaderPolicy(mode="split", gpu_share=0.5, gpu_memory_budget_mb=budget, gpu_threads=3))
+    assert spec.gpu_memory_budget_mb == budget and spec.gpu_memory_budget_bytes == expected
+    assert spec.gpu_threads == 3
+
+
+@pytest.mark.parametrize("policy,cpus,local,actors", [
+    (LoaderPolicy(cpu_actors=0), 6, 6, 0),                      # the in-process lane on every usable CPU
+    (LoaderPolicy(cpu_actors=0, threads=3), 6, 3, 0),           # threads asked: as asked
+    (LoaderPolicy(ray_address="embedded"), 4, 4, None),         # None: as many as the cluster allows
+    (LoaderPolicy(ray_address="embedded", cpu_actors=5), 4, 4, 5),
+], ids=["local-default", "local-asked", "actors-default", "actors-asked"])
+def test_actor_counts_and_local_workers_are_in_the_spec(policy, cpus, local, actors):
+    spec = plan_lanes(policy, cpus=cpus, ray_address_env=None)
+    assert (spec.local_workers, spec.cpu_actors) == (local, actors)
+
+
+def test_the_spec_carries_every_knob_the_cpu_lanes_take():
+    policy = LoaderPolicy(ray_address="10.0.0.1:6379", placement="any", reserve_local_cpus=2, ship_bytes=True,
+                          on_error="skip")
+    spec = plan_lanes(policy)
+    assert (spec.ray_address, spec.placement, spec.reserve_local_cpus, spec.ship_bytes, spec.on_error) == (
+        "10.0.0.1:6379", "any", 2, True, "skip")
+
+
+def test_a_spec_is_frozen():
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan_lanes(LoaderPolicy()).gpu_threads = 4
+
+
+def test_policy_lane_spec_is_plan_lanes_with_this_process_facts(monkeypatch, tmp_path):
+    import importlib.util
+
+    from hybridload.policy import usable_cpus
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    path = tmp_path / "plan.json"
+    a_plan(0.3).save(path)
+    policy = LoaderPolicy(mode="auto", plan=str(path))
+    assert policy.lane_spec(device="cuda:0") == plan_lanes(
+        policy, a_plan(0.3), ray_installed=importlib.util.find_spec("ray") is not None,
+        ray_address_env="10.0.0.1:6379", cpus=usable_cpus(), device="cuda:0")
+    assert policy.lane_spec().gpu_cap == 0.3                     # the policy's plan file, read
+    assert policy.lane_spec(a_plan(0.6)).gpu_cap == 0.6          # a plan passed in wins
+
+
+# ------------------------------------------------------------------ the loader, bench, rates and profiler agree
+def _loader_spec(photo_root, policy, rec, device="cpu"):
+    from hybridload import HybridLoader, sources
+    with HybridLoader(sources.ImageFolder(photo_root), rec, 4, policy=policy, device=device) as ld:
+        return ld.lane_spec  # decoded at construction: no lane is started
+
+
+@pytest.mark.parametrize("mode", ["single-gpu", "multi-node", "cpu", "gpu", "split", "auto"])
+@pytest.mark.parametrize("share", [None, 0.3], ids=["no-plan", "plan"])
+def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(photo_root, mode, share, monkeypatch):
+    from hybridload import recipe
+    from hybridload.cli.bench import policy_for
+    from hybridload.lanes.spec import START_SHARE
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    rec = recipe.imagenet_train(32)
+    plan = None if share is None else a_plan(share)
+    policy = policy_for(mode, plan, ray_address=None, threads=1)
+    spec = _loader_spec(photo_root, policy, rec)
+    assert spec == policy.lane_spec(plan, device="cpu", recipe=rec)
+    if mode in ("single-gpu", "multi-node", "auto", "split"):  # the plan's share, else the in-line start
+        assert spec.gpu_cap == (START_SHARE if share is None else share)
+        assert spec.auto is (mode != "split")
+
+
+def test_the_rate_probe_tries_the_loaders_engines_with_the_loaders_spec(photo_root, monkeypatch):
+    import torch
+
+    import hybridload.lanes.gpu as gpu
+    from hybridload import recipe
+    from hybridload.errors import LaneUnavailableError
+    from hybridload.planner.rates import gpu_lane_rate
+    rec = recipe.imagenet_train(32)
+    spec = _loader_spec(photo_root, LoaderPolicy(mode="gpu", gpu_threads=3, gpu_memory_budget_mb=64), rec)
+    tried = []
+
+    def unavailable(name, got, *a, **kw):
+        tried.append((name, got))
+        raise LaneUnavailableError(f"{name} is not here")
+    monkeypatch.setattr(gpu, "build_engine", unavailable)
+    with pytest.raises(LaneUnavailableError, match="dali: dali is not here"):
+        gpu_lane_rate(None, rec, [0, 1], 0.1, batch_size=2, device=torch.device("cpu"), spec=spec)
+    assert tried == [(name, spec) for name in spec.gpu_engines]
+
+
+def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_root, monkeypatch):
+    import torch
+
+    from hybridload import recipe, sources
+    from hybridload.cli import profile
+    from hybridload.planner.nvml import GpuUnavailable
+    from hybridload.policy import usable_cpus
+    rec = recipe.imagenet_train(32)
+    seen = {}
+
+    def rate(source, recipe_, indices, seconds, *, batch_size, device, spec, seed=0):
+        seen["spec"] = spec
+        return 100.0, 0.1, "fake GPU lane"
+    monkeypatch.setattr(profile, "read_gpu", lambda **kw: GpuUnavailable("no NVML in this test"))
+    monkeypatch.setattr(profile, "cpu_rate_per_core", lambda *a, **kw: 50.0)
+    monkeypatch.setattr(profile, "measure_loader", lambda *a, **kw: 50.0)
+    monkeypatch.setattr(profile, "gpu_lane_rate", rate)
+    profile.run_profile(sources.ImageFolder(photo_root), rec, batch_size=4, seconds=0.1, sample=8, gpu_threads=3,
+                        check_points=False, device=torch.device("cpu"))
+    cpus = usable_cpus()  # reserve_local_cpus=0
+    assert seen["spec"] == _loader_spec(photo_root, profile.profile_policy(1.0, threads=cpus, gpu_threads=3), rec)
+    at_half = profile.profile_policy(0.5, threads=cpus, gpu_threads=3).lane_spec(device="cpu", recipe=rec)
+    assert (seen["spec"].gpu_engines, seen["spec"].gpu_threads, seen["spec"].gpu_memory_budget_mb) == (
+        at_half.gpu_engines, at_half.gpu_threads, at_half.gpu_memory_budget_mb)   # what measure_loader runs

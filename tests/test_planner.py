@@ -374,7 +374,9 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
 
     monkeypatch.setattr(gpu, "build_engine", lambda *a, **kw: SleepyLane())
     monkeypatch.setattr(torch.cuda, "synchronize", spin)
-    rate, cores, label = gpu_lane_rate(None, None, list(range(8)), 0.2, batch_size=4, device=torch.device("cuda", 0))
+    spec = LoaderPolicy().lane_spec(device="cuda:0")
+    rate, cores, label = gpu_lane_rate(None, None, list(range(8)), 0.2, batch_size=4, device=torch.device("cuda", 0),
+                                       spec=spec)
     assert label == "fake GPU lane" and rate > 0
     assert events[:2] == ["batch", "sync"] and events.count("sync") == events.count("batch")
     assert cores < 0.4  # the spinning waits (half the wall time) are not charged as CPU work

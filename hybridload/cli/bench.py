@@ -86,16 +86,18 @@ class RssSampler:
 
 
 def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None):
+    """The LoaderPolicy a bench mode runs; its lanes (the GPU share included: the plan's, else
+    ``lanes.spec.START_SHARE``) are decoded by the loader, as for any policy (``policy.lane_spec``)."""
+    from hybridload.lanes.spec import START_SHARE
     from hybridload.policy import LoaderPolicy
-    share = plan.gpu_share if plan is not None else None
     fixed = {"gpu": dict(mode="gpu"),       # the policy's own mode names, on this node's lanes
-             "split": dict(mode="split", gpu_share=0.5 if share is None else share)}
+             "split": dict(mode="split", plan=plan, gpu_share=START_SHARE if plan is None else None)}
     if mode in fixed:
         return LoaderPolicy(**fixed[mode], cpu_actors=0, threads=threads)
     if mode in ("single-gpu", "auto"):
-        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=0, threads=threads)
+        return LoaderPolicy(mode="auto", plan=plan, cpu_actors=0, threads=threads)
     if mode == "multi-node":
-        return LoaderPolicy(mode="auto", gpu_share=share, plan=plan, cpu_actors=None,
+        return LoaderPolicy(mode="auto", plan=plan, cpu_actors=None,
                             ray_address=ray_address or os.environ.get("RAY_ADDRESS") or "embedded",
                             placement="any", reserve_local_cpus=0)
     if mode == "cpu":

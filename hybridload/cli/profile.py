@@ -22,14 +22,20 @@ def _local_cpus(reserve: int) -> int:
     return max(1, usable_cpus() - reserve)
 
 
+def profile_policy(share: float, *, threads: int, gpu_threads: int):
+    """The LoaderPolicy the profiler measures at GPU share ``share`` (in-process CPU lane); the
+    GPU lane's rate is measured with its LaneSpec too, so both see the same engines and knobs."""
+    from hybridload.policy import LoaderPolicy
+    return LoaderPolicy(mode="cpu" if share <= 0 else "split", gpu_share=share if share > 0 else None,
+                        cpu_actors=0, threads=threads, gpu_threads=gpu_threads)
+
+
 def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: float, threads: int,
                    gpu_threads: int, device, seed: int = 0) -> float:
     """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
-    from hybridload import HybridLoader, LoaderPolicy
+    from hybridload.loader import HybridLoader
     from hybridload.sampling.epochs import endless
-    mode = "cpu" if share <= 0 else "split"
-    policy = LoaderPolicy(mode=mode, gpu_share=share if share > 0 else None, cpu_actors=0, threads=threads,
-                          gpu_threads=gpu_threads)
+    policy = profile_policy(share, threads=threads, gpu_threads=gpu_threads)
     with HybridLoader(source, recipe, batch_size, policy=policy, seed=seed, device=device) as ld:
         n, t0 = 0, None
         for images, _labels in endless(ld):
@@ -79,9 +85,10 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
             cluster.release()
 
     step("the GPU lane")
+    spec = profile_policy(1.0, threads=cpus, gpu_threads=gpu_threads).lane_spec(device=device, recipe=recipe)
     try:
         g_rate, g_cost, g_label = gpu_lane_rate(source, recipe, idx, seconds, batch_size=batch_size,
-                                                device=device, threads=gpu_threads)
+                                                device=device, spec=spec)
         # in CPU-only mode the stand-in needs no GPU time; on a GPU, NVML's reading sets the headroom
         gpu_ok = True
         util = gpu.util_mean if gpu.available and device.type == "cuda" else 0.0

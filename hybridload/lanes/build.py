@@ -22,30 +22,31 @@ class BuiltLanes:
     caps: dict[LaneKind, float] = field(default_factory=dict)
 
 
-def build_lanes(spec: LaneSpec, source, recipe, *, policy, seed: int, batch_size: int, device: torch.device,
+def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                 rank: int, world_size: int, pin_memory: bool) -> BuiltLanes:
-    """Build the lanes; a GPU lane that cannot run here is replaced by the CPU lane, with a warning."""
+    """Build the lanes ``spec`` asks for; a GPU lane that cannot run here is replaced by the
+    CPU lane, with a warning."""
     for note in spec.notes:
         log.warning("%s", note)
     out = BuiltLanes()
     try:
-        gpu = _gpu_lane(policy, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
+        gpu = _gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
         if gpu is not None:
             out.lanes.append(gpu)
             if spec.gpu_cap is not None:
                 out.caps[LaneKind.GPU] = spec.gpu_cap
         if gpu is not None and spec.cpu_standby:
-            standby = _cpu_lane(LaneKind.CPU_LOCAL, policy, source, recipe, seed=seed, rank=rank,
+            standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
                                 world_size=world_size, pin_memory=pin_memory)
             out.lanes.append(standby)
             out.fallback.append(standby)
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes:
             from hybridload.lanes.local.process import ProcessLane
-            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=policy.resolved_threads(),
-                                         batch_size=batch_size, on_error=policy.on_error, pin_memory=pin_memory,
+            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.local_workers,
+                                         batch_size=batch_size, on_error=spec.on_error, pin_memory=pin_memory,
                                          start_method=spec.start_method))
         else:
-            out.lanes.append(_cpu_lane(spec.cpu, policy, source, recipe, seed=seed, rank=rank,
+            out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, seed=seed, rank=rank,
                                        world_size=world_size, pin_memory=pin_memory))
     except BaseException:
         close_lanes(out.lanes)
@@ -63,19 +64,19 @@ def close_lanes(lanes: list) -> None:
             log.warning("closing lane %s failed: %s", getattr(lane, "name", lane), exc)
 
 
-def _gpu_lane(policy, source, recipe, *, seed: int, batch_size: int, device: torch.device):
+def _gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device):
     from hybridload.lanes.gpu import make_gpu_lane
-    return make_gpu_lane(policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+    return make_gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
 
 
-def _cpu_lane(kind: LaneKind, policy, source, recipe, *, seed: int, rank: int, world_size: int,
+def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank: int, world_size: int,
               pin_memory: bool) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        return InProcessLane(source, recipe, seed=seed, threads=policy.resolved_threads(),
-                             on_error=policy.on_error, pin_memory=pin_memory)
+        return InProcessLane(source, recipe, seed=seed, threads=spec.local_workers,
+                             on_error=spec.on_error, pin_memory=pin_memory)
     from hybridload.lanes.ray.lane import RayLane
-    return RayLane(source, recipe, seed=seed, on_error=policy.on_error, ship_bytes=policy.ship_bytes,
-                   ray_address=policy.ray_address, placement=policy.placement,
-                   reserve_local_cpus=policy.reserve_local_cpus, cpu_actors=policy.cpu_actors, rank=rank,
+    return RayLane(source, recipe, seed=seed, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
+                   ray_address=spec.ray_address, placement=spec.placement,
+                   reserve_local_cpus=spec.reserve_local_cpus, cpu_actors=spec.cpu_actors, rank=rank,
                    world_size=world_size, pin_memory=pin_memory)

@@ -1,4 +1,4 @@
-"""Which lanes a loader runs, as data: a pure function of the policy and the plan.
+"""Which lanes a loader runs and everything they need, as data: a pure function of the policy and the plan.
 
 ==========  ===========================  =====================  =====================
 mode        GPU lane                     its share cap          CPU lane
@@ -56,26 +56,54 @@ PROCESSES_FROM_CPUS_FORK = 2
 PROCESSES_FROM_CPUS = 8
 
 
-@dataclass(frozen=True)
+#: mode "auto" starts the GPU lane at this share when neither the policy nor a plan gives one.
+START_SHARE = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
 class LaneSpec:
-    """Attributes:
+    """Everything the lanes of a loader need, decoded once from a LoaderPolicy (and a plan)
+    by :func:`plan_lanes`; lane builders, the rate probe, the bench and the profiler read it.
+
+    Attributes:
         gpu: build a GPU lane.
         gpu_cap: the GPU lane's share cap (0..1); None: uncapped.
         auto: re-plan the cap online from live lane rates.
+        gpu_engines: the GPU engines to try, in order ("dali", "torch"): the first that builds
+            runs the GPU lane.
+        gpu_engines_note: why "auto" leaves an engine out on this device ("" when it does not).
+        gpu_threads: CPU threads of the GPU lane (DALI's).
+        gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight; None: none.
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
+        local_workers: threads (or worker processes) of a CPU_LOCAL lane.
         local_processes: a CPU_LOCAL primary lane runs worker processes (else threads).
         start_method: how those processes start ("fork", "forkserver" or "spawn").
-        notes: things the user should hear (logged as warnings by the loader).
+        cpu_actors: Ray CPU actors of a CPU_ACTORS lane; None: as many as the cluster's CPUs allow.
+        ray_address, placement, reserve_local_cpus, ship_bytes: as ``LoaderPolicy``, for the
+            CPU_ACTORS lane.
+        on_error: "raise" or "skip": what every lane does with a bad sample.
+        notes: things the user should hear (logged as warnings when the lanes are built).
     """
 
     gpu: bool
     gpu_cap: float | None
     auto: bool
+    gpu_engines: tuple[str, ...]
+    gpu_engines_note: str = ""
+    gpu_threads: int
+    gpu_memory_budget_mb: float | None
     cpu: LaneKind
     cpu_standby: bool = False
+    local_workers: int
     local_processes: bool = False
     start_method: str = "fork"
+    cpu_actors: int | None
+    ray_address: str | None
+    placement: str
+    reserve_local_cpus: int
+    ship_bytes: bool
+    on_error: str
     notes: tuple[str, ...] = ()
 
     @property
@@ -98,14 +126,21 @@ class LaneSpec:
             return 0.0
         return 1.0 if self.gpu_cap is None else self.gpu_cap
 
+    @property
+    def gpu_memory_budget_bytes(self) -> int | None:
+        """``gpu_memory_budget_mb`` in bytes (what the dispatcher holds device batches to)."""
+        return None if self.gpu_memory_budget_mb is None else int(self.gpu_memory_budget_mb * 2**20)
+
 
 def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env: str | None = None,
-               cpus: int = 1, recipe=None) -> LaneSpec:
-    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan).
+               cpus: int = 1, device="cpu", recipe=None) -> LaneSpec:
+    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan`` (a Plan): the one
+    place a policy is decoded (``LoaderPolicy.lane_spec`` calls it with this process's facts).
 
     ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
-    process may use (both passed in, so this stays pure); ``recipe``: a recipe that is not
-    ``gpu_capable`` turns the GPU lane off.
+    process may use; ``device``: where batches land (a torch.device or its name: the GPU
+    engines to try depend on its type); all passed in, so this stays pure. ``recipe``: a
+    recipe that is not ``gpu_capable`` turns the GPU lane off.
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
     start = resolve_start_method(policy.start_method, available=tuple(mp.get_all_start_methods()),
@@ -113,7 +148,13 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
     workers = policy.local_workers
     if workers == "auto" and policy.cpu_actors == 0:
         workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
-    kw = dict(cpu=cpu, notes=tuple(notes), start_method=start, local_processes=local_processes(workers, cpus, start))
+    engines, engines_note = gpu_engines(policy.gpu_engine, str(device))
+    kw = dict(cpu=cpu, notes=tuple(notes), start_method=start, local_processes=local_processes(workers, cpus, start),
+              gpu_engines=engines, gpu_engines_note=engines_note, gpu_threads=policy.gpu_threads,
+              gpu_memory_budget_mb=policy.gpu_memory_budget_mb,
+              local_workers=policy.threads if policy.threads is not None else cpus, cpu_actors=policy.cpu_actors,
+              ray_address=policy.ray_address, placement=policy.placement,
+              reserve_local_cpus=policy.reserve_local_cpus, ship_bytes=policy.ship_bytes, on_error=policy.on_error)
     if recipe is not None and not recipe.gpu_capable and policy.mode != "cpu":
         cpu_only = ", ".join(repr(s) for s in recipe.stages if not getattr(s, "gpu_capable", True))
         kw["notes"] += (f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "
@@ -126,9 +167,22 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
         share = policy.gpu_share if policy.gpu_share is not None else plan.gpu_share
         return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, **kw)
     if policy.mode == "auto":
-        share = policy.gpu_share if policy.gpu_share is not None else (plan.gpu_share if plan is not None else 0.5)
+        share = policy.gpu_share if policy.gpu_share is not None else (
+            plan.gpu_share if plan is not None else START_SHARE)
         return LaneSpec(gpu=True, gpu_cap=share, auto=True, **kw)
     return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
+
+
+def gpu_engines(asked: str, device: str) -> tuple[tuple[str, ...], str]:
+    """The GPU engines to try for ``LoaderPolicy.gpu_engine`` ``asked`` on ``device`` (a device
+    name such as "cuda:0" or "cpu"), and why "auto" leaves one out ("" when it does not):
+    a named engine alone; "auto" DALI then the torch engine on a CUDA device, else DALI alone
+    (its CPU-only stand-in: never the torch engine on CPU tensors)."""
+    if asked != "auto":
+        return (asked,), ""
+    if device.partition(":")[0] == "cuda":
+        return ("dali", "torch"), ""
+    return ("dali",), f"the loader's device is {device}, not a CUDA device"
 
 
 def local_processes(local_workers: str, cpus: int, start_method: str = "fork") -> bool:

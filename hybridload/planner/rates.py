@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from hybridload.lanes.spec import LaneSpec
 
 log = logging.getLogger(__name__)
 
@@ -80,26 +83,23 @@ def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout
 
 
 def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, batch_size: int,
-                  device: torch.device, threads: int = 2, seed: int = 0,
-                  engine: str = "auto") -> tuple[float, float, str]:
+                  device: torch.device, spec: LaneSpec, seed: int = 0) -> tuple[float, float, str]:
     """(images/s, trainer-node cores used, label) of the GPU lane run on its own.
 
-    The device is synchronized before every reading of the clock, so queued GPU work is
-    counted; the cores exclude the time this thread spent waiting for the GPU (a CUDA wait
-    may spin a core, which is not work the CPU lane loses). Raises LaneUnavailableError
-    when no GPU lane can run here (``engine`` as ``LoaderPolicy.gpu_engine``).
+    ``spec``: the :class:`~hybridload.lanes.spec.LaneSpec` of the loader being planned for
+    (``LoaderPolicy.lane_spec(device=...)``): its first GPU engine that builds is measured,
+    with its threads and memory budget. The device is synchronized before every reading of
+    the clock, so queued GPU work is counted; the cores exclude the time this thread spent
+    waiting for the GPU (a CUDA wait may spin a core, which is not work the CPU lane loses).
+    Raises LaneUnavailableError when no GPU lane can run here.
     """
-    from hybridload import LoaderPolicy
     from hybridload.errors import LaneUnavailableError
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.gpu import build_engine
-    policy = LoaderPolicy(gpu_threads=threads, gpu_engine=engine)
-    on_gpu = torch.device(device).type == "cuda"
-    names = (engine,) if engine != "auto" else ("dali", "torch") if on_gpu else ("dali",)
     lane, errors = None, []
-    for name in names:
+    for name in spec.gpu_engines:
         try:
-            lane = build_engine(name, policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+            lane = build_engine(name, spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
             break
         except (LaneUnavailableError, ValueError) as exc:
             errors.append(f"{name}: {exc}")

@@ -1,6 +1,7 @@
-"""GPU lanes: the DALI engine and the torch engine, and the choice between them.
+"""GPU lanes: the DALI engine and the torch engine, and building the first that runs.
 
-:func:`make_gpu_lane` picks the engine named by ``LoaderPolicy.gpu_engine``:
+:func:`make_gpu_lane` tries the engines of ``LaneSpec.gpu_engines`` in order; that list is
+decoded from ``LoaderPolicy.gpu_engine`` once, by :func:`hybridload.lanes.spec.gpu_engines`:
 
 ====================  ==========================================================
 ``gpu_engine``        GPU lane
@@ -30,6 +31,7 @@ from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import Lane
+from hybridload.lanes.spec import LaneSpec
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +45,14 @@ def _tiny_jpeg() -> bytes:
     return buf.getvalue()
 
 
-def _dali(policy, source, recipe, *, seed, batch_size, device) -> Lane:
+def _dali(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.dali import DaliLane
     return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                    num_threads=policy.gpu_threads, memory_budget_mb=policy.gpu_memory_budget_mb,
+                    num_threads=spec.gpu_threads, memory_budget_mb=spec.gpu_memory_budget_mb,
                     normalize_output=False, host_sync=False)  # uint8 until delivery, which waits on result.ready
 
 
-def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
+def _torch(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
     decode = torchvision_decoder(device)
     try:  # nvJPEG starts (or fails: driver, CUDA, memory) on the first decode, not at import
@@ -59,36 +61,29 @@ def _torch(policy, source, recipe, *, seed, batch_size, device) -> Lane:
         raise LaneUnavailableError(f"torchvision cannot decode on {device} ({type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from None
     return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
-                        memory_budget_mb=policy.gpu_memory_budget_mb, normalize_output=False, host_sync=False)
+                        memory_budget_mb=spec.gpu_memory_budget_mb, normalize_output=False, host_sync=False)
 
 
 ENGINES = {"dali": _dali, "torch": _torch}
 
 
-def build_engine(engine: str, policy, source, recipe, *, seed: int, batch_size: int,
+def build_engine(engine: str, spec: LaneSpec, source, recipe, *, seed: int, batch_size: int,
                  device: torch.device) -> Lane:
-    """The lane of one named engine; raises LaneUnavailableError / ValueError when it cannot run."""
+    """The lane of one named engine, with the GPU knobs of ``spec`` (threads, memory budget);
+    raises LaneUnavailableError / ValueError when it cannot run."""
     if not recipe.gpu_capable:
         raise LaneUnavailableError("the recipe holds a CustomStage, which runs on CPU lanes only")
-    return ENGINES[engine](policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+    return ENGINES[engine](spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
 
 
-def make_gpu_lane(policy, source, recipe, *, seed: int, batch_size: int,
+def make_gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int,
                   device: str | torch.device | None) -> Lane | None:
-    """The GPU lane ``policy.gpu_engine`` asks for, or None (with one RuntimeWarning) when none can run."""
+    """The first of ``spec.gpu_engines`` that builds, or None (with one RuntimeWarning) when none can run."""
     device = resolve_device(device)
-    engine = policy.gpu_engine
-    reasons = []
-    if engine != "auto":
-        candidates: tuple[str, ...] = (engine,)
-    elif device.type == "cuda":
-        candidates = ("dali", "torch")
-    else:  # no GPU visible: DALI's CPU-only stand-in (loudly), never the torch engine on CPU tensors
-        candidates = ("dali",)
-        reasons.append(f"the loader's device is {device}, not a CUDA device")
-    for name in candidates:
+    reasons = [spec.gpu_engines_note] if spec.gpu_engines_note else []
+    for name in spec.gpu_engines:
         try:
-            return build_engine(name, policy, source, recipe, seed=seed, batch_size=batch_size, device=device)
+            return build_engine(name, spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
         except (LaneUnavailableError, ValueError) as exc:
             reasons.append(f"{name}: {exc}")
             log.info("GPU engine %s unavailable: %s", name, exc)
