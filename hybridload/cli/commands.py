@@ -41,7 +41,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         make_photo_folder(root, args.images, num_classes=args.classes)
     src = sources.ImageFolder(root)
     rec = recipe.imagenet_train(args.size)
-    share = 0.5 if args.mode == "split" else None
+    from hybridload.lanes.spec import START_SHARE
+    share = START_SHARE if args.mode == "split" else None  # no plan here: the loader's own starting share
     if args.in_process:
         policy = LoaderPolicy(mode=args.mode, gpu_share=share, cpu_actors=0, threads=args.threads)
     else:  # the default: the CPU lane on this machine without Ray (--ray: Ray actors), DALI (GPU, else CPU-only)
