@@ -9,7 +9,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback only; before R
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 # Ray workers inherit this process's environment: let them import classes defined in test
 # modules (test sources and datasets pickled to actors), whatever directory pytest runs from.
-_TESTS = os.path.dirname(os.path.abspath(__file__))
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, not tests/support/
 if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p)
 
