@@ -21,6 +21,7 @@ import torch
 
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
+from hybridload.lanes.base import BatchTask
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
@@ -63,7 +64,7 @@ class IngestPool(ActorPool):
 
 def drive(pool, batches: int) -> int:
     """``batches`` tasks through the pool in order, as the loader drives a lane; returns the images."""
-    work = [np.arange(BATCH, dtype=np.int64)] * batches
+    work = [BatchTask(k, 0, np.arange(BATCH, dtype=np.int64), size=BATCH) for k in range(batches)]
     with BatchStream([pool], work, hooks=LoaderStats()) as stream:
         return sum(result.shape[0] // BATCH for result in stream) * BATCH
 

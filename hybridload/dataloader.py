@@ -6,8 +6,10 @@ holding the dataset and the collate function; results come back in sampler order
 through the ordered merger. Compared with Dpex:
 
 * seeds: each batch's worker reseeds ``random``, ``numpy`` and ``torch`` with
-  ``base_seed + batch number`` (``base_seed`` drawn as torch draws it), so no two
-  batches share a seed and a batch's randomness does not depend on which actor ran it;
+  ``base_seed + batch number`` (``base_seed`` drawn as torch draws it, once per iterator),
+  so no two batches share a seed and a batch's randomness does not depend on which actor
+  ran it; the seed travels with the batch's task, so two live iterators of one
+  ``persistent_workers=True`` loader keep their own;
 * data: actors read through the dataset object on their own node; nothing is read in
   the driver and shipped;
 * shutdown: actors are killed on ``close()``, garbage collection and interpreter exit;
@@ -96,6 +98,11 @@ class DatasetWorker:
             raise UserCodeError(where, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
 
 
+def _size(indices) -> int:
+    """The samples a batch counts as: batch_size=None fetches one sample per index."""
+    return len(indices) if hasattr(indices, "__len__") else 1
+
+
 def _short(indices) -> str:
     if not hasattr(indices, "__len__"):  # batch_size=None: one sample index
         return str(indices)
@@ -114,7 +121,6 @@ class _DatasetLane(ActorPool):
     name = "ray-dataset"
 
     def __init__(self, loader: "DataLoader", rank: int, world_size: int):
-        self.base_seed = 0  # set for each pass, as torch draws it
         super().__init__(DatasetWorker, (loader.dataset, loader.collate_fn, loader.worker_init_fn,
                                           loader._auto_collation),
                          ray_address=loader.head_address, placement=loader.placement,
@@ -124,7 +130,7 @@ class _DatasetLane(ActorPool):
                          fit_request=True)
 
     def call(self, actor, task: BatchTask):
-        return actor.run.remote(task.indices, self.base_seed + task.seq, task.seq)
+        return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
 
 
 class DataLoader(tud.DataLoader):
@@ -227,10 +233,10 @@ class _RayDataLoaderIter:
         self._own, self._lanes = (lane if owns_lane else None), loader._lanes
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-        lane.base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-        batches = list(sampler_iter)
+        base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
+        tasks = [BatchTask(k, 0, b, size=_size(b), seed=base_seed + k) for k, b in enumerate(sampler_iter)]
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
-        self._stream = BatchStream([lane], batches, window=loader.window, timeout_s=timeout, hooks=loader._stats)
+        self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
         self._pin_device = loader.pin_memory_device or None
         loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]

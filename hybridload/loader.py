@@ -19,7 +19,7 @@ from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batc
 from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
-from hybridload.lanes.base import LaneKind
+from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes
 from hybridload.lanes.spec import LaneCaps, LaneSpec
 from hybridload.policy import LoaderPolicy
@@ -143,8 +143,7 @@ class HybridLoader:
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
-        for kind, share in built.caps.items():
-            self._caps.set(kind, share)
+        self._caps = LaneCaps(built.caps)  # from here on written by the passes' dispatchers only
         if spec.auto and any(lane.kind is LaneKind.GPU for lane in self._lanes):
             self._online = self._start_online(spec.start_share)
         return self._lanes
@@ -155,7 +154,7 @@ class HybridLoader:
         log.info("auto mode: starting at GPU share %.2f (%s)", share,
                  "from the plan" if self._plan is not None else "in-line start")
         monitor = GpuMonitor.start(device=self.device) if self.device.type == "cuda" else None
-        return OnlinePlanner(self._lanes, self._caps, self._stats, replan_every=self.policy.replan_every,
+        return OnlinePlanner(self._lanes, replan_every=self.policy.replan_every,
                              max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 
     def describe_lanes(self, used_only: bool = False) -> str:
@@ -168,10 +167,11 @@ class HybridLoader:
         lanes = self._ensure_lanes()
         self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
+        tasks = [BatchTask(k, self.epoch, b, size=len(b)) for k, b in enumerate(batches)]
         p = self.policy
-        stream = BatchStream(lanes, batches, epoch=self.epoch, start=start, window=p.window,
-                             timeout_s=p.batch_timeout_s, hooks=self._stats, caps=self._caps,
-                             fallback=self._fallback, rules=RetryRules(p.max_retries, p.break_after),
+        stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
+                             hooks=self._stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
+                             rules=RetryRules(p.max_retries, p.break_after),
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)
         self._streams[:] = [stream]
@@ -190,8 +190,6 @@ class HybridLoader:
     def _deliver(self, result):
         position = self._sampler.position  # this batch's place in the epoch (keys the batch hook)
         self._sampler.mark_delivered()
-        if self._online is not None:
-            self._online.after_batch(self._sampler.position)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)

@@ -68,6 +68,39 @@ def test_every_batch_gets_its_own_seed_and_reruns_repeat(ray_cluster):
     assert len(torch.unique(flat, dim=0)) == len(flat)  # no two samples drew the same numbers
 
 
+class Seeds(Dataset):
+    """Each sample: the seed its worker was given (torch's ``get_worker_info().seed``) and its index."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        return torch.tensor([torch.utils.data.get_worker_info().seed, i])
+
+
+def interleaved(a, b):
+    """Batches of two live iterators, taken in turn: ([a's], [b's])."""
+    pairs = [(x.clone(), y.clone()) for x, y in zip(a, b)]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def test_two_live_iterators_of_a_persistent_loader_keep_their_own_seeds_as_torch_draws_them(ray_cluster):
+    kw = dict(batch_size=3, shuffle=False)  # a lazy shuffle draws at other moments in torch: only base seeds drawn
+    plain = torch.utils.data.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), num_workers=1, **kw)
+    ref = interleaved(iter(plain), iter(plain))  # each torch iterator draws its base_seed when it is made
+    with hybridload.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), distribute_mode=True,
+                               num_workers=2, persistent_workers=True, window=4, **kw) as ld:
+        got = interleaved(iter(ld), iter(ld))  # both live: the first's batches are in flight as the second starts
+    assert ref[0][0][0, 0] != ref[1][0][0, 0]
+    for mine, torchs in zip(got, ref):
+        assert len(mine) == len(torchs) == 4
+        for k, (g, t) in enumerate(zip(mine, torchs)):
+            assert torch.equal(g[:, 1], t[:, 1])
+            # torch's one worker runs its iterator's batches with that iterator's base_seed (+ worker id 0);
+            # the drop-in gives batch k of the same iterator base_seed + k
+            assert torch.equal(g[:, 0], t[:, 0] + k), (k, g[:, 0].tolist(), t[:, 0].tolist())
+
+
 def test_ddp_style_distributed_sampler_is_respected(ray_cluster):
     from torch.utils.data import DistributedSampler
     seen = []

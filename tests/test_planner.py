@@ -318,6 +318,31 @@ def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
     assert 0 < starved <= 0.1  # a starved GPU lane gets probed upward a little
 
 
+class _FakeLane:
+    def __init__(self, name, kind, parallelism):
+        self.name, self.kind, self.parallelism = name, kind, parallelism
+
+
+def test_the_online_planner_answers_new_caps_from_what_the_dispatcher_tells_it_and_converges():
+    from hybridload.lanes.base import LaneKind
+    from hybridload.planner.online import OnlinePlanner
+    lanes = [_FakeLane("gpu", LaneKind.GPU, 1), _FakeLane("cpu", LaneKind.CPU_LOCAL, 2)]
+    planner = OnlinePlanner(lanes, replan_every=4, max_gpu_util=0.9)
+    caps, answers, seq = {LaneKind.GPU: 0.5}, [], 0
+    for _ in range(12):  # each round: 4 batches of 16 images, 2 per lane, written back as the dispatcher does
+        for lane, seconds in (("gpu", 0.025), ("cpu", 0.1), ("gpu", 0.025), ("cpu", 0.1)):  # 640 vs 320 images/s
+            answer = planner.batch_done(seq, lane, 16, seconds, dict(caps))
+            seq += 1
+            if answer is not None:
+                answers.append(seq)
+                caps.update(answer)
+    assert answers[0] == 4 and all(b - a >= 4 for a, b in zip(answers, answers[1:]))  # every replan_every batches
+    # halfway each time, until a step would move it less than 0.01: within 0.02 of the GPU lane's share of capacity
+    assert caps[LaneKind.GPU] == pytest.approx(640 / 960, abs=0.02)
+    assert planner.history[0]["from"] == 0.5 and planner.history[0]["batch"] == 4
+    assert planner.batch_done(seq, "gpu", 16, 0.025, dict(caps)) is None  # between re-plans: no answer
+
+
 def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
     from hybridload.cli.profile import trust_measurements
     m = Measurements(nodes=(NodeRate("local", 2, 240.0, True),), gpu_rate=500.0, gpu_available=True,

@@ -64,3 +64,31 @@ def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
         st = ld.stats()
     assert st["plan"]["gpu_share"] == 0.25 and st["plan"]["from_plan_file"]
     assert st["lanes"]["gpu"]["batches"] <= 0.25 * 15 + 1
+
+
+def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, monkeypatch):
+    import threading
+
+    from hybridload.lanes.spec import LaneCaps
+    from hybridload.planner.online import OnlinePlanner
+    writers, hook_threads = [], set()
+    real_set, real_done = LaneCaps.set, OnlinePlanner.batch_done
+
+    def recording_set(self, kind, share):
+        writers.append(threading.current_thread().name)
+        real_set(self, kind, share)
+
+    def recording_done(self, *args):
+        hook_threads.add(threading.current_thread().name)
+        return real_done(self, *args)
+
+    monkeypatch.setattr(LaneCaps, "set", recording_set)
+    monkeypatch.setattr(OnlinePlanner, "batch_done", recording_done)
+    policy = LoaderPolicy(mode="auto", cpu_actors=0, threads=1, replan_every=20)  # 80 images: enough evidence
+    with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_train(48), 4, policy=policy, seed=2) as ld:
+        for e in (0, 1, 2):
+            ld.set_epoch(e)
+            list(ld)
+        replans = ld.stats()["plan"]["replans"]
+    assert hook_threads == {"hybridload-dispatch"}  # the planner is the dispatcher's hook, not the consumer's
+    assert set(writers) <= {"hybridload-dispatch"} and len(writers) == len(replans)  # each re-plan: one write there

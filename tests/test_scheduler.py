@@ -39,15 +39,15 @@ class ScriptedLane:
     def submit(self, task, done) -> None:
         with self._cond:
             self.submitted.append(task)
-            self._pending.setdefault(task.seq, []).append(done)
+            self._pending.setdefault(task.seq, []).append((task, done))
             self._cond.notify_all()
         if self.auto is not None:
             threading.Thread(target=lambda: self.finish(task.seq, self.auto(task))).start()
 
     def finish(self, seq: int, result=None) -> None:
         with self._cond:
-            done = self._pending[seq].pop(0)
-        done(BatchTask(seq, 0, np.array([seq])), ("result", seq, self.name) if result is None else result)
+            task, done = self._pending[seq].pop(0)
+        done(task, ("result", seq, self.name) if result is None else result)
 
     def wait_submitted(self, n: int) -> list[int]:
         with self._cond:
@@ -64,7 +64,8 @@ def ok(task):
 
 
 def batches(n):
-    return [np.array([i]) for i in range(n)]
+    """The pass's tasks, as the loader makes them: one sample each."""
+    return [BatchTask(i, 0, np.array([i]), size=1) for i in range(n)]
 
 
 def drain(stream, n):
@@ -231,3 +232,64 @@ def test_gpu_bytes_buffered_in_the_merger_count_against_the_device_budget():
         assert len(gpu.submitted) <= 3
         results = drain(s, 30)
     assert [getattr(r, "seq", None) if not isinstance(r, tuple) else r[1] for r in results] == list(range(30))
+
+
+def test_the_dispatcher_counts_the_size_each_task_says_not_its_indices():
+    lane = ScriptedLane("a", slots=2, auto=ok)
+    tasks = [BatchTask(0, 0, np.arange(4), size=4),
+             BatchTask(1, 0, 7, size=1),               # batch_size=None: one index, one sample
+             BatchTask(2, 0, np.arange(3), size=5)]    # what the task says wins
+    stats = LoaderStats()
+    with BatchStream([lane], tasks, window=2, timeout_s=WAIT_S, hooks=stats) as s:
+        assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
+    assert stats.as_dict()["lanes"]["a"]["images"] == 10
+    assert [t.size for t in lane.submitted] == [4, 1, 5]  # the tasks handed to the lane are the caller's
+
+
+def test_tasks_out_of_place_are_refused():
+    with pytest.raises(ValueError, match=r"tasks\[1\] has seq 2"):
+        BatchStream([ScriptedLane("a")], [BatchTask(0, 0, [0]), BatchTask(2, 0, [1])])
+
+
+class RecordingCaps(LaneCaps):
+    """LaneCaps that records the thread of each write."""
+
+    def __init__(self, caps):
+        super().__init__(caps)
+        self.writers: list[int] = []
+
+    def set(self, kind, share):
+        self.writers.append(threading.get_ident())
+        super().set(kind, share)
+
+
+class HalvingHook:
+    """A caps hook: every 4 finished batches, halves the GPU cap; records where it is called."""
+
+    def __init__(self):
+        self.threads: set[str] = set()
+        self.idents: set[int] = set()
+        self.calls: list[tuple] = []
+
+    def batch_done(self, seq, lane, images, seconds, caps):
+        self.threads.add(threading.current_thread().name)
+        self.idents.add(threading.get_ident())
+        self.calls.append((seq, lane, images))
+        return {LaneKind.GPU: caps[LaneKind.GPU] / 2} if len(self.calls) % 4 == 0 else None
+
+
+def test_caps_are_written_by_the_dispatcher_thread_only_through_its_caps_hook():
+    gpu = ScriptedLane("gpu", slots=2, kind=LaneKind.GPU, auto=ok)
+    cpu = ScriptedLane("cpu", slots=2, auto=ok)
+    caps, hook = RecordingCaps({LaneKind.GPU: 0.8}), HalvingHook()
+    with BatchStream([gpu, cpu], batches(16), window=4, timeout_s=WAIT_S, caps=caps, caps_hook=hook) as s:
+        assert [r[1] for r in drain(s, 16)] == list(range(16))
+        deadline = time.monotonic() + WAIT_S
+        while len(hook.calls) < 16 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert sorted(c[0] for c in hook.calls) == list(range(16))  # once per finished batch
+    assert all(images == 1 for _, _, images in hook.calls)
+    assert hook.threads == {"hybridload-dispatch"} and len(hook.idents) == 1
+    assert len(caps.writers) == 4 and set(caps.writers) == hook.idents  # its answers, written on its thread
+    assert threading.get_ident() not in caps.writers
+    assert caps.snapshot() == {LaneKind.GPU: 0.8 / 16}

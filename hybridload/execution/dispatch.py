@@ -16,6 +16,10 @@ Lanes report into an inbox; only the dispatcher's thread changes its bookkeeping
   result wins and the merger drops the other.
 * Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
   GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
+* The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
+  each finished batch and writes the answer (:mod:`hybridload.execution.hooks`).
+* The caller makes the tasks: each says its size (what is counted) and carries the pass's
+  own state (epoch, seed); a retry or a straggler's second copy is the same task.
 
 Whatever happens, each sequence number is delivered exactly once.
 """
@@ -26,27 +30,16 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from hybridload.errors import Reroute, SampleError
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
 from hybridload.lanes.spec import LaneCaps
+from hybridload.execution.hooks import CapsHook, DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
 
 log = logging.getLogger(__name__)
-
-
-class DispatchHooks(Protocol):
-    """What the dispatcher reports (``LoaderStats`` implements it)."""
-
-    def batch_done(self, lane: str, images: int, seconds: float, skipped=()) -> None: ...
-
-    def batch_retried(self, lane: str) -> None: ...
-
-    def batch_reissued(self, lane: str) -> None: ...
-
-    def duplicate_dropped(self, lane: str) -> None: ...
 
 
 class _LaneBook:
@@ -69,19 +62,19 @@ class _LaneBook:
 
 
 class Dispatcher:
-    """Runs one pass: ``batches[start:]`` of ``epoch`` onto ``lanes``, results into ``merger``."""
+    """Runs one pass: ``tasks[start:]`` (``tasks[k].seq == k``) onto ``lanes``, results into ``merger``."""
 
-    def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int, start: int,
+    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int,
                  merger: OrderedMerger, hooks: DispatchHooks, caps: LaneCaps | None = None,
-                 fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
+                 caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
                  stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None,
                  tick_s: float = 0.05):
         if not lanes:
             raise ValueError("Dispatcher needs at least one lane")
         self._books = [_LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
-        self._batches, self._epoch, self._next = batches, epoch, start
-        self._merger, self._hooks = merger, hooks
-        self._caps = caps if caps is not None else LaneCaps()
+        self._tasks, self._next = tasks, start
+        self._merger, self._hooks, self._caps_hook = merger, hooks, caps_hook
+        self._caps = caps if caps is not None else LaneCaps()  # written only by this thread
         self._rules, self._stragglers, self._tick_s = rules, stragglers, tick_s
         self._device_budget = device_budget_bytes
         self._retry_queue: deque[BatchTask] = deque()
@@ -137,8 +130,8 @@ class Dispatcher:
             log.exception("the dispatcher failed")
             self._merger.abort(exc)
 
-    def _report_to(self, book: _LaneBook, t0: float):
-        def done(task: BatchTask, result) -> None:
+    def _report_to(self, book: _LaneBook, t0: float, task: BatchTask):
+        def done(_reported: BatchTask, result) -> None:  # settled as the task handed out
             with self._cond:
                 if not self._stopped:
                     self._inbox.append((book, t0, task, result))
@@ -149,7 +142,7 @@ class Dispatcher:
         t0 = time.perf_counter()
         book.in_flight += 1
         self._running.setdefault(task.seq, []).append((book, t0))
-        done = self._report_to(book, t0)
+        done = self._report_to(book, t0, task)
         try:
             book.lane.submit(task, done)
         except Exception as exc:  # the lane refused: a failed attempt
@@ -191,8 +184,8 @@ class Dispatcher:
         while not self._stopped:
             if self._retry_queue:
                 task, retry = self._retry_queue[0], True
-            elif self._next < len(self._batches) and self._merger.admits(self._next):
-                task, retry = BatchTask(self._next, self._epoch, self._batches[self._next]), False
+            elif self._next < len(self._tasks) and self._merger.admits(self._next):
+                task, retry = self._tasks[self._next], False
             else:
                 return
             if self._no_lane_left(task.seq):
@@ -229,7 +222,7 @@ class Dispatcher:
             self._hooks.batch_reissued(book.lane.name)
             log.warning("batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
                         "the first result wins", seq, now - t0, book.lane.name, book.typical_s, other.lane.name)
-            self._start(other, BatchTask(seq, self._epoch, self._batches[seq]))
+            self._start(other, self._tasks[seq])
 
     # ------------------------------------------------------------------ results
     def _settle(self, book: _LaneBook, t0: float, task: BatchTask, result) -> None:
@@ -250,10 +243,18 @@ class Dispatcher:
         book.fails_in_row = 0
         book.typical_s = seconds if book.typical_s is None else 0.8 * book.typical_s + 0.2 * seconds
         if self._merger.put(task.seq, result):
-            images = len(task.indices) if hasattr(task.indices, "__len__") else 1  # batch_size=None: one sample
-            self._hooks.batch_done(book.lane.name, images, seconds, getattr(result, "skipped", ()))
+            self._hooks.batch_done(book.lane.name, task.size, seconds, getattr(result, "skipped", ()))
+            self._steer(task, book.lane.name, seconds)
         else:
             self._hooks.duplicate_dropped(book.lane.name)
+
+    def _steer(self, task: BatchTask, lane: str, seconds: float) -> None:
+        """Ask the caps hook; write what it answers (the caps' one writer is this thread)."""
+        if self._caps_hook is None:
+            return
+        for kind, share in (self._caps_hook.batch_done(task.seq, lane, task.size, seconds,
+                                                       self._caps.snapshot()) or {}).items():
+            self._caps.set(kind, share)
 
     def _failed(self, book: _LaneBook, task: BatchTask, exc: BaseException) -> None:
         if isinstance(exc, SampleError):  # the batch's own result: a bad sample, named

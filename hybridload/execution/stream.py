@@ -3,7 +3,7 @@
 Every consumer of lanes (``HybridLoader``, ``hybridload.DataLoader``, the benchmarks)
 runs a pass through this one object instead of wiring a merger and a dispatcher by hand::
 
-    with BatchStream(lanes, batches, epoch=e, hooks=stats) as stream:
+    with BatchStream(lanes, tasks, hooks=stats) as stream:
         for result in stream: ...
 
 It yields the lanes' results in sequence order, exactly once; a batch that does not
@@ -21,29 +21,13 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from hybridload.execution.dispatch import Dispatcher, DispatchHooks
+from hybridload.execution.dispatch import Dispatcher
+from hybridload.execution.hooks import CapsHook, DispatchHooks, NoHooks
 from hybridload.lanes.spec import LaneCaps
 from hybridload.errors import BatchTimeoutError
-from hybridload.lanes.base import Lane
+from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import RetryRules, StragglerRule
-
-
-class _NoHooks:
-    def batch_done(self, lane, images, seconds, skipped=()):
-        pass
-
-    def batch_retried(self, lane):
-        pass
-
-    def batch_reissued(self, lane):
-        pass
-
-    def duplicate_dropped(self, lane):
-        pass
-
-    def record_wait(self, seconds):
-        pass
 
 
 def default_window(lanes: Sequence[Lane]) -> int:
@@ -52,27 +36,33 @@ def default_window(lanes: Sequence[Lane]) -> int:
 
 
 class BatchStream:
-    """Ordered results of ``batches[start:]`` run on ``lanes``.
+    """Ordered results of ``tasks[start:]`` run on ``lanes``.
 
     Args:
         lanes: the lanes to run on (the :mod:`hybridload.lanes` contract).
-        batches: the pass's batches (index arrays or lists), position = sequence number.
-        epoch: passed to the lanes with each task (keys the per-sample randomness).
+        tasks: the pass's :class:`~hybridload.lanes.base.BatchTask` s, ``tasks[k].seq == k``,
+            made by the caller: each carries its epoch, size and seed.
         start: the first position to produce (resume).
         window: batches in flight or buffered ahead of the consumer; None → two per slot.
         timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
+        caps_hook: steers ``caps``, asked on the dispatcher's thread (:mod:`hybridload.execution.hooks`).
         caps, fallback, rules, stragglers, device_budget_bytes: see :mod:`hybridload.execution.dispatch`.
     """
 
-    def __init__(self, lanes: Sequence[Lane], batches: Sequence, *, epoch: int = 0, start: int = 0,
+    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int = 0,
                  window: int | None = None, timeout_s: float = 300.0, hooks: DispatchHooks | None = None,
-                 caps: LaneCaps | None = None, fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
-                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None):
-        self._hooks = hooks if hooks is not None else _NoHooks()
-        self._merger = OrderedMerger(start, len(batches), window or default_window(lanes), timeout_s)
-        self._dispatcher = Dispatcher(lanes, batches, epoch=epoch, start=start, merger=self._merger,
-                                      hooks=self._hooks, caps=caps, fallback=fallback, rules=rules,
+                 caps: LaneCaps | None = None, caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (),
+                 rules: RetryRules = RetryRules(), stragglers: StragglerRule = StragglerRule(),
+                 device_budget_bytes: int | None = None):
+        misplaced = next((k for k, task in enumerate(tasks) if task.seq != k), None)
+        if misplaced is not None:
+            raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
+                             "is its position in the pass")
+        self._hooks = hooks if hooks is not None else NoHooks()
+        self._merger = OrderedMerger(start, len(tasks), window or default_window(lanes), timeout_s)
+        self._dispatcher = Dispatcher(lanes, tasks, start=start, merger=self._merger, hooks=self._hooks,
+                                      caps=caps, caps_hook=caps_hook, fallback=fallback, rules=rules,
                                       stragglers=stragglers, device_budget_bytes=device_budget_bytes)
         self._state = "open"  # "ended" (last batch taken), "failed" (an error) or "closed" (close())
         self._error = ""

@@ -27,11 +27,18 @@ import numpy as np
 
 @dataclass(frozen=True)
 class BatchTask:
-    """One batch to produce: its sequence number in the rank's epoch and its indices."""
+    """One batch to produce: its sequence number in the rank's epoch and its indices.
+
+    Whoever makes the pass's tasks (the loader, the drop-in) sets ``size``, the samples it
+    counts as (what the stats count), and ``seed``, the pass's seed for this task where the
+    lane's workers reseed per task (the drop-in's actors); None: the lane keys its randomness
+    by (its seed, epoch, index). A pass's state travels on its tasks, never on a lane."""
 
     seq: int
     epoch: int
     indices: np.ndarray
+    size: int = 0
+    seed: int | None = None
 
 
 Done = Callable[[BatchTask, object], None]

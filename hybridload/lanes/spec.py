@@ -224,7 +224,8 @@ def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tu
 
 class LaneCaps:
     """The share cap of each lane kind (0..1; absent: uncapped), with its own lock: the
-    online planner writes it while the dispatcher reads it."""
+    pass's dispatcher reads it and is its only writer (through its caps hook); others read
+    a ``snapshot()``."""
 
     def __init__(self, caps: dict[LaneKind, float] | None = None):
         self._lock = threading.Lock()

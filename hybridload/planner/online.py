@@ -1,7 +1,10 @@
 """Online re-planning for ``LoaderPolicy(mode="auto")``: the GPU share from live lane rates.
 
-``rebalance`` is the pure rule; ``OnlinePlanner`` feeds it what the lanes did since the
-last re-plan (from the stats' snapshot) and writes the result into the lane caps. A lane's capacity is what it produced per second of busy time, times the number of
+``rebalance`` is the pure rule; ``OnlinePlanner`` is the pass's caps hook
+(:class:`~hybridload.execution.hooks.CapsHook`): the dispatcher tells it, on the
+dispatcher's thread, each batch a lane finished; it feeds ``rebalance`` what the lanes did
+since the last re-plan and answers the new cap, which the dispatcher writes (the caps' one
+writer). A lane's capacity is what it produced per second of busy time, times the number of
 tasks it runs at once. The new share moves halfway from the current one toward
 ``gpu / (gpu + cpu)``, and never past what NVML says the GPU has left under
 ``max_gpu_util``.
@@ -11,6 +14,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+
+from hybridload.execution.hooks import CapsHook
 
 log = logging.getLogger(__name__)
 
@@ -46,50 +51,51 @@ def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float
     return min(1.0, max(0.0, new))
 
 
-class OnlinePlanner:
-    """mode="auto": every ``replan_every`` delivered batches, moves the GPU lane's cap
-    (in :class:`~hybridload.execution.dispatch.LaneCaps`) toward what the lanes' live rates say,
-    within the GPU headroom NVML reports (when the loader's device is a GPU).
+class OnlinePlanner(CapsHook):
+    """mode="auto": every ``replan_every`` finished batches, moves the GPU lane's cap toward
+    what the lanes' live rates say, within the GPU headroom NVML reports (when the loader's
+    device is a GPU).
 
-    It reads the stats through ``snapshot()`` and writes only through ``caps``.
+    Registered with each pass as its ``caps_hook``: it is called on the dispatcher's thread
+    only, counts what the dispatcher tells it, and changes the caps only by its answer.
+    ``history`` (the last 50 re-plans) is read by copying it.
     """
 
-    def __init__(self, lanes, caps, stats, *, replan_every: int, max_gpu_util: float, monitor=None):
+    def __init__(self, lanes, *, replan_every: int, max_gpu_util: float, monitor=None):
         from hybridload.lanes.base import LaneKind
         self._gpu = next((ln for ln in lanes if ln.kind is LaneKind.GPU), None)
         self._cpu = next((ln for ln in lanes if ln.kind is not LaneKind.GPU), None)
-        self._caps, self._stats = caps, stats
         self._every, self._max_util = replan_every, max_gpu_util
         self.monitor = monitor
         self.history: list[dict] = []
         self._batches = 0
-        self._last = stats.snapshot()
+        self._since: dict[str, tuple[int, float]] = {}  # lane name -> (images, busy s) since the last re-plan
 
-    def after_batch(self, position: int) -> None:
+    def batch_done(self, seq: int, lane: str, images: int, seconds: float, caps: dict) -> dict | None:
         from hybridload.lanes.base import LaneKind
+        img, busy = self._since.get(lane, (0, 0.0))
+        self._since[lane] = (img + images, busy + seconds)
         self._batches += 1
         if self._batches % self._every or self._gpu is None or self._cpu is None:
-            return
-        now = self._stats.snapshot()
-        gpu, cpu = (self._sample(lane, now) for lane in (self._gpu, self._cpu))
-        self._last = now
-        old = self._caps.get(LaneKind.GPU) or 0.0
+            return None
+        gpu, cpu = (self._sample(lane) for lane in (self._gpu, self._cpu))
+        self._since = {}
+        old = caps.get(LaneKind.GPU) or 0.0
         util = self.monitor.util if self.monitor is not None else None
         new = rebalance(old, gpu, cpu, gpu_util=util, max_gpu_util=self._max_util)
         if abs(new - old) < 0.01:
-            return
-        self._caps.set(LaneKind.GPU, new)
-        self.history.append({"batch": position, "from": round(old, 3), "to": round(new, 3),
+            return None
+        self.history.append({"batch": seq + 1, "from": round(old, 3), "to": round(new, 3),
                              "gpu_capacity": round(gpu.capacity, 1), "cpu_capacity": round(cpu.capacity, 1),
                              "gpu_util": util})
         del self.history[:-50]
         log.info("auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
                  old, new, gpu.capacity, cpu.capacity, f", GPU busy {util:.0%}" if util is not None else "")
+        return {LaneKind.GPU: new}
 
-    def _sample(self, lane, now: dict) -> LaneSample:
-        img0, busy0 = self._last.get(lane.name, (0, 0.0))
-        img1, busy1 = now.get(lane.name, (0, 0.0))
-        return LaneSample(img1 - img0, busy1 - busy0, getattr(lane, "parallelism", 1))
+    def _sample(self, lane) -> LaneSample:
+        images, busy = self._since.get(lane.name, (0, 0.0))
+        return LaneSample(images, busy, getattr(lane, "parallelism", 1))
 
     def close(self) -> None:
         if self.monitor is not None:
