@@ -50,6 +50,7 @@ import torch.utils.data as tud
 
 from hybridload.errors import HybridLoadError, UserCodeError
 from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.lanes.ray.worker import PoolWorker
 from hybridload.lanes.base import BatchTask
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
@@ -60,21 +61,17 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 300.0
 
 
-class DatasetWorker:
+class DatasetWorker(PoolWorker):
     """The actor: ``collate_fn([dataset[i] for i in indices])`` with per-batch seeding, torch's
     worker info set, and the user's errors wrapped in :class:`UserCodeError`."""
 
     def __init__(self, dataset, collate_fn, worker_init_fn, auto_collation, worker_id: int = 0, num_workers: int = 1):
-        torch.set_num_threads(1)
+        super().__init__()
         self.dataset, self.collate_fn, self.auto = dataset, collate_fn, auto_collation
         self.worker_id, self.num_workers = worker_id, num_workers
         _set_worker_info(worker_id, num_workers, worker_id, dataset)
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
-
-    def ready(self) -> str:
-        import ray
-        return ray.get_runtime_context().get_node_id()
 
     def run(self, indices, seed: int, seq: int = 0):
         random.seed(seed)

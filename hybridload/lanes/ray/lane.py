@@ -21,6 +21,7 @@ import torch
 from hybridload.errors import SampleError
 
 from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.lanes.ray.worker import PoolWorker
 from hybridload.lanes.base import BatchTask
 
 log = logging.getLogger(__name__)
@@ -72,18 +73,14 @@ def ship(source, indices) -> dict:
     return out
 
 
-class KernelWorker:
+class KernelWorker(PoolWorker):
     """The actor: processes batch tasks with the CPU kernels, one at a time, on one CPU."""
 
     def __init__(self, source, recipe, seed: int, on_error: str):
-        torch.set_num_threads(1)
+        super().__init__()
         if not keep_freed_memory():
             log.debug("glibc's mallopt is not available: batch buffers are allocated afresh")
         self.source, self.recipe, self.seed, self.on_error = source, recipe, seed, on_error
-
-    def ready(self) -> str:
-        import ray
-        return ray.get_runtime_context().get_node_id()
 
     def run(self, epoch: int, indices: np.ndarray, payloads: dict | None = None):
         from hybridload.kernels import process_batch
