@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
-from hybridload.errors import HybridLoadError, UserCodeError
+from hybridload.errors import HybridLoadError, UserCodeError, close_all, take_all
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.worker import PoolWorker
 from hybridload.lanes.base import BatchTask
@@ -207,8 +207,9 @@ class DataLoader(tud.DataLoader):
         return self._stats.as_dict()
 
     def close(self) -> None:
-        """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent."""
-        _close_all(self._streams, self._lanes)
+        """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent.
+        Every part is closed even when one fails to; a ShutdownError then names each that did."""
+        close_all([*take_all(self._streams), *take_all(self._lanes)], "DataLoader.close()")
 
     def __enter__(self):
         return self
@@ -218,10 +219,8 @@ class DataLoader(tud.DataLoader):
 
 
 def _close_all(streams: list, lanes: list) -> None:
-    while streams:
-        streams.pop().close()
-    while lanes:
-        lanes.pop().close()
+    """A DataLoader dropped without close(): passes first, then actors; failures are logged."""
+    close_all([*take_all(streams), *take_all(lanes)], "closing a DataLoader dropped without close()", log=log)
 
 
 class _RayDataLoaderIter:

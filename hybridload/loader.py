@@ -29,6 +29,7 @@ from hybridload.sources import Source
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.delivery.transfer import DeviceMover, default_device
+from hybridload.errors import close_all, take_all
 
 log = logging.getLogger(__name__)
 
@@ -238,12 +239,13 @@ class HybridLoader:
         self._stats.reset()
 
     def close(self) -> None:
-        """Stop work in flight and release every lane. Idempotent."""
-        self._finish_pass(superseded=False)
+        """Stop work in flight and release every lane. Idempotent. Every part is closed even
+        when one fails to; a :class:`~hybridload.errors.ShutdownError` then names each that did."""
         self._closed = True
-        if self._online is not None:
-            self._online.close()
-        self._finalizer()
+        self._finalizer.detach()
+        online, self._online = self._online, None
+        close_all([("the current pass", lambda: self._finish_pass(superseded=False)), online,
+                   *take_all(self._lanes)], "HybridLoader.close()")
 
     def __enter__(self) -> "HybridLoader":
         return self
@@ -278,7 +280,7 @@ class _Pass:
 
 
 def _shut(streams: list, lanes: list) -> None:
-    """Stop the pass's dispatcher first, so that closing lanes under it is no lane failure."""
-    while streams:
-        streams.pop().close()
+    """A loader dropped without close(): stop the pass's dispatcher first, so that closing lanes
+    under it is no lane failure; what fails to close is logged (nobody to raise to)."""
+    close_all(take_all(streams), "closing the pass of a HybridLoader dropped without close()", log=log)
     close_lanes(lanes)

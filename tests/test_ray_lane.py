@@ -4,6 +4,7 @@ import gc
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -81,6 +82,65 @@ def test_ray_lane_stream_equals_in_process_stream_bit_for_bit(cluster, photo_roo
         got = digest_stream(remote)
         assert remote.stats()["lanes"]["ray"]["images"] == 120
     assert got == expected
+
+
+def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reported_once(cluster, photo_root):
+    """``submit`` returns while the batch's reads block; the batch then comes out as the
+    in-process lane makes it, and a read that fails reaches ``done`` once."""
+    import numpy as np
+    import torch
+
+    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes.ray.lane import RayLane
+
+    class GatedFolder(sources.ImageFolder):  # local: Ray sends it by value; an actor never reads it
+        """A folder on a filesystem that hangs until the test opens ``gate``; sample 5's read fails."""
+
+        def read(self, ref):
+            if ref.index == 5:
+                raise RuntimeError(f"the disk holding sample {ref.index} is gone")
+            if not self.gate.wait(60):
+                raise TimeoutError("the test never opened the gate")
+            return super().read(ref)
+
+        def __getstate__(self):
+            return {k: v for k, v in self.__dict__.items() if k != "gate"}
+
+    src = GatedFolder(photo_root)
+    src.gate = threading.Event()
+    lane = RayLane(src, REC, seed=4, ship_bytes=True, ray_address="embedded",
+                   placement="remote-first", reserve_local_cpus=1, cpu_actors=1)
+    got: dict = {}
+    arrived = threading.Condition()
+
+    def done(task, out):
+        with arrived:
+            got.setdefault(task.seq, []).append(out)
+            arrived.notify_all()
+    try:
+        slow, bad = BatchTask(0, 0, np.arange(4)), BatchTask(1, 0, np.arange(5, 9))  # 5 first: fails at once
+        t0 = time.perf_counter()
+        lane.submit(slow, done)
+        lane.submit(bad, done)
+        assert time.perf_counter() - t0 < 5.0  # the reads wait for the gate (60 s): not on this thread
+        with arrived:
+            assert arrived.wait_for(lambda: 1 in got, 60)
+            assert 0 not in got  # still reading
+        src.gate.set()
+        with arrived:
+            assert arrived.wait_for(lambda: 0 in got, 120)
+        time.sleep(0.5)  # room for a second report, were there one
+        assert len(got[1]) == 1 and isinstance(got[1][0], RuntimeError) and "sample 5" in str(got[1][0])
+        assert len(got[0]) == 1 and lane.in_flight == 0
+        local = InProcessLane(sources.ImageFolder(photo_root), REC, seed=4, threads=1)
+        want = local.run_batch(slow)
+        local.close()
+        assert torch.equal(got[0][0].images, want.images) and got[0][0].labels.tolist() == want.labels.tolist()
+    finally:
+        src.gate.set()
+        lane.close()
+    assert lane._readers._shutdown  # the reader threads go with the lane
 
 
 def test_sample_errors_from_actors_name_index_path_and_stage(cluster, photo_root, bad_files):

@@ -1,4 +1,4 @@
-"""The lane contract and the unit of work a lane receives.
+"""The lane contract, the template every hybridload lane fills in, and the unit of work.
 
 A lane turns :class:`BatchTask` s into batch results. Nothing outside ``lanes/`` looks
 at a lane's name to decide what to do with it: what a caller needs to know is in the
@@ -14,15 +14,25 @@ contract below.
 * ``submit(task, done)`` — non-blocking; ``done(task, result_or_exception)`` is called
   exactly once, from any thread (not at all if the lane is closed first).
 * ``close()`` — stop, release workers and device memory; idempotent.
+
+:class:`Lane` states the contract (any class with its methods passes ``isinstance``) and
+is the template hybridload's lanes subclass, as torchdata.nodes' ``BaseNode``: the closed
+check, the count of tasks in flight and the once-only close are done here, and a lane
+fills in ``_start(task, done)`` and ``_close()``.
 """
 
 from __future__ import annotations
 
+import abc
 import enum
+import logging
+import threading
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -52,29 +62,110 @@ class LaneKind(enum.Enum):
     CPU_LOCAL = "cpu_local"    #: this machine's CPUs without Ray (threads or processes)
 
 
-@runtime_checkable
-class Lane(Protocol):
+_CONTRACT = ("describe", "run_batch", "submit", "close")
+
+
+class Lane(abc.ABC):
+    """The lane contract, and the template of hybridload's lanes.
+
+    ``submit`` refuses work once the lane is closed (RuntimeError naming the lane), counts
+    the task in flight until its ``done`` is called, passes on the first report only (a
+    second one is a lane's bug: dropped, with a warning) and hands the task to
+    ``_start(task, done)``; a ``_start`` that raises leaves the count as it was and the
+    error goes to the caller (the dispatcher reports it as a failed attempt). ``close``
+    marks the lane closed once, whichever thread calls it, and then runs ``_close()``;
+    later calls return at once.
+
+    A subclass calls ``super().__init__()`` before anything that may close it, and fills
+    in ``_start`` (non-blocking), ``_close``, ``run_batch`` and ``describe``. ``self._lock``
+    (reentrant) guards the closed flag and the count; a lane may hold it to make its own
+    bookkeeping atomic with them (the process lane does).
+    """
+
     name: str
     kind: LaneKind
     slots: int
     parallelism: int
 
-    def describe(self) -> str: ...
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+        self._in_flight = 0
 
-    def run_batch(self, task: BatchTask): ...
+    @classmethod
+    def __subclasshook__(cls, other):
+        if cls is Lane and all(any(m in k.__dict__ for k in other.__mro__) for m in _CONTRACT):
+            return True
+        return NotImplemented
 
-    def submit(self, task: BatchTask, done: Done) -> None: ...
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
-    def close(self) -> None: ...
+    @property
+    def in_flight(self) -> int:
+        """Tasks accepted by ``submit`` whose ``done`` has not been called yet."""
+        return self._in_flight
 
-
-class PooledLane:
-    """``submit`` for lanes that run ``run_batch`` on their own thread pool (``self._pool``),
-    refusing work once ``self._closed``."""
+    def closed_error(self) -> RuntimeError:
+        return RuntimeError(f"the {self.name} lane is closed")
 
     def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError(f"the {self.name} lane is closed")
+        """Start ``task`` (non-blocking); ``done(task, result_or_exception)`` is called once."""
+        with self._lock:
+            if self._closed:
+                raise self.closed_error()
+            self._in_flight += 1
+        fired = False
+
+        def settle() -> bool:
+            nonlocal fired
+            with self._lock:
+                if fired:
+                    return False
+                fired = True
+                self._in_flight -= 1
+                return True
+
+        def report(t: BatchTask, result) -> None:
+            if settle():
+                done(t, result)
+            else:
+                log.warning("lane %s reported batch %d a second time; that report is dropped", self.name, t.seq)
+
+        try:
+            self._start(task, report)
+        except BaseException:
+            settle()
+            raise
+
+    def close(self) -> None:
+        """Stop and release the lane's workers and memory. Idempotent, thread-safe."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close()
+
+    # -- what a lane fills in
+    @abc.abstractmethod
+    def describe(self) -> str: ...
+
+    @abc.abstractmethod
+    def run_batch(self, task: BatchTask): ...
+
+    @abc.abstractmethod
+    def _start(self, task: BatchTask, done: Done) -> None:
+        """Start ``task`` without blocking; call ``done`` exactly once (the lane is open)."""
+
+    def _close(self) -> None:
+        """Release what the lane holds; runs once, after the lane is marked closed."""
+
+
+class PooledLane(Lane):
+    """A lane that runs ``runner(task)`` on its own thread pool (``self._pool``)."""
+
+    def _start(self, task: BatchTask, done: Done) -> None:
         submit_to_pool(self._pool, self.runner(task), task, done)
 
     def runner(self, task: BatchTask) -> Callable[[BatchTask], object]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from hybridload.errors import close_all, take_all
 from hybridload.lanes.base import Lane, LaneKind
 from hybridload.lanes.spec import LaneSpec
 
@@ -55,13 +56,10 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
 
 
 def close_lanes(lanes: list) -> None:
-    """Close and remove every lane; a failure to close one is reported, the rest still close."""
-    while lanes:
-        lane = lanes.pop()
-        try:
-            lane.close()
-        except Exception as exc:  # shutting down: report, keep closing the rest
-            log.warning("closing lane %s failed: %s", getattr(lane, "name", lane), exc)
+    """Close and remove every lane, the last built first; a failure to close one does not stop
+    the rest, and one warning names each lane that failed (for clean-up paths with nobody to
+    raise to: a failed build, garbage collection)."""
+    close_all(take_all(lanes), "closing lanes", log=log)
 
 
 def _gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device):

@@ -19,19 +19,18 @@ with artifacts, as DALI does on its own, while the CPU lanes decode strictly and
 from __future__ import annotations
 
 import logging
-import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from hybridload.errors import LaneUnavailableError, Reroute
-from hybridload.kernels.batch import finish_batch
+from hybridload.delivery.transfer import resolve_device
 
-from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
-from hybridload.lanes.gpu.failures import reroute_or_raise
-from hybridload.lanes.gpu.feed import GpuBatchResult, read_batch, record_ready
+from hybridload.lanes.base import BatchTask
+from hybridload.lanes.gpu.base import GpuLane
+from hybridload.lanes.gpu.failures import rerouting
+from hybridload.lanes.gpu.feed import BatchInput
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +49,14 @@ def _warn_cpu_only() -> None:
     warnings.warn(msg, RuntimeWarning, stacklevel=3)  # a log line too where logging captures warnings (the CLI)
 
 
-class DaliLane(PooledLane):
+class DaliLane(GpuLane):
     """Runs batch tasks through a DALI pipeline compiled from the recipe.
 
     Args:
         device: the loader's device; a CUDA device runs DALI on that GPU ("mixed" decode,
             ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
         num_threads: DALI's CPU threads.
-        memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
-        normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does) in the lane (on the device).
-        host_sync: on CUDA, the lane's thread waits for each batch's event (see TorchGpuLane).
+        memory_budget_mb, normalize_output, host_sync: as :class:`~.base.GpuLane`.
 
     Raises:
         LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or
@@ -67,41 +64,29 @@ class DaliLane(PooledLane):
         ValueError: the recipe does not fit the DALI chain.
     """
 
-    name = "gpu"
-    kind = LaneKind.GPU
-
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                  num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
                  host_sync: bool = True):
         from hybridload.pipelines import build_pipeline, used_inputs
-        from hybridload.delivery.transfer import resolve_device
         try:
             import nvidia.dali  # noqa: F401
         except Exception as exc:
             raise LaneUnavailableError(
                 f"the GPU lane needs NVIDIA DALI ({type(exc).__name__}: {exc}); "
                 "pip install 'hybridload[dali-cu12]' or 'hybridload[dali-cu13]'") from None
-        self.source, self.recipe, self.seed = source, recipe, seed
-        self.device = resolve_device(device)
-        self.cpu_only = self.device.type != "cuda"
-        self.device_id = None if self.cpu_only else self.device.index
-        self.num_threads, self._normalize, self.host_sync = num_threads, normalize_output, host_sync
-        batch_bytes = int(np.prod(recipe.output_shape(batch_size)))
-        depth = 2
-        if memory_budget_mb is not None:
-            depth = max(1, min(2, int(memory_budget_mb * 2**20 // max(batch_bytes, 1))))
-        self.slots = depth
-        self.parallelism = 1  # one pipeline run at a time (DALI's threads work inside it)
+        device = resolve_device(device)
+        self.cpu_only = device.type != "cuda"
+        self.device_id = None if self.cpu_only else device.index
+        self.num_threads = num_threads
         self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
         try:
             self._pipe = build_pipeline(recipe, batch_size=batch_size, device_id=self.device_id,
                                         num_threads=num_threads, seed=seed)
         except RuntimeError as exc:
-            raise LaneUnavailableError(f"DALI could not build its pipeline on {self.device} "
+            raise LaneUnavailableError(f"DALI could not build its pipeline on {device} "
                                        f"({str(exc).splitlines()[0][:300]})") from None
-        self._stream = None if self.cpu_only else torch.cuda.Stream(device=self.device)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
-        self._closed = False
+        super().__init__(source, recipe, seed=seed, batch_size=batch_size, device=device,
+                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync)
         if self.cpu_only:
             _warn_cpu_only()
         log.info("%s, %d threads, batch %d", self.describe(), num_threads, batch_size)
@@ -109,11 +94,9 @@ class DaliLane(PooledLane):
     def describe(self) -> str:
         return "GPU lane: " + ("DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}")
 
-    # -- one batch
-    def run_batch(self, task: BatchTask):
+    # -- one batch: the pipeline decodes and augments; its output becomes a torch tensor
+    def _decode(self, task: BatchTask, batch: BatchInput):
         from hybridload.pipelines import chain_params
-        t0 = time.perf_counter()
-        batch = read_batch(self.source, self.recipe, self.seed, task)
         try:
             params = [chain_params(p, w, h) for p, (w, h) in zip(batch.params, batch.sizes)]
         except ValueError as exc:  # a crop DALI's ROI decoding cannot express
@@ -121,31 +104,16 @@ class DaliLane(PooledLane):
         self._pipe.feed_input("encoded", [np.frombuffer(p, np.uint8) for p in batch.payloads])
         for name in self._inputs[1:]:
             self._pipe.feed_input(name, [getattr(p, name) for p in params])
-        try:
+        with rerouting(f"DALI on batch {task.seq}"):  # DALI reports a bad image for the whole batch
             (out,) = self._pipe.run()
-        except Exception as exc:  # DALI reports a bad image for the whole batch
-            reroute_or_raise(exc, f"DALI on batch {task.seq}")
-        ready = None
-        if self.cpu_only:
-            images = torch.from_dlpack(out.as_tensor()).clone()  # DALI reuses its buffers: take a copy
-            if self._normalize:
-                images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
-        else:
-            with torch.cuda.stream(self._stream):  # from_dlpack orders this stream after DALI's
-                images = torch.from_dlpack(out.as_tensor()).clone()
-                if self._normalize:
-                    images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
-                ready = record_ready(self._stream, self.host_sync)
-        return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
-                              self.name, ready=ready)
+        return out
 
+    def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
+        # DALI reuses its buffers: take a copy (on CUDA, from_dlpack orders the lane's stream after DALI's)
+        return torch.from_dlpack(decoded.as_tensor()).clone()
 
-    def close(self) -> None:
-        """Stop the worker thread and release the pipeline and DALI's unused device memory."""
-        if self._closed:
-            return
-        self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def _release(self) -> None:
+        """Release the pipeline and DALI's unused device memory."""
         self._pipe = None
         if not self.cpu_only:
             try:

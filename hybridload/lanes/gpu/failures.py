@@ -10,6 +10,7 @@ cannot work stops being given batches instead of doing every batch twice.
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import torch
@@ -44,3 +45,13 @@ def reroute_or_raise(exc: BaseException, what: str) -> None:
     if is_sample_decode_problem(exc):
         raise Reroute(f"{what}: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
     raise exc
+
+
+@contextlib.contextmanager
+def rerouting(what: str):
+    """Around a decode step: a sample's decode problem leaves as :class:`Reroute`, anything
+    else as it was raised (:func:`reroute_or_raise`)."""
+    try:
+        yield
+    except Exception as exc:
+        reroute_or_raise(exc, what)

@@ -78,9 +78,11 @@ class InProcessLane(PooledLane):
 
     name = "inprocess"
     kind = LaneKind.CPU_LOCAL
+    close_wait_s = 2.0  #: how long ``close()`` waits for running batches before leaving them
 
     def __init__(self, source, recipe, *, seed: int, threads: int, on_error: str = "raise",
                  pin_memory: bool = False):
+        super().__init__()
         self.source, self.recipe, self.seed = source, recipe, seed
         self.on_error, self.pin_memory = on_error, pin_memory
         # one batch queued behind the running ones, its reads started when it is accepted: a
@@ -89,7 +91,6 @@ class InProcessLane(PooledLane):
         self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess")
-        self._closed = False
 
     def describe(self) -> str:
         return f"in-process lane: {self.parallelism} threads"
@@ -107,11 +108,8 @@ class InProcessLane(PooledLane):
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
                              normalize=False, started=started)  # uint8 out: the loader normalizes on its device
 
-    def close(self, wait_s: float = 2.0) -> None:
-        """Cancel queued tasks; wait at most ``wait_s`` for running ones, then leave them."""
-        if self._closed:
-            return
-        self._closed = True
-        for t in self._pool.shutdown(wait_s):
+    def _close(self) -> None:
+        """Cancel queued tasks; wait at most ``close_wait_s`` for running ones, then leave them."""
+        for t in self._pool.shutdown(self.close_wait_s):
             log.info("in-process lane thread %s is still running a batch after close(); it is a daemon "
                      "thread and ends when that batch returns (or with the process)", t.name)

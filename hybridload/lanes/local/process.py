@@ -41,7 +41,7 @@ import torch
 from hybridload.errors import WorkerLost
 from hybridload.kernels import BatchResult, process_batch
 
-from hybridload.lanes.base import BatchTask, Done, LaneKind
+from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _context(start_method: str):
     return ctx
 
 
-class ProcessLane:
+class ProcessLane(Lane):
     """Runs each batch task in one of ``workers`` worker processes."""
 
     name = "processes"
@@ -110,6 +110,7 @@ class ProcessLane:
 
     def __init__(self, source, recipe, *, seed: int, workers: int, batch_size: int, on_error: str = "raise",
                  pin_memory: bool = False, tasks_per_worker: int = 2, start_method: str = "fork"):
+        super().__init__()  # self._lock guards the closed flag and this lane's slots and tasks alike
         self.source, self.recipe, self.seed = source, recipe, seed
         self.on_error, self.pin_memory = on_error, pin_memory
         self.parallelism = workers
@@ -118,11 +119,9 @@ class ProcessLane:
         slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._free = list(range(self.slots))
-        self._lock = threading.Lock()
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
         self._next_id = 0
         self._restarts = 0
-        self._closed = False
         self._results = self._ctx.Queue()
         self._procs: list = [None] * workers
         self._queues: list = [None] * workers
@@ -162,10 +161,10 @@ class ProcessLane:
             raise box[0]
         return box[0]
 
-    def submit(self, task: BatchTask, done: Done) -> None:
+    def _start(self, task: BatchTask, done: Done) -> None:
         with self._lock:
-            if self._closed:
-                raise RuntimeError("ProcessLane is closed")
+            if self._closed:  # closed since submit looked: the task must not reach a stopped worker
+                raise self.closed_error()
             if not self._free:
                 raise RuntimeError(f"ProcessLane: more than {self.slots} tasks in flight (its slots)")
             alive = [w for w, p in enumerate(self._procs) if p is not None]
@@ -241,12 +240,8 @@ class ProcessLane:
                                       f"while it held batch {task.seq}"))
 
     # ----------------------------------------------------------------- shutdown
-    def close(self) -> None:
+    def _close(self) -> None:
         """Stop the workers (bounded join, then terminate by handle) and free the slots."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
         for q in self._queues:
             if q is not None:
                 try:

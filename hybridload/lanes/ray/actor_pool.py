@@ -27,7 +27,7 @@ from hybridload.errors import WorkerLost
 from hybridload.cluster.placement import elastic_target, plan_actors
 from hybridload.lanes.ray.pool_stats import PoolStats
 
-from hybridload.lanes.base import BatchTask, Done, LaneKind
+from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.members import Member, Members, State
 
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 ACTOR_NAME_PREFIX = "hybridload-"
 
 
-class ActorPool:
+class ActorPool(Lane):
     name = "ray"
     kind = LaneKind.CPU_ACTORS
 
@@ -45,10 +45,9 @@ class ActorPool:
                  reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
                  tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
                  pass_worker_index: bool = False, fit_request: bool = False, node_poll_s: float | None = None):
+        super().__init__()
         poll_s = poll_seconds(node_poll_s)
         self.tasks_per_actor = tasks_per_actor
-        self._closed = False
-        self._released = False
         self._pool_stats = PoolStats()
         self._members = Members(self._pool_stats)
         self._held: deque = deque()  # (task, done) given while no actor was ready
@@ -175,9 +174,7 @@ class ActorPool:
         if self._members.release(m, seq) and self._keeper is not None:
             self._keeper.wake()  # a draining actor is idle: stop it
 
-    def submit(self, task: BatchTask, done: Done) -> None:
-        if self._closed:
-            raise RuntimeError(f"the {self.name} lane is closed")
+    def _start(self, task: BatchTask, done: Done) -> None:
         m = self._members.pick(task.seq)
         if m is None:
             if not self._members.usable:
@@ -190,8 +187,13 @@ class ActorPool:
         self._send(m, task, done)
 
     def _send(self, m: Member, task: BatchTask, done: Done) -> None:
+        """Start ``task`` on ``m`` (a lane with work to do first, off this thread, overrides it)."""
+        self._watch(m, task, done, lambda: self.call(m.handle, task))
+
+    def _watch(self, m: Member, task: BatchTask, done: Done, call) -> None:
+        """Make the call (``call()``: its ObjectRef) and report its result to ``done`` once."""
         try:
-            fut = self.call(m.handle, task).future()
+            fut = call().future()
         except BaseException as exc:
             self._release(m, task.seq)
             done(task, exc)
@@ -244,11 +246,8 @@ class ActorPool:
             else:
                 self._send(m, task, done)
 
-    def close(self) -> None:
-        """Stop the keeper, kill every actor (by handle) and release the Ray connection. Idempotent."""
-        if self._closed and self._released:
-            return
-        self._closed = True
+    def _close(self) -> None:
+        """Stop the keeper, kill every actor (by handle) and release the Ray connection."""
         try:
             if self._keeper is not None:
                 self._keeper.close()
@@ -258,9 +257,7 @@ class ActorPool:
                     self._members.dead(m, lost=False)
                     self._kill(m)
         finally:
-            if not self._released:
-                self._released = True
-                cluster.release()
+            cluster.release()
 
 
 def _place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:

@@ -2,9 +2,11 @@
 
 Only references travel to actors: each actor holds the source (sent once through the
 object store) and reads its own inputs where it runs. With ``ship_bytes`` the driver
-reads the bytes and sends them along (for nodes that cannot see the data); a sample the
-driver cannot read travels as its :class:`SampleError`, raised where the batch runs, so
-``on_error`` decides its fate as for any sample (skipped, or raised in order). Results come
+reads the bytes and sends them along (for nodes that cannot see the data): the reads run
+on the lane's reader threads, never on the dispatcher's, and the actor is called once a
+batch's bytes are in; a sample the driver cannot read travels as its :class:`SampleError`,
+raised where the batch runs, so ``on_error`` decides its fate as for any sample (skipped,
+or raised in order), and a read that fails otherwise fails the batch. Results come
 back as one array per batch through the object store and are copied once into a
 (pinned, where CUDA) torch buffer: no per-sample Python objects on the way.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -21,13 +24,15 @@ import torch
 from hybridload.errors import SampleError
 
 from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.lanes.ray.members import Member
 from hybridload.lanes.ray.worker import PoolWorker
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.base import BatchTask, Done
 
 log = logging.getLogger(__name__)
 
 _NP_TO_TORCH = {np.uint8: torch.uint8, np.float32: torch.float32, np.float16: torch.float16}
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+READER_THREADS = 4  # ship_bytes: batches whose bytes the driver reads at once
 
 
 def keep_freed_memory() -> bool:
@@ -98,13 +103,40 @@ class RayLane(ActorPool):
     def __init__(self, source, recipe, *, seed: int, on_error: str = "raise", ship_bytes: bool = False,
                  pin_memory: bool = False, **pool_kw):
         self.source, self.pin_memory, self.ship_bytes = source, pin_memory, ship_bytes
+        self._readers = (ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship")
+                         if ship_bytes else None)  # closed with the lane
         super().__init__(KernelWorker, (source, recipe, seed, on_error), **pool_kw)
 
-    def call(self, actor, task: BatchTask):
-        payloads = None
-        if self.ship_bytes:
+    def call(self, actor, task: BatchTask, payloads: dict | None = None):
+        if self.ship_bytes and payloads is None:  # run_batch: the caller's thread reads
             payloads = ship(self.source, task.indices.tolist())
         return actor.run.remote(task.epoch, task.indices, payloads)
+
+    def _send(self, m: Member, task: BatchTask, done: Done) -> None:
+        if self._readers is None:
+            return super()._send(m, task, done)
+        try:
+            self._readers.submit(self._read_and_send, m, task, done)
+        except RuntimeError as exc:  # the readers are shut down: the lane closed under this task
+            self._release(m, task.seq)
+            done(task, exc)
+
+    def _read_and_send(self, m: Member, task: BatchTask, done: Done) -> None:
+        """On a reader thread: the batch's bytes, then the actor call; a failed read fails the batch."""
+        try:
+            payloads = ship(self.source, task.indices.tolist())
+        except BaseException as exc:
+            self._release(m, task.seq)
+            done(task, exc)
+            return
+        if self._closed:  # closed while reading: the actors are gone, nobody waits for this batch
+            return
+        self._watch(m, task, done, lambda: self.call(m.handle, task, payloads))
+
+    def _close(self) -> None:
+        if self._readers is not None:
+            self._readers.shutdown(wait=False, cancel_futures=True)  # a read in progress ends on its own
+        super()._close()
 
     def convert(self, raw):
         from hybridload.kernels import BatchResult

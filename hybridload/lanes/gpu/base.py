@@ -1,0 +1,101 @@
+"""What every GPU engine shares: :class:`GpuLane`, the skeleton the DALI and torch engines fill in.
+
+The skeleton holds the device, the lane's CUDA stream, the memory budget (how many
+batches may be in flight), the one worker thread, the failure classification
+(:mod:`.failures`: a sample's decode problem is rerouted, anything else is the lane's) and
+the delivery of a batch: read and check the samples (:func:`.feed.read_batch`), let the
+engine decode and augment, normalize where asked, record the CUDA event the consumer's
+stream waits on (``result.ready``) and return a :class:`.feed.GpuBatchResult`.
+
+An engine fills in ``_decode(task, batch)`` (the encoded bytes to decoded pixels, in
+whatever form it holds them, classifying its failures with :func:`.failures.rerouting`),
+``_augment(task, batch, decoded)`` (to one uint8 tensor on the device; it runs on the
+lane's stream), ``describe()`` and, where it holds more than the skeleton, ``_release()``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from hybridload.delivery.transfer import resolve_device
+from hybridload.kernels.batch import finish_batch
+
+from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
+from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, read_batch, record_ready
+
+MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind it
+
+
+def batches_within(memory_budget_mb: float | None, batch_bytes: int, most: int = MAX_DEPTH) -> int:
+    """Batches a GPU lane holds at once: ``most``, fewer when the budget holds fewer (at least one)."""
+    if memory_budget_mb is None:
+        return most
+    return max(1, min(most, int(memory_budget_mb * 2**20 // max(batch_bytes, 1))))
+
+
+class GpuLane(PooledLane):
+    """A GPU engine's lane: one batch at a time on its own thread and (on CUDA) its own stream.
+
+    Args:
+        device: the loader's device (resolved: ``"cuda"`` is the current CUDA device).
+        memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
+        normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does)
+            in the lane, on the device; the pixels stay uint8 until this last step.
+        host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
+            delivery that does not wait on ``result.ready`` is still safe; False once
+            delivery makes the consumer's stream wait on the event (no host wait at all).
+    """
+
+    name = "gpu"
+    kind = LaneKind.GPU
+
+    def __init__(self, source, recipe, *, seed: int, batch_size: int, device, memory_budget_mb: float | None = None,
+                 normalize_output: bool = True, host_sync: bool = True):
+        super().__init__()
+        self.source, self.recipe, self.seed = source, recipe, seed
+        self.device = resolve_device(device)
+        self.on_cuda = self.device.type == "cuda"
+        self._normalize, self.host_sync = normalize_output, host_sync
+        self.slots = batches_within(memory_budget_mb, int(np.prod(recipe.output_shape(batch_size))))
+        self.parallelism = 1  # one batch at a time (an engine's own threads work inside it)
+        self._stream = torch.cuda.Stream(device=self.device) if self.on_cuda else None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
+
+    def on_stream(self):
+        """The lane's CUDA stream as torch's current stream (nothing on a CPU device)."""
+        return torch.cuda.stream(self._stream) if self.on_cuda else contextlib.nullcontext()
+
+    def run_batch(self, task: BatchTask) -> GpuBatchResult:
+        t0 = time.perf_counter()
+        batch = read_batch(self.source, self.recipe, self.seed, task)
+        decoded = self._decode(task, batch)
+        with self.on_stream():
+            images = self._augment(task, batch, decoded)
+            if self._normalize:
+                images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
+            ready = record_ready(self._stream, self.host_sync) if self.on_cuda else None
+        return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
+                              self.name, ready=ready)
+
+    # -- what an engine fills in
+    @abc.abstractmethod
+    def _decode(self, task: BatchTask, batch: BatchInput):
+        """The batch's decoded pixels, in the engine's own form; raises Reroute for a sample's problem."""
+
+    @abc.abstractmethod
+    def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
+        """The batch as one uint8 tensor on the device (runs on the lane's stream)."""
+
+    def _release(self) -> None:
+        """Release what the engine holds beyond the skeleton (runs once, at close)."""
+
+    def _close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._stream = None
+        self._release()
