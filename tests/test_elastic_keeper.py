@@ -1,4 +1,4 @@
-"""The elastic pool's bookkeeping (lanes/members.py) and one keeper step (lanes/elastic.py),
+"""The elastic pool's bookkeeping (lanes/ray/members.py) and one keeper step (lanes/ray/elastic.py),
 driven by recorded node tables; the keeper's hands (start, stop) record what they are asked."""
 
 import pytest
