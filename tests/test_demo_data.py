@@ -61,5 +61,6 @@ def test_without_scikit_image_photo_like_jpegs_are_drawn_in_every_subsampling(tm
             px = __import__("numpy").asarray(im.convert("RGB"), dtype=float)
             assert 10 < px.std() < 120  # neither flat nor noise-like
     assert samplings == {0, 1, 2} and len(sizes) > 1  # 4:4:4, 4:2:2, 4:2:0
+    monkeypatch.setattr(demo_data, "_have_skimage", lambda: False)
     root = demo_data.make_photo_folder(tmp_path / "d", 6, num_classes=2)
-    assert len(ImageFolder(root)) == 6
+    assert len(ImageFolder(root)) == 6 and (root / MARKER).read_text() == "6 2 0 drawn"  # not reused as photos

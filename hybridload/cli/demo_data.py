@@ -12,6 +12,7 @@ various sizes, cycling JPEG chroma subsampling 4:4:4 / 4:2:2 / 4:2:0 (``syntheti
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -29,6 +30,10 @@ _SKIMAGE_PHOTOS = (
     "motorcycle_left.png", "motorcycle_right.png", "retina.jpg", "rocket.jpg",
     "camera.png", "moon.png", "brick.png", "grass.png",
 )
+
+
+def _have_skimage() -> bool:
+    return importlib.util.find_spec("skimage") is not None
 
 
 def _photo_paths() -> list[Path]:
@@ -159,6 +164,8 @@ def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4,
     root = Path(root)
     marker = root / MARKER
     key = f"{n} {num_classes} {seed}"
+    if not _have_skimage():  # drawn, not photographed: never mistaken for the photos
+        key += " drawn"
     if marker.exists() and marker.read_text() == key:
         return root
     if root.exists() and not marker.exists() and (not root.is_dir() or any(root.iterdir())):
