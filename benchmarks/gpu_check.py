@@ -10,22 +10,43 @@ synthetic on-device data); ``nvml`` (readings taken during the training step);
 ``plan`` (the planner's share vs a swept share); ``local_sweep`` (the in-process lane's
 threads, its worker processes and torch DataLoader workers at 1, 2, 4, 8, 16).
 
-GPU machine (torch 2.11 + torchvision 0.26, no DALI, no Ray, no network), from the repo root:
-    here:  echo /.whl/ >> .git/info/exclude
-           python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
-               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.8.2
-    there (run with carry [".whl"]):
-           python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
-               .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD && PYTHONUNBUFFERED=1 \\
-               python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json
+``tolerance`` (each GPU engine's mean/max |diff| from the CPU lane on 4:4:4, 4:2:2 and 4:2:0
+JPEGs; "fail" above the README's 0.5 grey levels); ``dali_decoders`` (where DALI and CUDA exist:
+full decode + slice vs ROI decode with and without fancy upsampling, against the CPU kernels,
+with the nvJPEG version and the decoder backend that implies).
+
+Each section is ``{"status": "ok" | "skipped" | "fail" | "error", ...}``; the JSON is written
+after every section, so a run cut off by a time-out still returns what ran. ``--budget-s``
+skips (reason "budget") the sections that would start past it. With no CUDA device the GPU
+sections are skipped (one log line says so) and the exit status is 0; a missing optional
+package (Ray, DALI, torchvision, scikit-image, matplotlib) skips the section that needs it,
+naming the package. Exit status 1 only when a section failed or raised.
+Needs: torch, numpy, Pillow and the hybridload wheel (with simplejpeg, tqdm, fsspec); no
+checkout on sys.path (``hybridload.kernels`` exists only in a built wheel), no scikit-image
+(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py`` must sit beside it.
+
+GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12):
+    here, in the repo root:
+           echo /.whl/ >> .git/info/exclude; rm -rf .whl
+           python -m pip wheel --no-deps --no-build-isolation -w .whl .
+           python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
+               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0
+    there (device tool: carry [".whl"], timeout_s 600):
+           python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+               --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
+               PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --budget-s 480 --out $OUT/gpu_check.json
+    (``python3 benchmarks/gpu_check.py`` puts benchmarks/, not the checkout, on sys.path: hybridload
+    comes from the wheel.)
 CI smoke (this CPU box, well under a minute):
     python benchmarks/gpu_check.py --device cpu --quick --out /tmp/gpu_check.json
+tests/test_gpu_check.py also runs it in a venv holding only torch, numpy, Pillow, nvidia-ml-py and
+the wheels, as on a bare GPU machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import os
 import subprocess
 import sys
@@ -33,6 +54,7 @@ import tempfile
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,6 +66,10 @@ from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
 from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
+
+from _gpu_sections import Sections, skipped, subsampled_folders, table, tolerance
+
+log = logging.getLogger("gpu_check")
 
 
 def has_torchvision() -> bool:
@@ -236,10 +262,10 @@ def plan_and_split(src, rec, bs, device, step, nb, seconds):
             "gpu_label": prof.measurements.gpu_label, "reason": prof.plan.reason}, at_plan
 
 
-def nvml_during(fn):
-    """Run ``fn`` while reading NVML in a thread; returns (fn's value, the reading as a dict)."""
+def nvml_during(fn, device):
+    """Run ``fn`` while reading NVML (the loader's GPU) in a thread; returns (fn's value, the reading as a dict)."""
     box = {}
-    t = threading.Thread(target=lambda: box.update(r=read_gpu(window_s=2.0, interval_s=0.1)))
+    t = threading.Thread(target=lambda: box.update(r=read_gpu(window_s=2.0, interval_s=0.1, device=device)))
     t.start()
     value = fn()
     t.join(30)
@@ -267,70 +293,122 @@ def local_sweep(src, rec, bs, nb, counts):
     return out
 
 
-def main(argv=None):
+GPU_SECTIONS = ("correctness", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
+
+
+def gpu_engines(device, quick) -> dict:
+    """The GPU engines to hold against the CPU lane: {name: lane factory, or why it cannot run}."""
+    engines = {"torch": lambda src, rec, bs: torch_lane(src, rec, bs, device)}
+    if device.type != "cuda":
+        engines["dali"] = "DALI runs here only in its CPU-only mode; the GPU figure needs a CUDA device"
+        return engines
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError as exc:
+        engines["dali"] = f"needs nvidia-dali, which is not installed ({exc})"
+        return engines
+    from hybridload.lanes.gpu.dali import DaliLane
+    engines["dali"] = lambda src, rec, bs: DaliLane(src, rec, seed=0, batch_size=bs, device=device)
+    return engines
+
+
+def dali_section(folders, bs, device) -> dict:
+    if device.type != "cuda":
+        return skipped("no CUDA device: DALI's GPU decoders need one")
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError as exc:
+        return skipped(f"needs nvidia-dali, which is not installed ({exc})")
+    from _gpu_sections import dali_decoders
+    return dali_decoders(folders, bs, device.index)
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="small data and model (the CI smoke test)")
     ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
     ap.add_argument("--out", default="gpu_check.json")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="skip (reason 'budget') the sections that would start after this many seconds")
     ap.add_argument("--sanitizer-child", metavar="ROOT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.sanitizer_child:
         return sanitizer_child(args.sanitizer_child)
+    logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
+    run = Sections(args.out, args.budget_s)
     device = torch.device(args.device)
-    if device.type == "cuda":
-        device = torch.device("cuda", torch.cuda.current_device())
     quick = args.quick
+    env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "torchvision": has_torchvision(),
+           "device": str(device), "cpus": usable_cpus(), "quick": quick, "budget_s": args.budget_s}
+    if device.type == "cuda" and not torch.cuda.is_available():
+        reason = (f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda}: "
+                  "torch.cuda.is_available() is False); --device cpu runs the CPU stand-ins")
+        log.warning("%s: every GPU section skipped", reason)
+        run.set("environment", {**env, "status": "ok", "device_name": "none"})
+        for name in GPU_SECTIONS:
+            run.set(name, skipped(reason))
+        print(table(run.report))
+        return 0
+    if device.type == "cuda":
+        device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
     n_img, bs, nb, size = (48, 8, 3, 64) if quick else (2048, 256, 20, 224)
-    root = args.data or make_photo_folder(os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"),
-                                          n_img, num_classes=10, seed=0)
-    src, rec = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
-    report = {"environment": {"torch": torch.__version__, "torchvision": has_torchvision(), "device": str(device),
-                              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                              "cpus": usable_cpus(), "quick": quick, "batch_size": bs, "images": len(src)}}
+    tmp = tempfile.gettempdir()
+    data = {}
+
+    def environment():
+        root = args.data or make_photo_folder(os.path.join(tmp, f"hybridload-gpu-check-{n_img}"), n_img,
+                                              num_classes=10, seed=0)
+        data["src"], data["rec"] = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
+        return {**env, "device": str(device), "batch_size": bs, "images": len(data["src"]), "data": str(root),
+                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+
+    if run.run("environment", environment, budgeted=False)["status"] != "ok":
+        for name in GPU_SECTIONS:
+            run.set(name, skipped("no data: the environment section did not finish"))
+        print(table(run.report))
+        return 1
+    src, rec = data["src"], data["rec"]
     warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
-    report["correctness"] = check_correctness(src, recipe.imagenet_train(size), bs, device, nb)  # uint8 pixels
-    (speed, step), report["nvml"] = nvml_during(lambda: measure_speed(src, rec, bs, device, nb, quick))
-    speed["torch_dataloader"] = trainer_rate(forever(torch_dataloader(src, rec, bs, min(16, usable_cpus()))),
-                                             step, device, nb)
-    report["plan"], speed["hybridload_split_at_plan"] = plan_and_split(src, rec, bs, device, step, nb,
-                                                                       0.5 if quick else 3.0)
-    ceiling = speed["ceiling_synthetic"]
-    speed["ratios"] = {k: v / ceiling for k, v in speed.items() if k != "ceiling_synthetic"}
-    speed["gpu_lane_cost_to_step"] = 1 - speed["hybridload_gpu"] / ceiling
-    report["speed"] = speed
-    report["local_sweep"] = local_sweep(src, rec, bs, 2 if quick else nb,
-                                        (1, 2) if quick else (1, 2, 4, 8, 16))
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1, default=str)
-    print(table(report))
+    run.run("correctness", lambda: check_correctness(src, recipe.imagenet_train(size), bs, device, nb))  # uint8
+    tol_bs = 4 if quick else 32
 
+    def folders():
+        if "folders" not in data:
+            data["folders"] = subsampled_folders(src, Path(tempfile.mkdtemp(prefix="gpu-check-sub-")), 2 * tol_bs)
+        return data["folders"]
+    run.run("tolerance", lambda: tolerance(folders(), recipe.imagenet_train(size), tol_bs, gpu_engines(device, quick)))
+    run.run("dali_decoders", lambda: dali_section(folders(), tol_bs, device))
+    state = {}
 
-def table(report) -> str:
-    rows = [("device", report["environment"]["device_name"])]
-    px = report["correctness"]["pixels"]
-    rows += [("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f}, "
-                                    f"> 2 off: {px['share_off_by_more_than_2_max']:.4%} ({px['engine']})"),
-             ("index streams identical", str(report["correctness"]["index_streams_identical"]))]
-    for k in ("device_after_set_device", "gpu_memory", "side_stream_sanitizer"):
-        if k in report["correctness"]:
-            v = report["correctness"][k]
-            rows.append((k, str(v.get("ok", v.get("flat")))))
-    for k, v in report["speed"].items():
-        if isinstance(v, float) and k != "gpu_lane_cost_to_step":
-            rows.append((f"trainer images/s: {k}", f"{v:,.0f} ({report['speed']['ratios'].get(k, 1.0):.2f}x ceiling)"))
-    rows.append(("GPU lane's cost to the step", f"{report['speed']['gpu_lane_cost_to_step']:.1%}"))
-    rows.append(("planned share / best swept", f"{report['plan']['planned_share']:.2f} / "
-                                               f"{report['plan']['best_swept_share']:.2f}"))
-    rows.append(("NVML during the step", json.dumps(report["nvml"])[:120]))
-    for n, v in report["local_sweep"].items():
-        rows.append((f"local {n}: threads / processes / DataLoader workers",
-                     f"{v['hybridload_threads']:,.0f} / {v.get('hybridload_processes', 0):,.0f} / "
-                     f"{v['torch_dataloader_workers']:,.0f}"))
-    w = max(len(r[0]) for r in rows)
-    return "\n".join([f"| {'check'.ljust(w)} | value |", f"| {'-' * w} | ----- |"] +
-                     [f"| {a.ljust(w)} | {b} |" for a, b in rows])
+    def speed():
+        (sp, state["step"]), state["nvml"] = nvml_during(lambda: measure_speed(src, rec, bs, device, nb, quick),
+                                                         device)
+        sp["torch_dataloader"] = trainer_rate(forever(torch_dataloader(src, rec, bs, min(16, usable_cpus()))),
+                                              state["step"], device, nb)
+        sp["ratios"] = {k: v / sp["ceiling_synthetic"] for k, v in sp.items() if k != "ceiling_synthetic"}
+        sp["gpu_lane_cost_to_step"] = 1 - sp["hybridload_gpu"] / sp["ceiling_synthetic"]
+        return sp
+    sp = run.run("speed", speed)
+    run.run("nvml", lambda: state["nvml"] if "nvml" in state else skipped("read during the speed section, which "
+                                                                          "did not run"))
+
+    def plan():
+        step = state.get("step") or model_and_step(device, quick)
+        out, at_plan = plan_and_split(src, rec, bs, device, step, nb, 0.5 if quick else 3.0)
+        if sp.get("status") == "ok":
+            sp["hybridload_split_at_plan"] = at_plan
+            sp["ratios"]["hybridload_split_at_plan"] = at_plan / sp["ceiling_synthetic"]
+        return out
+    run.run("plan", plan)
+    run.run("local_sweep", lambda: {str(k): v for k, v in local_sweep(src, rec, bs, 2 if quick else nb,
+                                                                     (1, 2) if quick else (1, 2, 4, 8, 16)).items()})
+    print(table(run.report))
+    if run.failed():
+        log.error("failed sections: %s", ", ".join(run.failed()))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -92,3 +92,31 @@ def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, mo
         replans = ld.stats()["plan"]["replans"]
     assert hook_threads == {"hybridload-dispatch"}  # the planner is the dispatcher's hook, not the consumer's
     assert set(writers) <= {"hybridload-dispatch"} and len(writers) == len(replans)  # each re-plan: one write there
+
+
+def test_profile_reads_nvml_for_the_loaders_device_not_nvmls_first(monkeypatch):
+    """run_profile hands the loader's device to read_gpu: on cuda:1 it reads GPU-bbbb (fake NVML)."""
+    import torch
+
+    from hybridload.cli import profile
+    from hybridload.delivery import transfer
+    from hybridload.planner.nvml import read_gpu
+    from test_planner import DEVICES, FakeNVML
+
+    class Stop(Exception):
+        pass
+
+    seen = {}
+
+    def fake_read_gpu(window_s=1.0, **kw):
+        seen["device"] = kw.get("device")
+        seen["reading"] = read_gpu(window_s=0.5, interval_s=0.25, nvml=FakeNVML(DEVICES), env={},
+                                   torch_uuid=lambda i: None, sleep=lambda s: None, **kw)
+        raise Stop  # the rest of the profile needs a real GPU
+
+    monkeypatch.setattr(profile, "read_gpu", fake_read_gpu)
+    monkeypatch.setattr(transfer, "default_device", lambda d: torch.device("cuda", 1))
+    with pytest.raises(Stop):
+        profile.run_profile(list(range(8)), None, batch_size=4, device="cuda:1")
+    assert seen["device"] == torch.device("cuda", 1)
+    assert seen["reading"].uuid == "GPU-bbbb" and seen["reading"].util_mean > 0.9

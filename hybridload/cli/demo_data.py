@@ -4,19 +4,24 @@ Random-noise JPEGs decode far slower than photographs and mislead every
 throughput figure, so the generator crops real photographs shipped inside
 scikit-image (and scikit-learn when installed) and re-encodes them at
 ImageNet-like size (short side 350-400 px, JPEG quality 80-95).
+
+Without scikit-image (a bare GPU machine, say) it draws photo-like images instead —
+smooth gradients, soft blobs, blurred shapes, a textured patch and sensor noise — in
+various sizes, cycling JPEG chroma subsampling 4:4:4 / 4:2:2 / 4:2:0 (``synthetic_photo``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFilter
 
-from hybridload.extras import require
+from hybridload.extras import MissingExtraError, require
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,10 @@ _SKIMAGE_PHOTOS = (
     "motorcycle_left.png", "motorcycle_right.png", "retina.jpg", "rocket.jpg",
     "camera.png", "moon.png", "brick.png", "grass.png",
 )
+
+
+def _have_skimage() -> bool:
+    return importlib.util.find_spec("skimage") is not None
 
 
 def _photo_paths() -> list[Path]:
@@ -56,7 +65,11 @@ def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350,
     """Return ``n`` JPEG-encoded photo crops as bytes (deterministic for a seed)."""
     import io
     rng = np.random.default_rng(seed)
-    photos = _load_photos()
+    try:
+        photos = _load_photos()
+    except MissingExtraError as exc:
+        log.info("%s; drawing photo-like images instead", exc)
+        return synthetic_photo_images(n, seed=seed, short_side=short_side, quality=quality)
     out = []
     for i in range(n):
         src = photos[i % len(photos)]
@@ -78,6 +91,62 @@ def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350,
         out.append(buf.getvalue())
     return out
 
+
+SUBSAMPLINGS = {"4:4:4": 0, "4:2:2": 1, "4:2:0": 2}  # Pillow's ``subsampling`` codes
+
+
+def synthetic_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    """An HxWx3 uint8 photo-like image: gradient + blobs + blurred shapes + texture + noise."""
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    yy, xx = yy / h, xx / w
+    corners = rng.uniform(20, 235, (4, 3)).astype(np.float32)
+    img = (corners[0] * ((1 - yy) * (1 - xx))[..., None] + corners[1] * ((1 - yy) * xx)[..., None]
+           + corners[2] * (yy * (1 - xx))[..., None] + corners[3] * (yy * xx)[..., None])
+    for _ in range(int(rng.integers(2, 6))):  # soft light and shadow
+        cy, cx, r = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.08, 0.4)
+        g = np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r))
+        img += g[..., None] * rng.uniform(-80, 80, 3).astype(np.float32)
+    canvas = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    draw = ImageDraw.Draw(canvas)
+    for _ in range(int(rng.integers(3, 9))):  # objects with edges
+        x0, y0 = int(rng.integers(0, w - 8)), int(rng.integers(0, h - 8))
+        x1, y1 = x0 + int(rng.integers(8, max(9, w // 2))), y0 + int(rng.integers(8, max(9, h // 2)))
+        fill = tuple(int(c) for c in rng.integers(0, 256, 3))
+        shape = int(rng.integers(0, 3))
+        if shape == 0:
+            draw.ellipse((x0, y0, x1, y1), fill=fill)
+        elif shape == 1:
+            draw.rectangle((x0, y0, x1, y1), fill=fill)
+        else:
+            pts = [(int(rng.integers(0, w)), int(rng.integers(0, h))) for _ in range(int(rng.integers(3, 6)))]
+            draw.polygon(pts, fill=fill)
+    img = np.asarray(canvas.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.6, 2.0)))), dtype=np.float32)
+    th, tw = int(rng.integers(h // 6, h // 2)), int(rng.integers(w // 6, w // 2))  # a textured patch
+    ty, tx = int(rng.integers(0, h - th)), int(rng.integers(0, w - tw))
+    f = rng.uniform(0.2, 0.9)
+    img[ty:ty + th, tx:tx + tw] += 25 * np.sin(f * xx[:th, :tw] * w + 0.7 * f * yy[:th, :tw] * h)[..., None]
+    img += rng.normal(0, rng.uniform(2, 6), img.shape).astype(np.float32)  # sensor noise
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def synthetic_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400),
+                           quality: tuple[int, int] = (80, 95)) -> list[bytes]:
+    """``n`` JPEGs of :func:`synthetic_photo` (deterministic for a seed); subsampling cycles 4:4:4, 4:2:2, 4:2:0."""
+    import io
+    rng = np.random.default_rng(seed)
+    codes = list(SUBSAMPLINGS.values())
+    out = []
+    for i in range(n):
+        short = int(rng.integers(short_side[0], short_side[1] + 1))
+        long = int(short * rng.uniform(1.0, 1.4))
+        h, w = (short, long) if rng.random() < 0.7 else (long, short)
+        buf = io.BytesIO()
+        Image.fromarray(synthetic_photo(rng, h, w)).save(
+            buf, format="JPEG", quality=int(rng.integers(quality[0], quality[1] + 1)), subsampling=codes[i % 3])
+        out.append(buf.getvalue())
+    return out
+
+
 MARKER = ".hybridload-photos"
 
 
@@ -95,6 +164,8 @@ def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4,
     root = Path(root)
     marker = root / MARKER
     key = f"{n} {num_classes} {seed}"
+    if not _have_skimage():  # drawn, not photographed: never mistaken for the photos
+        key += " drawn"
     if marker.exists() and marker.read_text() == key:
         return root
     if root.exists() and not marker.exists() and (not root.is_dir() or any(root.iterdir())):

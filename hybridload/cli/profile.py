@@ -61,7 +61,7 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     notes = []
 
     step("reading the GPU through NVML")
-    gpu = read_gpu(window_s=1.0)
+    gpu = read_gpu(window_s=1.0, device=device)  # the GPU the loader would use, not NVML's first
     if not gpu.available:
         notes.append(f"NVML: {gpu.reason}")
 
