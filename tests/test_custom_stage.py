@@ -83,10 +83,10 @@ def test_ray_lane_is_bit_identical_to_the_in_process_lane(photo_root):
 @pytest.mark.parametrize("mode", ["gpu", "split", "auto"])
 def test_plan_lanes_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode):
     policy = LoaderPolicy(mode=mode, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
-    spec = plan_lanes(policy, recipe=REC)
+    spec = plan_lanes(policy, recipe=REC, device="cuda:0")
     assert not spec.gpu and not spec.auto and not spec.cpu_standby and len(spec.notes) == 1
     assert "GPU lane is disabled" in spec.notes[0] and "CustomStage(noise)" in spec.notes[0]
-    assert plan_lanes(policy, recipe=recipe.imagenet_train(32)).gpu  # without it, the GPU lane stays
+    assert plan_lanes(policy, recipe=recipe.imagenet_train(32), device="cuda:0").gpu  # without it, the GPU lane stays
     assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), recipe=REC).notes
 
 

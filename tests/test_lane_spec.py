@@ -22,9 +22,9 @@ def a_plan(share):
     (LoaderPolicy(mode="split", gpu_share=0.0, cpu_actors=0), None, (False, 0.0, False, LaneKind.CPU_LOCAL, False)),
     (LoaderPolicy(mode="split", plan=a_plan(0.7), cpu_actors=0), a_plan(0.7),
      (True, 0.7, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", cpu_actors=0), None, (True, 0.5, True, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", cpu_actors=0), a_plan(0.2), (True, 0.2, True, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0), None, (True, 0.5, True, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0), a_plan(0.2), (True, 0.2, True, LaneKind.CPU_LOCAL, False)),
+    (LoaderPolicy(mode="auto", gpu_engine="dali", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
 ], ids=["cpu-local", "cpu-default-local", "cpu-actors-embedded", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
         "auto-policy-wins"])
 def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
@@ -170,8 +170,8 @@ def test_policy_lane_spec_is_plan_lanes_with_this_process_facts(monkeypatch, tmp
     assert policy.lane_spec(device="cuda:0") == plan_lanes(
         policy, a_plan(0.3), ray_installed=importlib.util.find_spec("ray") is not None,
         ray_address_env="10.0.0.1:6379", cpus=usable_cpus(), device="cuda:0")
-    assert policy.lane_spec().gpu_cap == 0.3                     # the policy's plan file, read
-    assert policy.lane_spec(a_plan(0.6)).gpu_cap == 0.6          # a plan passed in wins
+    assert policy.lane_spec(device="cuda:0").gpu_cap == 0.3               # the policy's plan file, read
+    assert policy.lane_spec(a_plan(0.6), device="cuda:0").gpu_cap == 0.6  # a plan passed in wins
 
 
 # ------------------------------------------------------------------ the loader, bench, rates and profiler agree
@@ -193,9 +193,10 @@ def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(phot
     policy = policy_for(mode, plan, ray_address=None, threads=1)
     spec = _loader_spec(photo_root, policy, rec)
     assert spec == policy.lane_spec(plan, device="cpu", recipe=rec)
+    on_gpu = policy.lane_spec(plan, device="cuda:0", recipe=rec)  # what the same policy decodes on a GPU
     if mode in ("single-gpu", "multi-node", "auto", "split"):  # the plan's share, else the in-line start
-        assert spec.gpu_cap == (START_SHARE if share is None else share)
-        assert spec.auto is (mode != "split")
+        assert on_gpu.gpu_cap == (START_SHARE if share is None else share)
+        assert on_gpu.auto is (mode != "split")
 
 
 def test_the_rate_probe_tries_the_loaders_engines_with_the_loaders_spec(photo_root, monkeypatch):
@@ -242,3 +243,20 @@ def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_
     at_half = profile.profile_policy(0.5, threads=cpus, gpu_threads=3).lane_spec(device="cpu", recipe=rec)
     assert (seen["spec"].gpu_engines, seen["spec"].gpu_threads, seen["spec"].gpu_memory_budget_mb) == (
         at_half.gpu_engines, at_half.gpu_threads, at_half.gpu_memory_budget_mb)   # what measure_loader runs
+
+
+@pytest.mark.parametrize("mode,engine,device,gpu", [
+    ("auto", "auto", "cpu", False),      # auto builds a GPU lane only on a GPU (one note, no stand-in)
+    ("auto", "auto", "cuda:0", True),
+    ("auto", "dali", "cpu", True),       # a named engine is asked for: DALI's CPU-only stand-in
+    ("gpu", "auto", "cpu", True),        # an explicit "gpu" / "split" keeps the stand-in (with its loud warning)
+    ("split", "auto", "cpu", True),
+])
+def test_auto_mode_builds_no_gpu_lane_without_a_cuda_device(mode, engine, device, gpu):
+    policy = LoaderPolicy(mode=mode, gpu_engine=engine, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
+    spec = plan_lanes(policy, device=device)
+    assert spec.gpu is gpu
+    notes = [n for n in spec.notes if "no GPU lane" in n]
+    assert len(notes) == (0 if gpu else 1)
+    if notes:
+        assert "not a CUDA device" in notes[0] and "mode='cpu'" in notes[0] and not spec.auto

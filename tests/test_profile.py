@@ -46,7 +46,7 @@ def test_auto_mode_keeps_the_stream_and_records_replans(photo_root):
             return out, ld.stats()
 
     ref, _ = stream(LoaderPolicy(mode="cpu", cpu_actors=0))
-    got, stats = stream(LoaderPolicy(mode="auto", cpu_actors=0, threads=1, replan_every=2))
+    got, stats = stream(LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=2))
     assert got == ref
     assert set(stats["lanes"]) == {"gpu", "inprocess"}
     assert "replans" in stats["plan"] and 0 <= stats["plan"]["gpu_share"] <= 1
@@ -58,7 +58,7 @@ def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
     path = tmp_path / "plan.json"
     Plan(gpu_share=0.25, local_threads=1).save(path)
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, recipe.imagenet_train(48), 4, policy=LoaderPolicy(mode="auto", plan=str(path),
+    with HybridLoader(src, recipe.imagenet_train(48), 4, policy=LoaderPolicy(mode="auto", gpu_engine="dali", plan=str(path),
                                                                            cpu_actors=0, replan_every=1000)) as ld:
         list(ld)
         st = ld.stats()
@@ -84,7 +84,7 @@ def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, mo
 
     monkeypatch.setattr(LaneCaps, "set", recording_set)
     monkeypatch.setattr(OnlinePlanner, "batch_done", recording_done)
-    policy = LoaderPolicy(mode="auto", cpu_actors=0, threads=1, replan_every=20)  # 80 images: enough evidence
+    policy = LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=20)  # 80 images: enough evidence
     with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_train(48), 4, policy=policy, seed=2) as ld:
         for e in (0, 1, 2):
             ld.set_epoch(e)

@@ -35,7 +35,7 @@ MODES = {
     "cpu-inprocess-1thread": (dict(mode="cpu", cpu_actors=0, threads=1, window=1), True),
     "gpu-dali-cpu-only": (dict(mode="gpu", cpu_actors=0, threads=1), False),
     "split-0.5": (dict(mode="split", gpu_share=0.5, cpu_actors=0, threads=1), False),
-    "auto": (dict(mode="auto", cpu_actors=0, threads=1, replan_every=2), False),
+    "auto": (dict(mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=2), False),
 }
 
 

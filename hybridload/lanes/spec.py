@@ -166,6 +166,11 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
     if policy.mode == "split":
         share = policy.gpu_share if policy.gpu_share is not None else plan.gpu_share
         return LaneSpec(gpu=share > 0, gpu_cap=share, auto=False, **kw)
+    if policy.mode == "auto" and policy.gpu_engine == "auto" and engines_note:
+        # auto builds a GPU lane only on a GPU; DALI's CPU-only stand-in is for an explicit "gpu"/"split"
+        kw["notes"] += (f"mode='auto': no GPU lane, {engines_note}; every batch goes to the CPU lane (mode='gpu' or "
+                        "'split' runs DALI's CPU-only stand-in; mode='cpu' silences this)",)
+        return LaneSpec(gpu=False, gpu_cap=None, auto=False, **kw)
     if policy.mode == "auto":
         share = policy.gpu_share if policy.gpu_share is not None else (
             plan.gpu_share if plan is not None else START_SHARE)
