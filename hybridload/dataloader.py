@@ -55,6 +55,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
+from hybridload.execution.tasks import StreamedTasks
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +224,18 @@ def _close_all(streams: list, lanes: list) -> None:
     close_all([*take_all(streams), *take_all(lanes)], "closing a DataLoader dropped without close()", log=log)
 
 
+def _tasks(loader: DataLoader, sampler_iter, base_seed: int):
+    """The pass's tasks: pulled from the sampler as the dispatcher reaches them (never the
+    epoch's list) when it has a len(), else listed."""
+    def make(k, b):
+        return BatchTask(k, 0, b, size=_size(b), seed=base_seed + k)
+    try:
+        count = len(loader._index_sampler)
+    except TypeError:  # a sampler without __len__: its batches are listed up front
+        return [make(k, b) for k, b in enumerate(sampler_iter)]
+    return StreamedTasks(sampler_iter, count, make, what=f"the sampler {type(loader._index_sampler).__name__}")
+
+
 class _RayDataLoaderIter:
     def __init__(self, loader: DataLoader, lane: _DatasetLane, owns_lane: bool):
         self._loader = loader
@@ -230,7 +243,7 @@ class _RayDataLoaderIter:
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
         base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-        tasks = [BatchTask(k, 0, b, size=_size(b), seed=base_seed + k) for k, b in enumerate(sampler_iter)]
+        tasks = _tasks(loader, sampler_iter, base_seed)
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
         self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
