@@ -9,7 +9,7 @@ import pytest
 
 from hybridload.lanes.ray.members import Members, State
 from hybridload.lanes.ray.pool_stats import PoolStats
-from hybridload.lanes.ray.startup import await_first_ready
+from hybridload.lanes.ray.startup import await_first_ready, start_waves
 
 
 def pool(k):
@@ -112,3 +112,9 @@ def test_a_pool_whose_actors_all_fail_or_never_answer_raises():
         await_first_ready(RecordedRay(), {Ref("a", 1, RuntimeError("no CPU")): "a"}, lambda m, e: None, 10, ["A"])
     with pytest.raises(TimeoutError, match="no Ray actor started within 5 s on nodes"):
         await_first_ready(RecordedRay(), {Ref("a", 50): "a"}, lambda m, e: None, 5, ["A"])
+
+
+def test_a_nodes_first_actor_starts_alone_and_every_node_gets_one_at_once():
+    assert start_waves(["A", "A", "B", "A", "C", "B"]) == (["A", "B", "C"], ["A", "A", "B"])
+    assert start_waves(["A"]) == (["A"], [])
+    assert start_waves([]) == ([], [])

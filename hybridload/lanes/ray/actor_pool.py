@@ -4,9 +4,9 @@ Subclasses say what an actor is (``worker_cls`` and its init args; with
 ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
 called on it (``call``) and how a raw result becomes the lane's result (``convert``).
 The pool picks the least-loaded ready actor, turns results into callbacks and kills every
-actor on ``close()``. Its actors start concurrently; the pool is ready, and the first batch
-goes out, as soon as one of them is (the rest join as they come up: a slow node never holds
-the stream). A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
+actor on ``close()``. It starts one actor per node at once, the others as soon as the first
+is ready (:mod:`~hybridload.lanes.ray.startup`); it works from its first ready actor on and
+the rest join as they come up: a slow node never holds the stream. A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
 placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
 are used, drained nodes are left once their tasks are done. A task lost with its actor comes
 back to the dispatcher as :class:`WorkerLost` and is handed on (exactly once is the
@@ -31,7 +31,7 @@ from hybridload.lanes.ray.pool_stats import PoolStats
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
-from hybridload.lanes.ray.startup import await_first_ready
+from hybridload.lanes.ray.startup import await_first_ready, start_waves
 from hybridload.lanes.ray.members import Member, Members, State
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,10 @@ class ActorPool(Lane):
             self._remote_cls = ray.remote(worker_cls)
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
-            first = [self._spawn(node_id, initial=True) for node_id in where]
+            wave, rest = start_waves(where)
+            first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             await_first_ready(ray, {m.handle.ready.remote(): m for m in first}, self._on_ready, ready_timeout_s, where)
+            first += [self._spawn(node_id, initial=True) for node_id in rest]
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
                                   flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name)
@@ -107,7 +109,7 @@ class ActorPool(Lane):
     def _target(self, nodes, draining) -> list[str]:
         return elastic_target(nodes, draining, **self._rules)
 
-    def _spawn(self, node_id: str, initial: bool = False) -> Member:
+    def _spawn(self, node_id: str, initial: bool = False, watch: bool = True) -> Member:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         def create(key: int, index: int):
@@ -117,7 +119,7 @@ class ActorPool(Lane):
             ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self._pass_index else ()))
 
         m = self._members.add(create, node_id, initial=initial)
-        if not initial:  # the first actors are watched by await_first_ready
+        if watch:  # (the first wave is watched by await_first_ready)
             m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f.exception()))
         return m
 

@@ -1,11 +1,27 @@
-"""An actor pool's start: its actors start concurrently and the pool goes to work as soon as
-the first of them is ready; the others join as they come up (a slow or dead node never holds
-the stream's first batch), each reporting through the pool's ``on_ready``."""
+"""An actor pool's start: the pool goes to work as soon as its first actor is ready; the
+others join as they come up (a slow or dead node never holds the stream's first batch), each
+reporting through the pool's ``on_ready``.
+
+Actors start in two waves (:func:`start_waves`): one per node at once, then the rest as soon
+as the first is ready. Every actor of a node starting together would share that node's CPUs
+while each imports its libraries, so the first of them would be ready only when nearly all
+are (measured on 2 cores: the first of 16 actors ready after 15 s, one alone after 1.5 s);
+started first and alone, a node's first actor is ready in one start time."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Mapping
+
+
+def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
+    """(first wave: the first actor of each node, in placement order; the rest)."""
+    seen: set[str] = set()
+    first, rest = [], []
+    for node_id in where:
+        (rest if node_id in seen else first).append(node_id)
+        seen.add(node_id)
+    return first, rest
 
 
 def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, BaseException | None], None],
