@@ -81,7 +81,11 @@ class RandomResizedCrop:
 
 @dataclass(frozen=True)
 class Resize:
-    """Resize; an int ``size`` sets the shorter side (aspect kept), a pair sets (height, width)."""
+    """Resize, antialiased bilinear.
+
+    Args:
+        size: an int sets the shorter side (aspect kept); a pair sets (height, width).
+    """
 
     size: Size
 
@@ -101,7 +105,11 @@ class Resize:
 
 @dataclass(frozen=True)
 class CenterCrop:
-    """Crop the centre ``size`` box (zero padding where the image is smaller)."""
+    """Crop the centre box (zero padding where the image is smaller).
+
+    Args:
+        size: the box, an int (square) or (height, width).
+    """
 
     size: Size
 
@@ -117,7 +125,11 @@ class CenterCrop:
 
 @dataclass(frozen=True)
 class HorizontalFlip:
-    """Mirror left-right with probability ``p``."""
+    """Mirror left-right with probability ``p``.
+
+    Args:
+        p: the probability of a flip, 0..1.
+    """
 
     p: float = 0.5
 
@@ -134,7 +146,9 @@ class HorizontalFlip:
 class Normalize:
     """``(x / 255 - mean) / std`` per channel; the output becomes floating point.
 
-    ``mean`` and ``std`` are in [0, 1] units, as torchvision's Normalize after ToTensor.
+    Args:
+        mean: per-channel mean in [0, 1] units, as torchvision's Normalize after ToTensor.
+        std: per-channel standard deviation, in the same units.
     """
 
     mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
@@ -153,8 +167,12 @@ class Normalize:
 
 @dataclass(frozen=True)
 class ToTensor:
-    """Output layout and dtype: layout "CHW" (default) or "HWC"; dtype "uint8", "float32",
-    "float16", or None (uint8, or float32 after Normalize)."""
+    """The output's layout and dtype.
+
+    Args:
+        layout: "CHW" (default) or "HWC".
+        dtype: "uint8", "float32", "float16", or None (uint8, or float32 after Normalize).
+    """
 
     layout: str = "CHW"
     dtype: str | None = None
