@@ -5,6 +5,9 @@ parts: it closes them all and reports every failure at the end (:class:`Shutdown
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+
 
 class HybridLoadError(Exception):
     """Base class of hybridload's own errors."""
@@ -121,7 +124,7 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
         return ExceptionGroup(self.message, excs)
 
 
-def close_all(parts, what: str = "closing", *, log=None) -> None:
+def close_all(parts: Iterable, what: str = "closing", *, log: logging.Logger | None = None) -> None:
     """Close every part in order, going on past a failure; then raise one
     :class:`ShutdownError` naming each part that failed (nothing when all closed).
 
@@ -129,6 +132,11 @@ def close_all(parts, what: str = "closing", *, log=None) -> None:
     one), a ``(name, fn)`` pair for a step that is no object's ``close``, or None (skipped).
     With ``log`` (a logger) the error is logged there as one warning instead of raised: for
     paths with nobody to raise to (garbage collection, cleaning up after another error).
+
+    Args:
+        parts: what to close, in order.
+        what: the step, as the error names it ("closing the loader").
+        log: a logger to warn on instead of raising; None raises.
     """
     failures = []
     for part in parts:
@@ -146,7 +154,11 @@ def close_all(parts, what: str = "closing", *, log=None) -> None:
 
 
 def take_all(held: list) -> list:
-    """Empty ``held`` and return what it held, last first (the order to close it in)."""
+    """Empty ``held`` and return what it held, last first (the order to close it in).
+
+    Args:
+        held: the list to empty.
+    """
     out = held[::-1]
     held.clear()
     return out

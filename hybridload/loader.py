@@ -46,11 +46,18 @@ class HybridLoader:
         recipe: a :class:`hybridload.recipe.Recipe`.
         batch_size: samples per batch (per rank).
         policy: a :class:`LoaderPolicy`; default ``LoaderPolicy()``.
-        seed, shuffle, drop_last: as torch's DistributedSampler / DataLoader.
+        seed: the stream's key: the epoch order and every random draw of the recipe are
+            functions of (seed, epoch, index), as DistributedSampler's ``seed``.
+        shuffle: a new order every epoch (``torch.randperm`` seeded with ``seed + epoch``);
+            False keeps the dataset's order.
         order: "randperm" (default: torch.randperm's order, as DistributedSampler; the epoch's
             order is made at its start) or "keyed" (each batch computed when reached, O(1)
             memory: :mod:`hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
-        rank, world_size: default from torch.distributed when initialized, else 0 and 1.
+        drop_last: drop the tail that does not fill every rank equally (DistributedSampler's
+            rule) and the last partial batch; False pads by repeating samples instead.
+        rank: this process's rank; default from torch.distributed when initialized, else
+            torchrun's ``RANK``, else 0.
+        world_size: the number of ranks; default as ``rank`` (``WORLD_SIZE``, else 1).
         device: where batches land; default cuda:LOCAL_RANK if CUDA is available, else cpu.
         return_indices: also yield the batch's dataset indices.
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each

@@ -48,7 +48,14 @@ class BatchStream:
         timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
         caps_hook: steers ``caps``, asked on the dispatcher's thread (:mod:`hybridload.execution.hooks`).
-        caps, fallback, rules, stragglers, device_budget_bytes: see :mod:`hybridload.execution.dispatch`.
+        caps: the share cap of each lane kind (:class:`~hybridload.lanes.spec.LaneCaps`); None:
+            no caps.
+        fallback: lanes that take the batches the other lanes reroute (e.g. a GPU lane's
+            undecodable file).
+        rules: when a failed batch is retried, handed on, or raised (:mod:`hybridload.execution.retry`).
+        stragglers: when a slow batch is issued again to another worker.
+        device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
+            for the consumer; None: unbounded.
     """
 
     def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int = 0,

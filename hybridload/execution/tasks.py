@@ -93,3 +93,19 @@ class StreamedTasks(Sequence):
             return
         raise RuntimeError(f"{self._what} yields more batches than its len() ({self._count}); make its "
                            "__len__ agree with what it yields")
+
+
+def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:
+    """A pass's tasks over ``batches`` (an iterator of ``sampler``): :class:`StreamedTasks`
+    when the sampler has a ``len()``, else listed up front (its count is known only then).
+
+    Args:
+        batches: the sampler's iterator, already made.
+        sampler: the (batch) sampler, for its ``len()`` and its name in errors.
+        make: ``(k, batch) -> BatchTask``.
+    """
+    try:
+        count = len(sampler)
+    except TypeError:  # a sampler without __len__
+        return [make(k, b) for k, b in enumerate(batches)]
+    return StreamedTasks(batches, count, make, what=f"the sampler {type(sampler).__name__}")

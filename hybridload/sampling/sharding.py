@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -84,17 +85,35 @@ def pad_order(order: np.ndarray, total: int) -> np.ndarray:
 
 
 def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
-    """How many batches every rank gets in an epoch."""
+    """How many batches every rank gets in an epoch.
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on each rank.
+        world_size: the number of ranks.
+        drop_last: as DistributedSampler's and DataLoader's ``drop_last``.
+    """
     _check(n, batch_size, world_size, 0)
     per_rank = samples_per_rank(n, world_size, drop_last)
     return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
 
 
 def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, world_size: int = 1,
-                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order=None) -> list[np.ndarray]:
-    """This rank's ordered batches (arrays of dataset indices) for an epoch. ``order``: a
-    source's ``sample_order()`` (e.g. the shard-aware :class:`~hybridload.sampling.shard_order.ShardOrder`),
-    whose ``rank_indices`` replaces :func:`rank_indices`; None for DistributedSampler's order."""
+                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order: Any = None) -> list[np.ndarray]:
+    """This rank's ordered batches (arrays of dataset indices) for an epoch.
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on this rank.
+        seed: the order's key.
+        epoch: the epoch (non-negative).
+        world_size: the number of ranks.
+        rank: this rank, ``0 <= rank < world_size``.
+        shuffle: False keeps the dataset's order.
+        drop_last: drop instead of pad, as DistributedSampler.
+        order: a source's ``sample_order()`` (e.g. the shard-aware
+            :class:`~hybridload.sampling.shard_order.ShardOrder`), whose ``rank_indices``
+            replaces DistributedSampler's; None for DistributedSampler's order."""
     _check(n, batch_size, world_size, rank)
     if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)
         return order.rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
@@ -109,7 +128,11 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
     """(rank, world_size): given values win, else torch.distributed when initialized,
     else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1).
 
-    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1."""
+    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1.
+
+    Args:
+        rank: this process's rank, or None to look it up.
+        world_size: the number of ranks, or None to look it up."""
     for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
             raise ValueError(f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
@@ -140,10 +163,23 @@ class DistributedBatchSampler:
     * a resumed pass (``load_state_dict`` / ``resume_at``) continues the saved epoch, also
       when ``set_epoch`` names that epoch before the pass;
     * the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on this rank.
+        seed: the order's key (the order of epoch e is ``torch.randperm`` seeded with
+            ``seed + e``, as DistributedSampler).
+        shuffle: False keeps the dataset's order.
+        drop_last: drop the tail that does not divide evenly among ranks (and the last
+            partial batch) instead of padding.
+        rank: this rank; default as :func:`resolve_rank`.
+        world_size: the number of ranks; default as :func:`resolve_rank`.
+        order: a source's ``sample_order()`` (e.g. the shard-aware order of ``TarShards(read="shard")``);
+            None for DistributedSampler's order.
     """
 
     def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order=None):
+                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order: Any = None):
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.order = order  # a source's sample_order(); None: DistributedSampler's
         _check(n, batch_size, self.world_size, self.rank)

@@ -18,6 +18,9 @@ def braceexpand(pattern: str) -> list[str]:
     nesting, and ``\\{`` for a literal brace. A group with neither a comma nor a range
     (``{x}``) is kept literally, as in bash. An unmatched ``{`` is an error.
 
+    Args:
+        pattern: the pattern to expand.
+
     >>> braceexpand("s-{00..02}.tar")
     ['s-00.tar', 's-01.tar', 's-02.tar']
     """
@@ -117,7 +120,11 @@ def _expand(s: str) -> list[str]:
 
 
 def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Shard URLs from a brace pattern or a list of them (each entry expanded)."""
+    """Shard URLs from a brace pattern or a list of them (each entry expanded).
+
+    Args:
+        urls: a pattern, a path, or a list of them.
+    """
     if isinstance(urls, (str, os.PathLike)):
         urls = [urls]
     out: list[str] = []
