@@ -2,10 +2,10 @@
 O(batch) time and O(1) memory, never the whole epoch's order.
 
 Position ``p`` of epoch ``e``'s order holds sample ``P(p)``, where ``P`` is a bijection of
-``[0, n)`` keyed by ``(seed, epoch)``: a six-round Feistel network over the smallest even
-number of bits that covers ``n``, whose values past ``n`` walk the cycle on until they fall
-inside (cycle-walking, as Grain's ``index_shuffle``; the network covers fewer than ``4 n``
-values, so a walk takes under 4 steps on average). The round function is splitmix64's
+``[0, n)`` keyed by ``(seed, epoch)``: a six-round (unbalanced) Feistel network over the
+smallest number of bits that covers ``n``, whose values past ``n`` walk the cycle on until
+they fall inside (cycle-walking, as Grain's ``index_shuffle``; the network covers fewer than
+``2 n`` values, so a walk takes under 2 steps on average). The round function is splitmix64's
 finalizer on the half-block and a round key. Every step is numpy uint64 arithmetic: the same
 keys give the same order on every machine, process and lane.
 
@@ -49,10 +49,13 @@ def _mix_int(z: int) -> int:
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise on a uint64 array (wraps modulo 2**64)."""
-    z = (z ^ (z >> _S30)) * _C1
-    z = (z ^ (z >> _S27)) * _C2
-    return z ^ (z >> _S31)
+    """splitmix64's finalizer, elementwise on a uint64 array, in place (wraps modulo 2**64)."""
+    z ^= z >> _S30
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    z ^= z >> _S31
+    return z
 
 
 def derive_key(*parts: int) -> int:
@@ -75,20 +78,33 @@ class KeyedPermutation:
         if n < 0:
             raise ValueError(f"KeyedPermutation: n must be >= 0, got {n}")
         self.n = int(n)
-        self.half = max(1, (max(1, (self.n - 1).bit_length()) + 1) // 2)  # bits of each half
-        self._mask = np.uint64((1 << self.half) - 1)
+        self.bits = max(2, (self.n - 1).bit_length())  # the network covers [0, 2**bits), fewer than 2 n values
+        a, b = self.bits // 2, self.bits - self.bits // 2
+        # round r splits its input into (left, right) of (a, b) bits, then (b, a), ... (unbalanced Feistel)
+        self._widths = [(np.uint64(a), np.uint64(b)) if r % 2 == 0 else (np.uint64(b), np.uint64(a))
+                        for r in range(ROUNDS)]
+        self._masks = {w: np.uint64((1 << int(w)) - 1) for w in (np.uint64(a), np.uint64(b))}
         self._keys = [np.uint64(_mix_int(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
 
     def _rounds(self, x: np.ndarray, inverse: bool) -> np.ndarray:
-        h, mask = np.uint64(self.half), self._mask
-        left, right = x >> h, x & mask
+        """One pass of the network: round r maps (left: wl bits, right: wr bits) to
+        (right, left ^ F(right)), i.e. ``right << wl | (left ^ F(right))``; the inverse undoes
+        the rounds last first."""
         if not inverse:
-            for k in self._keys:
-                left, right = right, left ^ (_mix(right ^ k) & mask)
+            for k, (wl, wr) in zip(self._keys, self._widths):
+                right = x & self._masks[wr]
+                f = _mix(right ^ k)
+                f &= self._masks[wl]
+                f ^= x >> wr
+                x = (right << wl) | f
         else:
-            for k in reversed(self._keys):
-                left, right = right ^ (_mix(left ^ k) & mask), left
-        return (left << h) | right
+            for k, (wl, wr) in zip(reversed(self._keys), reversed(self._widths)):
+                right = x >> wl  # the forward round's right half, now on the left
+                f = _mix(right ^ k)
+                f &= self._masks[wl]
+                f ^= x & self._masks[wl]
+                x = (f << wr) | right
+        return x
 
     def _walk(self, values, inverse: bool) -> np.ndarray:
         x = np.asarray(values, dtype=np.int64)

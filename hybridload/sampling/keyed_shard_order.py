@@ -49,6 +49,7 @@ class KeyedShardOrder:
         self.n = int(self.sizes.sum())
         self._starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self._epoch = None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
+        self._blocks: tuple = ()  # ((seed, epoch, block), permutation) of the last two blocks met
 
     def _tables(self, seed: int, epoch: int):
         """(shard at each slot of the epoch's shard order, where each slot's samples begin,
@@ -63,6 +64,17 @@ class KeyedShardOrder:
         tables = (slot_shard, slot_start, block_start)
         self._epoch = ((seed, epoch), tables)
         return tables
+
+    def _block_perm(self, size: int, key: tuple) -> KeyedPermutation:
+        """Block ``key = (seed, epoch, k)``'s permutation; the last two are kept (a batch meets one
+        or two blocks, and consecutive batches the same ones)."""
+        held = self._blocks
+        for k, perm in held:
+            if k == key:
+                return perm
+        perm = KeyedPermutation(size, derive_key(key[0], key[1], _BLOCK, key[2]))
+        self._blocks = (held + ((key, perm),))[-2:]
+        return perm
 
     def shard_sequence(self, *, seed: int, epoch: int) -> np.ndarray:
         """The epoch's shard order (block ``k`` is its slots ``k * buffer_shards ...``)."""
@@ -79,7 +91,7 @@ class KeyedShardOrder:
         for k in np.unique(block):  # a batch meets one or two blocks (more only when blocks are small)
             sel = block == k
             size = int(block_start[k + 1] - block_start[k])
-            perm = KeyedPermutation(size, derive_key(seed, epoch, _BLOCK, int(k)))
+            perm = self._block_perm(size, (seed, epoch, int(k)))
             inside[sel] = block_start[k] + perm(p[sel] - block_start[k])
         slot = np.searchsorted(slot_start, inside, side="right") - 1
         return self._starts[slot_shard[slot]] + (inside - slot_start[slot])
