@@ -198,3 +198,18 @@ def test_keyed_shard_order_refuses_another_sources_size():
     with pytest.raises(ValueError, match=f"{N + 1} samples but the shards hold {N}"):
         KeyedShardOrder(SIZES, 2).rank_batches(N + 1, batch_size=4, seed=0, epoch=0, world_size=1, rank=0,
                                                shuffle=True, drop_last=False)
+
+
+def test_the_keyed_streams_are_unchanged():
+    """Recorded digests (as tests/test_stream_digests.py for the loader): a change to the keyed
+    order changes every keyed checkpoint's stream, so it must be deliberate (update these)."""
+    import hashlib
+
+    def digest(a):
+        return hashlib.sha256(np.asarray(a).astype("<i8").tobytes()).hexdigest()[:16]
+
+    plain = KeyedOrder().rank_indices(10 ** 5, seed=3, epoch=2, world_size=3, rank=1, shuffle=True, drop_last=False)
+    sizes = list(SIZES) * 50
+    shard = KeyedShardOrder(sizes, 3).rank_indices(sum(sizes), seed=3, epoch=2, world_size=3, rank=1, shuffle=True,
+                                                   drop_last=False)
+    assert (digest(plain), digest(shard)) == ("d99f1036cece8152", "14b631cbce4f9400")
