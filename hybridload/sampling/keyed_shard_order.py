@@ -18,6 +18,8 @@ keeps its properties: each block's samples fill one contiguous run of the order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation, RankBatches, derive_key
@@ -38,7 +40,7 @@ class KeyedShardOrder:
 
     kind = "keyed"
 
-    def __init__(self, shard_sizes, buffer_shards: int = 4):
+    def __init__(self, shard_sizes: Sequence[int] | np.ndarray, buffer_shards: int = 4):
         if isinstance(buffer_shards, bool) or not isinstance(buffer_shards, int) or buffer_shards < 1:
             raise ValueError(f"KeyedShardOrder: buffer_shards must be an int >= 1, got {buffer_shards!r}; "
                              "write e.g. buffer_shards=4")
