@@ -55,6 +55,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
+from hybridload.execution.tasks import sampler_tasks
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,8 @@ class _RayDataLoaderIter:
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
         base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-        tasks = [BatchTask(k, 0, b, size=_size(b), seed=base_seed + k) for k, b in enumerate(sampler_iter)]
+        tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as reached when it has a len()
+                              lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
         self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()

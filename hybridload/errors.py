@@ -33,6 +33,19 @@ class SampleError(HybridLoadError):
         return (type(self), (self.index, self.path, self.stage, self.reason))
 
 
+class OrderMismatchError(HybridLoadError, ValueError):
+    """A checkpoint saved with one epoch order ("randperm" or "keyed") was loaded into a
+    loader or sampler built with the other: resuming would replay another stream."""
+
+    def __init__(self, saved: str, mine: str, where: str):
+        self.saved, self.mine = saved, mine
+        super().__init__(f"{where}: the state was saved with order={saved!r} but this one has order={mine!r}; "
+                         f"build it with order={saved!r} to resume (the orders give different streams)")
+
+    def __reduce__(self):
+        return (type(self), (self.saved, self.mine, str(self).split(":", 1)[0]))
+
+
 class BatchTimeoutError(HybridLoadError):
     """A batch never arrived within the loader's timeout."""
 

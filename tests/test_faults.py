@@ -150,6 +150,9 @@ def test_a_slowed_actor_does_not_hold_the_stream_back(ray_cluster, photo_root, r
                           batch_timeout_s=60)
     t0 = time.monotonic()
     with HybridLoader(src, REC, BS, seed=1, return_indices=True, policy=policy) as ld:
+        # the pool works from its first ready actor on: wait for all three, so the slow one takes its share
+        ld._ensure_lanes()
+        wait_until(lambda: ld._lanes[0].parallelism == 3, 60)
         got = [digest(b) for b in ld]
         stats = ld.stats()
     elapsed = time.monotonic() - t0

@@ -41,7 +41,8 @@ class BatchStream:
     Args:
         lanes: the lanes to run on (the :mod:`hybridload.lanes` contract).
         tasks: the pass's :class:`~hybridload.lanes.base.BatchTask` s, ``tasks[k].seq == k``,
-            made by the caller: each carries its epoch, size and seed.
+            made by the caller: each carries its epoch, size and seed; a list, or tasks made
+            when reached (:mod:`hybridload.execution.tasks`).
         start: the first position to produce (resume).
         window: batches in flight or buffered ahead of the consumer; None → two per slot.
         timeout_s: how long the consumer waits for the next batch before an error.
@@ -62,7 +63,8 @@ class BatchStream:
                  caps: LaneCaps | None = None, caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (),
                  rules: RetryRules = RetryRules(), stragglers: StragglerRule = StragglerRule(),
                  device_budget_bytes: int | None = None):
-        misplaced = next((k for k, task in enumerate(tasks) if task.seq != k), None)
+        listed = tasks if isinstance(tasks, (list, tuple)) else ()  # lazy tasks (execution.tasks) are made in place
+        misplaced = next((k for k, task in enumerate(listed) if task.seq != k), None)
         if misplaced is not None:
             raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
                              "is its position in the pass")

@@ -11,7 +11,8 @@ torch's DistributedSampler followed by a BatchSampler.
   of batches (unequal counts hang DDP).
 * a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
   streaming's shard-aware order (:mod:`hybridload.sampling.shard_order`) splits contiguous spans among
-  ranks, with the same padding, dropping and batch counts.
+  ranks, with the same padding, dropping and batch counts; a keyed order
+  (:mod:`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
 
 Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
 
@@ -27,10 +28,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
+
+from hybridload.errors import OrderMismatchError
 
 
 def _check(n: int, batch_size: int, world_size: int, rank: int) -> None:
@@ -111,6 +115,9 @@ def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, worl
             :class:`~hybridload.sampling.shard_order.ShardOrder`), whose ``rank_indices``
             replaces DistributedSampler's; None for DistributedSampler's order."""
     _check(n, batch_size, world_size, rank)
+    if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)
+        return order.rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
+                                  rank=rank, shuffle=shuffle, drop_last=drop_last)
     pick = rank_indices if order is None else order.rank_indices
     idx = pick(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last)
     count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
@@ -201,13 +208,14 @@ class DistributedBatchSampler:
         """Batches of the current epoch delivered so far (where a resume would start)."""
         return self._pos
 
-    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
-        """This rank's batches (index arrays) of an epoch (default: the current one)."""
+    def batches(self, epoch: int | None = None) -> Sequence[np.ndarray]:
+        """This rank's batches (index arrays) of an epoch (default: the current one); a keyed
+        order gives a lazy sequence, each batch computed when indexed."""
         return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
                             epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
                             rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last, order=self.order)
 
-    def begin_pass(self) -> tuple[list[np.ndarray], int]:
+    def begin_pass(self) -> tuple[Sequence[np.ndarray], int]:
         """The batches of the epoch this pass runs and the position it starts from (the
         resume point, used up by this call). Without a ``set_epoch`` or a resume since the
         previous pass began, the epoch advances by one first."""
@@ -231,17 +239,21 @@ class DistributedBatchSampler:
 
     def __iter__(self):
         batches, start = self.begin_pass()
-        for b in batches[start:]:
+        for k in range(start, len(batches)):
             self.mark_delivered()
-            yield b.tolist()
+            yield batches[k].tolist()
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._pos, "seed": self.seed, "n": self.n,
-                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size}
+                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size,
+                "order": getattr(self.order, "kind", "randperm")}
 
     def load_state_dict(self, sd: dict) -> None:
         for key in ("seed", "n", "world_size", "rank", "batch_size"):
             if sd[key] != getattr(self, key):
                 raise ValueError(f"DistributedBatchSampler.load_state_dict: saved {key}={sd[key]!r} but this "
                                  f"sampler has {key}={getattr(self, key)!r}; build it with the same arguments")
+        saved, mine = sd.get("order", "randperm"), getattr(self.order, "kind", "randperm")  # older states: randperm
+        if saved != mine:
+            raise OrderMismatchError(saved, mine, "DistributedBatchSampler.load_state_dict")
         self.resume_at(sd["epoch"], sd["position"])
