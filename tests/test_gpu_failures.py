@@ -133,3 +133,31 @@ def test_a_device_fault_breaks_the_gpu_lane_and_the_cpu_lane_finishes_the_stream
     assert stats["lanes"]["gpu"]["batches"] == 2           # the lane broke after its faults
     assert calls["n"] < len(want)                          # not handed every batch (as when each was rerouted)
     assert calls["n"] <= 2 + 2 + 2                         # two good, two faults to break, two already in flight
+
+
+def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(photo_root):
+    """The ordering logic on a fake stream (no CUDA here): before every batched decode — which
+    torchvision runs on a private stream that does not wait for the lane's — the lane's stream
+    is synchronised, so no kernel of the previous batch can still read memory the decode is
+    about to reuse. On a GPU, gpu_check's ``ordering`` section stalls the stream and compares
+    pixels."""
+    from hybridload.kernels.decode import decode_image
+    events = []
+
+    class FakeStream:
+        def synchronize(self):
+            events.append("idle")
+
+    def decode(datas):
+        events.append("decode")
+        return [torch.from_numpy(decode_image(bytes(d.numpy()))).permute(2, 0, 1) for d in datas]
+
+    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+                        device=torch.device("cpu"), decode=decode)
+    lane._stream = FakeStream()
+    try:
+        for seq in range(3):
+            lane.run_batch(BatchTask(seq, 0, np.arange(4 * seq, 4 * seq + 4)))
+    finally:
+        lane.close()
+    assert events == ["idle", "decode"] * 3
