@@ -10,6 +10,15 @@ the consumer's stream wait on that event.
 
 The decode function is injectable, so the whole lane runs on CPU tensors with a CPU
 decoder where torchvision cannot load.
+
+Ordering: torchvision's batched CUDA decode allocates its output tensors on the caller's
+stream (the lane's) but writes them on a private stream of its own that does not wait for
+the caller's (torchvision PR #9606: corrupted batches on H100). Memory that the previous
+batch's kernels, still queued on the lane's stream, were reading can be handed to the next
+decode's outputs by the caching allocator and overwritten before those kernels run. So
+before each decode the lane waits until its own stream is idle (:func:`wait_until_idle`);
+torchvision's decode synchronises its private stream on the host anyway, so this costs the
+overlap of one batch's ops with the next decode and nothing on the trainer's stream.
 """
 
 from __future__ import annotations
@@ -46,6 +55,12 @@ def torchvision_decoder(device: torch.device) -> Decoder:
     return decode
 
 
+def wait_until_idle(stream) -> None:
+    """Block until every kernel queued on ``stream`` has run (None: nothing to wait for)."""
+    if stream is not None:
+        stream.synchronize()
+
+
 class TorchGpuLane(GpuLane):
     """Runs batch tasks with torchvision's decoder and torch ops on ``device``.
 
@@ -73,6 +88,7 @@ class TorchGpuLane(GpuLane):
     # -- one batch: one batched decode call, then each sample's ops and a stack
     def _decode(self, task: BatchTask, batch: BatchInput) -> list:
         datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in batch.payloads]
+        wait_until_idle(self._stream)  # the decoder writes on its own stream: nothing queued may still read
         with self.on_stream(), rerouting(f"decoding batch {task.seq}"):  # one bad image fails the batched call
             return self._decoder(datas)
 
