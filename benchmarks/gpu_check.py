@@ -5,7 +5,9 @@ identical index streams, batches on the device after ``torch.cuda.set_device``, 
 memory (``torch.cuda.mem_get_info``: nvJPEG's and DALI's pools too) flat over many batches
 and back after ``close()``); ``ordering`` (the torch engine with its stream stalled by
 ``torch.cuda._sleep`` before each batch's ops: pixels against the CPU lane, and a control
-run without the wait before decode; ``_gpu_ordering.py``); ``speed`` (trainer images/s with a ResNet-50 training
+run without the wait before decode; ``_gpu_ordering.py``); ``device`` (``_gpu_device.py``: synchronisations on the consumer's
+delivery path under ``torch.cuda.set_sync_debug_mode``, a device fault injected into each GPU
+engine, the GPU lane's share in mode "auto" beside a training step); ``speed`` (trainer images/s with a ResNet-50 training
 step — AMP, channels_last — per mode: GPU lane, CPU lane on all cores, split at the
 planner's share, torch DataLoader with Pillow on all cores, against the same model on
 synthetic on-device data); ``nvml`` (readings taken during the training step);
@@ -25,7 +27,7 @@ package (Ray, DALI, torchvision, scikit-image, matplotlib) skips the section tha
 naming the package. Exit status 1 only when a section failed or raised.
 Needs: torch, numpy, Pillow and the hybridload wheel (with simplejpeg, tqdm, fsspec); no
 checkout on sys.path (``hybridload.kernels`` exists only in a built wheel), no scikit-image
-(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py`` and ``_gpu_ordering.py`` must sit beside it.
+(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py``, ``_gpu_ordering.py`` and ``_gpu_device.py`` must sit beside it.
 
 GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12):
     here, in the repo root:
@@ -68,6 +70,7 @@ from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
 from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
 
+from _gpu_device import auto_share, delivery_syncs, injected_fault
 from _gpu_ordering import stalled_ordering
 from _gpu_sections import Sections, skipped, subsampled_folders, table, tolerance
 
@@ -292,7 +295,7 @@ def local_sweep(src, rec, bs, nb, counts):
     return out
 
 
-GPU_SECTIONS = ("correctness", "ordering", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
+GPU_SECTIONS = ("correctness", "ordering", "device", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
 
 
 def gpu_engines(device, quick) -> dict:
@@ -400,6 +403,23 @@ def main(argv=None) -> int:
             sp["ratios"]["hybridload_split_at_plan"] = at_plan / sp["ceiling_synthetic"]
         return out
     run.run("plan", plan)
+
+    def device_section():
+        from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
+        out = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
+               "faults": {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}}
+        try:
+            from hybridload.lanes.gpu.dali import DaliLane
+            out["faults"]["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
+        except Exception as exc:  # no DALI on the machine: said, not failed
+            out["faults"]["dali"] = skipped(f"DALI unavailable ({type(exc).__name__}: {exc})")
+        out["auto_share"] = auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
+                                       30 if quick else 300)
+        bad = [k for k, v in [("syncs", out["syncs"]), ("auto_share", out["auto_share"]),
+                              *out["faults"].items()] if v.get("status") != "skipped" and not v.get("ok")]
+        return {**out, "status": "fail" if bad else "ok", "failed": bad}
+    run.run("device", device_section if device.type == "cuda"
+            else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"))
     run.run("local_sweep", lambda: {str(k): v for k, v in local_sweep(src, rec, bs, 2 if quick else nb,
                                                                      (1, 2) if quick else (1, 2, 4, 8, 16)).items()})
     print(table(run.report))

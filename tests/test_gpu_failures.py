@@ -161,3 +161,55 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
     finally:
         lane.close()
     assert events == ["idle", "decode"] * 3
+
+
+def test_the_dali_lane_copies_a_batch_out_before_its_pipeline_runs_again(photo_root):
+    """DALI reuses its output buffers on the next run(): on a fake stream (CPU-only DALI here)
+    every run is preceded by waiting for the lane's stream (where the copy of the last output
+    was queued), and each batch's images stay what they were after later batches ran."""
+    import warnings
+    from hybridload.lanes.gpu.dali import DaliLane
+    events = []
+
+    class FakeStream:
+        def synchronize(self):
+            events.append("idle")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lane = DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+                        device="cpu")
+    real_run = lane._pipe.run
+
+    def run():
+        events.append("run")
+        return real_run()
+    lane._pipe.run, lane._stream = run, FakeStream()
+    try:
+        first = lane.run_batch(BatchTask(0, 0, np.arange(4))).images
+        kept = first.clone()
+        for seq in (1, 2):
+            lane.run_batch(BatchTask(seq, 0, np.arange(4 * seq, 4 * seq + 4)))
+    finally:
+        lane.close()
+    assert events == ["idle", "run"] * 3
+    assert torch.equal(first, kept)
+
+
+def test_the_torchvision_decoder_is_always_asked_for_the_same_indexed_device(monkeypatch):
+    """torchvision rebuilds its process-wide nvJPEG decoder whenever the device differs from the
+    last call's ("cuda" != "cuda:1"): a fake torchvision.io records what every call names."""
+    import sys
+    import types
+    from hybridload.lanes.gpu.torch_lane import torchvision_decoder
+    seen = []
+    fake_io = types.ModuleType("torchvision.io")
+    fake_io.ImageReadMode = types.SimpleNamespace(RGB="RGB")
+    fake_io.decode_jpeg = lambda datas, mode, device, apply_exif_orientation: seen.append(device) or []
+    monkeypatch.setitem(sys.modules, "torchvision", types.ModuleType("torchvision"))
+    monkeypatch.setitem(sys.modules, "torchvision.io", fake_io)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    decode = torchvision_decoder(torch.device("cuda"))
+    for _ in range(3):
+        decode([torch.zeros(4, dtype=torch.uint8)])
+    assert seen == [torch.device("cuda", 1)] * 3

@@ -32,7 +32,7 @@ from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.base import GpuLane
+from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
 from hybridload.lanes.gpu.torch_ops import apply_ops, stack
@@ -43,7 +43,13 @@ Decoder = Callable[[Sequence[torch.Tensor]], list]
 
 
 def torchvision_decoder(device: torch.device) -> Decoder:
-    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored)."""
+    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored).
+
+    torchvision keeps one nvJPEG decoder per process and builds a new one whenever a call
+    names another device than the last (``device != cudaJpegDecoder->target_device`` in
+    ``decode_jpegs_cuda.cpp``: ``cuda`` and ``cuda:0`` differ). Every call here names the
+    same indexed device, so the decoder is made once per device, not once per call."""
+    device = resolve_device(device)
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception as exc:
@@ -53,12 +59,6 @@ def torchvision_decoder(device: torch.device) -> Decoder:
     def decode(datas: Sequence[torch.Tensor]) -> list:
         return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=False)
     return decode
-
-
-def wait_until_idle(stream) -> None:
-    """Block until every kernel queued on ``stream`` has run (None: nothing to wait for)."""
-    if stream is not None:
-        stream.synchronize()
 
 
 class TorchGpuLane(GpuLane):
