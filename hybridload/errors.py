@@ -46,6 +46,26 @@ class OrderMismatchError(HybridLoadError, ValueError):
         return (type(self), (self.saved, self.mine, str(self).split(":", 1)[0]))
 
 
+class ResumeMismatchError(HybridLoadError, ValueError):
+    """A checkpoint was loaded into a loader or sampler of another dataset, seed or setting
+    (``num_samples``, ``seed``, ``shuffle``, ``drop_last``, the shard-aware split): it would
+    resume another epoch order. The world size, rank and batch size may differ (elastic resume).
+
+    Attributes:
+        field: the state's field that differs.
+        saved: its value in the state.
+        mine: this loader's value.
+    """
+
+    def __init__(self, field: str, saved, mine, where: str):
+        self.field, self.saved, self.mine = field, saved, mine
+        super().__init__(f"{where}: the state was saved with {field}={saved!r} but this one has {field}={mine!r}; "
+                         f"build it with {field}={saved!r} (the same dataset and seed) to resume")
+
+    def __reduce__(self):
+        return (type(self), (self.field, self.saved, self.mine, str(self).split(":", 1)[0]))
+
+
 class BatchTimeoutError(HybridLoadError):
     """A batch never arrived within the loader's timeout."""
 

@@ -2,11 +2,12 @@
 
 Pure functions and plain data: ``sharding`` (DistributedSampler's order, per-rank batches),
 ``shard_order`` (shard-local orders for tar shards), ``keyed_order`` and ``keyed_shard_order``
-(the same orders computed batch by batch, ``order="keyed"``) and ``epochs`` (endless passes).
+(the same orders computed batch by batch, ``order="keyed"``) and ``epochs`` (endless passes), ``resume`` (what is left of an epoch, for any
+number of ranks) and ``sampler`` (``DistributedBatchSampler``, the stateful iterable).
 """
 
 from hybridload.sampling.keyed_order import KeyedOrder
 from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.sharding import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
+from hybridload.sampling.sampler import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
 
 __all__ = ["DistributedBatchSampler", "KeyedOrder", "KeyedShardOrder", "num_batches", "rank_batches", "resolve_rank"]
