@@ -17,8 +17,8 @@ number: the samples of the global order delivered. A sample delivered only as pa
 not counted as delivered (its own place in the order still comes).
 
 Worked example: n=10, W=2, batch 2, strided, no shuffle. After 1 batch per rank, ranks
-delivered [0, 2] and [1, 3]: remaining is ((4, 10),). Resumed at W=3, batch 1: rank 0 gets
-4, 7, then 4 again as padding; rank 1 gets 5, 8, 5; rank 2 gets 6, 9, 6.
+delivered [0, 2] and [1, 3]: remaining is ((4, 10),). Resumed at W=4, batch 1: rank 0 gets
+4, 8; rank 1 5, 9; rank 2 6, then 4 again as padding; rank 3 7, 5.
 """
 
 from __future__ import annotations
