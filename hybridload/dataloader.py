@@ -5,35 +5,33 @@ the batches of its (batch) sampler are sent, as index lists, to a pool of Ray ac
 holding the dataset and the collate function; results come back in sampler order
 through the ordered merger. Compared with Dpex:
 
-* seeds: each batch's worker reseeds ``random``, ``numpy`` and ``torch`` with
-  ``base_seed + batch number`` (``base_seed`` drawn as torch draws it, once per iterator),
-  so no two batches share a seed and a batch's randomness does not depend on which actor
-  ran it; the seed travels with the batch's task, so two live iterators of one
-  ``persistent_workers=True`` loader keep their own;
-* data: actors read through the dataset object on their own node; nothing is read in
-  the driver and shipped;
+* seeds: each batch's worker reseeds ``random``, ``numpy`` and ``torch`` with ``base_seed + batch number``
+  (``base_seed`` drawn as torch draws it, once per iterator), so no two batches share a seed and a batch's
+  randomness does not depend on which actor ran it; the seed travels with the batch's task, so two live
+  iterators of one ``persistent_workers=True`` loader keep their own;
+* data: actors read through the dataset object on their own node; nothing is read in the driver and shipped;
 * shutdown: actors are killed on ``close()``, garbage collection and interpreter exit;
-* waiting: no fixed queue timeout; a batch that does not arrive within ``timeout``
-  seconds (default 300 when 0 is given) raises an error naming it;
+* waiting: no fixed queue timeout; a batch that does not arrive within ``timeout`` seconds (default 300 when 0
+  is given) raises an error naming it;
 * errors: an exception of the user's ``__getitem__`` or collate surfaces once, as a
-  :class:`~hybridload.errors.UserCodeError` naming the batch and its indices with the
-  original traceback (deterministic: never retried);
-* workers: ``num_workers`` is a request; with fewer free CPU slots, as many actors as fit
-  run (one warning). Inside an actor ``torch.utils.data.get_worker_info()`` gives its id,
-  ``num_workers``, the batch's seed and the dataset, and ``worker_init_fn(id)`` runs there
-  first, so what it sets is seen by ``__getitem__``;
-* other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor``
-  batches ahead); ``persistent_workers`` as torch: False (the default) gives each pass
-  (each ``iter(loader)``) its own actors, killed when the pass ends or its iterator is
-  dropped; True keeps one set of actors across passes until ``close()`` (faster epochs);
-  ``pin_memory`` and ``pin_memory_device`` pin each delivered batch as torch's pin thread
-  does; ``in_order=False`` is accepted and batches still come in sampler order (what it
-  allows, not what it asks: the window keeps the actors busy past a slow batch);
-  ``multiprocessing_context`` and an ``IterableDataset`` are refused in
-  ``distribute_mode`` (there are no worker processes to configure, and an iterable dataset
-  has no indices to send);
-* stopping: ``close()`` (or garbage collection) stops every pass before killing actors;
-  ``next()`` on an iterator after ``close()`` raises a RuntimeError naming ``close()``.
+  :class:`~hybridload.errors.UserCodeError` naming the batch and its indices with the original traceback
+  (deterministic: never retried);
+* workers: ``num_workers`` is a request; with fewer free CPU slots, as many actors as fit run (one warning).
+  Inside an actor ``torch.utils.data.get_worker_info()`` gives its id, ``num_workers``, the batch's seed and
+  the dataset, and ``worker_init_fn(id)`` runs there first, so what it sets is seen by ``__getitem__``;
+* other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor`` batches ahead);
+  ``persistent_workers`` as torch: False (the default) gives each pass (each ``iter(loader)``) its own actors,
+  killed when the pass ends or its iterator is dropped; True keeps one set of actors across passes until
+  ``close()`` (faster epochs); ``pin_memory`` and ``pin_memory_device`` pin each delivered batch as torch's
+  pin thread does; ``in_order=False`` is accepted and batches still come in sampler order (what it allows, not
+  what it asks: the window keeps the actors busy past a slow batch); ``multiprocessing_context`` and an
+  ``IterableDataset`` are refused in ``distribute_mode`` (there are no worker processes to configure, and an
+  iterable dataset has no indices to send);
+* stopping: ``close()`` (or garbage collection) stops every pass before killing actors; ``next()`` on an
+  iterator after ``close()`` raises a RuntimeError naming ``close()``.
+* state: with ``batch_sampler=hybridload.sampling.DistributedBatchSampler(...)``, ``state_dict()`` /
+  ``load_state_dict()`` (torchdata's names) resume on any rank, at any world size and batch size
+  (:mod:`hybridload.sampling.progress`).
 """
 
 from __future__ import annotations
@@ -50,8 +48,9 @@ import torch.utils.data as tud
 
 from hybridload.errors import HybridLoadError, UserCodeError, close_all, take_all
 from hybridload.lanes.ray.actor_pool import ActorPool
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.lanes.ray.worker import PoolWorker, set_worker_info
 from hybridload.lanes.base import BatchTask
+from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
@@ -70,7 +69,7 @@ class DatasetWorker(PoolWorker):
         super().__init__()
         self.dataset, self.collate_fn, self.auto = dataset, collate_fn, auto_collation
         self.worker_id, self.num_workers = worker_id, num_workers
-        _set_worker_info(worker_id, num_workers, worker_id, dataset)
+        set_worker_info(worker_id, num_workers, worker_id, dataset)
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
 
@@ -78,7 +77,7 @@ class DatasetWorker(PoolWorker):
         random.seed(seed)
         np.random.seed(seed % (2 ** 32))
         torch.manual_seed(seed)
-        _set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
+        set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
         where = f"batch {seq}"
         try:
             if not self.auto:
@@ -106,13 +105,6 @@ def _short(indices) -> str:
         return str(indices)
     shown = [int(i) for i in list(indices)[:16]]
     return f"{shown}" if len(indices) <= 16 else f"{shown[:-1]} ... ({len(indices)} in all)"
-
-
-def _set_worker_info(worker_id: int, num_workers: int, seed: int, dataset) -> None:
-    """What ``torch.utils.data.get_worker_info()`` returns inside the actor."""
-    from torch.utils.data._utils import worker as torch_worker
-    torch_worker._worker_info = torch_worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
-                                                        dataset=dataset)
 
 
 class _DatasetLane(ActorPool):
@@ -217,17 +209,27 @@ class DataLoader(tud.DataLoader):
         self._lanes: list = []    # the actor pools: one (persistent) or one per live pass
         self._streams: list = []  # the live passes' streams, stopped before the lanes close
         self._stats = LoaderStats()
+        self._progress = PassProgress(self.batch_sampler)  # the batches delivered of a stateful sampler's pass
         self._finalizer = weakref.finalize(self, _close_all, self._streams, self._lanes)
 
     def __iter__(self):
+        self._progress.begin()  # a stateful batch sampler's pass begins now: state_dict() counts from its start
         if not self.distribute_mode:
-            return super().__iter__()
+            return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return _RayDataLoaderIter(self, self._lanes[0], owns_lane=False)
+            return self._progress.wrap(_RayDataLoaderIter(self, self._lanes[0], owns_lane=False))
         rank, world = resolve_rank()
         lane = _DatasetLane(self, rank, world)
         self._lanes.append(lane)
-        return _RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors)
+        return self._progress.wrap(_RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors))
+
+    def state_dict(self) -> dict:
+        """torchdata's API: the state as of the last batch delivered (needs a ``DistributedBatchSampler``)."""
+        return self._progress.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from ``state``: any rank's ``state_dict()``, at any world size and batch size."""
+        self._progress.load_state_dict(state)
 
     def stats(self) -> dict:
         return self._stats.as_dict()

@@ -132,7 +132,7 @@ class HybridLoader:
     epoch = property(lambda self: self._sampler.epoch)
 
     def __len__(self) -> int:
-        return len(self._sampler)
+        return self._sampler.epoch_batches()  # a whole epoch's, also while a resumed epoch runs
 
     def batch_indices(self, epoch: int | None = None) -> Sequence[np.ndarray]:
         """This rank's batches (index arrays) for an epoch, without processing anything (with

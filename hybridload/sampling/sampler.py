@@ -54,6 +54,7 @@ class DistributedBatchSampler:
         self._resume = 0       # where the next iterator starts
         self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
         self._remaining = None  # a resumed epoch's plan (sampling.resume); None: the whole epoch
+        self._prepared = None   # a pass begun by prepare_pass(), taken by the next __iter__
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass is epoch ``epoch``, from its start; right after a resume into that
@@ -64,8 +65,19 @@ class DistributedBatchSampler:
             self._remaining = None
         self.epoch = int(epoch)
         self._chosen = True
+        self._prepared = None
 
     def __len__(self) -> int:
+        """The batches the next ``iter()`` yields (torch's meaning): after a resume, what is left
+        of the resumed epoch; else an epoch's (:meth:`epoch_batches`)."""
+        if self._prepared is not None:
+            return len(self._prepared[0]) - self._prepared[1]
+        if self._chosen and (self._remaining is not None or self._resume):
+            return len(self.batches()) - self._resume
+        return self.epoch_batches()
+
+    def epoch_batches(self) -> int:
+        """The batches of a whole epoch of this rank (every rank the same)."""
         return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
                            drop_last=self.drop_last)
 
@@ -107,19 +119,27 @@ class DistributedBatchSampler:
         """The next pass is epoch ``epoch`` from batch ``position`` (of the plan ``remaining``,
         :mod:`hybridload.sampling.resume`; None: the whole epoch)."""
         self.epoch = int(epoch)
-        self._remaining = remaining
+        self._remaining, self._prepared = remaining, None
         self._pos = self._resume = int(position)
         self._chosen = True
 
+    def prepare_pass(self) -> int:
+        """Begin the next pass now (what ``__iter__`` does when first advanced) and return the
+        batch it starts from; the next ``iter()`` runs that pass. A loader that counts the batches
+        it delivers (the drop-in) knows its place from here, whatever its workers pull ahead."""
+        self._prepared = self.begin_pass()
+        return self._prepared[1]
+
     def __iter__(self):
-        batches, start = self.begin_pass()
+        prepared, self._prepared = self._prepared, None
+        batches, start = prepared if prepared is not None else self.begin_pass()
         for k in range(start, len(batches)):
             self.mark_delivered()
             yield batches[k].tolist()
 
-    def plan_state(self) -> dict:
+    def plan_state(self, position: int | None = None) -> dict:
         """The plan's fields of a state (``remaining``, ``delivered``: :func:`~hybridload.sampling.resume.saved_plan`)."""
-        return saved_plan(self.n, self._remaining, self._pos, world_size=self.world_size, batch_size=self.batch_size,
+        return saved_plan(self.n, self._remaining, self._pos if position is None else position, world_size=self.world_size, batch_size=self.batch_size,
                           drop_last=self.drop_last, split=split_of(self.order))
 
     def resume_from(self, state: dict, where: str) -> None:
@@ -130,10 +150,16 @@ class DistributedBatchSampler:
         self.resume_at(state["epoch"], position, remaining)
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self._pos, "seed": self.seed, "n": self.n,
+        """Where this rank stands: any rank at any world size or batch size resumes from it."""
+        return self.state_at(self._pos)
+
+    def state_at(self, position: int) -> dict:
+        """The state after ``position`` batches of the current pass reached the consumer."""
+        plan = self.plan_state(position)
+        return {"epoch": self.epoch, "position": position, "seed": self.seed, "n": self.n,
                 "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size,
                 "shuffle": self.shuffle, "drop_last": self.drop_last,
-                "order": getattr(self.order, "kind", "randperm"), **self.plan_state()}
+                "order": getattr(self.order, "kind", "randperm"), **plan}
 
     def load_state_dict(self, sd: dict) -> None:
         """Resume from any rank's ``state_dict()``, saved at any world size and batch size."""
