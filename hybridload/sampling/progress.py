@@ -39,8 +39,9 @@ class PassProgress:
             self.start, self.delivered = self.sampler.prepare_pass(), 0
             self.pass_id += 1
 
-    def wrap(self, it: Iterator) -> "Counted":
-        return Counted(it, self)
+    def wrap(self, it: Iterator) -> Iterator:
+        """``it``, counting what it hands out when the sampler is tracked (else ``it`` itself)."""
+        return Counted(it, self) if self.sampler is not None else it
 
     def _need(self, what: str):
         if self.sampler is None:
