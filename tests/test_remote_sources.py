@@ -60,16 +60,20 @@ class MemorySeeded(sources.Source):
     def __len__(self):
         return len(self.inner)
 
-    def ref(self, index):
-        return self.inner.ref(index)
-
-    def read(self, ref):
+    def _seed(self):
         if not self._seeded:
             fs = fsspec.filesystem("memory")
             for path, data in self.files.items():
                 if not fs.exists(path):
                     fs.pipe_file(path, data)
             self._seeded = True
+
+    def ref(self, index):  # a TarShards ref reads its shard's member index where it runs
+        self._seed()
+        return self.inner.ref(index)
+
+    def read(self, ref):
+        self._seed()
         return self.inner.read(ref)
 
 
