@@ -35,7 +35,7 @@ from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sampling.shard_order import ShardOrder
 
-from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error
+from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes, read_error
 from hybridload.sources.braces import expand_urls
 from hybridload.sources.manifest import is_manifest, read_manifest
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
@@ -61,7 +61,9 @@ class TarShards(Source):
             pattern (``"train-{000000..000099}.tar"``) or a list of shard paths or fsspec URLs
             (each entry may hold braces too), each shard scanned once at construction.
         label: a function ``key -> int``; default: the integer in the sample's ``.cls``
-            member, or -1 where a sample has none. It travels to the workers with the source.
+            member, or -1 where a sample has none. It travels to the workers with the source
+            (labels are read there), so with spawned worker processes it must be picklable
+            (a module-level function; Ray actors take lambdas too).
         image_exts: extensions that mark the image member (the first in tar order wins).
         cache_dir: a local directory for the member indexes as JSON files, keyed by shard
             URL, size and modification time (a changed shard is scanned again). A sidecar
@@ -124,6 +126,7 @@ class TarShards(Source):
         self.manifest = os.fspath(urls) if is_manifest(urls) else None
         if self.manifest is not None:
             shard_urls, counts = read_manifest(self.manifest, self.storage_options)
+            check_protocols(shard_urls, self.storage_options)  # an unknown protocol: now, not per shard
             self._list = ShardList(shard_urls, counts)
             self._new_cache()
         else:
