@@ -174,3 +174,18 @@ def test_index_resumes_from_its_partial_output_and_reports_failed_shards(shards,
     assert scans.calls == 1, "a resumed run scans only the shards the partial output lacks"
     assert [e["nsamples"] for e in json.loads(out.read_text())["shardlist"]] == [20, 20, 20]
     assert not os.path.exists(str(out) + ".partial")
+
+
+def test_index_over_urls_uses_threads_and_writes_sidecars_beside_the_shards(shards, tmp_path):
+    d, pattern = shards
+    fs = fsspec.filesystem("memory")
+    for s in range(3):
+        fs.pipe_file(f"/hl-index/shard-{s:03d}.tar", (d / f"shard-{s:03d}.tar").read_bytes())
+    try:
+        assert index("memory://hl-index/shard-{000..002}.tar", tmp_path / "m.json") == 0
+        assert fs.exists("/hl-index/shard-001.tar.members.json")
+        remote, local = sources.TarShards(str(tmp_path / "m.json")), sources.TarShards(pattern)
+        assert remote.urls[0] == "memory://hl-index/shard-000.tar" and remote.shard_sizes == [20, 20, 20]
+        assert all(remote.read(remote.ref(i)) == local.read(local.ref(i)) for i in range(0, 60, 7))
+    finally:
+        fs.rm("/hl-index", recursive=True)
