@@ -32,19 +32,25 @@ log = logging.getLogger("hybridload.cli.index")
 CHUNK = 8
 
 
-def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str]]:
-    """``(url, nsamples)`` for each shard, or ``(url, error message)`` for one that fails."""
-    out: list[tuple[str, int | str]] = []
+def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str, str]]:
+    """``(url, nsamples, "")`` for each shard (with why its sidecar could not be written in the
+    third place, if so), or ``(url, error message, "")`` for a shard that fails."""
+    out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
             size = shard_size(url)
             samples = shard_index(url, sidecar=False)
             n = len(shard_members(url, samples, image_exts))
-            if sidecars:
-                write_sidecar(url, size, samples)
-            out.append((url, n))
         except (OSError, ValueError) as exc:
-            out.append((url, one_line(f"{type(exc).__name__}: {exc}")))
+            out.append((url, one_line(f"{type(exc).__name__}: {exc}"), ""))
+            continue
+        why = ""
+        if sidecars:
+            try:
+                write_sidecar(url, size, samples)
+            except Exception as exc:  # any filesystem's error (read-only bucket, permissions): counted anyway
+                why = one_line(f"{type(exc).__name__}: {exc}")
+        out.append((url, n, why))
     return out
 
 
@@ -69,23 +75,26 @@ def _chunks(urls: Sequence[str]) -> Iterable[Sequence[str]]:
         yield urls[i:i + CHUNK]
 
 
-def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars: bool, record, bar) -> list:
-    """Index ``todo`` on ``pool``, a bounded number of tasks in flight; ``record`` each result."""
-    failed, pending, chunks = [], set(), iter(_chunks(todo))
+def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars: bool, record, bar) -> tuple:
+    """Index ``todo`` on ``pool``, a bounded number of tasks in flight; ``record`` each count.
+    Returns the shards that failed and those whose sidecar could not be written."""
+    failed, no_sidecar, pending, chunks = [], [], set(), iter(_chunks(todo))
     while True:
         for chunk in chunks:
             pending.add(pool.submit(index_shards, chunk, image_exts, sidecars))
             if len(pending) >= 4 * workers:
                 break
         if not pending:
-            return failed
+            return failed, no_sidecar
         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
         for fut in finished:
-            for url, got in fut.result():
+            for url, got, why in fut.result():
                 if isinstance(got, int):
                     record(url, got)
                 else:
                     failed.append((url, got))
+                if why:
+                    no_sidecar.append((url, why))
                 bar.update(1)
 
 
@@ -100,7 +109,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise UsageError(f"-o {out}: its directory does not exist")
     partial = out + ".partial"
-    done = {u: n for u, n in read_partial(partial).items()}
+    done = read_partial(partial)
     todo = [u for u in urls if u not in done]
     remote = is_url(urls[0])
     workers = args.workers or (32 if remote else max(1, os.cpu_count() or 1))
@@ -115,7 +124,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             log_file.flush()
         make = ThreadPoolExecutor if remote or workers == 1 else ProcessPoolExecutor
         with make(max_workers=workers) as pool:
-            failed = _run(pool, todo, workers, exts, not args.no_sidecars, record, bar)
+            failed, no_sidecar = _run(pool, todo, workers, exts, not args.no_sidecars, record, bar)
+    if no_sidecar:
+        log.warning("%d sidecar index(es) could not be written (first: %s: %s); workers scan those shards "
+                    "when they first touch them (--no-sidecars skips writing)", len(no_sidecar), *no_sidecar[0])
     if failed:
         for url, why in failed[:20]:
             log.error("%s: %s", url, why)
