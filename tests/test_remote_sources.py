@@ -187,3 +187,19 @@ def test_ray_actors_do_not_get_memory_files_from_the_driver(ray_cluster, memory_
         with pytest.raises(SampleError) as info:
             next(iter(ld))
     assert info.value.stage == "read" and info.value.path.startswith("memory://")
+
+
+def test_ship_bytes_serves_tar_shards_to_actors_that_cannot_see_them(ray_cluster, memory_shards):
+    """memory:// shards exist only in the driver: with ship_bytes the actors get each sample's
+    bytes, label and location from the driver and never ask the source (whose refs read the
+    shard's member index) for a shipped sample."""
+    inner = sources.TarShards(memory_shards[0])
+    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
+                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as local:
+        expected = stream(local)
+    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
+                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2,
+                                          ship_bytes=True)) as remote:
+        got = stream(remote)
+        assert remote.stats()["lanes"]["ray"]["images"] == 120
+    assert got == expected
