@@ -204,3 +204,23 @@ def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeyp
     assert [e["nsamples"] for e in json.loads((d / "m.json").read_text())["shardlist"]] == [20, 20, 20]
     assert "3 sidecar index(es) could not be written (first: " in caplog.text and "Permission denied" in caplog.text
     assert not list(d.glob("*.members.json"))
+
+
+def test_streamed_shards_without_sidecars_are_indexed_from_their_one_whole_read(shards, tmp_path):
+    from support.slowfs import SlowMemoryFileSystem
+    d, pattern = shards
+    fs = fsspec.filesystem("memory")
+    for s in range(3):
+        fs.pipe_file(f"/hl-stream/shard-{s:03d}.tar", (d / f"shard-{s:03d}.tar").read_bytes())
+    doc = {"wids_version": 1, "shardlist": [{"url": f"slowmem://hl-stream/shard-{s:03d}.tar", "nsamples": 20}
+                                            for s in range(3)]}
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    try:
+        SlowMemoryFileSystem.reset_counts()
+        src, local = sources.TarShards(str(tmp_path / "m.json"), read="shard"), sources.TarShards(pattern)
+        assert SlowMemoryFileSystem.counts()["requests"] == 0  # built touching no shard
+        assert all(src.read(src.ref(i)) == local.read(local.ref(i)) for i in range(60))
+        # per shard: the sidecar asked for (there is none) and one whole read, scanned for the index too
+        assert SlowMemoryFileSystem.counts()["requests"] == 6 and src.shard_fetches == 3
+    finally:
+        fs.rm("/hl-stream", recursive=True)

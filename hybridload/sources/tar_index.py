@@ -14,6 +14,7 @@ samples by key: the member name up to the first dot of its basename (``train/n01
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import re
 import stat
 import tarfile
 import tempfile
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
 
@@ -66,10 +67,13 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
     return int(info.get("size") or 0), str(stamp)
 
 
-def _scan(url: str, storage_options: Mapping[str, Any]) -> list:
+def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = None) -> list:
     """Scan a shard with tarfile: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
-    in tar order (a key's members grouped at its first appearance)."""
-    if is_url(url):
+    in tar order (a key's members grouped at its first appearance); from ``data`` (the whole
+    shard, already read) when given."""
+    if data is not None:
+        handle = io.BytesIO(data)
+    elif is_url(url):
         fs, path = url_to_fs(url, storage_options)
         handle = fs.open(path, "rb")
     else:
@@ -186,10 +190,12 @@ def write_sidecar(url: str, size: int, samples: list, storage_options: Mapping[s
 
 
 def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None,
-                *, sidecar: bool = True) -> list:
+                *, sidecar: bool = True, fetch: Callable[[], bytes] | None = None) -> list:
     """The member index of one shard: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
     in tar order, from its sidecar (``sidecar=True``), else from ``cache_dir``, else built by
-    one tarfile scan (then written to ``cache_dir``). FileNotFoundError names a missing shard."""
+    one tarfile scan (then written to ``cache_dir``) — of the bytes ``fetch()`` returns when
+    given (a shard read whole anyway), else of the shard itself. FileNotFoundError names a
+    missing shard."""
     so = dict(storage_options or {})
     size, stamp = _fingerprint(url, so)
     samples = read_sidecar(url, size, so) if sidecar else None
@@ -198,7 +204,7 @@ def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cach
     path = _cache_file(os.fspath(cache_dir), url, size, stamp) if cache_dir is not None else None
     samples = _load_json(path, url, size, stamp) if path else None
     if samples is None:
-        samples = _scan(url, so)
+        samples = _scan(url, so, fetch() if fetch is not None else None)
         if path:
             _save_json(path, url, size, stamp, samples)
     return samples

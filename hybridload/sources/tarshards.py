@@ -174,9 +174,11 @@ class TarShards(Source):
     def _load_members(self, s: int) -> ShardMembers:
         """Shard ``s``'s member table, checked against its count: the first touch in a process."""
         url, want = self._list.url(s), int(self._list.counts[s])
+        # streaming shards: without a sidecar, scan the whole-shard read the samples need anyway
+        fetch = (lambda: self._shards.get(url).result()) if self.read_mode == "shard" else None
         try:
-            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir), self.image_exts,
-                                    self.label)
+            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir, fetch=fetch),
+                                    self.image_exts, self.label)
         except (OSError, ValueError) as exc:
             raise ShardIndexError(self._where(s), f"{type(exc).__name__}: {exc}") from None
         if len(members) != want:
