@@ -224,3 +224,10 @@ def test_streamed_shards_without_sidecars_are_indexed_from_their_one_whole_read(
         assert SlowMemoryFileSystem.counts()["requests"] == 6 and src.shard_fetches == 3
     finally:
         fs.rm("/hl-stream", recursive=True)
+
+
+def test_index_usage_mistakes_are_one_line_with_status_2(tmp_path, capsys):
+    assert index("x-{0..", tmp_path / "m.json") == 2
+    assert "hybridload index: PATTERN: unbalanced braces" in capsys.readouterr().err
+    assert index(str(tmp_path / "x-{0..1}.tar"), tmp_path / "no" / "m.json") == 2
+    assert "its directory does not exist" in capsys.readouterr().err
