@@ -51,16 +51,29 @@ def resolve(base: str, url: str) -> str:
     return os.path.normpath(os.path.join(base, url))
 
 
+def _entry(pairs: list) -> Any:
+    """An object of the manifest as it is parsed: a ``{"url", "nsamples"}`` entry as a small
+    ``(url, nsamples)`` tuple (10^6 of them stay lean), anything else a dict."""
+    if len(pairs) == 2 and pairs[0][0] == "url" and pairs[1][0] == "nsamples":
+        return (pairs[0][1], pairs[1][1])
+    return dict(pairs)
+
+
 def _count(manifest: str, i: int, entry: Any) -> tuple[str, int]:
-    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str) or not entry["url"]:
+    if isinstance(entry, tuple):
+        url, n = entry
+    elif isinstance(entry, dict):
+        url, n = entry.get("url"), entry.get("nsamples")
+    else:
+        url = n = None
+    if not isinstance(url, str) or not url:
         raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] is {str(entry)[:80]}: each entry "
                             "needs a \"url\" string (and an \"nsamples\" count)")
-    n = entry.get("nsamples")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] ({entry['url']!r}) has nsamples={n!r}; "
+        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] ({url!r}) has nsamples={n!r}; "
                             "it must be the shard's sample count, an int >= 0 (write the manifest with "
                             "`hybridload index PATTERN -o manifest.json`)")
-    return entry["url"], n
+    return url, n
 
 
 def read_manifest(location: str | os.PathLike,
@@ -76,9 +89,10 @@ def read_manifest(location: str | os.PathLike,
     except Exception as exc:  # any filesystem's error
         raise ManifestError(f"TarShards: cannot read manifest {where!r}: {read_error(exc)}") from None
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, object_pairs_hook=_entry)
     except ValueError as exc:
         raise ManifestError(f"TarShards: manifest {where!r} is not valid JSON ({exc})") from None
+    del raw
     if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
         raise ManifestError(f"TarShards: manifest {where!r} has no \"shardlist\" list; expected "
                             "{\"wids_version\": 1, \"shardlist\": [{\"url\": ..., \"nsamples\": ...}, ...]}")
@@ -88,11 +102,12 @@ def read_manifest(location: str | os.PathLike,
     base = _base_of(where)
     if isinstance(doc.get("base"), str):
         base = resolve(base, doc["base"])
-    urls, counts = [], []
-    for i, entry in enumerate(doc["shardlist"]):
+    urls, counts, entries = [], [], doc.pop("shardlist")
+    for i, entry in enumerate(entries):
         url, n = _count(where, i, entry)
         urls.append(resolve(base, url))
         counts.append(n)
+        entries[i] = None  # each entry freed as it is taken
     if not urls:
         raise ManifestError(f"TarShards: manifest {where!r} lists no shards")
     return urls, counts

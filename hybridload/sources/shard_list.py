@@ -23,9 +23,10 @@ class ShardList:
     """
 
     def __init__(self, urls: Sequence[str], counts: Sequence[int] | np.ndarray):
-        encoded = [u.encode("utf-8", "surrogateescape") for u in urls]
-        lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
-        self._set(b"".join(encoded), lengths, np.asarray(counts, dtype=np.int64).reshape(-1))
+        lengths = np.fromiter((len(u.encode("utf-8", "surrogateescape")) for u in urls), dtype=np.int64,
+                              count=len(urls))
+        self._set("".join(urls).encode("utf-8", "surrogateescape"), lengths,
+                  np.asarray(counts, dtype=np.int64).reshape(-1))
         if len(self.counts) != len(lengths):
             raise ValueError(f"ShardList: {len(lengths)} URLs but {len(self.counts)} counts")
 
