@@ -229,8 +229,11 @@ class HybridLoader:
             plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
         pools = {lane.name: lane.stats() for lane in self._lanes if callable(getattr(lane, "stats", None))}
-        if pools:  # elastic actor pools: actors started, lost, replaced, live over time
+        if pools:  # elastic actor pools: actors started, lost, replaced, live over time, node events
             d["actor_pools"] = pools
+        if self._fallback:  # what the stand-by lanes ran, and how long the actor pools had no actor
+            d["fallback"] = dict(self._stats.lane_totals([lane.name for lane in self._fallback]),
+                                 without_actors_s=sum(p.get("without_actors_s", 0.0) for p in pools.values()))
         d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
         return d
 
