@@ -23,7 +23,7 @@ from hybridload.execution.stream import BatchStream
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.elastic import Keeper
-from hybridload.lanes.ray.members import Members, State
+from hybridload.lanes.ray.members import Members
 from hybridload.lanes.ray.pool_stats import PoolStats
 
 WAIT_S = 10.0
