@@ -117,3 +117,61 @@ def test_rank_1_of_2_on_a_2_cpu_node_with_one_reserved_runs_locally_instead_of_s
     assert stats["fallback"]["batches"] == len(expected) and "ray" not in stats["lanes"]
     (warning,) = [r.message for r in caplog.records]
     assert "no CPU in the Ray cluster for rank 1's actors" in warning and "reserve_local_cpus=1" in warning
+
+
+def test_under_on_no_actors_wait_the_loader_starts_on_a_node_that_joins_within_the_bound(ray_cluster, photo_root,
+                                                                                         fast_poll):
+    import threading
+    cluster, _ = ray_cluster
+    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=3, return_indices=True, **RANK,
+                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ref:
+        expected = stream(ref)
+    out: dict = {}
+
+    def consume(ld):  # iter() waits for a node, then every batch runs on its actor
+        try:
+            out["got"], out["stats"] = stream(ld), ld.stats()
+        except BaseException as exc:
+            out["error"] = exc
+
+    extra = None
+    try:
+        with loader(photo_root, on_no_actors="wait", actor_wait_s=60) as ld:
+            consumer = threading.Thread(target=consume, args=(ld,), daemon=True)
+            consumer.start()
+            time.sleep(1.0)  # the loader is waiting for a node now
+            extra = cluster.add_node(num_cpus=1, object_store_memory=STORE, node_ip_address="127.0.0.1")
+            consumer.join(90)
+            assert not consumer.is_alive(), "the pass did not end within 90 s"
+    finally:
+        if extra is not None:
+            cluster.remove_node(extra)
+    assert "error" not in out, out.get("error")
+    got, stats = out["got"], out["stats"]
+    assert got == expected
+    assert stats["lanes"]["ray"]["batches"] == len(expected) and "fallback" not in stats
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+def test_under_on_no_actors_raise_losing_the_last_node_mid_epoch_names_it_in_a_no_lane_error(
+        ray_cluster, photo_root, fast_poll):
+    from hybridload.errors import NoLaneError
+    cluster, _ = ray_cluster
+    extra = cluster.add_node(num_cpus=1, object_store_memory=STORE, node_ip_address="127.0.0.1")
+    try:
+        with loader(photo_root, on_no_actors="raise", window=2) as ld:
+            it = iter(ld)
+            next(it)
+            cluster.remove_node(extra, allow_graceful=True)
+            extra = None
+            wait_until(lambda: ld._lanes[0].parallelism == 0, 60, "rank 2's actor gone with the node")
+            with pytest.raises(NoLaneError) as err:
+                for _ in it:
+                    pass
+    finally:
+        if extra is not None:
+            cluster.remove_node(extra)
+    msg = str(err.value)
+    assert "lane 'ray':" in msg and "no node with a free CPU for rank 2 since" in msg
+    assert "What to do: add or restart worker nodes" in msg
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
