@@ -55,6 +55,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
+from hybridload.execution.tasks import sampler_tasks
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,30 @@ class _DatasetLane(ActorPool):
 class DataLoader(tud.DataLoader):
     """torch.utils.data.DataLoader with Ray actors as workers when ``distribute_mode=True``.
 
-    Extra arguments:
+    The arguments up to ``in_order`` are torch's, with torch's meaning; with
+    ``distribute_mode=False`` the loader is plain torch.
+
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``; ``__getitems__`` when it
+            has one).
+        batch_size: samples per batch; None: no batching (one sample at a time).
+        shuffle: a new random order every epoch.
+        sampler: the order of indices (e.g. a ``DistributedSampler``, or a list).
+        batch_sampler: yields whole batches of indices (instead of ``batch_size``/``sampler``).
+        num_workers: the workers asked for: Ray actors with ``distribute_mode=True``, processes
+            otherwise.
+        collate_fn: merges a list of samples into a batch (torch's default collate if None).
+        pin_memory: copy batches into pinned memory.
+        drop_last: drop the last partial batch.
+        timeout: seconds to wait for a batch from the workers (0: the default bound, 300 s
+            with ``distribute_mode=True``).
+        worker_init_fn: called in each worker with its id before it loads data.
+        multiprocessing_context: torch's worker start method (worker processes only).
+        generator: the random generator for the sampler and the workers' base seed.
+        prefetch_factor: batches loaded ahead per worker.
+        persistent_workers: keep the workers alive across epochs.
+        pin_memory_device: the device to pin for (torch's argument).
+        in_order: yield batches in sampler order (torch's argument).
         distribute_mode: False → plain torch behaviour; True → Ray actors.
         head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
             user started on this machine with ``ray start`` (Ray's record of it,
@@ -143,14 +167,16 @@ class DataLoader(tud.DataLoader):
             another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair
             share of the cluster's CPUs (divided among DDP ranks).
-        placement, reserve_local_cpus: as in LoaderPolicy.
+        placement: where the actors go: "remote-first", "any" or "local", as in LoaderPolicy.
+        reserve_local_cpus: CPUs on this node kept free for training, as in LoaderPolicy.
         window: batches in flight or buffered ahead of the consumer (default 2 per actor).
     """
 
-    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None, sampler=None,
-                 batch_sampler=None, num_workers: int = 0, collate_fn: Callable | None = None,
+    def __init__(self, dataset: tud.Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: tud.Sampler | Any = None, batch_sampler: tud.Sampler | Any = None, num_workers: int = 0, collate_fn: Callable | None = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Callable | None = None, multiprocessing_context=None, generator=None, *,
+                 worker_init_fn: Callable | None = None, multiprocessing_context: Any = None,
+                 generator: torch.Generator | None = None, *,
                  prefetch_factor: int | None = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True, distribute_mode: bool = False,
                  head_address: str | None = "auto",
@@ -230,7 +256,8 @@ class _RayDataLoaderIter:
         sampler_iter = iter(loader._index_sampler)
         # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
         base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-        tasks = [BatchTask(k, 0, b, size=_size(b), seed=base_seed + k) for k, b in enumerate(sampler_iter)]
+        tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as reached when it has a len()
+                              lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
         self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
