@@ -90,3 +90,17 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank
                    reserve_local_cpus=spec.reserve_local_cpus, cpu_actors=spec.cpu_actors, rank=rank,
                    when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s,
                    world_size=world_size, pin_memory=pin_memory)
+
+
+def pool_reports(lanes: list, fallback: list, stats) -> dict:
+    """``stats()``'s entries for the actor pools (actors started, lost, replaced, live over time,
+    node events: ``actor_pools``) and for the stand-by lanes (what they ran, and how long the
+    pools had no actor: ``fallback``); none when there is neither."""
+    out: dict = {}
+    pools = {lane.name: lane.stats() for lane in lanes if callable(getattr(lane, "stats", None))}
+    if pools:
+        out["actor_pools"] = pools
+    if fallback:
+        out["fallback"] = dict(stats.lane_totals([lane.name for lane in fallback]),
+                               without_actors_s=sum(p.get("without_actors_s", 0.0) for p in pools.values()))
+    return out
