@@ -86,6 +86,30 @@ class LaneUnavailableError(HybridLoadError):
     """A processing lane the policy asked for cannot run here."""
 
 
+class NoActorsError(LaneUnavailableError, RuntimeError):
+    """The Ray cluster gives this rank no CPU actor (no node with a free CPU, or none within
+    the wait the policy allows) and the policy says not to run on this machine meanwhile
+    (``LoaderPolicy(on_no_actors="raise")`` or ``"wait"``). The message says what is missing
+    and what to do."""
+
+
+class NoLaneError(HybridLoadError, RuntimeError):
+    """No lane can run a batch: each one is broken, failed this batch, or has no worker.
+
+    Attributes:
+        seq: the batch's position in the pass.
+        reasons: ``{lane name: why it cannot take the batch}``.
+    """
+
+    def __init__(self, seq: int, reasons: dict, advice: str = ""):
+        self.seq, self.reasons, self.advice = seq, dict(reasons), advice
+        why = "; ".join(f"lane '{name}': {reason}" for name, reason in self.reasons.items())
+        super().__init__(f"batch {seq} cannot run: no lane can take it ({why})" + (f". {advice}" if advice else ""))
+
+    def __reduce__(self):
+        return (type(self), (self.seq, self.reasons, self.advice))
+
+
 class Reroute(HybridLoadError):
     """A lane cannot take this batch (not a failure of the lane); another lane should."""
 
@@ -121,6 +145,24 @@ class LabelError(UserCodeError, ValueError):
     """A sample's label is not an integer class index (a string, a float, a one-hot vector).
     Raised under ``on_error="skip"`` too: a wrong label type is a bug of the dataset, not a
     bad sample."""
+
+
+class ManifestError(HybridLoadError, ValueError):
+    """A shard manifest (``{"wids_version": 1, "shardlist": [...]}``) that cannot be used: not
+    found, not JSON, or an entry without a ``url`` string and an ``nsamples`` count. The
+    message names the manifest and the entry."""
+
+
+class ShardIndexError(UserCodeError, ValueError):
+    """A shard named by a manifest does not match it when a worker first touches it: the shard
+    is missing or unreadable, or it holds another number of samples than the manifest's
+    ``nsamples`` (the epoch would be short or shifted). Deterministic, so never retried:
+    delivered at its batch's position, also under ``on_error="skip"``.
+
+    Attributes:
+        where: the shard (``"shard 12 ('s3://b/x-000012.tar') of manifest 'm.json'"``).
+        reason: what disagrees, and what to do (rebuild the manifest with ``hybridload index``).
+    """
 
 
 class ShutdownError(HybridLoadError, ExceptionGroup):
