@@ -109,7 +109,8 @@ def shard_pattern(tmp_path_factory, photo_root):
     for s, size in enumerate(SIZES):
         write_shard(d / f"part-{s:02d}.tar",
                     [m for i in range(start, start + size)
-                     for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]), (f"k{i:03d}.cls", str(i % 3).encode()))])
+                     for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]),
+                               (f"k{i:03d}.cls", str(i % 3).encode()))])
         start += size
     return f"{d}/part-{{00..{len(SIZES) - 1:02d}}}.tar"
 

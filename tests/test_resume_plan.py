@@ -141,3 +141,13 @@ def test_common_position_takes_the_smallest_and_bad_remaining_is_refused():
     with pytest.raises(ValueError, match=r"position must be in \[0, 3\]"):
         resume.resume_plan(dict(a, position=9), n=20, world_size=3, batch_size=4, drop_last=False,
                            split="strided", where="here")
+
+
+def test_a_state_of_other_shards_or_another_split_is_refused():
+    state = DistributedBatchSampler(19, 2, order=ShardOrder((4, 7, 3, 5), 2)).state_dict()
+    assert state["split"] == "contiguous" and "4 shards" in state["shards"]
+    with pytest.raises(ResumeMismatchError, match="shards="):
+        DistributedBatchSampler(19, 2, order=ShardOrder((5, 6, 3, 5), 2)).load_state_dict(state)
+    with pytest.raises(ResumeMismatchError, match="split='contiguous' but this one has split='strided'"):
+        DistributedBatchSampler(19, 2).load_state_dict(state)
+    DistributedBatchSampler(19, 3, order=ShardOrder((4, 7, 3, 5), 2), rank=1, world_size=2).load_state_dict(state)

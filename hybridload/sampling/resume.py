@@ -23,6 +23,7 @@ delivered [0, 2] and [1, 3]: remaining is ((4, 10),). Resumed at W=4, batch 1: r
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -160,6 +161,16 @@ def position_lookup(order: Any, n: int, *, seed: int, epoch: int, shuffle: bool)
     return lambda p: full[np.asarray(p, dtype=np.int64)]
 
 
+def order_fingerprint(order: Any) -> str | None:
+    """What identifies a shard-aware order's dataset beyond its size: the shards' sizes (a
+    checksum) and ``buffer_shards``; None for an order without shards."""
+    sizes = getattr(order, "shard_sizes", getattr(order, "sizes", None))
+    if sizes is None:
+        return None
+    crc = zlib.crc32(np.asarray(sizes, dtype=np.int64).tobytes())
+    return f"{len(sizes)} shards (sizes crc32 {crc:08x}), buffer_shards={order.buffer_shards}"
+
+
 def split_of(order: Any) -> str:
     """How an ``order=`` object splits the epoch among ranks: "contiguous" (shard-aware) or "strided"."""
     return "contiguous" if hasattr(order, "shard_sizes") or hasattr(order, "sizes") else "strided"
@@ -182,13 +193,16 @@ def plan_rank_batches(remaining: Intervals, order: Any, n: int, *, batch_size: i
 
 
 def resume_plan(saved: dict, *, n: int, world_size: int, batch_size: int, drop_last: bool, split: str,
-                where: str) -> tuple[Intervals | None, int]:
+                where: str, shards: str | None = None) -> tuple[Intervals | None, int]:
     """(remaining, position) for a sampler of ``world_size`` ranks and ``batch_size`` resuming
     from a saved state (its ``world_size``, ``batch_size``, ``position`` and ``remaining``):
     the same plan where both match (the exact continuation, padding included; ``None`` for
-    a fresh epoch's plan), else a new plan of what is left, from its start."""
+    a fresh epoch's plan), else a new plan of what is left, from its start. ``shards``: this
+    order's :func:`order_fingerprint` (a state of other shards is refused)."""
     if saved.get("split", split) != split:
         raise ResumeMismatchError("split", saved["split"], split, where)
+    if saved.get("shards", shards) != shards:
+        raise ResumeMismatchError("shards", saved["shards"], shards, where)
     fresh = saved.get("remaining") is None
     plan = whole(n) if fresh else check_remaining(saved["remaining"], n, where)
     w, b, pos = saved["world_size"], saved["batch_size"], saved["position"]
@@ -202,11 +216,11 @@ def resume_plan(saved: dict, *, n: int, world_size: int, batch_size: int, drop_l
 
 
 def saved_plan(n: int, remaining: Intervals | None, position: int, *, world_size: int, batch_size: int,
-               drop_last: bool, split: str) -> dict:
+               drop_last: bool, split: str, shards: str | None = None) -> dict:
     """The plan's fields of a state: ``remaining`` (None: a fresh epoch) and ``delivered``, the
     samples of the epoch's global order delivered so far."""
     plan = whole(n) if remaining is None else remaining
     left = remaining_after(plan, position, batch_size=batch_size, world_size=world_size, drop_last=drop_last,
                            split=split)
     return {"remaining": None if remaining is None else [list(p) for p in remaining], "delivered": n - size(left),
-            "split": split}
+            "split": split, "shards": shards}

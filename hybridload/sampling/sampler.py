@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
-from hybridload.sampling.resume import plan_rank_batches, resume_plan, saved_plan, split_of
+from hybridload.sampling.resume import order_fingerprint, plan_rank_batches, resume_plan, saved_plan, split_of
 from hybridload.sampling.sharding import check_split, num_batches, rank_batches, resolve_rank
 
 
@@ -138,15 +138,19 @@ class DistributedBatchSampler:
             yield batches[k].tolist()
 
     def plan_state(self, position: int | None = None) -> dict:
-        """The plan's fields of a state (``remaining``, ``delivered``: :func:`~hybridload.sampling.resume.saved_plan`)."""
-        return saved_plan(self.n, self._remaining, self._pos if position is None else position, world_size=self.world_size, batch_size=self.batch_size,
-                          drop_last=self.drop_last, split=split_of(self.order))
+        """The plan's fields of a state after ``position`` batches (default: the sampler's own):
+        :func:`~hybridload.sampling.resume.saved_plan`."""
+        return saved_plan(self.n, self._remaining, self._pos if position is None else position,
+                          world_size=self.world_size, batch_size=self.batch_size, drop_last=self.drop_last,
+                          split=split_of(self.order), shards=order_fingerprint(self.order))
 
     def resume_from(self, state: dict, where: str) -> None:
         """Resume from a state saved by any rank at any world size and batch size (its ``epoch``,
-        ``position``, ``world_size``, ``batch_size``, ``remaining``): :func:`~hybridload.sampling.resume.resume_plan`."""
+        ``position``, ``world_size``, ``batch_size``, ``remaining``):
+        :func:`~hybridload.sampling.resume.resume_plan`."""
         remaining, position = resume_plan(state, n=self.n, world_size=self.world_size, batch_size=self.batch_size,
-                                          drop_last=self.drop_last, split=split_of(self.order), where=where)
+                                          drop_last=self.drop_last, split=split_of(self.order), where=where,
+                                          shards=order_fingerprint(self.order))
         self.resume_at(state["epoch"], position, remaining)
 
     def state_dict(self) -> dict:
