@@ -69,6 +69,8 @@ class ActorPool(Lane):
             except ray.exceptions.GetTimeoutError:
                 raise TimeoutError(f"Ray actors did not start within {ready_timeout_s:g} s on nodes {where}; "
                                    "the cluster may lack free CPUs (check `ray status`)") from None
+            except ray.exceptions.RayTaskError as exc:  # an actor's start refused (its own error)
+                raise _unwrap(exc) from None
             for m in first:
                 self._members.ready(m)
             self._pool_stats.live(len(first), target=len(where))

@@ -1,0 +1,303 @@
+"""The drop-in against torch's own DataLoader on the same arguments: what a loop sees (values,
+order, types, exception classes) compared item by item, torch's worker processes beside the
+drop-in's Ray actors (the shared 3-node loopback cluster).
+
+torch's workers start from a forkserver here: a worker forked from this process (connected to
+Ray) inherits its Ray connection, and such children crash the raylet when they exit (seen:
+``HandleFreeLocalObjects`` in the raylet, then every actor gone)."""
+
+import multiprocessing
+import typing
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+import hybridload
+
+FORKSERVER = multiprocessing.get_context("forkserver")
+FORKSERVER.set_forkserver_preload(["torch", __name__])  # each torch worker forks with these imported
+
+
+def plain(x):
+    """A batch as comparable data: tensors as (dtype, values), containers kept by type."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", str(x.dtype), x.tolist())
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [plain(v) for v in x])
+    if isinstance(x, dict):
+        return ("dict", {k: plain(v) for k, v in x.items()})
+    return (type(x).__name__, x)
+
+
+def outcomes(loader, limit: int = 60) -> list:
+    """What a loop that catches and goes on sees: ("batch", data) or ("error", class, message)."""
+    out, it = [], iter(loader)
+    for _ in range(limit):
+        try:
+            b = next(it)
+        except StopIteration:
+            break
+        except Exception as exc:
+            out.append(("error", type(exc), str(exc)))
+            continue
+        out.append(("batch", plain(b)))
+    return out
+
+
+def same_outcomes(mine: list, torchs: list) -> None:
+    """Batches equal; errors of the same class (torch's RuntimeError fallback: any RuntimeError)."""
+    assert [o[0] for o in mine] == [o[0] for o in torchs], (mine, torchs)
+    for m, t in zip(mine, torchs):
+        if m[0] == "batch":
+            assert m == t
+        else:
+            assert m[1] is t[1] or (t[1] is RuntimeError and issubclass(m[1], RuntimeError)), (m, t)
+
+
+def both(dataset, seed=None, **kw):
+    """torch's DataLoader and the drop-in on Ray actors, on the same arguments (each its own
+    generator seeded ``seed``, when given)."""
+    gen = (lambda: torch.Generator().manual_seed(seed)) if seed is not None else (lambda: None)
+    return (torch.utils.data.DataLoader(dataset, generator=gen(), multiprocessing_context=FORKSERVER, **kw),
+            hybridload.DataLoader(dataset, distribute_mode=True, generator=gen(), **kw))
+
+
+class Batched(Dataset):
+    """A dataset that fetches a batch in one call (Hugging Face datasets, torch's Subset)."""
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.tensor([i, 0])
+
+    def __getitems__(self, indices):
+        return [torch.tensor([i, 1]) for i in indices]
+
+
+def test_a_dataset_with_getitems_is_fetched_a_batch_per_call_as_torch_does(ray_cluster):
+    theirs, mine = both(Batched(), batch_size=4, num_workers=2)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert all(row[1] == 1 for o in got for row in o[1][2])  # every sample came through __getitems__
+
+
+class Unbuildable(Exception):
+    def __init__(self, code, detail):
+        super().__init__(f"{code}: {detail}")
+
+
+class Faulty(Dataset):
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == 4:
+            raise KeyError("record 4 is missing")
+        if i == 7:
+            raise Unbuildable(7, "two arguments: torch cannot rebuild it from one message")
+        return torch.tensor(i)
+
+
+def collate_refusing_ten(samples):
+    if any(int(s) == 10 for s in samples):
+        raise ValueError("sample 10 has no label")
+    return torch.stack(samples)
+
+
+def test_user_errors_keep_their_class_name_the_batch_and_the_pass_goes_on_as_in_torch(ray_cluster):
+    theirs, mine = both(Faulty(), batch_size=3, num_workers=2, collate_fn=collate_refusing_ten)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert [o[1] if o[0] == "error" else "batch" for o in got] == [
+        "batch", KeyError, hybridload.errors.UserCodeError, ValueError]  # 12 samples, 4 batches, 3 raise
+    key_msg = got[1][2]
+    assert "Caught KeyError in DataLoader worker" in key_msg and "raise KeyError" in key_msg  # worker's traceback
+    assert "batch 1 (indices [3, 4, 5]), sample 4: dataset[4]" in key_msg
+    assert "batch 3 (indices [9, 10, 11]): collate_fn" in got[3][2]
+
+
+def init_refusing(worker_id):
+    raise ValueError(f"worker {worker_id} has no shard")
+
+
+def test_an_error_in_worker_init_fn_keeps_its_class_at_the_first_batch_as_in_torch(ray_cluster):
+    theirs, mine = both(Faulty(), batch_size=2, num_workers=2, worker_init_fn=init_refusing)
+    with mine:
+        it = iter(mine)  # as torch: creating the iterator does not raise
+        with pytest.raises(ValueError, match="has no shard") as got:
+            next(it)
+    with pytest.raises(ValueError, match="has no shard"):
+        next(iter(theirs))
+    assert "worker_init_fn" in str(got.value)
+
+
+class Marked(Dataset):
+    """A dataset whose worker_init_fn is its own method (torch: sets the worker's copy)."""
+
+    def __init__(self):
+        self.worker_id = -1
+
+    def init(self, worker_id):
+        self.worker_id = worker_id
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        return torch.tensor([i, self.worker_id, info.id, info.num_workers])
+
+
+def test_worker_init_fn_bound_to_the_dataset_and_worker_info_are_as_in_torch(ray_cluster):
+    ds = Marked()
+    theirs, mine = both(ds, batch_size=2, num_workers=3, worker_init_fn=ds.init)
+    with mine:
+        got = [b for b in mine]
+    want = [b for b in theirs]
+    for batches in (got, want):
+        rows = torch.cat(batches)
+        assert rows[:, 0].tolist() == list(range(8))
+        assert torch.equal(rows[:, 1], rows[:, 2])  # the init set the dataset the worker reads
+        assert set(rows[:, 3].tolist()) == {3}      # num_workers: what was asked
+    assert ds.worker_id == -1  # the driver's dataset is untouched, in both
+
+
+def test_named_errors_are_runtime_errors_where_torch_raises_runtime_error():
+    from hybridload.errors import BatchTimeoutError, UserCodeError, WorkerLost
+    assert all(issubclass(c, RuntimeError) for c in (BatchTimeoutError, WorkerLost, UserCodeError))
+
+
+def test_the_drop_in_is_generic_as_torchs_dataloader():
+    alias = hybridload.DataLoader[torch.Tensor]
+    assert typing.get_origin(alias) is hybridload.DataLoader and typing.get_args(alias) == (torch.Tensor,)
+
+    def train(loader: "hybridload.DataLoader[torch.Tensor]") -> None: ...
+
+    assert typing.get_type_hints(train, globals())["loader"] == alias
+
+
+def test_num_workers_checks_and_warnings_are_torchs():
+    for kw in (dict(), dict(distribute_mode=True)):
+        with pytest.raises(ValueError) as mine:
+            hybridload.DataLoader(Faulty(), num_workers=-1, **kw)
+        with pytest.raises(ValueError) as theirs:
+            torch.utils.data.DataLoader(Faulty(), num_workers=-1)
+        assert str(mine.value) == str(theirs.value)
+    with warnings.catch_warnings(record=True) as want:
+        warnings.simplefilter("always")
+        torch.utils.data.DataLoader(Faulty(), num_workers=1000)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        ld = hybridload.DataLoader(Faulty(), num_workers=1000, distribute_mode=True)
+    assert [str(w.message) for w in got] == [str(w.message) for w in want] and "1000 worker" in str(want[0].message)
+    assert ld.num_workers == 1000
+
+
+def test_a_persistent_loaders_second_epoch_comes_in_torchs_order(ray_cluster):
+    kw = dict(batch_size=4, shuffle=True, num_workers=2)
+
+    def epochs(cls, **more):
+        ld = cls(range(16), generator=torch.Generator().manual_seed(7), **kw, **more)
+        try:
+            return [torch.cat(list(ld)).tolist() for _ in range(2)]
+        finally:
+            getattr(ld, "close", lambda: None)()
+
+    persistent = epochs(torch.utils.data.DataLoader, persistent_workers=True, multiprocessing_context=FORKSERVER)
+    fresh = epochs(torch.utils.data.DataLoader, multiprocessing_context=FORKSERVER)
+    assert persistent[0] == fresh[0] and persistent[1] != fresh[1]  # torch's own difference, for this seed
+    assert epochs(hybridload.DataLoader, persistent_workers=True, distribute_mode=True) == persistent
+    assert epochs(hybridload.DataLoader, distribute_mode=True) == fresh
+
+
+class Shards(IterableDataset):
+    """Each worker yields its own shard (uneven lengths) with numbers from the global RNGs."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        w = info.id if info else 0
+        for j in range(3 + 3 * w):
+            yield torch.tensor([w * 100 + j, info.seed % 1000 if info else 0]), torch.rand(2)
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=4), dict(batch_size=None), dict(batch_size=4, drop_last=True)],
+                         ids=["batched", "unbatched", "drop_last"])
+def test_an_iterable_dataset_runs_on_actors_as_torch_runs_it_on_workers(ray_cluster, kw):
+    theirs, mine = both(Shards(), num_workers=3, seed=1, **kw)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    assert got == want and len(want) >= 3  # values, torch's turn order, seeds, random numbers
+
+
+def test_an_iterable_dataset_on_fewer_actors_than_workers_keeps_each_workers_stream(ray_cluster):
+    theirs = torch.utils.data.DataLoader(Shards(), batch_size=2, num_workers=3, multiprocessing_context=FORKSERVER,
+                                         generator=torch.Generator().manual_seed(2))
+    with hybridload.DataLoader(Shards(), batch_size=2, num_workers=3, num_actors=2, distribute_mode=True,
+                               generator=torch.Generator().manual_seed(2)) as mine:
+        assert outcomes(mine) == outcomes(theirs)  # two workers on one actor: their random states apart
+
+
+class Late(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        import time
+        time.sleep(4 if i == 2 else 0)
+        return i
+
+
+def test_a_batch_past_timeout_is_a_runtime_error_in_both(ray_cluster):
+    theirs, mine = both(Late(), batch_size=2, num_workers=1, timeout=1)
+    with mine:
+        got = outcomes(mine, limit=2)
+    want = outcomes(theirs, limit=2)
+    assert [o[0] for o in got] == [o[0] for o in want] == ["batch", "error"]
+    assert want[1][1] is RuntimeError and issubclass(got[1][1], RuntimeError)
+    assert got[1][1] is hybridload.BatchTimeoutError and "batch 1" in got[1][2]
+
+
+class Dying(IterableDataset):
+    """Worker 1's process ends in the middle of its data (a crash, the OOM killer)."""
+
+    def __iter__(self):
+        import os
+        info = get_worker_info()
+        for j in range(4):
+            if info.id == 1 and j == 2:
+                os._exit(3)
+            yield j
+
+
+def until_error(loader, limit: int = 10):
+    """Batches until the first exception: (batches, the exception's class)."""
+    got, it = [], iter(loader)
+    for _ in range(limit):
+        try:
+            got.append(next(it).tolist())
+        except StopIteration:
+            return got, None
+        except Exception as exc:
+            return got, type(exc)
+    return got, None
+
+
+def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster):
+    theirs, mine = both(Dying(), batch_size=1, num_workers=2)
+    with mine:
+        got, mine_error = until_error(mine)
+    want, torch_error = until_error(theirs)
+    assert got == [[0], [0], [1], [1], [2]]  # in turn, until worker 1's process ends
+    assert want == got[:len(want)]  # torch raises as soon as it notices the dead worker: a prefix
+    # torch raises RuntimeError("DataLoader worker ... exited unexpectedly"), or, when the worker dies while
+    # sending, the queue's ConnectionResetError (a race of torch's own)
+    assert torch_error in (RuntimeError, ConnectionResetError), torch_error
+    assert mine_error is hybridload.errors.WorkerLost and issubclass(mine_error, RuntimeError)
