@@ -245,6 +245,14 @@ def test_an_iterable_dataset_on_fewer_actors_than_workers_keeps_each_workers_str
         assert outcomes(mine) == outcomes(theirs)  # two workers on one actor: their random states apart
 
 
+def test_an_iterable_dataset_on_persistent_workers_goes_on_as_torchs_in_the_second_epoch(ray_cluster):
+    theirs, mine = both(Shards(), seed=3, batch_size=4, num_workers=2, persistent_workers=True)
+    with mine:
+        got = [outcomes(mine) for _ in range(2)]
+    want = [outcomes(theirs) for _ in range(2)]
+    assert got == want and got[0] != got[1]  # iterated again, not reseeded: new random numbers, as torch's
+
+
 class Late(Dataset):
     def __len__(self):
         return 4
