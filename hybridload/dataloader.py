@@ -156,7 +156,12 @@ class DataLoader(tud.DataLoader[T_co]):
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
             return _FailedPass(exc.failure, self._index_sampler)
         self._lanes.append(lane)
-        return _RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors, first=True)
+        try:
+            return _RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors, first=True)
+        except BaseException:  # the pass could not start: its actors go now
+            self._lanes.remove(lane)
+            close_all([lane], "starting a DataLoader pass", log=log)
+            raise
 
     def _start_actors(self):
         rank, world = resolve_rank()

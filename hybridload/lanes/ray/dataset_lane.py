@@ -45,7 +45,11 @@ class IterableDatasetActors(ActorPool):
                          pass_worker_index=True, fit_request=True, **pool)
         import ray
         handles = [m.handle for m in self.members()]
-        ids = ray.get([h.ids.remote() for h in handles], timeout=60)
+        try:
+            ids = ray.get([h.ids.remote() for h in handles], timeout=60)
+        except BaseException:
+            self.close()
+            raise
         self._by_id = {w: h for h, hosted in zip(handles, ids) for w in hosted}
 
     def call(self, actor, task: BatchTask):
