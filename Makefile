@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench setup clean
+.PHONY: test demo bench setup clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ setup: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# The documentation site (docs/, mkdocs.yml) in strict mode: a broken link, a missing reference or
+# any warning fails the build. The result is site/index.html.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
+
 demo: $(STAMP)
 	$(VENV)/bin/hybridload demo
 
@@ -28,4 +36,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_loader_overhead.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -266,11 +266,15 @@ def table(report) -> str:
         rows += [("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f}, "
                                         f"> 2 off: {px['share_off_by_more_than_2_max']:.4%} ({px['engine']})"),
                  ("index streams identical", str(c["index_streams_identical"]))]
-        for k in ("device_after_set_device", "gpu_memory", "side_stream_sanitizer"):
+        for k in ("device_after_set_device", "gpu_memory"):
             if k in c:
                 rows.append((k, str(c[k].get("ok", c[k].get("flat")))))
     else:
         rows.append(("correctness", _status(c)))
+    o = report.get("ordering", {})
+    rows.append(("ordering (stalled stream)", f"mean |diff| <= {o['mean_abs_diff_max']:.3f}; without the wait "
+                                              f"{o['control_without_wait_mean_abs_diff_max']:.3f}"
+                 if o.get("status") in ("ok", "fail") else _status(o)))
     t = report.get("tolerance", {})
     for engine, by_sub in t.get("engines", {}).items():
         for sub, r in by_sub.items():

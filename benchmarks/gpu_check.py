@@ -1,9 +1,13 @@
 """One command that checks the GPU path end to end and measures it: JSON + a printed table.
 
 Sections: ``environment``; ``correctness`` (GPU-engine pixels vs the CPU lane per batch,
-identical index streams, batches on the device after ``torch.cuda.set_device``, a
-side-stream consumer under ``TORCH_CUDA_SANITIZER=1``, GPU memory flat over many batches
-and released after ``close()``); ``speed`` (trainer images/s with a ResNet-50 training
+identical index streams, batches on the device after ``torch.cuda.set_device``, device
+memory (``torch.cuda.mem_get_info``: nvJPEG's and DALI's pools too) flat over many batches
+and back after ``close()``); ``ordering`` (the torch engine with its stream stalled by
+``torch.cuda._sleep`` before each batch's ops: pixels against the CPU lane, and a control
+run without the wait before decode; ``_gpu_ordering.py``); ``device`` (``_gpu_device.py``: synchronisations on the consumer's
+delivery path under ``torch.cuda.set_sync_debug_mode``, a device fault injected into each GPU
+engine, the GPU lane's share in mode "auto" beside a training step); ``speed`` (trainer images/s with a ResNet-50 training
 step — AMP, channels_last — per mode: GPU lane, CPU lane on all cores, split at the
 planner's share, torch DataLoader with Pillow on all cores, against the same model on
 synthetic on-device data); ``nvml`` (readings taken during the training step);
@@ -23,14 +27,14 @@ package (Ray, DALI, torchvision, scikit-image, matplotlib) skips the section tha
 naming the package. Exit status 1 only when a section failed or raised.
 Needs: torch, numpy, Pillow and the hybridload wheel (with simplejpeg, tqdm, fsspec); no
 checkout on sys.path (``hybridload.kernels`` exists only in a built wheel), no scikit-image
-(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py`` must sit beside it.
+(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py``, ``_gpu_ordering.py`` and ``_gpu_device.py`` must sit beside it.
 
 GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12):
     here, in the repo root:
            echo /.whl/ >> .git/info/exclude; rm -rf .whl
            python -m pip wheel --no-deps --no-build-isolation -w .whl .
            python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
-               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0
+               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0 braceexpand==0.1.7
     there (device tool: carry [".whl"], timeout_s 600):
            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
                --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
@@ -48,7 +52,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,6 +70,8 @@ from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
 from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
 
+from _gpu_device import auto_share, delivery_syncs, injected_fault
+from _gpu_ordering import stalled_ordering
 from _gpu_sections import Sections, skipped, subsampled_folders, table, tolerance
 
 log = logging.getLogger("gpu_check")
@@ -199,37 +204,34 @@ def check_correctness(src, rec, bs, device, nb):
             img = next(iter(ld))[0]
             out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
         torch.cuda.set_device(device)
-        base = torch.cuda.memory_allocated(device)
-        ld = loader_for(src, rec, bs, device, "gpu", threads=2)
-        mem = []
-        for n, b in enumerate(endless(ld)):
-            if n in (20, 199):
-                mem.append(torch.cuda.memory_allocated(device))
-            if n >= 199:
-                break
-        del b
-        ld.close()
-        torch.cuda.synchronize(device)
-        out["gpu_memory"] = {"at_20_mb": mem[0] / 2**20, "at_200_mb": mem[1] / 2**20,
-                             "after_close_mb": (torch.cuda.memory_allocated(device) - base) / 2**20,
-                             "flat": mem[1] <= mem[0] * 1.1 + 2**20}
-        env = dict(os.environ, TORCH_CUDA_SANITIZER="1")
-        proc = subprocess.run([sys.executable, __file__, "--sanitizer-child", src.root], env=env,
-                              capture_output=True, text=True, timeout=300)
-        out["side_stream_sanitizer"] = {"ok": proc.returncode == 0 and "CSAN" not in proc.stderr,
-                                        "stderr_tail": proc.stderr[-1500:]}
+        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device)
     return out
 
 
-def sanitizer_child(root):
-    """A consumer on a side stream reads GPU-lane batches; CSAN aborts on an unsynchronized read."""
-    src, rec = sources.ImageFolder(root), recipe.imagenet_train(224)
-    s = torch.cuda.Stream()
-    with loader_for(src, rec, 32, torch.device("cuda"), "gpu", threads=2) as ld, torch.cuda.stream(s):
-        for n, (img, _lab, _idx) in enumerate(ld):
-            img.float().mean().item()
-            if n >= 5:
-                break
+def used_bytes(device) -> int:
+    """Device memory in use by everyone, as the driver sees it (nvJPEG's and DALI's pools
+    included, which ``torch.cuda.memory_allocated`` does not see)."""
+    torch.cuda.synchronize(device)
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free
+
+
+def device_memory_over(make_loader, device, batches: int = 500) -> dict:
+    """Used device memory after 20 and after ``batches`` batches, and after ``close()``."""
+    base = used_bytes(device)
+    ld, mem = make_loader(), {}
+    for n, b in enumerate(endless(ld)):
+        if n + 1 in (20, batches):
+            mem[n + 1] = used_bytes(device)
+        if n + 1 >= batches:
+            break
+    del b
+    ld.close()
+    torch.cuda.empty_cache()
+    after = used_bytes(device)
+    return {"at_20_mb": (mem[20] - base) / 2**20, f"at_{batches}_mb": (mem[batches] - base) / 2**20,
+            "after_close_mb": (after - base) / 2**20, "flat": mem[batches] <= mem[20] + 64 * 2**20,
+            "back_to_baseline": after <= base + 64 * 2**20}
 
 
 def measure_speed(src, rec, bs, device, nb, quick):
@@ -293,7 +295,7 @@ def local_sweep(src, rec, bs, nb, counts):
     return out
 
 
-GPU_SECTIONS = ("correctness", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
+GPU_SECTIONS = ("correctness", "ordering", "device", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
 
 
 def gpu_engines(device, quick) -> dict:
@@ -331,10 +333,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="gpu_check.json")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="skip (reason 'budget') the sections that would start after this many seconds")
-    ap.add_argument("--sanitizer-child", metavar="ROOT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.sanitizer_child:
-        return sanitizer_child(args.sanitizer_child)
     logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
     run = Sections(args.out, args.budget_s)
     device = torch.device(args.device)
@@ -372,6 +371,9 @@ def main(argv=None) -> int:
     warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
     run.run("correctness", lambda: check_correctness(src, recipe.imagenet_train(size), bs, device, nb))  # uint8
     tol_bs = 4 if quick else 32
+    run.run("ordering", lambda: stalled_ordering(lambda: torch_lane(src, recipe.imagenet_train(size), tol_bs, device),
+                                                 src, recipe.imagenet_train(size), tol_bs)
+            if device.type == "cuda" else skipped("needs a CUDA device (torch.cuda._sleep stalls a CUDA stream)"))
 
     def folders():
         if "folders" not in data:
@@ -401,6 +403,23 @@ def main(argv=None) -> int:
             sp["ratios"]["hybridload_split_at_plan"] = at_plan / sp["ceiling_synthetic"]
         return out
     run.run("plan", plan)
+
+    def device_section():
+        from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
+        out = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
+               "faults": {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}}
+        try:
+            from hybridload.lanes.gpu.dali import DaliLane
+            out["faults"]["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
+        except Exception as exc:  # no DALI on the machine: said, not failed
+            out["faults"]["dali"] = skipped(f"DALI unavailable ({type(exc).__name__}: {exc})")
+        out["auto_share"] = auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
+                                       30 if quick else 300)
+        bad = [k for k, v in [("syncs", out["syncs"]), ("auto_share", out["auto_share"]),
+                              *out["faults"].items()] if v.get("status") != "skipped" and not v.get("ok")]
+        return {**out, "status": "fail" if bad else "ok", "failed": bad}
+    run.run("device", device_section if device.type == "cuda"
+            else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"))
     run.run("local_sweep", lambda: {str(k): v for k, v in local_sweep(src, rec, bs, 2 if quick else nb,
                                                                      (1, 2) if quick else (1, 2, 4, 8, 16)).items()})
     print(table(run.report))

@@ -27,6 +27,7 @@ from hybridload import HybridLoader, recipe, sources
 from _common import log, parser, photo_folder, policy, setup_logging, small_cnn
 
 
+# --8<-- [start:datamodule]
 class PhotoData(L.LightningDataModule):
     """An ImageFolder through a HybridLoader, one per rank."""
 
@@ -77,6 +78,9 @@ class EpochFromTrainer:
     def __iter__(self):
         self.loader.set_epoch(self.trainer.current_epoch)   # set_epoch(e) wins, however often iter() is called
         return iter(self.loader)
+
+
+# --8<-- [end:datamodule]
 
 
 class Classifier(L.LightningModule):

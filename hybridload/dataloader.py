@@ -17,35 +17,23 @@ through the ordered merger. Compared with Dpex:
   seconds (default 300 when 0 is given) raises an error naming it;
 * errors: as torch's ``ExceptionWrapper``: an exception of the user's ``__getitem__``,
   ``__getitems__``, collate or ``worker_init_fn`` is raised in the driver with its own class
-  (a ``KeyError`` stays a ``KeyError``; a class that cannot be rebuilt from one message
-  arrives as :class:`~hybridload.errors.UserCodeError`, a RuntimeError), the message naming
-  the worker, the batch and its indices, with the worker's traceback; it is raised once at its
-  batch's place and the pass goes on with the later batches (never retried). A late batch and
-  a lost worker raise :class:`~hybridload.errors.BatchTimeoutError` /
-  :class:`~hybridload.errors.WorkerLost`, RuntimeErrors as torch's;
-* workers: ``num_workers`` is a request; with fewer free CPU slots, as many actors as fit
-  run (one warning; torch's warning about more workers than CPUs as torch gives it). Inside an
-  actor ``torch.utils.data.get_worker_info()`` gives its id, the ``num_workers`` asked, the
-  batch's seed and the dataset; ``worker_init_fn(id)`` runs there first, shipped in one pickle
-  with the dataset and collate (a ``worker_init_fn`` bound to the dataset sets the actor's
-  dataset), so what it sets is seen by ``__getitem__``; a dataset's ``__getitems__`` fetches a
-  batch in one call, as torch >= 2.0;
-* an ``IterableDataset`` runs as torch runs it: each worker id an iterator over its own copy
-  (seeded, ``worker_init_fn`` run), batches taken from the ids in turn
-  (:mod:`hybridload.lanes.ray.iterable_pass`); ids beyond the actors that fit share actors;
-* other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor``
-  batches ahead); ``persistent_workers`` as torch: False (the default) gives each pass
-  (each ``iter(loader)``) its own actors, killed when the pass ends or its iterator is
-  dropped; True keeps one set of actors across passes until ``close()`` (faster epochs), and
-  as torch's reused iterator, a later pass draws no new base seed from ``generator`` (so a
-  shuffled second epoch comes in torch's persistent order; its batches are seeded
-  ``base_seed + pass * batches + k``); ``pin_memory`` and ``pin_memory_device`` pin each
-  delivered batch as torch's pin thread does; ``in_order=False`` is accepted and batches
-  still come in sampler order (what it allows, not what it asks: the window keeps the actors
-  busy past a slow batch); ``multiprocessing_context`` is refused in ``distribute_mode``
-  (there are no worker processes to configure);
-* stopping: ``close()`` (or garbage collection) stops every pass before killing actors;
-  ``next()`` on an iterator after ``close()`` raises a RuntimeError naming ``close()``.
+  (one that cannot be rebuilt from one message as :class:`~hybridload.errors.UserCodeError`),
+  naming the worker, batch and indices, with the worker's traceback; it is raised once and the
+  pass goes on. A late batch and a lost worker raise RuntimeErrors as torch's
+  (:class:`~hybridload.errors.BatchTimeoutError`, :class:`~hybridload.errors.WorkerLost`);
+* workers: ``num_workers`` is a request (as many actors as fit run, one warning); in an actor
+  ``get_worker_info()`` gives its id and the ``num_workers`` asked; ``worker_init_fn`` travels
+  in one pickle with the dataset and collate (one bound to the dataset sets the actor's
+  dataset); ``__getitems__`` fetches a batch in one call; an ``IterableDataset`` runs as on
+  torch's workers (:mod:`hybridload.lanes.ray.iterable_pass`);
+* ``persistent_workers``: False gives each pass its own actors; True keeps them until
+  ``close()`` and, as torch's reused iterator, draws no new base seed in later passes (torch's
+  persistent order); ``prefetch_factor`` sets the window; ``pin_memory`` pins as torch;
+  ``in_order=False`` is accepted (batches still come in sampler order);
+  ``multiprocessing_context`` is refused in ``distribute_mode``;
+* stopping: ``close()`` (or garbage collection) stops every pass before killing actors.
+
+Where it matches torch and where it differs: ``docs/guide/dropin.md``.
 """
 
 from __future__ import annotations
@@ -64,6 +52,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
+from hybridload.execution.tasks import sampler_tasks
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -79,7 +68,30 @@ def _size(indices) -> int:
 class DataLoader(tud.DataLoader[T_co]):
     """torch.utils.data.DataLoader with Ray actors as workers when ``distribute_mode=True``.
 
-    Extra arguments:
+    The arguments up to ``in_order`` are torch's, with torch's meaning; with
+    ``distribute_mode=False`` the loader is plain torch.
+
+    Args:
+        dataset: a map-style dataset (``__getitem__`` and ``__len__``; ``__getitems__`` when it
+            has one).
+        batch_size: samples per batch; None: no batching (one sample at a time).
+        shuffle: a new random order every epoch.
+        sampler: the order of indices (e.g. a ``DistributedSampler``, or a list).
+        batch_sampler: yields whole batches of indices (instead of ``batch_size``/``sampler``).
+        num_workers: the workers asked for: Ray actors with ``distribute_mode=True``, processes
+            otherwise.
+        collate_fn: merges a list of samples into a batch (torch's default collate if None).
+        pin_memory: copy batches into pinned memory.
+        drop_last: drop the last partial batch.
+        timeout: seconds to wait for a batch from the workers (0: the default bound, 300 s
+            with ``distribute_mode=True``).
+        worker_init_fn: called in each worker with its id before it loads data.
+        multiprocessing_context: torch's worker start method (worker processes only).
+        generator: the random generator for the sampler and the workers' base seed.
+        prefetch_factor: batches loaded ahead per worker.
+        persistent_workers: keep the workers alive across epochs.
+        pin_memory_device: the device to pin for (torch's argument).
+        in_order: yield batches in sampler order (torch's argument).
         distribute_mode: False → plain torch behaviour; True → Ray actors.
         head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
             user started on this machine with ``ray start`` (Ray's record of it,
@@ -89,14 +101,16 @@ class DataLoader(tud.DataLoader[T_co]):
             another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair
             share of the cluster's CPUs (divided among DDP ranks).
-        placement, reserve_local_cpus: as in LoaderPolicy.
+        placement: where the actors go: "remote-first", "any" or "local", as in LoaderPolicy.
+        reserve_local_cpus: CPUs on this node kept free for training, as in LoaderPolicy.
         window: batches in flight or buffered ahead of the consumer (default 2 per actor).
     """
 
-    def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None, sampler=None,
-                 batch_sampler=None, num_workers: int = 0, collate_fn: Callable | None = None,
+    def __init__(self, dataset: tud.Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: tud.Sampler | Any = None, batch_sampler: tud.Sampler | Any = None, num_workers: int = 0, collate_fn: Callable | None = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Callable | None = None, multiprocessing_context=None, generator=None, *,
+                 worker_init_fn: Callable | None = None, multiprocessing_context: Any = None,
+                 generator: torch.Generator | None = None, *,
                  prefetch_factor: int | None = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True, distribute_mode: bool = False,
                  head_address: str | None = "auto",
@@ -231,10 +245,14 @@ class _RayDataLoaderIter:
             self._stream = lane.start_pass(base_seed, prefetch=loader._prefetch, timeout_s=timeout,
                                            length=_length(loader))
         else:
-            batches = list(sampler_iter)
+            batches, count = sampler_iter, _length(loader._index_sampler)
+            if count is None:  # a sampler without len(): listed up front (as sampler_tasks lists it)
+                listed = list(sampler_iter)
+                batches, count = iter(listed), len(listed)
             if not first:  # the pass's own seeds, after those of the earlier passes
-                base_seed = (base_seed + loader._pass_seeds[1] * max(1, len(batches))) % 2 ** 63
-            tasks = [BatchTask(k, 0, b, size=_size(b), seed=base_seed + k) for k, b in enumerate(batches)]
+                base_seed = (base_seed + loader._pass_seeds[1] * max(1, count)) % 2 ** 63
+            tasks = sampler_tasks(batches, loader._index_sampler,  # pulled as reached when it has a len()
+                                  lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
             self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
         self._pin_device = loader.pin_memory_device or None
@@ -274,8 +292,9 @@ class _RayDataLoaderIter:
             self._release()
 
 
-def _length(loader: DataLoader):
+def _length(sized) -> int | None:
+    """``len(sized)``, None when it has none (an IterableDataset, a sampler without __len__)."""
     try:
-        return len(loader)
-    except TypeError:  # an IterableDataset without __len__
+        return len(sized)
+    except TypeError:
         return None

@@ -5,6 +5,9 @@ parts: it closes them all and reports every failure at the end (:class:`Shutdown
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
+
 
 class HybridLoadError(Exception):
     """Base class of hybridload's own errors."""
@@ -28,6 +31,19 @@ class SampleError(HybridLoadError):
 
     def __reduce__(self):  # keep the fields across pickling (Ray, processes)
         return (type(self), (self.index, self.path, self.stage, self.reason))
+
+
+class OrderMismatchError(HybridLoadError, ValueError):
+    """A checkpoint saved with one epoch order ("randperm" or "keyed") was loaded into a
+    loader or sampler built with the other: resuming would replay another stream."""
+
+    def __init__(self, saved: str, mine: str, where: str):
+        self.saved, self.mine = saved, mine
+        super().__init__(f"{where}: the state was saved with order={saved!r} but this one has order={mine!r}; "
+                         f"build it with order={saved!r} to resume (the orders give different streams)")
+
+    def __reduce__(self):
+        return (type(self), (self.saved, self.mine, str(self).split(":", 1)[0]))
 
 
 class BatchTimeoutError(HybridLoadError, RuntimeError):
@@ -112,7 +128,7 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
         return ExceptionGroup(self.message, excs)
 
 
-def close_all(parts, what: str = "closing", *, log=None) -> None:
+def close_all(parts: Iterable, what: str = "closing", *, log: logging.Logger | None = None) -> None:
     """Close every part in order, going on past a failure; then raise one
     :class:`ShutdownError` naming each part that failed (nothing when all closed).
 
@@ -120,6 +136,11 @@ def close_all(parts, what: str = "closing", *, log=None) -> None:
     one), a ``(name, fn)`` pair for a step that is no object's ``close``, or None (skipped).
     With ``log`` (a logger) the error is logged there as one warning instead of raised: for
     paths with nobody to raise to (garbage collection, cleaning up after another error).
+
+    Args:
+        parts: what to close, in order.
+        what: the step, as the error names it ("closing the loader").
+        log: a logger to warn on instead of raising; None raises.
     """
     failures = []
     for part in parts:
@@ -137,7 +158,11 @@ def close_all(parts, what: str = "closing", *, log=None) -> None:
 
 
 def take_all(held: list) -> list:
-    """Empty ``held`` and return what it held, last first (the order to close it in)."""
+    """Empty ``held`` and return what it held, last first (the order to close it in).
+
+    Args:
+        held: the list to empty.
+    """
     out = held[::-1]
     held.clear()
     return out

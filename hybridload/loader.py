@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 
 from hybridload.sampling import sharding
+from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
@@ -28,6 +29,7 @@ from hybridload.execution.retry import RetryRules, StragglerRule
 from hybridload.sources import Source
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
+from hybridload.execution.tasks import LazyTasks
 from hybridload.delivery.transfer import DeviceMover, default_device
 from hybridload.errors import close_all, take_all
 
@@ -44,8 +46,18 @@ class HybridLoader:
         recipe: a :class:`hybridload.recipe.Recipe`.
         batch_size: samples per batch (per rank).
         policy: a :class:`LoaderPolicy`; default ``LoaderPolicy()``.
-        seed, shuffle, drop_last: as torch's DistributedSampler / DataLoader.
-        rank, world_size: default from torch.distributed when initialized, else 0 and 1.
+        seed: the stream's key: the epoch order and every random draw of the recipe are
+            functions of (seed, epoch, index), as DistributedSampler's ``seed``.
+        shuffle: a new order every epoch (``torch.randperm`` seeded with ``seed + epoch``);
+            False keeps the dataset's order.
+        order: "randperm" (default: torch.randperm's order, as DistributedSampler; the epoch's
+            order is made at its start) or "keyed" (each batch computed when reached, O(1)
+            memory: :mod:`hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
+        drop_last: drop the tail that does not fill every rank equally (DistributedSampler's
+            rule) and the last partial batch; False pads by repeating samples instead.
+        rank: this process's rank; default from torch.distributed when initialized, else
+            torchrun's ``RANK``, else 0.
+        world_size: the number of ranks; default as ``rank`` (``WORLD_SIZE``, else 1).
         device: where batches land; default cuda:LOCAL_RANK if CUDA is available, else cpu.
         return_indices: also yield the batch's dataset indices.
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
@@ -60,7 +72,7 @@ class HybridLoader:
                  policy: LoaderPolicy | None = None, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int | None = None, world_size: int | None = None,
                  device: str | torch.device | None = None, return_indices: bool = False,
-                 batch_transform: BatchTransform | None = None):
+                 batch_transform: BatchTransform | None = None, order: str = "randperm"):
         if not isinstance(source, Source):
             raise TypeError(f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
                             "wrap a torch dataset in sources.TorchDataset(ds)")
@@ -83,10 +95,10 @@ class HybridLoader:
             raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
         self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
         self.policy = policy
-        self._sampler = sharding.DistributedBatchSampler(len(source), self.batch_size, seed=seed,
-                                                         shuffle=bool(shuffle), drop_last=bool(drop_last),
-                                                         rank=rank, world_size=world_size,
-                                                         order=source.sample_order())
+        self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
+        self._sampler = sharding.DistributedBatchSampler(
+            len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
+            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)
         self.device = default_device(device)
         self.return_indices = return_indices
         fn = check_batch_transform(batch_transform)
@@ -121,8 +133,9 @@ class HybridLoader:
     def __len__(self) -> int:
         return len(self._sampler)
 
-    def batch_indices(self, epoch: int | None = None) -> list[np.ndarray]:
-        """This rank's batches (index arrays) for an epoch, without processing anything."""
+    def batch_indices(self, epoch: int | None = None) -> Sequence[np.ndarray]:
+        """This rank's batches (index arrays) for an epoch, without processing anything (with
+        ``order="keyed"`` a sequence computing each batch when indexed)."""
         return self._sampler.batches(self.epoch if epoch is None else epoch)
 
     def set_epoch(self, epoch: int) -> None:
@@ -168,7 +181,8 @@ class HybridLoader:
         lanes = self._ensure_lanes()
         self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
-        tasks = [BatchTask(k, self.epoch, b, size=len(b)) for k, b in enumerate(batches)]
+        epoch = self.epoch  # the pass's own, made into its tasks as they are reached
+        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
         p = self.policy
         stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
                              hooks=self._stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
@@ -207,7 +221,7 @@ class HybridLoader:
         return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "num_samples": len(self.source)}
+                "num_samples": len(self.source), "order": self.order}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()``; every field is checked (type, range, and that the
@@ -215,7 +229,7 @@ class HybridLoader:
         mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last", "batch_size",
                                                    "world_size", "rank")}
         mine["num_samples"] = len(self.source)
-        epoch, position = check_state(state, mine, len(self), STATE_VERSION)
+        epoch, position = check_state(state, mine, len(self), STATE_VERSION, order=self.order)
         self._finish_pass(superseded=True)
         self._sampler.resume_at(epoch, position)
 

@@ -8,6 +8,8 @@ from typing import Any, Mapping
 
 import torch
 
+from hybridload.errors import OrderMismatchError
+
 #: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
 SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -54,16 +56,21 @@ def check_device(device: torch.device) -> None:
                          "device(s) are visible; pick one of cuda:0..")
 
 
-def check_state(state: Any, mine: Mapping[str, Any], num_batches: int, version: int) -> tuple[int, int]:
+def check_state(state: Any, mine: Mapping[str, Any], num_batches: int, version: int,
+                order: str = "randperm") -> tuple[int, int]:
     """(epoch, position) of a saved HybridLoader state, after checking every field.
 
     ``mine`` holds this loader's configuration fields (seed, shuffle, ... num_samples);
-    ``num_batches`` is ``len(loader)``: position must lie in [0, num_batches].
+    ``num_batches`` is ``len(loader)``: position must lie in [0, num_batches]; ``order`` is
+    this loader's epoch order: a state saved with the other is refused (a state without the
+    field was saved before the setting existed: "randperm").
     """
     where = "HybridLoader.load_state_dict"
     if not isinstance(state, Mapping):
         raise TypeError(f"{where}: state must be the dict loader.state_dict() returned, got "
                         f"{type(state).__name__}")
+    if state.get("order", "randperm") != order:
+        raise OrderMismatchError(state.get("order"), order, where)
     missing = [k for k in STATE_FIELDS if k not in state]
     if missing:
         raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict "

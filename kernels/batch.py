@@ -16,7 +16,8 @@ from hybridload.recipe import Recipe
 from hybridload.sources import Source
 from hybridload.sources.reads import read_many
 
-from hybridload.kernels.decode import DecodeError, decode_image
+from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
+from hybridload.kernels.decode import DecodeError, decode_image, jpeg_size
 from hybridload.kernels.erase import erase_batch
 from hybridload.kernels.geometry import apply_ops
 
@@ -49,12 +50,11 @@ def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
                     out: torch.Tensor | None = None) -> torch.Tensor:
     """Decode and process one sample's read payload (see :func:`process_sample`)."""
     try:
-        arr = decode_image(payload)
+        arr, ops, stages = _decode(ref, payload, recipe, seed, epoch)
     except DecodeError as exc:
         raise SampleError(ref.index, ref.location, "Decode", str(exc)) from None
-    params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0])
     try:
-        img = apply_ops(arr, params.ops, params.stages)
+        img = apply_ops(arr, ops, stages)
     except Exception as exc:
         raise SampleError(ref.index, ref.location, getattr(exc, "stage", "geometry"),
                           f"{type(exc).__name__}: {exc}") from None
@@ -66,6 +66,23 @@ def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
         return img.permute(2, 0, 1).contiguous() if chw else img.contiguous()
     out.copy_(img.permute(2, 0, 1) if chw else img)
     return out
+
+
+def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.ndarray, tuple, tuple]:
+    """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
+    size; with ``Decode(dct_scaling=True)``, where they shrink its crop enough, it is decoded
+    at 1/2, 1/4 or 1/8 size with the crop mapped onto that (:mod:`.dct_scale`)."""
+    size = jpeg_size(payload) if recipe.stages[0].dct_scaling else None
+    if size is None:
+        arr = decode_image(payload)
+        params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0])
+        return arr, params.ops, params.stages
+    params = recipe.sample_params(seed, epoch, ref.index, *size)
+    plan = plan_scaled_decode(*size, params.ops)
+    arr = decode_image(payload, plan)
+    if plan is None:
+        return arr, params.ops, params.stages
+    return arr, scaled_ops(params.ops, plan.denominator, arr.shape[1], arr.shape[0]), params.stages
 
 
 @functools.lru_cache(maxsize=32)

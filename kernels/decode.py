@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from hybridload.kernels.dct_scale import ScaledDecode
+
 try:  # libjpeg-turbo through simplejpeg: ~1.8x Pillow's JPEG decode, bit-identical output
     import simplejpeg
 except ImportError:  # pragma: no cover - simplejpeg is a dependency; Pillow still works
@@ -96,8 +98,24 @@ def _pil_to_rgb(im: Image.Image) -> np.ndarray:
     return np.asarray(im)
 
 
-def decode_image(payload: Any) -> np.ndarray:
-    """Decode to an RGB HWC uint8 array. Raises :class:`DecodeError` with a reason."""
+def jpeg_size(payload: Any) -> tuple[int, int] | None:
+    """(width, height) of a JPEG that libjpeg-turbo decodes to RGB (grey, YCbCr or RGB
+    colour), from its header; None for anything else, or a header that does not parse (the
+    decode then says why)."""
+    if simplejpeg is None or not isinstance(payload, (bytes, bytearray)) or not is_jpeg(payload):
+        return None
+    try:
+        h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(payload)
+    except ValueError:
+        return None
+    return (int(w), int(h)) if colorspace in ("Gray", "YCbCr", "RGB") else None
+
+
+def decode_image(payload: Any, scaled: ScaledDecode | None = None) -> np.ndarray:
+    """Decode to an RGB HWC uint8 array. Raises :class:`DecodeError` with a reason.
+
+    ``scaled``: decode a JPEG at 1/denominator of its size in the DCT domain (see
+    :mod:`.dct_scale`); the pixel limit is checked on the full size first."""
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         return _decoded_array(payload)
     data = bytes(payload)
@@ -110,8 +128,9 @@ def decode_image(payload: Any) -> np.ndarray:
             raise DecodeError(f"corrupt JPEG header ({exc})") from None
         check_pixels(w, h)
         if colorspace in ("Gray", "YCbCr", "RGB"):
+            size = {} if scaled is None else {"min_width": scaled.min_width, "min_height": scaled.min_height}
             try:
-                return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True)
+                return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True, **size)
             except ValueError as exc:
                 raise DecodeError(f"corrupt or truncated JPEG ({exc})") from None
         # CMYK / YCCK and other colour spaces: Pillow converts them

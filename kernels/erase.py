@@ -3,6 +3,11 @@
 The lanes ship uint8 images; the batch is normalized where it is delivered, then each
 sample's box (drawn from :func:`hybridload.recipe.photometric.erase_generator`, keyed by
 (seed, epoch, index) and the output size only) is filled with the stage's value.
+
+Nothing on this path makes the host wait for the device: a fixed value is written with
+``fill_`` (a scalar argument of the kernel, no copy), and the noise of ``value="random"``
+(drawn on the host, so that every lane gets the same numbers) goes to the device in one
+pinned, non-blocking copy for the whole batch, then into each box on the device.
 """
 
 from __future__ import annotations
@@ -35,17 +40,28 @@ def erase_batch(images: torch.Tensor, stage: RandomErasing, layout: str, seed: i
                 indices: Sequence[int]) -> torch.Tensor:
     """Erase, in place, the boxes of a float batch ``[B, 3, H, W]`` (or ``[B, H, W, 3]``)."""
     chw = images.permute(0, 3, 1, 2) if layout == "HWC" else images
-    boxes = erase_boxes(stage, tuple(chw.shape[-2:]), seed, epoch, indices)
-    fill = None
-    for k, item in enumerate(boxes):
-        if item is None:
-            continue
-        (top, left, h, w), noise = item
-        region = chw[k, :, top:top + h, left:left + w]
-        if noise is not None:
-            region.copy_(torch.from_numpy(noise))
-        else:
-            if fill is None:
-                fill = torch.tensor(stage.value, dtype=images.dtype).view(3, 1, 1).to(images.device)
-            region.copy_(fill.expand_as(region))
+    boxes = [(k, *item) for k, item in enumerate(erase_boxes(stage, tuple(chw.shape[-2:]), seed, epoch, indices))
+             if item is not None]
+    if stage.value == "random":
+        noise = _on_device(np.concatenate([n.ravel() for _k, _box, n in boxes]) if boxes else None, images.device)
+        offset = 0
+        for k, (top, left, h, w), _n in boxes:
+            region = chw[k, :, top:top + h, left:left + w]
+            region.copy_(noise[offset:offset + 3 * h * w].view(3, h, w))
+            offset += 3 * h * w
+        return images
+    for k, (top, left, h, w), _n in boxes:
+        for c, v in enumerate(stage.value):
+            chw[k, c, top:top + h, left:left + w].fill_(v)
     return images
+
+
+def _on_device(values: np.ndarray | None, device: torch.device) -> torch.Tensor | None:
+    """``values`` on ``device``: through pinned memory and a non-blocking copy on CUDA (the host
+    does not wait; the caching host allocator keeps the buffer until the copy has run)."""
+    if values is None:
+        return None
+    host = torch.from_numpy(values)
+    if device.type != "cuda":
+        return host
+    return host.pin_memory().to(device, non_blocking=True)

@@ -11,6 +11,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
+from hybridload.lanes.ray.members import State
 from support.ray_fixtures import alive_actors
 
 REC = recipe.imagenet_train(48)
@@ -59,7 +60,7 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_
                 gaps.append(now - t_last)
             t_last = now
             if k == kill_at:
-                lane = ld._lanes[0]
+                lane = ld._ensure_lanes()[0]
                 victim = max(lane.members(), key=lambda m: m.load)  # one holding work
                 ray.kill(victim.handle, no_restart=True)
                 held_work = victim.load > 0
@@ -100,10 +101,18 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
         policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90)
         with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True,
                           policy=policy) as ld:
+            lane = ld._ensure_lanes()[0]
+
+            def on_extra():
+                return [m for m in lane.members() if m.node_id == extra.node_id and m.state is State.READY]
+
+            # one actor lives on the node we remove, ready before the epoch starts (on a loaded
+            # machine its start can fail and be retried; a node that never got work loses nothing)
+            wait_until(lambda: on_extra(), 120)
+
             def remove(k):
                 nonlocal removed
-                if k == 3:
-                    assert extra.node_id in ld._lanes[0].nodes  # one actor lives on the node we remove
+                if not removed and k >= 2 and any(m.load > 0 for m in on_extra()):  # it holds work
                     cluster.remove_node(extra, allow_graceful=False)
                     removed = True
                     # the training step takes a while: long enough for Ray to declare the node dead
@@ -113,6 +122,7 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
                         time.sleep(0.2)
             got = two_epochs(ld, remove)
             stats = ld.stats()
+        assert removed, "the actor on the extra node never held work"
         assert got == reference
         # the lost node's batches came back through a retry (actor death noticed) or a re-issue
         # (the node went silent before Ray declared it dead)
@@ -150,6 +160,9 @@ def test_a_slowed_actor_does_not_hold_the_stream_back(ray_cluster, photo_root, r
                           batch_timeout_s=60)
     t0 = time.monotonic()
     with HybridLoader(src, REC, BS, seed=1, return_indices=True, policy=policy) as ld:
+        # the pool works from its first ready actor on: wait for all three, so the slow one takes its share
+        ld._ensure_lanes()
+        wait_until(lambda: ld._lanes[0].parallelism == 3, 60)
         got = [digest(b) for b in ld]
         stats = ld.stats()
     elapsed = time.monotonic() - t0

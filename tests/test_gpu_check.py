@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
-GPU_SECTIONS = {"correctness", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep"}
+GPU_SECTIONS = {"correctness", "ordering", "device", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep"}
 
 
 def test_gpu_check_quick_on_cpu_writes_every_section(tmp_path):
@@ -37,6 +37,7 @@ def test_gpu_check_quick_on_cpu_writes_every_section(tmp_path):
     assert set(tol["engines"]["torch"]) == {"4:4:4", "4:2:2", "4:2:0"}
     assert all(r["mean_abs_diff"] <= 0.5 for r in tol["engines"]["torch"].values())
     assert report["dali_decoders"]["status"] == "skipped"  # needs CUDA
+    assert report["ordering"]["status"] == "skipped" and "CUDA" in report["ordering"]["reason"]
     assert "| pixels vs CPU lane" in proc.stdout and "| tolerance torch 4:2:0" in proc.stdout
 
 
@@ -54,7 +55,7 @@ def test_sections_past_the_budget_are_skipped_and_the_json_is_written(tmp_path):
 # -- the bare machine: a venv that sees only torch, numpy, Pillow, nvidia-ml-py (and torch's own
 # dependencies), with the hybridload wheel built from this checkout and its small dependencies
 
-BARE = ["torch", "numpy", "pillow", "nvidia-ml-py", "simplejpeg", "tqdm", "fsspec"]
+BARE = ["torch", "numpy", "pillow", "nvidia-ml-py", "simplejpeg", "tqdm", "fsspec", "braceexpand"]
 ABSENT = ["ray", "nvidia.dali", "skimage", "torchvision", "matplotlib", "sklearn"]
 
 
@@ -151,7 +152,7 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    for name in ("gpu_check.py", "_gpu_sections.py"):
+    for name in ("gpu_check.py", "_gpu_sections.py", "_gpu_ordering.py", "_gpu_device.py"):
         shutil.copy(REPO / "benchmarks" / name, run / name)
     probe = ("import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml; "
              f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])")
@@ -173,7 +174,7 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     assert "drawing photo-like images instead" in proc.stderr  # no scikit-image: drawn photos
     report = json.loads((run / "cpu.json").read_text())
     status = {k: v["status"] for k, v in report.items()}
-    assert status == {**dict.fromkeys(report, "ok"), "dali_decoders": "skipped"}, status
+    assert status == {**dict.fromkeys(report, "ok"), "dali_decoders": "skipped", "ordering": "skipped", "device": "skipped"}, status
     assert report["tolerance"]["engines"]["dali"]["status"] == "skipped"
     assert report["correctness"]["pixels"]["mean_abs_diff_max"] <= 0.5
 

@@ -61,6 +61,9 @@ class FakeCuda:
             def wait_stream(self, other):
                 fake.log.append(("wait_stream", self, other))
 
+            def synchronize(self):
+                fake.log.append(("stream_idle", self))
+
         class Event:
             def record(self, stream=None):
                 self.stream = stream

@@ -405,3 +405,45 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
     assert label == "fake GPU lane" and rate > 0
     assert events[:2] == ["batch", "sync"] and events.count("sync") == events.count("batch")
     assert cores < 0.4  # the spinning waits (half the wall time) are not charged as CPU work
+
+
+def test_a_busy_trainer_does_not_starve_the_gpu_lane_on_recorded_readings():
+    """Recorded readings (no GPU here): NVML says 100 % busy, of which the trainer's kernels
+    are 95 % and the GPU lane's own decode 5 %. Charging the whole overshoot to the lane (the
+    old rule) shrinks the share every re-plan until it is gone; judged by the lane's own GPU
+    time, the share holds. A lane whose own time is past the budget still backs off."""
+    gpu, cpu = LaneSample(640, 1.0, 1), LaneSample(640, 2.0, 2)          # equal capacities: target 0.5
+    share = old_rule = 0.5
+    for _ in range(30):
+        share = rebalance(share, gpu, cpu, gpu_util=1.0, lane_util=0.05, max_gpu_util=0.9)
+        old_rule = rebalance(old_rule, gpu, cpu, gpu_util=1.0, max_gpu_util=0.9)
+    assert share == pytest.approx(0.5)
+    assert old_rule < 0.05                                               # what starved the lane
+    hungry = rebalance(0.5, gpu, cpu, gpu_util=1.0, lane_util=0.4, max_gpu_util=0.9)
+    assert hungry == pytest.approx(0.5 * 0.3 / 0.4)                      # trainer 0.6: the lane may have 0.3
+    past = rebalance(0.5, gpu, cpu, gpu_util=1.0, lane_util=0.2, max_gpu_util=0.9)
+    assert past == pytest.approx(0.5 * 0.1 / 0.2)                        # trainer 0.8: the 10 % slack
+    assert rebalance(0.5, gpu, cpu, gpu_util=0.7, lane_util=0.3, max_gpu_util=0.9) == pytest.approx(0.5)
+
+
+def test_the_online_planner_measures_the_lanes_own_gpu_time_per_wall_second():
+    from hybridload.lanes.base import LaneKind
+    from hybridload.planner.online import OnlinePlanner
+
+    class Monitor:
+        util = 1.0                       # a trainer keeping the GPU busy all the time
+
+        def stop(self):
+            pass
+
+    now = [0.0]
+    lanes = [_FakeLane("gpu", LaneKind.GPU, 1), _FakeLane("cpu", LaneKind.CPU_LOCAL, 2)]
+    planner = OnlinePlanner(lanes, replan_every=4, max_gpu_util=0.9, monitor=Monitor(), clock=lambda: now[0])
+    caps, seq = {LaneKind.GPU: 0.5}, 0
+    for _ in range(20):                  # the GPU lane busy 0.05 s of each second: 5 % of the device
+        for lane, seconds in (("gpu", 0.025), ("cpu", 0.1), ("gpu", 0.025), ("cpu", 0.1)):
+            now[0] += 0.25
+            answer = planner.batch_done(seq, lane, 16, seconds, dict(caps))
+            seq += 1
+            caps.update(answer or {})
+    assert caps[LaneKind.GPU] > 0.5      # it moved toward the faster GPU lane instead of decaying

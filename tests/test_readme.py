@@ -43,8 +43,3 @@ def test_the_readme_quickstart_runs_as_written_and_resumes_mid_epoch(tmp_path):
     out = _run(readme_block("quickstart"), tmp_path)
     assert "resumed epoch 1: 2 of 4 batches left" in out      # 64 photos, batches of 16, saved after 2
     assert (tmp_path / "loader.pt").exists() and (tmp_path / "data" / "quickstart-photos").is_dir()
-
-
-def test_the_readme_drop_in_resume_runs_as_written(tmp_path, ray_cluster):
-    out = _run(readme_block("dropin-resume"), tmp_path, ray_address=ray_cluster[0].address)
-    assert "6 batches left of epoch 3" in out

@@ -231,6 +231,15 @@ def _one_line(message, category, filename, lineno, line=None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``hybridload`` command: run one subcommand and return its exit status.
+
+    Exit statuses: 0 done; 2 a usage mistake (a bad flag or argument, a missing directory, a
+    plan file that is not one), one line on stderr; 1 an optional extra is missing (one line
+    naming the ``pip install`` that adds it); 130 interrupted (Ctrl-C).
+
+    Args:
+        argv: the arguments after ``hybridload``; None: ``sys.argv[1:]``.
+    """
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from hybridload.extras import MissingExtraError

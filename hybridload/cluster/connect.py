@@ -56,6 +56,10 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     docstring (with ``fallback_embedded``, the embedded cluster when it finds none, else an
     error); "host:port" → that cluster. A connection that already exists in this process is
     used as it is; an idle one hybridload made for another target is replaced.
+
+    Args:
+        address: "embedded", "auto", "host:port", or None (above).
+        fallback_embedded: with "auto", start the embedded cluster when none is found.
     """
     global _users, _ours, _our_job
     ray = _import_ray()
@@ -224,7 +228,14 @@ def shutdown() -> bool:
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """One alive Ray node as the placement planner sees it."""
+    """One alive Ray node as the placement planner sees it.
+
+    Attributes:
+        node_id: Ray's node id.
+        address: the node's IP address.
+        cpus: its CPUs.
+        is_trainer: whether the training process runs there.
+    """
 
     node_id: str
     address: str

@@ -24,7 +24,11 @@ import torch
 def resolve_device(device: str | torch.device | None, *, env: dict | None = None, cuda: Any = None) -> torch.device:
     """The concrete device batches land on (a CUDA device always with its index).
 
-    ``env`` and ``cuda`` (a stand-in for ``torch.cuda``) are injectable for tests.
+    Args:
+        device: "cuda", "cuda:1", "cpu", a torch device, or None (cuda:LOCAL_RANK when CUDA
+            is available, else cpu).
+        env: the environment to read ``LOCAL_RANK`` from (injectable for tests).
+        cuda: a stand-in for ``torch.cuda`` (injectable for tests).
     """
     env = os.environ if env is None else env
     cuda = torch.cuda if cuda is None else cuda
@@ -41,7 +45,11 @@ def resolve_device(device: str | torch.device | None, *, env: dict | None = None
 
 
 def default_device(device: str | torch.device | None) -> torch.device:
-    """The loader's device: see :func:`resolve_device`."""
+    """The loader's device: see :func:`resolve_device`.
+
+    Args:
+        device: as :func:`resolve_device`.
+    """
     return resolve_device(device)
 
 
@@ -54,7 +62,9 @@ def wait_for(ready: Any, stream: Any) -> None:
 class DeviceMover:
     """Copies tensors to ``device`` after what produced them; a no-op for CPU.
 
-    ``cuda`` stands in for ``torch.cuda`` in tests.
+    Args:
+        device: where batches land.
+        cuda: a stand-in for ``torch.cuda`` in tests.
     """
 
     def __init__(self, device: torch.device, *, cuda: Any = None):

@@ -1,28 +1,27 @@
 """The dispatcher hands batch tasks to lanes, pull-based, within the merger's window.
 
-It runs on its own thread, woken when a lane reports, when the consumer takes a batch
-(the window moves) and every ``tick_s`` (to notice stragglers when nothing else happens).
-Lanes report into an inbox; only the dispatcher's thread changes its bookkeeping.
+It runs on its own thread, woken when a lane reports, when the consumer takes a batch and
+every ``tick_s``. Lanes report into an inbox; only its thread changes its bookkeeping.
 
 * A task starts only while the merger admits its sequence number (inside the window
   ahead of the consumer), and only on a lane with a free slot.
 * Lanes are tried in order. A lane with a cap (:class:`~hybridload.lanes.spec.LaneCaps`) takes a
   new task only while its share of the tasks handed out stays at or below the cap. A
   fallback lane takes tasks only when every other lane is unusable, or for retries.
-* A failed task follows :func:`hybridload.execution.retry.decide`: delivered as the batch's
-  result, or handed on (retries first, before new work).
-* Stragglers: a task running longer than ``factor`` times its lane's typical task time
-  (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
-  result wins and the merger drops the other.
-* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
-  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
+* A failed task follows :func:`~hybridload.execution.retry.decide`: delivered as the batch's
+  result, or handed on (retries before new work).
+* Stragglers: a task running over ``factor`` x its lane's typical time (at least ``min_s``)
+  is issued once more, on any lane with a free slot; the first result wins. Running copies
+  wait in a deadline heap (:mod:`~hybridload.execution.stragglers`): O(log k) a wake.
+* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the GPU
+  bytes of the merger's finished batches plus its own in flight fit in it.
 * The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
   each finished batch and writes the answer (:mod:`hybridload.execution.hooks`).
-* The caller makes the tasks: each says its size (what is counted) and carries the pass's
-  own state (epoch, seed); a retry or a straggler's second copy is the same task.
+* The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
+  for in increasing ``k`` only (:mod:`~hybridload.execution.tasks`); a retry or a second copy
+  is the same task.
 
-Whatever happens, each sequence number is delivered exactly once.
-"""
+Whatever happens, each sequence number is delivered exactly once."""
 
 from __future__ import annotations
 
@@ -38,6 +37,7 @@ from hybridload.lanes.spec import LaneCaps
 from hybridload.execution.hooks import CapsHook, DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
+from hybridload.execution.stragglers import StragglerWatch, Watched
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ class Dispatcher:
         self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
         self._running: dict[int, list[tuple[_LaneBook, float]]] = {}  # seq -> copies (book, start)
         self._reissued: set[int] = set()
+        self._watch = StragglerWatch(stragglers)          # running copies by when to look at them
         self._inbox: deque = deque()                       # (book, start, task, result) from lanes
         self._cond = threading.Condition()
         self._lock = threading.Lock()                      # the bookkeeping, for where()
@@ -142,6 +143,7 @@ class Dispatcher:
         t0 = time.perf_counter()
         book.in_flight += 1
         self._running.setdefault(task.seq, []).append((book, t0))
+        self._watch.started(Watched(task.seq, book, t0, task))
         done = self._report_to(book, t0, task)
         try:
             book.lane.submit(task, done)
@@ -185,14 +187,19 @@ class Dispatcher:
             if self._retry_queue:
                 task, retry = self._retry_queue[0], True
             elif self._next < len(self._tasks) and self._merger.admits(self._next):
-                task, retry = self._tasks[self._next], False
+                try:
+                    task, retry = self._tasks[self._next], False
+                except RuntimeError as exc:  # streamed tasks: the caller's iterator broke its len()
+                    self._merger.put(self._next, exc, error=True)
+                    self._next += 1
+                    continue
             else:
                 return
             if self._no_lane_left(task.seq):
                 self._take(retry)
-                self._deliver_error(task.seq, RuntimeError(
+                self._merger.put(task.seq, RuntimeError(
                     f"batch {task.seq}: no lane left to run it (broken: {sorted(self._broken_names())}, "
-                    f"failed on: {sorted(self._excluded_names(task.seq))})"))
+                    f"failed on: {sorted(self._excluded_names(task.seq))})"), error=True)
                 continue
             book = self._pick(self._excluded.get(task.seq, set()), retry)
             if book is None:
@@ -209,20 +216,17 @@ class Dispatcher:
 
     def _reissue_stragglers(self) -> None:
         now = time.perf_counter()
-        for seq, copies in list(self._running.items()):
-            if seq in self._reissued or len(copies) != 1 or self._merger.settled(seq):
-                continue
-            book, t0 = copies[0]
-            if not self._stragglers.overdue(now - t0, book.typical_s):
-                continue
+        for copy in self._watch.overdue(now, self._running, self._reissued, self._merger.settled):
+            seq, book, t0 = copy.seq, copy.book, copy.t0
             other = self._pick(set(), retry=True)
-            if other is None:
-                continue
+            if other is None:  # no free slot anywhere: look again at the next wake
+                self._watch.again(copy, now)
+                return
             self._reissued.add(seq)
             self._hooks.batch_reissued(book.lane.name)
             log.warning("batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
                         "the first result wins", seq, now - t0, book.lane.name, book.typical_s, other.lane.name)
-            self._start(other, self._tasks[seq])
+            self._start(other, copy.task)
 
     # ------------------------------------------------------------------ results
     def _settle(self, book: _LaneBook, t0: float, task: BatchTask, result) -> None:
@@ -278,16 +282,13 @@ class Dispatcher:
         if decision.exclude:
             self._excluded.setdefault(task.seq, set()).add(id(book))
         if decision.action is Action.DELIVER:
-            self._deliver_error(task.seq, exc)
+            self._merger.put(task.seq, exc, error=True)
             return
         self._retry_queue.append(task)
         self._hooks.batch_retried(book.lane.name)
         log.log(logging.INFO if isinstance(exc, Reroute) else logging.WARNING,
                 "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
                 task.seq, book.lane.name, type(exc).__name__, exc, attempts + 1)
-
-    def _deliver_error(self, seq: int, exc: BaseException) -> None:
-        self._merger.put(seq, exc, error=True)
 
     def _broken_names(self) -> list[str]:
         return [b.lane.name for b in self._books if b.broken]

@@ -110,3 +110,9 @@ class StragglerRule:
         if self.factor is None or typical_s is None:
             return False
         return elapsed_s >= max(self.min_s, self.factor * typical_s)
+
+    def deadline(self, t0: float, typical_s: float | None) -> float | None:
+        """When a task started at ``t0`` becomes overdue; None while that cannot be said."""
+        if self.factor is None or typical_s is None:
+            return None
+        return t0 + max(self.min_s, self.factor * typical_s)

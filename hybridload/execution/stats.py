@@ -13,6 +13,9 @@ from collections import defaultdict
 
 
 class LoaderStats:
+    """What a loader counts: images and batches per lane, waits, retries, re-issues, dropped
+    duplicates and skipped samples; fed by the dispatcher's hooks, read by ``stats()``."""
+
     def __init__(self):
         self._lock = threading.Lock()
         self.reset()

@@ -41,13 +41,21 @@ class BatchStream:
     Args:
         lanes: the lanes to run on (the :mod:`hybridload.lanes` contract).
         tasks: the pass's :class:`~hybridload.lanes.base.BatchTask` s, ``tasks[k].seq == k``,
-            made by the caller: each carries its epoch, size and seed.
+            made by the caller: each carries its epoch, size and seed; a list, or tasks made
+            when reached (:mod:`hybridload.execution.tasks`).
         start: the first position to produce (resume).
         window: batches in flight or buffered ahead of the consumer; None → two per slot.
         timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
         caps_hook: steers ``caps``, asked on the dispatcher's thread (:mod:`hybridload.execution.hooks`).
-        caps, fallback, rules, stragglers, device_budget_bytes: see :mod:`hybridload.execution.dispatch`.
+        caps: the share cap of each lane kind (:class:`~hybridload.lanes.spec.LaneCaps`); None:
+            no caps.
+        fallback: lanes that take the batches the other lanes reroute (e.g. a GPU lane's
+            undecodable file).
+        rules: when a failed batch is retried, handed on, or raised (:mod:`hybridload.execution.retry`).
+        stragglers: when a slow batch is issued again to another worker.
+        device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
+            for the consumer; None: unbounded.
     """
 
     def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int = 0,
@@ -55,7 +63,8 @@ class BatchStream:
                  caps: LaneCaps | None = None, caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (),
                  rules: RetryRules = RetryRules(), stragglers: StragglerRule = StragglerRule(),
                  device_budget_bytes: int | None = None):
-        misplaced = next((k for k, task in enumerate(tasks) if task.seq != k), None)
+        listed = tasks if isinstance(tasks, (list, tuple)) else ()  # lazy tasks (execution.tasks) are made in place
+        misplaced = next((k for k, task in enumerate(listed) if task.seq != k), None)
         if misplaced is not None:
             raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
                              "is its position in the pass")

@@ -42,7 +42,15 @@ class BatchTask:
     Whoever makes the pass's tasks (the loader, the drop-in) sets ``size``, the samples it
     counts as (what the stats count), and ``seed``, the pass's seed for this task where the
     lane's workers reseed per task (the drop-in's actors); None: the lane keys its randomness
-    by (its seed, epoch, index). A pass's state travels on its tasks, never on a lane."""
+    by (its seed, epoch, index). A pass's state travels on its tasks, never on a lane.
+
+    Attributes:
+        seq: the batch's position in the rank's pass (``tasks[k].seq == k``).
+        epoch: the epoch it belongs to.
+        indices: the dataset indices of its samples, in order.
+        size: the samples it counts as in the stats.
+        seed: the pass's seed for this task, or None (see above).
+    """
 
     seq: int
     epoch: int

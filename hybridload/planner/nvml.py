@@ -29,6 +29,22 @@ from typing import Any, Callable
 
 @dataclass(frozen=True)
 class GpuReading:
+    """NVML's reading of the loader's GPU over a window.
+
+    Attributes:
+        uuid: the GPU's (or MIG instance's) UUID.
+        name: the product name.
+        nvml_index: NVML's index of the device.
+        util_mean: 0..1, the fraction of time a kernel ran, averaged over the window.
+        util_max: the highest sample in the window.
+        samples: how many samples were read.
+        window_s: the window's length in seconds.
+        mem_free_bytes: device memory free.
+        mem_total_bytes: device memory in all.
+        nvdec_util: 0..1, the NVDEC video decoders, where reported.
+        jpeg_util: 0..1, the NVJPG hardware JPEG engine, where reported.
+    """
+
     uuid: str
     name: str
     nvml_index: int
@@ -64,6 +80,12 @@ class GpuReading:
 
 @dataclass(frozen=True)
 class GpuUnavailable:
+    """No reading: why (no NVML library, no driver, no device visible, ...).
+
+    Attributes:
+        reason: the cause, in words.
+    """
+
     reason: str
 
     available = False
@@ -163,8 +185,15 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = No
              sleep: Callable[[float], None] = time.sleep) -> GpuReading | GpuUnavailable:
     """Sample the loader's GPU (``device``) for ``window_s`` seconds (at least one second is advised).
 
-    ``nvml``, ``env``, ``torch_uuid`` and ``sleep`` are injectable so the logic can be
-    tested on recorded readings where no GPU exists.
+    Args:
+        window_s: how long to sample, in seconds.
+        interval_s: the time between samples.
+        device: the loader's device (``"cuda:1"``, an index, a torch device); None: the
+            current CUDA device.
+        nvml: the NVML module (injectable: tests pass recorded readings where no GPU exists).
+        env: the environment to read ``CUDA_VISIBLE_DEVICES`` from; None: ``os.environ``.
+        torch_uuid: maps a CUDA index to its UUID (injectable, as ``nvml``).
+        sleep: the sleep function (injectable, as ``nvml``).
     """
     env = os.environ if env is None else env
     try:

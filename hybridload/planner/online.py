@@ -8,11 +8,19 @@ writer). A lane's capacity is what it produced per second of busy time, times th
 tasks it runs at once. The new share moves halfway from the current one toward
 ``gpu / (gpu + cpu)``, and never past what NVML says the GPU has left under
 ``max_gpu_util``.
+
+NVML's utilisation counts the trainer's kernels and the lane's own decode alike, so the
+headroom is judged from the lane's own GPU time (its busy seconds per wall second since the
+last re-plan, an upper bound): the trainer's part is the rest of the utilisation, the lane
+may take what ``max_gpu_util`` leaves beside the trainer — and at least ``1 - max_gpu_util``,
+the slack the policy keeps, when the trainer alone is past the limit. A busy trainer thus
+holds the share where it is instead of shrinking it every re-plan until the lane starves.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from hybridload.execution.hooks import CapsHook
@@ -34,8 +42,13 @@ class LaneSample:
 
 
 def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float | None = None,
-              max_gpu_util: float = 0.9, smoothing: float = 0.5, min_images: int = 32) -> float:
-    """The next GPU share (0..1). Unchanged when either lane has too little evidence."""
+              lane_util: float | None = None, max_gpu_util: float = 0.9, smoothing: float = 0.5,
+              min_images: int = 32) -> float:
+    """The next GPU share (0..1). Unchanged when either lane has too little evidence.
+
+    ``gpu_util``: NVML's utilisation of the device (0..1), trainer and lane together;
+    ``lane_util``: the part of it that is the GPU lane's own (see the module docstring); None
+    charges the whole overshoot past ``max_gpu_util`` to the lane."""
     if gpu.images < min_images and cpu.images < min_images:
         return share
     g, c = gpu.capacity, cpu.capacity
@@ -45,9 +58,14 @@ def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float
     if gpu.images < min_images:  # the GPU lane was starved by its cap: probe upward a little
         target = max(target, min(1.0, share + 0.1))
     new = (1 - smoothing) * share + smoothing * target
-    if gpu_util is not None and gpu_util > max_gpu_util:
-        # the training's GPU time comes first: back off in proportion to the overshoot
-        new = min(new, share * max(0.0, 1 - (gpu_util - max_gpu_util) / max(gpu_util, 1e-9)) )
+    if gpu_util is not None and lane_util is None and gpu_util > max_gpu_util:
+        # nothing known of the lane's own part: back off in proportion to the overshoot
+        new = min(new, share * max(0.0, 1 - (gpu_util - max_gpu_util) / max(gpu_util, 1e-9)))
+    elif gpu_util is not None and lane_util:
+        lane = min(lane_util, gpu_util)
+        budget = max(max_gpu_util - (gpu_util - lane), 1 - max_gpu_util)  # beside the trainer's own part
+        if lane > budget:  # the training's GPU time comes first: back off to what the budget allows
+            new = min(new, share * budget / lane)
     return min(1.0, max(0.0, new))
 
 
@@ -61,7 +79,7 @@ class OnlinePlanner(CapsHook):
     ``history`` (the last 50 re-plans) is read by copying it.
     """
 
-    def __init__(self, lanes, *, replan_every: int, max_gpu_util: float, monitor=None):
+    def __init__(self, lanes, *, replan_every: int, max_gpu_util: float, monitor=None, clock=time.monotonic):
         from hybridload.lanes.base import LaneKind
         self._gpu = next((ln for ln in lanes if ln.kind is LaneKind.GPU), None)
         self._cpu = next((ln for ln in lanes if ln.kind is not LaneKind.GPU), None)
@@ -70,6 +88,8 @@ class OnlinePlanner(CapsHook):
         self.history: list[dict] = []
         self._batches = 0
         self._since: dict[str, tuple[int, float]] = {}  # lane name -> (images, busy s) since the last re-plan
+        self._clock = clock
+        self._window_start = clock()
 
     def batch_done(self, seq: int, lane: str, images: int, seconds: float, caps: dict) -> dict | None:
         from hybridload.lanes.base import LaneKind
@@ -79,10 +99,12 @@ class OnlinePlanner(CapsHook):
         if self._batches % self._every or self._gpu is None or self._cpu is None:
             return None
         gpu, cpu = (self._sample(lane) for lane in (self._gpu, self._cpu))
-        self._since = {}
+        now = self._clock()
+        wall, self._window_start, self._since = now - self._window_start, now, {}
+        lane_util = min(1.0, gpu.busy_s / max(1, gpu.parallelism) / wall) if wall > 0 else None
         old = caps.get(LaneKind.GPU) or 0.0
         util = self.monitor.util if self.monitor is not None else None
-        new = rebalance(old, gpu, cpu, gpu_util=util, max_gpu_util=self._max_util)
+        new = rebalance(old, gpu, cpu, gpu_util=util, lane_util=lane_util, max_gpu_util=self._max_util)
         if abs(new - old) < 0.01:
             return None
         self.history.append({"batch": seq + 1, "from": round(old, 3), "to": round(new, 3),

@@ -28,6 +28,8 @@ class Plan:
         bottleneck: what limits the predicted throughput, in words.
         reason: why this split, in words.
         measurements: the readings the plan was solved from (plain data).
+        format_version: the plan file format; a file of another version is refused with a
+            message saying to profile again.
     """
 
     gpu_share: float

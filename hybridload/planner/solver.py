@@ -31,6 +31,15 @@ GRID = 200
 
 @dataclass(frozen=True)
 class NodeRate:
+    """What one node's CPUs can decode for this loader.
+
+    Attributes:
+        node_id: the Ray node id ("local" for the trainer's machine without Ray).
+        cpus: CPUs the loader may use there (on the trainer's node: after the reserve).
+        per_core: images/s of the CPU kernels per core there.
+        is_trainer: whether this is the training process's node.
+    """
+
     node_id: str
     cpus: int           # CPUs the loader may use on that node (trainer's: after the reserve)
     per_core: float     # images/s of the CPU kernels per core there
@@ -39,6 +48,19 @@ class NodeRate:
 
 @dataclass(frozen=True)
 class Measurements:
+    """Everything the solver knows, measured: the inputs of :func:`solve`.
+
+    Attributes:
+        nodes: each node's CPU rate.
+        gpu_rate: images/s of the GPU lane with the whole GPU.
+        gpu_util: the training's own GPU utilization (0..1, from NVML).
+        gpu_available: whether a GPU lane ran.
+        gpu_cpu_cost: trainer-node cores the GPU lane takes at full rate.
+        gpu_label: what ran the GPU lane, in words.
+        gpu_time_bound: False for DALI's CPU-only stand-in, which takes no GPU time.
+        notes: remarks for the plan's reader (a missing NVML, a stand-in).
+    """
+
     nodes: tuple[NodeRate, ...] = ()
     gpu_rate: float = 0.0        # images/s of the GPU lane with the whole GPU
     gpu_util: float = 0.0        # the training's own GPU utilization (0..1, NVML)
@@ -60,6 +82,14 @@ class Measurements:
 
 @dataclass(frozen=True)
 class Limits:
+    """What the split may not exceed.
+
+    Attributes:
+        max_gpu_util: the GPU utilization the lane may push the GPU to, in (0, 1].
+        demand: images/s the training consumes; None: as fast as possible.
+        prefer: the order in which lanes are filled when they are equally good.
+    """
+
     max_gpu_util: float = 0.9
     demand: float | None = None   # images/s the training consumes; None = as fast as possible
     prefer: tuple[str, ...] = ("local", "gpu", "remote")
@@ -91,7 +121,13 @@ def gpu_capacity(m: Measurements, lim: Limits) -> float:
 
 
 def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
-    """Predicted images/s per lane and in total at GPU share ``share``."""
+    """Predicted images/s per lane and in total at GPU share ``share``.
+
+    Args:
+        m: the measurements.
+        lim: the limits.
+        share: the GPU lane's share of the batches, 0..1.
+    """
     local_cap, local_rate, remote_cap = _parts(m)
     g_cap = gpu_capacity(m, lim)
     if g_cap <= 0:
@@ -119,12 +155,24 @@ def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
 
 
 def sweep(m: Measurements, lim: Limits, points: int = GRID) -> list[tuple[float, float]]:
-    """(share, predicted total) over an even grid of shares in [0, 1]."""
+    """(share, predicted total) over an even grid of shares in [0, 1].
+
+    Args:
+        m: the measurements.
+        lim: the limits.
+        points: how many shares.
+    """
     return [(k / points, predict(m, lim, k / points)["total"]) for k in range(points + 1)]
 
 
 def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None) -> Plan:
-    """The plan for these measurements and limits (a pure function)."""
+    """The plan for these measurements and limits (a pure function).
+
+    Args:
+        m: the measurements.
+        lim: the limits.
+        window: the plan's window; None: the loader's default.
+    """
     curve = sweep(m, lim)
     best = max(t for _, t in curve)
     near = [s for s, t in curve if t >= best * (1 - 1e-9)]

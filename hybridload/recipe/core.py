@@ -53,6 +53,11 @@ class SampleParams:
     ``ops`` holds :mod:`hybridload.recipe.ops` objects: ``Crop(x, y, w, h)`` (integer box; parts
     outside the image read as zeros), ``Resize(h, w)`` (antialiased bilinear) and
     ``Flip()`` (left-right mirror). ``stages`` names the recipe stage of each op (for errors).
+
+    Attributes:
+        ops: the operations, in order.
+        stages: the recipe stage each op came from, one name per op.
+        out_hw: the (height, width) of the result.
     """
 
     ops: tuple[Op, ...]
@@ -61,7 +66,16 @@ class SampleParams:
 
 
 def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
-    """The generator of one sample: keyed by (seed, epoch, index) and nothing else."""
+    """The generator of one sample: keyed by (seed, epoch, index) and nothing else.
+
+    Args:
+        seed: the loader's seed.
+        epoch: the epoch (non-negative).
+        index: the sample's index in the dataset.
+
+    Returns:
+        A numpy generator whose draws are the same in every lane, worker and process.
+    """
     return keyed_generator(seed, epoch, index)
 
 
@@ -76,6 +90,9 @@ class Recipe:
     then optionally ``Normalize``; then optionally ``RandomErasing`` (needs Normalize); then
     optionally ``ToTensor``. The output must have a fixed
     size so that samples stack into batches.
+
+    Attributes:
+        stages: the stages, in the order they run.
     """
 
     stages: tuple[Stage, ...] = field(default_factory=tuple)
@@ -182,16 +199,25 @@ class Recipe:
 def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "basic") -> Recipe:
     """Decode, RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize] — uint8 CHW by default.
 
-    ``augment``: "basic" (just that), "color" (+ ColorJitter, timm's default) or
-    "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
-    :mod:`hybridload.recipe.presets` for the exact stages and their sources.
+    Args:
+        size: the output side in pixels.
+        normalize: add ``Normalize`` with ImageNet's mean and std (float32 output).
+        augment: "basic" (just that), "color" (+ ColorJitter, timm's default) or
+            "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
+            :mod:`hybridload.recipe.presets` for the exact stages and their sources.
     """
     from hybridload.recipe.presets import train_stages  # presets builds on this module's stages
     return Recipe(tuple(train_stages(size, normalize=normalize, augment=augment)))
 
 
 def imagenet_eval(size: int = 224, resize: int | None = None, normalize: bool = False) -> Recipe:
-    """Decode, Resize(size * 256 / 224), CenterCrop(size)[, Normalize]."""
+    """Decode, Resize(size * 256 / 224), CenterCrop(size)[, Normalize].
+
+    Args:
+        size: the output side in pixels.
+        resize: the shorter side before the centre crop; None: ``size * 256 / 224``.
+        normalize: add ``Normalize`` with ImageNet's mean and std (float32 output).
+    """
     stages: list[Stage] = [Decode(), Resize(resize or int(round(size * 256 / 224))), CenterCrop(size)]
     if normalize:
         stages.append(Normalize())
@@ -199,5 +225,9 @@ def imagenet_eval(size: int = 224, resize: int | None = None, normalize: bool = 
 
 
 def make(stages: Sequence[Stage]) -> Recipe:
-    """Build a Recipe from any sequence of stages."""
+    """Build a Recipe from any sequence of stages.
+
+    Args:
+        stages: the stages in order (checked as :class:`Recipe` checks them).
+    """
     return Recipe(tuple(stages))

@@ -70,6 +70,12 @@ class ColorJitter:
     a pair is the range itself. The factors are drawn in the order brightness, contrast,
     saturation, hue (only the enabled ones draw) and applied in that fixed order — not in
     torchvision's random order: a fixed order keeps each engine's graph fixed.
+
+    Args:
+        brightness: the brightness factor's spread or range.
+        contrast: the contrast factor's spread or range.
+        saturation: the saturation factor's spread or range.
+        hue: the hue shift's spread or range, in turns (at most 0.5).
     """
 
     brightness: Range = 0.0
@@ -93,7 +99,11 @@ class ColorJitter:
 
 @dataclass(frozen=True)
 class RandomGrayscale:
-    """Convert to greyscale (kept as 3 channels) with probability ``p``."""
+    """Convert to greyscale (kept as 3 channels) with probability ``p``.
+
+    Args:
+        p: the probability, 0..1.
+    """
 
     p: float = 0.1
 
@@ -106,8 +116,13 @@ class RandomGrayscale:
 
 @dataclass(frozen=True)
 class GaussianBlur:
-    """Gaussian blur with an odd ``kernel_size`` and ``sigma`` drawn uniformly per sample
-    from ``sigma`` (a number fixes it), as torchvision's GaussianBlur."""
+    """Gaussian blur, as torchvision's GaussianBlur.
+
+    Args:
+        kernel_size: the kernel's odd side, or (height, width).
+        sigma: the blur's standard deviation, drawn uniformly per sample from this range (a
+            number fixes it).
+    """
 
     kernel_size: int | tuple[int, int]
     sigma: float | tuple[float, float] = (0.1, 2.0)
@@ -139,7 +154,13 @@ class RandomErasing:
     """Erase a random box of the normalized image with probability ``p`` (torchvision's
     RandomErasing, after Normalize): area fraction from ``scale``, aspect (h / w) drawn
     log-uniformly from ``ratio``; filled with ``value`` (one number, one per channel, in
-    normalized units) or ``"random"`` (standard normal noise)."""
+    normalized units) or ``"random"`` (standard normal noise).
+
+    Args:
+        p: the probability of erasing, 0..1.
+        scale: the range of the erased area as a fraction of the image.
+        ratio: the range of the box's aspect (height / width).
+        value: the fill: a number, one per channel, or "random"."""
 
     p: float = 0.5
     scale: tuple[float, float] = (0.02, 0.33)

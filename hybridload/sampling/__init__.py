@@ -1,9 +1,12 @@
 """Sampling: which sample indices each rank sees, in which order, batch by batch.
 
 Pure functions and plain data: ``sharding`` (DistributedSampler's order, per-rank batches),
-``shard_order`` (shard-local orders for tar shards) and ``epochs`` (endless passes).
+``shard_order`` (shard-local orders for tar shards), ``keyed_order`` and ``keyed_shard_order``
+(the same orders computed batch by batch, ``order="keyed"``) and ``epochs`` (endless passes).
 """
 
+from hybridload.sampling.keyed_order import KeyedOrder
+from hybridload.sampling.keyed_shard_order import KeyedShardOrder
 from hybridload.sampling.sharding import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
 
-__all__ = ["DistributedBatchSampler", "num_batches", "rank_batches", "resolve_rank"]
+__all__ = ["DistributedBatchSampler", "KeyedOrder", "KeyedShardOrder", "num_batches", "rank_batches", "resolve_rank"]

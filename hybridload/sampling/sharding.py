@@ -11,7 +11,8 @@ torch's DistributedSampler followed by a BatchSampler.
   of batches (unequal counts hang DDP).
 * a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
   streaming's shard-aware order (:mod:`hybridload.sampling.shard_order`) splits contiguous spans among
-  ranks, with the same padding, dropping and batch counts.
+  ranks, with the same padding, dropping and batch counts; a keyed order
+  (:mod:`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
 
 Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
 
@@ -27,9 +28,13 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
+
+from hybridload.errors import OrderMismatchError
 
 
 def _check(n: int, batch_size: int, world_size: int, rank: int) -> None:
@@ -80,18 +85,39 @@ def pad_order(order: np.ndarray, total: int) -> np.ndarray:
 
 
 def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool = False) -> int:
-    """How many batches every rank gets in an epoch."""
+    """How many batches every rank gets in an epoch.
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on each rank.
+        world_size: the number of ranks.
+        drop_last: as DistributedSampler's and DataLoader's ``drop_last``.
+    """
     _check(n, batch_size, world_size, 0)
     per_rank = samples_per_rank(n, world_size, drop_last)
     return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
 
 
 def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, world_size: int = 1,
-                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order=None) -> list[np.ndarray]:
-    """This rank's ordered batches (arrays of dataset indices) for an epoch. ``order``: a
-    source's ``sample_order()`` (e.g. the shard-aware :class:`~hybridload.sampling.shard_order.ShardOrder`),
-    whose ``rank_indices`` replaces :func:`rank_indices`; None for DistributedSampler's order."""
+                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order: Any = None) -> list[np.ndarray]:
+    """This rank's ordered batches (arrays of dataset indices) for an epoch.
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on this rank.
+        seed: the order's key.
+        epoch: the epoch (non-negative).
+        world_size: the number of ranks.
+        rank: this rank, ``0 <= rank < world_size``.
+        shuffle: False keeps the dataset's order.
+        drop_last: drop instead of pad, as DistributedSampler.
+        order: a source's ``sample_order()`` (e.g. the shard-aware
+            :class:`~hybridload.sampling.shard_order.ShardOrder`), whose ``rank_indices``
+            replaces DistributedSampler's; None for DistributedSampler's order."""
     _check(n, batch_size, world_size, rank)
+    if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)
+        return order.rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
+                                  rank=rank, shuffle=shuffle, drop_last=drop_last)
     pick = rank_indices if order is None else order.rank_indices
     idx = pick(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last)
     count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
@@ -102,7 +128,11 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
     """(rank, world_size): given values win, else torch.distributed when initialized,
     else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1).
 
-    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1."""
+    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1.
+
+    Args:
+        rank: this process's rank, or None to look it up.
+        world_size: the number of ranks, or None to look it up."""
     for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
             raise ValueError(f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
@@ -133,10 +163,23 @@ class DistributedBatchSampler:
     * a resumed pass (``load_state_dict`` / ``resume_at``) continues the saved epoch, also
       when ``set_epoch`` names that epoch before the pass;
     * the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
+
+    Args:
+        n: the dataset's length.
+        batch_size: samples per batch on this rank.
+        seed: the order's key (the order of epoch e is ``torch.randperm`` seeded with
+            ``seed + e``, as DistributedSampler).
+        shuffle: False keeps the dataset's order.
+        drop_last: drop the tail that does not divide evenly among ranks (and the last
+            partial batch) instead of padding.
+        rank: this rank; default as :func:`resolve_rank`.
+        world_size: the number of ranks; default as :func:`resolve_rank`.
+        order: a source's ``sample_order()`` (e.g. the shard-aware order of ``TarShards(read="shard")``);
+            None for DistributedSampler's order.
     """
 
     def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order=None):
+                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order: Any = None):
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.order = order  # a source's sample_order(); None: DistributedSampler's
         _check(n, batch_size, self.world_size, self.rank)
@@ -165,13 +208,14 @@ class DistributedBatchSampler:
         """Batches of the current epoch delivered so far (where a resume would start)."""
         return self._pos
 
-    def batches(self, epoch: int | None = None) -> list[np.ndarray]:
-        """This rank's batches (index arrays) of an epoch (default: the current one)."""
+    def batches(self, epoch: int | None = None) -> Sequence[np.ndarray]:
+        """This rank's batches (index arrays) of an epoch (default: the current one); a keyed
+        order gives a lazy sequence, each batch computed when indexed."""
         return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
                             epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
                             rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last, order=self.order)
 
-    def begin_pass(self) -> tuple[list[np.ndarray], int]:
+    def begin_pass(self) -> tuple[Sequence[np.ndarray], int]:
         """The batches of the epoch this pass runs and the position it starts from (the
         resume point, used up by this call). Without a ``set_epoch`` or a resume since the
         previous pass began, the epoch advances by one first."""
@@ -195,17 +239,21 @@ class DistributedBatchSampler:
 
     def __iter__(self):
         batches, start = self.begin_pass()
-        for b in batches[start:]:
+        for k in range(start, len(batches)):
             self.mark_delivered()
-            yield b.tolist()
+            yield batches[k].tolist()
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self._pos, "seed": self.seed, "n": self.n,
-                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size}
+                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size,
+                "order": getattr(self.order, "kind", "randperm")}
 
     def load_state_dict(self, sd: dict) -> None:
         for key in ("seed", "n", "world_size", "rank", "batch_size"):
             if sd[key] != getattr(self, key):
                 raise ValueError(f"DistributedBatchSampler.load_state_dict: saved {key}={sd[key]!r} but this "
                                  f"sampler has {key}={getattr(self, key)!r}; build it with the same arguments")
+        saved, mine = sd.get("order", "randperm"), getattr(self.order, "kind", "randperm")  # older states: randperm
+        if saved != mine:
+            raise OrderMismatchError(saved, mine, "DistributedBatchSampler.load_state_dict")
         self.resume_at(sd["epoch"], sd["position"])

@@ -25,7 +25,13 @@ from hybridload.sources.reads import sequential_reads
 
 @dataclass(frozen=True)
 class SampleRef:
-    """Where one sample lives: its dataset index, a location and its label."""
+    """Where one sample lives: its dataset index, a location and its label.
+
+    Attributes:
+        index: the sample's index in the source.
+        location: a path, URL or ``"<shard>#<member>"``, named in errors.
+        label: the integer label (-1 where the source has none).
+    """
 
     index: int
     location: str
@@ -72,13 +78,20 @@ _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(://|::)")
 
 def is_url(location: str) -> bool:
     """True for an fsspec URL (``scheme://...`` or a chained ``a::b://...``), False for a
-    plain local path, which keeps the fast ``open()`` path."""
+    plain local path, which keeps the fast ``open()`` path.
+
+    Args:
+        location: a path or URL."""
     return bool(_URL_RE.match(location))
 
 
 def url_to_fs(url: str, storage_options: Mapping[str, Any] | None = None):
     """``(filesystem, path)`` for an fsspec URL; fsspec caches filesystem instances per
-    process, so this is cheap after the first call in a process."""
+    process, so this is cheap after the first call in a process.
+
+    Args:
+        url: an fsspec URL.
+        storage_options: options for its filesystem."""
     try:
         import fsspec.core
     except ImportError as exc:  # pragma: no cover - fsspec is a dependency
@@ -94,7 +107,13 @@ def url_to_fs(url: str, storage_options: Mapping[str, Any] | None = None):
 def read_bytes(location: str, storage_options: Mapping[str, Any] | None = None, *,
                offset: int = 0, size: int | None = None) -> bytes:
     """Read a file (or ``size`` bytes of it from ``offset``): local paths with ``open``,
-    URLs through fsspec. Raises whatever the filesystem raises."""
+    URLs through fsspec. Raises whatever the filesystem raises.
+
+    Args:
+        location: a local path or an fsspec URL.
+        storage_options: fsspec options for a URL.
+        offset: the first byte to read.
+        size: how many bytes; None: to the end."""
     if not is_url(location):
         with open(location, "rb") as f:
             if offset:
@@ -120,7 +139,10 @@ def check_protocols(locations: Sequence[str], storage_options: Mapping[str, Any]
 
 def read_error(exc: BaseException) -> str:
     """A short reason for a failed read (``"FileNotFoundError: No such file or directory"``)
-    that leaves out the path: the :class:`SampleError` carrying it names the sample."""
+    that leaves out the path: the :class:`SampleError` carrying it names the sample.
+
+    Args:
+        exc: the read's exception."""
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}"
     return f"{type(exc).__name__}: {exc}"

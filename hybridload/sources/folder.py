@@ -25,7 +25,13 @@ class ImageFolder(FileList):
 
     ``root`` may be an fsspec URL (``memory://photos``, ``s3://bucket/train``): the tree is
     listed once through fsspec, in the same order as a local tree, and every sample's
-    location is ``root`` + ``/<class>/.../<file>``. ``io_threads``: as :class:`FileList`.
+    location is ``root`` + ``/<class>/.../<file>``.
+
+    Args:
+        root: the tree's root: a local path or an fsspec URL.
+        extensions: file extensions that count as images (torchvision's list by default).
+        storage_options: fsspec options for a URL root (see :class:`FileList`).
+        io_threads: reads in flight at once while a worker reads a batch (see :class:`FileList`).
     """
 
     def __init__(self, root: str | os.PathLike, extensions: Sequence[str] = IMG_EXTENSIONS, *,

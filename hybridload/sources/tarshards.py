@@ -64,6 +64,18 @@ def _call_label(label: Callable[[str], int], url: str, key: str) -> int:
     return int(value)
 
 
+def _dotted_key_message(url: str, key: str, exts: list[str], images: list[str]) -> str:
+    """The error for members that WebDataset's key rule merges: dots inside the sample keys."""
+    names = ", ".join(f"{key}.{e}" for e in exts[:6]) + (", ..." if len(exts) > 6 else "")
+    dotted = next(e for e in exts if "." in e).rsplit(".", 1)[0]
+    pick = (f", or, for one sample with several images, name the one to use in full: image_exts=({images[0]!r},)"
+            if len(images) > 1 else "")
+    return (f"TarShards: shard {url!r}, key {key!r} groups the members {names}: a key ends at the first dot "
+            f"of the member's basename (as in WebDataset), so keys with dots such as {key + '.' + dotted!r} "
+            f"merge samples into one or lose their .cls label (webdataset's own to_tuple fails on them too). "
+            f"Rewrite the shards with keys without dots (e.g. {key + '_' + dotted.replace('.', '_')!r}){pick}")
+
+
 class TarShards(Source):
     """WebDataset-layout tar shards with random access through a member index.
 
@@ -89,7 +101,9 @@ class TarShards(Source):
     A sample's location (in refs and errors) is ``"<shard>#<member name>"``.
 
     Raises:
-        ValueError: no shards; a key without an image member; a bad ``.cls``; a
+        ValueError: no shards; a key without an image member; a bad ``.cls``; a key whose
+            members hold several images or a dotted ``.cls`` (``img.000.jpg``,
+            ``img.001.jpg``: dots inside the keys, which WebDataset's key rule merges); a
             compressed or damaged shard; no samples at all. Each names the shard and key.
         FileNotFoundError: a shard that does not exist, named.
     """
@@ -124,7 +138,7 @@ class TarShards(Source):
         for s, url in enumerate(self.urls):
             samples = shard_index(url, self.storage_options, self.cache_dir)
             for key, members, cls in samples:
-                ext, offset, size = self._image_member(url, key, members)
+                ext, offset, size = self._image_member(url, key, members, label is not None)
                 shard_ids.append(s)
                 offsets.append(offset)
                 sizes.append(size)
@@ -178,10 +192,15 @@ class TarShards(Source):
         """The shards this process holds (``read="shard"``), least recently used first."""
         return self._shards.cached()
 
-    def _image_member(self, url: str, key: str, members: list) -> tuple[str, int, int]:
-        for ext, offset, size in members:
-            if ext in self.image_exts or ext.rsplit(".", 1)[-1] in self.image_exts:
-                return ext, int(offset), int(size)
+    def _image_member(self, url: str, key: str, members: list, labelled: bool = False) -> tuple[str, int, int]:
+        images = [m for m in members if m[0] in self.image_exts or m[0].rsplit(".", 1)[-1] in self.image_exts]
+        exts = [m[0] for m in members]
+        if (len(images) > 1 and any("." in m[0] for m in images)) or \
+                (not labelled and "cls" not in exts and any(e.endswith(".cls") for e in exts)):
+            raise ValueError(_dotted_key_message(url, key, exts, [m[0] for m in images]))
+        if images:
+            ext, offset, size = images[0]
+            return ext, int(offset), int(size)
         have = ", ".join(f"{key}.{m[0]}" for m in members)
         raise ValueError(f"TarShards: shard {url!r}, key {key!r} has no image member "
                          f"(extensions {', '.join(self.image_exts)}); its members: {have}")

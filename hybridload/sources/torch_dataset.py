@@ -30,6 +30,10 @@ class TorchDataset(Source):
 
     The dataset object travels with the source, so it must be picklable to be used by
     remote workers.
+
+    Args:
+        dataset: the map-style dataset.
+        name: how errors name it; default its class name.
     """
 
     def __init__(self, dataset: Any, name: str | None = None):

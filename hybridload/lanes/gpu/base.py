@@ -32,6 +32,16 @@ from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, read_batch, re
 MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind it
 
 
+def wait_until_idle(stream) -> None:
+    """Block until every kernel queued on ``stream`` has run (None: nothing to wait for).
+
+    Both engines call it before their decoder runs again: torchvision's nvJPEG writes on a
+    private stream that does not wait for the lane's, and DALI reuses its output buffers on
+    the next ``run()``, which the lane's copy of the last output may not have read yet."""
+    if stream is not None:
+        stream.synchronize()
+
+
 def batches_within(memory_budget_mb: float | None, batch_bytes: int, most: int = MAX_DEPTH) -> int:
     """Batches a GPU lane holds at once: ``most``, fewer when the budget holds fewer (at least one)."""
     if memory_budget_mb is None:

@@ -28,7 +28,7 @@ from hybridload.errors import LaneUnavailableError, Reroute
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.base import GpuLane
+from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
 
@@ -104,12 +104,14 @@ class DaliLane(GpuLane):
         self._pipe.feed_input("encoded", [np.frombuffer(p, np.uint8) for p in batch.payloads])
         for name in self._inputs[1:]:
             self._pipe.feed_input(name, [getattr(p, name) for p in params])
+        wait_until_idle(self._stream)  # the last batch's copy of DALI's buffers has run before they are reused
         with rerouting(f"DALI on batch {task.seq}"):  # DALI reports a bad image for the whole batch
             (out,) = self._pipe.run()
         return out
 
     def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
-        # DALI reuses its buffers: take a copy (on CUDA, from_dlpack orders the lane's stream after DALI's)
+        # DALI reuses its buffers on the next run(): take a copy (on CUDA, from_dlpack orders the lane's
+        # stream after DALI's; _decode waits for the copy to have run before the pipeline runs again)
         return torch.from_dlpack(decoded.as_tensor()).clone()
 
     def _release(self) -> None:

@@ -10,6 +10,15 @@ the consumer's stream wait on that event.
 
 The decode function is injectable, so the whole lane runs on CPU tensors with a CPU
 decoder where torchvision cannot load.
+
+Ordering: torchvision's batched CUDA decode allocates its output tensors on the caller's
+stream (the lane's) but writes them on a private stream of its own that does not wait for
+the caller's (torchvision PR #9606: corrupted batches on H100). Memory that the previous
+batch's kernels, still queued on the lane's stream, were reading can be handed to the next
+decode's outputs by the caching allocator and overwritten before those kernels run. So
+before each decode the lane waits until its own stream is idle (:func:`wait_until_idle`);
+torchvision's decode synchronises its private stream on the host anyway, so this costs the
+overlap of one batch's ops with the next decode and nothing on the trainer's stream.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.base import GpuLane
+from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
 from hybridload.lanes.gpu.torch_ops import apply_ops, stack
@@ -34,7 +43,13 @@ Decoder = Callable[[Sequence[torch.Tensor]], list]
 
 
 def torchvision_decoder(device: torch.device) -> Decoder:
-    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored)."""
+    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored).
+
+    torchvision keeps one nvJPEG decoder per process and builds a new one whenever a call
+    names another device than the last (``device != cudaJpegDecoder->target_device`` in
+    ``decode_jpegs_cuda.cpp``: ``cuda`` and ``cuda:0`` differ). Every call here names the
+    same indexed device, so the decoder is made once per device, not once per call."""
+    device = resolve_device(device)
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception as exc:
@@ -73,6 +88,7 @@ class TorchGpuLane(GpuLane):
     # -- one batch: one batched decode call, then each sample's ops and a stack
     def _decode(self, task: BatchTask, batch: BatchInput) -> list:
         datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in batch.payloads]
+        wait_until_idle(self._stream)  # the decoder writes on its own stream: nothing queued may still read
         with self.on_stream(), rerouting(f"decoding batch {task.seq}"):  # one bad image fails the batched call
             return self._decoder(datas)
 

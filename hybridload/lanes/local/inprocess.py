@@ -21,6 +21,8 @@ from concurrent.futures import Future
 from hybridload.kernels import process_batch, start_reads
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
+from hybridload.recipe import Recipe
+from hybridload.sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +76,22 @@ class DaemonPool:
 
 
 class InProcessLane(PooledLane):
-    """Runs each batch task on one of ``threads`` worker threads."""
+    """Runs each batch task on one of ``threads`` worker threads.
+
+    Args:
+        source: the :mod:`hybridload.sources` source to read from.
+        recipe: the recipe to run on each sample.
+        seed: the stream's seed (draws keyed by (seed, epoch, index)).
+        threads: worker threads.
+        on_error: "raise" or "skip", as ``LoaderPolicy.on_error``.
+        pin_memory: write batches into pinned memory (for a CUDA device).
+    """
 
     name = "inprocess"
     kind = LaneKind.CPU_LOCAL
     close_wait_s = 2.0  #: how long ``close()`` waits for running batches before leaving them
 
-    def __init__(self, source, recipe, *, seed: int, threads: int, on_error: str = "raise",
+    def __init__(self, source: Source, recipe: Recipe, *, seed: int, threads: int, on_error: str = "raise",
                  pin_memory: bool = False):
         super().__init__()
         self.source, self.recipe, self.seed = source, recipe, seed

@@ -4,7 +4,9 @@ Subclasses say what an actor is (``worker_cls`` and its init args; with
 ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
 called on it (``call``) and how a raw result becomes the lane's result (``convert``).
 The pool picks the least-loaded ready actor, turns results into callbacks and kills every
-actor on ``close()``. A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
+actor on ``close()``. It starts one actor per node at once, the others as soon as the first
+is ready (:mod:`~hybridload.lanes.ray.startup`); it works from its first ready actor on and
+the rest join as they come up: a slow node never holds the stream. A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
 placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
 are used, drained nodes are left once their tasks are done. A task lost with its actor comes
 back to the dispatcher as :class:`WorkerLost` and is handed on (exactly once is the
@@ -29,6 +31,7 @@ from hybridload.lanes.ray.pool_stats import PoolStats
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
+from hybridload.lanes.ray.startup import await_first_ready, start_waves
 from hybridload.lanes.ray.members import Member, Members, State
 
 log = logging.getLogger(__name__)
@@ -63,17 +66,15 @@ class ActorPool(Lane):
             self._remote_cls = ray.remote(worker_cls)
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
-            first = [self._spawn(node_id, initial=True) for node_id in where]
+            wave, rest = start_waves(where)
+            first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             try:
-                ray.get([m.handle.ready.remote() for m in first], timeout=ready_timeout_s)
-            except ray.exceptions.GetTimeoutError:
-                raise TimeoutError(f"Ray actors did not start within {ready_timeout_s:g} s on nodes {where}; "
-                                   "the cluster may lack free CPUs (check `ray status`)") from None
-            except ray.exceptions.RayTaskError as exc:  # an actor's start refused (its own error)
+                await_first_ready(ray, {m.handle.ready.remote(): m for m in first}, self._on_ready,
+                                  ready_timeout_s, where)
+            except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
                 raise _unwrap(exc) from None
-            for m in first:
-                self._members.ready(m)
-            self._pool_stats.live(len(first), target=len(where))
+            first += [self._spawn(node_id, initial=True) for node_id in rest]
+            self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
                                   flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name)
             self._keeper.start()
@@ -112,7 +113,7 @@ class ActorPool(Lane):
     def _target(self, nodes, draining) -> list[str]:
         return elastic_target(nodes, draining, **self._rules)
 
-    def _spawn(self, node_id: str, initial: bool = False) -> Member:
+    def _spawn(self, node_id: str, initial: bool = False, watch: bool = True) -> Member:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         def create(key: int, index: int):
@@ -122,18 +123,18 @@ class ActorPool(Lane):
             ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self._pass_index else ()))
 
         m = self._members.add(create, node_id, initial=initial)
-        if not initial:
-            m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f))
+        if watch:  # (the first wave is watched by await_first_ready)
+            m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f.exception()))
         return m
 
-    def _on_ready(self, m: Member, fut) -> None:
-        if fut.exception() is None:
+    def _on_ready(self, m: Member, exc: BaseException | None) -> None:
+        if exc is None:
             if self._members.ready(m) and self._keeper is not None:
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
             self._pool_stats.start_failed()
             log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
-                        self.name, m.key, m.node_id[:8], type(fut.exception()).__name__)
+                        self.name, m.key, m.node_id[:8], type(exc).__name__)
 
     def _kill(self, m: Member) -> None:
         import ray

@@ -9,15 +9,22 @@ lane's ``slots`` — is the READY count; while none is READY but one is STARTING
 actor awaits its replacement, it is 1, and the lane holds what it is given until an actor is
 ready (so losing the last actor does not fail every batch in the moment before its
 replacement starts).
+
+Per batch, ``pick`` and ``release`` cost O(1) whatever the pool's size: READY members wait in
+buckets by load (each an insertion-ordered dict), the states are counted as they change, and
+worker indices come from a free list.
 """
 
 from __future__ import annotations
 
 import enum
+import heapq
+import itertools
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Container
 
 from hybridload.lanes.ray.pool_stats import PoolStats
 
@@ -51,26 +58,32 @@ class Members:
         self._table: dict[int, Member] = {}
         self._running: dict[int, set[int]] = {}  # seq -> keys of the members running a copy
         self._next_key = 0
-        self._reserved: set[int] = set()  # worker indices of actors being created
+        self._counts: Counter = Counter()           # members per state
+        self._by_load: list[dict[int, Member]] = []  # load -> READY members with that load, oldest first
+        self._free_index: list[int] = []            # worker indices given back (a heap: lowest first)
+        self._next_index = 0
 
     # -- membership
     def add(self, handle_for, node_id: str, *, initial: bool) -> Member:
         """Register an actor started by ``handle_for(key, index)`` (its name and worker index)."""
-        with self._lock:  # reserve a key and a worker index; Ray is called outside the lock
+        with self._lock:  # reserve a key and the lowest free worker index; Ray is called outside the lock
             key, self._next_key = self._next_key, self._next_key + 1
-            used = {m.index for m in self._table.values()} | self._reserved
-            index = next(i for i in range(len(used) + 1) if i not in used)
-            self._reserved.add(index)
+            if self._free_index:
+                index = heapq.heappop(self._free_index)
+            else:
+                index, self._next_index = self._next_index, self._next_index + 1
         try:
             # never under the lock: actor creation can wait on Ray's callback thread, which
             # may itself be waiting for this lock in release() (a deadlock seen in test_faults)
             handle = handle_for(key, index)
-        finally:
+        except BaseException:
             with self._lock:
-                self._reserved.discard(index)
+                heapq.heappush(self._free_index, index)
+            raise
         m = Member(key, handle, node_id, index)
         with self._lock:
             self._table[key] = m
+            self._counts[State.STARTING] += 1
             self._changed()
         self.stats.actor_started(initial)
         return m
@@ -79,7 +92,7 @@ class Members:
         with self._lock:
             if m.state is not State.STARTING:
                 return False
-            m.state = State.READY
+            self._move(m, State.READY)
             self._changed()
             return True
 
@@ -89,8 +102,9 @@ class Members:
         with self._lock:
             if m.state is State.DEAD:
                 return False
-            m.state = State.DEAD
-            self._table.pop(m.key, None)
+            self._move(m, State.DEAD)
+            if self._table.pop(m.key, None) is not None:
+                heapq.heappush(self._free_index, m.index)
             if lost or failed_start:
                 self.awaiting_repair = True
             self._changed()
@@ -102,7 +116,7 @@ class Members:
         """No more tasks for ``m``; True when it holds none (stop it now)."""
         with self._lock:
             if m.state in (State.READY, State.STARTING):
-                m.state = State.DRAINING
+                self._move(m, State.DRAINING)
                 self._changed()
             return m.state is State.DRAINING and m.load == 0
 
@@ -120,25 +134,34 @@ class Members:
 
     def count(self, state: State) -> int:
         with self._lock:
-            return sum(m.state is state for m in self._table.values())
+            return self._counts[state]
 
     # -- tasks
     def pick(self, seq: int) -> Member | None:
-        """The least-loaded READY member, avoiding those already running a copy of ``seq``."""
+        """The least-loaded READY member (among equals, the one longest at that load), avoiding
+        those already running a copy of ``seq`` while another is READY; O(1): loads are few."""
         with self._lock:
-            ready = [m for m in self._table.values() if m.state is State.READY]
-            if not ready:
+            busy_with = self._running.get(seq, ())
+            m = next((r for bucket in self._by_load for r in _head(bucket, busy_with) if r.key not in busy_with), None)
+            if m is None:  # every READY member runs a copy of seq already (or none is READY)
+                m = next((r for bucket in self._by_load for r in bucket.values()), None)
+            if m is None:
                 return None
-            busy_with = self._running.get(seq, set())
-            m = min(ready, key=lambda r: (r.key in busy_with, r.load))
+            self._unfile(m)
             m.load += 1
+            self._file(m)
             self._running.setdefault(seq, set()).add(m.key)
             return m
 
     def release(self, m: Member, seq: int) -> bool:
         """A task of ``m`` ended; True when ``m`` is draining and now idle (stop it)."""
         with self._lock:
+            ready = m.state is State.READY
+            if ready:
+                self._unfile(m)
             m.load -= 1
+            if ready:
+                self._file(m)
             holders = self._running.get(seq)
             if holders is not None:
                 holders.discard(m.key)
@@ -146,8 +169,31 @@ class Members:
                     del self._running[seq]
             return m.state is State.DRAINING and m.load == 0
 
+    def _move(self, m: Member, state: State) -> None:
+        """``m`` changes state: the counts and the READY buckets follow."""
+        if m.state is State.READY:
+            self._unfile(m)
+        self._counts[m.state] -= 1  # never DEAD here: a dead member changes no more
+        m.state = state
+        if state is not State.DEAD:
+            self._counts[state] += 1
+        if state is State.READY:
+            self._file(m)
+
+    def _file(self, m: Member) -> None:
+        while len(self._by_load) <= m.load:
+            self._by_load.append({})
+        self._by_load[m.load][m.key] = m
+
+    def _unfile(self, m: Member) -> None:
+        self._by_load[m.load].pop(m.key, None)
+
     def _changed(self) -> None:
-        ready = sum(m.state is State.READY for m in self._table.values())
-        starting = any(m.state is State.STARTING for m in self._table.values())
-        self.usable = ready or (1 if starting or self.awaiting_repair else 0)
+        ready = self._counts[State.READY]
+        self.usable = ready or (1 if self._counts[State.STARTING] or self.awaiting_repair else 0)
         self.stats.live(ready)
+
+
+def _head(bucket: dict[int, Member], avoid: Container[int]):
+    """The first members of a bucket, one more than ``avoid`` holds (a task has at most two copies)."""
+    return itertools.islice(bucket.values(), len(avoid) + 1)

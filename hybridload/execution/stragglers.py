@@ -1,0 +1,67 @@
+"""When the dispatcher looks at a running task again to see whether it straggles: a
+deadline heap, so a wake costs O(log k) per task that is due, not a scan of the k running.
+
+Each started copy of a task is pushed with the earliest moment it can be overdue (its start
+plus the rule's ``min_s``). When that moment comes, the dispatcher reads the copy's deadline
+under its lane's typical time *then* (:meth:`StragglerRule.deadline`): still ahead, the copy
+goes back in at it; unknown (no task of that lane finished yet), it goes back in ``min_s``
+later; passed, the task is issued once more. Entries of copies that have ended are dropped
+when they come up (lazy deletion: the heap holds at most the copies started within the last
+deadline, about rate x deadline entries).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Callable, Container, Iterator, Mapping, NamedTuple
+
+from hybridload.execution.retry import StragglerRule
+
+
+class Watched(NamedTuple):
+    """A running copy: ``book`` (the lane's bookkeeping), its start ``t0`` and its ``task``."""
+
+    seq: int
+    book: Any
+    t0: float
+    task: Any
+
+
+class StragglerWatch:
+    """The heap of running copies, ordered by when each is next looked at."""
+
+    def __init__(self, rule: StragglerRule):
+        self.rule = rule
+        self._heap: list = []
+        self._tie = itertools.count()  # entries never compare their payloads
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def started(self, copy: Watched) -> None:
+        """A copy started; nothing is kept when re-issuing is off."""
+        if self.rule.factor is not None:
+            self.again(copy, copy.t0 + self.rule.min_s)
+
+    def again(self, copy: Watched, at: float) -> None:
+        heapq.heappush(self._heap, (at, next(self._tie), copy))
+
+    def overdue(self, now: float, running: Mapping[int, list], reissued: Container[int],
+                settled: Callable[[int], bool]) -> Iterator[Watched]:
+        """The copies overdue at ``now``, popped one at a time (the caller stops taking when
+        no lane has a slot, and puts the last back with :meth:`again`).
+
+        A copy is looked at only while it is its task's one copy running (``running[seq]``
+        holds its ``(book, t0)`` alone), the task was not issued twice (``reissued``) and has
+        no result yet (``settled``); else its entry is dropped. One not yet overdue goes back
+        in at its deadline, or ``min_s`` later while its lane's typical time is unknown."""
+        while self._heap and self._heap[0][0] <= now:
+            copy = heapq.heappop(self._heap)[2]
+            if copy.seq in reissued or running.get(copy.seq) != [(copy.book, copy.t0)] or settled(copy.seq):
+                continue
+            deadline = self.rule.deadline(copy.t0, copy.book.typical_s)
+            if deadline is None or deadline > now:
+                self.again(copy, now + self.rule.min_s if deadline is None else deadline)
+                continue
+            yield copy

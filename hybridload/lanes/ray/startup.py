@@ -1,0 +1,58 @@
+"""An actor pool's start: the pool goes to work as soon as its first actor is ready; the
+others join as they come up (a slow or dead node never holds the stream's first batch), each
+reporting through the pool's ``on_ready``.
+
+Actors start in two waves (:func:`start_waves`): one per node at once, then the rest as soon
+as the first is ready. Every actor of a node starting together would share that node's CPUs
+while each imports its libraries, so the first of them would be ready only when nearly all
+are (measured on 2 cores: the first of 16 actors ready after 15 s, one alone after 1.5 s);
+started first and alone, a node's first actor is ready in one start time."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+
+def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
+    """(first wave: the first actor of each node, in placement order; the rest)."""
+    seen: set[str] = set()
+    first, rest = [], []
+    for node_id in where:
+        (rest if node_id in seen else first).append(node_id)
+        seen.add(node_id)
+    return first, rest
+
+
+def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, BaseException | None], None],
+                      timeout_s: float, where: list[str]) -> None:
+    """Wait until one of ``refs`` (an actor's ``ready()`` ref -> its member) answers; report
+    each that answered, or failed, to ``on_ready(member, exception or None)`` and hand the
+    rest to Ray's callbacks. Raises the start error when every actor failed, TimeoutError
+    when none answered within ``timeout_s``."""
+    pending, deadline, error = list(refs), time.monotonic() + timeout_s, None
+    ready = False
+    while pending and not ready:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        if not done:  # the time is up
+            break
+        for ref in done:
+            try:
+                ray.get(ref)
+            except Exception as exc:  # this actor could not start: the keeper tries again
+                error = error or exc
+                on_ready(refs[ref], exc)
+                continue
+            on_ready(refs[ref], None)
+            ready = True
+    if not ready:
+        if error is not None and not pending:
+            raise error
+        raise TimeoutError(f"no Ray actor started within {timeout_s:g} s on nodes {where}; the cluster may lack "
+                           "free CPUs (check `ray status`)")
+    for ref in pending:
+        member = refs[ref]
+        ref.future().add_done_callback(lambda f, m=member: on_ready(m, f.exception()))

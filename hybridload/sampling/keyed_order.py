@@ -1,0 +1,191 @@
+"""The keyed epoch order (``order="keyed"``): batch ``b`` of a rank computed on its own, in
+O(batch) time and O(1) memory, never the whole epoch's order.
+
+Position ``p`` of epoch ``e``'s order holds sample ``P(p)``, where ``P`` is a bijection of
+``[0, n)`` keyed by ``(seed, epoch)``: a six-round (unbalanced) Feistel network over the
+smallest number of bits that covers ``n``, whose values past ``n`` walk the cycle on until
+they fall inside (cycle-walking, as Grain's ``index_shuffle``; the network covers fewer than
+``2 n`` values, so a walk takes under 2 steps on average). The round function is splitmix64's
+finalizer on the half-block and a round key. Every step is numpy uint64 arithmetic: the same
+keys give the same order on every machine, process and lane.
+
+Ranks, padding and dropping are DistributedSampler's, applied to the keyed order instead of
+``torch.randperm``'s: with ``drop_last=False`` the order is padded by repeating it from its
+start (position ``p >= n`` holds ``P(p mod n)``), with ``drop_last=True`` its tail is dropped;
+rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number of
+batches. ``shuffle=False`` gives the identity, i.e. exactly DistributedSampler's order. So a
+rank's batch ``b`` holds ``P((rank + j * world_size) mod n)`` for ``j`` in
+``[b * batch_size, min((b + 1) * batch_size, per_rank))``; resuming is (epoch, batch position).
+
+Why not a package: ``smallperm`` (0.1.x) computes such a permutation in Rust, but ships a
+wheel for Linux x86_64 only (none for aarch64) and does not promise that a key gives the
+same permutation across its versions; a stream that changed with a dependency's upgrade
+would break resumes, so the order is written here (small, tested against its own inverse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Callable
+
+import numpy as np
+
+from hybridload.sampling.sharding import num_batches, samples_per_rank
+
+M64 = (1 << 64) - 1
+ROUNDS = 6
+_TAG = 0x6B65796564  # "keyed": keeps this order's keys apart from other users of (seed, epoch)
+
+_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def _mix_int(z: int) -> int:
+    """splitmix64's finalizer on a Python int (for deriving keys)."""
+    z &= M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise on a uint64 array, in place (wraps modulo 2**64)."""
+    z ^= z >> _S30
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    z ^= z >> _S31
+    return z
+
+
+def derive_key(*parts: int) -> int:
+    """A 64-bit key from integers (seed, epoch, a block number, ...); any ints, negative too."""
+    h = _mix_int(_TAG)
+    for part in parts:
+        h = _mix_int(h ^ _mix_int(int(part) & M64) ^ (int(part) >> 64 & M64))
+    return h
+
+
+class KeyedPermutation:
+    """A keyed bijection of ``[0, n)``: ``perm(x)`` and ``perm.inverse(y)`` on int arrays.
+
+    Args:
+        n: the size of the domain (>= 0).
+        key: a 64-bit key (:func:`derive_key`).
+    """
+
+    def __init__(self, n: int, key: int):
+        if n < 0:
+            raise ValueError(f"KeyedPermutation: n must be >= 0, got {n}")
+        self.n = int(n)
+        self.bits = max(2, (self.n - 1).bit_length())  # the network covers [0, 2**bits), fewer than 2 n values
+        a, b = self.bits // 2, self.bits - self.bits // 2
+        # round r splits its input into (left, right) of (a, b) bits, then (b, a), ... (unbalanced Feistel)
+        self._widths = [(np.uint64(a), np.uint64(b)) if r % 2 == 0 else (np.uint64(b), np.uint64(a))
+                        for r in range(ROUNDS)]
+        self._masks = {w: np.uint64((1 << int(w)) - 1) for w in (np.uint64(a), np.uint64(b))}
+        self._keys = [np.uint64(_mix_int(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
+
+    def _rounds(self, x: np.ndarray, inverse: bool) -> np.ndarray:
+        """One pass of the network: round r maps (left: wl bits, right: wr bits) to
+        (right, left ^ F(right)), i.e. ``right << wl | (left ^ F(right))``; the inverse undoes
+        the rounds last first."""
+        if not inverse:
+            for k, (wl, wr) in zip(self._keys, self._widths):
+                right = x & self._masks[wr]
+                f = _mix(right ^ k)
+                f &= self._masks[wl]
+                f ^= x >> wr
+                x = (right << wl) | f
+        else:
+            for k, (wl, wr) in zip(reversed(self._keys), reversed(self._widths)):
+                right = x >> wl  # the forward round's right half, now on the left
+                f = _mix(right ^ k)
+                f &= self._masks[wl]
+                f ^= x & self._masks[wl]
+                x = (f << wr) | right
+        return x
+
+    def _walk(self, values, inverse: bool) -> np.ndarray:
+        x = np.asarray(values, dtype=np.int64)
+        if x.size and (x.min() < 0 or x.max() >= self.n):
+            raise ValueError(f"KeyedPermutation: values must lie in [0, {self.n}), got "
+                             f"{int(x.min())}..{int(x.max())}")
+        out = self._rounds(x.astype(np.uint64), inverse)
+        todo = np.flatnonzero(out >= np.uint64(self.n))
+        while todo.size:  # cycle-walking: a value past n goes round again until it lands inside
+            step = self._rounds(out[todo], inverse)
+            out[todo] = step
+            todo = todo[step >= np.uint64(self.n)]
+        return out.astype(np.int64)
+
+    def __call__(self, positions) -> np.ndarray:
+        """The samples at ``positions`` (ints in [0, n))."""
+        return self._walk(positions, inverse=False)
+
+    def inverse(self, samples) -> np.ndarray:
+        """The positions of ``samples``: ``perm.inverse(perm(x)) == x``."""
+        return self._walk(samples, inverse=True)
+
+
+class RankBatches(Sequence):
+    """A rank's batches of one epoch, each computed when asked: ``batches[b]`` is an int64
+    array of dataset indices, O(batch) time, O(1) memory beyond it.
+
+    Args:
+        count: batches in the epoch (every rank the same).
+        per_rank: samples this rank takes in the epoch.
+        batch_size: samples per batch (the last may be short when ``drop_last=False``).
+        lookup: this rank's sample positions (an int64 array of ``j`` in [0, per_rank)) to
+            dataset indices.
+    """
+
+    def __init__(self, count: int, per_rank: int, batch_size: int, lookup: Callable[[np.ndarray], np.ndarray]):
+        self.count, self.per_rank, self.batch_size, self._lookup = count, per_rank, batch_size, lookup
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[k] for k in range(*b.indices(self.count))]
+        b = int(b) + (self.count if int(b) < 0 else 0)
+        if not 0 <= b < self.count:
+            raise IndexError(f"batch {b} out of range: this rank has {self.count} batches in the epoch")
+        stop = min((b + 1) * self.batch_size, self.per_rank)
+        return self._lookup(np.arange(b * self.batch_size, stop, dtype=np.int64))
+
+
+class KeyedOrder:
+    """DistributedSampler's order and split with the keyed permutation in place of
+    ``torch.randperm``: an ``order=`` for :class:`~hybridload.sampling.sharding.DistributedBatchSampler`."""
+
+    kind = "keyed"
+
+    def rank_batches(self, n: int, *, batch_size: int, seed: int, epoch: int, world_size: int, rank: int,
+                     shuffle: bool, drop_last: bool) -> RankBatches:
+        count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
+        per_rank = samples_per_rank(n, world_size, drop_last)
+        perm = KeyedPermutation(n, derive_key(seed, epoch)) if shuffle else None
+
+        def lookup(j: np.ndarray) -> np.ndarray:
+            p = (rank + j * world_size) % max(n, 1)  # padding repeats the order from its start
+            return perm(p) if perm is not None else p
+
+        return RankBatches(count, per_rank, batch_size, lookup)
+
+    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
+                     drop_last: bool) -> np.ndarray:
+        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
+        batches = self.rank_batches(n, batch_size=max(1, samples_per_rank(n, world_size, drop_last)), seed=seed,
+                                    epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle,
+                                    drop_last=drop_last)
+        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
+
+
+def batch_indices(n: int, seed: int, epoch: int, world_size: int, rank: int, batch_size: int, b: int,
+                  drop_last: bool, shuffle: bool = True) -> np.ndarray:
+    """Rank ``rank``'s batch ``b`` of epoch ``epoch`` in the keyed order (DistributedSampler's
+    split, padding and dropping), computed on its own."""
+    return KeyedOrder().rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
+                                     rank=rank, shuffle=shuffle, drop_last=drop_last)[b]

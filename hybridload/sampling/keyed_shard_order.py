@@ -1,0 +1,154 @@
+"""The shard-aware order of :mod:`hybridload.sampling.shard_order`, keyed (``order="keyed"``):
+batch by batch, O(shards) state per epoch, never the whole order.
+
+The rule is the shard-aware one — shards in a random order, cut into blocks of
+``buffer_shards`` consecutive shards, the samples of each block shuffled among themselves,
+ranks taking contiguous spans of the order padded or trimmed as DistributedSampler — with
+keyed permutations (:class:`~hybridload.sampling.keyed_order.KeyedPermutation`) in place of
+numpy's generator:
+
+* the shards' order is a keyed permutation of ``[0, shards)`` for ``(seed, epoch)``, computed
+  once per epoch with the blocks' starts (O(shards) time and memory);
+* position ``o`` inside block ``k`` holds the block's sample ``P_k(o)``, ``P_k`` keyed by
+  ``(seed, epoch, k)``: a block is permuted only when a batch reaches it.
+
+So the stream differs from the ``order="randperm"`` shard-aware order (another generator) but
+keeps its properties: each block's samples fill one contiguous run of the order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation, RankBatches, derive_key
+from hybridload.sampling.shard_order import ShardOrder
+from hybridload.sampling.sharding import num_batches, samples_per_rank
+
+_SHARDS, _BLOCK = 1, 2  # key parts: the shards' permutation, a block's permutation
+
+
+class KeyedShardOrder:
+    """The keyed shard-aware order of a sharded source (an ``order=`` for the sampler).
+
+    Args:
+        shard_sizes: samples per shard, in the source's shard order (samples are numbered
+            shard after shard).
+        buffer_shards: shards per block.
+    """
+
+    kind = "keyed"
+
+    def __init__(self, shard_sizes: Sequence[int] | np.ndarray, buffer_shards: int = 4):
+        if isinstance(buffer_shards, bool) or not isinstance(buffer_shards, int) or buffer_shards < 1:
+            raise ValueError(f"KeyedShardOrder: buffer_shards must be an int >= 1, got {buffer_shards!r}; "
+                             "write e.g. buffer_shards=4")
+        self.sizes = np.asarray(shard_sizes, dtype=np.int64).reshape(-1)
+        if (self.sizes < 0).any():
+            raise ValueError("KeyedShardOrder: shard_sizes must be counts >= 0")
+        self.buffer_shards = buffer_shards
+        self.n = int(self.sizes.sum())
+        self._starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self._epoch = None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
+        self._blocks: tuple = ()  # ((seed, epoch, block), permutation) of the last two blocks met
+
+    def _tables(self, seed: int, epoch: int):
+        """(shard at each slot of the epoch's shard order, where each slot's samples begin,
+        where each block begins), for (seed, epoch); O(shards)."""
+        cached = self._epoch
+        if cached is not None and cached[0] == (seed, epoch):
+            return cached[1]
+        shards = len(self.sizes)
+        slot_shard = KeyedPermutation(shards, derive_key(seed, epoch, _SHARDS))(np.arange(shards, dtype=np.int64))
+        slot_start = np.concatenate([[0], np.cumsum(self.sizes[slot_shard])]).astype(np.int64)
+        block_start = slot_start[np.arange(0, shards + self.buffer_shards, self.buffer_shards).clip(max=shards)]
+        tables = (slot_shard, slot_start, block_start)
+        self._epoch = ((seed, epoch), tables)
+        return tables
+
+    def _block_perm(self, size: int, key: tuple) -> KeyedPermutation:
+        """Block ``key = (seed, epoch, k)``'s permutation; the last two are kept (a batch meets one
+        or two blocks, and consecutive batches the same ones)."""
+        held = self._blocks
+        for k, perm in held:
+            if k == key:
+                return perm
+        perm = KeyedPermutation(size, derive_key(key[0], key[1], _BLOCK, key[2]))
+        self._blocks = (held + ((key, perm),))[-2:]
+        return perm
+
+    def shard_sequence(self, *, seed: int, epoch: int) -> np.ndarray:
+        """The epoch's shard order (block ``k`` is its slots ``k * buffer_shards ...``)."""
+        return self._tables(seed, epoch)[0]
+
+    def positions(self, p: np.ndarray, *, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+        """The samples at positions ``p`` (in [0, n)) of the epoch's order."""
+        p = np.asarray(p, dtype=np.int64)
+        if not shuffle or p.size == 0:
+            return p
+        slot_shard, slot_start, block_start = self._tables(seed, epoch)
+        block = np.searchsorted(block_start, p, side="right") - 1  # the last block starting at or before p
+        inside = np.empty_like(p)
+        for k in np.unique(block):  # a batch meets one or two blocks (more only when blocks are small)
+            sel = block == k
+            size = int(block_start[k + 1] - block_start[k])
+            perm = self._block_perm(size, (seed, epoch, int(k)))
+            inside[sel] = block_start[k] + perm(p[sel] - block_start[k])
+        slot = np.searchsorted(slot_start, inside, side="right") - 1
+        return self._starts[slot_shard[slot]] + (inside - slot_start[slot])
+
+    def rank_batches(self, n: int, *, batch_size: int, seed: int, epoch: int, world_size: int, rank: int,
+                     shuffle: bool, drop_last: bool) -> RankBatches:
+        """This rank's batches of an epoch: a contiguous span of the padded order (as
+        :func:`~hybridload.sampling.shard_order.contiguous_rank_split`), each batch computed when asked."""
+        if n != self.n:
+            raise ValueError(f"KeyedShardOrder: the dataset has {n} samples but the shards hold {self.n}; "
+                             "build the order from the same source")
+        count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
+        per_rank = samples_per_rank(n, world_size, drop_last)
+
+        def lookup(j: np.ndarray) -> np.ndarray:
+            return self.positions((rank * per_rank + j) % max(n, 1), seed=seed, epoch=epoch, shuffle=shuffle)
+
+        return RankBatches(count, per_rank, batch_size, lookup)
+
+    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
+                     drop_last: bool) -> np.ndarray:
+        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
+        per_rank = samples_per_rank(n, world_size, drop_last)
+        batches = self.rank_batches(n, batch_size=max(1, per_rank), seed=seed, epoch=epoch, world_size=world_size,
+                                    rank=rank, shuffle=shuffle, drop_last=drop_last)
+        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
+
+
+#: the values of the ``order`` setting: "randperm" (torch.randperm's order, or numpy's for the
+#: shard-aware order; the whole epoch's order is made at its start) and "keyed" (this module's)
+ORDERS = ("randperm", "keyed")
+
+
+def check_order(order, where: str) -> str:
+    """The ``order`` setting, checked: one of :data:`ORDERS`."""
+    if order not in ORDERS:
+        raise ValueError(f"{where}: order must be 'randperm' (torch's order, the default) or 'keyed' (computed "
+                         f"batch by batch, for very large datasets), got {order!r}")
+    return order
+
+
+def keyed_order_for(source_order):
+    """The keyed counterpart of a source's ``sample_order()``: DistributedSampler's order
+    (None) becomes :class:`~hybridload.sampling.keyed_order.KeyedOrder`, a
+    :class:`~hybridload.sampling.shard_order.ShardOrder` its keyed shard-aware order."""
+    if source_order is None:
+        return KeyedOrder()
+    if isinstance(source_order, ShardOrder):
+        return KeyedShardOrder(source_order.shard_sizes, source_order.buffer_shards)
+    if getattr(source_order, "kind", None) == "keyed":
+        return source_order
+    raise ValueError(f"order='keyed' has no keyed form of the source's order {type(source_order).__name__}; "
+                     "use order='randperm'")
+
+
+def order_kind(order) -> str:
+    """What a sampler's ``order=`` object is called in a checkpoint ("keyed" or "randperm")."""
+    return getattr(order, "kind", "randperm")

@@ -1,0 +1,177 @@
+"""The documentation site holds what it shows: every public name documented (each argument
+described), every Python block on a page run as written, every error and exit status on the
+troubleshooting page, every test a guarantee cites still there, every page in the navigation.
+
+The site itself is built in strict mode by ``make docs`` (part of ``.ci/run``)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import griffe
+import pytest
+import yaml
+
+import hybridload
+import hybridload.cli
+import hybridload.errors
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+#: the packages whose ``__all__`` the API reference renders (docs/api/*.md)
+PACKAGES = ("hybridload", "hybridload.recipe", "hybridload.sources", "hybridload.sampling", "hybridload.planner",
+            "hybridload.errors", "hybridload.execution", "hybridload.lanes", "hybridload.delivery",
+            "hybridload.cluster", "hybridload.cli")
+FENCE = re.compile(r"(?:<!-- docs-test: ([\w-]+)( ray)? -->\s*\n)?```(\w*)\n(.*?)\n```", re.S)
+INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::[\w-]+)?"$')
+#: files whose code the suite runs elsewhere, so a page may include them
+RUN_ELSEWHERE = {"README.md": "tests/test_readme.py", "examples/lightning_module.py": "tests/test_lightning_example.py"}
+
+
+def public_objects():
+    """(qualified name, object) for every class and function a package names in ``__all__``."""
+    seen = set()
+    for pkg in PACKAGES:
+        mod = importlib.import_module(pkg)
+        names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+        for name in names:
+            obj = getattr(mod, name)
+            if (inspect.isclass(obj) or inspect.isfunction(obj)) and id(obj) not in seen:
+                if getattr(obj, "__module__", "").startswith("hybridload"):
+                    seen.add(id(obj))
+                    yield f"{pkg}.{name}", obj
+
+
+def described_names(doc: str) -> set[str]:
+    """The names a Google-style docstring describes (Args, Attributes, Other Parameters)."""
+    logging.getLogger("griffe").setLevel(logging.ERROR)  # "no type" notes: the strict site build checks types
+    names = set()
+    for section in griffe.parse_google(griffe.Docstring(doc)):
+        if section.kind.value in ("parameters", "other parameters", "attributes"):
+            names |= {item.name for item in section.value}
+    return names
+
+
+def parameters(obj) -> list[str]:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def undocumented(obj) -> list[str]:
+    """Why ``obj``'s docs fall short: no docstring, or the parameters it does not describe."""
+    doc = inspect.getdoc(obj) or ""
+    if not doc.strip():
+        return ["no docstring"]
+    if inspect.isclass(obj) and issubclass(obj, BaseException):
+        return []  # an error's arguments are its message, which the troubleshooting page explains
+    have = described_names(doc)
+    if inspect.isclass(obj) and obj.__init__ is not object.__init__ and obj.__init__.__doc__:
+        have |= described_names(inspect.getdoc(obj.__init__))
+    return [f"argument {name!r} not described" for name in parameters(obj) if name not in have]
+
+
+def test_described_names_reads_args_and_attributes_sections():
+    doc = "Summary.\n\nArgs:\n    a: one.\n    b: two.\n\nAttributes:\n    c: three.\n"
+    assert described_names(doc) == {"a", "b", "c"}
+    assert undocumented(lambda a, b: None) == ["no docstring"]
+
+
+def test_every_public_name_has_a_docstring_that_describes_every_argument():
+    missing = {name: why for name, obj in public_objects() if (why := undocumented(obj))}
+    assert not missing, "document these (Google style: an Args or Attributes section):\n" + "\n".join(
+        f"  {name}: {', '.join(why)}" for name, why in sorted(missing.items()))
+
+
+def pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+def python_blocks():
+    """(page, marker name, needs ray, code) for every Python block of the site."""
+    for page in pages():
+        for m in FENCE.finditer(page.read_text()):
+            name, ray, lang, code = m.groups()
+            if lang == "python":
+                yield page.relative_to(ROOT), name, bool(ray), code
+
+
+def test_every_python_block_is_run_or_included_from_code_the_suite_runs():
+    unmarked = []
+    for page, name, _ray, code in python_blocks():
+        lines = [line for line in code.strip().splitlines() if line.strip()]
+        includes = [INCLUDE.match(line.strip()) for line in lines]
+        if lines and all(includes):
+            unrun = [m.group(1) for m in includes if m.group(1) not in RUN_ELSEWHERE]
+            assert not unrun, f"{page} includes {unrun}, which no test runs"
+        elif name is None:
+            unmarked.append(f"{page}: {lines[0] if lines else '(empty)'}")
+    assert not unmarked, ("mark each Python block <!-- docs-test: NAME --> (it is then run) or include it "
+                          "from code the suite runs:\n" + "\n".join(unmarked))
+
+
+RUNNABLE = [pytest.param(code, ray, id=f"{page.stem}-{name}") for page, name, ray, code in python_blocks()
+            if name is not None]
+
+
+@pytest.mark.parametrize("code, needs_ray", RUNNABLE)
+def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path, request):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if needs_ray:  # the test's own cluster, named the way users name theirs
+        env["RAY_ADDRESS"] = request.getfixturevalue("ray_cluster")[0].address
+    script = tmp_path / "snippet.py"
+    script.write_text(code + "\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def error_classes() -> list[type]:
+    from hybridload.extras import MissingExtraError
+    from hybridload.planner import PlanFormatError
+    found = [obj for obj in vars(hybridload.errors).values()
+             if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "hybridload.errors"]
+    return found + [PlanFormatError, MissingExtraError]
+
+
+def test_troubleshooting_names_every_error_class_and_every_exit_status():
+    text = (DOCS / "guide" / "troubleshooting.md").read_text()
+    missing = [cls.__name__ for cls in error_classes() if f"`{cls.__name__}`" not in text]
+    assert not missing, f"docs/guide/troubleshooting.md does not explain {missing}"
+    main_doc = inspect.getdoc(hybridload.cli.main)
+    statuses = sorted(set(re.findall(r"\b(\d+) (?:done|a usage|an optional|interrupted)", main_doc)))
+    assert statuses == ["0", "1", "130", "2"], main_doc
+    for status in statuses:
+        assert re.search(rf"^\| {status} \|", text, re.M), f"exit status {status} is not on the troubleshooting page"
+
+
+def test_every_test_a_guarantee_cites_exists():
+    text = (DOCS / "guide" / "guarantees.md").read_text()
+    cited = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", text)
+    assert len(cited) >= 10
+    gone = [f"{path}::{name}" for path, name in cited
+            if not re.search(rf"^\s*def {name}\(", (ROOT / path).read_text(), re.M)]
+    assert not gone, f"docs/guide/guarantees.md cites tests that are gone: {gone}"
+
+
+def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
+    def entries(nav):
+        for item in nav:
+            for value in (item.values() if isinstance(item, dict) else [item]):
+                yield from (entries(value) if isinstance(value, list) else [value])
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    listed = set(entries(config["nav"]))
+    on_disk = {str(p.relative_to(DOCS)) for p in pages()}
+    assert listed == on_disk, f"only in nav: {listed - on_disk}; only on disk: {on_disk - listed}"

@@ -1,0 +1,120 @@
+"""The pool's membership table at scale (lanes/ray/members.py): picking a member costs the
+same at 4,096 actors as at 4 (buckets by load, counted states, a free list of worker indices),
+still picks the least loaded and avoids a member already running the task; and a pool starts
+working when its first actor is ready (lanes/ray/startup.py), on recorded refs."""
+
+import time
+
+import pytest
+
+from hybridload.lanes.ray.members import Members, State
+from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.lanes.ray.startup import await_first_ready, start_waves
+
+
+def pool(k):
+    members = Members(PoolStats())
+    ms = [members.add(lambda key, index: f"actor-{key}", "N", initial=True) for _ in range(k)]
+    for m in ms:
+        members.ready(m)
+    return members, ms
+
+
+def test_pick_takes_the_least_loaded_and_avoids_a_member_running_the_same_task():
+    members, ms = pool(3)
+    picked = [members.pick(seq) for seq in range(3)]
+    assert sorted(m.key for m in picked) == [0, 1, 2]  # one each before any gets a second
+    again = members.pick(0)  # a second copy of task 0 goes to another member
+    assert again is not picked[0]
+    idle = next(k for k, m in enumerate(picked) if m is not again and m is not picked[0])
+    members.release(picked[idle], idle)
+    assert picked[idle].load == 0 and members.pick(5) is picked[idle]  # the one member with no load
+    assert members.count(State.READY) == 3 and members.usable == 3
+
+
+def test_dead_and_draining_members_are_never_picked_and_indices_are_reused_lowest_first():
+    members, ms = pool(4)
+    members.dead(ms[1], lost=True)
+    members.drain(ms[2])
+    assert {members.pick(s).key for s in range(6)} == {0, 3}
+    assert members.count(State.READY) == 2 and members.count(State.DRAINING) == 1
+    members.dead(ms[0], lost=False)
+    new = [members.add(lambda key, index: f"actor-{key}", "N", initial=False) for _ in range(3)]
+    assert [m.index for m in new] == [0, 1, 4]  # the freed indices first, lowest first
+    assert members.count(State.STARTING) == 3
+
+
+def test_pick_and_release_cost_does_not_grow_with_the_pool():
+    """1,000 pick+release at 4 and at 4,096 members: within 3x (the old scan was ~100x)."""
+    def cost(k):
+        members, _ = pool(k)
+        t0 = time.perf_counter()
+        for seq in range(2000):
+            m = members.pick(seq)
+            members.release(m, seq)
+        return time.perf_counter() - t0
+
+    small, large = min(cost(4) for _ in range(3)), min(cost(4096) for _ in range(3))
+    assert large < 3 * small + 0.01, (small, large)
+
+
+class Ref:
+    """A recorded actor ready() ref: done at ``at`` seconds, with ``error`` or not."""
+
+    def __init__(self, name, at, error=None):
+        self.name, self.at, self.error, self.callbacks = name, at, error, []
+
+    def future(self):
+        return self
+
+    def add_done_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def exception(self):
+        return self.error
+
+
+class RecordedRay:
+    """ray.wait / ray.get over recorded refs on a fake clock (no cluster: what is tested is the
+    order of waiting, not Ray)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def wait(self, refs, num_returns, timeout):
+        soonest = min(refs, key=lambda r: r.at)
+        if soonest.at > self.now + timeout:
+            self.now += timeout
+            return [], refs
+        self.now = max(self.now, soonest.at)
+        return [soonest], [r for r in refs if r is not soonest]
+
+    def get(self, ref):
+        if ref.error:
+            raise ref.error
+
+
+def test_the_pool_starts_at_its_first_ready_actor_and_the_rest_report_later(monkeypatch):
+    ray = RecordedRay()
+    refs = {Ref("slow", 40.0): "m-slow", Ref("fails", 0.5, RuntimeError("no CPU")): "m-fails", Ref("fast", 1.5): "m-fast"}
+    seen = []
+    await_first_ready(ray, refs, lambda m, exc: seen.append((m, exc)), 120.0, ["A", "B", "C"])
+    assert ray.now == 1.5  # not the 40 s of the slow one
+    assert [m for m, _ in seen] == ["m-fails", "m-fast"] and isinstance(seen[0][1], RuntimeError)
+    slow = next(r for r in refs if r.name == "slow")
+    assert len(slow.callbacks) == 1
+    slow.callbacks[0](slow)
+    assert seen[-1] == ("m-slow", None)
+
+
+def test_a_pool_whose_actors_all_fail_or_never_answer_raises():
+    with pytest.raises(RuntimeError, match="no CPU"):
+        await_first_ready(RecordedRay(), {Ref("a", 1, RuntimeError("no CPU")): "a"}, lambda m, e: None, 10, ["A"])
+    with pytest.raises(TimeoutError, match="no Ray actor started within 5 s on nodes"):
+        await_first_ready(RecordedRay(), {Ref("a", 50): "a"}, lambda m, e: None, 5, ["A"])
+
+
+def test_a_nodes_first_actor_starts_alone_and_every_node_gets_one_at_once():
+    assert start_waves(["A", "A", "B", "A", "C", "B"]) == (["A", "B", "C"], ["A", "A", "B"])
+    assert start_waves(["A"]) == (["A"], [])
+    assert start_waves([]) == ([], [])
