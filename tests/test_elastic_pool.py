@@ -75,7 +75,8 @@ def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_tar
                     got.append(digest(batch))
                     lane = ld._lanes[0]
                     if k == 2 and epoch < CHURNS:  # a worker node leaves mid-epoch, a fresh one joins
-                        assert extra.node_id in ready_nodes(lane)
+                        # its actor joined (the pool starts at its first ready actor; the rest join as they come up)
+                        wait_until(lambda: extra.node_id in ready_nodes(lane), 60, "the extra node's actor ready")
                         cluster.remove_node(extra, allow_graceful=True)
                         extra = add_node(cluster)
                         new_nodes.append(extra.node_id)
