@@ -6,7 +6,10 @@ torch's workers start from a forkserver here: a worker forked from this process 
 Ray) inherits its Ray connection, and such children crash the raylet when they exit (seen:
 ``HandleFreeLocalObjects`` in the raylet, then every actor gone)."""
 
+import importlib
+import logging
 import multiprocessing
+import textwrap
 import typing
 import warnings
 
@@ -84,6 +87,44 @@ def test_a_dataset_with_getitems_is_fetched_a_batch_per_call_as_torch_does(ray_c
     want = outcomes(theirs)
     same_outcomes(got, want)
     assert all(row[1] == 1 for o in got for row in o[1][2])  # every sample came through __getitems__
+
+
+EXTRA_MODULE = textwrap.dedent("""
+    import torch
+    from torch.utils.data import Dataset
+
+    SCALE = 3
+
+    class Scaled(Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return torch.tensor([i * SCALE])
+
+    def collate(samples):
+        return torch.cat(samples) + 1000
+""")
+
+
+def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(ray_cluster, tmp_path, monkeypatch,
+                                                                             caplog):
+    """The script's folder of helpers on sys.path (not on the Ray workers' path): torch's workers
+    import the module; the drop-in ships it by value instead of losing every actor."""
+    from hybridload.cluster.shipping import importable_by_workers, worker_search_path
+    (tmp_path / "parity_extra_mod.py").write_text(EXTRA_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("parity_extra_mod")
+    assert not importable_by_workers("parity_extra_mod", worker_search_path())  # the case, as the workers see it
+    assert importable_by_workers("hybridload", worker_search_path())  # the library itself goes by reference
+    theirs, mine = both(mod.Scaled(), batch_size=4, num_workers=2, collate_fn=mod.collate)
+    with caplog.at_level(logging.INFO, logger="hybridload.cluster.shipping"), mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert [o[1] for o in got] == [("tensor", "torch.int64", [1000, 1003, 1006, 1009]),
+                                   ("tensor", "torch.int64", [1012, 1015])]
+    assert "'parity_extra_mod' is not importable by the Ray workers" in caplog.text
 
 
 class Unbuildable(Exception):

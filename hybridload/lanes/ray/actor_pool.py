@@ -28,6 +28,7 @@ from hybridload.cluster import connect as cluster
 from hybridload.errors import WorkerLost
 from hybridload.cluster.placement import elastic_target, plan_actors
 from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.cluster.shipping import ship_unimportable
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
@@ -64,6 +65,7 @@ class ActorPool(Lane):
             where = _place(cluster.nodes(), fit_request=fit_request, **self._rules)
             self._target_size = len(where)
             self._remote_cls = ray.remote(worker_cls)
+            ship_unimportable(init_args)  # user code the workers cannot import travels by value
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
             wave, rest = start_waves(where)
