@@ -172,11 +172,13 @@ def test_an_error_in_worker_init_fn_keeps_its_class_at_the_first_batch_as_in_tor
     theirs, mine = both(Faulty(), batch_size=2, num_workers=2, worker_init_fn=init_refusing)
     with mine:
         it = iter(mine)  # as torch: creating the iterator does not raise
-        with pytest.raises(ValueError, match="has no shard") as got:
-            next(it)
-    with pytest.raises(ValueError, match="has no shard"):
-        next(iter(theirs))
-    assert "worker_init_fn" in str(got.value)
+        mine_all = outcomes(it)
+    theirs_all = outcomes(theirs)
+    assert [o[0] for o in mine_all] == [o[0] for o in theirs_all] == ["error"] * 6  # every batch raises, in both
+    assert [o[1] for o in theirs_all[:2]] == [ValueError] * 2  # torch: each worker's first batch: the init error,
+    assert {o[1] for o in theirs_all[2:]} == {UnboundLocalError}  # then its own UnboundLocalError (no fetcher)
+    assert {o[1] for o in mine_all} == {ValueError}  # the drop-in: the init error each time (docs/guide/dropin.md)
+    assert "has no shard" in mine_all[0][2] and "worker_init_fn" in mine_all[0][2]
 
 
 class Marked(Dataset):
@@ -210,14 +212,26 @@ def test_worker_init_fn_bound_to_the_dataset_and_worker_info_are_as_in_torch(ray
     assert ds.worker_id == -1  # the driver's dataset is untouched, in both
 
 
+def test_worker_info_reports_the_workers_asked_when_fewer_actors_run(ray_cluster):
+    """torch's get_worker_info().num_workers is the num_workers given; one actor running three
+    workers' worth of batches reports 3 too (the other case, 2 actors for 2, is above)."""
+    ds = Marked()
+    with hybridload.DataLoader(ds, batch_size=2, num_workers=3, num_actors=1, distribute_mode=True,
+                               worker_init_fn=ds.init) as mine:
+        rows = torch.cat(list(mine))
+    assert rows[:, 0].tolist() == list(range(8)) and set(rows[:, 3].tolist()) == {3}
+    assert set(rows[:, 2].tolist()) == {0}  # the one actor running
+
+
 def test_named_errors_are_runtime_errors_where_torch_raises_runtime_error():
     from hybridload.errors import BatchTimeoutError, UserCodeError, WorkerLost
     assert all(issubclass(c, RuntimeError) for c in (BatchTimeoutError, WorkerLost, UserCodeError))
 
 
 def test_the_drop_in_is_generic_as_torchs_dataloader():
-    alias = hybridload.DataLoader[torch.Tensor]
-    assert typing.get_origin(alias) is hybridload.DataLoader and typing.get_args(alias) == (torch.Tensor,)
+    alias, torchs = hybridload.DataLoader[torch.Tensor], torch.utils.data.DataLoader[torch.Tensor]
+    assert typing.get_origin(alias) is hybridload.DataLoader and typing.get_args(alias) == typing.get_args(torchs)
+    assert typing.get_origin(torchs) is torch.utils.data.DataLoader
 
     def train(loader: "hybridload.DataLoader[torch.Tensor]") -> None: ...
 
