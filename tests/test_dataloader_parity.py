@@ -370,3 +370,37 @@ def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster):
     assert want == got[:len(want)]  # torch raises as soon as it notices the dead worker: a prefix
     assert torch_error is RuntimeError, torch_error  # "DataLoader worker (pid ...) exited unexpectedly"
     assert mine_error is hybridload.errors.WorkerLost and issubclass(mine_error, RuntimeError)
+
+
+class DiesOnce(Dataset):
+    """Sample 5's first read ends its worker's process (a crash, the OOM killer); a marker file
+    makes later reads succeed, so a batch run again elsewhere completes."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        import os
+        import time
+        if i == 5 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            time.sleep(0.5)  # what the worker sent before is flushed (torch's queue)
+            os._exit(3)
+        return torch.tensor(i)
+
+
+def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_again(ray_cluster, tmp_path):
+    """The documented difference: torch's loop gets a RuntimeError; the drop-in hands the lost
+    actor's batch to another actor and delivers every batch once, in order."""
+    theirs = torch.utils.data.DataLoader(DiesOnce(tmp_path / "torch"), batch_size=2, num_workers=2,
+                                         multiprocessing_context=FORKSERVER)
+    want, torch_error = until_error(theirs)
+    assert torch_error is RuntimeError and want == [[0, 1], [2, 3]][:len(want)]
+    with hybridload.DataLoader(DiesOnce(tmp_path / "mine"), batch_size=2, num_workers=2,
+                               distribute_mode=True) as mine:
+        got, mine_error = until_error(mine)
+    assert mine_error is None and got == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert (tmp_path / "mine").exists()  # an actor did die on sample 5
