@@ -404,3 +404,59 @@ def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_ag
         got, mine_error = until_error(mine)
     assert mine_error is None and got == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert (tmp_path / "mine").exists()  # an actor did die on sample 5
+
+
+SPAWN_SCRIPT = textwrap.dedent("""
+    import json
+    import sys
+
+    import torch
+    import torch.multiprocessing as mp
+    from torch.utils.data import Dataset
+
+    import hybridload
+
+
+    class InScript(Dataset):  # in a spawned child this class lives in __mp_main__
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.tensor([i, i * i])
+
+
+    def collate_in_script(samples):
+        return torch.stack(samples).sum(0)
+
+
+    def run(rank, address, out):
+        kw = dict(batch_size=4, shuffle=True, collate_fn=collate_in_script)
+        theirs = torch.utils.data.DataLoader(InScript(), generator=torch.Generator().manual_seed(5), **kw)
+        with hybridload.DataLoader(InScript(), num_workers=2, distribute_mode=True, head_address=address,
+                                   generator=torch.Generator().manual_seed(5), **kw) as mine:
+            got = [b.tolist() for b in mine]
+        json.dump({"module": InScript.__module__, "torch": [b.tolist() for b in theirs], "mine": got},
+                  open(out, "w"))
+
+
+    if __name__ == "__main__":
+        mp.spawn(run, args=(sys.argv[1], sys.argv[2]), nprocs=1, join=True)
+""")
+
+
+def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(ray_cluster,
+                                                                                                  tmp_path):
+    """The PyTorch DDP tutorial's pattern: the Dataset and collate_fn in the script, the loop in a
+    child of ``torch.multiprocessing.spawn`` (where the script is the module ``__mp_main__``,
+    which the Ray workers cannot import): the drop-in gives torch's batches."""
+    import json
+    import subprocess
+    import sys
+    script, out = tmp_path / "train_spawn.py", tmp_path / "out.json"
+    script.write_text(SPAWN_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), ray_cluster[0].address, str(out)], capture_output=True,
+                          text=True, timeout=240, cwd=tmp_path.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["module"] == "__mp_main__"
+    assert result["mine"] == result["torch"] and len(result["torch"]) == 3
