@@ -67,6 +67,30 @@ class LaneUnavailableError(HybridLoadError):
     """A processing lane the policy asked for cannot run here."""
 
 
+class NoActorsError(LaneUnavailableError, RuntimeError):
+    """The Ray cluster gives this rank no CPU actor (no node with a free CPU, or none within
+    the wait the policy allows) and the policy says not to run on this machine meanwhile
+    (``LoaderPolicy(on_no_actors="raise")`` or ``"wait"``). The message says what is missing
+    and what to do."""
+
+
+class NoLaneError(HybridLoadError, RuntimeError):
+    """No lane can run a batch: each one is broken, failed this batch, or has no worker.
+
+    Attributes:
+        seq: the batch's position in the pass.
+        reasons: ``{lane name: why it cannot take the batch}``.
+    """
+
+    def __init__(self, seq: int, reasons: dict, advice: str = ""):
+        self.seq, self.reasons, self.advice = seq, dict(reasons), advice
+        why = "; ".join(f"lane '{name}': {reason}" for name, reason in self.reasons.items())
+        super().__init__(f"batch {seq} cannot run: no lane can take it ({why})" + (f". {advice}" if advice else ""))
+
+    def __reduce__(self):
+        return (type(self), (self.seq, self.reasons, self.advice))
+
+
 class Reroute(HybridLoadError):
     """A lane cannot take this batch (not a failure of the lane); another lane should."""
 

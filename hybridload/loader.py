@@ -21,7 +21,7 @@ from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
 from hybridload.lanes.base import BatchTask, LaneKind
-from hybridload.lanes.build import build_lanes, close_lanes
+from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneCaps, LaneSpec
 from hybridload.policy import LoaderPolicy
 from hybridload.recipe import Recipe
@@ -242,9 +242,7 @@ class HybridLoader:
         if self._online is not None:
             plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
-        pools = {lane.name: lane.stats() for lane in self._lanes if callable(getattr(lane, "stats", None))}
-        if pools:  # elastic actor pools: actors started, lost, replaced, live over time
-            d["actor_pools"] = pools
+        d.update(pool_reports(self._lanes, self._fallback, self._stats))
         d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
         return d
 
