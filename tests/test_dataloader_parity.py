@@ -169,9 +169,21 @@ def init_refusing(worker_id):
 
 
 def test_an_error_in_worker_init_fn_keeps_its_class_at_the_first_batch_as_in_torch(ray_cluster):
+    import gc
+    import time
+
+    from support.ray_fixtures import alive_actors
     theirs, mine = both(Faulty(), batch_size=2, num_workers=2, worker_init_fn=init_refusing)
     with mine:
-        it = iter(mine)  # as torch: creating the iterator does not raise
+        gc.disable()  # the failed pool's handles may sit in a reference cycle: its actors must go without GC
+        try:
+            it = iter(mine)  # as torch: creating the iterator does not raise
+            deadline = time.monotonic() + 20
+            while alive_actors() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert alive_actors() == []  # the actors whose start failed were killed, their CPUs free
+        finally:
+            gc.enable()
         mine_all = outcomes(it)
     theirs_all = outcomes(theirs)
     assert [o[0] for o in mine_all] == [o[0] for o in theirs_all] == ["error"] * 6  # every batch raises, in both

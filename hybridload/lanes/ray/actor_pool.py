@@ -146,6 +146,7 @@ class ActorPool(Lane):
             if self._members.ready(m) and self._keeper is not None:
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
+            self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
             self._capacity.start_failed(m.node_id, exc)
             log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
