@@ -131,6 +131,24 @@ class LabelError(UserCodeError, ValueError):
     bad sample."""
 
 
+class ManifestError(HybridLoadError, ValueError):
+    """A shard manifest (``{"wids_version": 1, "shardlist": [...]}``) that cannot be used: not
+    found, not JSON, or an entry without a ``url`` string and an ``nsamples`` count. The
+    message names the manifest and the entry."""
+
+
+class ShardIndexError(UserCodeError, ValueError):
+    """A shard named by a manifest does not match it when a worker first touches it: the shard
+    is missing or unreadable, or it holds another number of samples than the manifest's
+    ``nsamples`` (the epoch would be short or shifted). Deterministic, so never retried:
+    delivered at its batch's position, also under ``on_error="skip"``.
+
+    Attributes:
+        where: the shard (``"shard 12 ('s3://b/x-000012.tar') of manifest 'm.json'"``).
+        reason: what disagrees, and what to do (rebuild the manifest with ``hybridload index``).
+    """
+
+
 class ShutdownError(HybridLoadError, ExceptionGroup):
     """Closing some parts failed; every other part was still closed.
 

@@ -10,7 +10,8 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "braces", "filelist", "folder", "reads", "shard_cache", "tar_index", "tarshards",
+SUBMODULES = ["_base", "braces", "filelist", "folder", "manifest", "reads", "shard_cache", "shard_list", "shard_members",
+              "tar_index", "tarshards",
               "torch_dataset"]
 
 
