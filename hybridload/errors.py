@@ -66,8 +66,9 @@ class ResumeMismatchError(HybridLoadError, ValueError):
         return (type(self), (self.field, self.saved, self.mine, str(self).split(":", 1)[0]))
 
 
-class BatchTimeoutError(HybridLoadError):
-    """A batch never arrived within the loader's timeout."""
+class BatchTimeoutError(HybridLoadError, RuntimeError):
+    """A batch never arrived within the loader's timeout. A RuntimeError, as torch's DataLoader
+    raises for a batch past its ``timeout``."""
 
     def __init__(self, seq: int, timeout_s: float, detail: str = ""):
         self.seq = seq
@@ -114,15 +115,18 @@ class Reroute(HybridLoadError):
     """A lane cannot take this batch (not a failure of the lane); another lane should."""
 
 
-class WorkerLost(HybridLoadError):
+class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
-    handed to another worker and the lane carries on with what is left."""
+    handed to another worker and the lane carries on with what is left. When none is left it
+    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker."""
 
 
-class UserCodeError(HybridLoadError):
+class UserCodeError(HybridLoadError, RuntimeError):
     """The user's code (a dataset's ``__getitem__``, a collate function) raised, or returned
     a value hybridload cannot use. Deterministic: delivered once at its batch's position,
-    never retried.
+    never retried. A RuntimeError, as torch's DataLoader raises for an exception that cannot
+    be rebuilt with its own class; the drop-in ``hybridload.DataLoader`` re-raises the original
+    class where it can, as torch does.
 
     Attributes:
         where: what ran (``"batch 3 (indices [12, 7])"``, ``"sample 5 (MyDataset[5])"``).

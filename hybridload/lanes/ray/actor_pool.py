@@ -29,6 +29,7 @@ from hybridload.errors import WorkerLost
 from hybridload.cluster.placement import elastic_target
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.cluster.shipping import ship_unimportable
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
@@ -69,12 +70,16 @@ class ActorPool(Lane):
             where, nodes = self._capacity.first_target(cluster.nodes, fit_request=fit_request, poll_s=poll_s)
             self._target_size = len(where)
             self._remote_cls = ray.remote(worker_cls)
+            ship_unimportable(init_args)  # user code the workers cannot import travels by value
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
-            first_ready(ray, first, self._on_ready, ready_timeout_s, where,
-                        go_on=None if self._members.hold else self._go_on_locally)
+            try:
+                first_ready(ray, first, self._on_ready, ready_timeout_s, where,
+                            go_on=None if self._members.hold else self._go_on_locally)
+            except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
+                raise _unwrap(exc) from None
             first += [self._spawn(node_id, initial=True) for node_id in rest]
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._pool_stats.opened()
@@ -141,6 +146,7 @@ class ActorPool(Lane):
             if self._members.ready(m) and self._keeper is not None:
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
+            self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
             self._capacity.start_failed(m.node_id, exc)
             log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
