@@ -35,3 +35,13 @@ def test_the_modules_an_objects_pickle_refers_to_are_found_inside_containers():
     found = referenced_modules({"k": [Pair(json.dumps, torch.zeros(2))]})
     assert {__name__, "json", "torch"} <= {m.partition(".")[0] if m.startswith("torch") else m for m in found}
     assert sys.modules[__name__].__name__ in found
+
+
+def test_a_package_found_only_through_an_import_hook_is_importable_by_workers():
+    """An editable install (``pip install -e``) is found by a finder on ``sys.meta_path``, not
+    by a folder of ``sys.path``: with no folder to search, hybridload itself (installed so in
+    the test venv) must still count as importable, or every Ray lane would ship the whole
+    package by value, locks and all."""
+    from hybridload.cluster.shipping import importable_by_workers
+    assert importable_by_workers("hybridload.sources.folder", ())
+    assert not importable_by_workers("no_such_package_here", ())

@@ -50,7 +50,21 @@ def importable_by_workers(module_name: str, search_path: tuple[str, ...]) -> boo
         return True
     if top == "__mp_main__":
         return False
-    return importlib.machinery.PathFinder.find_spec(top, list(search_path)) is not None
+    if importlib.machinery.PathFinder.find_spec(top, list(search_path)) is not None:
+        return True
+    return top in _found_by_import_hooks(top)
+
+
+@functools.lru_cache(maxsize=None)
+def _found_by_import_hooks(top: str) -> frozenset:
+    """``{top}`` when a fresh interpreter finds it through its import hooks (an editable install's
+    finder, which ``sys.path`` does not show), else empty."""
+    code = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({top!r}) else 1)"
+    try:
+        found = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, cwd="/").returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        found = False
+    return frozenset({top}) if found else frozenset()
 
 
 def referenced_modules(obj) -> set[str]:
