@@ -60,7 +60,10 @@ class LoaderPolicy:
         gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
-            place, counted in ``stats()``).
+            place, counted in ``stats()``). A read the storage failed (an outage, not bad
+            data) raises :class:`~hybridload.errors.StorageError` under either.
+        skip_warn_fraction: under ``on_error="skip"``, warn once in a pass when the samples
+            skipped in it pass this fraction of the pass's samples, 0..1 (0: at the first skip).
         batch_timeout_s: how long the consumer waits for the next batch before an error
             naming it (never a silent hang).
         plan: a Plan or a path to a plan JSON file (mode "auto" starts from it).
@@ -91,6 +94,7 @@ class LoaderPolicy:
     gpu_memory_budget_mb: float | None = None
     window: int | None = None
     on_error: str = "raise"
+    skip_warn_fraction: float = 0.01
     batch_timeout_s: float = 300.0
     plan: Any = None
     replan_every: int = 8
@@ -145,6 +149,9 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
         if self.on_error not in ON_ERROR:
             raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if not _is_fraction(self.skip_warn_fraction):
+            raise ValueError(f"LoaderPolicy: skip_warn_fraction must be a fraction in [0, 1] of a pass's samples "
+                             f"(0.01: warn past 1% skipped), got {self.skip_warn_fraction!r}")
         if not _is_positive_finite(self.batch_timeout_s):
             raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
                              f"got {self.batch_timeout_s!r}")

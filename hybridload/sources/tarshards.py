@@ -33,7 +33,8 @@ from hybridload.errors import SampleError
 
 from hybridload.sampling.shard_order import ShardOrder
 
-from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error
+from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_failure
+from hybridload.sources.read_retry import with_retries
 from hybridload.sources.braces import expand_urls
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
 from hybridload.sources.shard_cache import ShardCache
@@ -168,7 +169,8 @@ class TarShards(Source):
         self._shards = ShardCache(self._fetch_shard, self.cache_shards)
 
     def _fetch_shard(self, url: str) -> bytes:
-        return read_bytes(url, self.storage_options)  # the whole shard: one request
+        # the whole shard: one request, retried as the source's read_retry says
+        return with_retries(lambda: read_bytes(url, self.storage_options), self.read_retry, url)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -222,9 +224,10 @@ class TarShards(Source):
         i = self._check_index(ref.index)
         url, offset, size = self.urls[self._shard[i]], int(self._offset[i]), int(self._size[i])
         try:
-            data = read_bytes(url, self.storage_options, offset=offset, size=size)
+            data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset, size=size),
+                                self.read_retry, ref.location)
         except Exception as exc:  # any filesystem's error: name the sample
-            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+            raise read_failure(ref, exc) from None
         return self._checked(ref, data, offset, size), ref.label
 
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
@@ -254,7 +257,7 @@ class TarShards(Source):
         try:
             whole = shard.result()
         except Exception as exc:  # any filesystem's error: name the sample
-            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+            raise read_failure(ref, exc) from None
         return self._checked(ref, whole[offset:offset + size], offset, size), ref.label
 
     @staticmethod
