@@ -182,6 +182,8 @@ class DataLoader(tud.DataLoader):
                  head_address: str | None = "auto",
                  num_actors: int | None = None, placement: str = "remote-first", reserve_local_cpus: int = 0,
                  window: int | None = None):
+        if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
         self.head_address = head_address
         self.num_actors = num_actors if num_actors is not None else (num_workers or None)

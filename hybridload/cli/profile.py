@@ -118,8 +118,10 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
         if plan.gpu_share not in {s for s, _ in points}:
             check(plan.gpu_share)
         plan = trust_measurements(plan, m, lim, points)
+    extra = {"gpu_name": gpu.name if gpu.available else None}  # LoaderPolicy.from_plan compares it with the GPU here
     if check_points:
-        plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
+        extra["checked_points"] = points
+    plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | extra})
 
     rows = [("GPU (NVML)", _gpu_text(gpu)),
             ("CPU lane, trainer node", f"{lane_rate:.0f} images/s on {cpus} threads "
