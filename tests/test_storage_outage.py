@@ -64,14 +64,22 @@ def s3_server():
         proc.wait(timeout=30)
 
 
-@pytest.mark.parametrize("local_workers", ["threads", "processes"])
-def test_storage_killed_mid_epoch_raises_storage_error_not_skips(s3_server, local_workers):
+LANES = {
+    "threads": dict(cpu_actors=0, threads=1, local_workers="threads"),
+    "processes": dict(cpu_actors=0, threads=1, local_workers="processes"),
+    "ray": dict(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=1),  # actors on other nodes
+}
+
+
+@pytest.mark.parametrize("lane", list(LANES))
+def test_storage_killed_mid_epoch_raises_storage_error_not_skips(s3_server, lane, request):
+    if lane == "ray":
+        request.getfixturevalue("ray_cluster")
     proc, opts = s3_server
     retry = ReadRetry(attempts=3, backoff_s=0.05)
     src = sources.FileList([f"s3://photos/{i}.jpg" for i in range(N)], [i % 7 for i in range(N)],
                            storage_options=opts, io_threads=4, read_retry=retry)
-    pol = LoaderPolicy(cpu_actors=0, threads=1, local_workers=local_workers, window=2, on_error="skip",
-                       batch_timeout_s=60)
+    pol = LoaderPolicy(window=2, on_error="skip", batch_timeout_s=60, **LANES[lane])
     seen = []
     with HybridLoader(src, REC, BATCH, shuffle=False, policy=pol, return_indices=True) as ld:
         with pytest.raises(StorageError) as info:
