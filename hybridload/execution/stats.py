@@ -11,13 +11,10 @@ once, on the consumer's thread (``record_wait``).
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import warnings
 from collections import Counter, defaultdict
-
-log = logging.getLogger("hybridload")
 
 
 class LoaderStats:
@@ -78,9 +75,8 @@ class LoaderStats:
             self.stall_s += seconds
             self.batches_delivered += 1
             alarm = self._skip_alarm()
-        if alarm:
-            log.warning("%s", alarm)
-            warnings.warn(alarm, RuntimeWarning, stacklevel=3)
+        if alarm:  # each substitution was logged already; this is the one warning of the pass
+            warnings.warn(alarm, RuntimeWarning, stacklevel=4)  # at the consumer's next() on a loader's pass
 
     def _skip_alarm(self) -> str:
         """The warning to give now (once a pass), or ''. Called under the lock."""
