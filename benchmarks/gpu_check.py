@@ -34,7 +34,7 @@ GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no ne
            echo /.whl/ >> .git/info/exclude; rm -rf .whl
            python -m pip wheel --no-deps --no-build-isolation -w .whl .
            python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
-               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0
+               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0 braceexpand==0.1.7
     there (device tool: carry [".whl"], timeout_s 600):
            python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
                --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\

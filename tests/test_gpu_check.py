@@ -55,7 +55,7 @@ def test_sections_past_the_budget_are_skipped_and_the_json_is_written(tmp_path):
 # -- the bare machine: a venv that sees only torch, numpy, Pillow, nvidia-ml-py (and torch's own
 # dependencies), with the hybridload wheel built from this checkout and its small dependencies
 
-BARE = ["torch", "numpy", "pillow", "nvidia-ml-py", "simplejpeg", "tqdm", "fsspec"]
+BARE = ["torch", "numpy", "pillow", "nvidia-ml-py", "simplejpeg", "tqdm", "fsspec", "braceexpand"]
 ABSENT = ["ray", "nvidia.dali", "skimage", "torchvision", "matplotlib", "sklearn"]
 
 
