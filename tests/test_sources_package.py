@@ -10,7 +10,7 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "braces", "filelist", "folder", "reads", "shard_cache", "tar_index", "tarshards",
+SUBMODULES = ["_base", "braces", "filelist", "folder", "read_retry", "reads", "shard_cache", "tar_index", "tarshards",
               "torch_dataset"]
 
 
