@@ -5,95 +5,39 @@ the batches of its (batch) sampler are sent, as index lists, to a pool of Ray ac
 holding the dataset and the collate function; results come back in sampler order
 through the ordered merger. Compared with Dpex:
 
-* seeds: each batch's worker reseeds ``random``, ``numpy`` and ``torch`` with
-  ``base_seed + batch number`` (``base_seed`` drawn as torch draws it, once per iterator),
-  so no two batches share a seed and a batch's randomness does not depend on which actor
-  ran it; the seed travels with the batch's task, so two live iterators of one
-  ``persistent_workers=True`` loader keep their own;
-* data: actors read through the dataset object on their own node; nothing is read in
-  the driver and shipped;
-* shutdown: actors are killed on ``close()``, garbage collection and interpreter exit;
-* waiting: no fixed queue timeout; a batch that does not arrive within ``timeout``
-  seconds (default 300 when 0 is given) raises an error naming it;
-* errors: an exception of the user's ``__getitem__`` or collate surfaces once, as a
-  :class:`~hybridload.errors.UserCodeError` naming the batch and its indices with the
-  original traceback (deterministic: never retried);
-* workers: ``num_workers`` is a request; with fewer free CPU slots, as many actors as fit
-  run (one warning). Inside an actor ``torch.utils.data.get_worker_info()`` gives its id,
-  ``num_workers``, the batch's seed and the dataset, and ``worker_init_fn(id)`` runs there
-  first, so what it sets is seen by ``__getitem__``;
-* other arguments: ``prefetch_factor`` sets the window (``num_actors * prefetch_factor``
-  batches ahead); ``persistent_workers`` as torch: False (the default) gives each pass
-  (each ``iter(loader)``) its own actors, killed when the pass ends or its iterator is
-  dropped; True keeps one set of actors across passes until ``close()`` (faster epochs);
-  ``pin_memory`` and ``pin_memory_device`` pin each delivered batch as torch's pin thread
-  does; ``in_order=False`` is accepted and batches still come in sampler order (what it
-  allows, not what it asks: the window keeps the actors busy past a slow batch);
-  ``multiprocessing_context`` and an ``IterableDataset`` are refused in
-  ``distribute_mode`` (there are no worker processes to configure, and an iterable dataset
-  has no indices to send);
-* stopping: ``close()`` (or garbage collection) stops every pass before killing actors;
-  ``next()`` on an iterator after ``close()`` raises a RuntimeError naming ``close()``.
+Each batch reseeds ``random``, ``numpy`` and ``torch`` with ``base_seed + batch number`` (the
+seed travels with the task); the user's exceptions arrive with their own class, once, and the
+pass goes on; a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``,
+``get_worker_info()``, ``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave
+as in torch's workers; with a ``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()``
+/ ``load_state_dict()`` (torchdata's names) resume on any rank, world size and batch size.
+
+Where it matches torch and where it differs: ``docs/guide/dropin.md``.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-import traceback
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-import numpy as np
 import torch
 import torch.utils.data as tud
 
-from hybridload.errors import HybridLoadError, UserCodeError, close_all, take_all
-from hybridload.lanes.ray.actor_pool import ActorPool
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.errors import close_all, take_all
+from hybridload.lanes.ray.dataset_lane import DatasetLane, IterableDatasetActors
+from hybridload.lanes.ray.dataset_worker import InitFailed, UserFailure
 from hybridload.lanes.base import BatchTask
+from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
 
 log = logging.getLogger(__name__)
+T_co = TypeVar("T_co", covariant=True)
 
 DEFAULT_TIMEOUT_S = 300.0
-
-
-class DatasetWorker(PoolWorker):
-    """The actor: ``collate_fn([dataset[i] for i in indices])`` with per-batch seeding, torch's
-    worker info set, and the user's errors wrapped in :class:`UserCodeError`."""
-
-    def __init__(self, dataset, collate_fn, worker_init_fn, auto_collation, worker_id: int = 0, num_workers: int = 1):
-        super().__init__()
-        self.dataset, self.collate_fn, self.auto = dataset, collate_fn, auto_collation
-        self.worker_id, self.num_workers = worker_id, num_workers
-        _set_worker_info(worker_id, num_workers, worker_id, dataset)
-        if worker_init_fn is not None:
-            worker_init_fn(worker_id)
-
-    def run(self, indices, seed: int, seq: int = 0):
-        random.seed(seed)
-        np.random.seed(seed % (2 ** 32))
-        torch.manual_seed(seed)
-        _set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
-        where = f"batch {seq}"
-        try:
-            if not self.auto:
-                where = f"batch {seq} (indices {_short(indices)}), in dataset[indices] or collate_fn"
-                return self.collate_fn(self.dataset[indices])
-            samples = []
-            for i in indices:
-                where = f"batch {seq} (indices {_short(indices)}), sample {i}: dataset[{i}]"
-                samples.append(self.dataset[i])
-            where = f"batch {seq} (indices {_short(indices)}): collate_fn"
-            return self.collate_fn(samples)
-        except HybridLoadError:
-            raise
-        except Exception as exc:  # the user's code: deterministic, delivered once with its traceback
-            raise UserCodeError(where, f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
 
 
 def _size(indices) -> int:
@@ -101,37 +45,7 @@ def _size(indices) -> int:
     return len(indices) if hasattr(indices, "__len__") else 1
 
 
-def _short(indices) -> str:
-    if not hasattr(indices, "__len__"):  # batch_size=None: one sample index
-        return str(indices)
-    shown = [int(i) for i in list(indices)[:16]]
-    return f"{shown}" if len(indices) <= 16 else f"{shown[:-1]} ... ({len(indices)} in all)"
-
-
-def _set_worker_info(worker_id: int, num_workers: int, seed: int, dataset) -> None:
-    """What ``torch.utils.data.get_worker_info()`` returns inside the actor."""
-    from torch.utils.data._utils import worker as torch_worker
-    torch_worker._worker_info = torch_worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
-                                                        dataset=dataset)
-
-
-class _DatasetLane(ActorPool):
-    name = "ray-dataset"
-
-    def __init__(self, loader: "DataLoader", rank: int, world_size: int):
-        super().__init__(DatasetWorker, (loader.dataset, loader.collate_fn, loader.worker_init_fn,
-                                          loader._auto_collation),
-                         ray_address=loader.head_address, placement=loader.placement,
-                         reserve_local_cpus=loader.reserve_local_cpus,
-                         cpu_actors=loader.num_actors, rank=rank, world_size=world_size,
-                         fallback_embedded=(loader.head_address == "auto"), pass_worker_index=True,
-                         fit_request=True)
-
-    def call(self, actor, task: BatchTask):
-        return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
-
-
-class DataLoader(tud.DataLoader):
+class DataLoader(tud.DataLoader[T_co]):
     """torch.utils.data.DataLoader with Ray actors as workers when ``distribute_mode=True``.
 
     The arguments up to ``in_order`` are torch's, with torch's meaning; with
@@ -185,16 +99,17 @@ class DataLoader(tud.DataLoader):
         if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
+        if num_workers < 0:  # torch's own check, before distribute_mode hands torch 0
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        asked = num_workers
         self.head_address = head_address
         self.num_actors = num_actors if num_actors is not None else (num_workers or None)
         self.placement = placement
         self.reserve_local_cpus = reserve_local_cpus
         self.window = window
+        self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
-            if isinstance(dataset, tud.IterableDataset):
-                raise TypeError("DataLoader: distribute_mode=True needs a map-style dataset (indices are sent to "
-                                f"the actors); {type(dataset).__name__} is an IterableDataset: use "
-                                "distribute_mode=False, or give it __len__ and __getitem__")
             if multiprocessing_context is not None:
                 raise ValueError("DataLoader: multiprocessing_context has no effect with distribute_mode=True (the "
                                  "workers are Ray actors, not processes this loader starts); leave it None")
@@ -216,20 +131,55 @@ class DataLoader(tud.DataLoader):
                          generator=generator, prefetch_factor=prefetch_factor,
                          persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
                          in_order=in_order)
+        if self.distribute_mode:  # what the user asked, as torch reports it (this class runs no processes)
+            self.num_workers = asked
+            self.check_worker_number_rationality()  # torch's warning, at construction as torch gives it
         self._lanes: list = []    # the actor pools: one (persistent) or one per live pass
         self._streams: list = []  # the live passes' streams, stopped before the lanes close
+        self._pass_seeds = (0, 0)  # persistent actors: (base seed drawn by the first pass, passes since)
         self._stats = LoaderStats()
+        self._progress = PassProgress(self.batch_sampler)  # the batches delivered of a stateful sampler's pass
         self._finalizer = weakref.finalize(self, _close_all, self._streams, self._lanes)
 
     def __iter__(self):
+        self._progress.begin()  # a stateful batch sampler's pass begins now: state_dict() counts from its start
         if not self.distribute_mode:
-            return super().__iter__()
+            return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return _RayDataLoaderIter(self, self._lanes[0], owns_lane=False)
-        rank, world = resolve_rank()
-        lane = _DatasetLane(self, rank, world)
+            return self._progress.wrap(_RayDataLoaderIter(self, self._lanes[0], owns_lane=False, first=False))
+        if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
+            self.check_worker_number_rationality()
+        try:
+            lane = self._start_actors()
+        except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
+            return self._progress.wrap(_FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
-        return _RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors)
+        try:
+            return self._progress.wrap(_RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors,
+                                                           first=True))
+        except BaseException:  # the pass could not start: its actors go now
+            self._lanes.remove(lane)
+            close_all([lane], "starting a DataLoader pass", log=log)
+            raise
+
+    def state_dict(self) -> dict:
+        """torchdata's API: the state as of the last batch delivered (needs a ``DistributedBatchSampler``)."""
+        return self._progress.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume from ``state``: any rank's ``state_dict()``, at any world size and batch size."""
+        self._progress.load_state_dict(state)
+
+    def _start_actors(self):
+        rank, world = resolve_rank()
+        bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
+        pool = dict(ray_address=self.head_address, placement=self.placement,
+                    reserve_local_cpus=self.reserve_local_cpus, cpu_actors=self.num_actors, rank=rank,
+                    world_size=world, fallback_embedded=(self.head_address == "auto"))
+        if isinstance(self.dataset, tud.IterableDataset):
+            return IterableDatasetActors(bundle, auto_collation=self._auto_collation, batch_size=self.batch_size,
+                                         drop_last=self.drop_last, asked=self.num_workers, **pool)
+        return DatasetLane(bundle, auto_collation=self._auto_collation, asked=self.num_workers, **pool)
 
     def stats(self) -> dict:
         return self._stats.as_dict()
@@ -251,17 +201,52 @@ def _close_all(streams: list, lanes: list) -> None:
     close_all([*take_all(streams), *take_all(lanes)], "closing a DataLoader dropped without close()", log=log)
 
 
+class _FailedPass:
+    """A pass whose workers could not start because ``worker_init_fn`` raised: each of its
+    batches raises that error (torch's workers answer every task with an error), then it ends."""
+
+    def __init__(self, failure: UserFailure, sampler):
+        self._failure = failure
+        try:
+            self._left = len(sampler)
+        except TypeError:  # an IterableDataset's sampler has no length: one error
+            self._left = 1
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._left <= 0:
+            raise StopIteration
+        self._left -= 1
+        self._failure.reraise()
+
+
 class _RayDataLoaderIter:
-    def __init__(self, loader: DataLoader, lane: _DatasetLane, owns_lane: bool):
+    def __init__(self, loader: DataLoader, lane, owns_lane: bool, first: bool):
         self._loader = loader
         self._own, self._lanes = (lane if owns_lane else None), loader._lanes
         sampler_iter = iter(loader._index_sampler)
-        # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-        base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-        tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as reached when it has a len()
-                              lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
+        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
+            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
+            loader._pass_seeds = (base_seed, 0)
+        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
+            base_seed, passes = loader._pass_seeds
+            loader._pass_seeds = (base_seed, passes + 1)
         timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
-        self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
+        if isinstance(lane, IterableDatasetActors):
+            self._stream = lane.start_pass(base_seed, prefetch=loader._prefetch, timeout_s=timeout,
+                                           length=_length(loader))
+        else:
+            batches, count = sampler_iter, _length(loader._index_sampler)
+            if count is None:  # a sampler without len(): listed up front (as sampler_tasks lists it)
+                listed = list(sampler_iter)
+                batches, count = iter(listed), len(listed)
+            if not first:  # the pass's own seeds, after those of the earlier passes
+                base_seed = (base_seed + loader._pass_seeds[1] * max(1, count)) % 2 ** 63
+            tasks = sampler_tasks(batches, loader._index_sampler,  # pulled as reached when it has a len()
+                                  lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
+            self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
         self._pin_device = loader.pin_memory_device or None
         loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]
@@ -279,6 +264,8 @@ class _RayDataLoaderIter:
             if self._stream.closed:
                 self._release()  # the pass is over: its own (non-persistent) actors go
             raise
+        if isinstance(batch, UserFailure):  # the user's code raised for this batch: raise it, the pass goes on
+            batch.reraise()
         if self._pin:
             from torch.utils.data._utils.pin_memory import pin_memory
             batch = pin_memory(batch, self._pin_device)
@@ -296,3 +283,11 @@ class _RayDataLoaderIter:
             self._stream.close()
         if hasattr(self, "_own"):
             self._release()
+
+
+def _length(sized) -> int | None:
+    """``len(sized)``, None when it has none (an IterableDataset, a sampler without __len__)."""
+    try:
+        return len(sized)
+    except TypeError:
+        return None

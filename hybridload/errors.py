@@ -70,8 +70,29 @@ class OrderMismatchError(HybridLoadError, ValueError):
         return (type(self), (self.saved, self.mine, str(self).split(":", 1)[0]))
 
 
-class BatchTimeoutError(HybridLoadError):
-    """A batch never arrived within the loader's timeout."""
+class ResumeMismatchError(HybridLoadError, ValueError):
+    """A checkpoint was loaded into a loader or sampler of another dataset, seed or setting
+    (``num_samples``, ``seed``, ``shuffle``, ``drop_last``, the shard-aware split): it would
+    resume another epoch order. The world size, rank and batch size may differ (elastic resume).
+
+    Attributes:
+        field: the state's field that differs.
+        saved: its value in the state.
+        mine: this loader's value.
+    """
+
+    def __init__(self, field: str, saved, mine, where: str):
+        self.field, self.saved, self.mine = field, saved, mine
+        super().__init__(f"{where}: the state was saved with {field}={saved!r} but this one has {field}={mine!r}; "
+                         f"build it with {field}={saved!r} (the same dataset and seed) to resume")
+
+    def __reduce__(self):
+        return (type(self), (self.field, self.saved, self.mine, str(self).split(":", 1)[0]))
+
+
+class BatchTimeoutError(HybridLoadError, RuntimeError):
+    """A batch never arrived within the loader's timeout. A RuntimeError, as torch's DataLoader
+    raises for a batch past its ``timeout``."""
 
     def __init__(self, seq: int, timeout_s: float, detail: str = ""):
         self.seq = seq
@@ -90,19 +111,46 @@ class LaneUnavailableError(HybridLoadError):
     """A processing lane the policy asked for cannot run here."""
 
 
+class NoActorsError(LaneUnavailableError, RuntimeError):
+    """The Ray cluster gives this rank no CPU actor (no node with a free CPU, or none within
+    the wait the policy allows) and the policy says not to run on this machine meanwhile
+    (``LoaderPolicy(on_no_actors="raise")`` or ``"wait"``). The message says what is missing
+    and what to do."""
+
+
+class NoLaneError(HybridLoadError, RuntimeError):
+    """No lane can run a batch: each one is broken, failed this batch, or has no worker.
+
+    Attributes:
+        seq: the batch's position in the pass.
+        reasons: ``{lane name: why it cannot take the batch}``.
+    """
+
+    def __init__(self, seq: int, reasons: dict, advice: str = ""):
+        self.seq, self.reasons, self.advice = seq, dict(reasons), advice
+        why = "; ".join(f"lane '{name}': {reason}" for name, reason in self.reasons.items())
+        super().__init__(f"batch {seq} cannot run: no lane can take it ({why})" + (f". {advice}" if advice else ""))
+
+    def __reduce__(self):
+        return (type(self), (self.seq, self.reasons, self.advice))
+
+
 class Reroute(HybridLoadError):
     """A lane cannot take this batch (not a failure of the lane); another lane should."""
 
 
-class WorkerLost(HybridLoadError):
+class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
-    handed to another worker and the lane carries on with what is left."""
+    handed to another worker and the lane carries on with what is left. When none is left it
+    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker."""
 
 
-class UserCodeError(HybridLoadError):
+class UserCodeError(HybridLoadError, RuntimeError):
     """The user's code (a dataset's ``__getitem__``, a collate function) raised, or returned
     a value hybridload cannot use. Deterministic: delivered once at its batch's position,
-    never retried.
+    never retried. A RuntimeError, as torch's DataLoader raises for an exception that cannot
+    be rebuilt with its own class; the drop-in ``hybridload.DataLoader`` re-raises the original
+    class where it can, as torch does.
 
     Attributes:
         where: what ran (``"batch 3 (indices [12, 7])"``, ``"sample 5 (MyDataset[5])"``).
@@ -125,6 +173,24 @@ class LabelError(UserCodeError, ValueError):
     """A sample's label is not an integer class index (a string, a float, a one-hot vector).
     Raised under ``on_error="skip"`` too: a wrong label type is a bug of the dataset, not a
     bad sample."""
+
+
+class ManifestError(HybridLoadError, ValueError):
+    """A shard manifest (``{"wids_version": 1, "shardlist": [...]}``) that cannot be used: not
+    found, not JSON, or an entry without a ``url`` string and an ``nsamples`` count. The
+    message names the manifest and the entry."""
+
+
+class ShardIndexError(UserCodeError, ValueError):
+    """A shard named by a manifest does not match it when a worker first touches it: the shard
+    is missing or unreadable, or it holds another number of samples than the manifest's
+    ``nsamples`` (the epoch would be short or shifted). Deterministic, so never retried:
+    delivered at its batch's position, also under ``on_error="skip"``.
+
+    Attributes:
+        where: the shard (``"shard 12 ('s3://b/x-000012.tar') of manifest 'm.json'"``).
+        reason: what disagrees, and what to do (rebuild the manifest with ``hybridload index``).
+    """
 
 
 class ShutdownError(HybridLoadError, ExceptionGroup):

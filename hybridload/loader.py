@@ -1,6 +1,6 @@
 """HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches.
 
-It holds the arguments and the resume state (a :class:`~hybridload.sampling.sharding.DistributedBatchSampler`),
+It holds the arguments and the resume state (a :class:`~hybridload.sampling.sampler.DistributedBatchSampler`),
 builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each pass to a
 :class:`~hybridload.execution.stream.BatchStream`.
 """
@@ -15,13 +15,14 @@ import numpy as np
 import torch
 
 from hybridload.sampling import sharding
+from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
 from hybridload.lanes.base import BatchTask, LaneKind
-from hybridload.lanes.build import build_lanes, close_lanes
+from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneCaps, LaneSpec
 from hybridload.policy import LoaderPolicy
 from hybridload.recipe import Recipe
@@ -96,7 +97,7 @@ class HybridLoader:
         self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
         self.policy = policy
         self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
-        self._sampler = sharding.DistributedBatchSampler(
+        self._sampler = DistributedBatchSampler(
             len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
             world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)
         self.device = default_device(device)
@@ -131,7 +132,7 @@ class HybridLoader:
     epoch = property(lambda self: self._sampler.epoch)
 
     def __len__(self) -> int:
-        return len(self._sampler)
+        return self._sampler.epoch_batches()  # a whole epoch's, also while a resumed epoch runs
 
     def batch_indices(self, epoch: int | None = None) -> Sequence[np.ndarray]:
         """This rank's batches (index arrays) for an epoch, without processing anything (with
@@ -215,23 +216,22 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:
-        """Where the stream stands: resuming from it yields exactly the batches not yet
-        delivered (the per-sample randomness is keyed by (seed, epoch, index), so no
-        generator state is needed)."""
+        """Where the stream stands (the same on every rank of a DDP job in step): any rank, at any
+        world size and batch size, resumes from it; see docs/guide/guarantees.md ("Resuming")."""
         return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "num_samples": len(self.source), "order": self.order}
+                "num_samples": len(self.source), "order": self.order, **self._sampler.plan_state()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Resume from a ``state_dict()``; every field is checked (type, range, and that the
-        loader was built with the same arguments) before anything changes."""
-        mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last", "batch_size",
-                                                   "world_size", "rank")}
+        """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
+        samples of the epoch not yet delivered follow, split among this loader's ranks; another
+        dataset, seed or order is refused (:class:`~hybridload.errors.ResumeMismatchError`)."""
+        mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last")}
         mine["num_samples"] = len(self.source)
-        epoch, position = check_state(state, mine, len(self), STATE_VERSION, order=self.order)
+        check_state(state, mine, None, STATE_VERSION, order=self.order)
+        self._sampler.resume_from(state, "HybridLoader.load_state_dict")  # checked whole before it changes
         self._finish_pass(superseded=True)
-        self._sampler.resume_at(epoch, position)
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
@@ -242,9 +242,7 @@ class HybridLoader:
         if self._online is not None:
             plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
-        pools = {lane.name: lane.stats() for lane in self._lanes if callable(getattr(lane, "stats", None))}
-        if pools:  # elastic actor pools: actors started, lost, replaced, live over time
-            d["actor_pools"] = pools
+        d.update(pool_reports(self._lanes, self._fallback, self._stats))
         d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
         return d
 

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import torch
 
-from hybridload.errors import OrderMismatchError
+from hybridload.errors import OrderMismatchError, ResumeMismatchError
 
 #: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
 SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -56,12 +56,19 @@ def check_device(device: torch.device) -> None:
                          "device(s) are visible; pick one of cuda:0..")
 
 
-def check_state(state: Any, mine: Mapping[str, Any], num_batches: int, version: int,
+#: fields a state may have other values of than the loader resuming it (elastic resume)
+ELASTIC = ("batch_size", "world_size", "rank")
+
+
+def check_state(state: Any, mine: Mapping[str, Any], num_batches: int | None, version: int,
                 order: str = "randperm") -> tuple[int, int]:
     """(epoch, position) of a saved HybridLoader state, after checking every field.
 
     ``mine`` holds this loader's configuration fields (seed, shuffle, ... num_samples);
-    ``num_batches`` is ``len(loader)``: position must lie in [0, num_batches]; ``order`` is
+    ``num_batches``: position must lie in [0, num_batches] (None: checked against the saved
+    plan by :func:`~hybridload.sampling.resume.resume_plan`); the fields of :data:`ELASTIC` may
+    differ; another seed, dataset size, shuffle or drop_last is a
+    :class:`~hybridload.errors.ResumeMismatchError`; ``order`` is
     this loader's epoch order: a state saved with the other is refused (a state without the
     field was saved before the setting existed: "randperm").
     """
@@ -85,11 +92,10 @@ def check_state(state: Any, mine: Mapping[str, Any], num_batches: int, version: 
         raise ValueError(f"{where}: state version {state['version']!r} is not {version}; it was saved by "
                          "another hybridload version")
     for key, want in mine.items():
-        if state[key] != want:
-            raise ValueError(f"{where}: saved {key}={state[key]!r} but this loader has {key}={want!r}; "
-                             "build the loader with the same arguments to resume")
+        if key not in ELASTIC and state[key] != want:
+            raise ResumeMismatchError(key, state[key], want, where)
     check_epoch(state["epoch"], where=f"{where}: field 'epoch'")
-    if not 0 <= state["position"] <= num_batches:
+    if num_batches is not None and not 0 <= state["position"] <= num_batches:
         raise ValueError(f"{where}: position must be in [0, {num_batches}] (the batches of an epoch of this "
                          f"loader), got {state['position']}; save it with loader.state_dict()")
     return int(state["epoch"]), int(state["position"])

@@ -20,6 +20,7 @@ ON_ERROR = ("raise", "skip")
 GPU_ENGINES = ("auto", "dali", "torch")
 LOCAL_WORKERS = ("auto", "threads", "processes")
 START_METHODS = ("auto", "fork", "forkserver", "spawn")
+ON_NO_ACTORS = ("local", "wait", "raise")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +42,14 @@ class LoaderPolicy:
         placement: "remote-first" (actors on nodes other than the trainer's when they have
             CPUs), "any", or "local".
         reserve_local_cpus: CPUs on the trainer's node left free for the training process.
+        on_no_actors: what the Ray lane does while the cluster gives this rank no actor (no
+            node with a free CPU for it at start, every node lost, a rank beyond the cluster's
+            CPUs): "local" runs those batches on this machine's local lane (threads, one
+            warning naming what is missing) and moves work back to Ray actors as nodes join;
+            "wait" holds them up to ``actor_wait_s`` for a node, then raises; "raise" raises
+            at once. Either error is a :class:`hybridload.errors.NoActorsError` or
+            :class:`hybridload.errors.NoLaneError` naming why.
+        actor_wait_s: with ``on_no_actors="wait"``, how long to wait for a node (seconds).
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
         threads: workers of the local lane (threads or processes); None → the CPUs this
@@ -86,6 +95,8 @@ class LoaderPolicy:
     cpu_actors: int | None = None
     placement: str = "remote-first"
     reserve_local_cpus: int = 1
+    on_no_actors: str = "local"
+    actor_wait_s: float = 120.0
     ship_bytes: bool = False
     threads: int | None = None
     local_workers: str = "auto"
@@ -126,6 +137,12 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: placement must be one of {', '.join(PLACEMENTS)}; got {self.placement!r}")
         if not _is_count(self.reserve_local_cpus):
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
+        if self.on_no_actors not in ON_NO_ACTORS:
+            raise ValueError(f"LoaderPolicy: on_no_actors must be one of {', '.join(ON_NO_ACTORS)}; "
+                             f"got {self.on_no_actors!r}")
+        if not _is_positive_finite(self.actor_wait_s, allow_zero=True):
+            raise ValueError(f"LoaderPolicy: actor_wait_s must be a finite number of seconds >= 0, "
+                             f"got {self.actor_wait_s!r}")
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
         if self.local_workers not in LOCAL_WORKERS:

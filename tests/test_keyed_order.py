@@ -12,6 +12,7 @@ import pytest
 
 from hybridload.errors import OrderMismatchError
 from hybridload.sampling import sharding
+from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation, batch_indices, derive_key
 from hybridload.sampling.keyed_shard_order import KeyedShardOrder, check_order, keyed_order_for
 from hybridload.sampling.shard_order import ShardOrder
@@ -109,18 +110,18 @@ def test_a_batch_at_a_billion_samples_is_computed_without_the_epoch():
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_a_keyed_sampler_resumes_exactly_mid_epoch(drop_last):
-    check_resume(lambda: sharding.DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2,
+    check_resume(lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2,
                                                           order=KeyedOrder()), key=tuple)
 
 
 def test_a_keyed_shard_sampler_resumes_exactly_mid_epoch():
-    check_resume(lambda: sharding.DistributedBatchSampler(sum(SIZES), 3, seed=2, rank=2, world_size=3,
+    check_resume(lambda: DistributedBatchSampler(sum(SIZES), 3, seed=2, rank=2, world_size=3,
                                                           order=KeyedShardOrder(SIZES, 3)), key=tuple)
 
 
 def test_a_checkpoint_of_one_order_is_refused_by_the_other():
-    keyed = sharding.DistributedBatchSampler(40, 4, order=KeyedOrder())
-    plain = sharding.DistributedBatchSampler(40, 4)
+    keyed = DistributedBatchSampler(40, 4, order=KeyedOrder())
+    plain = DistributedBatchSampler(40, 4)
     state = json.loads(json.dumps(keyed.state_dict()))
     assert state["order"] == "keyed"
     with pytest.raises(OrderMismatchError, match="order='keyed'.*order='randperm'"):

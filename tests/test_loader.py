@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.errors import BatchTimeoutError, SampleError
+from hybridload.errors import BatchTimeoutError, ResumeMismatchError, SampleError
 
 from support.resume_helper import check_resume
 from support.streams import stream
@@ -59,11 +59,13 @@ def test_resume_mid_epoch_and_at_epoch_end_gives_the_uninterrupted_stream(photo_
                  key=key, close=lambda ld: ld.close())
 
 
-def test_load_state_dict_refuses_a_different_configuration(photo_root):
+def test_load_state_dict_refuses_another_seed_or_dataset(photo_root):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 8, policy=inproc()) as a, HybridLoader(src, REC, 4, policy=inproc()) as b:
-        with pytest.raises(ValueError, match="batch_size=8 but this loader has batch_size=4"):
+    with HybridLoader(src, REC, 8, policy=inproc()) as a, HybridLoader(src, REC, 4, policy=inproc(), seed=1) as b:
+        with pytest.raises(ResumeMismatchError, match="seed=0 but this one has seed=1"):
             b.load_state_dict(a.state_dict())
+        with pytest.raises(ResumeMismatchError, match="num_samples=61 but this one has num_samples=60"):
+            b.load_state_dict(dict(a.state_dict(), seed=1, num_samples=61))
 
 
 def test_a_bad_sample_raises_after_every_earlier_batch_was_delivered(photo_root, bad_files):

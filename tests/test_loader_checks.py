@@ -35,7 +35,7 @@ def test_check_state_returns_epoch_and_position_of_a_good_state():
     (good_state(epoch="1"), "epoch must be an int"),
     (good_state(shuffle=1), "shuffle must be a bool"),
     (good_state(version=7), "version 7"),
-    (good_state(seed=5), "saved seed=5"),
+    (good_state(seed=5), "saved with seed=5"),
 ])
 def test_check_state_refuses_each_bad_field_naming_it(state, field):
     with pytest.raises((TypeError, ValueError), match=field):

@@ -131,3 +131,29 @@ def test_a_forked_worker_does_not_inherit_locks_held_by_parent_threads(photo_roo
         release.set()
         lane.close()
         holder.join(10)
+
+
+class SlowSource(sources.ImageFolder):
+    """Each read takes 50 ms: a given-up pass still has its batches running when the next starts."""
+
+    def read(self, ref):
+        import time
+        time.sleep(0.05)
+        return super().read(ref)
+
+
+def test_a_pass_given_up_mid_epoch_leaves_the_next_pass_whole(photo_root):
+    """The slots an abandoned pass's batches still hold are not the next pass's error: its tasks
+    wait for them (before: 'more than N tasks in flight' twice, and the lane broke)."""
+    from hybridload import HybridLoader, LoaderPolicy
+    policy = LoaderPolicy(cpu_actors=0, threads=2, local_workers="processes", start_method="fork")
+    with HybridLoader(SlowSource(photo_root), recipe.imagenet_train(32), 4, seed=0, return_indices=True,
+                      policy=policy) as ld:
+        first = iter(ld)
+        next(first)                                   # the pass runs, its window fills the slots
+        second = [idx.tolist() for _i, _l, idx in ld]  # a new pass at once: the first one is given up
+        stats = ld.stats()
+        want = [b.tolist() for b in ld.batch_indices(stats["epoch"])]
+    assert sorted(i for b in second for i in b) == list(range(60))  # the whole epoch, each sample once
+    assert second == want
+    assert stats["lanes"]["processes"]["batches"] >= 15 and not stats.get("broken")

@@ -63,10 +63,12 @@ def test_local_placement_uses_the_trainer_node_less_its_reserve(cluster, photo_r
         assert ld._lanes[0].nodes == [trainer]
 
 
-def test_too_many_actors_is_a_clear_error(cluster, photo_root):
-    with pytest.raises(ValueError, match="cpu_actors=9 but rank 0 has 3 CPU slots"):
+def test_too_many_actors_under_on_no_actors_raise_is_a_clear_error(cluster, photo_root):
+    from hybridload.errors import NoActorsError
+    with pytest.raises(NoActorsError, match="cpu_actors=9 but rank 0 has 3 CPU slots"):
         with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                          policy=LoaderPolicy(ray_address="embedded", cpu_actors=9, reserve_local_cpus=1)) as ld:
+                          policy=LoaderPolicy(ray_address="embedded", cpu_actors=9, reserve_local_cpus=1,
+                                              on_no_actors="raise")) as ld:
             next(iter(ld))
     assert wait_no_actors() == []
 

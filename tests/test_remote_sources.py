@@ -60,16 +60,20 @@ class MemorySeeded(sources.Source):
     def __len__(self):
         return len(self.inner)
 
-    def ref(self, index):
-        return self.inner.ref(index)
-
-    def read(self, ref):
+    def _seed(self):
         if not self._seeded:
             fs = fsspec.filesystem("memory")
             for path, data in self.files.items():
                 if not fs.exists(path):
                     fs.pipe_file(path, data)
             self._seeded = True
+
+    def ref(self, index):  # a TarShards ref reads its shard's member index where it runs
+        self._seed()
+        return self.inner.ref(index)
+
+    def read(self, ref):
+        self._seed()
         return self.inner.read(ref)
 
 
@@ -183,3 +187,19 @@ def test_ray_actors_do_not_get_memory_files_from_the_driver(ray_cluster, memory_
         with pytest.raises(SampleError) as info:
             next(iter(ld))
     assert info.value.stage == "read" and info.value.path.startswith("memory://")
+
+
+def test_ship_bytes_serves_tar_shards_to_actors_that_cannot_see_them(ray_cluster, memory_shards):
+    """memory:// shards exist only in the driver: with ship_bytes the actors get each sample's
+    bytes, label and location from the driver and never ask the source (whose refs read the
+    shard's member index) for a shipped sample."""
+    inner = sources.TarShards(memory_shards[0])
+    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
+                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as local:
+        expected = stream(local)
+    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
+                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2,
+                                          ship_bytes=True)) as remote:
+        got = stream(remote)
+        assert remote.stats()["lanes"]["ray"]["images"] == 120
+    assert got == expected

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hybridload.sampling import sharding
+from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.shard_order import ShardOrder, contiguous_rank_split, shard_block_order
 
 SIZES = (7, 0, 5, 9, 3, 8, 6, 4, 10, 2)  # an empty shard and uneven ones
@@ -90,7 +91,7 @@ def test_rank_batches_and_the_sampler_follow_a_given_order():
     want = order.rank_indices(N, seed=5, epoch=1, world_size=2, rank=1, shuffle=True, drop_last=False)
     assert np.concatenate(batches).tolist() == want.tolist()
     assert len(batches) == sharding.num_batches(N, batch_size=4, world_size=2)
-    sampler = sharding.DistributedBatchSampler(N, 4, seed=5, rank=1, world_size=2, order=order)
+    sampler = DistributedBatchSampler(N, 4, seed=5, rank=1, world_size=2, order=order)
     sampler.set_epoch(1)
     assert [b for b in sampler] == [b.tolist() for b in batches]
 

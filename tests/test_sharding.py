@@ -5,6 +5,7 @@ import pytest
 from torch.utils.data import DistributedSampler
 
 from hybridload.sampling import sharding
+from hybridload.sampling.sampler import DistributedBatchSampler
 
 from support.resume_helper import check_resume
 
@@ -75,7 +76,7 @@ def test_resolve_rank_defaults_and_overrides(monkeypatch):
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_distributed_batch_sampler_resume(drop_last):
-    check_resume(lambda: sharding.DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2),
+    check_resume(lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2),
                  key=tuple)
 
 
@@ -84,14 +85,14 @@ def _pass(sampler):
 
 
 def test_a_pass_without_set_epoch_advances_the_epoch():
-    s = sharding.DistributedBatchSampler(40, 4, seed=3)
+    s = DistributedBatchSampler(40, 4, seed=3)
     first, second = _pass(s), _pass(s)
     assert first != second and s.epoch == 1
     assert second == [tuple(b.tolist()) for b in s.batches(1)]
 
 
 def test_set_epoch_always_wins_over_the_pass_count():
-    s = sharding.DistributedBatchSampler(40, 4, seed=3)
+    s = DistributedBatchSampler(40, 4, seed=3)
     s.set_epoch(5)
     five = _pass(s)
     assert _pass(s) != five and s.epoch == 6      # no set_epoch: epoch 6
@@ -101,12 +102,12 @@ def test_set_epoch_always_wins_over_the_pass_count():
 
 
 def test_a_resumed_pass_continues_its_epoch_even_when_set_epoch_names_it():
-    s = sharding.DistributedBatchSampler(40, 4, seed=3)
+    s = DistributedBatchSampler(40, 4, seed=3)
     s.set_epoch(2)
     whole = _pass(s)
     sd = s.state_dict()
     sd["position"] = 4
-    r = sharding.DistributedBatchSampler(40, 4, seed=3)
+    r = DistributedBatchSampler(40, 4, seed=3)
     _pass(r)  # a pass before the resume does not move the resumed epoch
     r.load_state_dict(sd)
     r.set_epoch(2)

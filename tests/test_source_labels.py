@@ -68,7 +68,7 @@ def test_filelist_refuses_string_and_float_labels_naming_the_sample():
 def test_ship_bytes_turns_a_missing_file_into_a_skipped_sample(photo_root, bad_files):
     src = sources.FileList([bad_files["good"], bad_files["missing"], bad_files["good"]], [4, 5, 6])
     shipped = ship(src, [0, 1, 2])
-    assert isinstance(shipped[1], SampleError)
+    assert isinstance(shipped[1][0], SampleError)
     res = process_batch(_Preloaded(src, shipped), REC, [0, 1, 2], 0, 0, on_error="skip")
     assert res.labels.tolist() == [4, 5, 6] and [s[0] for s in res.skipped] == [1]
     with pytest.raises(SampleError, match="stage 'read'"):

@@ -10,7 +10,8 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "braces", "filelist", "folder", "read_retry", "reads", "shard_cache", "tar_index", "tarshards",
+SUBMODULES = ["_base", "braces", "filelist", "folder", "manifest", "read_retry", "reads", "shard_cache", "shard_list", "shard_members",
+              "tar_index", "tarshards",
               "torch_dataset"]
 
 

@@ -1,4 +1,4 @@
-"""The ``hybridload`` command line: ``demo``, ``profile`` and ``bench``."""
+"""The ``hybridload`` command line: ``demo``, ``profile``, ``bench`` and ``index``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import warnings
 from dataclasses import fields
 from pathlib import Path
 
-from hybridload.cli import bench
+from hybridload.cli import bench, index
 from hybridload.cli.args import (Parser, UsageError, choices_list, count, data_root, fail, fraction, nonneg_float,
                        positive_float, positive_int, user_input)
 from hybridload.cli.tables import format_table, key_value_table
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="hybridload", description=__doc__)
     p.add_argument("--version", action="version", version=f"hybridload {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log hybridload's debug messages")
-    sub = p.add_subparsers(dest="command", metavar="{demo,profile,bench}")
+    sub = p.add_subparsers(dest="command", metavar="{demo,profile,bench,index}")
     d = sub.add_parser("demo", help="run the loader on a generated photo dataset and report images/s")
     d.add_argument("--data", default=os.environ.get("HYBRIDLOAD_DEMO_DATA", "data/demo-photos"),
                    help="where the generated photo dataset lives (made once, reused)")
@@ -210,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", default=None, help="write a PNG of images/s per mode (needs [plot])")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_bench, parser=b)
+    index.add_parser(sub)
     return p
 
 
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # named by the command's own parser when there is one
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
-        parser.error("a command is required: demo, profile or bench")
+        parser.error("a command is required: demo, profile, bench or index")
     configure_logging(args.verbose)
     prog = f"hybridload {args.command}"
     try:

@@ -7,14 +7,19 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
   ahead of the consumer), and only on a lane with a free slot.
 * Lanes are tried in order. A lane with a cap (:class:`~hybridload.lanes.spec.LaneCaps`) takes a
   new task only while its share of the tasks handed out stays at or below the cap. A
-  fallback lane takes tasks only when every other lane is unusable, or for retries.
-* A failed task follows :func:`~hybridload.execution.retry.decide`: delivered as the batch's
-  result, or handed on (retries before new work).
-* Stragglers: a task running over ``factor`` x its lane's typical time (at least ``min_s``)
-  is issued once more, on any lane with a free slot; the first result wins. Running copies
-  wait in a deadline heap (:mod:`~hybridload.execution.stragglers`): O(log k) a wake.
-* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the GPU
-  bytes of the merger's finished batches plus its own in flight fit in it.
+  fallback lane takes tasks only when no other lane may take them (a retry its lane is
+  excluded from), for a straggler's second copy, or while another lane is broken or has no
+  worker (a Ray lane without actors: the local stand-in runs its share).
+* A task no lane can take ends as a :class:`~hybridload.errors.NoLaneError` naming why each
+  lane cannot (:mod:`hybridload.execution.books`).
+* A failed task follows :func:`hybridload.execution.retry.decide`: delivered as the batch's
+  result, or handed on (retries first, before new work).
+* Stragglers: a task running longer than ``factor`` times its lane's typical task time
+  (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
+  result wins and the merger drops the other. Running copies wait in a deadline heap
+  (:mod:`~hybridload.execution.stragglers`): O(log k) a wake.
+* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
+  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
 * The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
   each finished batch and writes the answer (:mod:`hybridload.execution.hooks`).
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
@@ -31,34 +36,16 @@ import time
 from collections import deque
 from typing import Sequence
 
-from hybridload.errors import Reroute, SampleError
+from hybridload.errors import Reroute, SampleError, UserCodeError
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
 from hybridload.lanes.spec import LaneCaps
+from hybridload.execution.books import LaneBook, no_lane_error
 from hybridload.execution.hooks import CapsHook, DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
 from hybridload.execution.stragglers import StragglerWatch, Watched
 
 log = logging.getLogger(__name__)
-
-
-class _LaneBook:
-    """The dispatcher's bookkeeping for one lane."""
-
-    def __init__(self, lane: Lane, fallback: bool):
-        self.lane = lane
-        self.fallback = fallback
-        self.in_flight = 0        # copies of tasks running on it now
-        self.handed = 0           # tasks it took, failed attempts not counted (shares)
-        self.fails_in_row = 0
-        self.typical_s: float | None = None  # EWMA of its task seconds
-        self.broken = False
-
-    def usable(self, excluded: set[int]) -> bool:
-        return not self.broken and id(self) not in excluded and self.lane.slots > 0
-
-    def has_slot(self) -> bool:
-        return self.in_flight < self.lane.slots
 
 
 class Dispatcher:
@@ -71,7 +58,7 @@ class Dispatcher:
                  tick_s: float = 0.05):
         if not lanes:
             raise ValueError("Dispatcher needs at least one lane")
-        self._books = [_LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
+        self._books = [LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
         self._tasks, self._next = tasks, start
         self._merger, self._hooks, self._caps_hook = merger, hooks, caps_hook
         self._caps = caps if caps is not None else LaneCaps()  # written only by this thread
@@ -80,7 +67,7 @@ class Dispatcher:
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
         self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
-        self._running: dict[int, list[tuple[_LaneBook, float]]] = {}  # seq -> copies (book, start)
+        self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)
         self._reissued: set[int] = set()
         self._watch = StragglerWatch(stragglers)          # running copies by when to look at them
         self._inbox: deque = deque()                       # (book, start, task, result) from lanes
@@ -131,7 +118,7 @@ class Dispatcher:
             log.exception("the dispatcher failed")
             self._merger.abort(exc)
 
-    def _report_to(self, book: _LaneBook, t0: float, task: BatchTask):
+    def _report_to(self, book: LaneBook, t0: float, task: BatchTask):
         def done(_reported: BatchTask, result) -> None:  # settled as the task handed out
             with self._cond:
                 if not self._stopped:
@@ -139,7 +126,7 @@ class Dispatcher:
                     self._cond.notify()
         return done
 
-    def _start(self, book: _LaneBook, task: BatchTask) -> None:
+    def _start(self, book: LaneBook, task: BatchTask) -> None:
         t0 = time.perf_counter()
         book.in_flight += 1
         self._running.setdefault(task.seq, []).append((book, t0))
@@ -151,10 +138,10 @@ class Dispatcher:
             done(task, exc)
 
     # ------------------------------------------------------------------ starting work
-    def _pick(self, excluded: set[int], retry: bool) -> _LaneBook | None:
+    def _pick(self, excluded: set[int], retry: bool, reissue: bool = False) -> LaneBook | None:
         primaries = [b for b in self._books if not b.fallback and b.usable(excluded)]
         candidates = list(primaries)
-        if retry or not primaries:
+        if reissue or not primaries or any(b.stands_down() for b in self._books if not b.fallback):
             candidates += [b for b in self._books if b.fallback and b.usable(excluded)]
         total = sum(b.handed for b in self._books)
         for book in candidates:
@@ -166,7 +153,7 @@ class Dispatcher:
             return book
         return None
 
-    def _device_room(self, book: _LaneBook) -> bool:
+    def _device_room(self, book: LaneBook) -> bool:
         """A GPU lane starts a batch only while the GPU bytes of finished, buffered batches
         plus its batches in flight stay within the device budget (one batch always may; until a
         first batch shows its size, one at a time)."""
@@ -197,9 +184,7 @@ class Dispatcher:
                 return
             if self._no_lane_left(task.seq):
                 self._take(retry)
-                self._merger.put(task.seq, RuntimeError(
-                    f"batch {task.seq}: no lane left to run it (broken: {sorted(self._broken_names())}, "
-                    f"failed on: {sorted(self._excluded_names(task.seq))})"), error=True)
+                self._deliver_error(task.seq, no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set())))
                 continue
             book = self._pick(self._excluded.get(task.seq, set()), retry)
             if book is None:
@@ -218,7 +203,7 @@ class Dispatcher:
         now = time.perf_counter()
         for copy in self._watch.overdue(now, self._running, self._reissued, self._merger.settled):
             seq, book, t0 = copy.seq, copy.book, copy.t0
-            other = self._pick(set(), retry=True)
+            other = self._pick(set(), retry=True, reissue=True)
             if other is None:  # no free slot anywhere: look again at the next wake
                 self._watch.again(copy, now)
                 return
@@ -229,7 +214,7 @@ class Dispatcher:
             self._start(other, copy.task)
 
     # ------------------------------------------------------------------ results
-    def _settle(self, book: _LaneBook, t0: float, task: BatchTask, result) -> None:
+    def _settle(self, book: LaneBook, t0: float, task: BatchTask, result) -> None:
         book.in_flight -= 1
         copies = self._running.get(task.seq, [])
         if (book, t0) in copies:
@@ -260,11 +245,12 @@ class Dispatcher:
                                                        self._caps.snapshot()) or {}).items():
             self._caps.set(kind, share)
 
-    def _failed(self, book: _LaneBook, task: BatchTask, exc: BaseException) -> None:
+    def _failed(self, book: LaneBook, task: BatchTask, exc: BaseException) -> None:
         if isinstance(exc, SampleError):  # the batch's own result: a bad sample, named
             self._merger.put(task.seq, exc, error=True)
             return
         book.handed -= 1  # shares count delivered work, not failed attempts
+        book.last_error = exc
         attempts = self._attempts[task.seq] = self._attempts.get(task.seq, 0) + 1
         others = [b for b in self._books if b is not book]
         excluded = self._excluded.get(task.seq, set())
@@ -282,7 +268,10 @@ class Dispatcher:
         if decision.exclude:
             self._excluded.setdefault(task.seq, set()).add(id(book))
         if decision.action is Action.DELIVER:
-            self._merger.put(task.seq, exc, error=True)
+            if not isinstance(exc, UserCodeError):  # the lanes' failure, not the batch's own: say why each lane
+                err = no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set()))
+                err.__cause__, exc = exc, err
+            self._deliver_error(task.seq, exc)
             return
         self._retry_queue.append(task)
         self._hooks.batch_retried(book.lane.name)
@@ -290,9 +279,5 @@ class Dispatcher:
                 "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
                 task.seq, book.lane.name, type(exc).__name__, exc, attempts + 1)
 
-    def _broken_names(self) -> list[str]:
-        return [b.lane.name for b in self._books if b.broken]
-
-    def _excluded_names(self, seq: int) -> list[str]:
-        ids = self._excluded.get(seq, set())
-        return [b.lane.name for b in self._books if id(b) in ids]
+    def _deliver_error(self, seq: int, exc: BaseException) -> None:
+        self._merger.put(seq, exc, error=True)

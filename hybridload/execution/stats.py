@@ -94,6 +94,14 @@ class LoaderStats:
         with self._lock:
             return {k: (self.images[k], self.busy_s[k]) for k in set(self.images) | set(self.busy_s)}
 
+    def lane_totals(self, names) -> dict:
+        """Batches, images and busy seconds of the lanes named ``names``, summed (e.g. the
+        stand-by lanes: what ran on the fallback)."""
+        with self._lock:
+            return {"lanes": sorted(names), "batches": sum(self.batches[n] for n in names),
+                    "images": sum(self.images[n] for n in names),
+                    "busy_s": round(sum(self.busy_s[n] for n in names), 3)}
+
     def as_dict(self, plan=None) -> dict:
         with self._lock:
             elapsed = max(time.perf_counter() - self.started, 1e-9)

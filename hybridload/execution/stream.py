@@ -30,9 +30,11 @@ from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import RetryRules, StragglerRule
 
 
-def default_window(lanes: Sequence[Lane]) -> int:
-    """Batches in flight or buffered when the policy does not say: two per slot."""
-    return max(2, 2 * sum(lane.slots for lane in lanes))
+def default_window(lanes: Sequence[Lane], fallback: Sequence[Lane] = ()) -> int:
+    """Batches in flight or buffered when the policy does not say: two per slot of the primary
+    lanes (of every lane while the primaries have none, e.g. a Ray lane waiting for nodes)."""
+    primary = sum(lane.slots for lane in lanes if not any(lane is f for f in fallback))
+    return max(2, 2 * (primary or sum(lane.slots for lane in lanes)))
 
 
 class BatchStream:
@@ -69,7 +71,7 @@ class BatchStream:
             raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
                              "is its position in the pass")
         self._hooks = hooks if hooks is not None else NoHooks()
-        self._merger = OrderedMerger(start, len(tasks), window or default_window(lanes), timeout_s)
+        self._merger = OrderedMerger(start, len(tasks), window or default_window(lanes, fallback), timeout_s)
         self._dispatcher = Dispatcher(lanes, tasks, start=start, merger=self._merger, hooks=self._hooks,
                                       caps=caps, caps_hook=caps_hook, fallback=fallback, rules=rules,
                                       stragglers=stragglers, device_budget_bytes=device_budget_bytes)

@@ -14,6 +14,8 @@ contract below.
 * ``submit(task, done)`` — non-blocking; ``done(task, result_or_exception)`` is called
   exactly once, from any thread (not at all if the lane is closed first).
 * ``close()`` — stop, release workers and device memory; idempotent.
+* ``unavailable()`` — why the lane has no worker to take a task now ("" when it has one; the
+  Ray lane: nodes lost, actor starts failed, no node with a free CPU), for error messages.
 
 :class:`Lane` states the contract (any class with its methods passes ``isinstance``) and
 is the template hybridload's lanes subclass, as torchdata.nodes' ``BaseNode``: the closed
@@ -154,6 +156,10 @@ class Lane(abc.ABC):
                 return
             self._closed = True
         self._close()
+
+    def unavailable(self) -> str:
+        """Why the lane has no worker for a task now ("" when it has one, or cannot tell)."""
+        return ""
 
     # -- what a lane fills in
     @abc.abstractmethod

@@ -13,6 +13,9 @@ from hybridload.lanes.spec import LaneSpec
 
 log = logging.getLogger(__name__)
 
+#: the name (in logs and ``stats()``) of the local lane that stands in for the Ray lane
+FALLBACK_NAME = "local-fallback"
+
 
 @dataclass
 class BuiltLanes:
@@ -49,6 +52,11 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
         else:
             out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, seed=seed, rank=rank,
                                        world_size=world_size, pin_memory=pin_memory))
+            if spec.actor_fallback:  # batches the cluster has no actor for run here (threads)
+                standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
+                                    world_size=world_size, pin_memory=pin_memory, name=FALLBACK_NAME)
+                out.lanes.append(standby)
+                out.fallback.append(standby)
     except BaseException:
         close_lanes(out.lanes)
         raise
@@ -68,13 +76,31 @@ def _gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, dev
 
 
 def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank: int, world_size: int,
-              pin_memory: bool) -> Lane:
+              pin_memory: bool, name: str | None = None) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        return InProcessLane(source, recipe, seed=seed, threads=spec.local_workers,
+        lane = InProcessLane(source, recipe, seed=seed, threads=spec.local_workers,
                              on_error=spec.on_error, pin_memory=pin_memory)
+        if name is not None:
+            lane.name = name
+        return lane
     from hybridload.lanes.ray.lane import RayLane
     return RayLane(source, recipe, seed=seed, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
                    ray_address=spec.ray_address, placement=spec.placement,
                    reserve_local_cpus=spec.reserve_local_cpus, cpu_actors=spec.cpu_actors, rank=rank,
+                   when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s,
                    world_size=world_size, pin_memory=pin_memory)
+
+
+def pool_reports(lanes: list, fallback: list, stats) -> dict:
+    """``stats()``'s entries for the actor pools (actors started, lost, replaced, live over time,
+    node events: ``actor_pools``) and for the stand-by lanes (what they ran, and how long the
+    pools had no actor: ``fallback``); none when there is neither."""
+    out: dict = {}
+    pools = {lane.name: lane.stats() for lane in lanes if callable(getattr(lane, "stats", None))}
+    if pools:
+        out["actor_pools"] = pools
+    if fallback:
+        out["fallback"] = dict(stats.lane_totals([lane.name for lane in fallback]),
+                               without_actors_s=sum(p.get("without_actors_s", 0.0) for p in pools.values()))
+    return out

@@ -80,8 +80,8 @@ class LaneSpec:
         local_processes: a CPU_LOCAL primary lane runs worker processes (else threads).
         start_method: how those processes start ("fork", "forkserver" or "spawn").
         cpu_actors: Ray CPU actors of a CPU_ACTORS lane; None: as many as the cluster's CPUs allow.
-        ray_address, placement, reserve_local_cpus, ship_bytes: as ``LoaderPolicy``, for the
-            CPU_ACTORS lane.
+        ray_address, placement, reserve_local_cpus, ship_bytes, on_no_actors, actor_wait_s: as
+            ``LoaderPolicy``, for the CPU_ACTORS lane.
         on_error: "raise" or "skip": what every lane does with a bad sample.
         notes: things the user should hear (logged as warnings when the lanes are built).
     """
@@ -102,6 +102,8 @@ class LaneSpec:
     ray_address: str | None
     placement: str
     reserve_local_cpus: int
+    on_no_actors: str = "local"
+    actor_wait_s: float = 120.0
     ship_bytes: bool
     on_error: str
     notes: tuple[str, ...] = ()
@@ -118,6 +120,12 @@ class LaneSpec:
         if not self.local_processes or self.start_method == "fork":
             return None  # threads, or processes forked from this one: nothing is pickled
         return ("pickle", "worker processes")
+
+    @property
+    def actor_fallback(self) -> bool:
+        """The Ray lane runs beside a local stand-in (threads in this process) that takes the
+        batches while the cluster gives this rank no actor (``on_no_actors="local"``)."""
+        return self.cpu is LaneKind.CPU_ACTORS and self.on_no_actors == "local" and not (self.gpu and self.cpu_standby)
 
     @property
     def start_share(self) -> float:
@@ -154,7 +162,8 @@ def plan_lanes(policy, plan=None, *, ray_installed: bool = True, ray_address_env
               gpu_memory_budget_mb=policy.gpu_memory_budget_mb,
               local_workers=policy.threads if policy.threads is not None else cpus, cpu_actors=policy.cpu_actors,
               ray_address=policy.ray_address, placement=policy.placement,
-              reserve_local_cpus=policy.reserve_local_cpus, ship_bytes=policy.ship_bytes, on_error=policy.on_error)
+              reserve_local_cpus=policy.reserve_local_cpus, on_no_actors=policy.on_no_actors,
+              actor_wait_s=policy.actor_wait_s, ship_bytes=policy.ship_bytes, on_error=policy.on_error)
     if recipe is not None and not recipe.gpu_capable and policy.mode != "cpu":
         cpu_only = ", ".join(repr(s) for s in recipe.stages if not getattr(s, "gpu_capable", True))
         kw["notes"] += (f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "

@@ -2,11 +2,13 @@
 
 Pure functions and plain data: ``sharding`` (DistributedSampler's order, per-rank batches),
 ``shard_order`` (shard-local orders for tar shards), ``keyed_order`` and ``keyed_shard_order``
-(the same orders computed batch by batch, ``order="keyed"``) and ``epochs`` (endless passes).
+(the same orders computed batch by batch, ``order="keyed"``), ``epochs`` (endless passes),
+``resume`` (what is left of an epoch, for any number of ranks), ``sampler``
+(``DistributedBatchSampler``, the stateful iterable) and ``progress`` (the drop-in's place).
 """
 
 from hybridload.sampling.keyed_order import KeyedOrder
 from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.sharding import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
+from hybridload.sampling.sampler import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
 
 __all__ = ["DistributedBatchSampler", "KeyedOrder", "KeyedShardOrder", "num_batches", "rank_batches", "resolve_rank"]

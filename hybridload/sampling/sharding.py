@@ -28,16 +28,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from hybridload.errors import OrderMismatchError
 
-
-def _check(n: int, batch_size: int, world_size: int, rank: int) -> None:
+def check_split(n: int, batch_size: int, world_size: int, rank: int) -> None:
+    """Refuse a bad dataset size, batch size, world size or rank, naming it."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if not isinstance(world_size, (int, np.integer)) or world_size <= 0:
@@ -66,7 +64,7 @@ def samples_per_rank(n: int, world_size: int, drop_last: bool) -> int:
 def rank_indices(n: int, *, seed: int = 0, epoch: int = 0, world_size: int = 1, rank: int = 0,
                  shuffle: bool = True, drop_last: bool = False) -> np.ndarray:
     """This rank's sample indices for an epoch, in order (DistributedSampler semantics)."""
-    _check(n, 1, world_size, rank)
+    check_split(n, 1, world_size, rank)
     order = epoch_order(n, seed, epoch, shuffle)
     total = samples_per_rank(n, world_size, drop_last) * world_size
     return pad_order(order, total)[rank:total:world_size]
@@ -93,7 +91,7 @@ def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool
         world_size: the number of ranks.
         drop_last: as DistributedSampler's and DataLoader's ``drop_last``.
     """
-    _check(n, batch_size, world_size, 0)
+    check_split(n, batch_size, world_size, 0)
     per_rank = samples_per_rank(n, world_size, drop_last)
     return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
 
@@ -114,7 +112,7 @@ def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, worl
         order: a source's ``sample_order()`` (e.g. the shard-aware
             :class:`~hybridload.sampling.shard_order.ShardOrder`), whose ``rank_indices``
             replaces DistributedSampler's; None for DistributedSampler's order."""
-    _check(n, batch_size, world_size, rank)
+    check_split(n, batch_size, world_size, rank)
     if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)
         return order.rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
                                   rank=rank, shuffle=shuffle, drop_last=drop_last)
@@ -147,113 +145,3 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
     else:
         r, w = 0, 1
     return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)
-
-
-class DistributedBatchSampler:
-    """A stateful iterable of this rank's batches (lists of indices), usable as a torch
-    DataLoader ``batch_sampler``. ``set_epoch`` like DistributedSampler; ``state_dict``
-    / ``load_state_dict`` resume mid-epoch exactly.
-
-    Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also
-    reshuffles every pass):
-
-    * a new pass without ``set_epoch`` advances the epoch by one;
-    * ``set_epoch(e)`` always wins: the next pass is epoch e from its start, however many
-      passes ran before (``set_epoch(5)`` before each of two passes gives epoch 5 twice);
-    * a resumed pass (``load_state_dict`` / ``resume_at``) continues the saved epoch, also
-      when ``set_epoch`` names that epoch before the pass;
-    * the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
-
-    Args:
-        n: the dataset's length.
-        batch_size: samples per batch on this rank.
-        seed: the order's key (the order of epoch e is ``torch.randperm`` seeded with
-            ``seed + e``, as DistributedSampler).
-        shuffle: False keeps the dataset's order.
-        drop_last: drop the tail that does not divide evenly among ranks (and the last
-            partial batch) instead of padding.
-        rank: this rank; default as :func:`resolve_rank`.
-        world_size: the number of ranks; default as :func:`resolve_rank`.
-        order: a source's ``sample_order()`` (e.g. the shard-aware order of ``TarShards(read="shard")``);
-            None for DistributedSampler's order.
-    """
-
-    def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order: Any = None):
-        self.rank, self.world_size = resolve_rank(rank, world_size)
-        self.order = order  # a source's sample_order(); None: DistributedSampler's
-        _check(n, batch_size, self.world_size, self.rank)
-        self.n, self.batch_size, self.seed = n, batch_size, seed
-        self.shuffle, self.drop_last = shuffle, drop_last
-        self.epoch = 0
-        self._pos = 0          # batches handed out by the live iterator
-        self._resume = 0       # where the next iterator starts
-        self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch``, from its start; right after a resume into that
-        same epoch, from the resume point (the usual ``load_state_dict`` then
-        ``set_epoch(saved_epoch)`` loop keeps its place)."""
-        if int(epoch) != self.epoch or not self._chosen:
-            self._resume = self._pos = 0
-        self.epoch = int(epoch)
-        self._chosen = True
-
-    def __len__(self) -> int:
-        return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
-                           drop_last=self.drop_last)
-
-    @property
-    def position(self) -> int:
-        """Batches of the current epoch delivered so far (where a resume would start)."""
-        return self._pos
-
-    def batches(self, epoch: int | None = None) -> Sequence[np.ndarray]:
-        """This rank's batches (index arrays) of an epoch (default: the current one); a keyed
-        order gives a lazy sequence, each batch computed when indexed."""
-        return rank_batches(self.n, batch_size=self.batch_size, seed=self.seed,
-                            epoch=self.epoch if epoch is None else epoch, world_size=self.world_size,
-                            rank=self.rank, shuffle=self.shuffle, drop_last=self.drop_last, order=self.order)
-
-    def begin_pass(self) -> tuple[Sequence[np.ndarray], int]:
-        """The batches of the epoch this pass runs and the position it starts from (the
-        resume point, used up by this call). Without a ``set_epoch`` or a resume since the
-        previous pass began, the epoch advances by one first."""
-        if not self._chosen:
-            self.epoch += 1
-            self._resume = 0
-        self._chosen = False
-        start, self._resume = self._resume, 0
-        self._pos = start
-        return self.batches(), start
-
-    def mark_delivered(self) -> None:
-        """One more batch of the pass reached the consumer."""
-        self._pos += 1
-
-    def resume_at(self, epoch: int, position: int) -> None:
-        """The next pass is epoch ``epoch`` from batch ``position``."""
-        self.epoch = int(epoch)
-        self._pos = self._resume = int(position)
-        self._chosen = True
-
-    def __iter__(self):
-        batches, start = self.begin_pass()
-        for k in range(start, len(batches)):
-            self.mark_delivered()
-            yield batches[k].tolist()
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self._pos, "seed": self.seed, "n": self.n,
-                "world_size": self.world_size, "rank": self.rank, "batch_size": self.batch_size,
-                "order": getattr(self.order, "kind", "randperm")}
-
-    def load_state_dict(self, sd: dict) -> None:
-        for key in ("seed", "n", "world_size", "rank", "batch_size"):
-            if sd[key] != getattr(self, key):
-                raise ValueError(f"DistributedBatchSampler.load_state_dict: saved {key}={sd[key]!r} but this "
-                                 f"sampler has {key}={getattr(self, key)!r}; build it with the same arguments")
-        saved, mine = sd.get("order", "randperm"), getattr(self.order, "kind", "randperm")  # older states: randperm
-        if saved != mine:
-            raise OrderMismatchError(saved, mine, "DistributedBatchSampler.load_state_dict")
-        self.resume_at(sd["epoch"], sd["position"])

@@ -6,7 +6,10 @@ called by whoever processes the sample, on the node where it runs.
 
 Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec URLs),
 ``filelist`` (FileList), ``folder`` (ImageFolder), ``tarshards`` (TarShards, with
-``tar_index`` and ``braces``; ``shard_cache`` for shard streaming), ``torch_dataset``
+``manifest`` (shard manifests), ``shard_list`` (the shards and counts the trainer holds),
+``tar_index`` (a shard's member index: sidecar, cache file or scan), ``shard_members`` (the
+per-process tables of the shards a worker touched) and ``braces``; ``shard_cache`` for shard
+streaming), ``torch_dataset``
 (TorchDataset), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
 source subclasses :class:`Source` in its own module and is re-exported here.
 """

@@ -1,16 +1,20 @@
-"""The member index of a tar shard (WebDataset layout), built once and cached.
+"""The member index of a tar shard (WebDataset layout): found next to the shard, in a
+cache directory, or by one scan.
 
-Each shard is scanned once with :mod:`tarfile` into a member index — per key, the
-``(extension, offset of the data, size)`` of its members — cached in memory for the
-process and, with ``cache_dir``, as a JSON file keyed by shard URL, size and modification
-time. Members are grouped into samples by key: the member name up to the first dot of
-its basename (``train/n0144_17.jpg`` → key ``train/n0144_17``, extension ``jpg``), as
-WebDataset does.
+A shard's member index lists, per key, the ``(extension, offset of the data, size)`` of its
+members. :func:`shard_index` takes it from a *sidecar* next to the shard
+(``<shard>.members.json``, written by ``hybridload index``, valid while the shard keeps its
+size), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
+else scans the shard once with :mod:`tarfile`. Nothing is kept here: the caller holds what
+it needs (:mod:`.shard_members`, a bounded cache per process). Members are grouped into
+samples by key: the member name up to the first dot of its basename (``train/n0144_17.jpg``
+→ key ``train/n0144_17``, extension ``jpg``), as WebDataset does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -18,29 +22,19 @@ import re
 import stat
 import tarfile
 import tempfile
-import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from hybridload.sources._base import is_url, read_error, url_to_fs
+from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
 
 log = logging.getLogger(__name__)
 
 INDEX_VERSION = 1
+#: what ``hybridload index`` appends to a shard's URL for its sidecar member index
+SIDECAR_SUFFIX = ".members.json"
+SIDECAR_VERSION = 1
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
-_cache_lock = threading.Lock()
-_memory_cache: dict[tuple, list] = {}
-
-
-
-def _reset_after_fork() -> None:
-    """In a forked child (a process-lane worker): a fresh lock, as a parent thread may have held this one."""
-    global _cache_lock
-    _cache_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def split_member_name(name: str) -> tuple[str, str] | None:
@@ -48,12 +42,6 @@ def split_member_name(name: str) -> tuple[str, str] | None:
     lower-cased), or None for a name without one (skipped)."""
     m = _KEY_EXT.match(name)
     return (m.group(1), m.group(2).lower()) if m else None
-
-
-def clear_index_cache() -> None:
-    """Forget the in-memory member indexes of this process (JSON files stay)."""
-    with _cache_lock:
-        _memory_cache.clear()
 
 
 def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str]:
@@ -79,10 +67,13 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
     return int(info.get("size") or 0), str(stamp)
 
 
-def _scan(url: str, storage_options: Mapping[str, Any]) -> list:
+def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = None) -> list:
     """Scan a shard with tarfile: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
-    in tar order (a key's members grouped at its first appearance)."""
-    if is_url(url):
+    in tar order (a key's members grouped at its first appearance); from ``data`` (the whole
+    shard, already read) when given."""
+    if data is not None:
+        handle = io.BytesIO(data)
+    elif is_url(url):
         fs, path = url_to_fs(url, storage_options)
         handle = fs.open(path, "rb")
     else:
@@ -154,22 +145,71 @@ def _save_json(path: str, url: str, size: int, stamp: str, samples: list) -> Non
         log.warning("TarShards: could not write the index cache %s (%s); continuing without it", path, exc)
 
 
-def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None) -> list:
-    """The member index of one shard: from this process's memory, else from ``cache_dir``,
-    else built by one tarfile scan (then kept in both)."""
+def sidecar_url(url: str) -> str:
+    """Where the sidecar member index of shard ``url`` lives: next to it."""
+    return url + SIDECAR_SUFFIX
+
+
+def read_sidecar(url: str, size: int, storage_options: Mapping[str, Any]) -> list | None:
+    """The member index in the sidecar next to shard ``url``, or None where there is none, it
+    cannot be read, or it was written for a shard of another size (then it is ignored, with a
+    warning, and the shard is scanned)."""
+    where = sidecar_url(url)
+    try:
+        doc = json.loads(read_bytes(where, storage_options))
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # any filesystem's error, or bad JSON: scan instead
+        log.warning("TarShards: ignoring the unreadable sidecar index %s (%s); scanning the shard", where,
+                    read_error(exc))
+        return None
+    if not isinstance(doc, dict) or doc.get("hybridload_members") != SIDECAR_VERSION \
+            or not isinstance(doc.get("samples"), list):
+        log.warning("TarShards: ignoring %s: not a sidecar index of version %d", where, SIDECAR_VERSION)
+        return None
+    if doc.get("size") != size:
+        log.warning("TarShards: ignoring the sidecar index %s: written for a shard of %s bytes, the shard has %d "
+                    "(run `hybridload index` again)", where, doc.get("size"), size)
+        return None
+    return doc["samples"]
+
+
+def write_sidecar(url: str, size: int, samples: list, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Write shard ``url``'s member index next to it (atomically for local shards)."""
+    doc = json.dumps({"hybridload_members": SIDECAR_VERSION, "size": size, "samples": samples},
+                     separators=(",", ":")).encode()
+    where = sidecar_url(url)
+    if is_url(where):
+        fs, path = url_to_fs(where, storage_options)
+        fs.pipe_file(path, doc)
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(where)), suffix=".tmp")
+    with os.fdopen(fd, "wb") as f:
+        f.write(doc)
+    os.replace(tmp, where)
+
+
+def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None,
+                *, sidecar: bool = True, fetch: Callable[[], bytes] | None = None) -> list:
+    """The member index of one shard: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
+    in tar order, from its sidecar (``sidecar=True``), else from ``cache_dir``, else built by
+    one tarfile scan (then written to ``cache_dir``) — of the bytes ``fetch()`` returns when
+    given (a shard read whole anyway), else of the shard itself. FileNotFoundError names a
+    missing shard."""
     so = dict(storage_options or {})
     size, stamp = _fingerprint(url, so)
-    mem_key = (url, json.dumps(so, sort_keys=True, default=str), size, stamp)
-    with _cache_lock:
-        hit = _memory_cache.get(mem_key)
-    if hit is not None:
-        return hit
+    samples = read_sidecar(url, size, so) if sidecar else None
+    if samples is not None:
+        return samples
     path = _cache_file(os.fspath(cache_dir), url, size, stamp) if cache_dir is not None else None
     samples = _load_json(path, url, size, stamp) if path else None
     if samples is None:
-        samples = _scan(url, so)
+        samples = _scan(url, so, fetch() if fetch is not None else None)
         if path:
             _save_json(path, url, size, stamp, samples)
-    with _cache_lock:
-        _memory_cache[mem_key] = samples
     return samples
+
+
+def shard_size(url: str, storage_options: Mapping[str, Any] | None = None) -> int:
+    """The shard's size in bytes (FileNotFoundError names a missing shard)."""
+    return _fingerprint(url, dict(storage_options or {}))[0]

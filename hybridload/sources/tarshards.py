@@ -6,11 +6,15 @@ member name up to the first dot of its basename (``train/n0144_17.jpg`` → key
 member (in tar order) with an image extension; its label comes from a ``.cls`` member
 (integer text) or from a ``label(key)`` function.
 
-Each shard is scanned once with :mod:`tarfile` into a member index — per key, the
-``(extension, offset of the data, size)`` of its members — cached in memory for the
-process and, with ``cache_dir``, as a JSON file keyed by shard URL, size and modification
-time. Reading a sample is then one ranged read of exactly its image bytes: no scan, no
-open tar object, nothing but plain data in the pickled source.
+The source holds O(shards): the shard URLs and their sample counts (:mod:`.shard_list`),
+from a manifest (:mod:`.manifest`; nothing is touched to build it) or, for a brace pattern or
+a list, from one scan of each shard at construction. Per-sample facts live with the shard: a
+process that first touches a shard takes its member index (per key, the ``(extension,
+offset of the data, size)`` of its members) from a sidecar next to it, ``cache_dir`` or a
+scan (:mod:`.tar_index`), and keeps the last ``index_cache`` shards' tables
+(:mod:`.shard_members`). Reading a sample is then one ranged read of exactly its image
+bytes; a shard whose sample count disagrees with the count the source was built with is a
+:class:`~hybridload.errors.ShardIndexError`, never a short or shifted epoch.
 
 Sample order: shards in the given order, keys in tar order (first appearance).
 
@@ -23,71 +27,48 @@ needs only a few shards at a time.
 from __future__ import annotations
 
 import logging
-import numbers
 import os
+import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import numpy as np
-
-from hybridload.errors import SampleError
+from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sampling.shard_order import ShardOrder
 
-from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_failure
+from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes, read_failure
 from hybridload.sources.read_retry import with_retries
 from hybridload.sources.braces import expand_urls
+from hybridload.sources.manifest import is_manifest, read_manifest
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
 from hybridload.sources.shard_cache import ShardCache
+from hybridload.sources.shard_list import ShardList
+from hybridload.sources.shard_members import MemberCache, ShardMembers, shard_members
 from hybridload.sources.tar_index import shard_index, split_member_name
 
 log = logging.getLogger(__name__)
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
-
-
-def _parse_cls(url: str, key: str, text: str) -> int:
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValueError(f"TarShards: shard {url!r}, key {key!r}: {key}.cls holds {text[:40]!r}, "
-                         "not an integer class index") from None
-
-
-def _call_label(label: Callable[[str], int], url: str, key: str) -> int:
-    try:
-        value = label(key)
-    except Exception as exc:  # the user's function: say which key it failed on
-        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} raised "
-                         f"{type(exc).__name__}: {exc}") from exc
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} returned {value!r}; "
-                         "it must return an int class index")
-    return int(value)
-
-
-def _dotted_key_message(url: str, key: str, exts: list[str], images: list[str]) -> str:
-    """The error for members that WebDataset's key rule merges: dots inside the sample keys."""
-    names = ", ".join(f"{key}.{e}" for e in exts[:6]) + (", ..." if len(exts) > 6 else "")
-    dotted = next(e for e in exts if "." in e).rsplit(".", 1)[0]
-    pick = (f", or, for one sample with several images, name the one to use in full: image_exts=({images[0]!r},)"
-            if len(images) > 1 else "")
-    return (f"TarShards: shard {url!r}, key {key!r} groups the members {names}: a key ends at the first dot "
-            f"of the member's basename (as in WebDataset), so keys with dots such as {key + '.' + dotted!r} "
-            f"merge samples into one or lose their .cls label (webdataset's own to_tuple fails on them too). "
-            f"Rewrite the shards with keys without dots (e.g. {key + '_' + dotted.replace('.', '_')!r}){pick}")
+#: past this many shards given without a manifest, construction (a scan of each) says to write one
+MANIFEST_HINT_SHARDS = 1000
 
 
 class TarShards(Source):
-    """WebDataset-layout tar shards with random access through a member index.
+    """WebDataset-layout tar shards with random access through a member index per shard.
 
     Args:
-        urls: a brace pattern (``"train-{000000..000099}.tar"``) or a list of shard paths
-            or fsspec URLs (each entry may hold braces too).
+        urls: the path or URL of a shard manifest (``manifest.json``: wids'
+            ``{"wids_version": 1, "shardlist": [{"url": ..., "nsamples": ...}, ...]}``, as
+            ``hybridload index`` writes it; built without touching a shard), or a brace
+            pattern (``"train-{000000..000099}.tar"``) or a list of shard paths or fsspec URLs
+            (each entry may hold braces too), each shard scanned once at construction.
         label: a function ``key -> int``; default: the integer in the sample's ``.cls``
-            member, or -1 where a sample has none.
+            member, or -1 where a sample has none. It travels to the workers with the source
+            (labels are read there), so with spawned worker processes it must be picklable
+            (a module-level function; Ray actors take lambdas too).
         image_exts: extensions that mark the image member (the first in tar order wins).
         cache_dir: a local directory for the member indexes as JSON files, keyed by shard
-            URL, size and modification time (a changed shard is scanned again).
+            URL, size and modification time (a changed shard is scanned again). A sidecar
+            ``<shard>.members.json`` next to a shard (``hybridload index``) is used first.
         storage_options: fsspec options for URL shards (see :class:`FileList`).
         io_threads: reads in flight at once while a worker reads a batch (see
             :class:`FileList`; default 32 for URL shards, 1 for local ones).
@@ -98,21 +79,28 @@ class TarShards(Source):
         buffer_shards: with ``read="shard"``, the shards whose samples are shuffled together.
         cache_shards: with ``read="shard"``, the shards each worker process keeps (default
             ``2 * buffer_shards + 2``); its memory is this many shards.
+        index_cache: the shards whose member tables each process keeps (least recently used
+            dropped first); a process's per-sample memory is bounded by this many shards.
 
     A sample's location (in refs and errors) is ``"<shard>#<member name>"``.
 
     Raises:
+        ManifestError: a manifest that is missing, not JSON, or malformed, named.
         ValueError: no shards; a key without an image member; a bad ``.cls``; a key whose
             members hold several images or a dotted ``.cls`` (``img.000.jpg``,
             ``img.001.jpg``: dots inside the keys, which WebDataset's key rule merges); a
             compressed or damaged shard; no samples at all. Each names the shard and key.
-        FileNotFoundError: a shard that does not exist, named.
+            With a manifest these surface when a worker first touches the shard, as
+            :class:`ShardIndexError` (so does a missing shard, or a sample count that
+            disagrees with the manifest's ``nsamples``).
+        FileNotFoundError: a shard of a pattern or list that does not exist, named.
     """
 
     def __init__(self, urls: str | os.PathLike | Sequence[str | os.PathLike], label: Callable[[str], int] | None = None,
                  image_exts: Sequence[str] = IMAGE_EXTS, cache_dir: str | os.PathLike | None = None, *,
                  storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
-                 read: str = "sample", buffer_shards: int = 4, cache_shards: int | None = None):
+                 read: str = "sample", buffer_shards: int = 4, cache_shards: int | None = None,
+                 index_cache: int = 64):
         if read not in ("sample", "shard"):
             raise ValueError(f"TarShards: read must be 'sample' (a ranged read per sample) or 'shard' "
                              f"(whole shards, shard-aware order), got {read!r}")
@@ -120,11 +108,8 @@ class TarShards(Source):
                                          or cache_shards < 1):
             raise ValueError(f"TarShards: cache_shards must be None or an int >= 1, got {cache_shards!r}; "
                              f"write e.g. cache_shards={2 * buffer_shards + 2}")
-        self.read_mode = read
-        self.urls = expand_urls(urls)
-        if not self.urls:
-            raise ValueError("TarShards: no shards given; pass a brace pattern such as "
-                             "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs")
+        ShardOrder((), buffer_shards)  # validates buffer_shards
+        self.read_mode, self.buffer_shards = read, buffer_shards
         if isinstance(image_exts, str):
             image_exts = (image_exts,)
         self.image_exts = tuple(e.lower().lstrip(".") for e in image_exts)
@@ -132,58 +117,101 @@ class TarShards(Source):
             raise ValueError("TarShards: image_exts is empty; give the extensions of the image members")
         if label is not None and not callable(label):
             raise TypeError(f"TarShards: label must be a function key -> int, got {type(label).__name__}")
+        self.label = label
         self.storage_options = dict(storage_options or {})
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
-        shard_ids, offsets, sizes, labels, self._members = [], [], [], [], []
-        self.shard_sizes: list[int] = []
-        for s, url in enumerate(self.urls):
-            samples = shard_index(url, self.storage_options, self.cache_dir)
-            for key, members, cls in samples:
-                ext, offset, size = self._image_member(url, key, members, label is not None)
-                shard_ids.append(s)
-                offsets.append(offset)
-                sizes.append(size)
-                self._members.append(f"{key}.{ext}")
-                if label is not None:
-                    labels.append(_call_label(label, url, key))
-                else:
-                    labels.append(_parse_cls(url, key, cls) if cls is not None else -1)
-            self.shard_sizes.append(len(samples))
-            if not samples:
-                log.warning("TarShards: shard %r holds no samples", url)
-        if not offsets:
-            raise ValueError(f"TarShards: the {len(self.urls)} shard(s) hold no samples "
-                             f"(first: {self.urls[0]!r}); expected members named <key>.<ext>")
-        self._shard = np.asarray(shard_ids, dtype=np.int32)
-        self._offset = np.asarray(offsets, dtype=np.int64)
-        self._size = np.asarray(sizes, dtype=np.int64)
-        self._labels = np.asarray(labels, dtype=np.int64)
-        self._order = ShardOrder(tuple(self.shard_sizes), buffer_shards)  # validates buffer_shards
+        self.cache_shards = cache_shards if cache_shards is not None else 2 * buffer_shards + 2
+        self.index_cache = index_cache
+        MemberCache(lambda s: None, index_cache)  # validates index_cache
+        #: the manifest the source was built from (None: a pattern or list, scanned)
+        self.manifest = os.fspath(urls) if is_manifest(urls) else None
+        if self.manifest is not None:
+            shard_urls, counts = read_manifest(self.manifest, self.storage_options)
+            check_protocols(shard_urls, self.storage_options)  # an unknown protocol: now, not per shard
+            self._list = ShardList(shard_urls, counts)
+            self._new_cache()
+        else:
+            shard_urls = self._scan_all(expand_urls(urls))
+        if self._list.total == 0:
+            raise ValueError(f"TarShards: the {len(self._list)} shard(s) hold no samples "
+                             f"(first: {self._list.url(0)!r}); expected members named <key>.<ext>")
         io_threads = check_io_threads(io_threads, "TarShards")
         self.io_threads = io_threads if io_threads is not None else (
-            DEFAULT_IO_THREADS if any(is_url(u) for u in self.urls) else 1)
-        self.cache_shards = cache_shards if cache_shards is not None else 2 * buffer_shards + 2
+            DEFAULT_IO_THREADS if any(is_url(u) for u in shard_urls) else 1)
+
+    def _scan_all(self, urls: list[str]) -> list[str]:
+        """Count (and check) each shard of a pattern or list by its member index."""
+        if not urls:
+            raise ValueError("TarShards: no shards given; pass a manifest path, a brace pattern such as "
+                             "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs")
+        if len(urls) > MANIFEST_HINT_SHARDS:
+            warnings.warn(f"TarShards: scanning {len(urls)} shards one after another to count their samples; "
+                          f"write a manifest once with `hybridload index PATTERN -o manifest.json` (in parallel, "
+                          f"resumable) and pass its path: then building the source touches no shard", stacklevel=3)
+        self._list = ShardList(urls, [0] * len(urls))
         self._new_cache()
+        counts = []
+        for s, url in enumerate(urls):
+            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir), self.image_exts,
+                                    self.label)
+            counts.append(len(members))
+            self._members.put(s, members)  # the last index_cache shards stay held
+            if not len(members):
+                log.warning("TarShards: shard %r holds no samples", url)
+        self._list = ShardList(urls, counts)
+        return urls
 
     def _new_cache(self) -> None:
         self._shards = ShardCache(self._fetch_shard, self.cache_shards)
+        self._members = MemberCache(self._load_members, self.index_cache)
 
     def _fetch_shard(self, url: str) -> bytes:
         # the whole shard: one request, retried as the source's read_retry says
         return with_retries(lambda: read_bytes(url, self.storage_options), self.read_retry, url)
 
+    def _where(self, s: int) -> str:
+        of = f"manifest {self.manifest!r}" if self.manifest is not None else "the shards given"
+        return f"shard {s} ({self._list.url(s)!r}) of {of}"
+
+    def _load_members(self, s: int) -> ShardMembers:
+        """Shard ``s``'s member table, checked against its count: the first touch in a process."""
+        url, want = self._list.url(s), int(self._list.counts[s])
+        # streaming shards: without a sidecar, scan the whole-shard read the samples need anyway
+        fetch = (lambda: self._shards.get(url).result()) if self.read_mode == "shard" else None
+        try:
+            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir, fetch=fetch),
+                                    self.image_exts, self.label)
+        except (OSError, ValueError) as exc:
+            raise ShardIndexError(self._where(s), f"{type(exc).__name__}: {exc}") from None
+        if len(members) != want:
+            told = "the manifest says" if self.manifest is not None else "it held when the source was built:"
+            raise ShardIndexError(self._where(s), f"the shard holds {len(members)} samples but {told} "
+                                  f"nsamples={want}; reading on would give a short or shifted epoch. Rebuild the "
+                                  "manifest (`hybridload index PATTERN -o manifest.json`) after changing shards")
+        return members
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        del state["_shards"]  # each process (each Ray actor) holds its own shards
+        del state["_shards"], state["_members"]  # each process (each Ray actor) holds its own
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._new_cache()
 
+    @property
+    def urls(self) -> list[str]:
+        """The shard URLs, in order (a new list: the source keeps them packed)."""
+        return list(self._list)
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        """Samples per shard, in order."""
+        return self._list.counts.tolist()
+
     def sample_order(self) -> ShardOrder | None:
         """The shard-aware order with ``read="shard"``; None (the default order) otherwise."""
-        return self._order if self.read_mode == "shard" else None
+        return ShardOrder(tuple(self.shard_sizes), self.buffer_shards) if self.read_mode == "shard" else None
 
     @property
     def shard_fetches(self) -> int:
@@ -194,35 +222,35 @@ class TarShards(Source):
         """The shards this process holds (``read="shard"``), least recently used first."""
         return self._shards.cached()
 
-    def _image_member(self, url: str, key: str, members: list, labelled: bool = False) -> tuple[str, int, int]:
-        images = [m for m in members if m[0] in self.image_exts or m[0].rsplit(".", 1)[-1] in self.image_exts]
-        exts = [m[0] for m in members]
-        if (len(images) > 1 and any("." in m[0] for m in images)) or \
-                (not labelled and "cls" not in exts and any(e.endswith(".cls") for e in exts)):
-            raise ValueError(_dotted_key_message(url, key, exts, [m[0] for m in images]))
-        if images:
-            ext, offset, size = images[0]
-            return ext, int(offset), int(size)
-        have = ", ".join(f"{key}.{m[0]}" for m in members)
-        raise ValueError(f"TarShards: shard {url!r}, key {key!r} has no image member "
-                         f"(extensions {', '.join(self.image_exts)}); its members: {have}")
+    def held_indexes(self) -> list[int]:
+        """The shards whose member tables this process holds, least recently used first."""
+        return self._members.held()
 
     def __len__(self) -> int:
-        return len(self._offset)
+        return self._list.total
 
     def keys(self) -> list[str]:
-        """Sample keys in index order (keys repeat across shards only if the shards do)."""
-        return [split_member_name(m)[0] for m in self._members]
+        """Sample keys in index order (keys repeat across shards only if the shards do); reads
+        every shard's member index."""
+        return [split_member_name(name)[0] for s in range(len(self._list)) for name in self._members.get(s).names]
+
+    def _locate(self, index: int) -> tuple[str, ShardMembers, int]:
+        s, j = self._list.shard_of(self._check_index(index))
+        return self._list.url(s), self._members.get(s), j
+
+    def span(self, index: int) -> tuple[str, int, int]:
+        """``(shard URL, offset, size)`` of sample ``index``'s image bytes."""
+        url, members, j = self._locate(index)
+        return url, int(members.offsets[j]), int(members.sizes[j])
 
     def ref(self, index: int) -> SampleRef:
-        i = self._check_index(index)
-        return SampleRef(i, f"{self.urls[self._shard[i]]}#{self._members[i]}", int(self._labels[i]))
+        url, members, j = self._locate(index)
+        return SampleRef(int(index), f"{url}#{members.names[j]}", int(members.labels[j]))
 
     def read(self, ref: SampleRef) -> tuple[bytes, int]:
+        url, offset, size = self.span(ref.index)
         if self.read_mode == "shard":
-            return self._cut(ref, self._shards.get(self.urls[self._shard[self._check_index(ref.index)]]))
-        i = self._check_index(ref.index)
-        url, offset, size = self.urls[self._shard[i]], int(self._offset[i]), int(self._size[i])
+            return self._cut(ref, self._shards.get(url), offset, size)
         try:
             data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset, size=size),
                                 self.read_retry, ref.location)
@@ -239,21 +267,18 @@ class TarShards(Source):
         return self._serve(refs)
 
     def _serve(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
-        shards = {}
-        for ref in refs:  # start every shard's fetch before waiting for any
-            url = self.urls[self._shard[self._check_index(ref.index)]]
+        spans, shards = [self.span(ref.index) for ref in refs], {}
+        for url, _, _ in spans:  # start every shard's fetch before waiting for any
             if url not in shards:
                 shards[url] = self._shards.get(url)
-        for ref in refs:
+        for ref, (url, offset, size) in zip(refs, spans):
             try:
-                yield self._cut(ref, shards[self.urls[self._shard[ref.index]]])
+                yield self._cut(ref, shards[url], offset, size)
             except SampleError as exc:
                 yield exc
 
-    def _cut(self, ref: SampleRef, shard) -> tuple[bytes, int]:
+    def _cut(self, ref: SampleRef, shard, offset: int, size: int) -> tuple[bytes, int]:
         """The sample's image bytes out of its shard's fetched bytes (a future)."""
-        i = ref.index
-        offset, size = int(self._offset[i]), int(self._size[i])
         try:
             whole = shard.result()
         except Exception as exc:  # any filesystem's error: name the sample

@@ -14,6 +14,8 @@ Rules:
   (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
   worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
   as torch's workers do);
+* a task that finds every slot taken (a pass given up while its batches still run, and the next
+  pass already submitting) waits in this lane's queue for the first slot to free;
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
   which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
@@ -33,6 +35,7 @@ import queue
 import threading
 import time
 import traceback
+from collections import deque
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -119,6 +122,7 @@ class ProcessLane(Lane):
         slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._free = list(range(self.slots))
+        self._pending: deque[tuple[BatchTask, Done]] = deque()  # tasks that found no free slot
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
         self._next_id = 0
         self._restarts = 0
@@ -165,8 +169,9 @@ class ProcessLane(Lane):
         with self._lock:
             if self._closed:  # closed since submit looked: the task must not reach a stopped worker
                 raise self.closed_error()
-            if not self._free:
-                raise RuntimeError(f"ProcessLane: more than {self.slots} tasks in flight (its slots)")
+            if not self._free:  # an earlier pass's batches still hold the slots
+                self._pending.append((task, done))
+                return
             alive = [w for w, p in enumerate(self._procs) if p is not None]
             if not alive:
                 raise WorkerLost(self._all_dead())
@@ -207,6 +212,19 @@ class ProcessLane(Lane):
             with self._lock:
                 self._free.append(slot)
             done(task, out)
+            self._start_pending()
+
+    def _start_pending(self) -> None:
+        """Start the tasks that waited for a slot, while slots are free."""
+        while True:
+            with self._lock:
+                if self._closed or not self._free or not self._pending:
+                    return
+                task, done = self._pending.popleft()
+            try:
+                self._start(task, done)
+            except BaseException as exc:  # no worker left: the dispatcher hands it on
+                done(task, exc)
 
     def _result(self, task: BatchTask, slot: int, body) -> BatchResult:
         (shape, dtype), payload, labels, indices, skipped, seconds = body
@@ -238,6 +256,7 @@ class ProcessLane(Lane):
             for task, done, _slot in lost:
                 done(task, WorkerLost(f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
                                       f"while it held batch {task.seq}"))
+            self._start_pending()
 
     # ----------------------------------------------------------------- shutdown
     def _close(self) -> None:
@@ -265,3 +284,6 @@ class ProcessLane(Lane):
         for s in self._shm:
             s.close()
             s.unlink()
+        while self._pending:  # never started: their pass hears the lane closed
+            task, done = self._pending.popleft()
+            done(task, self.closed_error())

@@ -10,8 +10,9 @@ the rest join as they come up: a slow node never holds the stream. A :class:`~hy
 placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
 are used, drained nodes are left once their tasks are done. A task lost with its actor comes
 back to the dispatcher as :class:`WorkerLost` and is handed on (exactly once is the
-dispatcher's and merger's job, unchanged). ``stats()`` counts starts, losses and the live
-actors over time.
+dispatcher's and merger's job, unchanged). While the cluster gives the rank no actor,
+``when_empty`` decides (:mod:`~hybridload.lanes.ray.capacity`). ``stats()`` counts starts,
+losses, the live actors over time and node events.
 """
 
 from __future__ import annotations
@@ -20,18 +21,19 @@ import logging
 import os
 import threading
 import uuid
-import warnings
 from collections import deque
 from typing import Any
 
 from hybridload.cluster import connect as cluster
 from hybridload.errors import WorkerLost
-from hybridload.cluster.placement import elastic_target, plan_actors
+from hybridload.cluster.placement import elastic_target
+from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.cluster.shipping import ship_unimportable
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
-from hybridload.lanes.ray.startup import await_first_ready, start_waves
+from hybridload.lanes.ray.startup import first_ready, start_waves
 from hybridload.lanes.ray.members import Member, Members, State
 
 log = logging.getLogger(__name__)
@@ -47,37 +49,53 @@ class ActorPool(Lane):
     def __init__(self, worker_cls: type, init_args: tuple, *, ray_address: str | None, placement: str,
                  reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
                  tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
-                 pass_worker_index: bool = False, fit_request: bool = False, node_poll_s: float | None = None):
+                 pass_worker_index: bool = False, fit_request: bool = False, node_poll_s: float | None = None,
+                 when_empty: str = "raise", wait_s: float = 120.0):
         super().__init__()
         poll_s = poll_seconds(node_poll_s)
         self.tasks_per_actor = tasks_per_actor
         self._pool_stats = PoolStats()
-        self._members = Members(self._pool_stats)
+        # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
+        self._members = Members(self._pool_stats, hold=when_empty != "local")
         self._held: deque = deque()  # (task, done) given while no actor was ready
         self._held_lock = threading.Lock()
         self._keeper: Keeper | None = None
         self._pass_index = pass_worker_index
         self._rules = dict(placement=placement, reserve_local_cpus=reserve_local_cpus, cpu_actors=cpu_actors,
                            rank=rank, world_size=world_size)
+        self._capacity = Capacity(when_empty=when_empty, wait_s=wait_s, rules=self._rules, members=self._members,
+                                  stats=self._pool_stats, name=self.name)
         ray = cluster.acquire(ray_address, fallback_embedded=fallback_embedded)
         try:
-            where = _place(cluster.nodes(), fit_request=fit_request, **self._rules)
+            where, nodes = self._capacity.first_target(cluster.nodes, fit_request=fit_request, poll_s=poll_s)
             self._target_size = len(where)
             self._remote_cls = ray.remote(worker_cls)
+            ship_unimportable(init_args)  # user code the workers cannot import travels by value
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
             self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
-            await_first_ready(ray, {m.handle.ready.remote(): m for m in first}, self._on_ready, ready_timeout_s, where)
+            try:
+                first_ready(ray, first, self._on_ready, ready_timeout_s, where,
+                            go_on=None if self._members.hold else self._go_on_locally)
+            except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
+                raise _unwrap(exc) from None
             first += [self._spawn(node_id, initial=True) for node_id in rest]
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
+            self._pool_stats.opened()
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
-                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name)
+                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name,
+                                  after_step=self._capacity.after_step, on_node=self._capacity.on_node, known=nodes)
             self._keeper.start()
         except BaseException:
             self.close()
             raise
         log.info("%s lane: %d actors on nodes %s", self.name, len(first), sorted(set(self.nodes)))
+
+    def _go_on_locally(self, msg: str) -> None:
+        """No first actor is ready in time: the local stand-in runs the batches meanwhile."""
+        self._capacity.note(msg)
+        log.warning("%s lane: %s; this machine's local lane runs the batches until they are ready", self.name, msg)
 
     # -- what subclasses define
     def call(self, actor, task: BatchTask):
@@ -119,7 +137,7 @@ class ActorPool(Lane):
             ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self._pass_index else ()))
 
         m = self._members.add(create, node_id, initial=initial)
-        if watch:  # (the first wave is watched by await_first_ready)
+        if watch:  # (the first wave is watched by first_ready)
             m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f.exception()))
         return m
 
@@ -128,7 +146,9 @@ class ActorPool(Lane):
             if self._members.ready(m) and self._keeper is not None:
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
+            self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
+            self._capacity.start_failed(m.node_id, exc)
             log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
                         self.name, m.key, m.node_id[:8], type(exc).__name__)
 
@@ -147,6 +167,10 @@ class ActorPool(Lane):
     @property
     def parallelism(self) -> int:
         return self._members.count(State.READY)
+
+    def unavailable(self) -> str:
+        """Why the pool has no ready actor now ("" while it has one): nodes lost, starts failed."""
+        return self._capacity.unavailable()
 
     def describe(self) -> str:
         return f"Ray lane: {self.parallelism} actors on {len(set(self.nodes))} node(s)"
@@ -177,7 +201,7 @@ class ActorPool(Lane):
         m = self._members.pick(task.seq)
         if m is None:
             if not self._members.usable:
-                raise WorkerLost(f"every Ray actor of the {self.name} lane has died and none can be placed")
+                raise WorkerLost(f"the {self.name} lane has no actor ({self.unavailable()})")
             with self._held_lock:
                 self._held.append((task, done))
             if self._keeper is not None:
@@ -241,7 +265,8 @@ class ActorPool(Lane):
                         return
                     task, done = self._held.popleft()
             if m is None:
-                done(task, WorkerLost(f"no Ray actor of the {self.name} lane can be placed for batch {task.seq}"))
+                done(task, WorkerLost(f"no Ray actor of the {self.name} lane can take batch {task.seq} "
+                                      f"({self.unavailable()})"))
             else:
                 self._send(m, task, done)
 
@@ -257,26 +282,6 @@ class ActorPool(Lane):
                     self._kill(m)
         finally:
             cluster.release()
-
-
-def _place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:
-    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
-    request: as many actors as fit are placed, with one warning."""
-    try:
-        return plan_actors(nodes, cpu_actors=cpu_actors, **kw)
-    except ValueError:
-        if not fit_request or not cpu_actors:
-            raise
-    for n in range(cpu_actors - 1, 0, -1):
-        try:
-            where = plan_actors(nodes, cpu_actors=n, **kw)
-        except ValueError:
-            continue
-        warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
-                      f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
-                      "with more workers than cores, the batches are the same)", stacklevel=4)
-        return where
-    return plan_actors(nodes, cpu_actors=cpu_actors, **kw)  # not even one fits: its error names why
 
 
 def _actor_died(exc: BaseException) -> bool:

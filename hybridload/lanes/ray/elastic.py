@@ -10,7 +10,10 @@ became ready, it reads the cluster's node table and takes one step:
    (:func:`hybridload.cluster.placement.elastic_target`); :func:`~hybridload.cluster.placement.reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
    drain (the target no longer wants them);
-3. tasks the pool held while it had no ready actor go out.
+3. the pool hears of the step (``after_step(target, nodes)``: what it does while the target
+   is empty, :mod:`hybridload.lanes.ray.capacity`) and of every node that joined, left or
+   began draining since the last look (``on_node(event, node)``);
+4. tasks the pool held while it had no ready actor go out.
 
 A failed start is retried at the next regular poll, not at once (a node that died but is
 still listed must not cause a tight loop). Nothing here runs on the dispatcher's path: the
@@ -83,18 +86,25 @@ class Keeper:
         stop: kills a member's actor (by handle).
         flush: sends the tasks the pool held.
         table: reads the node table (``node_table`` by default).
+        after_step: told the target and the node table after each step's changes.
+        on_node: told each node event ("joined", "left", "draining") since the last look.
+        known: the nodes the pool started on (what "joined" and "left" compare with).
     """
 
     def __init__(self, members: Members, *, target: Callable[[Sequence[NodeInfo], set[str]], list[str]],
                  spawn: Callable[[str], Member], stop: Callable[[Member], None], flush: Callable[[], None],
                  poll_s: float = DEFAULT_POLL_S, ready_timeout_s: float = 120.0, table: Table = node_table,
-                 name: str = "pool"):
+                 name: str = "pool", after_step: Callable | None = None,
+                 on_node: Callable[[str, NodeInfo], None] | None = None, known: Sequence[NodeInfo] = ()):
         self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
         self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._name = name
         self._thread: threading.Thread | None = None
+        self._after_step, self._on_node = after_step, on_node
+        self._known = {n.node_id: n for n in known}
+        self._draining_seen: set[str] = set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=_run, args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
@@ -116,6 +126,7 @@ class Keeper:
         if self._closed.is_set():
             return
         alive = {n.node_id for n in nodes}
+        self._node_events(nodes, draining)
         now = time.monotonic()
         for m in self.members.members(State.STARTING, State.READY, State.DRAINING):
             if m.node_id not in alive:
@@ -146,8 +157,21 @@ class Keeper:
             m = self._spawn(node_id)
             log.info("%s: actor %d starting on node %s (target %d)", self._name, m.key, node_id[:8], len(target))
         self.members.stats.live(self.members.count(State.READY), len(target))
+        if self._after_step is not None:
+            self._after_step(target, nodes)
         self.members.repaired()
         self._flush()
+
+    def _node_events(self, nodes: Sequence[NodeInfo], draining: set[str]) -> None:
+        """Tell ``on_node`` of each node that joined, left or began draining since the last look."""
+        now = {n.node_id: n for n in nodes}
+        events = [("joined", n) for nid, n in now.items() if nid not in self._known]
+        events += [("left", n) for nid, n in self._known.items() if nid not in now]
+        events += [("draining", now[nid]) for nid in draining - self._draining_seen if nid in now]
+        self._known, self._draining_seen = now, set(draining) & set(now)
+        for event, n in events:
+            if self._on_node is not None:
+                self._on_node(event, n)
 
     def _drain(self, m: Member) -> None:
         if self.members.drain(m):

@@ -14,7 +14,6 @@ back as one array per batch through the object store and are copied once into a
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 
 from hybridload.errors import SampleError
+from hybridload.sources import SampleRef
 
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.members import Member
@@ -48,33 +48,39 @@ def keep_freed_memory() -> bool:
 
 
 class _Preloaded:
-    """A source view whose reads come from what the driver shipped: ``(payload, label)`` or
-    the :class:`SampleError` its read raised."""
+    """A source view whose refs and reads come from what the driver shipped: per index
+    ``(payload or the SampleError its read raised, label, location)``. The actor never asks the
+    source for a shipped sample: it may not see the storage (a TarShards ref reads its shard's index)."""
 
     def __init__(self, source, payloads: dict):
         self._source, self._payloads = source, payloads
 
     def ref(self, index):
-        ref, got = self._source.ref(index), self._payloads.get(index)
-        if isinstance(got, tuple):  # the label the driver read (a TorchDataset knows it only then)
-            ref = dataclasses.replace(ref, label=int(got[1]))
-        return ref
+        got = self._payloads.get(index)
+        if got is None:
+            return self._source.ref(index)
+        return SampleRef(int(index), got[2], int(got[1]))  # the label read (a TorchDataset knows it only then)
 
     def read(self, ref):
-        got = self._payloads[ref.index]
-        if isinstance(got, SampleError):
-            raise got
-        return got
+        payload, label, _ = self._payloads[ref.index]
+        if isinstance(payload, SampleError):
+            raise payload
+        return payload, label
 
 
 def ship(source, indices) -> dict:
-    """The driver-side reads of ``ship_bytes``: ``{index: (payload, label) or SampleError}``."""
+    """The driver-side reads of ``ship_bytes``: ``{index: (payload or SampleError, label, location)}``."""
     out: dict = {}
     for i in indices:
         try:
-            out[i] = source.read(source.ref(i))
+            ref = source.ref(i)
+        except SampleError as exc:
+            out[i] = (exc, -1, exc.path)
+            continue
+        try:
+            out[i] = (*source.read(ref), ref.location)
         except SampleError as exc:  # on_error is applied where the batch runs
-            out[i] = exc
+            out[i] = (exc, ref.label, ref.location)
     return out
 
 

@@ -5,10 +5,12 @@ when its node is being drained or the target no longer wants it (it finishes wha
 then is stopped), DEAD when lost or stopped (then it leaves the table).
 
 ``usable`` — the lane's capacity in actors, read lock-free by the dispatcher through the
-lane's ``slots`` — is the READY count; while none is READY but one is STARTING or a lost
-actor awaits its replacement, it is 1, and the lane holds what it is given until an actor is
-ready (so losing the last actor does not fail every batch in the moment before its
-replacement starts).
+lane's ``slots`` — is the READY count. A pool that ``hold`` s (no local lane stands in for it)
+counts 1 while none is READY but one is STARTING, a lost actor awaits its replacement, or it
+is ``waiting`` for a node (``on_no_actors="wait"``): the lane holds what it is given until an
+actor is ready (so losing the last actor does not fail every batch in the moment before its
+replacement starts). A pool that does not hold counts only READY actors: while it has none,
+the dispatcher gives the batches to the local stand-in.
 
 Per batch, ``pick`` and ``release`` cost O(1) whatever the pool's size: READY members wait in
 buckets by load (each an insertion-ordered dict), the states are counted as they change, and
@@ -50,10 +52,12 @@ class Member:
 class Members:
     """The table, under one lock; every change updates ``usable`` and the live-count samples."""
 
-    def __init__(self, stats: PoolStats):
+    def __init__(self, stats: PoolStats, hold: bool = True):
         self.stats = stats
+        self.hold = hold
         self.usable = 0
         self.awaiting_repair = False
+        self.waiting = False
         self._lock = threading.Lock()
         self._table: dict[int, Member] = {}
         self._running: dict[int, set[int]] = {}  # seq -> keys of the members running a copy
@@ -126,6 +130,13 @@ class Members:
             self.awaiting_repair = False
             self._changed()
 
+    def set_waiting(self, waiting: bool) -> None:
+        """Whether the pool waits for a node (it holds its tasks meanwhile)."""
+        with self._lock:
+            if self.waiting != waiting:
+                self.waiting = waiting
+                self._changed()
+
     def members(self, *states: State) -> list[Member]:
         """Members in ``states`` (all when none given): READY first, then oldest first."""
         with self._lock:
@@ -190,7 +201,8 @@ class Members:
 
     def _changed(self) -> None:
         ready = self._counts[State.READY]
-        self.usable = ready or (1 if self._counts[State.STARTING] or self.awaiting_repair else 0)
+        starting = self._counts[State.STARTING] > 0
+        self.usable = ready or (1 if self.hold and (starting or self.awaiting_repair or self.waiting) else 0)
         self.stats.live(ready)
 
 

@@ -11,7 +11,9 @@ class PoolStats:
     """An elastic actor pool's counters: actors started (at first, as replacements, to grow),
     lost, stopped on purpose (drained or surplus), failed to start, and the live count over
     time as a short list of ``(seconds since the pool began, live actors)`` samples, one per
-    change (the last ``max_samples`` kept)."""
+    change (the last ``max_samples`` kept); the node events the keeper saw (a node joined,
+    left, was drained; the rank had no actor, or had actors again), and the seconds the pool
+    had no ready actor after it opened (while a local stand-in ran its batches)."""
 
     def __init__(self, max_samples: int = 256):
         self._lock = threading.Lock()
@@ -20,6 +22,10 @@ class PoolStats:
         self.started = self.replaced = self.grown = self.lost = self.stopped = self.failed_starts = 0
         self.target = 0
         self._unreplaced = 0
+        self._events: deque[dict] = deque(maxlen=max_samples)
+        self._opened = False
+        self._empty_since: float | None = None
+        self._empty_s = 0.0
 
     def actor_started(self, initial: bool) -> None:
         """One actor started; after the first start a start replaces a lost actor while any is
@@ -47,16 +53,43 @@ class PoolStats:
         with self._lock:
             self.failed_starts += 1
 
+    def node_event(self, event: str, node_id: str = "", address: str = "") -> None:
+        """Record ``event`` ("joined", "left", "draining", "no actor", "actors again") with the
+        time (seconds since the pool began, and UTC) and the node it concerns."""
+        with self._lock:
+            self._events.append({"t": round(time.monotonic() - self._t0, 3), "utc": utc_clock(), "event": event,
+                                 "node": node_id[:8], "address": address})
+
+    def opened(self) -> None:
+        """The pool is open: from now on, time with no ready actor counts as ``without_actors_s``."""
+        with self._lock:
+            self._opened = True
+            if self._samples and self._samples[-1][1] == 0:
+                self._empty_since = time.monotonic()
+
     def live(self, n: int, target: int | None = None) -> None:
         """Record the live count (and the target) now, if it changed."""
         with self._lock:
             if target is not None:
                 self.target = target
+            now = time.monotonic()
+            if self._opened and n == 0 and self._empty_since is None:
+                self._empty_since = now
+            elif n > 0 and self._empty_since is not None:
+                self._empty_s += now - self._empty_since
+                self._empty_since = None
             if not self._samples or self._samples[-1][1] != n:
                 self._samples.append((round(time.monotonic() - self._t0, 3), n))
 
     def as_dict(self) -> dict:
         with self._lock:
+            empty_s = self._empty_s + (time.monotonic() - self._empty_since if self._empty_since is not None else 0.0)
             return {"started": self.started, "replaced": self.replaced, "grown": self.grown, "lost": self.lost,
                     "stopped": self.stopped, "failed_starts": self.failed_starts, "target": self.target,
-                    "live": self._samples[-1][1] if self._samples else 0, "live_over_time": list(self._samples)}
+                    "live": self._samples[-1][1] if self._samples else 0, "live_over_time": list(self._samples),
+                    "without_actors_s": round(empty_s, 3), "node_events": list(self._events)}
+
+
+def utc_clock() -> str:
+    """The time of day now, UTC, as ``HH:MM:SS UTC`` (for messages and node events)."""
+    return time.strftime("%H:%M:%S UTC", time.gmtime())

@@ -56,3 +56,22 @@ def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, Bas
     for ref in pending:
         member = refs[ref]
         ref.future().add_done_callback(lambda f, m=member: on_ready(m, f.exception()))
+
+
+def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None], None], timeout_s: float,
+                where: list[str], go_on: Callable[[str], None] | None = None) -> None:
+    """Start the pool on its first wave ``first`` (members): :func:`await_first_ready`. With no
+    actor to wait for, return at once. When none is ready in time (or every one failed to
+    start) and ``go_on`` is given (a local stand-in runs the batches meanwhile), call it with
+    the reason and keep watching the ones still starting; without ``go_on``, raise."""
+    if not first:
+        return
+    try:
+        await_first_ready(ray, {m.handle.ready.remote(): m for m in first}, on_ready, timeout_s, where)
+    except Exception as exc:  # TimeoutError, or the start error every first actor met
+        if go_on is None:
+            raise
+        go_on(f"{type(exc).__name__}: {exc}")
+        for m in first:
+            if m.state.name == "STARTING":
+                m.handle.ready.remote().future().add_done_callback(lambda f, m=m: on_ready(m, f.exception()))

@@ -15,3 +15,4 @@ class PoolWorker:
     def ready(self) -> str:
         import ray
         return ray.get_runtime_context().get_node_id()
+

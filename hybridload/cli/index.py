@@ -1,0 +1,153 @@
+"""``hybridload index PATTERN -o manifest.json``: count the samples of every shard, in parallel.
+
+Each shard is scanned once (threads for fsspec URLs, whose requests wait on the network;
+processes for local shards, whose tar headers cost CPU), checked as ``TarShards`` checks it
+(an image member per key, integer ``.cls``), and its member index is written next to it as a
+sidecar (``<shard>.members.json``; ``--no-sidecars`` to skip) so that workers need not scan
+it again. Finished shards are appended to ``OUT.partial`` as they finish: a run that stops
+(Ctrl-C, a failed shard, a lost machine) resumes where it was, skipping them. When every
+shard is counted the manifest (wids' format, URLs below its directory written relative to
+it) replaces ``OUT`` at once and the partial file is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from typing import Iterable, Sequence
+
+from hybridload.cli.args import UsageError, one_line, positive_int, user_input
+from hybridload.sources import expand_urls, is_url
+from hybridload.sources.manifest import write_manifest
+from hybridload.sources.shard_members import shard_members
+from hybridload.sources.tar_index import shard_index, shard_size, write_sidecar
+from hybridload.sources.tarshards import IMAGE_EXTS
+
+log = logging.getLogger("hybridload.cli.index")
+
+#: shards per task handed to a worker (fewer round trips for many small shards)
+CHUNK = 8
+
+
+def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str, str]]:
+    """``(url, nsamples, "")`` for each shard (with why its sidecar could not be written in the
+    third place, if so), or ``(url, error message, "")`` for a shard that fails."""
+    out: list[tuple[str, int | str, str]] = []
+    for url in urls:
+        try:
+            size = shard_size(url)
+            samples = shard_index(url, sidecar=False)
+            n = len(shard_members(url, samples, image_exts))
+        except (OSError, ValueError) as exc:
+            out.append((url, one_line(f"{type(exc).__name__}: {exc}"), ""))
+            continue
+        why = ""
+        if sidecars:
+            try:
+                write_sidecar(url, size, samples)
+            except Exception as exc:  # any filesystem's error (read-only bucket, permissions): counted anyway
+                why = one_line(f"{type(exc).__name__}: {exc}")
+        out.append((url, n, why))
+    return out
+
+
+def read_partial(path: str) -> dict[str, int]:
+    """The shards a stopped run finished: ``{url: nsamples}`` (a torn last line is ignored)."""
+    done: dict[str, int] = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    done[entry["url"]] = int(entry["nsamples"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except FileNotFoundError:
+        pass
+    return done
+
+
+def _chunks(urls: Sequence[str]) -> Iterable[Sequence[str]]:
+    for i in range(0, len(urls), CHUNK):
+        yield urls[i:i + CHUNK]
+
+
+def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars: bool, record, bar) -> tuple:
+    """Index ``todo`` on ``pool``, a bounded number of tasks in flight; ``record`` each count.
+    Returns the shards that failed and those whose sidecar could not be written."""
+    failed, no_sidecar, pending, chunks = [], [], set(), iter(_chunks(todo))
+    while True:
+        for chunk in chunks:
+            pending.add(pool.submit(index_shards, chunk, image_exts, sidecars))
+            if len(pending) >= 4 * workers:
+                break
+        if not pending:
+            return failed, no_sidecar
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for fut in finished:
+            for url, got, why in fut.result():
+                if isinstance(got, int):
+                    record(url, got)
+                else:
+                    failed.append((url, got))
+                if why:
+                    no_sidecar.append((url, why))
+                bar.update(1)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Write the manifest of the shards ``args.pattern`` names."""
+    from tqdm import tqdm
+    with user_input("PATTERN"):
+        urls = expand_urls(args.pattern)
+    if not urls:
+        raise UsageError(f"{args.pattern!r} names no shards")
+    out = os.fspath(args.out)
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise UsageError(f"-o {out}: its directory does not exist")
+    partial = out + ".partial"
+    done = read_partial(partial)
+    todo = [u for u in urls if u not in done]
+    remote = is_url(urls[0])
+    workers = args.workers or (32 if remote else max(1, os.cpu_count() or 1))
+    if done:
+        log.info("resuming: %d of %d shards already in %s", len(urls) - len(todo), len(urls), partial)
+    exts = tuple(e.lower().lstrip(".") for e in args.image_exts.split(",") if e.strip()) or IMAGE_EXTS
+    with open(partial, "a") as log_file, tqdm(total=len(urls), initial=len(urls) - len(todo), unit="shard",
+                                                desc="indexing", disable=args.quiet) as bar:
+        def record(url: str, n: int) -> None:
+            done[url] = n
+            log_file.write(json.dumps({"url": url, "nsamples": n}) + "\n")
+            log_file.flush()
+        make = ThreadPoolExecutor if remote or workers == 1 else ProcessPoolExecutor
+        with make(max_workers=workers) as pool:
+            failed, no_sidecar = _run(pool, todo, workers, exts, not args.no_sidecars, record, bar)
+    if no_sidecar:
+        log.warning("%d sidecar index(es) could not be written (first: %s: %s); workers scan those shards "
+                    "when they first touch them (--no-sidecars skips writing)", len(no_sidecar), *no_sidecar[0])
+    if failed:
+        for url, why in failed[:20]:
+            log.error("%s: %s", url, why)
+        raise UsageError(f"{len(failed)} of {len(urls)} shards could not be indexed (first: {failed[0][0]}: "
+                         f"{failed[0][1]}); fix them and run the same command again: the {len(done)} shards "
+                         f"indexed are kept in {partial}")
+    write_manifest(out, urls, [done[u] for u in urls])
+    os.remove(partial)
+    log.info("wrote %s: %d shards, %d samples", out, len(urls), sum(done[u] for u in urls))
+    return 0
+
+
+def add_parser(sub) -> None:
+    """The ``index`` subcommand on ``sub`` (the command line's subparsers)."""
+    ix = sub.add_parser("index", help="write a shard manifest (and sidecar member indexes) for TarShards")
+    ix.add_argument("pattern", metavar="PATTERN", help="the shards: a brace pattern such as 'train-{000000..000999}.tar'")
+    ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write")
+    ix.add_argument("--workers", type=positive_int, default=None,
+                    help="shards scanned at once (default: 32 threads for URLs, one process per CPU for local shards)")
+    ix.add_argument("--image-exts", default=",".join(IMAGE_EXTS), help="extensions of the image members, comma-separated")
+    ix.add_argument("--no-sidecars", action="store_true", help="do not write <shard>.members.json next to each shard")
+    ix.add_argument("--quiet", action="store_true", help="no progress bar")
+    ix.set_defaults(func=cmd_index, parser=ix)

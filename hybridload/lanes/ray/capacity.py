@@ -1,0 +1,172 @@
+"""What an actor pool does while the cluster gives its rank no actor, and why it cannot run.
+
+The policy's ``on_no_actors`` (``when_empty`` here) decides, at start and whenever the
+keeper finds the rank's target empty (no node with a free CPU for it: the nodes are late,
+every node was lost or drained, the rank is beyond the cluster's CPUs):
+
+==========  ===============================================  ==================================
+when_empty  at start, nothing fits                           later, the target becomes empty
+==========  ===============================================  ==================================
+"local"     the pool starts empty (one warning naming what    the local stand-in lane runs the
+            is missing); the local stand-in lane runs the     batches (one warning); actors
+            batches until a node joins                        start as nodes join
+"wait"      polls the node table up to ``wait_s``, then       the pool holds its batches up to
+            :class:`NoActorsError`                            ``wait_s``, then fails them
+"raise"     :class:`NoActorsError` at once                    the batches fail (NoLaneError)
+==========  ===============================================  ==================================
+
+A request that fits only in part runs what fits (one warning) and grows as nodes join, except
+under "raise", which refuses it as the placement rules word it. The reasons the pool could not
+run (a node lost at a time, an actor start that failed, nothing to place on) are kept for
+:meth:`Capacity.unavailable`, which the dispatcher's :class:`NoLaneError` quotes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections import deque
+from typing import Callable, Sequence
+
+from hybridload.cluster.connect import NodeInfo
+from hybridload.cluster.placement import elastic_target, plan_actors
+from hybridload.errors import NoActorsError
+from hybridload.lanes.ray.members import Members, State
+from hybridload.lanes.ray.pool_stats import PoolStats, utc_clock
+
+log = logging.getLogger(__name__)
+
+WHEN_EMPTY = ("local", "wait", "raise")
+
+
+class Capacity:
+    """One pool's answer to an empty target (see the module docstring).
+
+    Args:
+        when_empty: "local", "wait" or "raise" (``LoaderPolicy.on_no_actors``).
+        wait_s: how long "wait" waits for a node.
+        rules: the placement rules (placement, reserve_local_cpus, cpu_actors, rank, world_size).
+        members, stats: the pool's table and counters.
+        name: the lane's name, for messages.
+    """
+
+    def __init__(self, *, when_empty: str, wait_s: float, rules: dict, members: Members, stats: PoolStats,
+                 name: str):
+        if when_empty not in WHEN_EMPTY:
+            raise ValueError(f"when_empty must be one of {', '.join(WHEN_EMPTY)}; got {when_empty!r}")
+        self.when_empty, self.wait_s, self.rules, self.name = when_empty, float(wait_s), dict(rules), name
+        self._members, self._stats = members, stats
+        self._empty_since: float | None = None
+        self._empty_clock = ""
+        self._why: deque[str] = deque(maxlen=3)
+
+    # -- at start
+    def first_target(self, read_nodes: Callable[[], list[NodeInfo]], *, fit_request: bool = False,
+                     poll_s: float = 1.0) -> tuple[list[str], list[NodeInfo]]:
+        """Where the pool's first actors go (node ids; empty: none yet), and the node table read."""
+        nodes = read_nodes()
+        if fit_request or self.when_empty == "raise":
+            try:
+                return place(nodes, fit_request=fit_request, **self.rules), nodes
+            except ValueError as exc:
+                raise NoActorsError(f"{exc} (nodes now: {describe_nodes(nodes)}); or let this rank's batches run "
+                                    "on this machine meanwhile: LoaderPolicy(on_no_actors='local')") from None
+        where = elastic_target(nodes, (), **self.rules)
+        deadline = time.monotonic() + self.wait_s
+        while not where and self.when_empty == "wait" and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(poll_s, deadline - time.monotonic())))
+            nodes = read_nodes()
+            where = elastic_target(nodes, (), **self.rules)
+        if not where and self.when_empty == "wait":
+            raise NoActorsError(f"{self.missing(nodes)}; waited {self.wait_s:g} s for a node "
+                                "(LoaderPolicy(on_no_actors='wait')): start worker nodes (`ray start "
+                                "--address=<head>:<port>`), lower reserve_local_cpus, or set on_no_actors='local' "
+                                "to run on this machine until they join")
+        wanted = self.rules.get("cpu_actors")
+        if where and wanted and len(where) < wanted:
+            log.warning("%s lane: cpu_actors=%d but rank %d has %d free CPU slot(s) in the cluster now; running "
+                        "%d actor(s), more as nodes join", self.name, wanted, self.rules.get("rank", 0), len(where),
+                        len(where))
+        self.after_step(where, nodes)
+        return where, nodes
+
+    # -- every keeper step
+    def after_step(self, target: Sequence[str], nodes: Sequence[NodeInfo]) -> None:
+        """The keeper's step found ``target`` on ``nodes``: note an empty target (one warning
+        when it becomes empty), its end, and whether "wait" still holds the batches."""
+        now = time.monotonic()
+        if not target and self._empty_since is None:
+            self._empty_since, self._empty_clock = now, utc_clock()
+            missing = self.missing(nodes)
+            self._stats.node_event("no actor")
+            what = {"local": "its batches run on this machine's local lane until a node joins "
+                             "(LoaderPolicy(on_no_actors=...) to change this)",
+                    "wait": f"its batches wait up to {self.wait_s:g} s for a node (on_no_actors='wait')",
+                    "raise": "its batches fail (on_no_actors='raise')"}[self.when_empty]
+            log.warning("%s lane: %s; %s", self.name, missing, what)
+        elif target and self._empty_since is not None:
+            self._empty_since = None
+            self._stats.node_event("actors again")
+            log.warning("%s lane: the cluster has CPUs for rank %d again (%d actor(s)); work moves back to Ray "
+                        "actors", self.name, self.rules.get("rank", 0), len(target))
+        if self.when_empty == "wait":
+            self._members.set_waiting(self._empty_since is not None and now - self._empty_since < self.wait_s)
+
+    def on_node(self, event: str, node: NodeInfo) -> None:
+        """A node joined, left or began draining: record it (a lost node is a reason too)."""
+        self._stats.node_event(event, node.node_id, node.address)
+        if event == "left":
+            self.note(f"node {node.node_id[:8]} ({node.address}) lost at {utc_clock()}")
+
+    def start_failed(self, node_id: str, exc: BaseException) -> None:
+        self.note(f"actor start failed on node {node_id[:8]} with {type(exc).__name__}: {str(exc)[:200]}")
+
+    def note(self, why: str) -> None:
+        self._why.append(why)
+
+    # -- why the lane cannot run
+    def unavailable(self) -> str:
+        """Why the pool has no ready actor ("" while it has one)."""
+        if self._members.count(State.READY):
+            return ""
+        parts = list(self._why)
+        if self._empty_since is not None:
+            parts.append(f"no node with a free CPU for rank {self.rules.get('rank', 0)} since {self._empty_clock}"
+                         + (" (waited for one: on_no_actors='wait')" if self.when_empty == "wait" else ""))
+        elif self._members.count(State.STARTING):
+            parts.append("its actors are still starting")
+        return "; ".join(parts) or "no actor ready"
+
+    def missing(self, nodes: Sequence[NodeInfo]) -> str:
+        """What is missing, in words: the rules and the nodes that leave this rank no CPU."""
+        r = self.rules
+        return (f"no CPU in the Ray cluster for rank {r.get('rank', 0)}'s actors (placement={r['placement']!r}, "
+                f"cpu_actors={r['cpu_actors']}, reserve_local_cpus={r['reserve_local_cpus']}, "
+                f"world_size={r.get('world_size', 1)}; nodes: {describe_nodes(nodes)})")
+
+
+def describe_nodes(nodes: Sequence[NodeInfo]) -> str:
+    """``192.0.2.1 1 CPU (trainer), 192.0.2.2 2 CPUs`` or ``none``."""
+    return ", ".join(f"{n.address} {n.cpus} CPU{'s' if n.cpus != 1 else ''}{' (trainer)' if n.is_trainer else ''}"
+                     for n in nodes) or "none"
+
+
+def place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:
+    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
+    request: as many actors as fit are placed, with one warning."""
+    try:
+        return plan_actors(nodes, cpu_actors=cpu_actors, **kw)
+    except ValueError:
+        if not fit_request or not cpu_actors:
+            raise
+    for n in range(cpu_actors - 1, 0, -1):
+        try:
+            where = plan_actors(nodes, cpu_actors=n, **kw)
+        except ValueError:
+            continue
+        warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
+                      f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
+                      "with more workers than cores, the batches are the same)", stacklevel=5)
+        return where
+    return plan_actors(nodes, cpu_actors=cpu_actors, **kw)  # not even one fits: its error names why

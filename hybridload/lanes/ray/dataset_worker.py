@@ -1,0 +1,134 @@
+"""The actor of the drop-in ``hybridload.DataLoader``: what one torch worker process does.
+
+:class:`DatasetWorker` fetches a batch as torch's ``_MapDatasetFetcher`` does
+(``__getitems__`` where the dataset defines it), reseeds per batch, sets torch's worker
+info and runs ``worker_init_fn`` first. An exception of the user's code comes back as a
+:class:`UserFailure` *value* (the batch's outcome, as torch's worker sends an
+``ExceptionWrapper``): the pass goes on, and the driver re-raises it with its original
+class (:meth:`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import traceback
+
+import numpy as np
+import torch
+
+from hybridload.errors import HybridLoadError, UserCodeError
+from hybridload.lanes.ray.worker import PoolWorker
+
+
+class UserFailure:
+    """An exception of the user's code, carried across the actor boundary: its class, its
+    formatted traceback and where it happened (torch's ``ExceptionWrapper`` plus the batch)."""
+
+    def __init__(self, exc_info, where: str):
+        self.exc_type = exc_info[0]
+        self.exc_msg = "".join(traceback.format_exception(*exc_info))
+        self.reason = f"{exc_info[0].__name__}: {exc_info[1]}"
+        self.where = where
+
+    def error(self) -> BaseException:
+        """The exception to raise: the original class, its message ``Caught <Type> <where>.``
+        and the worker's traceback; a :class:`UserCodeError` (a RuntimeError, as torch's
+        fallback) where that class cannot be built from one message."""
+        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
+        try:
+            if self.exc_type is KeyError:
+                from torch._utils import KeyErrorMessage  # KeyError repr()s its argument: keep it readable
+                return KeyError(KeyErrorMessage(msg))
+            if getattr(self.exc_type, "message", None):
+                return self.exc_type(message=msg)
+            exc = self.exc_type(msg)
+            if isinstance(exc, BaseException):
+                return exc
+        except Exception:  # several arguments, keyword-only, ...: not reconstructible
+            pass
+        return UserCodeError(self.where, self.reason, self.exc_msg)
+
+    def reraise(self):
+        raise self.error()
+
+
+class InitFailed(HybridLoadError):
+    """``worker_init_fn`` raised in an actor; ``failure`` (a :class:`UserFailure`) re-raises it."""
+
+    def __init__(self, failure: UserFailure):
+        self.failure = failure
+        super().__init__(f"{failure.where}: {failure.reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.failure,))
+
+
+class DatasetWorker(PoolWorker):
+    """The actor: ``collate_fn(fetch(indices))`` with per-batch seeding and torch's worker info.
+
+    ``bundle`` is ``(dataset, collate_fn, worker_init_fn)``, sent in one piece so that a
+    ``worker_init_fn`` bound to the dataset changes the very dataset ``__getitem__`` reads
+    (as in a torch worker). ``asked`` is the ``num_workers`` the user gave (what
+    ``get_worker_info().num_workers`` reports, as torch does); 0 → the pool's size."""
+
+    def __init__(self, bundle, auto_collation, asked: int = 0, worker_id: int = 0, num_workers: int = 1):
+        super().__init__()
+        self.dataset, self.collate_fn, worker_init_fn = bundle
+        self.auto = auto_collation
+        self.worker_id, self.num_workers = worker_id, max(asked, worker_id + 1) if asked else num_workers
+        self.init_failure = None
+        set_worker_info(worker_id, self.num_workers, worker_id, self.dataset)
+        if worker_init_fn is not None:
+            try:
+                worker_init_fn(worker_id)
+            except Exception:
+                self.init_failure = UserFailure(sys.exc_info(), f"in worker_init_fn of DataLoader worker "
+                                                f"{worker_id} (a Ray actor)")
+
+    def ready(self) -> str:
+        if self.init_failure is not None:
+            raise InitFailed(self.init_failure)
+        return super().ready()
+
+    def run(self, indices, seed: int, seq: int = 0):
+        random.seed(seed)
+        np.random.seed(seed % (2 ** 32))
+        torch.manual_seed(seed)
+        set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
+        at = f"in DataLoader worker {self.worker_id} (a Ray actor), batch {seq}"
+        where = at
+        try:
+            if not self.auto:
+                where = f"{at} (indices {short(indices)}), in dataset[indices] or collate_fn"
+                return self.collate_fn(self.dataset[indices])
+            getitems = getattr(self.dataset, "__getitems__", None)
+            if getitems:  # torch >= 2.0 fetches the batch with one call
+                where = f"{at} (indices {short(indices)}): dataset.__getitems__"
+                samples = getitems(indices)
+            else:
+                samples = []
+                for i in indices:
+                    where = f"{at} (indices {short(indices)}), sample {i}: dataset[{i}]"
+                    samples.append(self.dataset[i])
+            where = f"{at} (indices {short(indices)}): collate_fn"
+            return self.collate_fn(samples)
+        except HybridLoadError:
+            raise
+        except Exception:  # the user's code: the batch's outcome, delivered once at its place
+            return UserFailure(sys.exc_info(), where)
+
+
+def short(indices) -> str:
+    """A batch's indices for a message (at most 16 shown)."""
+    if not hasattr(indices, "__len__"):  # batch_size=None: one sample index
+        return str(indices)
+    shown = [int(i) for i in list(indices)[:16]]
+    return f"{shown}" if len(indices) <= 16 else f"{shown[:-1]} ... ({len(indices)} in all)"
+
+
+def set_worker_info(worker_id: int, num_workers: int, seed: int, dataset) -> None:
+    """What ``torch.utils.data.get_worker_info()`` returns inside the actor."""
+    from torch.utils.data._utils import worker as torch_worker
+    torch_worker._worker_info = torch_worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
+                                                        dataset=dataset)

@@ -1,0 +1,97 @@
+"""One pass of an ``IterableDataset`` over Ray actors, in torch's order.
+
+torch's multi-process iterator hands tasks to its workers in turn (worker 0, 1, ...,
+skipping those whose data ended) and yields their results in task order; each task gives
+its worker's next batch. So the batches come as: worker 0's first, worker 1's first, ...,
+worker 0's second, ..., an exhausted worker dropping out of the turn. :class:`IterablePass`
+does the same with :class:`~hybridload.lanes.ray.iterable_worker.IterableDatasetWorker`
+actors: ``prefetch`` calls queued per worker id (an actor runs one caller's calls in the
+order they were made, so an id's calls give its successive batches), results taken in turn.
+
+An actor lost mid-pass takes its iterators' state with it: the pass ends with
+:class:`~hybridload.errors.WorkerLost` (a RuntimeError, as torch raises for a dead worker);
+a result later than ``timeout_s`` raises :class:`~hybridload.errors.BatchTimeoutError`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from hybridload.errors import BatchTimeoutError, WorkerLost
+from hybridload.lanes.ray.iterable_worker import End
+
+
+class IterablePass:
+    """Batches of ``handles`` (``{worker id: actor}``) in torch's turn order; ``base_seed`` as
+    drawn for the pass (used by actors that start their workers now)."""
+
+    def __init__(self, handles: dict, base_seed: int, *, prefetch: int, timeout_s: float, length=None):
+        import ray
+        self._ray, self._timeout = ray, timeout_s
+        self._handles, self._length = handles, length
+        actors = {id(h): h for h in handles.values()}
+        try:
+            ray.get([h.begin.remote(base_seed) for h in actors.values()], timeout=timeout_s)
+        except Exception as exc:
+            raise self._lost(exc, "starting the pass") from None
+        self._queued = {w: deque(h.next_batch.remote(w) for _ in range(max(1, prefetch)))
+                        for w, h in sorted(handles.items())}
+        self._turn = deque(sorted(handles))  # ids still yielding, the next to serve first
+        self._taken = 0
+        self.closed, self._ended = False, False
+
+    def __iter__(self):
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this IterableDataset has no __len__")
+        return self._length
+
+    def __next__(self):
+        if self.closed:
+            if self._ended:
+                raise StopIteration
+            raise RuntimeError("next() after close(): this pass was closed (by close() on its loader); start a "
+                               "new pass with iter(loader)")
+        while self._turn:
+            w = self._turn[0]
+            ref = self._queued[w].popleft()
+            try:
+                out = self._ray.get(ref, timeout=self._timeout)
+            except self._ray.exceptions.GetTimeoutError:
+                self._ended = True
+                self.close()
+                raise BatchTimeoutError(self._taken, self._timeout,
+                                        f"DataLoader worker {w}'s next batch (a Ray actor)") from None
+            except Exception as exc:
+                self._ended = True
+                self.close()
+                raise self._lost(exc, f"DataLoader worker {w}'s next batch") from None
+            if isinstance(out, End):  # this id's data ended: it leaves the turn
+                self._turn.popleft()
+                self._queued.pop(w, None)
+                continue
+            self._queued[w].append(self._handles[w].next_batch.remote(w))
+            self._turn.rotate(-1)
+            self._taken += 1
+            return out
+        self._ended = True
+        self.close()
+        raise StopIteration
+
+    def _lost(self, exc: BaseException, what: str) -> BaseException:
+        from hybridload.errors import HybridLoadError
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, HybridLoadError):
+            return cause
+        if isinstance(exc, (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError)):
+            return WorkerLost(f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
+                              "iterator cannot move to another worker, so this pass ends")
+        return exc
+
+    def close(self) -> None:
+        """End the pass (idempotent); results still queued are dropped."""
+        self.closed = True
+        self._queued.clear()
+        self._turn.clear()

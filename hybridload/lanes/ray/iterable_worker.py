@@ -1,0 +1,128 @@
+"""The actor of the drop-in ``hybridload.DataLoader`` for an ``IterableDataset``: torch's
+worker loop for iterable datasets, one or more workers per actor.
+
+Each DataLoader worker id is an iterator over its own copy of the dataset, seeded and
+initialised as torch seeds a worker process (``random``/``torch`` with ``base_seed + id``,
+numpy with torch's ``_generate_state``; ``get_worker_info()`` set; ``worker_init_fn(id)``
+run; then ``iter(dataset)``), and each ``next_batch(id)`` is torch's
+``_IterableDatasetFetcher.fetch`` on it. An actor hosts the ids ``index, index + size, ...``
+(fewer actors than ``num_workers`` asked still give every id its iterator); the random
+state of each id is kept apart. The end of an id's data comes back as :data:`END`; an
+exception of the user's code as a :class:`~hybridload.lanes.ray.dataset_worker.UserFailure`
+value, as torch's worker sends an ``ExceptionWrapper``.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+import torch
+from torch.utils.data._utils import fetch as torch_fetch, worker as torch_worker  # torch's own worker steps
+
+from hybridload.lanes.ray.dataset_worker import UserFailure, set_worker_info
+from hybridload.lanes.ray.worker import PoolWorker
+
+
+class End:
+    """An id's data is exhausted for this pass (torch's ``_IterableDatasetStopIteration``)."""
+
+    def __init__(self, worker_id: int):
+        self.worker_id = worker_id
+
+
+class _Hosted:
+    """One torch worker: its dataset copy, its fetcher, its random state, its pending init error."""
+
+    def __init__(self, worker_id: int, bundle):
+        self.id = worker_id
+        self.dataset, self.collate_fn, self.init_fn = bundle
+        self.fetcher = None
+        self.failure: UserFailure | None = None
+        self.started = False
+        self.rng = None
+        self.batches = 0
+
+    def swap_in(self, num_workers: int, base_seed: int):
+        set_worker_info(self.id, num_workers, base_seed + self.id, self.dataset)
+        if self.rng is not None:
+            random.setstate(self.rng[0])
+            np.random.set_state(self.rng[1])
+            torch.set_rng_state(self.rng[2])
+
+    def swap_out(self):
+        self.rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+
+
+class IterableDatasetWorker(PoolWorker):
+    """The actor. ``bundle`` is ``(dataset, collate_fn, worker_init_fn)`` in one piece (see
+    :class:`~hybridload.lanes.ray.dataset_worker.DatasetWorker`); ``asked`` the ``num_workers``
+    given (0 → one id per actor)."""
+
+    def __init__(self, bundle, auto_collation: bool, batch_size, drop_last: bool, asked: int = 0,
+                 index: int = 0, size: int = 1):
+        super().__init__()
+        from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
+        self.auto, self.drop_last = auto_collation, drop_last
+        self.index = [None] * batch_size if auto_collation else None
+        self.num_workers = asked or size
+        ids = range(index, self.num_workers, size)
+        self.hosted = {i: _Hosted(i, bundle if k == 0 else cloudpickle.loads(cloudpickle.dumps(bundle)))
+                       for k, i in enumerate(ids)}
+        self.base_seed = 0
+
+    def ids(self) -> list[int]:
+        """The DataLoader worker ids this actor runs."""
+        return sorted(self.hosted)
+
+    def begin(self, base_seed: int) -> None:
+        """A pass starts: the first seeds, inits and iterates each id as a new torch worker does;
+        a later pass (persistent workers) only iterates the dataset again, as torch's
+        ``_ResumeIteration``."""
+        for w in self.hosted.values():
+            if not w.started:
+                w.started, self.base_seed = True, base_seed
+                seed = base_seed + w.id
+                random.seed(seed)
+                torch.manual_seed(seed)
+                np.random.seed(torch_worker._generate_state(base_seed, w.id))
+                w.swap_in(self.num_workers, self.base_seed)
+                w.failure = self._start(w, init=True)
+            else:
+                w.swap_in(self.num_workers, self.base_seed)
+                w.batches = 0
+                w.failure = w.failure or self._start(w, init=False)
+            w.swap_out()
+
+    def _start(self, w: _Hosted, init: bool) -> UserFailure | None:
+        w.fetcher = None
+        try:
+            if init and w.init_fn is not None:
+                w.init_fn(w.id)
+            w.fetcher = torch_fetch._IterableDatasetFetcher(w.dataset, self.auto, w.collate_fn, self.drop_last)
+        except Exception:
+            what = "worker_init_fn or iter(dataset)" if init else "iter(dataset)"
+            return UserFailure(sys.exc_info(), f"in DataLoader worker {w.id} (a Ray actor), in {what}")
+        return None
+
+    def next_batch(self, worker_id: int):
+        """The id's next batch, :data:`End`, or the user's exception as a value."""
+        w = self.hosted[worker_id]
+        if w.failure is not None:
+            failure, w.failure = w.failure, None
+            return failure
+        if w.fetcher is None:
+            return End(worker_id)
+        w.swap_in(self.num_workers, self.base_seed)
+        try:
+            return w.fetcher.fetch(self.index)
+        except StopIteration:
+            w.fetcher = None
+            return End(worker_id)
+        except Exception:  # the user's code: this batch's outcome; the id goes on, as in torch
+            return UserFailure(sys.exc_info(), f"in DataLoader worker {w.id} (a Ray actor), its batch "
+                                               f"{w.batches}")
+        finally:
+            w.batches += 1
+            w.swap_out()

@@ -1,0 +1,138 @@
+"""Shard manifests: the shards of a dataset and their sample counts in one JSON file.
+
+The format is wids' (what webdataset's ``widsindex`` writes)::
+
+    {"wids_version": 1,
+     "shardlist": [{"url": "train-000000.tar", "nsamples": 1000}, ...]}
+
+A ``url`` may be absolute (a path or an fsspec URL) or relative: then it is resolved
+against the manifest's own location (a local directory or a URL's "directory"), or against
+the manifest's optional ``base``. Reading one costs time and memory in the number of
+shards and touches no shard; ``hybridload index`` writes one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import tempfile
+from typing import Any, Mapping, Sequence
+
+from hybridload.errors import ManifestError
+
+from hybridload.sources._base import is_url, read_bytes, read_error
+
+WIDS_VERSION = 1
+
+
+def is_manifest(urls: Any) -> bool:
+    """True when ``urls`` names a manifest: one path or URL ending in ``.json``, no braces."""
+    if not isinstance(urls, (str, os.PathLike)):
+        return False
+    text = os.fspath(urls)
+    return text.lower().endswith(".json") and "{" not in text
+
+
+def _base_of(location: str) -> str:
+    """The directory relative URLs in the manifest at ``location`` are resolved against."""
+    if is_url(location):
+        return location.rsplit("/", 1)[0] if "/" in location.split("://", 1)[-1] else location
+    return os.path.dirname(os.path.abspath(location))
+
+
+def resolve(base: str, url: str) -> str:
+    """``url`` as given when absolute (a URL or an absolute path), else joined to ``base``."""
+    if is_url(url) or os.path.isabs(url):
+        return url
+    if is_url(base):
+        scheme, rest = base.split("://", 1)
+        return f"{scheme}://{posixpath.normpath(posixpath.join(rest, url))}"
+    return os.path.normpath(os.path.join(base, url))
+
+
+def _entry(pairs: list) -> Any:
+    """An object of the manifest as it is parsed: a ``{"url", "nsamples"}`` entry as a small
+    ``(url, nsamples)`` tuple (10^6 of them stay lean), anything else a dict."""
+    if len(pairs) == 2 and pairs[0][0] == "url" and pairs[1][0] == "nsamples":
+        return (pairs[0][1], pairs[1][1])
+    return dict(pairs)
+
+
+def _count(manifest: str, i: int, entry: Any) -> tuple[str, int]:
+    if isinstance(entry, tuple):
+        url, n = entry
+    elif isinstance(entry, dict):
+        url, n = entry.get("url"), entry.get("nsamples")
+    else:
+        url = n = None
+    if not isinstance(url, str) or not url:
+        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] is {str(entry)[:80]}: each entry "
+                            "needs a \"url\" string (and an \"nsamples\" count)")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] ({url!r}) has nsamples={n!r}; "
+                            "it must be the shard's sample count, an int >= 0 (write the manifest with "
+                            "`hybridload index PATTERN -o manifest.json`)")
+    return url, n
+
+
+def read_manifest(location: str | os.PathLike,
+                  storage_options: Mapping[str, Any] | None = None) -> tuple[list[str], list[int]]:
+    """``(shard URLs, sample counts)`` from the manifest at ``location`` (a path or URL),
+    relative URLs resolved; :class:`ManifestError` names a missing, unreadable or malformed one."""
+    where = os.fspath(location)
+    try:
+        raw = read_bytes(where, storage_options)
+    except FileNotFoundError:
+        raise ManifestError(f"TarShards: manifest {where!r} does not exist; write it with "
+                            "`hybridload index PATTERN -o manifest.json`") from None
+    except Exception as exc:  # any filesystem's error
+        raise ManifestError(f"TarShards: cannot read manifest {where!r}: {read_error(exc)}") from None
+    try:
+        doc = json.loads(raw, object_pairs_hook=_entry)
+    except ValueError as exc:
+        raise ManifestError(f"TarShards: manifest {where!r} is not valid JSON ({exc})") from None
+    del raw
+    if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
+        raise ManifestError(f"TarShards: manifest {where!r} has no \"shardlist\" list; expected "
+                            "{\"wids_version\": 1, \"shardlist\": [{\"url\": ..., \"nsamples\": ...}, ...]}")
+    if doc.get("wids_version", WIDS_VERSION) != WIDS_VERSION:
+        raise ManifestError(f"TarShards: manifest {where!r} has wids_version={doc.get('wids_version')!r}; "
+                            f"this hybridload reads version {WIDS_VERSION}")
+    base = _base_of(where)
+    if isinstance(doc.get("base"), str):
+        base = resolve(base, doc["base"])
+    urls, counts, entries = [], [], doc.pop("shardlist")
+    for i, entry in enumerate(entries):
+        url, n = _count(where, i, entry)
+        urls.append(resolve(base, url))
+        counts.append(n)
+        entries[i] = None  # each entry freed as it is taken
+    if not urls:
+        raise ManifestError(f"TarShards: manifest {where!r} lists no shards")
+    return urls, counts
+
+
+def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = None) -> dict:
+    """The manifest of ``urls`` with ``counts``; with ``base`` (the manifest's directory),
+    URLs below it are written relative to it, so the dataset can move with its manifest."""
+    def rel(u: str) -> str:
+        if base is None or is_url(u) != is_url(base):
+            return u
+        if is_url(u):
+            return u[len(base) + 1:] if u.startswith(base.rstrip("/") + "/") else u
+        r = os.path.relpath(os.path.abspath(u), base)
+        return u if r.startswith("..") else r
+    return {"wids_version": WIDS_VERSION,
+            "shardlist": [{"url": rel(u), "nsamples": int(n)} for u, n in zip(urls, counts)]}
+
+
+def write_manifest(location: str | os.PathLike, urls: Sequence[str], counts: Sequence[int]) -> None:
+    """Write the manifest of ``urls`` and ``counts`` to local ``location`` atomically, URLs
+    below its directory relative to it."""
+    where = os.fspath(location)
+    base = os.path.dirname(os.path.abspath(where))
+    fd, tmp = tempfile.mkstemp(dir=base, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(manifest_doc(urls, counts, base), f, separators=(",", ":"))
+    os.replace(tmp, where)

@@ -1,0 +1,474 @@
+"""The drop-in against torch's own DataLoader on the same arguments: what a loop sees (values,
+order, types, exception classes) compared item by item, torch's worker processes beside the
+drop-in's Ray actors (the shared 3-node loopback cluster).
+
+torch's workers start from a forkserver here: a worker forked from this process (connected to
+Ray) inherits its Ray connection, and such children crash the raylet when they exit (seen:
+``HandleFreeLocalObjects`` in the raylet, then every actor gone)."""
+
+import importlib
+import logging
+import multiprocessing
+import textwrap
+import typing
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+import hybridload
+
+FORKSERVER = multiprocessing.get_context("forkserver")
+FORKSERVER.set_forkserver_preload(["torch", __name__])  # each torch worker forks with these imported
+
+
+def plain(x):
+    """A batch as comparable data: tensors as (dtype, values), containers kept by type."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", str(x.dtype), x.tolist())
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [plain(v) for v in x])
+    if isinstance(x, dict):
+        return ("dict", {k: plain(v) for k, v in x.items()})
+    return (type(x).__name__, x)
+
+
+def outcomes(loader, limit: int = 60) -> list:
+    """What a loop that catches and goes on sees: ("batch", data) or ("error", class, message)."""
+    out, it = [], iter(loader)
+    for _ in range(limit):
+        try:
+            b = next(it)
+        except StopIteration:
+            break
+        except Exception as exc:
+            out.append(("error", type(exc), str(exc)))
+            continue
+        out.append(("batch", plain(b)))
+    return out
+
+
+def same_outcomes(mine: list, torchs: list) -> None:
+    """Batches equal; errors of the same class (torch's RuntimeError fallback: any RuntimeError)."""
+    assert [o[0] for o in mine] == [o[0] for o in torchs], (mine, torchs)
+    for m, t in zip(mine, torchs):
+        if m[0] == "batch":
+            assert m == t
+        else:
+            assert m[1] is t[1] or (t[1] is RuntimeError and issubclass(m[1], RuntimeError)), (m, t)
+
+
+def both(dataset, seed=None, **kw):
+    """torch's DataLoader and the drop-in on Ray actors, on the same arguments (each its own
+    generator seeded ``seed``, when given)."""
+    gen = (lambda: torch.Generator().manual_seed(seed)) if seed is not None else (lambda: None)
+    return (torch.utils.data.DataLoader(dataset, generator=gen(), multiprocessing_context=FORKSERVER, **kw),
+            hybridload.DataLoader(dataset, distribute_mode=True, generator=gen(), **kw))
+
+
+class Batched(Dataset):
+    """A dataset that fetches a batch in one call (Hugging Face datasets, torch's Subset)."""
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return torch.tensor([i, 0])
+
+    def __getitems__(self, indices):
+        return [torch.tensor([i, 1]) for i in indices]
+
+
+def test_a_dataset_with_getitems_is_fetched_a_batch_per_call_as_torch_does(ray_cluster):
+    theirs, mine = both(Batched(), batch_size=4, num_workers=2)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert all(row[1] == 1 for o in got for row in o[1][2])  # every sample came through __getitems__
+
+
+EXTRA_MODULE = textwrap.dedent("""
+    import torch
+    from torch.utils.data import Dataset
+
+    SCALE = 3
+
+    class Scaled(Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return torch.tensor([i * SCALE])
+
+    def collate(samples):
+        return torch.cat(samples) + 1000
+""")
+
+
+def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(ray_cluster, tmp_path, monkeypatch,
+                                                                             caplog):
+    """The script's folder of helpers on sys.path (not on the Ray workers' path): torch's workers
+    import the module; the drop-in ships it by value instead of losing every actor."""
+    from hybridload.cluster.shipping import importable_by_workers, worker_search_path
+    (tmp_path / "parity_extra_mod.py").write_text(EXTRA_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("parity_extra_mod")
+    assert not importable_by_workers("parity_extra_mod", worker_search_path())  # the case, as the workers see it
+    assert importable_by_workers("hybridload", worker_search_path())  # the library itself goes by reference
+    theirs, mine = both(mod.Scaled(), batch_size=4, num_workers=2, collate_fn=mod.collate)
+    with caplog.at_level(logging.INFO, logger="hybridload.cluster.shipping"), mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert [o[1] for o in got] == [("tensor", "torch.int64", [1000, 1003, 1006, 1009]),
+                                   ("tensor", "torch.int64", [1012, 1015])]
+    assert "'parity_extra_mod' is not importable by the Ray workers" in caplog.text
+
+
+class Unbuildable(Exception):
+    def __init__(self, code, detail):
+        super().__init__(f"{code}: {detail}")
+
+
+class Faulty(Dataset):
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == 4:
+            raise KeyError("record 4 is missing")
+        if i == 7:
+            raise Unbuildable(7, "two arguments: torch cannot rebuild it from one message")
+        return torch.tensor(i)
+
+
+def collate_refusing_ten(samples):
+    if any(int(s) == 10 for s in samples):
+        raise ValueError("sample 10 has no label")
+    return torch.stack(samples)
+
+
+def test_user_errors_keep_their_class_name_the_batch_and_the_pass_goes_on_as_in_torch(ray_cluster):
+    theirs, mine = both(Faulty(), batch_size=3, num_workers=2, collate_fn=collate_refusing_ten)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert [o[1] if o[0] == "error" else "batch" for o in got] == [
+        "batch", KeyError, hybridload.errors.UserCodeError, ValueError]  # 12 samples, 4 batches, 3 raise
+    key_msg = got[1][2]
+    assert "Caught KeyError in DataLoader worker" in key_msg and "raise KeyError" in key_msg  # worker's traceback
+    assert "batch 1 (indices [3, 4, 5]), sample 4: dataset[4]" in key_msg
+    assert "batch 3 (indices [9, 10, 11]): collate_fn" in got[3][2]
+
+
+def init_refusing(worker_id):
+    raise ValueError(f"worker {worker_id} has no shard")
+
+
+def test_an_error_in_worker_init_fn_keeps_its_class_at_the_first_batch_as_in_torch(ray_cluster):
+    import gc
+    import time
+
+    from support.ray_fixtures import alive_actors
+    theirs, mine = both(Faulty(), batch_size=2, num_workers=2, worker_init_fn=init_refusing)
+    with mine:
+        gc.disable()  # the failed pool's handles may sit in a reference cycle: its actors must go without GC
+        try:
+            it = iter(mine)  # as torch: creating the iterator does not raise
+            deadline = time.monotonic() + 20
+            while alive_actors() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert alive_actors() == []  # the actors whose start failed were killed, their CPUs free
+        finally:
+            gc.enable()
+        mine_all = outcomes(it)
+    theirs_all = outcomes(theirs)
+    assert [o[0] for o in mine_all] == [o[0] for o in theirs_all] == ["error"] * 6  # every batch raises, in both
+    assert [o[1] for o in theirs_all[:2]] == [ValueError] * 2  # torch: each worker's first batch: the init error,
+    assert {o[1] for o in theirs_all[2:]} == {UnboundLocalError}  # then its own UnboundLocalError (no fetcher)
+    assert {o[1] for o in mine_all} == {ValueError}  # the drop-in: the init error each time (docs/guide/dropin.md)
+    assert "has no shard" in mine_all[0][2] and "worker_init_fn" in mine_all[0][2]
+
+
+class Marked(Dataset):
+    """A dataset whose worker_init_fn is its own method (torch: sets the worker's copy)."""
+
+    def __init__(self):
+        self.worker_id = -1
+
+    def init(self, worker_id):
+        self.worker_id = worker_id
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        return torch.tensor([i, self.worker_id, info.id, info.num_workers])
+
+
+def test_worker_init_fn_bound_to_the_dataset_and_worker_info_are_as_in_torch(ray_cluster):
+    ds = Marked()
+    theirs, mine = both(ds, batch_size=2, num_workers=2, worker_init_fn=ds.init)
+    with mine:
+        got = [b for b in mine]
+    want = [b for b in theirs]
+    for batches in (got, want):
+        rows = torch.cat(batches)
+        assert rows[:, 0].tolist() == list(range(8))
+        assert torch.equal(rows[:, 1], rows[:, 2])  # the init set the dataset the worker reads
+        assert set(rows[:, 3].tolist()) == {2}      # num_workers: what was asked
+    assert ds.worker_id == -1  # the driver's dataset is untouched, in both
+
+
+def test_worker_info_reports_the_workers_asked_when_fewer_actors_run(ray_cluster):
+    """torch's get_worker_info().num_workers is the num_workers given; one actor running three
+    workers' worth of batches reports 3 too (the other case, 2 actors for 2, is above)."""
+    ds = Marked()
+    with hybridload.DataLoader(ds, batch_size=2, num_workers=3, num_actors=1, distribute_mode=True,
+                               worker_init_fn=ds.init) as mine:
+        rows = torch.cat(list(mine))
+    assert rows[:, 0].tolist() == list(range(8)) and set(rows[:, 3].tolist()) == {3}
+    assert set(rows[:, 2].tolist()) == {0}  # the one actor running
+
+
+def test_named_errors_are_runtime_errors_where_torch_raises_runtime_error():
+    from hybridload.errors import BatchTimeoutError, UserCodeError, WorkerLost
+    assert all(issubclass(c, RuntimeError) for c in (BatchTimeoutError, WorkerLost, UserCodeError))
+
+
+def test_the_drop_in_is_generic_as_torchs_dataloader():
+    alias, torchs = hybridload.DataLoader[torch.Tensor], torch.utils.data.DataLoader[torch.Tensor]
+    assert typing.get_origin(alias) is hybridload.DataLoader and typing.get_args(alias) == typing.get_args(torchs)
+    assert typing.get_origin(torchs) is torch.utils.data.DataLoader
+
+    def train(loader: "hybridload.DataLoader[torch.Tensor]") -> None: ...
+
+    assert typing.get_type_hints(train, globals())["loader"] == alias
+
+
+def test_num_workers_checks_and_warnings_are_torchs():
+    for kw in (dict(), dict(distribute_mode=True)):
+        with pytest.raises(ValueError) as mine:
+            hybridload.DataLoader(Faulty(), num_workers=-1, **kw)
+        with pytest.raises(ValueError) as theirs:
+            torch.utils.data.DataLoader(Faulty(), num_workers=-1)
+        assert str(mine.value) == str(theirs.value)
+    with warnings.catch_warnings(record=True) as want:
+        warnings.simplefilter("always")
+        torch.utils.data.DataLoader(Faulty(), num_workers=1000)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        ld = hybridload.DataLoader(Faulty(), num_workers=1000, distribute_mode=True)
+    assert [str(w.message) for w in got] == [str(w.message) for w in want] and "1000 worker" in str(want[0].message)
+    assert ld.num_workers == 1000
+
+
+def test_a_persistent_loaders_second_epoch_comes_in_torchs_order(ray_cluster):
+    kw = dict(batch_size=4, shuffle=True)
+
+    def epochs(cls, **more):
+        ld = cls(range(16), generator=torch.Generator().manual_seed(7), **{"num_workers": 2, **kw, **more})
+        try:
+            return [torch.cat(list(ld)).tolist() for _ in range(2)]
+        finally:
+            getattr(ld, "close", lambda: None)()
+
+    persistent = epochs(torch.utils.data.DataLoader, persistent_workers=True, multiprocessing_context=FORKSERVER)
+    fresh = epochs(torch.utils.data.DataLoader, num_workers=0)  # the same draws as with workers, without them
+    assert persistent[0] == fresh[0] and persistent[1] != fresh[1]  # torch's own difference, for this seed
+    assert epochs(hybridload.DataLoader, persistent_workers=True, distribute_mode=True) == persistent
+    assert epochs(hybridload.DataLoader, distribute_mode=True) == fresh
+
+
+class Shards(IterableDataset):
+    """Each worker yields its own shard (uneven lengths) with numbers from the global RNGs;
+    worker 1's shard breaks at its fifth item (a KeyError: raised once, that worker then ends)."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        w = info.id if info else 0
+        for j in range(5 + 3 * w):
+            if w == 1 and j == 4:
+                raise KeyError(f"item {j} of worker 1 is missing")
+            yield torch.tensor([w * 100 + j, info.seed % 1000 if info else 0]), torch.rand(2)
+
+
+@pytest.mark.parametrize("kw", [dict(batch_size=4), dict(batch_size=None), dict(batch_size=4, drop_last=True)],
+                         ids=["batched", "unbatched", "drop_last"])
+def test_an_iterable_dataset_runs_on_actors_as_torch_runs_it_on_workers(ray_cluster, kw):
+    theirs, mine = both(Shards(), num_workers=2, seed=1, **kw)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)  # values, torch's turn order, seeds, random numbers, the error's class and place
+    assert len(want) >= 3 and [o[1] for o in want if o[0] == "error"] == [KeyError]
+
+
+def test_an_iterable_dataset_on_fewer_actors_than_workers_keeps_each_workers_stream(ray_cluster):
+    theirs = torch.utils.data.DataLoader(Shards(), batch_size=2, num_workers=3, multiprocessing_context=FORKSERVER,
+                                         generator=torch.Generator().manual_seed(2))
+    with hybridload.DataLoader(Shards(), batch_size=2, num_workers=3, num_actors=2, distribute_mode=True,
+                               generator=torch.Generator().manual_seed(2)) as mine:
+        same_outcomes(outcomes(mine), outcomes(theirs))  # two workers on one actor: their random states apart
+
+
+def test_an_iterable_dataset_on_persistent_workers_goes_on_as_torchs_in_the_second_epoch(ray_cluster):
+    theirs, mine = both(Shards(), seed=3, batch_size=4, num_workers=2, persistent_workers=True)
+    with mine:
+        got = [outcomes(mine) for _ in range(2)]
+    want = [outcomes(theirs) for _ in range(2)]
+    for g, t in zip(got, want):
+        same_outcomes(g, t)
+    assert got[0] != got[1]  # iterated again, not reseeded: new random numbers, as torch's
+
+
+class Late(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        import time
+        time.sleep(4 if i == 2 else 0)
+        return i
+
+
+def test_a_batch_past_timeout_is_a_runtime_error_in_both(ray_cluster):
+    theirs, mine = both(Late(), batch_size=2, num_workers=1, timeout=1)
+    with mine:
+        got = outcomes(mine, limit=2)
+    want = outcomes(theirs, limit=2)
+    assert [o[0] for o in got] == [o[0] for o in want] == ["batch", "error"]
+    assert want[1][1] is RuntimeError and issubclass(got[1][1], RuntimeError)
+    assert got[1][1] is hybridload.BatchTimeoutError and "batch 1" in got[1][2]
+
+
+class Dying(IterableDataset):
+    """Worker 1's process ends in the middle of its data (a crash, the OOM killer)."""
+
+    def __iter__(self):
+        import os
+        import time
+        info = get_worker_info()
+        for j in range(4):
+            if info.id == 1 and j == 2:
+                time.sleep(0.5)  # what it yielded is sent first (else torch's queue may read a cut message)
+                os._exit(3)
+            yield j
+
+
+def until_error(loader, limit: int = 10):
+    """Batches until the first exception: (batches, the exception's class)."""
+    got, it = [], iter(loader)
+    for _ in range(limit):
+        try:
+            got.append(next(it).tolist())
+        except StopIteration:
+            return got, None
+        except Exception as exc:
+            return got, type(exc)
+    return got, None
+
+
+def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster):
+    theirs, mine = both(Dying(), batch_size=1, num_workers=2)
+    with mine:
+        got, mine_error = until_error(mine)
+    want, torch_error = until_error(theirs)
+    assert got == [[0], [0], [1], [1], [2]]  # in turn, until worker 1's process ends
+    assert want == got[:len(want)]  # torch raises as soon as it notices the dead worker: a prefix
+    assert torch_error is RuntimeError, torch_error  # "DataLoader worker (pid ...) exited unexpectedly"
+    assert mine_error is hybridload.errors.WorkerLost and issubclass(mine_error, RuntimeError)
+
+
+class DiesOnce(Dataset):
+    """Sample 5's first read ends its worker's process (a crash, the OOM killer); a marker file
+    makes later reads succeed, so a batch run again elsewhere completes."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        import os
+        import time
+        if i == 5 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            time.sleep(0.5)  # what the worker sent before is flushed (torch's queue)
+            os._exit(3)
+        return torch.tensor(i)
+
+
+def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_again(ray_cluster, tmp_path):
+    """The documented difference: torch's loop gets a RuntimeError; the drop-in hands the lost
+    actor's batch to another actor and delivers every batch once, in order."""
+    theirs = torch.utils.data.DataLoader(DiesOnce(tmp_path / "torch"), batch_size=2, num_workers=2,
+                                         multiprocessing_context=FORKSERVER)
+    want, torch_error = until_error(theirs)
+    assert torch_error is RuntimeError and want == [[0, 1], [2, 3]][:len(want)]
+    with hybridload.DataLoader(DiesOnce(tmp_path / "mine"), batch_size=2, num_workers=2,
+                               distribute_mode=True) as mine:
+        got, mine_error = until_error(mine)
+    assert mine_error is None and got == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert (tmp_path / "mine").exists()  # an actor did die on sample 5
+
+
+SPAWN_SCRIPT = textwrap.dedent("""
+    import json
+    import sys
+
+    import torch
+    import torch.multiprocessing as mp
+    from torch.utils.data import Dataset
+
+    import hybridload
+
+
+    class InScript(Dataset):  # in a spawned child this class lives in __mp_main__
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return torch.tensor([i, i * i])
+
+
+    def collate_in_script(samples):
+        return torch.stack(samples).sum(0)
+
+
+    def run(rank, address, out):
+        kw = dict(batch_size=4, shuffle=True, collate_fn=collate_in_script)
+        theirs = torch.utils.data.DataLoader(InScript(), generator=torch.Generator().manual_seed(5), **kw)
+        with hybridload.DataLoader(InScript(), num_workers=2, distribute_mode=True, head_address=address,
+                                   generator=torch.Generator().manual_seed(5), **kw) as mine:
+            got = [b.tolist() for b in mine]
+        json.dump({"module": InScript.__module__, "torch": [b.tolist() for b in theirs], "mine": got},
+                  open(out, "w"))
+
+
+    if __name__ == "__main__":
+        mp.spawn(run, args=(sys.argv[1], sys.argv[2]), nprocs=1, join=True)
+""")
+
+
+def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(ray_cluster,
+                                                                                                  tmp_path):
+    """The PyTorch DDP tutorial's pattern: the Dataset and collate_fn in the script, the loop in a
+    child of ``torch.multiprocessing.spawn`` (where the script is the module ``__mp_main__``,
+    which the Ray workers cannot import): the drop-in gives torch's batches."""
+    import json
+    import subprocess
+    import sys
+    script, out = tmp_path / "train_spawn.py", tmp_path / "out.json"
+    script.write_text(SPAWN_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), ray_cluster[0].address, str(out)], capture_output=True,
+                          text=True, timeout=240, cwd=tmp_path.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["module"] == "__mp_main__"
+    assert result["mine"] == result["torch"] and len(result["torch"]) == 3

@@ -1,0 +1,73 @@
+"""The drop-in DataLoader's torchdata-style state_dict with a DistributedBatchSampler: the state
+counts the batches the consumer received (not what the workers pulled ahead), any rank loads
+rank 0's state at another world size and batch size, and what was delivered before and after
+is the epoch, each sample once plus the documented padding.
+
+The ranks here are loaders with explicit ranks in one process, iterated one after the other (the
+gloo-process test of the same rules is tests/test_elastic_resume.py, on HybridLoader)."""
+
+import pytest
+import torch
+
+import hybridload
+from hybridload.sampling import DistributedBatchSampler
+
+N, EPOCH = 37, 2
+
+
+class Indexed(torch.utils.data.Dataset):
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        return i
+
+
+def job(world, batch, state=None, limit=None, **kw):
+    """Each rank's delivered indices (up to ``limit`` batches) and rank 0's state after them."""
+    delivered, states = [], []
+    for rank in range(world):
+        with hybridload.DataLoader(Indexed(), batch_sampler=DistributedBatchSampler(N, batch, seed=3, rank=rank,
+                                                                                     world_size=world), **kw) as ld:
+            if state is not None:
+                ld.load_state_dict(state)  # every rank loads rank 0's state
+            ld.batch_sampler.set_epoch(EPOCH)
+            got = []
+            for b in ld:
+                got += b.tolist()
+                if limit is not None and len(got) == limit * batch:
+                    break
+            delivered.append(got)
+            states.append(ld.state_dict())
+    assert len({len(d) for d in delivered}) == 1, "every rank the same number of samples"
+    return delivered, states[0]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_dropins_state_resumes_at_one_to_four_ranks_and_back(workers):
+    before, state = job(2, 3, limit=2, num_workers=workers)
+    assert state["batch_sampler"]["position"] == 2  # what was delivered, not what the workers prefetched
+    assert state["batch_sampler"]["delivered"] == 12
+    for world in (1, 2, 3, 4):
+        after, _ = job(world, 2, state, num_workers=workers)
+        seen = [i for part in (before, after) for d in part for i in d]
+        left = N - 12
+        assert sorted(set(seen)) == list(range(N))
+        assert len(seen) - N == -(-left // world) * world - left  # only the documented padding
+    at3, state3 = job(3, 2, state, limit=1, num_workers=workers)
+    back, _ = job(2, 3, state3, num_workers=workers)
+    seen = [i for part in (before, at3, back) for d in part for i in d]
+    assert sorted(set(seen)) == list(range(N)) and len(seen) - N < 2
+
+
+def test_the_dropins_state_on_ray_actors(ray_cluster):
+    before, state = job(2, 3, limit=2, distribute_mode=True, num_workers=1)
+    assert state["batch_sampler"]["position"] == 2
+    after, _ = job(3, 2, state, distribute_mode=True, num_workers=1)
+    seen = [i for part in (before, after) for d in part for i in d]
+    assert sorted(set(seen)) == list(range(N)) and len(seen) - N == 27 - 25
+
+
+def test_a_dropin_without_a_stateful_batch_sampler_says_what_to_pass():
+    with pytest.raises(TypeError, match="batch_sampler=hybridload.sampling.DistributedBatchSampler"):
+        hybridload.DataLoader(Indexed(), batch_size=4).state_dict()
