@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 from hybridload import recipe, sources
 from hybridload.sampling import sharding
 from hybridload.dataloader import DataLoader
-from hybridload.errors import BatchTimeoutError, HybridLoadError, LaneUnavailableError, SampleError
+from hybridload.errors import BatchTimeoutError, HybridLoadError, LaneUnavailableError, SampleError, StorageError
 from hybridload.loader import HybridLoader
 from hybridload.planner import Plan, PlanFormatError
 from hybridload.policy import LoaderPolicy
@@ -19,5 +19,5 @@ except PackageNotFoundError:  # pragma: no cover - a source tree that was never 
     __version__ = "0.0.0+unknown"
 
 __all__ = ["HybridLoader", "DataLoader", "LoaderPolicy", "Plan", "PlanFormatError", "recipe", "sources",
-           "sharding", "SampleError", "BatchTimeoutError", "HybridLoadError", "LaneUnavailableError",
+           "sharding", "SampleError", "StorageError", "BatchTimeoutError", "HybridLoadError", "LaneUnavailableError",
            "__version__"]

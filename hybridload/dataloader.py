@@ -25,7 +25,8 @@ import torch
 import torch.utils.data as tud
 
 from hybridload.errors import close_all, take_all
-from hybridload.lanes.ray.dataset_lane import DatasetLane, IterableDatasetActors
+from hybridload.lanes.ray.dataset_lane import (DatasetLane, IterableDatasetActors, in_process_pass,
+                                               no_cpu_for_another_pool)
 from hybridload.lanes.ray.dataset_worker import InitFailed, UserFailure
 from hybridload.lanes.base import BatchTask
 from hybridload.sampling.progress import PassProgress
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
 
 DEFAULT_TIMEOUT_S = 300.0
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # this process's drop-in loaders (their actor pools)
 
 
 def _size(indices) -> int:
@@ -96,6 +98,8 @@ class DataLoader(tud.DataLoader[T_co]):
                  head_address: str | None = "auto",
                  num_actors: int | None = None, placement: str = "remote-first", reserve_local_cpus: int = 0,
                  window: int | None = None):
+        if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
         if num_workers < 0:  # torch's own check, before distribute_mode hands torch 0
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
@@ -138,6 +142,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self._stats = LoaderStats()
         self._progress = PassProgress(self.batch_sampler)  # the batches delivered of a stateful sampler's pass
         self._finalizer = weakref.finalize(self, _close_all, self._streams, self._lanes)
+        _LIVE.add(self)
 
     def __iter__(self):
         self._progress.begin()  # a stateful batch sampler's pass begins now: state_dict() counts from its start
@@ -147,6 +152,8 @@ class DataLoader(tud.DataLoader[T_co]):
             return self._progress.wrap(_RayDataLoaderIter(self, self._lanes[0], owns_lane=False, first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
+        if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
+            return self._progress.wrap(in_process_pass(self))
         try:
             lane = self._start_actors()
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's

@@ -33,6 +33,30 @@ class SampleError(HybridLoadError):
         return (type(self), (self.index, self.path, self.stage, self.reason))
 
 
+class StorageError(SampleError):
+    """Reading a sample failed for a reason that is not the sample's: the storage or the
+    network (a connection refused or reset, a timeout, a server error), still failing after
+    the source's read retries (:class:`hybridload.sources.ReadRetry`). Raised under
+    ``on_error="skip"`` too: an outage is not bad data, and skipping it would train on
+    zero images.
+
+    Attributes:
+        attempts: how many times the read was tried.
+        seconds: how long the attempts took, backoff included.
+    """
+
+    def __init__(self, index: int, path: str, reason: str, attempts: int, seconds: float):
+        self.attempts, self.seconds = attempts, seconds
+        super().__init__(index, path, "read", f"{reason} (failed {attempts} times over {seconds:.1f} s: the "
+                                              "storage or network failed, not this sample, so on_error='skip' "
+                                              "does not skip it; check the storage, or give the source "
+                                              "read_retry=ReadRetry(attempts=...) to wait longer)")
+        self.reason = reason
+
+    def __reduce__(self):
+        return (type(self), (self.index, self.path, self.reason, self.attempts, self.seconds))
+
+
 class OrderMismatchError(HybridLoadError, ValueError):
     """A checkpoint saved with one epoch order ("randperm" or "keyed") was loaded into a
     loader or sampler built with the other: resuming would replay another stream."""

@@ -105,7 +105,7 @@ class HybridLoader:
         fn = check_batch_transform(batch_transform)
         self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
-        self._stats = LoaderStats()
+        self._stats = LoaderStats(policy.skip_warn_fraction)
         self._lanes: list = []
         self._fallback: list = []
         self._caps = LaneCaps()
@@ -184,9 +184,9 @@ class HybridLoader:
         batches, start = self._sampler.begin_pass()
         epoch = self.epoch  # the pass's own, made into its tasks as they are reached
         tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
-        p = self.policy
+        p, stats = self.policy, self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
         stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
-                             hooks=self._stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
+                             hooks=stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
                              rules=RetryRules(p.max_retries, p.break_after),
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybridload.lanes.spec import LaneSpec, plan_lanes
+from hybridload.planner.fit import Here, fit_plan
 from hybridload.planner.plan import Plan
 
 MODES = ("cpu", "gpu", "split", "auto")
@@ -69,7 +70,10 @@ class LoaderPolicy:
         gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
-            place, counted in ``stats()``).
+            place, counted in ``stats()``). A read the storage failed (an outage, not bad
+            data) raises :class:`~hybridload.errors.StorageError` under either.
+        skip_warn_fraction: under ``on_error="skip"``, warn once in a pass when the samples
+            skipped in it pass this fraction of the pass's samples, 0..1 (0: at the first skip).
         batch_timeout_s: how long the consumer waits for the next batch before an error
             naming it (never a silent hang).
         plan: a Plan or a path to a plan JSON file (mode "auto" starts from it).
@@ -102,6 +106,7 @@ class LoaderPolicy:
     gpu_memory_budget_mb: float | None = None
     window: int | None = None
     on_error: str = "raise"
+    skip_warn_fraction: float = 0.01
     batch_timeout_s: float = 300.0
     plan: Any = None
     replan_every: int = 8
@@ -162,6 +167,9 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
         if self.on_error not in ON_ERROR:
             raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if not _is_fraction(self.skip_warn_fraction):
+            raise ValueError(f"LoaderPolicy: skip_warn_fraction must be a fraction in [0, 1] of a pass's samples "
+                             f"(0.01: warn past 1% skipped), got {self.skip_warn_fraction!r}")
         if not _is_positive_finite(self.batch_timeout_s):
             raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
                              f"got {self.batch_timeout_s!r}")
@@ -181,27 +189,27 @@ class LoaderPolicy:
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
-        """A policy that carries out a plan (a Plan or a plan JSON path); keywords override."""
+        """A policy that carries out a plan (a Plan or a plan JSON path); keywords override.
+
+        A plan made on another machine is fitted to this one (:func:`hybridload.planner.fit.fit_plan`):
+        a GPU share planned for a GPU this process lacks runs on the CPU lanes, actors beyond what
+        the cluster here holds (or with no Ray configured) are clamped, and each change is a warning."""
         p = plan if isinstance(plan, Plan) else Plan.load(plan)
-        cpu_workers = p.total_actors + p.local_threads
-        if p.gpu_share <= 0:
+        fit = fit_plan(p, _here(overrides))
+        for note in fit.notes:
+            warnings.warn(f"LoaderPolicy.from_plan: {note}", stacklevel=2)
+        if fit.gpu_share <= 0:
             mode = "cpu"
-        elif p.gpu_share >= 1 and cpu_workers == 0:
+        elif fit.gpu_share >= 1 and p.total_actors + p.local_threads == 0:
             mode = "gpu"
         else:
             mode = "split"
-        kw: dict[str, Any] = dict(mode=mode, gpu_share=p.gpu_share if mode == "split" else None, window=p.window,
+        kw: dict[str, Any] = dict(mode=mode, gpu_share=fit.gpu_share if mode == "split" else None, window=p.window,
                                   plan=p)
-        if p.total_actors:
-            kw.update(cpu_actors=cpu_workers, placement="remote-first")
+        if fit.cpu_actors:
+            kw.update(cpu_actors=fit.cpu_actors, placement="remote-first")
         else:
-            threads = max(1, p.local_threads)
-            if threads > usable_cpus():  # a plan made on a bigger machine: run what fits here
-                warnings.warn(f"LoaderPolicy.from_plan: the plan asks for {threads} local threads but this "
-                              f"process may use {usable_cpus()} CPUs; running {usable_cpus()} "
-                              "(pass threads=... to override)", stacklevel=2)
-                threads = usable_cpus()
-            kw.update(cpu_actors=0, threads=threads)
+            kw.update(cpu_actors=0, threads=fit.threads)
         kw.update(overrides)
         return cls(**kw)
 
@@ -231,6 +239,24 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def _here(overrides: dict) -> Here:
+    """This process's facts for fitting a plan: its GPU, CPUs, and the Ray cluster as far as
+    it is known (connected already, or the embedded one this machine would start)."""
+    import sys
+
+    import torch
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    address = overrides.get("ray_address", os.environ.get("RAY_ADDRESS"))
+    reserve = overrides.get("reserve_local_cpus", 1)
+    ray = sys.modules["ray"] if "ray" in sys.modules else None  # connected already only if imported
+    if address is not None and ray is not None and ray.is_initialized():
+        nodes = frozenset(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        slots = max(1, int(ray.cluster_resources().get("CPU", 0)) - reserve)
+        return Here(gpu, usable_cpus(), ray=True, node_ids=nodes, actor_slots=slots)
+    slots = max(1, (os.cpu_count() or 1) - reserve) if address == "embedded" else None
+    return Here(gpu, usable_cpus(), ray=address is not None, actor_slots=slots)
 
 
 def is_ray_address(v: Any) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from hybridload.errors import SampleError
+from hybridload.errors import SampleError, StorageError
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
 from hybridload.sources.reads import read_many
@@ -127,7 +127,9 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
 
     With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
     ``"skip"`` it is replaced by a zero image (then normalized like any other), its
-    label kept, and recorded in ``BatchResult.skipped``. ``started``: the batch's
+    label kept, and recorded in ``BatchResult.skipped`` — except a
+    :class:`~hybridload.errors.StorageError` (the storage failed, not the sample), raised
+    under either. ``started``: the batch's
     :func:`start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
     batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
     """
@@ -149,7 +151,7 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
                 payload, labels[k] = got
                 process_payload(ref, payload, recipe, seed, epoch, out=buf[k])
             except SampleError as exc:
-                if on_error != "skip":
+                if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
                     raise
                 buf[k].zero_()
                 labels[k] = _label_without_read(source, ref.index)

@@ -447,3 +447,57 @@ def test_the_online_planner_measures_the_lanes_own_gpu_time_per_wall_second():
             seq += 1
             caps.update(answer or {})
     assert caps[LaneKind.GPU] > 0.5      # it moved toward the faster GPU lane instead of decaying
+
+
+# readings recorded by `hybridload profile` on the 2-core CI machine (DALI's CPU-only stand-in): the
+# CPU lane on 1 thread, the GPU lane batch by batch, then the loader checked at shares 0 and 1
+RECORDED = Measurements(nodes=(NodeRate("local", 1, 600.0, True),), gpu_rate=600.0, gpu_available=True,
+                        gpu_cpu_cost=1.23, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
+RECORDED_POINTS = [(0.0, 600.0), (1.0, 926.0)]
+
+
+def test_profile_prediction_measurement_and_bottleneck_agree_on_recorded_readings():
+    """Before: "chosen GPU share 1.00", "predicted total 488", "measured at share 1.00: 926",
+    "bottleneck: the CPUs". Now the checked points set the model's rates, and the plan is
+    solved, explained and compared from that one model."""
+    from hybridload.cli.profile import trust_measurements
+    from hybridload.planner.calibrate import calibrate, predict_check
+    lim = Limits()
+    m = calibrate(RECORDED, RECORDED_POINTS)
+    for share, measured in RECORDED_POINTS:
+        assert predict_check(m, lim, share) == pytest.approx(measured)
+    plan = trust_measurements(solve(m, lim), m, lim, RECORDED_POINTS)
+    assert plan.gpu_share == 1.0
+    assert plan.predicted["total"] == pytest.approx(926.0, rel=1e-3)
+    assert "GPU lane's rate" in plan.bottleneck and "the CPUs" not in plan.bottleneck
+    assert any("926 images/s in the loader" in n for n in plan.measurements["notes"])
+    # the uncalibrated model's choice, overruled by the measurement: predicted and bottleneck move with it
+    fixed = trust_measurements(solve(RECORDED, lim), RECORDED, lim, RECORDED_POINTS)
+    assert fixed.gpu_share == 1.0 and "the measurement wins" in fixed.reason
+    assert fixed.predicted["total"] == pytest.approx(predict(RECORDED, lim, 1.0)["total"], abs=0.01)
+    assert "the CPUs" not in fixed.bottleneck
+
+
+@pytest.mark.parametrize("name,lim", list(itertools.product(SETS, LIMITS)))
+def test_the_bottleneck_names_the_bound_that_sets_the_predicted_total(name, lim):
+    from hybridload.planner.solver import bounds, plan_at
+    m = SETS[name]
+    for share in (0.0, 0.3, 0.7, 1.0):
+        plan = plan_at(m, lim, share)
+        b = bounds(m, lim, plan.gpu_share)
+        total = predict(m, lim, share)["total"]
+        assert plan.predicted["total"] == pytest.approx(total, abs=0.01)
+        tight = min(b.values())
+        if b["cpu"] > tight * (1 + 1e-6):
+            assert "the CPUs" not in plan.bottleneck
+        if b["gpu"] <= tight * (1 + 1e-6) and math.isfinite(b["gpu"]):
+            assert "GPU" in plan.bottleneck
+        if lim.demand is not None and b["demand"] <= tight * (1 + 1e-6):
+            assert "demand" in plan.bottleneck
+
+
+def test_the_gpu_lanes_feeding_never_caps_the_gpu_lane_itself():
+    """At share 1 no CPU lane runs: the cores feeding the GPU lane are already in its
+    measured rate, so only that rate caps it (the old model capped it by the CPU lane's cores)."""
+    pred = predict(STAND_IN, Limits(), 1.0)
+    assert pred["total"] == pytest.approx(STAND_IN.gpu_rate)

@@ -31,6 +31,18 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
         assert im.format == "PNG" and im.size[0] > 300
     for needle in ("chosen GPU share", "bottleneck", "why", "GPU (NVML)", "none: NVML is not usable"):
         assert needle in proc.stdout
+    # one model: at the shares that set its rates (0 and 1) it predicts what the loader measured, and the
+    # plan's prediction at its share is that measurement when the share is one of them
+    points = dict(map(tuple, meas["checked_points"]))
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in proc.stdout.splitlines()
+            if line.startswith("| measured at share")}
+    for share in (0.0, 1.0):
+        model = float(rows[f"measured at share {share:.2f}"].split("the model: ")[1].split(",")[0])
+        assert model == pytest.approx(points[share], rel=0.01, abs=1)
+    if plan.gpu_share in (0.0, 1.0):
+        assert plan.predicted["total"] == pytest.approx(points[plan.gpu_share], rel=0.01)
+    if plan.gpu_share in (0.0, 1.0):  # share 1 runs no CPU lane to be limited by; share 0 nothing else
+        assert ("the CPUs" in plan.bottleneck) == (plan.gpu_share == 0.0), plan.bottleneck
 
 
 def test_auto_mode_keeps_the_stream_and_records_replans(photo_root):

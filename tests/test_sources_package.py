@@ -10,7 +10,7 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "braces", "filelist", "folder", "manifest", "reads", "shard_cache", "shard_list", "shard_members",
+SUBMODULES = ["_base", "braces", "filelist", "folder", "manifest", "read_retry", "reads", "shard_cache", "shard_list", "shard_members",
               "tar_index", "tarshards",
               "torch_dataset"]
 

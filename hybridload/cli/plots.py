@@ -43,11 +43,12 @@ def disagreements(points: Sequence[tuple[float, float]], predicted: Sequence[flo
 def profile_figure(prof: Profile) -> Any:
     """Predicted images/s against GPU share, the measured points, and the choice marked clear of the curves."""
     plt = _pyplot()
+    from hybridload.planner.calibrate import predict_check
     from hybridload.planner.solver import predict, sweep
     m, lim = prof.measurements, prof.limits
     shares = [s for s, _ in sweep(m, lim, 100)]
     preds = [predict(m, lim, s) for s in shares]
-    checked = [predict(m, lim, s)["total"] for s, _ in prof.points]
+    checked = [predict_check(m, lim, s) for s, _ in prof.points]  # the model for what each check ran
     notes = disagreements(prof.points, checked)
     footer = wrap("\n".join(f"Note: {n}" for n in notes), 110) if notes else ""
     extra_h = 0.16 * (footer.count("\n") + 1) if footer else 0.0

@@ -12,7 +12,8 @@ from hybridload.cli.results import Profile
 from hybridload.planner.nvml import read_gpu
 from hybridload.planner.plan import Plan
 from hybridload.planner.rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
-from hybridload.planner.solver import Limits, Measurements, NodeRate, predict, solve, workers_for
+from hybridload.planner.calibrate import calibrate, predict_check
+from hybridload.planner.solver import Limits, Measurements, NodeRate, plan_at, solve
 
 log = logging.getLogger(__name__)
 
@@ -104,48 +105,56 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     plan = solve(m, lim)
 
     points = [(0.0, lane_rate)]
-    if check_points:
-        shares = sorted({plan.gpu_share, 1.0} - {0.0}) if gpu_ok else []
-        for s in shares:
-            step(f"checking the loader at GPU share {s:.2f}")
-            points.append((s, measure_loader(source, recipe, batch_size, s, seconds=seconds, threads=cpus,
-                                             gpu_threads=gpu_threads, device=device)))
+    if check_points and gpu_ok:
+        def check(share: float) -> None:
+            step(f"checking the loader at GPU share {share:.2f}")
+            points.append((share, measure_loader(source, recipe, batch_size, share, seconds=seconds, threads=cpus,
+                                                 gpu_threads=gpu_threads, device=device)))
+
+        for s in sorted({plan.gpu_share, 1.0} - {0.0}):
+            check(s)
+        m = calibrate(m, points)  # the loader measured at shares 0 and 1 sets the model's rates
+        plan = solve(m, lim)
+        if plan.gpu_share not in {s for s, _ in points}:
+            check(plan.gpu_share)
         plan = trust_measurements(plan, m, lim, points)
-        plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | {"checked_points": points}})
+    extra = {"gpu_name": gpu.name if gpu.available else None}  # LoaderPolicy.from_plan compares it with the GPU here
+    if check_points:
+        extra["checked_points"] = points
+    plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | extra})
 
     rows = [("GPU (NVML)", _gpu_text(gpu)),
             ("CPU lane, trainer node", f"{lane_rate:.0f} images/s on {cpus} threads "
                                        f"({single:.0f} images/s on one core alone)")]
     rows += [(f"CPU kernels, node {n.node_id[:12]}", f"{n.per_core:.0f} images/s per core x {n.cpus} cores")
              for n in nodes[1:]]
-    rows += [("GPU lane", f"{g_rate:.0f} images/s, {g_cost:.2f} trainer cores ({g_label})"),
+    in_loader = f" in the loader ({g_rate:.0f} run batch by batch)" if m.gpu_rate != g_rate else ""
+    rows += [("GPU lane", f"{m.gpu_rate:.0f} images/s{in_loader}, {m.gpu_cpu_cost:.2f} trainer cores ({g_label})"),
              ("chosen GPU share", f"{plan.gpu_share:.2f}"),
              ("CPU workers", f"{plan.local_threads} local threads, "
                              f"{plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip()),
              ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
              ("why", plan.reason), ("bottleneck", plan.bottleneck)]
-    rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (predicted {predict(m, lim, s)['total']:.0f})")
-             for s, r in points]
+    rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (the model: {predict_check(m, lim, s):.0f}, "
+                                            "this node's lanes alone)") for s, r in points]
     return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
 
 
 def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
-                        margin: float = 0.03) -> Plan:
+                       margin: float = 0.03) -> Plan:
     """The loader measured at a few shares beats the model: when another checked share
-    delivered clearly more (by ``margin``) than the chosen one, take it. Two lanes whose
-    rates are close make the model's choice flip on a noisy reading; the check catches it."""
+    delivered clearly more (by ``margin``) than the chosen one, take it — its predicted rates,
+    bottleneck and workers from the same model (``plan_at``), so the plan agrees with itself.
+    Two lanes whose rates are close make the model's choice flip on a noisy reading; the
+    check catches it."""
     at_choice = next((r for s, r in points if s == plan.gpu_share), None)
     best_share, best_rate = max(points, key=lambda p: p[1])
     if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):
         return plan
-    pred = predict(m, lim, best_share)
-    actors = workers_for(m, pred)
-    local = actors.pop("local", 0)
     reason = (f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
               f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})")
     log.info("profile: %s", reason)
-    return Plan(**{**plan.to_dict(), "gpu_share": best_share, "cpu_actors": actors, "local_threads": local,
-                   "predicted": {k: round(v, 2) for k, v in pred.items()}, "reason": reason})
+    return plan_at(m, lim, best_share, reason=reason, window=plan.window)
 
 
 def _gpu_text(gpu) -> str:

@@ -3,22 +3,39 @@
 ``LoaderStats`` is the dispatcher's hooks object (``batch_done``, ``batch_retried``,
 ``batch_reissued``, ``duplicate_dropped``) and the stream's ``record_wait``; readers take
 a ``snapshot()`` instead of reaching into its lock.
+
+Under ``on_error="skip"`` it also watches each pass: ``begin_pass(samples)`` starts one, and
+the first time the samples skipped in it pass ``skip_warn_fraction`` of ``samples`` it warns,
+once, on the consumer's thread (``record_wait``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+import warnings
+from collections import Counter, defaultdict
 
 
 class LoaderStats:
     """What a loader counts: images and batches per lane, waits, retries, re-issues, dropped
-    duplicates and skipped samples; fed by the dispatcher's hooks, read by ``stats()``."""
+    duplicates and skipped samples; fed by the dispatcher's hooks, read by ``stats()``.
 
-    def __init__(self):
+    Args:
+        skip_warn_fraction: warn once in a pass past this fraction of its samples skipped.
+    """
+
+    def __init__(self, skip_warn_fraction: float = 1.0):
         self._lock = threading.Lock()
+        self.skip_warn_fraction = skip_warn_fraction
+        self._pass_samples, self._pass_skipped, self._warned = 0, 0, False
         self.reset()
+
+    def begin_pass(self, samples: int) -> "LoaderStats":
+        """A pass of ``samples`` samples begins: its skips are counted afresh. Returns self."""
+        with self._lock:
+            self._pass_samples, self._pass_skipped, self._warned = int(samples), 0, False
+        return self
 
     def reset(self) -> None:
         with self._lock:
@@ -39,6 +56,7 @@ class LoaderStats:
             self.batches[lane] += 1
             self.busy_s[lane] += seconds
             self.skipped.extend(skipped)
+            self._pass_skipped += len(skipped)
 
     def batch_retried(self, lane: str) -> None:
         with self._lock:
@@ -56,6 +74,20 @@ class LoaderStats:
         with self._lock:
             self.stall_s += seconds
             self.batches_delivered += 1
+            alarm = self._skip_alarm()
+        if alarm:  # each substitution was logged already; this is the one warning of the pass
+            warnings.warn(alarm, RuntimeWarning, stacklevel=4)  # at the consumer's next() on a loader's pass
+
+    def _skip_alarm(self) -> str:
+        """The warning to give now (once a pass), or ''. Called under the lock."""
+        n, total = self._pass_skipped, self._pass_samples
+        if self._warned or n == 0 or n <= self.skip_warn_fraction * total:
+            return ""
+        self._warned = True
+        stages = Counter(s for (_i, _p, s, _r) in self.skipped[-n:])
+        return (f"on_error='skip' replaced {n} of this pass's {total} samples with zero images "
+                f"({100 * n / max(total, 1):.1f}%, over skip_warn_fraction={self.skip_warn_fraction:g}; by stage: "
+                f"{dict(stages)}); see stats()['skipped_samples'] for each sample")
 
     def snapshot(self) -> dict[str, tuple[int, float]]:
         """{lane: (images, busy seconds)} so far, read under the lock."""
@@ -93,6 +125,7 @@ class LoaderStats:
                 "reissued": sum(self.reissued.values()),
                 "duplicates_dropped": sum(self.duplicates.values()),
                 "skipped": len(self.skipped),
+                "skipped_by_stage": dict(Counter(s for (_i, _p, s, _r) in self.skipped)),
                 "skipped_samples": [
                     {"index": i, "path": p, "stage": s, "reason": r} for (i, p, s, r) in self.skipped
                 ],

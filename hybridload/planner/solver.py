@@ -120,8 +120,13 @@ def gpu_capacity(m: Measurements, lim: Limits) -> float:
     return m.gpu_rate * headroom
 
 
-def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
-    """Predicted images/s per lane and in total at GPU share ``share``.
+def bounds(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
+    """What caps the total at GPU share ``share``, each in images/s (``math.inf``: no cap):
+    ``"demand"``, ``"gpu"`` (the GPU lane's capacity over its share) and ``"cpu"`` (the CPU
+    lanes, on the local cores the GPU lane's feeding leaves them, and the remote ones).
+
+    The GPU lane's feeding takes trainer cores from the local CPU lane, never from itself:
+    at share 1 (no CPU lane) only the GPU lane's own rate caps it.
 
     Args:
         m: the measurements.
@@ -130,20 +135,36 @@ def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
     """
     local_cap, local_rate, remote_cap = _parts(m)
     g_cap = gpu_capacity(m, lim)
-    if g_cap <= 0:
-        share = 0.0
-    bounds = []
-    if lim.demand is not None:
-        bounds.append(lim.demand)
-    if share > 0:
-        bounds.append(g_cap / share)
-    # (1-s)T <= local_cap - (s*T/gpu_rate)*cost*local_rate + remote_cap
+    share = share if g_cap > 0 else 0.0
+    out = {"demand": lim.demand if lim.demand is not None else math.inf,
+           "gpu": g_cap / share if share > 0 else math.inf}
+    # (1-s)T <= max(0, local_cap - s*T*displaced) + remote_cap, displaced: CPU-lane images lost per GPU image
     displaced = (m.gpu_cpu_cost * local_rate / m.gpu_rate) if m.gpu_rate > 0 else 0.0
-    denom = (1 - share) + share * displaced
-    cpu_cap = local_cap + remote_cap
-    if denom > 0:
-        bounds.append(cpu_cap / denom)
-    total = max(0.0, min(bounds)) if bounds else 0.0
+    if share >= 1:
+        out["cpu"] = math.inf
+    elif share * displaced <= 0:
+        out["cpu"] = (local_cap + remote_cap) / (1 - share)
+    else:
+        shared = (local_cap + remote_cap) / ((1 - share) + share * displaced)
+        # the feeding takes every local core past this: the CPU lane runs on remote cores only
+        out["cpu"] = shared if shared * share * displaced <= local_cap else remote_cap / (1 - share)
+    return out
+
+
+def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
+    """Predicted images/s per lane and in total at GPU share ``share``: the total is the
+    least of :func:`bounds`.
+
+    Args:
+        m: the measurements.
+        lim: the limits.
+        share: the GPU lane's share of the batches, 0..1.
+    """
+    local_cap, local_rate, remote_cap = _parts(m)
+    if gpu_capacity(m, lim) <= 0:
+        share = 0.0
+    total = min(bounds(m, lim, share).values())
+    total = 0.0 if not math.isfinite(total) else max(0.0, total)
     gpu = share * total
     cpu = total - gpu
     local_left = max(0.0, local_cap - (gpu / m.gpu_rate if m.gpu_rate > 0 else 0.0) * m.gpu_cpu_cost * local_rate)
@@ -184,12 +205,27 @@ def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None)
         return tuple(round(p[key_of[r]], 6) for r in reversed(lim.prefer))
 
     share = min(near, key=cost)
+    return plan_at(m, lim, share, window=window)
+
+
+def plan_at(m: Measurements, lim: Limits, share: float, *, reason: str = "", window: int | None = None) -> Plan:
+    """The plan that runs GPU share ``share``: its predicted rates, workers, bottleneck and
+    reason all from :func:`predict` on ``m`` (one model), so they agree with each other.
+
+    Args:
+        m: the measurements.
+        lim: the limits.
+        share: the GPU share, 0..1.
+        reason: why this share, when it was not the model's choice (default: the model's words).
+        window: the plan's window; None: the loader's default.
+    """
     pred = predict(m, lim, share)
     actors = workers_for(m, pred)
     local_threads = actors.pop("local", 0)
-    reason, bottleneck = _explain(m, lim, share, pred, best)
+    best = max(t for _, t in sweep(m, lim))
+    why, bottleneck = _explain(m, lim, share, pred, best)
     return Plan(gpu_share=round(share, 4), cpu_actors=actors, local_threads=local_threads, window=window,
-                predicted={k: round(v, 2) for k, v in pred.items()}, bottleneck=bottleneck, reason=reason,
+                predicted={k: round(v, 2) for k, v in pred.items()}, bottleneck=bottleneck, reason=reason or why,
                 measurements=m.to_dict() | {"limits": asdict(lim)})
 
 
@@ -213,14 +249,22 @@ def workers_for(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
 def _explain(m: Measurements, lim: Limits, share: float, pred: dict, best: float) -> tuple[str, str]:
     g_cap = gpu_capacity(m, lim)
     local_cap, local_rate, remote_cap = _parts(m)
-    if lim.demand is not None and pred["total"] >= lim.demand * (1 - 1e-6):
-        bottleneck = f"the training step (demand {lim.demand:.0f} images/s is met; loading has spare capacity)"
-    elif share > 0 and pred["gpu"] >= g_cap * (1 - 1e-6) and m.gpu_time_bound:
+    binding = [k for k, v in bounds(m, lim, share if g_cap > 0 else 0.0).items()
+               if math.isfinite(v) and v <= pred["total"] * (1 + 1e-6) + 1e-9]
+    words = []
+    if "demand" in binding:
+        words.append(f"the training step (demand {lim.demand:.0f} images/s is met; loading has spare capacity)")
+    if "gpu" in binding and m.gpu_time_bound:
         why = (f"max_gpu_util={lim.max_gpu_util:g} leaves {max(0.0, lim.max_gpu_util - m.gpu_util):.0%} of GPU time"
                if m.gpu_util > 0 or lim.max_gpu_util < 1 else "the GPU lane's rate")
-        bottleneck = f"GPU headroom ({why}) and the CPUs ({local_cap + remote_cap:.0f} images/s)"
-    else:
-        bottleneck = f"the CPUs: {local_cap:.0f} images/s local, {remote_cap:.0f} images/s remote"
+        words.append(f"GPU headroom ({why}: {g_cap:.0f} images/s)")
+    elif "gpu" in binding:
+        words.append(f"the GPU lane's rate ({g_cap:.0f} images/s, {m.gpu_label})")
+    if "cpu" in binding or not binding:
+        feeding = (f", less the {m.gpu_cpu_cost * pred['gpu'] / m.gpu_rate:.2f} trainer cores feeding the GPU lane"
+                   if share > 0 and m.gpu_rate > 0 and m.gpu_cpu_cost > 0 else "")
+        words.append(f"the CPUs: {local_cap:.0f} images/s local{feeding}, {remote_cap:.0f} images/s remote")
+    bottleneck = " and ".join(words)
     if not m.gpu_available:
         reason = f"no GPU lane ({m.gpu_label}): CPU lanes only"
     elif g_cap <= 0 and m.gpu_time_bound:

@@ -10,16 +10,17 @@ Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec 
 ``tar_index`` (a shard's member index: sidecar, cache file or scan), ``shard_members`` (the
 per-process tables of the shards a worker touched) and ``braces``; ``shard_cache`` for shard
 streaming), ``torch_dataset``
-(TorchDataset), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
+(TorchDataset), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
 source subclasses :class:`Source` in its own module and is re-exported here.
 """
 
 from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs
+from hybridload.sources.read_retry import ReadRetry
 from hybridload.sources.braces import braceexpand, expand_urls
 from hybridload.sources.filelist import FileList
 from hybridload.sources.folder import IMG_EXTENSIONS, ImageFolder
 from hybridload.sources.tarshards import TarShards
 from hybridload.sources.torch_dataset import TorchDataset
 
-__all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS",
+__all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS", "ReadRetry",
            "is_url", "read_bytes", "read_error", "url_to_fs", "braceexpand", "expand_urls"]

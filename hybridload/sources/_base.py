@@ -18,8 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from hybridload.errors import LabelError, SampleError
+from hybridload.errors import LabelError, SampleError, StorageError
 
+from hybridload.sources.read_retry import DEFAULT_READ_RETRY, ReadRetry, ReadsExhausted, with_retries
 from hybridload.sources.reads import sequential_reads
 
 
@@ -40,7 +41,12 @@ class SampleRef:
 
 class Source:
     """Base class: subclasses implement ``__len__``, ``ref`` and ``read``; they may override
-    ``read_many`` (a batch's reads, e.g. concurrently) and ``sample_order`` (their own epoch order)."""
+    ``read_many`` (a batch's reads, e.g. concurrently) and ``sample_order`` (their own epoch order).
+
+    ``read_retry`` (a :class:`ReadRetry`) says how the library's sources retry a read that
+    failed for a reason other than the sample's (see :func:`read_failure`)."""
+
+    read_retry: ReadRetry = DEFAULT_READ_RETRY
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -148,13 +154,27 @@ def read_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None) -> bytes:
-    """The whole file at ``ref.location``; any read failure becomes a :class:`SampleError`
-    naming the sample, stage ``"read"``."""
+def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
+    """The error naming the sample for a failed read: a :class:`StorageError` when every
+    retry failed (:class:`ReadsExhausted`; never skipped), else a :class:`SampleError`
+    (stage ``"read"``: a missing or unreadable file, bad data).
+
+    Args:
+        ref: the sample read.
+        exc: what the read raised."""
+    if isinstance(exc, ReadsExhausted):
+        return StorageError(ref.index, ref.location, read_error(exc.cause), exc.attempts, exc.seconds)
+    return SampleError(ref.index, ref.location, "read", read_error(exc))
+
+
+def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
+              retry: ReadRetry = DEFAULT_READ_RETRY) -> bytes:
+    """The whole file at ``ref.location``, retried per ``retry`` when the storage fails;
+    any read failure becomes the :func:`read_failure` naming the sample."""
     try:
-        return read_bytes(ref.location, storage_options)
+        return with_retries(lambda: read_bytes(ref.location, storage_options), retry, ref.location)
     except Exception as exc:  # any filesystem's error (OSError, a cloud client's): name the sample
-        raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+        raise read_failure(ref, exc) from None
 
 
 def to_label(value: Any, index: int, location: str) -> int:

@@ -8,6 +8,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_file
+from hybridload.sources.read_retry import ReadRetry
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
 
 
@@ -23,10 +24,18 @@ class FileList(Source):
         io_threads: reads in flight at once while a worker reads a batch (1: one after
             another). Default: 32 when any path is a URL (object storage latency then
             overlaps), 1 for local paths.
+        read_retry: how a read that fails for a reason other than the sample's (a connection
+            refused, a timeout) is retried before it raises
+            :class:`~hybridload.errors.StorageError`; None: ``ReadRetry()``.
     """
 
     def __init__(self, paths: Sequence[str | os.PathLike], labels: Sequence[int] | None = None, *,
-                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None):
+                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
+                 read_retry: ReadRetry | None = None):
+        if read_retry is not None and not isinstance(read_retry, ReadRetry):
+            raise ValueError(f"FileList: read_retry must be None or a ReadRetry, got {read_retry!r}; "
+                             "write e.g. read_retry=sources.ReadRetry(attempts=6)")
+        self.read_retry = read_retry or self.read_retry
         self.storage_options = dict(storage_options or {})
         self.paths = [os.fspath(p) for p in paths]
         io_threads = check_io_threads(io_threads, type(self).__name__)
@@ -53,7 +62,7 @@ class FileList(Source):
         return SampleRef(i, self.paths[i], int(self._labels[i]))
 
     def read(self, ref: SampleRef) -> tuple[bytes, int]:
-        return read_file(ref, self.storage_options), ref.label
+        return read_file(ref, self.storage_options, self.read_retry), ref.label
 
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
         """The reads of ``refs`` in order, ``io_threads`` of them in flight at once."""

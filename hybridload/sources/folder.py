@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from hybridload.sources._base import is_url, url_to_fs
 from hybridload.sources.filelist import FileList
+from hybridload.sources.read_retry import ReadRetry
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +33,19 @@ class ImageFolder(FileList):
         extensions: file extensions that count as images (torchvision's list by default).
         storage_options: fsspec options for a URL root (see :class:`FileList`).
         io_threads: reads in flight at once while a worker reads a batch (see :class:`FileList`).
+        read_retry: how a read the storage fails is retried (see :class:`FileList`).
     """
 
     def __init__(self, root: str | os.PathLike, extensions: Sequence[str] = IMG_EXTENSIONS, *,
-                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None):
+                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
+                 read_retry: ReadRetry | None = None):
         exts = tuple(e.lower() for e in extensions)
         if isinstance(root, str) and is_url(root):
             self.root = root
             self.classes, paths, labels = _list_url_tree(root, exts, storage_options)
             self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-            super().__init__(paths, labels, storage_options=storage_options, io_threads=io_threads)
+            super().__init__(paths, labels, storage_options=storage_options, io_threads=io_threads,
+                             read_retry=read_retry)
             return
         root_path = Path(root)
         if not root_path.is_dir():
@@ -65,7 +69,7 @@ class ImageFolder(FileList):
             raise FileNotFoundError(f"ImageFolder: Found no valid file for the classes {', '.join(empty)} under "
                                     f"{self.root!r} (empty or unreadable; no image files {', '.join(exts)}); "
                                     "remove those folders or add their images")
-        super().__init__(paths, labels, io_threads=io_threads)
+        super().__init__(paths, labels, io_threads=io_threads, read_retry=read_retry)
 
 
 def _walk_class(top: Path, exts: tuple[str, ...]) -> list[str]:

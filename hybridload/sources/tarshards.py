@@ -35,7 +35,8 @@ from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sampling.shard_order import ShardOrder
 
-from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes, read_error
+from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes, read_failure
+from hybridload.sources.read_retry import with_retries
 from hybridload.sources.braces import expand_urls
 from hybridload.sources.manifest import is_manifest, read_manifest
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
@@ -165,7 +166,8 @@ class TarShards(Source):
         self._members = MemberCache(self._load_members, self.index_cache)
 
     def _fetch_shard(self, url: str) -> bytes:
-        return read_bytes(url, self.storage_options)  # the whole shard: one request
+        # the whole shard: one request, retried as the source's read_retry says
+        return with_retries(lambda: read_bytes(url, self.storage_options), self.read_retry, url)
 
     def _where(self, s: int) -> str:
         of = f"manifest {self.manifest!r}" if self.manifest is not None else "the shards given"
@@ -250,9 +252,10 @@ class TarShards(Source):
         if self.read_mode == "shard":
             return self._cut(ref, self._shards.get(url), offset, size)
         try:
-            data = read_bytes(url, self.storage_options, offset=offset, size=size)
+            data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset, size=size),
+                                self.read_retry, ref.location)
         except Exception as exc:  # any filesystem's error: name the sample
-            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+            raise read_failure(ref, exc) from None
         return self._checked(ref, data, offset, size), ref.label
 
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
@@ -279,7 +282,7 @@ class TarShards(Source):
         try:
             whole = shard.result()
         except Exception as exc:  # any filesystem's error: name the sample
-            raise SampleError(ref.index, ref.location, "read", read_error(exc)) from None
+            raise read_failure(ref, exc) from None
         return self._checked(ref, whole[offset:offset + size], offset, size), ref.label
 
     @staticmethod

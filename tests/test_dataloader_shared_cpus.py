@@ -1,0 +1,55 @@
+"""Loaders of one process that share the machine's CPUs: a training loader with a validation
+loader run mid-epoch (Lightning's ``val_check_interval``, "evaluate every N steps"), and two
+live iterators of one loader, each asking for every CPU of the embedded Ray cluster. torch's
+DataLoader runs both (it oversubscribes); the drop-in must never wait for CPUs its own
+process holds. Run in a child process with an embedded cluster of the machine's own CPUs
+(the test session's shared cluster has spare CPUs), under a deadline."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import warnings
+    import ray, torch
+    import hybridload
+    from hybridload.cluster import connect
+    from torch.utils.data import TensorDataset
+
+    connect.acquire(None)  # the embedded cluster: as many CPUs as this machine
+    cpus = int(ray.cluster_resources()["CPU"])
+    def loader(lo, shuffle):
+        return hybridload.DataLoader(TensorDataset(torch.arange(lo, lo + 24)), batch_size=4, shuffle=shuffle,
+                                     num_workers=cpus, distribute_mode=True, head_address=None)
+    train, val = loader(0, True), loader(100, False)
+    seen, vseen, a, b = [], [], [], []
+    with warnings.catch_warnings(record=True) as caught, train, val:
+        warnings.simplefilter("always")
+        for k, (x,) in enumerate(train):
+            seen += x.tolist()
+            if k == 2:  # validation mid-epoch, while the training pass holds its actors
+                print("VAL", flush=True)
+                vseen += [v for (batch,) in val for v in batch.tolist()]
+        print("ITERS", flush=True)
+        first, second = iter(train), iter(train)  # two live iterators of one loader
+        for (x,), (y,) in zip(first, second):
+            a += x.tolist(); b += y.tolist()
+    print("RESULT", sorted(seen) == list(range(24)), sorted(vseen) == list(range(100, 124)),
+          sorted(a) == sorted(b) == list(range(24)), sum("no free CPU" in str(w.message) for w in caught))
+""")
+
+
+def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pass():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=150,
+                         env=env, cwd=str(REPO))  # the deadline: well under the 120 s a wait for CPUs took
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
+    assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
+    train_ok, val_ok, iterators_ok, warned = line[0].split()[1:]
+    assert (train_ok, val_ok, iterators_ok) == ("True", "True", "True")  # every sample once in each
+    assert warned == "2"  # one warning per pass that ran in-process (the validation, the second iterator)
