@@ -20,6 +20,8 @@ token authentication (RAY_AUTH_MODE=token).
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import socket
@@ -152,7 +154,30 @@ def _join(ray, address: str) -> None:
         maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
     except Exception as exc:  # a Ray without token authentication
         log.debug("no Ray token set-up (%s)", exc)
-    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+    if _is_loopback(address):  # an embedded cluster: it listens on 127.0.0.1 only
+        with _loopback_kept():
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+                     _node_ip_address="127.0.0.1")
+    else:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+
+
+def _is_loopback(address: str) -> bool:
+    return address.rpartition(":")[0].strip("[]") in ("127.0.0.1", "localhost", "::1")
+
+
+@contextlib.contextmanager
+def _loopback_kept():
+    """Ray's ``ray.init(address=...)`` replaces a loopback host by this machine's outward address
+    (``services.resolve_ip_for_localhost``), where a loopback-only cluster does not listen: on a
+    machine with an address besides loopback the join would retry forever. Keep the host."""
+    from ray._private import services
+    real = services.resolve_ip_for_localhost
+    services.resolve_ip_for_localhost = lambda host: host if services.is_localhost(host) else real(host)
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = real
 
 
 def _check_listening(address: str, timeout_s: float = 5.0) -> None:
