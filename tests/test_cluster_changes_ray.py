@@ -18,6 +18,7 @@ from hybridload.errors import NoActorsError
 
 from support.ray_fixtures import STORE, alive_actors
 from support.streams import stream
+from support.waits import wait_until
 
 REC = recipe.imagenet_train(32)
 BS = 2  # 60 images, 3 ranks: 10 batches a rank an epoch
@@ -27,14 +28,6 @@ RANK = dict(rank=2, world_size=3)
 @pytest.fixture
 def fast_poll(monkeypatch):
     monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", "0.5")
-
-
-def wait_until(pred, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        time.sleep(0.1)
 
 
 def loader(root, **policy):

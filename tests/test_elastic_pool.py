@@ -12,6 +12,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.lanes.ray.members import State
 
 from support.ray_fixtures import STORE, alive_actors
+from support.waits import wait_until
 
 REC = recipe.imagenet_train(32)
 BS = 6  # 60 images -> 10 batches an epoch
@@ -44,14 +45,6 @@ def add_node(cluster):
     node = cluster.add_node(num_cpus=1, object_store_memory=STORE, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes(timeout=60)
     return node
-
-
-def wait_until(pred, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        time.sleep(0.1)
 
 
 def ready_nodes(lane):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
+from hybridload.lanes.ray.members import State
+
 
 def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
     """(first wave: the first actor of each node, in placement order; the rest)."""
@@ -73,5 +75,5 @@ def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None]
             raise
         go_on(f"{type(exc).__name__}: {exc}")
         for m in first:
-            if m.state.name == "STARTING":
+            if m.state is State.STARTING:
                 m.handle.ready.remote().future().add_done_callback(lambda f, m=m: on_ready(m, f.exception()))
