@@ -21,13 +21,13 @@ token authentication (RAY_AUTH_MODE=token).
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
 import socket
 import threading
 from dataclasses import dataclass
 
+from hybridload.cluster import gcs_probe
 from hybridload.cluster import node_cluster
 from hybridload.cluster import ray_start
 from hybridload.errors import LaneUnavailableError
@@ -154,6 +154,8 @@ def _join(ray, address: str) -> None:
         maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
     except Exception as exc:  # a Ray without token authentication
         log.debug("no Ray token set-up (%s)", exc)
+    # ray.init retries a GCS that does not answer for many minutes, deaf to SIGTERM: ask first, bounded
+    gcs_probe.require_gcs(address, gcs_probe.join_timeout_s())
     if _is_loopback(address):  # an embedded cluster: it listens on 127.0.0.1 only
         with _loopback_kept():
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
