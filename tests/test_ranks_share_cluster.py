@@ -115,7 +115,9 @@ def _run_in_own_namespace(argv, tmp_path, what, deadline_s=200):
     """Run ``argv`` in a new network namespace (loopback and OUTWARD only) under a deadline;
     the output, after asserting exit status 0. On the deadline the whole process group goes."""
     _namespace_or_skip()
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    # a user's environment: no cluster named, and not the test suite's RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    # which makes Ray take 127.0.0.1 for this machine's address and hid the rewrite to the outward one
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
     proc = subprocess.Popen(["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv],
                             cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -125,8 +127,8 @@ def _run_in_own_namespace(argv, tmp_path, what, deadline_s=200):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank it started
         out, _ = proc.communicate(timeout=30)
-        pytest.fail(f"{what} did not end within {deadline_s} s:\n" + out[-4000:])
-    assert proc.returncode == 0, out[-4000:]
+        pytest.fail(f"{what} did not end within {deadline_s} s:\n" + out[-8000:])
+    assert proc.returncode == 0, out[-8000:]
     return out
 
 
