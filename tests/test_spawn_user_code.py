@@ -1,7 +1,8 @@
 """The PyTorch DDP tutorial's pattern on the drop-in with Ray actors: ranks started by
 ``torch.multiprocessing.spawn`` (their main module is ``__mp_main__``), the Dataset and
 collate_fn defined in the training script, and a Dataset from a module in a folder the script
-put on ``sys.path`` — the actors get the code by value (issue 29). Real parts: a script file run
+put on ``sys.path`` — the actors get the code by value (issue 29); the same datasets on the
+local lane with worker processes started by ``forkserver`` and ``spawn``. Real parts: a script file run
 as a subprocess with a deadline, 2 gloo ranks, each rank's Ray cluster."""
 
 import json
@@ -43,10 +44,14 @@ class MyDataset(Dataset):
 def my_collate(batch):
     return torch.cat(batch)
 
-def epochs(ds, n, rank, world):
+def epochs(ds, n, rank, world, context=None):
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
-    loader = hybridload.DataLoader(ds, batch_size=2, sampler=sampler, collate_fn=my_collate,
-                                   num_workers=1, distribute_mode=True)
+    if context is None:  # Ray actors
+        loader = hybridload.DataLoader(ds, batch_size=2, sampler=sampler, collate_fn=my_collate,
+                                       num_workers=1, distribute_mode=True)
+    else:  # the local lane: worker processes started by forkserver or spawn
+        loader = hybridload.DataLoader(ds, batch_size=2, sampler=sampler, collate_fn=my_collate,
+                                       num_workers=1, multiprocessing_context=context)
     seen = []
     for epoch in range(n):
         sampler.set_epoch(epoch)
@@ -58,6 +63,8 @@ def run(rank, world, port, out):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     seen = {"script": epochs(MyDataset(), 2, rank, world), "sys_path": epochs(ExtDataset(), 1, rank, world)}
+    for context in ("forkserver", "spawn"):
+        seen[context] = epochs(MyDataset(), 1, rank, world, context) + epochs(ExtDataset(), 1, rank, world, context)
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump(seen, f)
     dist.barrier()
@@ -87,3 +94,7 @@ def test_spawned_ranks_ship_script_and_sys_path_datasets_to_actors(tmp_path):
     for epoch in range(2):  # every sample once per epoch across the ranks
         assert sorted(ranks[0]["script"][epoch] + ranks[1]["script"][epoch]) == list(range(12))
     assert sorted(ranks[0]["sys_path"][0] + ranks[1]["sys_path"][0]) == [100 + i for i in range(10)]
+    for context in ("forkserver", "spawn"):  # the local lane's worker processes, started both ways
+        script, sys_path = ranks[0][context][0] + ranks[1][context][0], ranks[0][context][1] + ranks[1][context][1]
+        assert sorted(script) == list(range(12)), context
+        assert sorted(sys_path) == [100 + i for i in range(10)], context

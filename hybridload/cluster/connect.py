@@ -21,13 +21,14 @@ token authentication (RAY_AUTH_MODE=token).
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
 import socket
 import threading
 from dataclasses import dataclass
 
+from hybridload.cluster import gcs_probe
+from hybridload.cluster import last_out
 from hybridload.cluster import node_cluster
 from hybridload.cluster import ray_start
 from hybridload.errors import LaneUnavailableError
@@ -66,7 +67,9 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     global _users, _ours, _our_job
     ray = _import_ray()
     with _lock:
-        target = _target(address, fallback_embedded)
+        # "auto" was resolved when the live connection was made: resolved again, it finds the embedded
+        # cluster's own address (Ray records it) and replaced it under the ranks that joined it
+        target = _ours if address == "auto" and _is_ours(ray) else _target(address, fallback_embedded)
         if _is_ours(ray) and _users == 0 and target != _ours:
             log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
             ray.shutdown()
@@ -133,6 +136,8 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
             how = node_cluster.start_or_join(key, lambda: _start_embedded(ray),
                                              lambda addr: _join(ray, addr), _check_listening)
             log.info("%s this job's embedded Ray cluster on this machine", how)
+            if how == "started":  # it lives in this process: leave after the ranks that joined it
+                last_out.stay_until_joined_ranks_leave(ray)
     return target
 
 
@@ -154,6 +159,8 @@ def _join(ray, address: str) -> None:
         maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
     except Exception as exc:  # a Ray without token authentication
         log.debug("no Ray token set-up (%s)", exc)
+    # ray.init retries a GCS that does not answer for many minutes, deaf to SIGTERM: ask first, bounded
+    gcs_probe.require_gcs(address, gcs_probe.join_timeout_s())
     if _is_loopback(address):  # an embedded cluster: it listens on 127.0.0.1 only
         with _loopback_kept():
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,

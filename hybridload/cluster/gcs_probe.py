@@ -1,0 +1,56 @@
+"""Whether a Ray cluster's GCS answers at an address, within a deadline.
+
+``ray.init(address=...)`` retries a GCS that does not answer for many minutes (each try waits
+about 40 s for the cluster id, twenty tries), inside Ray's C++ client, where a Python signal
+handler cannot run: a rank of a DDP job that dials the wrong address hangs and ignores the
+SIGTERM of its launcher. :func:`require_gcs` asks the GCS for its cluster id from a daemon
+thread (Ray's client releases the GIL while it waits) and gives up after ``timeout_s`` with a
+one-line :class:`ConnectionError` naming the address; a thread still waiting then is left to
+Ray's own retries and ends with the process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+JOIN_TIMEOUT_ENV = "HYBRIDLOAD_RAY_JOIN_TIMEOUT_S"
+
+
+def join_timeout_s(env=os.environ) -> float:
+    """Pure: the seconds a join waits for the GCS (``HYBRIDLOAD_RAY_JOIN_TIMEOUT_S``, default 20)."""
+    raw = env.get(JOIN_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else 20.0
+    except ValueError:
+        raise ValueError(f"{JOIN_TIMEOUT_ENV}={raw!r}: write a number of seconds, such as 20") from None
+    if value <= 0:
+        raise ValueError(f"{JOIN_TIMEOUT_ENV}={raw!r}: write a positive number of seconds, such as 20")
+    return value
+
+
+def require_gcs(address: str, timeout_s: float) -> None:
+    """Return once the GCS at ``address`` gives its cluster id; ConnectionError (one line, naming
+    the address) when it refuses or has not answered within ``timeout_s`` seconds."""
+    from ray._raylet import GcsClient
+
+    outcome: dict = {}
+
+    def ask():
+        try:
+            outcome["cluster_id"] = GcsClient(address=address).cluster_id
+        except Exception as exc:  # Ray's own error: reported below with the address
+            outcome["error"] = exc
+
+    asker = threading.Thread(target=ask, name=f"hybridload-gcs-probe-{address}", daemon=True)
+    asker.start()
+    asker.join(timeout_s)
+    if "cluster_id" in outcome:
+        return
+    if "error" in outcome:
+        first = str(outcome["error"]).strip().splitlines()[0] if str(outcome["error"]).strip() else ""
+        raise ConnectionError(f"the Ray cluster at {address} refused this process "
+                              f"({type(outcome['error']).__name__}: {first[:200]})")
+    raise ConnectionError(
+        f"no Ray GCS answered at {address} within {timeout_s:g} s (something listens there, but not a Ray "
+        f"cluster this process can reach); check the address, or set {JOIN_TIMEOUT_ENV} for a slow cluster")
