@@ -33,34 +33,6 @@ def test_ddp_example_runs_under_torchrun(ray_cluster):
     assert "epoch 1 step 2 loss" in out
 
 
-def _outward_address():
-    """This machine's address besides loopback (the one a default route would use), or None."""
-    import socket
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.254", 9))  # no packet is sent: only the route is looked up
-            ip = s.getsockname()[0]
-    except OSError:
-        return None
-    return None if ip.startswith("127.") else ip
-
-
-def test_ranks_of_one_job_share_the_embedded_cluster_on_a_machine_with_an_outward_address():
-    """No RAY_ADDRESS: rank 0 starts the embedded loopback cluster and rank 1 joins it. Ray
-    rewrites a loopback address to the machine's outward one, where the cluster does not
-    listen: the join retried forever (torchrun never ended) until hybridload kept the host."""
-    if _outward_address() is None:
-        pytest.skip("this machine has no address besides loopback: Ray's rewrite cannot happen here")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-                           "127.0.0.1", "--master_port", str(port), "dpex_ddp.py", "--steps", "2", "--epochs", "1"],
-                          cwd=EXAMPLES, env=env, capture_output=True, text=True, timeout=180)
-    out = proc.stderr + proc.stdout
-    assert proc.returncode == 0, out[-4000:]
-    assert "joined this job's embedded Ray cluster" in out and "epoch 0 step 2 loss" in out
-
-
 # ----------------------------------------------------------------------------- HybridLoader examples
 
 def _torchrun(script, *args):

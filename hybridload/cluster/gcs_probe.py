@@ -5,8 +5,9 @@ about 40 s for the cluster id, twenty tries), inside Ray's C++ client, where a P
 handler cannot run: a rank of a DDP job that dials the wrong address hangs and ignores the
 SIGTERM of its launcher. :func:`require_gcs` asks the GCS for its cluster id from a daemon
 thread (Ray's client releases the GIL while it waits) and gives up after ``timeout_s`` with a
-one-line :class:`ConnectionError` naming the address; a thread still waiting then is left to
-Ray's own retries and ends with the process.
+one-line :class:`ConnectionError` naming the address. The thread's client is Ray's standalone
+one with the same deadline, so it ends on its own some seconds later: a client left retrying
+for minutes disturbed the Ray connection this process already had.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def join_timeout_s(env=os.environ) -> float:
 def require_gcs(address: str, timeout_s: float) -> None:
     """Return once the GCS at ``address`` gives its cluster id; ConnectionError (one line, naming
     the address) when it refuses or has not answered within ``timeout_s`` seconds."""
-    from ray._raylet import GcsClient
+    from ray._raylet import InnerGcsClient
 
     outcome: dict = {}
 
     def ask():
         try:
-            outcome["cluster_id"] = GcsClient(address=address).cluster_id
+            InnerGcsClient.standalone(address, None, int(timeout_s * 1000))  # raises unless it answers
+            outcome["cluster_id"] = True
         except Exception as exc:  # Ray's own error: reported below with the address
             outcome["error"] = exc
 
