@@ -171,6 +171,37 @@ def run_rounds(contestants: Sequence[Contestant], rounds: int, warmup_rounds: in
     return per_round
 
 
+def per_item(name: str, fn: Callable, items: Sequence) -> Contestant:
+    """A contestant that calls ``fn(item)`` for every item, one thread."""
+    def run(epoch: int) -> int:
+        for x in items:
+            fn(x)
+        return len(items)
+    return Contestant(name, run)
+
+
+def dali_version(skip: bool, log: logging.Logger | None = None) -> str | None:
+    """DALI's version, or None when it is skipped (``--no-dali``) or not importable (logged)."""
+    try:
+        import nvidia.dali as dali
+    except ImportError as exc:
+        (log or LOG).warning("DALI is not importable (%s); skipping the DALI contestants", exc)
+        return None
+    return None if skip else dali.__version__
+
+
+def set_up_and_run(contestants: Sequence[Contestant], rounds: int, warmup_rounds: int,
+                   log: logging.Logger | None = None, **kw) -> dict[str, dict]:
+    """Set every contestant up, run the interleaved rounds, close them all: the summaries."""
+    try:
+        for c in contestants:
+            c.setup()
+        per_round = run_rounds(contestants, rounds, warmup_rounds, log=log, **kw)
+    finally:
+        close_all(contestants, log)
+    return summarize_all(per_round, contestants)
+
+
 def close_all(contestants: Sequence, log: logging.Logger | None = None) -> None:
     """Close every contestant, logging (not raising) a failure so the rest still close."""
     for c in contestants:

@@ -42,15 +42,6 @@ RATIOS = {  # name: (a, b, field)
 }
 
 
-def per_item(name: str, fn, items) -> h.Contestant:
-    """``fn(item)`` over every item, one thread."""
-    def run(epoch: int) -> int:
-        for x in items:
-            fn(x)
-        return len(items)
-    return h.Contestant(name, run)
-
-
 def pillow_reference(source, rec):
     """The straightforward Pillow pipeline, torchvision style, with the kernels' crop boxes."""
     def one(i: int) -> torch.Tensor:
@@ -86,23 +77,18 @@ def main(argv=None) -> int:
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     payloads = [open(source.ref(i).location, "rb").read() for i in range(len(source))]
-    env = h.environment()
-    try:
-        import nvidia.dali as dali
-        env["dali"] = None if args.no_dali else dali.__version__
-    except ImportError as exc:
-        log.warning("DALI is not importable (%s); skipping the DALI contestants", exc)
+    env = h.environment(dali=h.dali_version(args.no_dali, log))
     import simplejpeg
 
     def dali_c(t):
         return [DaliFiles(folder, args.n, t, args.batch_size, args.size, name=f"dali/{t}t")] if env.get("dali") else []
 
     cs = [] if args.photometric_only else [
-          per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
+          h.per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
           *dali_c(1), KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False), *dali_c(2),
-          per_item("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
-          per_item("pillow-decode/1t", pillow_decode, payloads),
-          per_item("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
+          h.per_item("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
+          h.per_item("pillow-decode/1t", pillow_decode, payloads),
+          h.per_item("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
     ratio_defs, goals = ({}, {}) if args.photometric_only else (dict(RATIOS), dict(GOALS))
     if not args.no_photometric:
         crop = recipe.make([recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size),
@@ -111,13 +97,7 @@ def main(argv=None) -> int:
         cs += photo_contestants(decoded, args.batch_size, dali=bool(env.get("dali")))
         ratio_defs.update(PHOTO_RATIOS if env.get("dali") else {})
         goals.update(PHOTO_GOALS if env.get("dali") else {})
-    try:
-        for c in cs:
-            c.setup()
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, log=log)
-    finally:
-        h.close_all(cs, log)
-    results = h.summarize_all(per_round, cs)
+    results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in ratio_defs.items()}
     lines = [f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
              f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),

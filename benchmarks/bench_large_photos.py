@@ -62,11 +62,7 @@ def large_photo_set(root: Path, photos: sources.ImageFolder, n: int) -> Path:
 
 
 def per_item(name: str, source, rec) -> h.Contestant:
-    def run(epoch: int) -> int:
-        for i in range(len(source)):
-            kernels.process_sample(source, rec, i, seed=0, epoch=epoch)
-        return len(source)
-    return h.Contestant(name, run)
+    return h.per_item(name, lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(len(source)))
 
 
 def pixel_rows(source, full, dct, n: int) -> list[str]:
@@ -90,12 +86,7 @@ def main(argv=None) -> int:
     large = sources.ImageFolder(large_root)
     full = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(args.size), recipe.HorizontalFlip()])
     dct = recipe.Recipe([recipe.Decode(dct_scaling=True), recipe.RandomResizedCrop(args.size), recipe.HorizontalFlip()])
-    env = h.environment()
-    try:
-        import nvidia.dali as dali
-        env["dali"] = None if args.no_dali else dali.__version__
-    except ImportError as exc:
-        log.warning("DALI is not importable (%s); skipping the DALI contestants", exc)
+    env = h.environment(dali=h.dali_version(args.no_dali, log))
     cs = []
     for label, src in (("large", large), ("photos", photos)):
         for kind, rec in (("full", full), ("dct", dct)):
@@ -103,13 +94,7 @@ def main(argv=None) -> int:
                    KernelBatches(f"{label}/{kind}/2t", src, rec, args.batch_size, threads=2, shuffle=False)]
     if env.get("dali"):
         cs.append(DaliFiles(large_root, args.n, 2, args.batch_size, args.size, name="large/dali/2t"))
-    try:
-        for c in cs:
-            c.setup()
-        per_round = h.run_rounds(cs, args.rounds, args.warmup_rounds, log=log)
-    finally:
-        h.close_all(cs, log)
-    results = h.summarize_all(per_round, cs)
+    results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in RATIOS.items()}
     pixels = h.markdown_table(["set", "mean abs(dct - full), average", "worst image", "largest"],
                               [["large (12 MP)", *pixel_rows(large, full, dct, args.n)],

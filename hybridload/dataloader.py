@@ -269,6 +269,8 @@ class _RayDataLoaderIter:
             if self._stream.closed:
                 self._release()  # the pass is over: its own (non-persistent) actors go
             raise
+        if isinstance(self._stream, BatchStream) and self._stream.position >= len(self._stream):
+            self._release()  # the last batch is out: a loop of len(loader) steps (Lightning's) never asks again
         if isinstance(batch, UserFailure):  # the user's code raised for this batch: raise it, the pass goes on
             batch.reraise()
         if self._pin:

@@ -53,3 +53,42 @@ def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pa
     train_ok, val_ok, iterators_ok, warned = line[0].split()[1:]
     assert (train_ok, val_ok, iterators_ok) == ("True", "True", "True")  # every sample once in each
     assert warned == "2"  # one warning per pass that ran in-process (the validation, the second iterator)
+
+
+COUNTED = textwrap.dedent("""
+    import warnings
+    import ray, torch
+    import hybridload
+    from hybridload.cluster import connect
+    from torch.utils.data import TensorDataset
+
+    connect.acquire(None)  # the embedded cluster: as many CPUs as this machine
+    cpus = int(ray.cluster_resources()["CPU"])
+    def loader(lo, shuffle):
+        return hybridload.DataLoader(TensorDataset(torch.arange(lo, lo + 24)), batch_size=4, shuffle=shuffle,
+                                     num_workers=cpus, distribute_mode=True, head_address=None)
+    train, val = loader(0, True), loader(100, False)
+    seen, vseen = [], []
+    with warnings.catch_warnings(record=True) as caught, train, val:
+        warnings.simplefilter("always")
+        for epoch in range(2):  # Lightning's loop: len(loader) steps, the iterator kept, no StopIteration asked
+            it = iter(train)
+            batches = [next(it)[0] for _ in range(len(train))]
+            seen.append(sorted(v for b in batches for v in b.tolist()))
+            vseen.append(sorted(v for (b,) in val for v in b.tolist()))  # validation at the epoch's end
+    print("RESULT", all(s == list(range(24)) for s in seen), all(v == list(range(100, 124)) for v in vseen),
+          sum("no free CPU" in str(w.message) for w in caught))
+""")
+
+
+def test_a_pass_that_delivered_its_last_batch_leaves_its_cpus_to_the_next_pass():
+    """Lightning steps len(loader) times and keeps the iterator until the next epoch's: the
+    actors of a pass whose last batch is out must go then, or the validation at the epoch's end
+    and every later epoch ran in this process (the "no free CPU" warning) for want of them."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", COUNTED], capture_output=True, text=True, timeout=150,
+                         env=env, cwd=str(REPO))
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
+    assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
+    assert line[0].split()[1:] == ["True", "True", "0"]  # every sample once, and every pass on actors
