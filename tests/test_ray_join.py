@@ -5,6 +5,7 @@ Real parts: a TCP listener on loopback that accepts and never speaks (the case `
 waits on; a closed port was already refused within seconds by the listening check), and
 Ray's own GCS client."""
 
+import json
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridload.cluster import connect, gcs_probe, last_out
+from hybridload.cluster import gcs_probe, last_out
 from support.streams import free_port
 
 ray = pytest.importorskip("ray")
@@ -54,28 +55,31 @@ def silent_listener():
                 conn.close()
 
 
-def _connection():
-    """None when this process has no Ray connection, else the GCS it is connected to."""
-    return ray.get_runtime_context().gcs_address if ray.is_initialized() else None
+JOIN_SILENT = """
+import json, sys, time, ray
+from hybridload.cluster import connect
+start = time.monotonic()
+try:
+    connect._join(ray, sys.argv[1])
+except ConnectionError as exc:
+    print(json.dumps({"message": str(exc), "took": time.monotonic() - start, "connected": ray.is_initialized()}))
+"""
 
 
 @pytest.mark.timeout(60)
-def test_a_join_where_no_gcs_answers_fails_within_seconds_naming_the_address(monkeypatch):
-    monkeypatch.setenv(gcs_probe.JOIN_TIMEOUT_ENV, "3")
-    # the join turns Ray's token authentication on in os.environ where a token exists, as "auto"
-    # does; undone after the test, or this process's later Ray children would inherit it
-    monkeypatch.setenv("RAY_AUTH_MODE", "")
-    monkeypatch.delenv("RAY_AUTH_MODE")
-    before = _connection()  # an earlier test of this process may have left Ray connected
+def test_a_join_where_no_gcs_answers_fails_within_seconds_naming_the_address():
+    """In a process of its own: the join turns on Ray's token authentication where a token
+    exists (as Ray's "auto" does), Ray state that outlives the test and broke the later in-process
+    cluster's nodes."""
     with silent_listener() as address:
-        start = time.monotonic()
-        with pytest.raises(ConnectionError) as info:
-            connect._join(ray, address)
-        took = time.monotonic() - start
-    message = str(info.value)
-    assert address in message and "\n" not in message
-    assert took < 15, f"the join gave up after {took:.1f} s"
-    assert _connection() == before  # nothing of Ray was left half-connected in this process
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **{gcs_probe.JOIN_TIMEOUT_ENV: "3"})
+        proc = subprocess.run([sys.executable, "-c", JOIN_SILENT, address], env=env, capture_output=True,
+                              text=True, timeout=45)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert address in got["message"] and "\n" not in got["message"]
+    assert got["took"] < 15, f"the join gave up after {got['took']:.1f} s"
+    assert got["connected"] is False  # nothing of Ray was left half-connected in that process
 
 
 @pytest.mark.timeout(60)
