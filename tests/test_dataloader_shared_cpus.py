@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent("""
+SETUP = textwrap.dedent("""
     import warnings
     import ray, torch
     import hybridload
@@ -26,6 +26,9 @@ SCRIPT = textwrap.dedent("""
         return hybridload.DataLoader(TensorDataset(torch.arange(lo, lo + 24)), batch_size=4, shuffle=shuffle,
                                      num_workers=cpus, distribute_mode=True, head_address=None)
     train, val = loader(0, True), loader(100, False)
+""")
+
+SCRIPT = SETUP + textwrap.dedent("""
     seen, vseen, a, b = [], [], [], []
     with warnings.catch_warnings(record=True) as caught, train, val:
         warnings.simplefilter("always")
@@ -43,31 +46,24 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pass():
+def _result(script: str) -> list[str]:
+    """Run ``script`` in a child process with its own embedded cluster: the words of its RESULT line."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=150,
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150,
                          env=env, cwd=str(REPO))  # the deadline: well under the 120 s a wait for CPUs took
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
     assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
-    train_ok, val_ok, iterators_ok, warned = line[0].split()[1:]
+    return line[0].split()[1:]
+
+
+def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pass():
+    train_ok, val_ok, iterators_ok, warned = _result(SCRIPT)
     assert (train_ok, val_ok, iterators_ok) == ("True", "True", "True")  # every sample once in each
     assert warned == "2"  # one warning per pass that ran in-process (the validation, the second iterator)
 
 
-COUNTED = textwrap.dedent("""
-    import warnings
-    import ray, torch
-    import hybridload
-    from hybridload.cluster import connect
-    from torch.utils.data import TensorDataset
-
-    connect.acquire(None)  # the embedded cluster: as many CPUs as this machine
-    cpus = int(ray.cluster_resources()["CPU"])
-    def loader(lo, shuffle):
-        return hybridload.DataLoader(TensorDataset(torch.arange(lo, lo + 24)), batch_size=4, shuffle=shuffle,
-                                     num_workers=cpus, distribute_mode=True, head_address=None)
-    train, val = loader(0, True), loader(100, False)
+COUNTED = SETUP + textwrap.dedent("""
     seen, vseen = [], []
     with warnings.catch_warnings(record=True) as caught, train, val:
         warnings.simplefilter("always")
@@ -85,10 +81,4 @@ def test_a_pass_that_delivered_its_last_batch_leaves_its_cpus_to_the_next_pass()
     """Lightning steps len(loader) times and keeps the iterator until the next epoch's: the
     actors of a pass whose last batch is out must go then, or the validation at the epoch's end
     and every later epoch ran in this process (the "no free CPU" warning) for want of them."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", COUNTED], capture_output=True, text=True, timeout=150,
-                         env=env, cwd=str(REPO))
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
-    assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
-    assert line[0].split()[1:] == ["True", "True", "0"]  # every sample once, and every pass on actors
+    assert _result(COUNTED) == ["True", "True", "0"]  # every sample once, and every pass on actors

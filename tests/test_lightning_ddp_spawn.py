@@ -8,8 +8,6 @@ every sample once per epoch across the ranks), under a deadline that kills the p
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.policy import usable_cpus
+from support.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH, EPOCHS, SIZE = 8, 2, 32
@@ -62,15 +61,8 @@ def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or
     script.write_text(textwrap.dedent(SCRIPT))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen([sys.executable, str(script), photo_root, str(tmp_path)], cwd=str(tmp_path), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the trainer and the ranks it spawned
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail("Lightning ddp_spawn with the Ray lane did not end within 240 s:\n" + out[-8000:])
-    assert proc.returncode == 0, out[-8000:]
+    out = run_job([sys.executable, str(script), photo_root, str(tmp_path)], cwd=tmp_path, env=env,
+                  what="Lightning ddp_spawn with the Ray lane", deadline_s=240)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rank, record in enumerate(ranks):
         for epoch in range(EPOCHS):

@@ -11,7 +11,6 @@ epoch across the ranks, both ranks on one cluster, each on loopback."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from support.jobs import run_job
 from support.streams import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,17 +119,8 @@ def _run_in_own_namespace(argv, tmp_path, what, deadline_s=200):
     # which makes Ray take 127.0.0.1 for this machine's address and hid the rewrite to the outward one
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen(["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv],
-                            cwd=str(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the launcher and every rank it started
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail(f"{what} did not end within {deadline_s} s:\n" + out[-8000:])
-    assert proc.returncode == 0, out[-8000:]
-    return out
+    return run_job(["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv], cwd=tmp_path,
+                   env=env, what=what, deadline_s=deadline_s)
 
 
 def _assert_every_sample_once_on_one_loopback_cluster(ranks):

@@ -23,7 +23,7 @@ import pytest
 from hybridload.cluster import gcs_probe, last_out
 from support.streams import free_port
 
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -113,8 +113,7 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
             if joined_auto and not os.environ.get("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
                 _join(ray, target)
             else:
-                if "://" not in target:  # a GCS address: a wrong token or a silent port fails in seconds, named
-                    gcs_probe.require_gcs(target, gcs_probe.join_timeout_s())
+                gcs_probe.require_gcs(target, gcs_probe.join_timeout_s())  # a wrong token: seconds, named
                 ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False)
         except ConnectionError as exc:
             if not (joined_auto and fallback_embedded):

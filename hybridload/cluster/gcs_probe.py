@@ -32,7 +32,10 @@ def join_timeout_s(env=os.environ) -> float:
 
 def require_gcs(address: str, timeout_s: float) -> None:
     """Return once the GCS at ``address`` gives its cluster id; ConnectionError (one line, naming
-    the address) when it refuses or has not answered within ``timeout_s`` seconds."""
+    the address) when it refuses or has not answered within ``timeout_s`` seconds. A Ray client
+    address (``ray://...``) is not a GCS: Ray reports on it."""
+    if "://" in address:
+        return
     from ray._raylet import InnerGcsClient
 
     outcome: dict = {}
@@ -40,19 +43,20 @@ def require_gcs(address: str, timeout_s: float) -> None:
     def ask():
         try:
             InnerGcsClient.standalone(address, None, int(timeout_s * 1000))  # raises unless it answers
-            outcome["cluster_id"] = True
+            outcome["answered"] = True
         except Exception as exc:  # Ray's own error: reported below with the address
             outcome["error"] = exc
 
     asker = threading.Thread(target=ask, name=f"hybridload-gcs-probe-{address}", daemon=True)
     asker.start()
     asker.join(timeout_s)
-    if "cluster_id" in outcome:
+    if "answered" in outcome:
         return
     if "error" in outcome:
-        first = str(outcome["error"]).strip().splitlines()[0] if str(outcome["error"]).strip() else ""
+        error = outcome["error"]
+        first = (str(error).strip().splitlines() or [""])[0]
         raise ConnectionError(f"the Ray cluster at {address} refused this process "
-                              f"({type(outcome['error']).__name__}: {first[:200]})")
+                              f"({type(error).__name__}: {first[:200]})")
     raise ConnectionError(
         f"no Ray GCS answered at {address} within {timeout_s:g} s (something listens there, but not a Ray "
         f"cluster this process can reach); check the address, or set {JOIN_TIMEOUT_ENV} for a slow cluster")

@@ -5,8 +5,9 @@ The embedded cluster shared by the ranks of a job on one machine
 interpreter exits first, Ray shuts the cluster down under the ranks still connected, and Ray
 ends each of them with exit status 1 ("The connection to the plasma store is failed.
 Terminate the process") — a finished job reported as failed by its launcher whenever the
-starting rank happens to exit first (``tests/test_ray_join.py`` makes it exit first). :func:`stay_until_joined_ranks_leave` registers an exit hook, run before Ray's own,
-that waits (bounded) until no other live driver is connected.
+starting rank happens to exit first (``tests/test_ray_join.py`` makes it exit first).
+:func:`stay_until_joined_ranks_leave` registers an exit hook, run before Ray's own, that
+waits (bounded) until no other live driver is connected.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it exists, owned by another user
+        pass
     return True
 
 
