@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 
 import pytest
@@ -11,6 +12,19 @@ from support.bad_files import make_bad_files
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+#: a test still running this long after it began is stuck where pytest-timeout's signal (600 s,
+#: pyproject.toml) cannot reach it: inside a C++ wait of Ray's, which never returns to Python
+WEDGED_S = 900
+
+
+@pytest.fixture(autouse=True)
+def _end_a_wedged_session():
+    """Past WEDGED_S, print every thread's stack and end the session (exit 1), instead of
+    holding the run until CI's own limit with nothing to say where it stopped."""
+    faulthandler.dump_traceback_later(WEDGED_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,8 @@ from hybridload.cluster.placement import elastic_target
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.cluster.shipping import ship_unimportable
-
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
+from hybridload.lanes.ray.callbacks import kill_actor, when_done
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.startup import first_ready, start_waves
 from hybridload.lanes.ray.members import Member, Members, State
@@ -138,7 +138,7 @@ class ActorPool(Lane):
 
         m = self._members.add(create, node_id, initial=initial)
         if watch:  # (the first wave is watched by first_ready)
-            m.handle.ready.remote().future().add_done_callback(lambda f: self._on_ready(m, f.exception()))
+            when_done(m.handle.ready.remote(), lambda f: self._on_ready(m, f.exception()))
         return m
 
     def _on_ready(self, m: Member, exc: BaseException | None) -> None:
@@ -153,11 +153,7 @@ class ActorPool(Lane):
                         self.name, m.key, m.node_id[:8], type(exc).__name__)
 
     def _kill(self, m: Member) -> None:
-        import ray
-        try:
-            ray.kill(m.handle, no_restart=True)
-        except Exception as exc:  # already gone
-            log.debug("ray.kill failed: %s", exc)
+        kill_actor(m.handle)
 
     # -- the lane interface
     @property
@@ -216,7 +212,7 @@ class ActorPool(Lane):
     def _watch(self, m: Member, task: BatchTask, done: Done, call) -> None:
         """Make the call (``call()``: its ObjectRef) and report its result to ``done`` once."""
         try:
-            fut = call().future()
+            ref = call()
         except BaseException as exc:
             self._release(m, task.seq)
             done(task, exc)
@@ -245,7 +241,7 @@ class ActorPool(Lane):
                 return
             done(task, result)
 
-        fut.add_done_callback(_finish)
+        when_done(ref, _finish)
 
     def _flush(self) -> None:
         """Send the held tasks to ready actors; fail them (WorkerLost) when no actor can come."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
+from hybridload.lanes.ray.callbacks import when_done
 from hybridload.lanes.ray.members import State
 
 
@@ -57,7 +58,7 @@ def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, Bas
                            "free CPUs (check `ray status`)")
     for ref in pending:
         member = refs[ref]
-        ref.future().add_done_callback(lambda f, m=member: on_ready(m, f.exception()))
+        when_done(ref, lambda f, m=member: on_ready(m, f.exception()))
 
 
 def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None], None], timeout_s: float,
@@ -76,4 +77,4 @@ def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None]
         go_on(f"{type(exc).__name__}: {exc}")
         for m in first:
             if m.state is State.STARTING:
-                m.handle.ready.remote().future().add_done_callback(lambda f, m=m: on_ready(m, f.exception()))
+                when_done(m.handle.ready.remote(), lambda f, m=m: on_ready(m, f.exception()))
