@@ -68,8 +68,10 @@ def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_tar
                     got.append(digest(batch))
                     lane = ld._lanes[0]
                     if k == 2 and epoch < CHURNS:  # a worker node leaves mid-epoch, a fresh one joins
-                        # its actor joined (the pool starts at its first ready actor; the rest join as they come up)
-                        wait_until(lambda: extra.node_id in ready_nodes(lane), 60, "the extra node's actor ready")
+                        # every actor joined (the pool starts at its first ready actor, the rest join as they come
+                        # up): the lost node's batches go to the other actors, not to the local stand-in
+                        wait_until(lambda: len(ready_nodes(lane)) == target and extra.node_id in ready_nodes(lane),
+                                   60, f"{target} ready actors, one on the extra node (have {ready_nodes(lane)})")
                         cluster.remove_node(extra, allow_graceful=True)
                         extra = add_node(cluster)
                         new_nodes.append(extra.node_id)

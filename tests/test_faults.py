@@ -109,8 +109,9 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
                 return [m for m in lane.members() if m.node_id == extra.node_id and m.state is State.READY]
 
             # one actor lives on the node we remove, ready before the epoch starts (on a loaded
-            # machine its start can fail and be retried; a node that never got work loses nothing)
-            wait_until(lambda: on_extra(), 120)
+            # machine its start can fail and be retried; a node that never got work loses nothing),
+            # and so do the others: the lost node's batches go to them, not to the local stand-in
+            wait_until(lambda: on_extra() and lane.parallelism == 3, 120)
 
             def remove(k):
                 nonlocal removed
