@@ -45,12 +45,19 @@ def _processes_running(token: str) -> list[int]:
     return pids
 
 
+def _ctrl_c_reaches_python():
+    """Ctrl-C as at a terminal: a suite started in the background of a non-interactive shell
+    (`make test &`) inherits SIGINT ignored, and Python then never turns it into
+    KeyboardInterrupt; the script gets SIGINT's default, so Python installs its own handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("workers", ["threads", "processes"])  # processes: the default local lane from 2 CPUs
 def test_ctrl_c_while_a_sample_takes_a_minute_exits_within_seconds(workers):
     token = f"slow-sample-{os.getpid()}-{workers}"  # in the script's text: its forked workers carry it too
     script = f"# {token}\nWORKERS = {workers!r}\n" + SLOW_SAMPLE
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": HERE})
+                            text=True, env={**os.environ, "PYTHONPATH": HERE}, preexec_fn=_ctrl_c_reaches_python)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
