@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench setup clean docs docs-serve
+.PHONY: test test-fast demo bench setup clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The developer's loop: every test that starts neither Ray nor processes of its own (the tiers:
+# tests/conftest.py), under a minute on 2 cores. CI runs `make test`, all of them.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not ray and not subprocess and not slow and not gpu"
 
 # The documentation site (docs/, mkdocs.yml) in strict mode: a broken link, a missing reference or
 # any warning fails the build. The result is site/index.html.

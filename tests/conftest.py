@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import re
 
 import pytest
 
@@ -16,6 +17,34 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 #: a test still running this long after it began is stuck where pytest-timeout's signal (600 s,
 #: pyproject.toml) cannot reach it: inside a C++ wait of Ray's, which never returns to Python
 WEDGED_S = 900
+
+
+#: what puts a test module in a tier of its own: it starts Ray (a cluster, an actor pool, a
+#: drop-in on actors), or processes of its own (gloo ranks, torchrun, mp.spawn, the CLI)
+TIER_PATTERNS = {
+    "ray": re.compile(r"\bimport ray\b|\bray_cluster\b|\bray\.init\b|\bCluster\(|\bcpu_actors\s*=\s*[1-9]"
+                      r"|distribute_mode\s*=\s*True|\bRAY_ADDRESS\b|\bray_address\b"),
+    "subprocess": re.compile(r"\bsubprocess\b|\bmultiprocessing\b|\bmp\.spawn\b|\btorchrun\b"
+                             r"|\brun_job\b|\brun_ranks\b|\bPopen\b|\bos\.fork\b|local_workers\s*=\s*\"processes\""),
+}
+
+
+def tiers_of(source: str) -> set[str]:
+    """Pure: the tiers (markers) a test module's source puts its tests in."""
+    return {name for name, pattern in TIER_PATTERNS.items() if pattern.search(source)}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test by what its module starts (``make test-fast`` leaves those out); a
+    module may add ``slow`` or ``gpu`` itself (``pytestmark``)."""
+    seen: dict[str, set[str]] = {}
+    for item in items:
+        path = str(item.path)
+        if path not in seen:
+            with open(path, encoding="utf-8") as f:
+                seen[path] = tiers_of(f.read())
+        for name in seen[path]:
+            item.add_marker(getattr(pytest.mark, name))
 
 
 @pytest.fixture(autouse=True)
