@@ -76,3 +76,15 @@ def test_bad_stage_arguments_say_what_to_change(build, msg):
 def test_unknown_stage_argument_names_the_stage():
     with pytest.raises(TypeError, match="RandomResizedCrop"):
         R.RandomResizedCrop(224, sclae=(0.1, 1.0))
+
+
+def test_every_stage_class_has_a_phase_and_the_phases_run_decode_geometry_colour_normalize_erase_layout():
+    from hybridload.recipe.core import PER_SAMPLE, Phase, phase_of
+    from hybridload.recipe.stages import GEOMETRY
+    assert phase_of(R.Decode) is Phase.DECODE
+    assert all(phase_of(k) is Phase.GEOMETRY for k in GEOMETRY)
+    assert all(phase_of(k) is Phase.PHOTOMETRIC for k in PER_SAMPLE if k not in GEOMETRY)
+    assert [phase_of(k) for k in (R.Normalize, R.RandomErasing, R.ToTensor)] == \
+        [Phase.NORMALIZE, Phase.ERASE, Phase.LAYOUT]
+    assert phase_of(R.CustomStage) is None and phase_of(int) is None
+    assert list(Phase) == sorted(Phase)

@@ -24,6 +24,7 @@ A recipe without them draws exactly what it drew before.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Sequence
 
 import numpy as np
@@ -81,6 +82,34 @@ def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 # --------------------------------------------------------------------------- recipe
 
+class Phase(IntEnum):
+    """Where a stage may stand in a recipe: phases never go back, and the last three hold one
+    stage each."""
+
+    DECODE = 0
+    GEOMETRY = 1       # crops, resizes, flips, in any order
+    PHOTOMETRIC = 2    # colour stages, after the geometry
+    NORMALIZE = 3
+    ERASE = 4          # RandomErasing works on the normalized image
+    LAYOUT = 5         # ToTensor
+
+
+#: the phases that hold at most one stage
+SINGLE = (Phase.NORMALIZE, Phase.ERASE, Phase.LAYOUT)
+
+
+def phase_of(kind: type) -> Phase | None:
+    """Pure: a stage class's phase, or None for what is not a recipe stage (CustomStage keeps
+    the phase where it was and is checked on its own)."""
+    if kind is Decode:
+        return Phase.DECODE
+    if kind in GEOMETRY:
+        return Phase.GEOMETRY
+    if kind in PER_SAMPLE:
+        return Phase.PHOTOMETRIC
+    return {Normalize: Phase.NORMALIZE, RandomErasing: Phase.ERASE, ToTensor: Phase.LAYOUT}.get(kind)
+
+
 @dataclass(frozen=True)
 class Recipe:
     """An ordered, validated list of stages.
@@ -102,29 +131,28 @@ class Recipe:
         object.__setattr__(self, "stages", stages)
         if not stages or not isinstance(stages[0], Decode):
             raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
-        order = {Decode: 0, **{g: 1 for g in GEOMETRY}, **{p: 1.5 for p in PER_SAMPLE if p not in GEOMETRY},
-                 Normalize: 2, RandomErasing: 2.5, ToTensor: 3}
-        last = 0
+        last = Phase.DECODE
         for i, st in enumerate(stages):
             kind = type(st)
-            if kind is CustomStage:  # leaves the order where it was: geometric/photometric stages may follow
-                if last >= 2:
+            if kind is CustomStage:  # leaves the phase where it was: geometric/photometric stages may follow
+                if last >= Phase.NORMALIZE:
                     raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
                                      "the decoded uint8 image, so put it before Normalize()")
                 continue
-            if kind not in order:
+            phase = phase_of(kind)
+            if phase is None:
                 raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
             if i > 0 and kind is Decode:
                 raise ValueError("Recipe: Decode may appear only once, as the first stage")
-            if order[kind] < last or (order[kind] in (2, 2.5, 3) and order[kind] == last):
+            if phase < last or (phase in SINGLE and phase == last):
                 raise ValueError(
                     f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
                     "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
                     "(each of the last three at most once)")
-            if kind is RandomErasing and last != 2:
+            if kind is RandomErasing and last != Phase.NORMALIZE:
                 raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
                                  "put Normalize() right before it")
-            last = order[kind]
+            last = phase
         if self.out_hw is None:
             raise ValueError("Recipe: the output size is not fixed; end the geometric stages with "
                              "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches")
