@@ -1,12 +1,13 @@
 """The local lane (no Ray): threads vs worker processes vs torch's DataLoader, side by side.
 
-    python benchmarks/bench_local_lanes.py --images 256 --workers 1,2 --rounds 3
+    python benchmarks/bench_local_lanes.py --n 256 --workers-list 1,2 --rounds 3
 
-Each round runs every contestant once over the same photo set (interleaved, so a burst of
-other load hits all of them); reported: median images/s per contestant, ratios to torch's
-DataLoader (same worker count), and the first-batch latency of
-``HybridLoader(..., policy=LoaderPolicy())``. Two pipelines (``--pipelines``), each loader
-delivering the same kind of batch as its torch contestant:
+For each worker count and pipeline, the three contestants run in interleaved rounds over the
+same photo set (``_harness``: a burst of other load hits all of them); reported per contestant:
+median images/s with CPU use and contention, and the ratios to torch's DataLoader with the same
+worker count; also the first-batch latency of ``HybridLoader(..., policy=LoaderPolicy())``. Two
+pipelines (``--pipelines``), each loader delivering the same kind of batch as its torch
+contestant:
 
 * ``uint8``: Pillow open, RandomResizedCrop's box, bilinear resize, flip, uint8 CHW tensor;
   against ``imagenet_train(size)``;
@@ -18,18 +19,16 @@ delivering the same kind of batch as its torch contestant:
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import random
-import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from _data import photo_source
+from _contestants import Batches, Loader
+from _data import parser, photo_source
+from _harness import environment, environment_line, emit, ratio, ratio_table, results_table, set_up_and_run
 from hybridload import HybridLoader, LoaderPolicy, recipe
 
 
@@ -73,13 +72,22 @@ class TorchvisionRecipeDataset(PillowDataset):
 
 
 PIPELINES = {"uint8": (PillowDataset, False), "normalized": (TorchvisionRecipeDataset, True)}
+KINDS = ("threads", "processes")
 
 
-def rate(batches) -> float:
-    t0, n = time.perf_counter(), 0
-    for b in batches:
-        n += len(b[1])
-    return n / (time.perf_counter() - t0)
+class TorchLoader(Batches):
+    """torch's DataLoader over ``dataset`` with persistent workers (a run: one epoch)."""
+
+    def __init__(self, name: str, dataset, batch_size: int, workers: int):
+        self.name, self.threads = name, workers
+        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
+                                                  num_workers=workers, persistent_workers=workers > 0)
+
+    def batches(self, epoch: int):
+        return self.loader
+
+    def close(self) -> None:
+        del self.loader  # persistent workers end with their iterator
 
 
 def first_batch_s(src, rec, bs) -> float:
@@ -89,52 +97,48 @@ def first_batch_s(src, rec, bs) -> float:
         return time.perf_counter() - t0
 
 
+def compare(src, args, w: int, pipeline: str) -> tuple[dict, dict]:
+    """One pipeline at ``w`` workers: threads, processes and torch's DataLoader, interleaved.
+    Returns (summaries by contestant, ratios)."""
+    dataset_cls, normalize = PIPELINES[pipeline]
+    rec = recipe.imagenet_train(args.size, normalize=normalize)
+    contestants = [Loader(k, src, rec, args.batch_size, LoaderPolicy(threads=w, local_workers=k), threads=w)
+                   for k in KINDS]
+    contestants.append(TorchLoader("torch", dataset_cls(src, args.size), args.batch_size, w))
+    results = set_up_and_run(contestants, args.rounds, args.warmup_rounds, label=f"[{pipeline}, {w} workers] ")
+    ratios = {"threads / torch": ratio(results, "threads", "torch"),
+              "processes / torch": ratio(results, "processes", "torch"),
+              "processes / threads": ratio(results, "processes", "threads")}
+    return results, ratios
+
+
 def main(argv=None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="data")
-    ap.add_argument("--images", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = parser(__doc__, quick={"n": 64, "rounds": 1, "workers_list": "1", "pipelines": "uint8"}, n=256,
+                rounds=3, batch_size=32, size=224)
+    ap.add_argument("--workers-list", default="1,2", help="the worker counts to compare, comma-separated")
     ap.add_argument("--pipelines", default="uint8,normalized", help=f"any of {', '.join(PIPELINES)}")
     args = ap.parse_args(argv)
     pipelines = args.pipelines.split(",")
     unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
         ap.error(f"--pipelines: unknown {', '.join(unknown)}; write any of {', '.join(PIPELINES)}")
-    _folder, src = photo_source(Path(args.data), args.images)
-    out = {"first_batch_s_default": first_batch_s(src, recipe.imagenet_train(args.size), args.batch_size)}
-    for w in [int(x) for x in args.workers.split(",")]:
+    _folder, src = photo_source(args.root, args.n)
+    env = environment()
+    doc = {"benchmark": "bench_local_lanes", "environment": env,
+           "first_batch_s_default": first_batch_s(src, recipe.imagenet_train(args.size), args.batch_size),
+           "runs": {}}
+    lines = ["# The local lane: threads, worker processes and torch's DataLoader", "",
+             f"First batch of HybridLoader(..., policy=LoaderPolicy()): {doc['first_batch_s_default']:.2f} s", ""]
+    for w in [int(x) for x in args.workers_list.split(",")]:
         for pipe in pipelines:
-            key = f"workers={w}" if pipe == "uint8" else f"workers={w},{pipe}"
-            out[key] = compare(src, args, w, *PIPELINES[pipe])
-    return out
-
-
-def compare(src, args, w: int, dataset_cls, normalize: bool) -> dict:
-    """One pipeline at ``w`` workers: threads, processes and torch's DataLoader, interleaved."""
-    rec = recipe.imagenet_train(args.size, normalize=normalize)
-    loaders = {k: HybridLoader(src, rec, args.batch_size, policy=LoaderPolicy(threads=w, local_workers=k),
-                               device="cpu") for k in ("threads", "processes")}
-    dl = torch.utils.data.DataLoader(dataset_cls(src, args.size), batch_size=args.batch_size, shuffle=True,
-                                     num_workers=w, persistent_workers=True)
-    runs = {k: [] for k in ("threads", "processes", "torch")}
-    try:
-        for _ in range(1 + args.rounds):  # the first round warms every contestant up, not counted
-            for k, ld in loaders.items():
-                runs[k].append(rate(ld))
-            runs["torch"].append(rate(dl))
-    finally:
-        for ld in loaders.values():
-            ld.close()
-    med = {k: statistics.median(v[1:]) for k, v in runs.items()}
-    return {**{f"{k}_images_per_s": round(v) for k, v in med.items()},
-            "threads_vs_torch": round(med["threads"] / med["torch"], 2),
-            "processes_vs_torch": round(med["processes"] / med["torch"], 2),
-            "processes_vs_threads": round(med["processes"] / med["threads"], 2)}
+            results, ratios = compare(src, args, w, pipe)
+            doc["runs"][f"workers={w},{pipe}"] = {"contestants": results, "ratios": ratios}
+            lines += [f"## {pipe}, {w} worker(s), batch {args.batch_size}, {args.n} photos", "",
+                      *results_table(results), "", *ratio_table(ratios), ""]
+    lines.append(environment_line(env))
+    emit(lines, args, dict(doc))
+    return doc
 
 
 if __name__ == "__main__":
-    np.set_printoptions(precision=2)
-    print(json.dumps(main(), indent=1))  # a script's report: stdout is its output
+    main()

@@ -114,11 +114,14 @@ def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_s
     import torch
     monkeypatch.syspath_prepend(str(BENCH))
     bench = importlib.import_module("bench_local_lanes")
-    out = bench.main(["--data", str(tmp_path), "--images", "16", "--batch-size", "8", "--size", "32",
-                      "--workers", "1", "--rounds", "1"])
-    for key in ("workers=1", "workers=1,normalized"):
-        assert out[key]["threads_images_per_s"] > 0 and out[key]["torch_images_per_s"] > 0
-        assert out[key]["threads_vs_torch"] > 0
+    out = bench.main(["--root", str(tmp_path), "--n", "16", "--batch-size", "8", "--size", "32",
+                      "--workers-list", "1", "--rounds", "1", "--warmup-rounds", "0"])
+    assert set(out["runs"]) == {"workers=1,uint8", "workers=1,normalized"}
+    for run in out["runs"].values():
+        for name in ("threads", "processes", "torch"):
+            assert run["contestants"][name]["median_images_per_s"] > 0
+        assert run["ratios"]["threads / torch"]["of_medians"] > 0
+    assert out["first_batch_s_default"] > 0
     _folder, src = importlib.import_module("_data").photo_source(tmp_path, 16)
     random.seed(3)
     raw, label = bench.PillowDataset(src, 32)[5]
@@ -128,4 +131,4 @@ def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_s
     expect = (raw.float() / 255 - bench.IMAGENET_MEAN) / bench.IMAGENET_STD
     assert torch.allclose(norm, expect, atol=1e-5)
     with pytest.raises(SystemExit):
-        bench.main(["--data", str(tmp_path), "--images", "16", "--pipelines", "float16"])
+        bench.main(["--root", str(tmp_path), "--n", "16", "--pipelines", "float16"])
