@@ -23,7 +23,7 @@ from hybridload.cli.args import UsageError, one_line, positive_int, user_input
 from hybridload.sources import expand_urls, is_url
 from hybridload.sources.manifest import write_manifest
 from hybridload.sources.shard_members import shard_members
-from hybridload.sources.tar_index import shard_index, shard_size, write_sidecar
+from hybridload.sources.tar_index import index_shard, write_sidecar
 from hybridload.sources.tarshards import IMAGE_EXTS
 
 log = logging.getLogger("hybridload.cli.index")
@@ -38,8 +38,7 @@ def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool)
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
-            size = shard_size(url)
-            samples = shard_index(url, sidecar=False)
+            samples, ident = index_shard(url)
             n = len(shard_members(url, samples, image_exts))
         except (OSError, ValueError) as exc:
             out.append((url, one_line(f"{type(exc).__name__}: {exc}"), ""))
@@ -47,7 +46,7 @@ def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool)
         why = ""
         if sidecars:
             try:
-                write_sidecar(url, size, samples)
+                write_sidecar(url, ident, samples)
             except Exception as exc:  # any filesystem's error (read-only bucket, permissions): counted anyway
                 why = one_line(f"{type(exc).__name__}: {exc}")
         out.append((url, n, why))
