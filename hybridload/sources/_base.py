@@ -72,6 +72,12 @@ class Source:
         :class:`hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
         return None
 
+    def fingerprint(self) -> str | None:
+        """What a saved loader state records of the dataset beyond its size, and a resume must
+        find again (:class:`~hybridload.errors.ResumeMismatchError` otherwise); None: nothing
+        beyond the size. :class:`TarShards` gives its shards' names and counts, in order."""
+        return None
+
     def _check_index(self, index: int) -> int:
         n = len(self)
         if not 0 <= index < n:

@@ -31,6 +31,8 @@ import os
 import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sampling.shard_order import ShardOrder
@@ -131,6 +133,8 @@ class TarShards(Source):
             check_protocols(shard_urls, self.storage_options)  # an unknown protocol: now, not per shard
             self._list = ShardList(shard_urls, counts)
             self._new_cache()
+            for s in np.flatnonzero(self._list.counts == 0):  # a 0 owns no index: checked now or never
+                self._load_members(int(s))
         else:
             shard_urls = self._scan_all(expand_urls(urls))
         if self._list.total == 0:
@@ -213,6 +217,11 @@ class TarShards(Source):
     def sample_order(self) -> ShardOrder | None:
         """The shard-aware order with ``read="shard"``; None (the default order) otherwise."""
         return ShardOrder(tuple(self.shard_sizes), self.buffer_shards) if self.read_mode == "shard" else None
+
+    def fingerprint(self) -> str:
+        """The shards' names (below the directory they share) and sample counts, in order, as a
+        checksum: a state saved over another manifest or another shard order is refused."""
+        return self._list.fingerprint()
 
     @property
     def shard_fetches(self) -> int:
