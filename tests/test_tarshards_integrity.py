@@ -4,6 +4,7 @@ same byte size, a malformed sidecar or manifest, each is caught and named."""
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -106,3 +107,45 @@ def test_a_shard_rewritten_under_its_sidecar_is_named_stale_not_a_corrupt_image(
     with pytest.raises(ShardIndexError, match=r"sample 1 .*s.tar#k1.jpg.*names 'z2.jpg' of 63 bytes, not 'k1.jpg' of "
                                               r"62.*shard changed since its member index was built \(a stale sidecar"):
         src.read(src.ref(1))
+
+
+@pytest.mark.parametrize("entries, match", [
+    ([{"url": "a.tar", "nsamples": 2**63}], r"shardlist\[0\] \('a.tar'\) has nsamples=9223372036854775808: the counts up "
+                                            r"to it sum to .* past the 9223372036854775807 samples"),
+    ([{"url": "a.tar", "nsamples": 2**62}, {"url": "b.tar", "nsamples": 2**62}],
+     r"shardlist\[1\] \('b.tar'\) has nsamples=4611686018427387904: the counts up to it sum to 9223372036854775808"),
+    ([{"url": "a.tar", "nsamples": 3}, {"url": "b.tar", "nsamples": 3}, {"url": "./a.tar", "nsamples": 3}],
+     r"lists the shard '.*a.tar' twice \(shardlist\[0\] and shardlist\[2\]\): its samples would come twice"),
+])
+def test_counts_past_int64_and_a_shard_listed_twice_are_manifest_errors_naming_the_entry(tmp_path, entries, match):
+    (tmp_path / "m.json").write_text(json.dumps({"wids_version": 1, "shardlist": entries}))
+    with pytest.raises(ManifestError, match=match):
+        sources.TarShards(str(tmp_path / "m.json"))
+
+
+def test_a_pattern_or_list_naming_a_shard_twice_is_refused(shard_dir):  # noqa: F811
+    with pytest.raises(ValueError, match=r"the shard '.*shard-000.tar' is named twice .* would come twice every epoch"):
+        sources.TarShards(str(shard_dir / "shard-{000,001,000}.tar"))
+    with pytest.raises(ValueError, match="named twice"):
+        sources.TarShards([str(shard_dir / "shard-001.tar")] * 2)
+    assert main(["index", str(shard_dir / "shard-{000,000}.tar"), "-o", str(shard_dir / "m.json"), "--quiet"]) == 2
+
+
+@pytest.mark.parametrize("samples, why", [
+    ([1, 2, 3], r"samples\[0\] is 1, not \[key"),
+    ("all", r"\"samples\" is a str"),
+    ([["k", [["jpg", -5, 10]], None]], r"offset -5 of 10 bytes, outside the shard"),
+    ([["k", [["jpg", 1024, 10**12]], None]], r"offset 1024 of 1000000000000 bytes, outside the shard"),
+    ([["k", [["jpg", "1024", 10]], None]], r"has the member \['jpg', '1024', 10\], not \[ext, offset, size\]"),
+])
+def test_a_malformed_sidecar_is_ignored_with_a_warning_and_the_shard_scanned(shards, caplog, samples, why):
+    d, m = shards
+    side = d / "shard-001.tar.members.json"
+    doc = json.loads(side.read_text())
+    doc["samples"] = samples
+    side.write_text(json.dumps(doc))
+    src = sources.TarShards(str(m))
+    good = sources.TarShards(str(d / "shard-001.tar"), image_exts=("jpg",))
+    assert [src.read(src.ref(20 + i)) for i in range(20)] == [good.read(good.ref(i)) for i in range(20)]
+    assert "ignoring the malformed sidecar index" in caplog.text and "shard-001.tar.members.json" in caplog.text
+    assert any(re.search(why, r.getMessage()) for r in caplog.records)
