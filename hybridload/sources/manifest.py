@@ -135,14 +135,16 @@ def _check_unique(where: str, urls: list[str]) -> None:
 
 def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = None) -> dict:
     """The manifest of ``urls`` with ``counts``; with ``base`` (the manifest's directory),
-    URLs below it are written relative to it, so the dataset can move with its manifest."""
+    URLs below it are written relative to it, so the dataset can move with its manifest, and
+    other local paths absolute (a path relative to the working directory would be resolved
+    against the manifest's)."""
     def rel(u: str) -> str:
         if base is None or is_url(u) != is_url(base):
             return u
         if is_url(u):
             return u[len(base) + 1:] if u.startswith(base.rstrip("/") + "/") else u
         r = os.path.relpath(os.path.abspath(u), base)
-        return u if r.startswith("..") else r
+        return os.path.abspath(u) if r.startswith("..") else r  # never relative to anything but the manifest
     return {"wids_version": WIDS_VERSION,
             "shardlist": [{"url": rel(u), "nsamples": int(n)} for u, n in zip(urls, counts)]}
 
