@@ -11,8 +11,6 @@ by sample as bad data under ``on_error="skip"``.
 
 from __future__ import annotations
 
-import tarfile
-
 from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sources._base import SampleRef, read_error, read_failure
@@ -24,18 +22,30 @@ _RERUN = ("rebuild the member indexes (`hybridload index PATTERN -o manifest.jso
           "<shard>.members.json) after changing shards")
 
 
+def _header_size(field: bytes) -> int | None:
+    """A tar header's size field: octal digits, or GNU's base-256 (first byte 0x80)."""
+    if field[:1] == b"\x80":
+        return int.from_bytes(field[1:], "big")
+    try:
+        return int(field.strip(b"\0 ") or b"0", 8)
+    except ValueError:
+        return None
+
+
 def header_problem(header: bytes, name: str, size: int) -> str:
     """Why ``header`` is not the tar header of member ``name`` (as the index spells it: the
-    extension lower-cased) of ``size`` bytes; ``""`` when it is."""
-    try:
-        info = tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape")
-    except tarfile.HeaderError as exc:
-        return f"no tar header in front of its bytes ({exc})"
-    have, want = info.name.lower(), name.lower()
-    same = have == want or (len(info.name.encode("utf-8", "surrogateescape")) >= 99 and want.startswith(have))
-    if not same or info.size != size:
-        return f"the tar header in front of its bytes names {info.name!r} of {info.size} bytes, not {name!r} of {size}"
-    return ""
+    extension lower-cased) of ``size`` bytes; ``""`` when it is. Reads the name (with a ustar
+    prefix) and size fields only: a few microseconds, where ``tarfile``'s parser takes ~60."""
+    have = header[:100].split(b"\0", 1)[0]
+    truncated = len(have) == 100  # a long name: GNU and pax keep its first 100 bytes here
+    if header[257:262] == b"ustar" and header[262:263] == b"\0" and header[345:346] != b"\0":
+        have = header[345:500].split(b"\0", 1)[0] + b"/" + have
+    want = name.encode("utf-8", "surrogateescape").lower()
+    got = _header_size(header[124:136])
+    if (have.lower() == want or (truncated and want.startswith(have.lower()))) and got == size:
+        return ""
+    shown = have.decode("utf-8", "replace") if have else "no member"
+    return f"the tar header in front of its bytes names {shown!r} of {got} bytes, not {name!r} of {size}"
 
 
 def checked_member(ref: SampleRef, where: str, data: bytes, offset: int, size: int) -> bytes:

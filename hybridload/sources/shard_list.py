@@ -61,11 +61,10 @@ class ShardList:
         order (a crc32), each name taken below the directory all shards share, so that a dataset
         moved with its manifest keeps its fingerprint while reordered or other shards do not."""
         if self._fingerprint is None:
-            urls = list(self)  # once per process, ~1 s at 10^6 shards
-            cut = os.path.commonprefix([min(urls), max(urls)]).rfind("/") + 1  # the common prefix of all is theirs
-            crc = zlib.crc32(self.counts.tobytes())
-            for u in urls:
-                crc = zlib.crc32(u[cut:].encode("utf-8", "surrogateescape") + b"\0", crc)
+            blob, ends = self._blob, self._ends.tolist()  # once per process
+            names = [blob[b:e] for b, e in zip([0] + ends[:-1], ends)]
+            cut = os.path.commonprefix([min(names), max(names)]).rfind(b"/") + 1  # the common prefix of all is theirs
+            crc = zlib.crc32(b"\0".join([n[cut:] for n in names]), zlib.crc32(self.counts.tobytes()))
             self._fingerprint = f"{len(self)} shards, {self.total} samples (names and counts crc32 {crc:08x})"
         return self._fingerprint
 
