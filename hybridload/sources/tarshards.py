@@ -7,14 +7,14 @@ member (in tar order) with an image extension; its label comes from a ``.cls`` m
 (integer text) or from a ``label(key)`` function.
 
 The source holds O(shards): the shard URLs and their sample counts (:mod:`.shard_list`),
-from a manifest (:mod:`.manifest`; nothing is touched to build it) or, for a brace pattern or
+from a manifest (:mod:`.manifest`; only ``nsamples: 0`` entries touched) or, for a pattern or
 a list, from one scan of each shard at construction. Per-sample facts live with the shard: a
 process that first touches a shard takes its member index (per key, the ``(extension,
 offset of the data, size)`` of its members) from a sidecar next to it, ``cache_dir`` or a
 scan (:mod:`.tar_index`), and keeps the last ``index_cache`` shards' tables
-(:mod:`.shard_members`). Reading a sample is then one ranged read of exactly its image
-bytes; a shard whose sample count disagrees with the count the source was built with is a
-:class:`~hybridload.errors.ShardIndexError`, never a short or shifted epoch.
+(:mod:`.shard_members`). Reading a sample is then one ranged read of its tar header and image
+bytes (:mod:`.shard_checks`); a shard whose count disagrees with the source's, or that changed
+since, is a :class:`~hybridload.errors.ShardIndexError`, never a short, shifted or wrong epoch.
 
 Sample order: shards in the given order, keys in tar order (first appearance).
 
@@ -61,7 +61,7 @@ class TarShards(Source):
     Args:
         urls: the path or URL of a shard manifest (``manifest.json``: wids'
             ``{"wids_version": 1, "shardlist": [{"url": ..., "nsamples": ...}, ...]}``, as
-            ``hybridload index`` writes it; built without touching a shard), or a brace
+            ``hybridload index`` writes it; only its 0-count shards touched), or a brace
             pattern (``"train-{000000..000099}.tar"``) or a list of shard paths or fsspec URLs
             (each entry may hold braces too), each shard scanned once at construction.
         label: a function ``key -> int``; default: the integer in the sample's ``.cls``
