@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -214,3 +215,33 @@ def test_a_shard_deleted_after_first_touch_stops_the_pass_under_skip(tmp_path, p
             for _ in it:
                 pass
         assert ld.stats()["skipped"] == 0
+
+
+def test_a_directory_made_unreadable_is_an_outage_while_an_unreadable_file_is_bad_data(photo_root):
+    # root reads through any permission: the reads then run as user nobody (setpriv), as a user's would
+    d = Path(tempfile.mkdtemp(prefix="hl-perm-"))
+    try:
+        d.chmod(0o755)
+        (d / "cls").mkdir()
+        jpg = sorted(Path(photo_root).rglob("*.jpg"))[0]
+        for name in ("a.jpg", "b.jpg"):
+            shutil.copy(jpg, d / "cls" / name)
+        (d / "cls" / "b.jpg").chmod(0o000)
+        code = ("import sys\nfrom hybridload import sources\nfrom hybridload.errors import StorageError\n"
+                "src = sources.FileList(sys.argv[1:], [0, 0])\n"
+                "for i in (1, 0):\n"
+                "    try:\n        src.read(src.ref(i))\n"
+                "    except Exception as e:\n        print(i, type(e).__name__, isinstance(e, StorageError), e)\n")
+        argv = [sys.executable, "-c", code, str(d / "cls" / "a.jpg"), str(d / "cls" / "b.jpg")]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("running as root without setpriv: no way to read as an ordinary user")
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        one = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/")
+        assert one.stdout.startswith("1 SampleError False"), one.stdout + one.stderr  # one bad file: skippable
+        (d / "cls").chmod(0o000)  # now the directory: every file in it fails, an outage
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/").stdout
+        assert out.splitlines()[-1].startswith("0 StorageError True") and "cannot be listed (Permission denied)" in out
+    finally:
+        (d / "cls").chmod(0o755)
+        shutil.rmtree(d)
