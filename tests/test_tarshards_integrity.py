@@ -149,3 +149,12 @@ def test_a_malformed_sidecar_is_ignored_with_a_warning_and_the_shard_scanned(sha
     assert [src.read(src.ref(20 + i)) for i in range(20)] == [good.read(good.ref(i)) for i in range(20)]
     assert "ignoring the malformed sidecar index" in caplog.text and "shard-001.tar.members.json" in caplog.text
     assert any(re.search(why, r.getMessage()) for r in caplog.records)
+
+
+def test_members_with_long_or_non_ascii_names_pass_the_per_read_header_check(tmp_path):
+    # pax (tarfile's default) keeps such names in an extended header: the member's own header
+    # holds a stand-in ('caf?.jpg', the first 100 bytes), which must not read as a changed shard
+    names = ["café_0.jpg", "Ünïcode/ß_1.JPG", "x" * 150 + "_2.jpg", "d" * 90 + "/" + "k" * 30 + "_3.jpg"]
+    path = write_shard(tmp_path / "u.tar", [(n, b"\xff\xd8" + bytes([i]) * (50 + i)) for i, n in enumerate(names)])
+    src = sources.TarShards(path)
+    assert [src.read(src.ref(i))[0] for i in range(4)] == [b"\xff\xd8" + bytes([i]) * (50 + i) for i in range(4)]
