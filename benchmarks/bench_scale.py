@@ -73,11 +73,11 @@ def shard_path(root: Path, s: int) -> Path:
 
 def make_links(root: Path, shards: int, real: int) -> None:
     """Shard files 0 .. shards-1 as hard links to the real shards, each with its sidecar."""
-    from hybridload.sources.tar_index import SIDECAR_SUFFIX, shard_index, shard_size, write_sidecar
+    from hybridload.sources.tar_index import SIDECAR_SUFFIX, index_shard, write_sidecar
     for r in range(real):
         src = str(root / "real" / f"real-{r}.tar")
         if not os.path.exists(src + SIDECAR_SUFFIX):
-            write_sidecar(src, shard_size(src), shard_index(src, sidecar=False))
+            write_sidecar(src, *reversed(index_shard(src)))
     t0, made = time.perf_counter(), 0
     for s in range(shards):
         dst = shard_path(root, s)

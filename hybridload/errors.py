@@ -184,7 +184,9 @@ class ManifestError(HybridLoadError, ValueError):
 class ShardIndexError(UserCodeError, ValueError):
     """A shard named by a manifest does not match it when a worker first touches it: the shard
     is missing or unreadable, or it holds another number of samples than the manifest's
-    ``nsamples`` (the epoch would be short or shifted). Deterministic, so never retried:
+    ``nsamples`` (the epoch would be short or shifted); or a shard changed after a worker
+    indexed it (truncated, deleted, unreadable, rewritten under a stale sidecar: the message
+    names the sample). Deterministic, so never retried:
     delivered at its batch's position, also under ``on_error="skip"``.
 
     Attributes:

@@ -20,7 +20,7 @@ from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
-from hybridload.loader_checks import check_device, check_epoch, check_seed, check_state
+from hybridload.loader_checks import check_device, check_epoch, check_seed, check_source, check_state
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneCaps, LaneSpec
@@ -221,7 +221,8 @@ class HybridLoader:
         return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
                 "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "num_samples": len(self.source), "order": self.order, **self._sampler.plan_state()}
+                "num_samples": len(self.source), "order": self.order, "source": self.source.fingerprint(),
+                **self._sampler.plan_state()}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
@@ -230,6 +231,7 @@ class HybridLoader:
         mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last")}
         mine["num_samples"] = len(self.source)
         check_state(state, mine, None, STATE_VERSION, order=self.order)
+        check_source(state, self.source.fingerprint(), "HybridLoader.load_state_dict")
         self._sampler.resume_from(state, "HybridLoader.load_state_dict")  # checked whole before it changes
         self._finish_pass(superseded=True)
 

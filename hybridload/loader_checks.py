@@ -99,3 +99,13 @@ def check_state(state: Any, mine: Mapping[str, Any], num_batches: int | None, ve
         raise ValueError(f"{where}: position must be in [0, {num_batches}] (the batches of an epoch of this "
                          f"loader), got {state['position']}; save it with loader.state_dict()")
     return int(state["epoch"]), int(state["position"])
+
+
+def check_source(state: Mapping[str, Any], fingerprint: str | None, where: str) -> None:
+    """A state saved over another dataset of the same size (a manifest rewritten with its shards
+    reordered or replaced) is a :class:`~hybridload.errors.ResumeMismatchError`: resuming would
+    deliver some samples twice and others never. A state without the field (saved before it
+    existed) or a source without a fingerprint has nothing to check."""
+    saved = state.get("source")
+    if saved is not None and fingerprint is not None and saved != fingerprint:
+        raise ResumeMismatchError("source", saved, fingerprint, where)

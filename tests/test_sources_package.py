@@ -11,7 +11,7 @@ import pytest
 import hybridload.sources as sources
 
 SUBMODULES = ["_base", "braces", "filelist", "folder", "manifest", "read_retry", "reads", "shard_cache", "shard_list", "shard_members",
-              "tar_index", "tarshards",
+              "shard_checks", "sidecar", "tar_index", "tarshards",
               "torch_dataset"]
 
 

@@ -4,18 +4,22 @@ on 127.0.0.1, killed mid-epoch); bad data skipped past skip_warn_fraction of a p
 per pass; stats() keeps skips by stage."""
 
 import io
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, StorageError, recipe, sources
-from hybridload.errors import SampleError
+from hybridload.errors import SampleError, ShardIndexError
 from hybridload.sources.read_retry import ReadRetry, ReadsExhausted, with_retries
 
 REC = recipe.imagenet_train(32)
@@ -148,7 +152,7 @@ def test_storage_error_keeps_its_fields_across_pickling():
 
 
 @pytest.mark.parametrize("bad, fraction", [(3, 0.1), (3, 0.25), (1, 0.0)])
-def test_skips_past_the_fraction_warn_once_per_pass(photo_root, bad_files, bad, fraction):
+def test_skips_past_the_fraction_warn_once_per_pass_and_at_its_end_the_final_count(photo_root, bad_files, bad, fraction):
     paths = list(sources.ImageFolder(photo_root).paths[:16])
     for k in range(bad):
         paths[2 + 5 * k] = bad_files["truncated"]
@@ -160,10 +164,12 @@ def test_skips_past_the_fraction_warn_once_per_pass(photo_root, bad_files, bad, 
                 warnings.simplefilter("always")
                 assert len(list(ld)) == 4
             alarms = [w for w in got if "on_error='skip' replaced" in str(w.message)]
-            assert len(alarms) == (1 if bad > fraction * 16 else 0)
+            crossed = int(fraction * 16) + 1  # warned when the count first passed the fraction
+            assert len(alarms) == (0 if bad < crossed else 1 if bad == crossed else 2)
             if alarms:
-                crossed = int(fraction * 16) + 1  # warned when the count first passed the fraction
-                assert f"replaced {crossed} of this pass's 16 samples" in str(alarms[0].message)
+                assert f"replaced {crossed} of this pass's 16 samples with zero images so far" in str(alarms[0].message)
+            if len(alarms) == 2:  # and the pass's final count when it ends
+                assert f"replaced {bad} of this pass's 16 samples with zero images in all" in str(alarms[1].message)
         st = ld.stats()
     assert st["skipped"] == 2 * bad and st["skipped_by_stage"] == {"Decode": 2 * bad}
 
@@ -172,3 +178,70 @@ def test_skips_past_the_fraction_warn_once_per_pass(photo_root, bad_files, bad, 
 def test_skip_warn_fraction_is_validated(value):
     with pytest.raises(ValueError, match="skip_warn_fraction must be a fraction in \\[0, 1\\]"):
         LoaderPolicy(skip_warn_fraction=value)
+
+
+def test_a_local_dataset_moved_mid_epoch_stops_the_pass_not_zeros(photo_root, tmp_path):
+    root = tmp_path / "photos"
+    shutil.copytree(photo_root, root)
+    src = sources.ImageFolder(str(root))
+    one = Path(src.paths[0])
+    one.unlink()  # one file missing, its directory there: one bad file, skippable
+    with pytest.raises(SampleError) as info:
+        src.read(src.ref(0))
+    assert not isinstance(info.value, StorageError)
+    pol = LoaderPolicy(cpu_actors=0, threads=1, window=1, on_error="skip")
+    with HybridLoader(src, REC, 4, shuffle=False, policy=pol) as ld:
+        it = iter(ld)
+        next(it)
+        os.rename(root, tmp_path / "moved")  # the whole tree gone (a mount lost looks the same)
+        with pytest.raises(StorageError, match=r"its directory .* is gone too \(moved, deleted or unmounted\): a "
+                                               r"storage outage, not one bad file") as info:
+            for _ in it:
+                pass
+        assert ld.stats()["skipped"] <= 1  # the one missing file, never the outage's samples
+
+
+def test_a_shard_deleted_after_first_touch_stops_the_pass_under_skip(tmp_path, photo_root):
+    from test_tarshards import write_shard
+    files = sorted(str(p) for p in Path(photo_root).rglob("*.jpg"))[:12]
+    shard = write_shard(tmp_path / "s.tar", [(f"k{i}.jpg", open(f, "rb").read()) for i, f in enumerate(files)])
+    src = sources.TarShards(shard)
+    pol = LoaderPolicy(cpu_actors=0, threads=1, window=1, on_error="skip")
+    with HybridLoader(src, REC, 4, shuffle=False, policy=pol) as ld:
+        it = iter(ld)
+        next(it)
+        os.remove(shard)
+        with pytest.raises(ShardIndexError, match=r"FileNotFoundError.* readable when this process indexed it"):
+            for _ in it:
+                pass
+        assert ld.stats()["skipped"] == 0
+
+
+def test_a_directory_made_unreadable_is_an_outage_while_an_unreadable_file_is_bad_data(photo_root):
+    # root reads through any permission: the reads then run as user nobody (setpriv), as a user's would
+    d = Path(tempfile.mkdtemp(prefix="hl-perm-"))
+    try:
+        d.chmod(0o755)
+        (d / "cls").mkdir()
+        jpg = sorted(Path(photo_root).rglob("*.jpg"))[0]
+        for name in ("a.jpg", "b.jpg"):
+            shutil.copy(jpg, d / "cls" / name)
+        (d / "cls" / "b.jpg").chmod(0o000)
+        code = ("import sys\nfrom hybridload import sources\nfrom hybridload.errors import StorageError\n"
+                "src = sources.FileList(sys.argv[1:], [0, 0])\n"
+                "for i in (1, 0):\n"
+                "    try:\n        src.read(src.ref(i))\n"
+                "    except Exception as e:\n        print(i, type(e).__name__, isinstance(e, StorageError), e)\n")
+        argv = [sys.executable, "-c", code, str(d / "cls" / "a.jpg"), str(d / "cls" / "b.jpg")]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("running as root without setpriv: no way to read as an ordinary user")
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+        one = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/")
+        assert one.stdout.startswith("1 SampleError False"), one.stdout + one.stderr  # one bad file: skippable
+        (d / "cls").chmod(0o000)  # now the directory: every file in it fails, an outage
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd="/").stdout
+        assert out.splitlines()[-1].startswith("0 StorageError True") and "cannot be listed (Permission denied)" in out
+    finally:
+        (d / "cls").chmod(0o755)
+        shutil.rmtree(d)

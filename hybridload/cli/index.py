@@ -16,6 +16,8 @@ import argparse
 import json
 import logging
 import os
+import signal
+import sys
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from typing import Iterable, Sequence
 
@@ -23,7 +25,7 @@ from hybridload.cli.args import UsageError, one_line, positive_int, user_input
 from hybridload.sources import expand_urls, is_url
 from hybridload.sources.manifest import write_manifest
 from hybridload.sources.shard_members import shard_members
-from hybridload.sources.tar_index import shard_index, shard_size, write_sidecar
+from hybridload.sources.tar_index import index_shard, write_sidecar
 from hybridload.sources.tarshards import IMAGE_EXTS
 
 log = logging.getLogger("hybridload.cli.index")
@@ -38,8 +40,7 @@ def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool)
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
-            size = shard_size(url)
-            samples = shard_index(url, sidecar=False)
+            samples, ident = index_shard(url)
             n = len(shard_members(url, samples, image_exts))
         except (OSError, ValueError) as exc:
             out.append((url, one_line(f"{type(exc).__name__}: {exc}"), ""))
@@ -47,11 +48,24 @@ def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool)
         why = ""
         if sidecars:
             try:
-                write_sidecar(url, size, samples)
+                write_sidecar(url, ident, samples)
             except Exception as exc:  # any filesystem's error (read-only bucket, permissions): counted anyway
                 why = one_line(f"{type(exc).__name__}: {exc}")
         out.append((url, n, why))
     return out
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's initializer: end when the ``index`` process that started it ends, even
+    by SIGKILL (Linux's parent-death signal; elsewhere the pool's own shutdown does it)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError) as exc:  # no prctl in this libc: the pool's shutdown still ends us
+            log.debug("prctl(PR_SET_PDEATHSIG) unavailable: %s", exc)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
 
 
 def read_partial(path: str) -> dict[str, int]:
@@ -116,28 +130,49 @@ def cmd_index(args: argparse.Namespace) -> int:
     if done:
         log.info("resuming: %d of %d shards already in %s", len(urls) - len(todo), len(urls), partial)
     exts = tuple(e.lower().lstrip(".") for e in args.image_exts.split(",") if e.strip()) or IMAGE_EXTS
-    with open(partial, "a") as log_file, tqdm(total=len(urls), initial=len(urls) - len(todo), unit="shard",
-                                                desc="indexing", disable=args.quiet) as bar:
+    try:
+        log_file = open(partial, "a")  # noqa: SIM115 - closed below, with the progress bar
+    except OSError as exc:
+        raise UsageError(f"-o {out}: cannot write {partial} there ({exc.strerror}); pick a directory you can "
+                         "write, e.g. -o ./manifest.json") from None
+    with log_file, tqdm(total=len(urls), initial=len(urls) - len(todo), unit="shard", desc="indexing",
+                        disable=args.quiet) as bar:
         def record(url: str, n: int) -> None:
             done[url] = n
             log_file.write(json.dumps({"url": url, "nsamples": n}) + "\n")
             log_file.flush()
-        make = ThreadPoolExecutor if remote or workers == 1 else ProcessPoolExecutor
-        with make(max_workers=workers) as pool:
+        if remote or workers == 1:
+            pool: Executor = ThreadPoolExecutor(max_workers=workers)
+        else:
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),))
+        with pool:
             failed, no_sidecar = _run(pool, todo, workers, exts, not args.no_sidecars, record, bar)
     if no_sidecar:
         log.warning("%d sidecar index(es) could not be written (first: %s: %s); workers scan those shards "
                     "when they first touch them (--no-sidecars skips writing)", len(no_sidecar), *no_sidecar[0])
     if failed:
-        for url, why in failed[:20]:
-            log.error("%s: %s", url, why)
-        raise UsageError(f"{len(failed)} of {len(urls)} shards could not be indexed (first: {failed[0][0]}: "
-                         f"{failed[0][1]}); fix them and run the same command again: the {len(done)} shards "
-                         f"indexed are kept in {partial}")
-    write_manifest(out, urls, [done[u] for u in urls])
+        raise UsageError(failure_line(urls, failed, len(done), partial))
+    with user_input(f"-o {out}"):
+        write_manifest(out, urls, [done[u] for u in urls])
     os.remove(partial)
     log.info("wrote %s: %d shards, %d samples", out, len(urls), sum(done[u] for u in urls))
     return 0
+
+
+def failure_line(urls: Sequence[str], failed: list, kept: int, partial: str) -> str:
+    """The one line for shards that failed (the first in the pattern's order named); logs up to 20."""
+    place = {u: i for i, u in enumerate(urls)}
+    failed.sort(key=lambda f: place[f[0]])
+    for url, why in failed[:20]:
+        log.error("%s: %s", url, why)
+    if kept:
+        keep = f"the {kept} shard{'s' if kept != 1 else ''} indexed {'are' if kept != 1 else 'is'} kept in {partial}"
+    else:
+        keep = "no shard was indexed"
+        if os.path.exists(partial) and os.path.getsize(partial) == 0:
+            os.remove(partial)
+    return (f"{len(failed)} of {len(urls)} shard{'s' if len(urls) != 1 else ''} could not be indexed (first: "
+            f"{failed[0][0]}: {failed[0][1]}); fix them and run the same command again: {keep}")
 
 
 def add_parser(sub) -> None:

@@ -56,3 +56,6 @@ class NoHooks:
 
     def record_wait(self, seconds):
         pass
+
+    def pass_ended(self):
+        pass

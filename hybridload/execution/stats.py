@@ -6,7 +6,8 @@ a ``snapshot()`` instead of reaching into its lock.
 
 Under ``on_error="skip"`` it also watches each pass: ``begin_pass(samples)`` starts one, and
 the first time the samples skipped in it pass ``skip_warn_fraction`` of ``samples`` it warns,
-once, on the consumer's thread (``record_wait``).
+once, on the consumer's thread (``record_wait``); when the pass ends (``pass_ended``) with more
+skipped since, it warns the pass's final count.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class LoaderStats:
         self._lock = threading.Lock()
         self.skip_warn_fraction = skip_warn_fraction
         self._pass_samples, self._pass_skipped, self._warned = 0, 0, False
+        self._warned_at = 0  # the count the pass's warning stated
         self.reset()
 
     def begin_pass(self, samples: int) -> "LoaderStats":
@@ -83,11 +85,26 @@ class LoaderStats:
         n, total = self._pass_skipped, self._pass_samples
         if self._warned or n == 0 or n <= self.skip_warn_fraction * total:
             return ""
-        self._warned = True
+        self._warned, self._warned_at = True, n
         stages = Counter(s for (_i, _p, s, _r) in self.skipped[-n:])
-        return (f"on_error='skip' replaced {n} of this pass's {total} samples with zero images "
+        return (f"on_error='skip' replaced {n} of this pass's {total} samples with zero images so far "
                 f"({100 * n / max(total, 1):.1f}%, over skip_warn_fraction={self.skip_warn_fraction:g}; by stage: "
                 f"{dict(stages)}); see stats()['skipped_samples'] for each sample")
+
+    def pass_ended(self) -> None:
+        """The pass delivered its last batch: where its warning was given and more samples were
+        skipped since, warn the pass's final count (a count stated at the threshold understates
+        what the pass lost)."""
+        with self._lock:
+            n, total, at = self._pass_skipped, self._pass_samples, self._warned_at
+            final = self._warned and n > at
+            self._warned_at = n
+            stages = Counter(s for (_i, _p, s, _r) in self.skipped[-n:]) if final else {}
+        if final:
+            warnings.warn(f"on_error='skip' replaced {n} of this pass's {total} samples with zero images in all "
+                          f"({100 * n / max(total, 1):.1f}%; {at} when the warning was given; by stage: "
+                          f"{dict(stages)}); see stats()['skipped_samples'] for each sample", RuntimeWarning,
+                          stacklevel=4)
 
     def snapshot(self) -> dict[str, tuple[int, float]]:
         """{lane: (images, busy seconds)} so far, read under the lock."""

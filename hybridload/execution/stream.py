@@ -106,6 +106,8 @@ class BatchStream:
         try:
             result = self._merger.get()
         except StopIteration:
+            if self._state == "open":
+                self._hooks.pass_ended()  # e.g. the pass's final count of skipped samples
             self._end("ended")
             raise
         except BatchTimeoutError as exc:

@@ -14,6 +14,7 @@ when it first reads.
 from __future__ import annotations
 
 import numbers
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
@@ -70,6 +71,12 @@ class Source:
         library's default (DistributedSampler's), or an object with a pure
         ``rank_indices(n, *, seed, epoch, world_size, rank, shuffle, drop_last)``, such as
         :class:`hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
+        return None
+
+    def fingerprint(self) -> str | None:
+        """What a saved loader state records of the dataset beyond its size, and a resume must
+        find again (:class:`~hybridload.errors.ResumeMismatchError` otherwise); None: nothing
+        beyond the size. :class:`TarShards` gives its shards' names and counts, in order."""
         return None
 
     def _check_index(self, index: int) -> int:
@@ -156,7 +163,8 @@ def read_error(exc: BaseException) -> str:
 
 def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
     """The error naming the sample for a failed read: a :class:`StorageError` when every
-    retry failed (:class:`ReadsExhausted`; never skipped), else a :class:`SampleError`
+    retry failed (:class:`ReadsExhausted`; never skipped) or the file's directory is gone or
+    unreadable too (:func:`directory_gone`: an outage, never skipped), else a :class:`SampleError`
     (stage ``"read"``: a missing or unreadable file, bad data).
 
     Args:
@@ -164,7 +172,32 @@ def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
         exc: what the read raised."""
     if isinstance(exc, ReadsExhausted):
         return StorageError(ref.index, ref.location, read_error(exc.cause), exc.attempts, exc.seconds)
+    gone = directory_gone(ref.location) if isinstance(exc, OSError) else ""
+    if gone:
+        return StorageError(ref.index, ref.location, f"{read_error(exc)}; {gone}", 1, 0.0)
     return SampleError(ref.index, ref.location, "read", read_error(exc))
+
+
+def directory_gone(location: str) -> str:
+    """Why a local file's failed read is the storage's rather than the file's: its directory is
+    gone (moved, deleted, a mount gone) or cannot be listed; ``""`` when the directory is there
+    (then the file alone is missing or unreadable: one bad file, which ``on_error="skip"`` may skip).
+
+    Args:
+        location: the file's path (a URL is not checked)."""
+    if is_url(location):
+        return ""
+    d = os.path.dirname(os.path.abspath(location))
+    try:
+        with os.scandir(d) as entries:
+            next(entries, None)
+    except FileNotFoundError:
+        return (f"its directory {d} is gone too (moved, deleted or unmounted): a storage outage, not one bad file, "
+                "so it is not skipped")
+    except OSError as exc:
+        return (f"its directory {d} cannot be listed ({exc.strerror}): a storage outage or a permission change, "
+                "not one bad file, so it is not skipped")
+    return ""
 
 
 def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,

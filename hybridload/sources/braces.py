@@ -51,7 +51,8 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
 
     Raises:
         TypeError: an entry is not a string or path.
-        ValueError: an entry has an unbalanced brace.
+        ValueError: an entry has an unbalanced brace, or a shard is named twice (``{a,a}``,
+            a list with a repeated entry): its samples would come twice every epoch.
     """
     if isinstance(urls, (str, os.PathLike)):
         urls = [urls]
@@ -60,4 +61,9 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
         if not isinstance(u, (str, os.PathLike)):
             raise TypeError(f"TarShards: shard URLs must be strings, got {type(u).__name__}")
         out += braceexpand(os.fspath(u))
+    if len(set(out)) != len(out):
+        seen: set[str] = set()
+        twice = next(u for u in out if u in seen or seen.add(u))
+        raise ValueError(f"TarShards: the shard {twice!r} is named twice by {str(urls)[:200]}; its samples would come "
+                         "twice every epoch: name each shard once")
     return out

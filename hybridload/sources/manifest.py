@@ -24,6 +24,8 @@ from hybridload.errors import ManifestError
 from hybridload.sources._base import is_url, read_bytes, read_error
 
 WIDS_VERSION = 1
+#: the most samples a dataset can hold: its indices are int64
+MAX_SAMPLES = 2**63 - 1
 
 
 def is_manifest(urls: Any) -> bool:
@@ -102,27 +104,47 @@ def read_manifest(location: str | os.PathLike,
     base = _base_of(where)
     if isinstance(doc.get("base"), str):
         base = resolve(base, doc["base"])
-    urls, counts, entries = [], [], doc.pop("shardlist")
+    urls, counts, entries, total = [], [], doc.pop("shardlist"), 0
     for i, entry in enumerate(entries):
         url, n = _count(where, i, entry)
+        total += n
+        if total > MAX_SAMPLES:
+            raise ManifestError(f"TarShards: manifest {where!r}, shardlist[{i}] ({url!r}) has nsamples={n}: the "
+                                f"counts up to it sum to {total}, past the {MAX_SAMPLES} samples (2^63 - 1) a "
+                                "dataset can index; each nsamples must be its shard's sample count")
         urls.append(resolve(base, url))
         counts.append(n)
         entries[i] = None  # each entry freed as it is taken
     if not urls:
         raise ManifestError(f"TarShards: manifest {where!r} lists no shards")
+    _check_unique(where, urls)
     return urls, counts
+
+
+def _check_unique(where: str, urls: list[str]) -> None:
+    """A shard listed twice would be read twice every epoch: a ManifestError naming both entries."""
+    if len(set(urls)) == len(urls):
+        return
+    first: dict[str, int] = {}
+    for i, u in enumerate(urls):
+        if u in first:
+            raise ManifestError(f"TarShards: manifest {where!r} lists the shard {u!r} twice (shardlist[{first[u]}] and "
+                                f"shardlist[{i}]): its samples would come twice every epoch; list each shard once")
+        first[u] = i
 
 
 def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = None) -> dict:
     """The manifest of ``urls`` with ``counts``; with ``base`` (the manifest's directory),
-    URLs below it are written relative to it, so the dataset can move with its manifest."""
+    URLs below it are written relative to it, so the dataset can move with its manifest, and
+    other local paths absolute (a path relative to the working directory would be resolved
+    against the manifest's)."""
     def rel(u: str) -> str:
         if base is None or is_url(u) != is_url(base):
             return u
         if is_url(u):
             return u[len(base) + 1:] if u.startswith(base.rstrip("/") + "/") else u
         r = os.path.relpath(os.path.abspath(u), base)
-        return u if r.startswith("..") else r
+        return os.path.abspath(u) if r.startswith("..") else r  # never relative to anything but the manifest
     return {"wids_version": WIDS_VERSION,
             "shardlist": [{"url": rel(u), "nsamples": int(n)} for u, n in zip(urls, counts)]}
 

@@ -8,6 +8,7 @@ only in their numbers compress to a few bytes per shard, so 10^6 shards ship in 
 
 from __future__ import annotations
 
+import os
 import zlib
 from typing import Iterator, Sequence
 
@@ -37,6 +38,7 @@ class ShardList:
         #: index of each shard's first sample, and the total at the end
         self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
         self._packed: bytes | None = None  # the compressed state, made at the first pickling
+        self._fingerprint: str | None = None
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -53,6 +55,18 @@ class ShardList:
 
     def __iter__(self) -> Iterator[str]:
         return (self.url(s) for s in range(len(self)))
+
+    def fingerprint(self) -> str:
+        """What identifies this dataset's order beyond its size: the shards' names and counts, in
+        order (a crc32), each name taken below the directory all shards share, so that a dataset
+        moved with its manifest keeps its fingerprint while reordered or other shards do not."""
+        if self._fingerprint is None:
+            blob, ends = self._blob, self._ends.tolist()  # once per process
+            names = [blob[b:e] for b, e in zip([0] + ends[:-1], ends)]
+            cut = os.path.commonprefix([min(names), max(names)]).rfind(b"/") + 1  # the common prefix of all is theirs
+            crc = zlib.crc32(b"\0".join([n[cut:] for n in names]), zlib.crc32(self.counts.tobytes()))
+            self._fingerprint = f"{len(self)} shards, {self.total} samples (names and counts crc32 {crc:08x})"
+        return self._fingerprint
 
     def shard_of(self, index: int) -> tuple[int, int]:
         """``(shard, position in the shard)`` of sample ``index`` (0 <= index < total)."""

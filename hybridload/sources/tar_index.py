@@ -4,7 +4,7 @@ cache directory, or by one scan.
 A shard's member index lists, per key, the ``(extension, offset of the data, size)`` of its
 members. :func:`shard_index` takes it from a *sidecar* next to the shard
 (``<shard>.members.json``, written by ``hybridload index``, valid while the shard keeps its
-size), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
+size, modification stamp and end: :mod:`.sidecar`), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
 else scans the shard once with :mod:`tarfile`. Nothing is kept here: the caller holds what
 it needs (:mod:`.shard_members`, a bounded cache per process). Members are grouped into
 samples by key: the member name up to the first dot of its basename (``train/n0144_17.jpg``
@@ -24,14 +24,15 @@ import tarfile
 import tempfile
 from typing import Any, Callable, Mapping
 
-from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
+from hybridload.sources._base import is_url, read_error, url_to_fs
+from hybridload.sources.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
+
+__all__ = ["SIDECAR_SUFFIX", "index_shard", "shard_index", "shard_size", "sidecar_url", "split_member_name",
+           "write_sidecar"]
 
 log = logging.getLogger(__name__)
 
 INDEX_VERSION = 1
-#: what ``hybridload index`` appends to a shard's URL for its sidecar member index
-SIDECAR_SUFFIX = ".members.json"
-SIDECAR_VERSION = 1
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -67,10 +68,10 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
     return int(info.get("size") or 0), str(stamp)
 
 
-def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = None) -> list:
-    """Scan a shard with tarfile: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
-    in tar order (a key's members grouped at its first appearance); from ``data`` (the whole
-    shard, already read) when given."""
+def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = None) -> tuple[list, int]:
+    """Scan a shard with tarfile: ``([[key, [[ext, offset, size], ...], cls_text|None], ...], end)``
+    in tar order (a key's members grouped at its first appearance; ``end``: where the last
+    member ends); from ``data`` (the whole shard, already read) when given."""
     if data is not None:
         handle = io.BytesIO(data)
     elif is_url(url):
@@ -109,7 +110,8 @@ def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = Non
                         entry[2] = raw.decode("utf-8", errors="replace")
             except tarfile.TarError as exc:
                 raise ValueError(f"TarShards: shard {url!r} is damaged ({exc})") from None
-    return list(samples.values())
+            end = tf.offset
+    return list(samples.values()), end
 
 
 def _cache_file(cache_dir: str, url: str, size: int, stamp: str) -> str:
@@ -127,8 +129,12 @@ def _load_json(path: str, url: str, size: int, stamp: str) -> list | None:
     except (OSError, ValueError) as exc:
         log.warning("TarShards: ignoring unreadable index cache %s (%s); rebuilding it", path, exc)
         return None
-    if doc.get("version") != INDEX_VERSION or doc.get("url") != url or doc.get("size") != size \
-            or doc.get("stamp") != stamp or not isinstance(doc.get("samples"), list):
+    if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION or doc.get("url") != url \
+            or doc.get("size") != size or doc.get("stamp") != stamp:
+        return None
+    problem = samples_problem(doc.get("samples"), size)
+    if problem:
+        log.warning("TarShards: ignoring the malformed index cache %s (%s); rebuilding it", path, problem)
         return None
     return doc["samples"]
 
@@ -145,50 +151,6 @@ def _save_json(path: str, url: str, size: int, stamp: str, samples: list) -> Non
         log.warning("TarShards: could not write the index cache %s (%s); continuing without it", path, exc)
 
 
-def sidecar_url(url: str) -> str:
-    """Where the sidecar member index of shard ``url`` lives: next to it."""
-    return url + SIDECAR_SUFFIX
-
-
-def read_sidecar(url: str, size: int, storage_options: Mapping[str, Any]) -> list | None:
-    """The member index in the sidecar next to shard ``url``, or None where there is none, it
-    cannot be read, or it was written for a shard of another size (then it is ignored, with a
-    warning, and the shard is scanned)."""
-    where = sidecar_url(url)
-    try:
-        doc = json.loads(read_bytes(where, storage_options))
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # any filesystem's error, or bad JSON: scan instead
-        log.warning("TarShards: ignoring the unreadable sidecar index %s (%s); scanning the shard", where,
-                    read_error(exc))
-        return None
-    if not isinstance(doc, dict) or doc.get("hybridload_members") != SIDECAR_VERSION \
-            or not isinstance(doc.get("samples"), list):
-        log.warning("TarShards: ignoring %s: not a sidecar index of version %d", where, SIDECAR_VERSION)
-        return None
-    if doc.get("size") != size:
-        log.warning("TarShards: ignoring the sidecar index %s: written for a shard of %s bytes, the shard has %d "
-                    "(run `hybridload index` again)", where, doc.get("size"), size)
-        return None
-    return doc["samples"]
-
-
-def write_sidecar(url: str, size: int, samples: list, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Write shard ``url``'s member index next to it (atomically for local shards)."""
-    doc = json.dumps({"hybridload_members": SIDECAR_VERSION, "size": size, "samples": samples},
-                     separators=(",", ":")).encode()
-    where = sidecar_url(url)
-    if is_url(where):
-        fs, path = url_to_fs(where, storage_options)
-        fs.pipe_file(path, doc)
-        return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(where)), suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(doc)
-    os.replace(tmp, where)
-
-
 def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None,
                 *, sidecar: bool = True, fetch: Callable[[], bytes] | None = None) -> list:
     """The member index of one shard: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
@@ -198,16 +160,26 @@ def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cach
     missing shard."""
     so = dict(storage_options or {})
     size, stamp = _fingerprint(url, so)
-    samples = read_sidecar(url, size, so) if sidecar else None
+    samples = read_sidecar(url, size, stamp, so) if sidecar else None
     if samples is not None:
         return samples
     path = _cache_file(os.fspath(cache_dir), url, size, stamp) if cache_dir is not None else None
     samples = _load_json(path, url, size, stamp) if path else None
     if samples is None:
-        samples = _scan(url, so, fetch() if fetch is not None else None)
+        samples, _ = _scan(url, so, fetch() if fetch is not None else None)
         if path:
             _save_json(path, url, size, stamp, samples)
     return samples
+
+
+def index_shard(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[list, dict]:
+    """One scan of a shard for its sidecar: ``(member index, {"size", "stamp", "end"})``, the
+    shard's identity taken before the scan (a shard that changes meanwhile leaves a stale
+    sidecar, which is ignored). FileNotFoundError names a missing shard."""
+    so = dict(storage_options or {})
+    size, stamp = _fingerprint(url, so)
+    samples, end = _scan(url, so)
+    return samples, {"size": size, "stamp": stamp, "end": end}
 
 
 def shard_size(url: str, storage_options: Mapping[str, Any] | None = None) -> int:

@@ -7,14 +7,14 @@ member (in tar order) with an image extension; its label comes from a ``.cls`` m
 (integer text) or from a ``label(key)`` function.
 
 The source holds O(shards): the shard URLs and their sample counts (:mod:`.shard_list`),
-from a manifest (:mod:`.manifest`; nothing is touched to build it) or, for a brace pattern or
+from a manifest (:mod:`.manifest`; only ``nsamples: 0`` entries touched) or, for a pattern or
 a list, from one scan of each shard at construction. Per-sample facts live with the shard: a
 process that first touches a shard takes its member index (per key, the ``(extension,
 offset of the data, size)`` of its members) from a sidecar next to it, ``cache_dir`` or a
 scan (:mod:`.tar_index`), and keeps the last ``index_cache`` shards' tables
-(:mod:`.shard_members`). Reading a sample is then one ranged read of exactly its image
-bytes; a shard whose sample count disagrees with the count the source was built with is a
-:class:`~hybridload.errors.ShardIndexError`, never a short or shifted epoch.
+(:mod:`.shard_members`). Reading a sample is then one ranged read of its tar header and image
+bytes (:mod:`.shard_checks`); a shard whose count disagrees with the source's, or that changed
+since, is a :class:`~hybridload.errors.ShardIndexError`, never a short, shifted or wrong epoch.
 
 Sample order: shards in the given order, keys in tar order (first appearance).
 
@@ -31,16 +31,19 @@ import os
 import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from hybridload.errors import SampleError, ShardIndexError
 
 from hybridload.sampling.shard_order import ShardOrder
 
-from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes, read_failure
+from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes
 from hybridload.sources.read_retry import with_retries
 from hybridload.sources.braces import expand_urls
 from hybridload.sources.manifest import is_manifest, read_manifest
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
 from hybridload.sources.shard_cache import ShardCache
+from hybridload.sources.shard_checks import HEADER, checked_member, shard_read_failure
 from hybridload.sources.shard_list import ShardList
 from hybridload.sources.shard_members import MemberCache, ShardMembers, shard_members
 from hybridload.sources.tar_index import shard_index, split_member_name
@@ -58,7 +61,7 @@ class TarShards(Source):
     Args:
         urls: the path or URL of a shard manifest (``manifest.json``: wids'
             ``{"wids_version": 1, "shardlist": [{"url": ..., "nsamples": ...}, ...]}``, as
-            ``hybridload index`` writes it; built without touching a shard), or a brace
+            ``hybridload index`` writes it; only its 0-count shards touched), or a brace
             pattern (``"train-{000000..000099}.tar"``) or a list of shard paths or fsspec URLs
             (each entry may hold braces too), each shard scanned once at construction.
         label: a function ``key -> int``; default: the integer in the sample's ``.cls``
@@ -130,6 +133,8 @@ class TarShards(Source):
             check_protocols(shard_urls, self.storage_options)  # an unknown protocol: now, not per shard
             self._list = ShardList(shard_urls, counts)
             self._new_cache()
+            for s in np.flatnonzero(self._list.counts == 0):  # a 0 owns no index: checked now or never
+                self._load_members(int(s))
         else:
             shard_urls = self._scan_all(expand_urls(urls))
         if self._list.total == 0:
@@ -213,6 +218,11 @@ class TarShards(Source):
         """The shard-aware order with ``read="shard"``; None (the default order) otherwise."""
         return ShardOrder(tuple(self.shard_sizes), self.buffer_shards) if self.read_mode == "shard" else None
 
+    def fingerprint(self) -> str:
+        """The shards' names (below the directory they share) and sample counts, in order, as a
+        checksum: a state saved over another manifest or another shard order is refused."""
+        return self._list.fingerprint()
+
     @property
     def shard_fetches(self) -> int:
         """Whole-shard reads this process started (``read="shard"``)."""
@@ -234,29 +244,33 @@ class TarShards(Source):
         every shard's member index."""
         return [split_member_name(name)[0] for s in range(len(self._list)) for name in self._members.get(s).names]
 
-    def _locate(self, index: int) -> tuple[str, ShardMembers, int]:
+    def _locate(self, index: int) -> tuple[int, str, ShardMembers, int]:
         s, j = self._list.shard_of(self._check_index(index))
-        return self._list.url(s), self._members.get(s), j
+        return s, self._list.url(s), self._members.get(s), j
 
     def span(self, index: int) -> tuple[str, int, int]:
         """``(shard URL, offset, size)`` of sample ``index``'s image bytes."""
-        url, members, j = self._locate(index)
+        _, url, members, j = self._locate(index)
         return url, int(members.offsets[j]), int(members.sizes[j])
 
     def ref(self, index: int) -> SampleRef:
-        url, members, j = self._locate(index)
+        _, url, members, j = self._locate(index)
         return SampleRef(int(index), f"{url}#{members.names[j]}", int(members.labels[j]))
 
     def read(self, ref: SampleRef) -> tuple[bytes, int]:
-        url, offset, size = self.span(ref.index)
+        """The sample's bytes, read with the tar header in front of them and checked against it
+        (:mod:`.shard_checks`): a shard changed, truncated or gone since this process indexed it
+        is a :class:`ShardIndexError`, never a skipped sample."""
+        s, url, members, j = self._locate(ref.index)
+        offset, size = int(members.offsets[j]), int(members.sizes[j])
         if self.read_mode == "shard":
-            return self._cut(ref, self._shards.get(url), offset, size)
+            return self._cut(ref, s, self._shards.get(url), offset, size)
         try:
-            data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset, size=size),
-                                self.read_retry, ref.location)
+            data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset - HEADER,
+                                                   size=size + HEADER), self.read_retry, ref.location)
         except Exception as exc:  # any filesystem's error: name the sample
-            raise read_failure(ref, exc) from None
-        return self._checked(ref, data, offset, size), ref.label
+            raise shard_read_failure(ref, self._where(s), exc) from None
+        return checked_member(ref, self._where(s), data, offset, size), ref.label
 
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
         """The reads of ``refs`` in order: ``io_threads`` ranged reads in flight, or with
@@ -267,28 +281,20 @@ class TarShards(Source):
         return self._serve(refs)
 
     def _serve(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
-        spans, shards = [self.span(ref.index) for ref in refs], {}
-        for url, _, _ in spans:  # start every shard's fetch before waiting for any
+        spans, shards = [self._locate(ref.index) for ref in refs], {}
+        for _, url, _, _ in spans:  # start every shard's fetch before waiting for any
             if url not in shards:
                 shards[url] = self._shards.get(url)
-        for ref, (url, offset, size) in zip(refs, spans):
+        for ref, (s, url, members, j) in zip(refs, spans):
             try:
-                yield self._cut(ref, shards[url], offset, size)
+                yield self._cut(ref, s, shards[url], int(members.offsets[j]), int(members.sizes[j]))
             except SampleError as exc:
                 yield exc
 
-    def _cut(self, ref: SampleRef, shard, offset: int, size: int) -> tuple[bytes, int]:
-        """The sample's image bytes out of its shard's fetched bytes (a future)."""
+    def _cut(self, ref: SampleRef, s: int, shard, offset: int, size: int) -> tuple[bytes, int]:
+        """The sample's bytes (checked against their tar header) out of its shard's fetched bytes (a future)."""
         try:
             whole = shard.result()
         except Exception as exc:  # any filesystem's error: name the sample
-            raise read_failure(ref, exc) from None
-        return self._checked(ref, whole[offset:offset + size], offset, size), ref.label
-
-    @staticmethod
-    def _checked(ref: SampleRef, data: bytes, offset: int, size: int) -> bytes:
-        if len(data) != size:
-            raise SampleError(ref.index, ref.location, "read",
-                              f"got {len(data)} of {size} bytes at offset {offset}: the shard is shorter than "
-                              "when its index was built (changed or truncated?)")
-        return data
+            raise shard_read_failure(ref, self._where(s), exc) from None
+        return checked_member(ref, self._where(s), whole[offset - HEADER:offset + size], offset, size), ref.label
