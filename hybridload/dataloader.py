@@ -101,9 +101,6 @@ class DataLoader(tud.DataLoader[T_co]):
         if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
-        if num_workers < 0:  # torch's own check, before distribute_mode hands torch 0
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
-                             "multiprocessing.")
         asked = num_workers
         self.head_address = head_address
         self.num_actors = num_actors if num_actors is not None else (num_workers or None)
@@ -243,13 +240,11 @@ class _RayDataLoaderIter:
             self._stream = lane.start_pass(base_seed, prefetch=loader._prefetch, timeout_s=timeout,
                                            length=_length(loader))
         else:
-            batches, count = sampler_iter, _length(loader._index_sampler)
-            if count is None:  # a sampler without len(): listed up front (as sampler_tasks lists it)
-                listed = list(sampler_iter)
-                batches, count = iter(listed), len(listed)
+            self._count = _length(loader._index_sampler)  # None: no len() (an infinite sampler), never listed
             if not first:  # the pass's own seeds, after those of the earlier passes
-                base_seed = (base_seed + loader._pass_seeds[1] * max(1, count)) % 2 ** 63
-            tasks = sampler_tasks(batches, loader._index_sampler,  # pulled as reached when it has a len()
+                stride = max(1, self._count) if self._count is not None else 2 ** 32
+                base_seed = (base_seed + loader._pass_seeds[1] * stride) % 2 ** 63
+            tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as the window reaches them
                                   lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
             self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
@@ -260,6 +255,9 @@ class _RayDataLoaderIter:
         return self
 
     def __len__(self) -> int:
+        if getattr(self, "_count", 0) is None:  # as torch: len() of a sampler without one
+            raise TypeError(f"{type(self._loader._index_sampler).__name__} has no len(): this pass ends where "
+                            "its sampler does")
         return len(self._stream)
 
     def __next__(self) -> Any:
