@@ -50,3 +50,31 @@ def test_an_infinite_sampler_gives_torchs_first_batches_drawing_only_the_window_
         assert sampler.drawn <= (steps + window + 2) * bs  # memory bounded by the window, not the stream
         with pytest.raises(TypeError, match="has no len"):  # as torch: such a pass has no length
             len(it)
+
+
+def as_generator(samples):
+    """A collate_fn that returns a generator of the batch's samples."""
+    return (s * 10 for s in samples)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(7))
+
+
+@pytest.mark.parametrize("dataset", [Squares(), Stream()], ids=["map-style", "iterable"])
+def test_a_collate_fn_returning_a_generator_delivers_every_sample_as_torch_does(ray_cluster, dataset):
+    kw = dict(batch_size=3, collate_fn=as_generator)
+    if isinstance(dataset, Squares):
+        kw["sampler"] = list(range(8))
+    workers = 2 if isinstance(dataset, Squares) else 1  # an iterable dataset that does not split: one worker
+    mine_loader = hybridload.DataLoader(dataset, distribute_mode=True, num_workers=workers, timeout=120, **kw)
+    torchs = [list(b) for b in torch.utils.data.DataLoader(dataset, **kw)]  # torch in process: a generator a batch
+    with mine_loader:
+        got = list(mine_loader)
+    assert all(type(b).__name__ == "generator" for b in got)  # what torch returns
+    mine = [list(b) for b in got]
+    def plain(x):
+        return x.tolist() if isinstance(x, torch.Tensor) else x
+    assert [[plain(x) for x in b] for b in mine] == [[plain(x) for x in b] for b in torchs]
+    assert sum(len(b) for b in mine) == (8 if isinstance(dataset, Squares) else 7)

@@ -10,6 +10,7 @@ class (:meth:`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
 
 from __future__ import annotations
 
+import inspect
 import random
 import sys
 import traceback
@@ -51,6 +52,23 @@ class UserFailure:
 
     def reraise(self):
         raise self.error()
+
+
+class Generated:
+    """A batch ``collate_fn`` returned as a generator, its items listed in the actor: Ray takes a
+    generator an actor method returns for a stream of returns and would keep only its first
+    item. :meth:`generator` gives the driver a generator over them, as torch returns."""
+
+    def __init__(self, items: list):
+        self.items = items
+
+    def generator(self):
+        return (item for item in self.items)
+
+
+def shippable(batch):
+    """``batch`` as an actor may return it: a generator listed into a :class:`Generated`."""
+    return Generated(list(batch)) if inspect.isgenerator(batch) else batch
 
 
 class InitFailed(HybridLoadError):
@@ -101,7 +119,7 @@ class DatasetWorker(PoolWorker):
         try:
             if not self.auto:
                 where = f"{at} (indices {short(indices)}), in dataset[indices] or collate_fn"
-                return self.collate_fn(self.dataset[indices])
+                return shippable(self.collate_fn(self.dataset[indices]))
             getitems = getattr(self.dataset, "__getitems__", None)
             if getitems:  # torch >= 2.0 fetches the batch with one call
                 where = f"{at} (indices {short(indices)}): dataset.__getitems__"
@@ -112,7 +130,7 @@ class DatasetWorker(PoolWorker):
                     where = f"{at} (indices {short(indices)}), sample {i}: dataset[{i}]"
                     samples.append(self.dataset[i])
             where = f"{at} (indices {short(indices)}): collate_fn"
-            return self.collate_fn(samples)
+            return shippable(self.collate_fn(samples))
         except HybridLoadError:
             raise
         except Exception:  # the user's code: the batch's outcome, delivered once at its place
