@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from hybridload.errors import BatchTimeoutError
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
 from hybridload.lanes.base import BatchTask
@@ -88,9 +89,12 @@ class RayPass:
     def __next__(self) -> Any:
         try:
             batch = next(self._stream)
-        except BaseException:
+        except BaseException as exc:
             if self._stream.closed:
                 self._release()  # the pass is over: its own (non-persistent) actors go
+            if isinstance(exc, BatchTimeoutError) and exc.timeout_s is not None:  # the drop-in's knob: timeout=
+                raise BatchTimeoutError(exc.seq, exc.timeout_s, exc.detail, "DataLoader",
+                                        "DataLoader(timeout=...)") from None
             raise
         if isinstance(self._stream, BatchStream) and self._stream.position >= len(self._stream):
             self._release()  # the last batch is out: a loop of len(loader) steps (Lightning's) never asks again
