@@ -56,9 +56,7 @@ def test_a_user_error_names_batch_and_sample_with_the_original_traceback():
     assert "raise KeyError" in msg
 
 
-def test_multiprocessing_context_is_refused_and_prefetch_factor_sets_the_window():
-    with pytest.raises(ValueError, match="multiprocessing_context"):
-        hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=2, multiprocessing_context="spawn")
+def test_prefetch_factor_sets_the_window():
     ld = hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=3, prefetch_factor=4)
     assert ld.window == 12
 

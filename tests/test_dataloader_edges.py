@@ -78,3 +78,41 @@ def test_a_collate_fn_returning_a_generator_delivers_every_sample_as_torch_does(
         return x.tolist() if isinstance(x, torch.Tensor) else x
     assert [[plain(x) for x in b] for b in mine] == [[plain(x) for x in b] for b in torchs]
     assert sum(len(b) for b in mine) == (8 if isinstance(dataset, Squares) else 7)
+
+
+class Unsplit(torch.utils.data.IterableDataset):
+    """An IterableDataset that does not split itself by worker (torch's test_iterable_style_dataset):
+    each worker that iterates it yields every sample; it records the worker info it ran under."""
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        for i in range(9):
+            yield torch.tensor([i, -1 if info is None else info.id])
+
+
+def test_an_iterable_dataset_with_num_workers_0_runs_once_in_process_as_torch(ray_cluster):
+    from support.ray_fixtures import alive_actors
+    kw = dict(batch_size=4)
+    torchs = [b.tolist() for b in torch.utils.data.DataLoader(Unsplit(), **kw)]
+    with hybridload.DataLoader(Unsplit(), distribute_mode=True, num_workers=0, **kw) as loader:
+        it = iter(loader)
+        mine = [next(it).tolist()]
+        assert alive_actors() == []  # no actor: torch's num_workers=0 runs in the main process
+        mine += [b.tolist() for b in it]
+    assert mine == torchs  # every sample once, get_worker_info() None as in torch's main process
+
+
+def test_multiprocessing_context_is_accepted_with_one_warning_and_the_actors_run_the_pass(ray_cluster):
+    import warnings
+    kw = dict(batch_size=3, sampler=list(range(8)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's default: a warning once per place
+        loaders = [hybridload.DataLoader(Squares(), distribute_mode=True, num_workers=2,
+                                         multiprocessing_context=ctx, **kw) for ctx in ("spawn", "forkserver")]
+    said = [w for w in caught if "multiprocessing_context" in str(w.message)]
+    assert len(said) == 1 and "ignored" in str(said[0].message) and "Ray actors" in str(said[0].message)
+    torchs = [b.tolist() for b in torch.utils.data.DataLoader(Squares(), **kw)]
+    for loader in loaders:
+        with loader:
+            assert loader.multiprocessing_context is None  # torch's attribute: no processes of its own
+            assert [b.tolist() for b in loader] == torchs

@@ -18,6 +18,7 @@ Where it matches torch and where it differs: ``docs/guide/dropin.md``.
 from __future__ import annotations
 
 import logging
+import warnings
 import weakref
 from typing import Any, Callable, TypeVar
 
@@ -25,8 +26,8 @@ import torch
 import torch.utils.data as tud
 
 from hybridload.errors import close_all, take_all
-from hybridload.lanes.ray.dataset_lane import (DatasetLane, IterableDatasetActors, in_process_pass,
-                                               no_cpu_for_another_pool)
+from hybridload.lanes.ray.dataset_lane import (OVERSUBSCRIBED, DatasetLane, IterableDatasetActors,
+                                               in_process_pass, no_cpu_for_another_pool)
 from hybridload.lanes.ray.dataset_worker import InitFailed
 from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
@@ -101,9 +102,10 @@ class DataLoader(tud.DataLoader[T_co]):
         self.window = window
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
-            if multiprocessing_context is not None:
-                raise ValueError("DataLoader: multiprocessing_context has no effect with distribute_mode=True (the "
-                                 "workers are Ray actors, not processes this loader starts); leave it None")
+            if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
+                warnings.warn("hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
+                              "the workers are Ray actors, which Ray starts, not processes of this loader",
+                              UserWarning, stacklevel=1)
             if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
                 raise ValueError(f"DataLoader: prefetch_factor must be an int >= 1, got {prefetch_factor!r}")
             if window is None and prefetch_factor is not None:
@@ -141,8 +143,10 @@ class DataLoader(tud.DataLoader[T_co]):
             return self._progress.wrap(RayPass(self, self._lanes[0], owns_lane=False, first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
+        if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
+            return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
         if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
-            return self._progress.wrap(in_process_pass(self))
+            return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
         try:
             lane = self._start_actors()
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
