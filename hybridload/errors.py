@@ -159,7 +159,20 @@ class Reroute(HybridLoadError):
 class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
     handed to another worker and the lane carries on with what is left. When none is left it
-    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker."""
+    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker. A
+    batch that killed two worker processes (a crash in native code, the OOM killer) reaches the
+    caller at once, in torch's words ("DataLoader worker (pid N) is killed by signal: ...").
+
+    Attributes:
+        batch_at_fault: the batch killed two workers: it is not handed on again.
+    """
+
+    def __init__(self, message: str = "", batch_at_fault: bool = False):
+        super().__init__(message)
+        self.batch_at_fault = batch_at_fault
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.batch_at_fault))
 
 
 class UserCodeError(HybridLoadError, RuntimeError):

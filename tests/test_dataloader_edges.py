@@ -3,6 +3,7 @@
 against torch's own DataLoader on the same arguments, on the shared 3-node loopback cluster."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -116,3 +117,33 @@ def test_multiprocessing_context_is_accepted_with_one_warning_and_the_actors_run
         with loader:
             assert loader.multiprocessing_context is None  # torch's attribute: no processes of its own
             assert [b.tolist() for b in loader] == torchs
+
+
+class Segfaults(Dataset):
+    """Sample 5 crashes its worker's process with a segmentation fault, every time it is read."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            import os
+            import signal
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return torch.tensor(i)
+
+
+def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worker_and_signal(ray_cluster):
+    import time
+    with hybridload.DataLoader(Segfaults(), batch_size=2, sampler=list(range(8)), distribute_mode=True,
+                               num_workers=2, timeout=120) as loader:
+        it = iter(loader)
+        assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]
+        t0 = time.monotonic()
+        with pytest.raises(hybridload.errors.WorkerLost) as got:
+            next(it)
+        took = time.monotonic() - t0
+    msg = str(got.value)
+    assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
+    assert "batch 2 killed 2 workers" in msg and got.value.batch_at_fault
+    assert took < 30, took  # two worker starts at most, not the retries of every replacement (52 s before)

@@ -272,7 +272,8 @@ class Dispatcher:
         if decision.exclude:
             self._excluded.setdefault(task.seq, set()).add(id(book))
         if decision.action is Action.DELIVER:
-            if not isinstance(exc, UserCodeError):  # the lanes' failure, not the batch's own: say why each lane
+            own = isinstance(exc, UserCodeError) or getattr(exc, "batch_at_fault", False)  # the batch's own
+            if not own:  # the lanes' failure, not the batch's own: say why each lane
                 err = no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set()))
                 err.__cause__, exc = exc, err
             self._deliver_error(task.seq, exc)
