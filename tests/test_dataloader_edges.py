@@ -147,3 +147,31 @@ def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worke
     assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
     assert "batch 2 killed 2 workers" in msg and got.value.batch_at_fault
     assert took < 30, took  # two worker starts at most, not the retries of every replacement (52 s before)
+
+
+def lock_for_batch_1(samples):
+    """A collate_fn whose batch holding sample 2 is a value Ray cannot send back (a lock)."""
+    import threading
+    if any(int(s[0]) == 2 for s in samples):
+        return threading.Lock()
+    return torch.stack(samples)
+
+
+def raising_collate(samples):
+    raise ValueError("collate broke on purpose")
+
+
+def test_a_failing_collate_fn_reaches_the_loop_with_its_own_class_and_no_colour_codes(ray_cluster):
+    kw = dict(batch_size=2, sampler=list(range(6)), distribute_mode=True, num_workers=2, timeout=120)
+    with hybridload.DataLoader(Squares(), collate_fn=raising_collate, **kw) as loader:
+        with pytest.raises(ValueError, match="collate broke on purpose") as raised:
+            next(iter(loader))
+    assert "\x1b[" not in str(raised.value)
+    with hybridload.DataLoader(Squares(), collate_fn=lock_for_batch_1, **kw) as loader:
+        it = iter(loader)
+        assert next(it).tolist() == [[0, 0], [1, 1]]
+        with pytest.raises(TypeError, match="could not send back what collate_fn returned") as unsent:
+            next(it)
+        assert next(it).tolist() == [[4, 16], [5, 25]]  # the user's error is raised once, the pass goes on (torch's rule)
+        assert loader.stats()["retries"] == 0  # deterministic: never retried
+    assert "cannot pickle" in str(unsent.value) and "\x1b[" not in str(unsent.value)

@@ -107,6 +107,10 @@ class ActorPool(Lane):
     def convert(self, raw: Any) -> Any:
         return raw
 
+    def failure(self, task: BatchTask, exc: BaseException) -> Any:
+        """What a task that failed in Ray (not with its actor) reports: hybridload's own error unwrapped."""
+        return _unwrap(exc)
+
     # -- the pool's actors
     @property
     def actors(self) -> list:
@@ -234,7 +238,7 @@ class ActorPool(Lane):
                             self._keeper.wake()
                     done(task, self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc))
                     return
-                done(task, _unwrap(exc))
+                done(task, self.failure(task, exc))
                 return
             try:
                 result = self.convert(raw)

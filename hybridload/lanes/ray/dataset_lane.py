@@ -18,7 +18,7 @@ import warnings
 
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.ray.actor_pool import ActorPool
-from hybridload.lanes.ray.dataset_worker import DatasetWorker
+from hybridload.lanes.ray.dataset_worker import DatasetWorker, UserFailure
 from hybridload.lanes.ray.iterable_pass import IterablePass
 from hybridload.lanes.ray.iterable_worker import IterableDatasetWorker
 
@@ -34,6 +34,10 @@ class DatasetLane(ActorPool):
 
     def call(self, actor, task: BatchTask):
         return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
+
+    def failure(self, task: BatchTask, exc: BaseException):
+        """A result Ray could not send back is the batch's outcome, as the user's errors are."""
+        return UserFailure.unsendable(exc, task.seq) or super().failure(task, exc)
 
 
 class IterableDatasetActors(ActorPool):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import re
 import sys
 import traceback
 
@@ -52,6 +53,26 @@ class UserFailure:
 
     def reraise(self):
         raise self.error()
+
+    @classmethod
+    def unsendable(cls, exc: BaseException, seq: int) -> "UserFailure | None":
+        """Batch ``seq``'s task failed in Ray after the user's code returned (``run`` turns every
+        exception of the user's code into a value): Ray could not send its result back (a lock,
+        an open file inside the batch). A value of the batch, with the cause's class and Ray's
+        text without its colour codes; None for any other failure."""
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, Exception) or isinstance(cause, HybridLoadError):
+            return None
+        self = cls.__new__(cls)
+        self.exc_type, self.reason = type(cause), f"{type(cause).__name__}: {cause}"
+        self.exc_msg = ANSI.sub("", str(exc))
+        self.where = (f"in a DataLoader worker (a Ray actor), batch {seq}: Ray could not send back what collate_fn "
+                      f"returned ({self.reason}); return tensors, arrays, numbers, strings or containers of them")
+        return self
+
+
+#: terminal colour codes (Ray colours the task name in its error text)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Generated:
