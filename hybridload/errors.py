@@ -91,20 +91,37 @@ class ResumeMismatchError(HybridLoadError, ValueError):
 
 
 class BatchTimeoutError(HybridLoadError, RuntimeError):
-    """A batch never arrived within the loader's timeout. A RuntimeError, as torch's DataLoader
-    raises for a batch past its ``timeout``."""
+    """A batch never arrived within the loader's timeout. A RuntimeError whose message begins as
+    torch's DataLoader's for a batch past its ``timeout`` ("DataLoader timed out after N
+    seconds"), naming the knob of the loader that raised it. Built from its message alone too
+    (``BatchTimeoutError(str(exc))``, as torch's ``ExceptionWrapper`` rebuilds an error).
 
-    def __init__(self, seq: int, timeout_s: float, detail: str = ""):
-        self.seq = seq
-        self.timeout_s = timeout_s
-        msg = f"batch {seq} did not arrive within {timeout_s:g} s"
+    Attributes:
+        seq: the batch's position in the pass (None when rebuilt from a message).
+        timeout_s: the timeout that passed (None when rebuilt from a message).
+        detail: where the batch was (the lane that held it).
+        loader: the loader that waited ("HybridLoader", "DataLoader").
+        knob: the setting that raises the timeout.
+    """
+
+    def __init__(self, seq: int | str, timeout_s: float | None = None, detail: str = "",
+                 loader: str = "HybridLoader", knob: str = "LoaderPolicy(batch_timeout_s=...)"):
+        self.detail, self.loader, self.knob = detail, loader, knob
+        if timeout_s is None:  # rebuilt from its message alone
+            self.seq, self.timeout_s = None, None
+            super().__init__(str(seq))
+            return
+        self.seq, self.timeout_s = seq, timeout_s
+        msg = f"{loader} timed out after {timeout_s:g} seconds: batch {seq} did not arrive within {timeout_s:g} s"
         if detail:
             msg += f" ({detail})"
-        msg += "; raise LoaderPolicy(batch_timeout_s=...) if batches are legitimately this slow"
+        msg += f"; raise {knob} if batches are legitimately this slow"
         super().__init__(msg)
 
     def __reduce__(self):
-        return (type(self), (self.seq, self.timeout_s))
+        if self.timeout_s is None:
+            return (type(self), (str(self), None, self.detail, self.loader, self.knob))
+        return (type(self), (self.seq, self.timeout_s, self.detail, self.loader, self.knob))
 
 
 class LaneUnavailableError(HybridLoadError):
@@ -142,7 +159,20 @@ class Reroute(HybridLoadError):
 class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
     handed to another worker and the lane carries on with what is left. When none is left it
-    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker."""
+    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker. A
+    batch that killed two worker processes (a crash in native code, the OOM killer) reaches the
+    caller at once, in torch's words ("DataLoader worker (pid N) is killed by signal: ...").
+
+    Attributes:
+        batch_at_fault: the batch killed two workers: it is not handed on again.
+    """
+
+    def __init__(self, message: str = "", batch_at_fault: bool = False):
+        super().__init__(message)
+        self.batch_at_fault = batch_at_fault
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.batch_at_fault))
 
 
 class UserCodeError(HybridLoadError, RuntimeError):
@@ -206,8 +236,11 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
         names = "; ".join(f"{name} ({type(exc).__name__}: {exc})" for name, exc in failures)
         self = super().__new__(cls, f"{what}: {len(failures)} part(s) failed to close: {names}",
                                [exc for _name, exc in failures])
-        self.failures = list(failures)
+        self.what, self.failures = what, list(failures)
         return self
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.failures))
 
     def __init__(self, what: str, failures: list):
         super().__init__(self.message, self.exceptions)

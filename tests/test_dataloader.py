@@ -146,5 +146,7 @@ def test_a_late_batch_is_an_error_naming_it_not_a_hang(ray_cluster):
     with hybridload.DataLoader(Stuck(), batch_size=2, timeout=1.0, distribute_mode=True, num_actors=1) as ld:
         it = iter(ld)
         assert next(it).tolist() == [0, 1]
-        with pytest.raises(BatchTimeoutError, match="batch 1 did not arrive within 1 s"):
+        with pytest.raises(BatchTimeoutError, match="batch 1 did not arrive within 1 s") as got:
             next(it)
+    assert str(got.value).startswith("DataLoader timed out after 1 seconds")  # torch's words
+    assert "DataLoader(timeout=...)" in str(got.value) and "batch_timeout_s" not in str(got.value)  # its knob

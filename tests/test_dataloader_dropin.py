@@ -56,9 +56,7 @@ def test_a_user_error_names_batch_and_sample_with_the_original_traceback():
     assert "raise KeyError" in msg
 
 
-def test_multiprocessing_context_is_refused_and_prefetch_factor_sets_the_window():
-    with pytest.raises(ValueError, match="multiprocessing_context"):
-        hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=2, multiprocessing_context="spawn")
+def test_prefetch_factor_sets_the_window():
     ld = hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=3, prefetch_factor=4)
     assert ld.window == 12
 
@@ -142,3 +140,56 @@ def test_in_order_and_pin_memory_device_are_honoured_in_both_modes(ray_cluster, 
                                pin_memory_device="cuda:1", **kw) as ld:
         assert [b.tolist() for b in ld] == [[0, 1, 2], [3, 5, 6], [7]]  # sampler order: in_order=False allows more
     assert pinned == ["cuda:1"] * 3
+
+
+class InitRecorder(Dataset):
+    """Reports, for each sample, the worker id it ran as and the id whose worker_init_fn set up
+    this copy of the dataset (torch: each worker process its own copy, its own init)."""
+
+    def __init__(self):
+        self.inited = None
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return torch.tensor([get_worker_info().id, -1 if self.inited is None else self.inited])
+
+
+def record_init(worker_id):
+    get_worker_info().dataset.inited = worker_id
+
+
+def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its_own_dataset_copy():
+    # a pool of 2 actors for num_workers=5: actor 0 hosts ids 0, 2, 4 and actor 1 ids 1, 3
+    actors = [DatasetWorker((InitRecorder(), default_collate, record_init), True, 5, index, 2) for index in (0, 1)]
+    seen = {}
+    for seq in range(10):  # whichever actor runs a batch, it runs as one of its ids, that id's copy
+        out = actors[seq % 2].run([seq], seed=seq, seq=seq)
+        worker_id, inited = out[0].tolist()
+        assert worker_id == inited and worker_id % 2 == seq % 2
+        seen[worker_id] = inited
+    assert sorted(seen) == [0, 1, 2, 3, 4]  # every id 0..num_workers-1 was initialised, as torch's workers
+
+
+INITS: list = []  # in each actor process: the worker ids whose worker_init_fn ran there
+
+
+class InitsHere(Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return torch.tensor(INITS + [-1] * (8 - len(INITS)))
+
+
+def append_init(worker_id):
+    INITS.append(worker_id)
+
+
+def test_fewer_cpu_slots_than_num_workers_still_runs_worker_init_fn_for_every_worker_id(ray_cluster):
+    with pytest.warns(UserWarning, match="8 workers asked for"):  # the shared cluster has 4 CPUs
+        with hybridload.DataLoader(InitsHere(), batch_size=1, distribute_mode=True, num_workers=8,
+                                   worker_init_fn=append_init, timeout=120) as loader:
+            ran = {i for batch in loader for i in batch.flatten().tolist() if i >= 0}
+    assert ran == set(range(8))

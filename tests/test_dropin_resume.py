@@ -71,3 +71,33 @@ def test_the_dropins_state_on_ray_actors(ray_cluster):
 def test_a_dropin_without_a_stateful_batch_sampler_says_what_to_pass():
     with pytest.raises(TypeError, match="batch_sampler=hybridload.sampling.DistributedBatchSampler"):
         hybridload.DataLoader(Indexed(), batch_size=4).state_dict()
+
+
+def test_the_batch_sampler_refuses_a_state_missing_seed_or_n_as_hybridloader_does():
+    from hybridload.errors import ResumeMismatchError
+    state = DistributedBatchSampler(N, 3, seed=3).state_dict()
+    for key in ("seed", "n", "epoch", "position"):
+        partial = {k: v for k, v in state.items() if k != key}
+        with pytest.raises(ValueError, match=f"the state lacks {key}; pass the whole dict"):
+            DistributedBatchSampler(N, 3, seed=3).load_state_dict(partial)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        DistributedBatchSampler(N, 3, seed=3).load_state_dict(dict(state, seed="3"))
+    with pytest.raises(ValueError, match=r"pass its \['batch_sampler'\] entry"):  # the drop-in's whole state
+        DistributedBatchSampler(N, 3, seed=3).load_state_dict({"batch_sampler": state})
+    with pytest.raises(ResumeMismatchError):  # the drop-in's path: its loader refuses it as the sampler does
+        with hybridload.DataLoader(Indexed(), batch_sampler=DistributedBatchSampler(N, 3, seed=3)) as ld:
+            ld.load_state_dict({"batch_sampler": dict(state, seed=4)})
+
+
+def test_the_batch_sampler_refuses_a_hybridloader_state_of_another_dataset_size(photo_root):
+    from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+    from hybridload.errors import ResumeMismatchError
+    src = sources.ImageFolder(photo_root)  # 60 samples
+    with HybridLoader(src, recipe.imagenet_eval(32), 4, policy=LoaderPolicy(mode="cpu", cpu_actors=0),
+                      seed=3) as loader:
+        saved = loader.state_dict()
+    with pytest.raises(ResumeMismatchError, match="num_samples=60 but this one has num_samples=61"):
+        DistributedBatchSampler(61, 4, seed=3).load_state_dict(saved)
+    same = DistributedBatchSampler(60, 4, seed=3)
+    same.load_state_dict(saved)  # the same dataset: a HybridLoader's state resumes the sampler
+    assert len(same) == 15

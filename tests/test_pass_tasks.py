@@ -148,3 +148,27 @@ def test_the_drop_in_on_ray_pulls_its_batch_sampler_as_it_goes(ray_cluster):
         first = [next(it).tolist() for _ in range(3)]
         assert first == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
         assert len(it) == 250_000 and sampler.pulled <= 3 + 3 + 1
+
+
+def endless(pulled: list):
+    """An iterator of batches without end (an infinite sampler), counting what was pulled."""
+    k = 0
+    while True:
+        pulled.append(k)
+        yield [k]
+        k += 1
+
+
+def test_open_ended_tasks_pull_only_what_the_window_reached_and_end_where_the_iterator_does():
+    pulled: list = []
+    tasks = StreamedTasks(endless(pulled), None, make, what="the sampler S")
+    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], tasks, window=4, timeout_s=10) as stream:
+        assert [next(stream)[1] for _ in range(50)] == list(range(50))
+        assert len(pulled) <= 50 + 4 + 1  # the window ahead, never the (endless) epoch
+    for n in (0, 1, 7):  # a finite iterator without len(): the pass ends where it does, every batch once
+        tasks = StreamedTasks(iter([[k] for k in range(n)]), None, make, what="the sampler S")
+        with BatchStream([ScriptedLane("a", slots=2, auto=ok)], tasks, window=3, timeout_s=10) as stream:
+            assert [r[1] for r in stream] == list(range(n))
+            assert len(tasks) == n
+            with pytest.raises(StopIteration):
+                next(stream)

@@ -48,3 +48,10 @@ def test_decide_follows_the_rule_table(exc, attempts, lane, expected):
 def test_break_after_one_breaks_on_the_first_fault():
     d = decide(RuntimeError(), 1, state(), RetryRules(max_retries=3, break_after=1))
     assert d.action is Action.BREAK and d.break_lane
+
+
+def test_a_worker_lost_that_the_batch_caused_is_delivered_not_handed_on():
+    lane = LaneState(fails_in_row=0, lanes=1, others_working=False, others_usable=False)
+    assert decide(WorkerLost("pid 7 died"), 1, lane).action is Action.RETRY  # a lost worker: handed on
+    at_fault = decide(WorkerLost("killed 2 workers", batch_at_fault=True), 2, lane)
+    assert at_fault.action is Action.DELIVER and not at_fault.lane_fault and not at_fault.break_lane

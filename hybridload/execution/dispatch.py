@@ -44,6 +44,7 @@ from hybridload.execution.hooks import CapsHook, DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
 from hybridload.execution.stragglers import StragglerWatch, Watched
+from hybridload.execution.tasks import TasksEnded
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,9 @@ class Dispatcher:
             elif self._next < len(self._tasks) and self._merger.admits(self._next):
                 try:
                     task, retry = self._tasks[self._next], False
+                except TasksEnded as ended:  # open-ended tasks: the pass ends here
+                    self._merger.end_at(ended.count)
+                    continue
                 except RuntimeError as exc:  # streamed tasks: the caller's iterator broke its len()
                     self._merger.put(self._next, exc, error=True)
                     self._next += 1
@@ -268,7 +272,8 @@ class Dispatcher:
         if decision.exclude:
             self._excluded.setdefault(task.seq, set()).add(id(book))
         if decision.action is Action.DELIVER:
-            if not isinstance(exc, UserCodeError):  # the lanes' failure, not the batch's own: say why each lane
+            own = isinstance(exc, UserCodeError) or getattr(exc, "batch_at_fault", False)  # the batch's own
+            if not own:  # the lanes' failure, not the batch's own: say why each lane
                 err = no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set()))
                 err.__cause__, exc = exc, err
             self._deliver_error(task.seq, exc)

@@ -45,6 +45,13 @@ class OrderedMerger:
         """True when ``seq`` lies inside the window ahead of the consumer."""
         return self.next <= seq < min(self.end, self.next + self.window)
 
+    def end_at(self, end: int) -> None:
+        """The pass turned out to end at ``end`` (open-ended tasks ran out): a ``get`` at it
+        raises StopIteration."""
+        with self._cond:
+            self.end = max(self.next, min(self.end, end))
+            self._cond.notify_all()
+
     def put(self, seq: int, value: Any, *, error: bool = False) -> bool:
         """Offer a result. Returns False (and drops it) for a duplicate or a stale sequence."""
         with self._cond:
@@ -81,6 +88,8 @@ class OrderedMerger:
                 raise StopIteration
             deadline = time.monotonic() + self.timeout_s
             while self.next not in self._buf:
+                if self.next >= self.end:  # the end became known while we waited
+                    raise StopIteration
                 if self._aborted is not None:
                     raise self._aborted
                 if self._closed:

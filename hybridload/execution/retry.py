@@ -5,7 +5,8 @@ The rules, in order:
 
 1. A :class:`SampleError` or a :class:`UserCodeError` (the user's dataset or collate
    raised: deterministic, so retrying would only repeat it) is the batch's result: it is
-   delivered in order (the user sees which sample broke, at the position of its batch).
+   delivered in order (the user sees which sample broke, at the position of its batch); so
+   is a :class:`WorkerLost` whose ``batch_at_fault`` is set (the batch killed two workers).
 2. A failure counts against its lane unless it is a :class:`WorkerLost` (a worker died;
    the lane carries on with the rest) or a :class:`Reroute` (the lane cannot take this
    batch, e.g. a non-JPEG for the GPU lane). A lane that fails ``break_after`` tasks in a
@@ -22,6 +23,7 @@ failure             counts vs lane   excluded for the batch       handed on
 SampleError         no               —                           no: delivered
 UserCodeError       no               —                           no: delivered
 WorkerLost          no               no                          within max_retries + lanes
+ ... batch_at_fault no               —                           no: delivered
 Reroute             no               if another lane works        within max_retries
 anything else       yes              if another lane works        within max_retries
 ==================  ===============  ==========================  ===========
@@ -84,7 +86,7 @@ class Decision:
 
 def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules = RetryRules()) -> Decision:
     """The fate of a batch whose ``attempts``-th attempt failed with ``exc`` on ``lane``."""
-    if isinstance(exc, (SampleError, UserCodeError)):
+    if isinstance(exc, (SampleError, UserCodeError)) or getattr(exc, "batch_at_fault", False):
         return Decision(Action.DELIVER, lane_fault=False, break_lane=False, exclude=False)
     lost = isinstance(exc, WorkerLost)
     fault = not isinstance(exc, (Reroute, WorkerLost))

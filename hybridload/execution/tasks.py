@@ -6,19 +6,36 @@ never looks back. Two forms:
 
 * :class:`LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
   order, :mod:`hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
-* :class:`StreamedTasks` — over an iterator of batches with a known count (the drop-in's
-  batch sampler): pulled one at a time; an iterator that ends early, or yields more than its
-  count, ends the pass with an error that says so.
+* :class:`StreamedTasks` — over an iterator of batches (the drop-in's batch sampler): pulled
+  one at a time; with a known count, an iterator that ends early, or yields more than its
+  count, ends the pass with an error that says so; without one (a sampler without
+  ``__len__``, e.g. an infinite one for iteration-based training) the pass ends where the
+  iterator does (:class:`TasksEnded`), and only what the window reached is ever pulled.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, Callable, Iterator
 
 from hybridload.lanes.base import BatchTask
 
 Make = Callable[[int, Any], BatchTask]
+
+#: ``len()`` of open-ended tasks until their iterator ends (the most ``len()`` may return).
+OPEN_ENDED = sys.maxsize
+
+
+class TasksEnded(Exception):
+    """Open-ended tasks ran out: the pass has ``count`` tasks (raised for ``tasks[count]``)."""
+
+    def __init__(self, count: int):
+        super().__init__(f"the tasks ended after {count}")
+        self.count = count
+
+    def __reduce__(self):
+        return (type(self), (self.count,))
 
 
 class LazyTasks(Sequence):
@@ -51,17 +68,22 @@ class StreamedTasks(Sequence):
     Args:
         batches: the batches (an iterator; the first is pulled at once, so that what it
             draws, e.g. a sampler's seed, is drawn where the caller made it).
-        count: how many it yields (``len()`` of its sampler).
+        count: how many it yields (``len()`` of its sampler); None: unknown until it ends
+            (``len()`` is :data:`OPEN_ENDED` until then, the count after).
         make: ``(k, batch) -> BatchTask``.
         what: names the iterator in errors ("the batch sampler").
     """
 
-    def __init__(self, batches: Iterator, count: int, make: Make, what: str = "the batch iterator"):
-        self._it, self._count, self._make, self._what = batches, int(count), make, what
+    def __init__(self, batches: Iterator, count: int | None, make: Make, what: str = "the batch iterator"):
+        self._open = count is None
+        self._it, self._count, self._make, self._what = batches, OPEN_ENDED if self._open else int(count), make, what
         self._k, self._task = -1, None
         self._short: str | None = None
         if self._count > 0:
-            self[0]
+            try:
+                self[0]
+            except TasksEnded:  # an open-ended iterator that yields nothing: an empty pass
+                pass
 
     def __len__(self) -> int:
         return self._count
@@ -69,6 +91,8 @@ class StreamedTasks(Sequence):
     def __getitem__(self, k):
         if k == self._k:
             return self._task
+        if self._open and k >= self._count:
+            raise TasksEnded(self._count)
         if k != self._k + 1 or not 0 <= k < self._count:
             raise IndexError(f"task {k}: streamed tasks are made in order (last made: {self._k}, {self._count} in all)")
         if self._short is not None:  # every task past the end the iterator reached fails alike
@@ -77,12 +101,15 @@ class StreamedTasks(Sequence):
         try:
             batch = next(self._it)
         except StopIteration:
+            if self._open:  # the count is known now: the pass ends here
+                self._count = k
+                raise TasksEnded(k) from None
             self._short = (f"{self._what} stopped after {k} batches but its len() said {self._count}; "
                            "make its __len__ agree with what it yields")
             self._k, self._task = k, None
             raise RuntimeError(self._short) from None
         self._k, self._task = k, self._make(k, batch)
-        if k == self._count - 1:
+        if k == self._count - 1 and not self._open:
             self._check_exhausted()
         return self._task
 
@@ -96,8 +123,9 @@ class StreamedTasks(Sequence):
 
 
 def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:
-    """A pass's tasks over ``batches`` (an iterator of ``sampler``): :class:`StreamedTasks`
-    when the sampler has a ``len()``, else listed up front (its count is known only then).
+    """A pass's tasks over ``batches`` (an iterator of ``sampler``), pulled as the dispatcher
+    reaches them (:class:`StreamedTasks`); a sampler without ``len()`` gives open-ended tasks,
+    never listed (an infinite sampler has no end to list to).
 
     Args:
         batches: the sampler's iterator, already made.
@@ -106,6 +134,6 @@ def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:
     """
     try:
         count = len(sampler)
-    except TypeError:  # a sampler without __len__
-        return [make(k, b) for k, b in enumerate(batches)]
+    except TypeError:  # a sampler without __len__: its end is known when it comes
+        count = None
     return StreamedTasks(batches, count, make, what=f"the sampler {type(sampler).__name__}")

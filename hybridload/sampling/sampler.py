@@ -3,7 +3,8 @@ by any rank at any world size and batch size (:mod:`hybridload.sampling.resume`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -166,12 +167,45 @@ class DistributedBatchSampler:
                 "order": getattr(self.order, "kind", "randperm"), **plan}
 
     def load_state_dict(self, sd: dict) -> None:
-        """Resume from any rank's ``state_dict()``, saved at any world size and batch size."""
+        """Resume from any rank's ``state_dict()``, saved at any world size and batch size (a
+        ``HybridLoader`` state of the same dataset too); a state of another dataset, seed or
+        order is refused (:class:`~hybridload.errors.ResumeMismatchError`)."""
         where = "DistributedBatchSampler.load_state_dict"
-        for key in ("seed", "n", "shuffle", "drop_last"):
-            if key in sd and sd[key] != getattr(self, key):
-                raise ResumeMismatchError(key, sd[key], getattr(self, key), where)
+        size_key = check_fields(sd, where)
+        for key, mine in (("seed", self.seed), (size_key, self.n), ("shuffle", self.shuffle),
+                          ("drop_last", self.drop_last)):
+            if sd[key] != mine:
+                raise ResumeMismatchError(key, sd[key], mine, where)
         saved, mine = sd.get("order", "randperm"), getattr(self.order, "kind", "randperm")  # older states: randperm
         if saved != mine:
             raise OrderMismatchError(saved, mine, where)
         self.resume_from(sd, where)
+
+
+#: the fields a state holds, with their kinds (the dataset size: ``n``, ``num_samples`` in a HybridLoader's)
+STATE_INTS = ("epoch", "position", "seed", "world_size", "batch_size")
+STATE_BOOLS = ("shuffle", "drop_last")
+
+
+def check_fields(sd: Any, where: str) -> str:
+    """Check that ``sd`` holds every field of a state, each of its kind, as HybridLoader checks
+    its own; returns the key of its dataset size (``n``, or a HybridLoader's ``num_samples``)."""
+    if not isinstance(sd, Mapping):
+        raise TypeError(f"{where}: state must be the dict state_dict() returned, got {type(sd).__name__}")
+    size_key = "num_samples" if "n" not in sd and "num_samples" in sd else "n"
+    missing = [k for k in (*STATE_INTS[:3], size_key, *STATE_INTS[3:], *STATE_BOOLS) if k not in sd]
+    if missing:
+        hint = (" (this is a DataLoader's state: pass its ['batch_sampler'] entry)" if "batch_sampler" in sd
+                else "")
+        raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() "
+                         f"returned{hint}")
+    for key in (*STATE_INTS, size_key):
+        if not isinstance(sd[key], numbers.Integral) or isinstance(sd[key], bool):
+            raise TypeError(f"{where}: {key} must be an int, got {sd[key]!r} ({type(sd[key]).__name__})")
+    for key in STATE_BOOLS:
+        if not isinstance(sd[key], bool):
+            raise TypeError(f"{where}: {key} must be a bool, got {sd[key]!r} ({type(sd[key]).__name__})")
+    if sd["epoch"] < 0:
+        raise ValueError(f"{where}: epoch must be an int >= 0, got {sd['epoch']}; pass the dict state_dict() "
+                         "returned")
+    return size_key

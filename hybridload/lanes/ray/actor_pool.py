@@ -32,6 +32,7 @@ from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.cluster.shipping import ship_unimportable
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, when_done
+from hybridload.lanes.ray.deaths import Deaths
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.startup import first_ready, start_waves
 from hybridload.lanes.ray.members import Member, Members, State
@@ -61,6 +62,7 @@ class ActorPool(Lane):
         self._held_lock = threading.Lock()
         self._keeper: Keeper | None = None
         self._pass_index = pass_worker_index
+        self._deaths = Deaths(self.name)  # the worker processes each batch killed
         self._rules = dict(placement=placement, reserve_local_cpus=reserve_local_cpus, cpu_actors=cpu_actors,
                            rank=rank, world_size=world_size)
         self._capacity = Capacity(when_empty=when_empty, wait_s=wait_s, rules=self._rules, members=self._members,
@@ -104,6 +106,10 @@ class ActorPool(Lane):
 
     def convert(self, raw: Any) -> Any:
         return raw
+
+    def failure(self, task: BatchTask, exc: BaseException) -> Any:
+        """What a task that failed in Ray (not with its actor) reports: hybridload's own error unwrapped."""
+        return _unwrap(exc)
 
     # -- the pool's actors
     @property
@@ -230,9 +236,9 @@ class ActorPool(Lane):
                                     type(exc).__name__, task.seq, self.parallelism)
                         if self._keeper is not None:
                             self._keeper.wake()
-                    done(task, WorkerLost(f"actor {m.key} of the {self.name} lane died while it held batch {task.seq}"))
+                    done(task, self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc))
                     return
-                done(task, _unwrap(exc))
+                done(task, self.failure(task, exc))
                 return
             try:
                 result = self.convert(raw)

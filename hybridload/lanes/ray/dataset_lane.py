@@ -18,7 +18,7 @@ import warnings
 
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.ray.actor_pool import ActorPool
-from hybridload.lanes.ray.dataset_worker import DatasetWorker
+from hybridload.lanes.ray.dataset_worker import DatasetWorker, UserFailure
 from hybridload.lanes.ray.iterable_pass import IterablePass
 from hybridload.lanes.ray.iterable_worker import IterableDatasetWorker
 
@@ -34,6 +34,10 @@ class DatasetLane(ActorPool):
 
     def call(self, actor, task: BatchTask):
         return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
+
+    def failure(self, task: BatchTask, exc: BaseException):
+        """A result Ray could not send back is the batch's outcome, as the user's errors are."""
+        return UserFailure.unsendable(exc, task.seq) or super().failure(task, exc)
 
 
 class IterableDatasetActors(ActorPool):
@@ -78,13 +82,17 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
     return free < 1
 
 
-def in_process_pass(loader):
-    """torch's single-process iterator over ``loader`` (a drop-in DataLoader), with one warning:
-    the pass torch would run on oversubscribed workers runs in this process instead."""
-    warnings.warn(f"hybridload.DataLoader: no free CPU for this pass's Ray actors while another pass of this "
-                  f"process holds them (a training and a validation loader, two live iterators); this pass runs "
-                  f"in this process as torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, "
-                  f"to run it on actors)", stacklevel=3)
+#: why a pass runs in this process although it asked for actors (:func:`in_process_pass`)
+OVERSUBSCRIBED = ("no free CPU for this pass's Ray actors while another pass of this process holds them (a "
+                  "training and a validation loader, two live iterators); this pass runs in this process as "
+                  "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)")
+
+
+def in_process_pass(loader, why: str | None = None):
+    """torch's single-process iterator over ``loader`` (a drop-in DataLoader); with ``why``, one
+    warning saying why a pass that asked for actors runs in this process instead."""
+    if why is not None:
+        warnings.warn(f"hybridload.DataLoader: {why}", stacklevel=3)
     import torch.utils.data as tud
     saved = loader.num_workers, loader.timeout
     loader.num_workers, loader.timeout = 0, 0  # torch's single-process iterator asserts both are 0

@@ -10,7 +10,9 @@ class (:meth:`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
 
 from __future__ import annotations
 
+import inspect
 import random
+import re
 import sys
 import traceback
 
@@ -52,6 +54,43 @@ class UserFailure:
     def reraise(self):
         raise self.error()
 
+    @classmethod
+    def unsendable(cls, exc: BaseException, seq: int) -> "UserFailure | None":
+        """Batch ``seq``'s task failed in Ray after the user's code returned (``run`` turns every
+        exception of the user's code into a value): Ray could not send its result back (a lock,
+        an open file inside the batch). A value of the batch, with the cause's class and Ray's
+        text without its colour codes; None for any other failure."""
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, Exception) or isinstance(cause, HybridLoadError):
+            return None
+        self = cls.__new__(cls)
+        self.exc_type, self.reason = type(cause), f"{type(cause).__name__}: {cause}"
+        self.exc_msg = ANSI.sub("", str(exc))
+        self.where = (f"in a DataLoader worker (a Ray actor), batch {seq}: Ray could not send back what collate_fn "
+                      f"returned ({self.reason}); return tensors, arrays, numbers, strings or containers of them")
+        return self
+
+
+#: terminal colour codes (Ray colours the task name in its error text)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Generated:
+    """A batch ``collate_fn`` returned as a generator, its items listed in the actor: Ray takes a
+    generator an actor method returns for a stream of returns and would keep only its first
+    item. :meth:`generator` gives the driver a generator over them, as torch returns."""
+
+    def __init__(self, items: list):
+        self.items = items
+
+    def generator(self):
+        return (item for item in self.items)
+
+
+def shippable(batch):
+    """``batch`` as an actor may return it: a generator listed into a :class:`Generated`."""
+    return Generated(list(batch)) if inspect.isgenerator(batch) else batch
+
 
 class InitFailed(HybridLoadError):
     """``worker_init_fn`` raised in an actor; ``failure`` (a :class:`UserFailure`) re-raises it."""
@@ -70,21 +109,38 @@ class DatasetWorker(PoolWorker):
     ``bundle`` is ``(dataset, collate_fn, worker_init_fn)``, sent in one piece so that a
     ``worker_init_fn`` bound to the dataset changes the very dataset ``__getitem__`` reads
     (as in a torch worker). ``asked`` is the ``num_workers`` the user gave (what
-    ``get_worker_info().num_workers`` reports, as torch does); 0 → the pool's size."""
+    ``get_worker_info().num_workers`` reports, as torch does); 0 → the pool's size. With fewer
+    actors than ``asked`` (fewer CPU slots), actor ``worker_id`` of ``num_workers`` hosts the ids
+    ``worker_id, worker_id + num_workers, ...``: each its own copy of the bundle, set up by
+    ``worker_init_fn(id)`` as a torch worker process is; a batch runs as id ``seq % asked``
+    where the actor hosts it, else as one of its ids in turn."""
 
     def __init__(self, bundle, auto_collation, asked: int = 0, worker_id: int = 0, num_workers: int = 1):
         super().__init__()
-        self.dataset, self.collate_fn, worker_init_fn = bundle
         self.auto = auto_collation
         self.worker_id, self.num_workers = worker_id, max(asked, worker_id + 1) if asked else num_workers
+        ids = range(worker_id, self.num_workers, max(1, num_workers)) if asked else [worker_id]
+        self.hosted: dict[int, tuple] = {}  # worker id -> (dataset, collate_fn): its own copy
         self.init_failure = None
-        set_worker_info(worker_id, self.num_workers, worker_id, self.dataset)
-        if worker_init_fn is not None:
-            try:
-                worker_init_fn(worker_id)
-            except Exception:
-                self.init_failure = UserFailure(sys.exc_info(), f"in worker_init_fn of DataLoader worker "
-                                                f"{worker_id} (a Ray actor)")
+        for k, wid in enumerate(ids):
+            if k:
+                from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
+                bundle = cloudpickle.loads(cloudpickle.dumps(bundle))
+            dataset, collate_fn, worker_init_fn = bundle
+            self.hosted[wid] = (dataset, collate_fn)
+            set_worker_info(wid, self.num_workers, wid, dataset)
+            if worker_init_fn is not None and self.init_failure is None:
+                try:
+                    worker_init_fn(wid)
+                except Exception:
+                    self.init_failure = UserFailure(sys.exc_info(), f"in worker_init_fn of DataLoader worker "
+                                                    f"{wid} (a Ray actor)")
+        self.dataset, self.collate_fn = self.hosted[worker_id]
+
+    def _as(self, seq: int) -> int:
+        """The worker id batch ``seq`` runs as on this actor."""
+        wid = seq % self.num_workers
+        return wid if wid in self.hosted else list(self.hosted)[seq % len(self.hosted)]
 
     def ready(self) -> str:
         if self.init_failure is not None:
@@ -95,14 +151,16 @@ class DatasetWorker(PoolWorker):
         random.seed(seed)
         np.random.seed(seed % (2 ** 32))
         torch.manual_seed(seed)
-        set_worker_info(self.worker_id, self.num_workers, seed, self.dataset)
-        at = f"in DataLoader worker {self.worker_id} (a Ray actor), batch {seq}"
+        wid = self._as(seq)
+        dataset, collate_fn = self.hosted[wid]
+        set_worker_info(wid, self.num_workers, seed, dataset)
+        at = f"in DataLoader worker {wid} (a Ray actor), batch {seq}"
         where = at
         try:
             if not self.auto:
                 where = f"{at} (indices {short(indices)}), in dataset[indices] or collate_fn"
-                return self.collate_fn(self.dataset[indices])
-            getitems = getattr(self.dataset, "__getitems__", None)
+                return shippable(collate_fn(dataset[indices]))
+            getitems = getattr(dataset, "__getitems__", None)
             if getitems:  # torch >= 2.0 fetches the batch with one call
                 where = f"{at} (indices {short(indices)}): dataset.__getitems__"
                 samples = getitems(indices)
@@ -110,9 +168,9 @@ class DatasetWorker(PoolWorker):
                 samples = []
                 for i in indices:
                     where = f"{at} (indices {short(indices)}), sample {i}: dataset[{i}]"
-                    samples.append(self.dataset[i])
+                    samples.append(dataset[i])
             where = f"{at} (indices {short(indices)}): collate_fn"
-            return self.collate_fn(samples)
+            return shippable(collate_fn(samples))
         except HybridLoadError:
             raise
         except Exception:  # the user's code: the batch's outcome, delivered once at its place

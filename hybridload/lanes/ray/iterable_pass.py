@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import deque
 
 from hybridload.errors import BatchTimeoutError, WorkerLost
+from hybridload.lanes.ray.dataset_worker import UserFailure
 from hybridload.lanes.ray.iterable_worker import End
 
 
@@ -85,6 +86,9 @@ class IterablePass:
         cause = getattr(exc, "cause", None)
         if isinstance(cause, HybridLoadError):
             return cause
+        unsent = UserFailure.unsendable(exc, self._taken)  # a batch Ray could not send back
+        if unsent is not None:
+            return unsent.error()
         if isinstance(exc, (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError)):
             return WorkerLost(f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
                               "iterator cannot move to another worker, so this pass ends")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils import fetch as torch_fetch, worker as torch_worker  # torch's own worker steps
 
-from hybridload.lanes.ray.dataset_worker import UserFailure, set_worker_info
+from hybridload.lanes.ray.dataset_worker import UserFailure, set_worker_info, shippable
 from hybridload.lanes.ray.worker import PoolWorker
 
 
@@ -116,7 +116,7 @@ class IterableDatasetWorker(PoolWorker):
             return End(worker_id)
         w.swap_in(self.num_workers, self.base_seed)
         try:
-            return w.fetcher.fetch(self.index)
+            return shippable(w.fetcher.fetch(self.index))
         except StopIteration:
             w.fetcher = None
             return End(worker_id)

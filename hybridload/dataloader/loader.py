@@ -18,6 +18,7 @@ Where it matches torch and where it differs: ``docs/guide/dropin.md``.
 from __future__ import annotations
 
 import logging
+import warnings
 import weakref
 from typing import Any, Callable, TypeVar
 
@@ -25,26 +26,18 @@ import torch
 import torch.utils.data as tud
 
 from hybridload.errors import close_all, take_all
-from hybridload.lanes.ray.dataset_lane import (DatasetLane, IterableDatasetActors, in_process_pass,
-                                               no_cpu_for_another_pool)
-from hybridload.lanes.ray.dataset_worker import InitFailed, UserFailure
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.ray.dataset_lane import (OVERSUBSCRIBED, DatasetLane, IterableDatasetActors,
+                                               in_process_pass, no_cpu_for_another_pool)
+from hybridload.lanes.ray.dataset_worker import InitFailed
 from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
-from hybridload.execution.stream import BatchStream
-from hybridload.execution.tasks import sampler_tasks
+from hybridload.dataloader.passes import FailedPass, RayPass
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
 
-DEFAULT_TIMEOUT_S = 300.0
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # this process's drop-in loaders (their actor pools)
-
-
-def _size(indices) -> int:
-    """The samples a batch counts as: batch_size=None fetches one sample per index."""
-    return len(indices) if hasattr(indices, "__len__") else 1
 
 
 class DataLoader(tud.DataLoader[T_co]):
@@ -101,9 +94,6 @@ class DataLoader(tud.DataLoader[T_co]):
         if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
-        if num_workers < 0:  # torch's own check, before distribute_mode hands torch 0
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
-                             "multiprocessing.")
         asked = num_workers
         self.head_address = head_address
         self.num_actors = num_actors if num_actors is not None else (num_workers or None)
@@ -112,9 +102,10 @@ class DataLoader(tud.DataLoader[T_co]):
         self.window = window
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
-            if multiprocessing_context is not None:
-                raise ValueError("DataLoader: multiprocessing_context has no effect with distribute_mode=True (the "
-                                 "workers are Ray actors, not processes this loader starts); leave it None")
+            if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
+                warnings.warn("hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
+                              "the workers are Ray actors, which Ray starts, not processes of this loader",
+                              UserWarning, stacklevel=1)
             if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
                 raise ValueError(f"DataLoader: prefetch_factor must be an int >= 1, got {prefetch_factor!r}")
             if window is None and prefetch_factor is not None:
@@ -149,18 +140,20 @@ class DataLoader(tud.DataLoader[T_co]):
         if not self.distribute_mode:
             return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return self._progress.wrap(_RayDataLoaderIter(self, self._lanes[0], owns_lane=False, first=False))
+            return self._progress.wrap(RayPass(self, self._lanes[0], owns_lane=False, first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
+        if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
+            return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
         if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
-            return self._progress.wrap(in_process_pass(self))
+            return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
         try:
             lane = self._start_actors()
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
-            return self._progress.wrap(_FailedPass(exc.failure, self._index_sampler))
+            return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
         try:
-            return self._progress.wrap(_RayDataLoaderIter(self, lane, owns_lane=not self._persistent_actors,
+            return self._progress.wrap(RayPass(self, lane, owns_lane=not self._persistent_actors,
                                                            first=True))
         except BaseException:  # the pass could not start: its actors go now
             self._lanes.remove(lane)
@@ -205,96 +198,3 @@ def _close_all(streams: list, lanes: list) -> None:
     """A DataLoader dropped without close(): passes first, then actors; failures are logged."""
     close_all([*take_all(streams), *take_all(lanes)], "closing a DataLoader dropped without close()", log=log)
 
-
-class _FailedPass:
-    """A pass whose workers could not start because ``worker_init_fn`` raised: each of its
-    batches raises that error (torch's workers answer every task with an error), then it ends."""
-
-    def __init__(self, failure: UserFailure, sampler):
-        self._failure = failure
-        try:
-            self._left = len(sampler)
-        except TypeError:  # an IterableDataset's sampler has no length: one error
-            self._left = 1
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._left <= 0:
-            raise StopIteration
-        self._left -= 1
-        self._failure.reraise()
-
-
-class _RayDataLoaderIter:
-    def __init__(self, loader: DataLoader, lane, owns_lane: bool, first: bool):
-        self._loader = loader
-        self._own, self._lanes = (lane if owns_lane else None), loader._lanes
-        sampler_iter = iter(loader._index_sampler)
-        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-            loader._pass_seeds = (base_seed, 0)
-        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
-            base_seed, passes = loader._pass_seeds
-            loader._pass_seeds = (base_seed, passes + 1)
-        timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
-        if isinstance(lane, IterableDatasetActors):
-            self._stream = lane.start_pass(base_seed, prefetch=loader._prefetch, timeout_s=timeout,
-                                           length=_length(loader))
-        else:
-            batches, count = sampler_iter, _length(loader._index_sampler)
-            if count is None:  # a sampler without len(): listed up front (as sampler_tasks lists it)
-                listed = list(sampler_iter)
-                batches, count = iter(listed), len(listed)
-            if not first:  # the pass's own seeds, after those of the earlier passes
-                base_seed = (base_seed + loader._pass_seeds[1] * max(1, count)) % 2 ** 63
-            tasks = sampler_tasks(batches, loader._index_sampler,  # pulled as reached when it has a len()
-                                  lambda k, b: BatchTask(k, 0, b, size=_size(b), seed=base_seed + k))
-            self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
-        self._pin = loader.pin_memory and torch.cuda.is_available()
-        self._pin_device = loader.pin_memory_device or None
-        loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]
-
-    def __iter__(self):
-        return self
-
-    def __len__(self) -> int:
-        return len(self._stream)
-
-    def __next__(self) -> Any:
-        try:
-            batch = next(self._stream)
-        except BaseException:
-            if self._stream.closed:
-                self._release()  # the pass is over: its own (non-persistent) actors go
-            raise
-        if isinstance(self._stream, BatchStream) and self._stream.position >= len(self._stream):
-            self._release()  # the last batch is out: a loop of len(loader) steps (Lightning's) never asks again
-        if isinstance(batch, UserFailure):  # the user's code raised for this batch: raise it, the pass goes on
-            batch.reraise()
-        if self._pin:
-            from torch.utils.data._utils.pin_memory import pin_memory
-            batch = pin_memory(batch, self._pin_device)
-        return batch
-
-    def _release(self) -> None:
-        lane, self._own = self._own, None
-        if lane is not None:
-            if any(x is lane for x in self._lanes):
-                self._lanes.remove(lane)
-            lane.close()
-
-    def __del__(self):
-        if getattr(self, "_stream", None) is not None:
-            self._stream.close()
-        if hasattr(self, "_own"):
-            self._release()
-
-
-def _length(sized) -> int | None:
-    """``len(sized)``, None when it has none (an IterableDataset, a sampler without __len__)."""
-    try:
-        return len(sized)
-    except TypeError:
-        return None
