@@ -69,6 +69,7 @@ class Dispatcher:
         self._attempts: dict[int, int] = {}
         self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
         self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)
+        self._held: dict[int, BatchTask] = {}                # seq -> its task, while a copy runs
         self._reissued: set[int] = set()
         self._watch = StragglerWatch(stragglers)          # running copies by when to look at them
         self._inbox: deque = deque()                       # (book, start, task, result) from lanes
@@ -86,12 +87,22 @@ class Dispatcher:
             self._cond.notify()
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
+        """End the pass: no more starts, and every task still out is cancelled at its lane
+        (``Lane.cancel``), so the next pass does not wait behind this one's batches."""
         with self._cond:
             self._stopped = True
             self._inbox.clear()
             self._cond.notify()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(join_timeout_s)
+        with self._lock:
+            out = [(book.lane, self._held[seq]) for seq, copies in self._running.items() for book, _t0 in copies]
+        for lane, task in out:
+            try:
+                lane.cancel(task)
+            except Exception:  # a lane failing to cancel still runs the task to its end: nothing lost
+                log.warning("lane '%s' failed to cancel batch %d of a given-up pass", lane.name, task.seq,
+                            exc_info=True)
 
     def where(self, seq: int) -> str:
         """Which lane holds ``seq`` (for timeout messages)."""
@@ -131,6 +142,7 @@ class Dispatcher:
         t0 = time.perf_counter()
         book.in_flight += 1
         self._running.setdefault(task.seq, []).append((book, t0))
+        self._held[task.seq] = task
         self._watch.started(Watched(task.seq, book, t0, task))
         done = self._report_to(book, t0, task)
         try:
@@ -225,6 +237,7 @@ class Dispatcher:
             copies.remove((book, t0))
         if not copies:
             self._running.pop(task.seq, None)
+            self._held.pop(task.seq, None)
         if isinstance(result, BaseException):
             if copies or self._merger.settled(task.seq):
                 log.info("a copy of batch %d failed on lane '%s' (%s); another copy carries it",

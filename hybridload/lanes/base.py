@@ -14,6 +14,9 @@ contract below.
 * ``submit(task, done)`` — non-blocking; ``done(task, result_or_exception)`` is called
   exactly once, from any thread (not at all if the lane is closed first).
 * ``close()`` — stop, release workers and device memory; idempotent.
+* ``cancel(task)`` — the pass that submitted ``task`` was given up: drop it if it has not
+  started, stop it early if the lane can; its ``done`` may still be called, and is ignored
+  (default: nothing; the lane runs it to the end).
 * ``unavailable()`` — why the lane has no worker to take a task now ("" when it has one; the
   Ray lane: nodes lost, actor starts failed, no node with a free CPU), for error messages.
 
@@ -156,6 +159,9 @@ class Lane(abc.ABC):
                 return
             self._closed = True
         self._close()
+
+    def cancel(self, task: BatchTask) -> None:
+        """``task``'s pass was given up: drop it or stop it early where the lane can."""
 
     def unavailable(self) -> str:
         """Why the lane has no worker for a task now ("" when it has one, or cannot tell)."""

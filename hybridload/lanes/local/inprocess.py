@@ -5,9 +5,17 @@ JPEG decoding (libjpeg-turbo) and torch's resize release the GIL, so threads sca
 across cores.
 
 Its threads are daemon threads of its own pool (not a ``ThreadPoolExecutor``, whose threads
-the interpreter joins at exit): ``close()`` cancels queued batches and does not wait for a
-running one beyond a short bound, so Ctrl-C ends the process promptly even while a sample
-takes minutes; an abandoned thread ends when its batch returns, or with the process.
+the interpreter joins at exit). A batch stops at its next sample once its task is cancelled
+(``cancel``: its pass was given up) or the lane closes, so ``close()`` drops queued batches and
+joins every thread within about one sample's time: no thread is left inside torch's C++ when
+the interpreter exits (a daemon thread there at exit aborts the process: "terminate called
+without an active exception", rc 134). Only a thread still in one sample after
+``close_wait_s`` (a user's read taking minutes) is left, so that Ctrl-C ends the process
+promptly; it ends when that sample returns, or with the process.
+
+Each lane thread runs torch with one intra-op thread (:func:`one_intraop_thread`): with the
+trainer's intra-op threads (OpenMP, all cores) one lane thread ran 5-12x slower than two
+(RESULTS.md, "Lanes").
 """
 
 from __future__ import annotations
@@ -18,17 +26,40 @@ import threading
 import time
 from concurrent.futures import Future
 
+import torch
+
 from hybridload.kernels import process_batch, start_reads
 
-from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
+from hybridload.lanes.base import BatchTask, Done, LaneKind, PooledLane
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
 
 log = logging.getLogger(__name__)
 
 
+def one_intraop_thread() -> None:
+    """Run torch ops of the calling thread on that thread alone (no intra-op parallelism),
+    leaving the process's setting (the trainer's threads, threads started later) as it was.
+
+    ``torch.set_num_threads`` sets the calling thread's OpenMP thread count and the count new
+    threads start with; the latter is put back from a short-lived thread of its own.
+    """
+    with _THREADS_LOCK:
+        threads = torch.get_num_threads()
+        if threads == 1:
+            return
+        torch.set_num_threads(1)
+        restore = threading.Thread(target=torch.set_num_threads, args=(threads,), name="hybridload-threads-restore")
+        restore.start()
+        restore.join()
+
+
+_THREADS_LOCK = threading.Lock()
+
+
 class DaemonPool:
-    """``threads`` daemon threads running submitted callables; ``submit`` returns a Future."""
+    """``threads`` daemon threads running submitted callables; ``submit`` returns a Future.
+    Each thread runs torch ops on one intra-op thread (:func:`one_intraop_thread`)."""
 
     def __init__(self, threads: int, name: str):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -43,6 +74,7 @@ class DaemonPool:
         return fut
 
     def _work(self) -> None:
+        one_intraop_thread()
         while True:
             item = self._queue.get()
             if item is None:
@@ -75,6 +107,24 @@ class DaemonPool:
         return [t for t in self.threads if t.is_alive()]
 
 
+class StopAtSample:
+    """A batch's reads that end the batch before its next sample once ``stop`` is set."""
+
+    def __init__(self, reads, stop: threading.Event, why):
+        self._reads, self._stop, self._why = reads, stop, why
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._stop.is_set():
+            raise self._why()
+        return next(self._reads)
+
+    def close(self) -> None:
+        self._reads.close()
+
+
 class InProcessLane(PooledLane):
     """Runs each batch task on one of ``threads`` worker threads.
 
@@ -102,17 +152,43 @@ class InProcessLane(PooledLane):
         self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess")
+        self._tasks: list[tuple[BatchTask, Future, threading.Event]] = []  # submitted, not yet finished
 
     def describe(self) -> str:
         return f"in-process lane: {self.parallelism} threads"
 
-    def runner(self, task: BatchTask):
-        """``run_batch`` with the task's reads started now (they overlap the batches before it)."""
-        try:
-            started = start_reads(self.source, task.indices)
+    def _start(self, task: BatchTask, done: Done) -> None:
+        stop = threading.Event()
+        try:  # the reads start now: they overlap the batches before it
+            refs, reads = start_reads(self.source, task.indices)
+            started = (refs, StopAtSample(reads, stop, lambda: self._cancelled(task)))
         except Exception:  # a bad index or ref: raised again where the batch runs, reported as usual
-            return self.run_batch
-        return lambda t: self.run_batch(t, started)
+            started = None
+        entry = (task, self._pool.submit(self.run_batch, task, started), stop)
+        with self._lock:
+            self._tasks.append(entry)
+
+        def finish(fut: Future) -> None:
+            with self._lock:
+                self._tasks.remove(entry)
+            if fut.cancelled():
+                done(task, self._cancelled(task))
+            else:
+                exc = fut.exception()
+                done(task, exc if exc is not None else fut.result())
+        entry[1].add_done_callback(finish)
+
+    def _cancelled(self, task: BatchTask) -> RuntimeError:
+        why = "the lane was closed" if self._closed else "its pass was given up"
+        return RuntimeError(f"batch {task.seq} (epoch {task.epoch}) was cancelled on the {self.name} lane: {why}")
+
+    def cancel(self, task: BatchTask) -> None:
+        """Drop ``task`` if it has not started; stop it before its next sample if it runs."""
+        with self._lock:
+            mine = [(fut, stop) for t, fut, stop in self._tasks if t is task]
+        for fut, stop in mine:
+            stop.set()
+            fut.cancel()
 
     def run_batch(self, task: BatchTask, started=None):
         return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
@@ -120,7 +196,12 @@ class InProcessLane(PooledLane):
                              normalize=False, started=started)  # uint8 out: the loader normalizes on its device
 
     def _close(self) -> None:
-        """Cancel queued tasks; wait at most ``close_wait_s`` for running ones, then leave them."""
+        """Cancel every task (running ones stop before their next sample); wait at most
+        ``close_wait_s`` for the threads to end, then leave the ones still in a sample."""
+        with self._lock:
+            tasks = list(self._tasks)
+        for _task, _fut, stop in tasks:
+            stop.set()
         for t in self._pool.shutdown(self.close_wait_s):
             log.info("in-process lane thread %s is still running a batch after close(); it is a daemon "
                      "thread and ends when that batch returns (or with the process)", t.name)

@@ -13,7 +13,9 @@ Rules:
   the modules whose locks it uses reset them in the child), or by ``forkserver``/``spawn``
   (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
   worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
-  as torch's workers do);
+  as torch's workers do); a worker whose trainer is gone (killed by SIGKILL, the OOM
+  killer, ``os._exit``: no ``close()`` ran) exits within ``PARENT_CHECK_S``, as torch's workers
+  watch theirs, instead of living on with parent 1 holding the trainer's pipes;
 * a task that finds every slot taken (a pass given up while its batches still run, and the next
   pass already submitting) waits in this lane's queue for the first slot to free;
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import threading
@@ -50,13 +53,41 @@ log = logging.getLogger(__name__)
 
 MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) is not restarted for ever
 POLL_S = 0.1         # how often the collector looks at worker liveness while idle
+PARENT_CHECK_S = 1.0  # how often a worker looks whether the trainer still lives
 JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
                       # in progress is discarded anyway, so close() does not wait it out
 
 
-def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str]) -> None:
+def process_identity(pid: int) -> str | None:
+    """``pid``'s start time (``/proc/PID/stat``), which tells it from a later process given the
+    same pid; None when it is gone or a zombie (killed, not yet reaped) or /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in "ZX" else fields[19]
+
+
+def _exit_with_trainer(trainer: int, identity: str | None) -> None:
+    """End this worker once the trainer is gone: a thread, so that a worker waiting for a task
+    or deep in a batch notices too. The trainer, not the parent: a forkserver's workers are its
+    children, and it lives as long as they do."""
+    def alive() -> bool:
+        return process_identity(trainer) == identity if identity is not None else os.getppid() == trainer
+
+    def watch():
+        while alive():
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+    threading.Thread(target=watch, name="hybridload-trainer-watch", daemon=True).start()
+
+
+def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str],
+                 trainer: tuple[int, str | None]) -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_trainer(*trainer)
     torch.set_num_threads(1)
     slots = [shared_memory.SharedMemory(name=n) for n in slot_names]
     try:
@@ -142,7 +173,7 @@ class ProcessLane(Lane):
         q = self._ctx.Queue()
         p = self._ctx.Process(target=_worker_main, name=f"hybridload-worker-{wid}", daemon=True,
                               args=(wid, q, self._results, self.source, self.recipe, self.seed, self.on_error,
-                                    [s.name for s in self._shm]))
+                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid()))))
         p.start()
         self._procs[wid], self._queues[wid] = p, q
 

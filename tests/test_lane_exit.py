@@ -1,0 +1,116 @@
+"""A loader's processes end cleanly: no lane thread left inside torch at interpreter exit after
+close() (issue 35.14), and no worker process outliving a trainer killed abruptly (35.24)."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+BREAK_AFTER_TWO_STEPS = textwrap.dedent("""
+    import threading, time
+    import numpy as np
+    import torch
+    from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+
+    class TorchWork:
+        # each sample runs 0.25 s of torch ops (C++, the GIL released), as a large image's decode and resize
+        def __len__(self):
+            return 256
+
+        def __getitem__(self, i):
+            a, t0 = torch.ones(200, 200), time.perf_counter()
+            while time.perf_counter() - t0 < 0.25:
+                a = (a @ a).clamp_(0, 1)
+            return np.full((40, 40, 3), i % 256, np.uint8), i
+
+    policy = LoaderPolicy(local_workers="threads", threads=1, cpu_actors=0)
+    with HybridLoader(sources.TorchDataset(TorchWork()), recipe.imagenet_eval(32), 12, shuffle=False,
+                      device="cpu", policy=policy) as loader:  # a batch: 3 s of torch, longer than close() waits
+        for step, _ in enumerate(loader):
+            if step == 1:
+                break
+    print("LEFT", [t.name for t in threading.enumerate() if t.name.startswith("hybridload")], flush=True)
+""")
+
+
+def test_close_leaves_no_lane_thread_and_the_process_exits_0():
+    """5 runs at once of the user's `with HybridLoader(...threads=1) as loader:` + `break`: each
+    exits 0 with no lane thread left (before: rc 134, 'terminate called without an active exception')."""
+    procs = [subprocess.Popen([sys.executable, "-c", BREAK_AFTER_TWO_STEPS], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": HERE})
+             for _ in range(5)]
+    outs = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=180)
+            outs.append((p.returncode, out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    for rc, out in outs:
+        assert rc == 0 and "LEFT []" in out, f"rc {rc}:\n{out[-3000:]}"
+
+
+KILLED_TRAINER = textwrap.dedent("""
+    import sys
+    from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+    policy = LoaderPolicy(local_workers="processes", threads=2, cpu_actors=0, start_method=START)
+    loader = HybridLoader(sources.ImageFolder(sys.argv[1]), recipe.imagenet_eval(32), 4, device="cpu", policy=policy)
+    next(iter(loader))
+    print("READY", flush=True)
+    sys.stdin.read()  # until the test kills this process
+""")
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\\tZ" not in next(line for line in f if line.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_process_lane_workers_exit_when_the_trainer_is_killed(photo_root, start):
+    """SIGKILL the trainer (as the OOM killer does): its workers (and a forkserver's helpers) exit within 15 s."""
+    script = f"START = {start!r}\n" + KILLED_TRAINER
+    proc = subprocess.Popen([sys.executable, "-c", script, photo_root], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": HERE}, start_new_session=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 120
+        while "READY" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+        assert "READY" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no first batch in 120 s"
+        workers = [k for c in _children(proc.pid) for k in [c, *_children(c)] if _alive(k)]
+        assert workers, "the process lane started no worker process"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [w for w in workers if _alive(w)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    for w in left:  # do not leak them from the test either
+        os.kill(w, signal.SIGKILL)
+    assert not left, f"worker processes {[(w, open(f'/proc/{w}/cmdline').read()[:80]) for w in left]} outlived their killed trainer by 15 s"
