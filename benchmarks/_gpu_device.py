@@ -9,6 +9,9 @@
   the CPU lane finish the stream, every batch once, in order.
 * ``auto_share``: mode "auto" beside a training step for a few hundred batches: the GPU lane's
   share of the last hundred must stay above zero (a busy trainer must not starve it).
+
+A part where the GPU lane took no batch (its engine missing, the loader fell back) says so
+(``no_gpu_decode``) and is skipped, never passed or failed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe
 from hybridload.lanes.gpu.failures import rerouting
+
+from _gpu_sections import no_gpu_decode
 
 FAULT = "Failed to decode batch: 5"
 
@@ -54,7 +59,10 @@ def delivery_syncs(src, size: int, bs: int, device, batches: int = 20) -> dict:
         finally:
             torch.cuda.set_sync_debug_mode(0)
             warnings.showwarning = real_show
-    return {"batches": batches, "syncs_on_the_consumer_thread": len(seen), "first": seen[:3], "ok": not seen}
+        gpu_batches = ld.stats()["lanes"].get("gpu", {}).get("batches", 0)
+    if not gpu_batches:
+        return no_gpu_decode("the GPU lane took no batch", batches=batches)
+    return {"gpu_batches": gpu_batches, "batches": batches, "syncs_on_the_consumer_thread": len(seen), "first": seen[:3], "ok": not seen}
 
 
 def injected_fault(src, size: int, bs: int, device, engine: str, lane_cls) -> dict:
@@ -78,6 +86,8 @@ def injected_fault(src, size: int, bs: int, device, engine: str, lane_cls) -> di
     finally:
         lane_cls._decode = real
     gpu_batches = stats["lanes"].get("gpu", {}).get("batches", 0)
+    if not gpu_batches and not calls["n"]:
+        return no_gpu_decode(f"the {engine} GPU lane took no batch", engine=engine)
     return {"engine": engine, "stream_complete": got == want, "gpu_batches": gpu_batches,
             "decode_calls": calls["n"], "ok": got == want and gpu_batches == 2 and calls["n"] < len(want)}
 
