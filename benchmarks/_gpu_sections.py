@@ -81,10 +81,13 @@ class Sections:
             skipped (reason "budget"), and sections read :meth:`time_left` to stop early.
         section_s: the longest a section may run before the watchdog leaves it behind.
         show: called with each section's printed rows (default: print to stdout).
+        grace_s: how long past its limit a section may take to notice :meth:`time_left` and end.
     """
 
-    def __init__(self, out: str, budget_s: float | None = None, section_s: float = 150.0, show=None):
+    def __init__(self, out: str, budget_s: float | None = None, section_s: float = 150.0, show=None,
+                 grace_s: float = 30.0):
         self.out, self.budget_s, self.section_s, self.t0 = out, budget_s, section_s, time.monotonic()
+        self.grace_s = grace_s
         self.report: dict = {}
         self.hung: list[str] = []
         self._section_end = float("inf")
@@ -131,12 +134,12 @@ class Sections:
 
         worker = threading.Thread(target=body, name=f"gpu_check-{name}", daemon=True)
         worker.start()
-        worker.join(limit + 30)
+        worker.join(limit + self.grace_s)
         self._section_end = float("inf")
         if worker.is_alive():
             self.hung.append(name)
-            log.error("section %s still running after %.0f s: left behind", name, limit + 30)
-            value = {"status": "error", "error": f"watchdog: still running after {limit + 30:.0f} s",
+            log.error("section %s still running after %.0f s: left behind", name, limit + self.grace_s)
+            value = {"status": "error", "error": f"watchdog: still running after {limit + self.grace_s:.0f} s",
                      "stack": _stack_of(worker)}
         elif "exc" in box:
             pkg = missing_optional(box["exc"])
