@@ -55,7 +55,8 @@ def _torch(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
     decode = gpu_decoder(device)  # torchcodec's, else torchvision's; LaneUnavailableError when neither decodes
     return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
-                        memory_budget_mb=spec.gpu_memory_budget_mb, **LOADER_LANE_FLAGS)
+                        memory_budget_mb=spec.gpu_memory_budget_mb, prep_threads=spec.gpu_threads,
+                        **LOADER_LANE_FLAGS)
 
 
 ENGINES = {"dali": _dali, "torch": _torch}

@@ -33,7 +33,7 @@ from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
 from hybridload.lanes.gpu.torch_decoders import Decoder, gpu_decoder, torchvision_decoder
-from hybridload.lanes.gpu.torch_ops import apply_ops, stack
+from hybridload.lanes.gpu.torch_ops import apply_ops_batch, stack
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +47,17 @@ class TorchGpuLane(GpuLane):
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
             :func:`.torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
-        memory_budget_mb, normalize_output, host_sync: as :class:`~.base.GpuLane` (the loader's
-            delivery does not normalize yet).
+        memory_budget_mb, normalize_output, host_sync, prep_threads: as :class:`~.base.GpuLane`.
     """
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                  decode: Decoder | None = None, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True):
+                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2):
         device = resolve_device(device)
         self._decoder = decode if decode is not None else gpu_decoder(device)
         super().__init__(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync)
+                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync,
+                         prep_threads=prep_threads)
         log.info("%s", self.describe())
 
     def describe(self) -> str:
@@ -73,4 +73,4 @@ class TorchGpuLane(GpuLane):
             return self._decoder(datas)
 
     def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
-        return stack([apply_ops(img, p.ops) for img, p in zip(decoded, batch.params)], self.recipe.layout)
+        return stack(apply_ops_batch(decoded, [p.ops for p in batch.params]), self.recipe.layout)
