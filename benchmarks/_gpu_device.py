@@ -1,8 +1,8 @@
 """gpu_check's ``device`` section: what only a GPU can show about the GPU lane's behaviour.
 
-* ``syncs``: the delivery path (the consumer's loop on the main thread: the copy to the
+* ``syncs``: the delivery path (the consumer's loop, on the thread that runs this: the copy to the
   device, Normalize, RandomErasing with random noise) run under
-  ``torch.cuda.set_sync_debug_mode("warn")``; every synchronising CUDA call on the main
+  ``torch.cuda.set_sync_debug_mode("warn")``; every synchronising CUDA call on the consumer's
   thread is counted. Goal: zero (the lanes' own threads may wait for their streams).
 * ``faults``: a device fault (torchvision's ``Failed to decode batch: 5``, nvJPEG's
   ALLOCATOR_FAILURE) injected into each GPU engine after two batches: the lane must break and
@@ -39,10 +39,10 @@ def _loader(src, rec, bs, device, **policy):
 def delivery_syncs(src, size: int, bs: int, device, batches: int = 20) -> dict:
     rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(size), recipe.HorizontalFlip(),
                          recipe.Normalize(), recipe.RandomErasing(p=0.5, value="random")])
-    main, seen, real_show = threading.main_thread(), [], warnings.showwarning
+    consumer, seen, real_show = threading.current_thread(), [], warnings.showwarning  # gpu_check's section thread
 
     def show(message, category, *args, **kwargs):
-        if threading.current_thread() is main and "synchroniz" in str(message).lower():
+        if threading.current_thread() is consumer and "synchroniz" in str(message).lower():
             seen.append(str(message).splitlines()[0][:200])
 
     with _loader(src, rec, bs, device, mode="gpu", gpu_engine="torch") as ld:

@@ -27,6 +27,15 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def host_images(result) -> torch.Tensor:
+    """A lane result's images on the host, after its ``ready`` event (a lane built as the loader
+    builds it does not wait for its own work: its pixels are final only once the event has run)."""
+    ready = getattr(result, "ready", None)
+    if ready is not None:
+        ready.synchronize()
+    return result.images.cpu()
+
+
 def lanes_used(stats: dict) -> dict[str, int]:
     """{lane name: batches} from a loader's ``stats()``."""
     return {k: int(v.get("batches", 0)) for k, v in stats.get("lanes", {}).items()}
@@ -61,15 +70,27 @@ def raw_ceiling(payloads: list[bytes], decode, params, device, reps: int = 5) ->
     return {"images": len(datas), "reps": reps, "raw_decode_img_s": dec, "raw_decode_resize_img_s": both}
 
 
+def run_as_dispatched(lane, tasks) -> list:
+    """The lane's batches one after another as the dispatcher hands them over with two in flight:
+    each task accepted (``runner``: its host preparation starts) while the one before runs."""
+    out = []
+    if tasks:
+        lane.runner(tasks[0])
+    for k, t in enumerate(tasks):
+        if k + 1 < len(tasks):
+            lane.runner(tasks[k + 1])
+        out.append(lane.run_batch(t))
+    return out
+
+
 def lane_alone(lane, n_images: int, bs: int, batches: int, device, warm: int = 2) -> float:
-    """Images/s of ``lane.run_batch`` back to back (the lane's own pipelining), after ``warm``."""
+    """Images/s of the lane fed as the dispatcher feeds it (:func:`run_as_dispatched`), after ``warm``."""
     from hybridload.lanes.base import BatchTask
     tasks = [BatchTask(k, 0, np.arange(k * bs, (k + 1) * bs) % n_images) for k in range(warm + batches)]
-    for t in tasks[:warm]:
-        lane.run_batch(t)
+    run_as_dispatched(lane, tasks[:warm])
     sync(device)
     t0 = time.perf_counter()
-    results = [lane.run_batch(t) for t in tasks[warm:]]
+    results = run_as_dispatched(lane, tasks[warm:])
     sync(device)
     del results
     return batches * bs / (time.perf_counter() - t0)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from _gpu_headline import host_images
 from _gpu_sections import missing_optional, skipped
 
 # README, "Pixels": a GPU engine's mean absolute difference from the CPU lane stays under this
@@ -68,7 +69,7 @@ def engine_vs_cpu(make_lane, src, rec, bs) -> dict:
     try:
         for k in range(max(1, len(src) // bs)):
             idx = np.arange(k * bs, (k + 1) * bs) % len(src)
-            got = lane.run_batch(BatchTask(k, 0, idx)).images.cpu()
+            got = host_images(lane.run_batch(BatchTask(k, 0, idx)))
             want = process_batch(src, rec, idx, 0, 0).images
             hist += torch.bincount((got.int() - want.int()).abs().flatten(), minlength=256).numpy()
         return {"engine": lane.describe(), **diff_stats(hist)}

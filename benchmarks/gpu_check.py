@@ -73,7 +73,7 @@ from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
 
 from _gpu_device import auto_share, delivery_syncs, injected_fault
-from _gpu_headline import environment_record, lane_alone, raw_ceiling, sync
+from _gpu_headline import environment_record, host_images, lane_alone, raw_ceiling
 from _gpu_loaders import (forever, loader_figure, loader_for, local_sweep, model_and_step, pipeline_depth,
                           torch_dataloader, trainer_rate, endless)
 from _gpu_ordering import cuda_stall, stalled_ordering
@@ -154,7 +154,7 @@ def check_correctness(src, rec, bs, device, nb):
     try:
         for k in range(nb):
             idx = np.arange(k * bs, (k + 1) * bs) % len(src)
-            a = lane.run_batch(BatchTask(k, 0, idx)).images.cpu()
+            a = host_images(lane.run_batch(BatchTask(k, 0, idx)))
             b = process_batch(src, rec, idx, 0, 0).images
             means.append((a.int() - b.int()).abs().float().mean().item())
     finally:

@@ -431,3 +431,36 @@ def test_the_warm_up_is_deeper_than_the_pipeline(bench):
     for workers in (1, 8, 16):
         assert lo.pipeline_depth(workers) > 2 * workers  # hybridload's default window, DataLoader's prefetch
     assert LoaderPolicy().window is None                # None means 2 per worker (policy.py)
+
+
+def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
+    """A lane built as the loader builds it does not wait for its own work: reading its images
+    before ``result.ready`` reads memory its kernels have not written yet. Here the "kernels" run
+    when the event is synchronised; read too early, the batch would be zeros."""
+    import _gpu_pixels as p
+    from hybridload import recipe, sources
+    from hybridload.kernels import process_batch
+    src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
+
+    class Late:
+        def __init__(self, src, rec, bs):
+            self.src, self.rec = src, rec
+
+        def run_batch(self, task):
+            done = process_batch(self.src, self.rec, task.indices, 0, 0)
+            final, pending = done.images, torch.zeros_like(done.images)
+
+            class Ready:
+                def synchronize(self):
+                    pending.copy_(final)
+            done.images, done.ready = pending, Ready()
+            return done
+
+        def describe(self):
+            return "late"
+
+        def close(self):
+            pass
+
+    row = p.engine_vs_cpu(Late, src, rec, 4)
+    assert row["mean"] == 0 and row["max"] == 0
