@@ -131,11 +131,6 @@ def torch_dataloader(src, rec, bs, workers):
                                        pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
 
 
-def forever(dl):
-    while True:
-        yield from dl
-
-
 def local_sweep(src, rec, bs, nb, counts, time_left=None):
     out = {}
     cpu, idle = torch.device("cpu"), (lambda i, l: None)
