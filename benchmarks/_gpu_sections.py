@@ -198,7 +198,8 @@ def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
                     rows.append((f"tolerance {engine} {sub}", f"mean {r['mean']:.3f}, p99 {r['p99']}, "
                                                               f"max {r['max']}: {r['verdict']}"))
     elif name == "headline":
-        rows += [(k, _fig(v.get(k))) for k in ("raw_decode_img_s", "raw_decode_resize_img_s", "lane_alone_img_s")]
+        rows += [(k, _fig(v.get(k))) for k in ("raw_decode_img_s", "raw_decode_resize_img_s", "lane_alone_img_s",
+                                                "lane_alone_prep_processes_img_s")]
         rows.append(("lane alone / raw decode+resize", _fig(v.get("lane_vs_raw"), "{:.2f}")))
     elif name == "speed":
         for k, r in v.get("runs", {}).items():

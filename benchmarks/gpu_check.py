@@ -310,9 +310,18 @@ def main(argv=None) -> int:
         lane = loader_lane(src, rec8, head_bs, device)
         try:
             out["lane_alone_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
+            out["lane_prep"] = f"{lane.prep_threads} threads (as the loader builds it)"
         finally:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
+        procs = min(8, usable_cpus())  # the host preparation in worker processes: cores, not one GIL
+        lane = TorchGpuLane(src, rec8, seed=0, batch_size=head_bs, device=device, decode=decode,
+                            prep_threads=procs, prep_kind="processes", **LOADER_LANE_FLAGS)
+        try:
+            out["lane_alone_prep_processes_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
+            out["prep_processes"] = procs
+        finally:
+            lane.close()
         out["batch"] = head_bs
         return out
     run.run("headline", needs_torch(headline))

@@ -108,3 +108,35 @@ def test_same_shape_resizes_are_one_launch_and_the_same_pixels(photo_root, monke
     assert all(torch.equal(a, b) for a, b in zip(batched, alone))
     mixed = torch_ops.apply_ops_batch(imgs, ops)         # op types differ (flip or not): one by one
     assert all(torch.equal(a, torch_ops.apply_ops(img, o)) for a, img, o in zip(mixed, imgs, ops))
+
+
+def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
+    """Threads give one core's worth (the preparation holds the GIL); worker processes give cores.
+    Same samples, labels, parameters and order either way; a bad kind is named."""
+    from hybridload.lanes.gpu.feed import join_batch
+    from hybridload.lanes.gpu.prep import PrepPool
+    src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
+    task = BatchTask(0, 2, (np.arange(40) * 5) % len(src))
+    threads, procs = PrepPool(src, rec, 3, 2, "threads"), PrepPool(src, rec, 3, 2, "processes")
+    try:
+        a, b = join_batch(threads.start(task)), join_batch(procs.start(task))
+        assert a.payloads == b.payloads and np.array_equal(a.labels, b.labels)
+        assert a.params == b.params and a.sizes == b.sizes
+    finally:
+        threads.shutdown()
+        procs.shutdown()
+    with pytest.raises(ValueError, match="prep kind must be one of"):
+        PrepPool(src, rec, 3, 2, "fibers")
+
+
+def test_a_bad_sample_prepared_in_a_worker_process_is_rerouted_naming_it(photo_root, bad_files):
+    from hybridload.sources import FileList
+    good = sources.ImageFolder(photo_root)
+    src = FileList([good.ref(i % len(good)).location for i in range(39)] + [bad_files["text"]], [0] * 40)
+    lane = TorchGpuLane(src, recipe.imagenet_train(32), seed=3, batch_size=40, device="cpu", decode=cpu_decode,
+                        prep_threads=2, prep_kind="processes")
+    try:
+        with pytest.raises(Reroute, match=r"sample 39 \(.*\) is not a JPEG"):
+            lane.run_batch(BatchTask(0, 0, np.arange(40)))
+    finally:
+        lane.close()

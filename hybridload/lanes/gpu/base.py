@@ -4,7 +4,7 @@ The skeleton holds the device, the lane's CUDA stream, the memory budget (how ma
 batches may be in flight), the one worker thread, the failure classification
 (:mod:`.failures`: a sample's decode problem is rerouted, anything else is the lane's) and
 the delivery of a batch: read and check the samples on a small thread pool, started when the
-lane accepts the task (:func:`.feed.start_batch`), let the
+lane accepts the task (:class:`.prep.PrepPool`), let the
 engine decode and augment, normalize where asked, record the CUDA event the consumer's
 stream waits on (``result.ready``) and return a :class:`.feed.GpuBatchResult`.
 
@@ -28,7 +28,8 @@ from hybridload.delivery.transfer import resolve_device
 from hybridload.kernels.batch import finish_batch
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
-from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready, start_batch
+from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
+from hybridload.lanes.gpu.prep import PrepPool
 
 MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind it
 
@@ -61,15 +62,18 @@ class GpuLane(PooledLane):
         host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
             delivery that does not wait on ``result.ready`` is still safe; False once
             delivery makes the consumer's stream wait on the event (no host wait at all).
-        prep_threads: threads that read the samples and draw their parameters (the host
-            preparation), each batch in that many parts, started when the lane accepts it.
+        prep_threads: threads (or processes) that read the samples and draw their parameters
+            (the host preparation), each batch in that many parts, started when the lane accepts it.
+        prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
+            (:mod:`.prep`: cores; the script needs a ``__main__`` guard).
     """
 
     name = "gpu"
     kind = LaneKind.GPU
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2):
+                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
+                 prep_kind: str = "threads"):
         super().__init__()
         self.source, self.recipe, self.seed = source, recipe, seed
         self.device = resolve_device(device)
@@ -79,8 +83,8 @@ class GpuLane(PooledLane):
         self.parallelism = 1  # one batch at a time (an engine's own threads work inside it)
         self._stream = torch.cuda.Stream(device=self.device) if self.on_cuda else None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
-        self.prep_threads = max(1, int(prep_threads))
-        self._prep = ThreadPoolExecutor(self.prep_threads, thread_name_prefix="hybridload-gpu-prep")
+        self._prep = PrepPool(source, recipe, seed, prep_threads, prep_kind)
+        self.prep_threads = self._prep.workers
         self._started: dict[int, list] = {}  # id(task) -> its preparation's futures
 
     def on_stream(self):
@@ -88,7 +92,7 @@ class GpuLane(PooledLane):
         return torch.cuda.stream(self._stream) if self.on_cuda else contextlib.nullcontext()
 
     def _start_prep(self, task: BatchTask):
-        return start_batch(self._prep, self.prep_threads, self.source, self.recipe, self.seed, task)
+        return self._prep.start(task)
 
     def runner(self, task: BatchTask):
         """Start the task's host preparation now (while an earlier batch decodes); the lane's
@@ -123,7 +127,7 @@ class GpuLane(PooledLane):
 
     def _close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._prep.shutdown(wait=True, cancel_futures=True)
+        self._prep.shutdown()
         self._started.clear()
         self._stream = None
         self._release()

@@ -6,9 +6,10 @@ decoder cannot take raises :class:`Reroute`.
 
 This host preparation (about 0.6 ms an image on one core: mostly the keyed parameters,
 then the read and the header) capped the torch lane far below nvJPEG when one thread did
-it. :func:`start_batch` splits a batch into parts prepared on a thread pool, started as
-soon as the lane accepts the task (while the previous batch decodes), and
-:func:`join_batch` puts them back in order; benchmarks/bench_gpu_host.py measures it.
+it. :class:`.prep.PrepPool` prepares a batch in parts (:func:`parts_of`, :func:`read_part`)
+on threads or worker processes, started as soon as the lane accepts the task (while the
+previous batch decodes), and :func:`join_batch` puts them back in order;
+benchmarks/bench_gpu_host.py measures it.
 """
 
 from __future__ import annotations
@@ -69,12 +70,6 @@ def parts_of(n: int, workers: int) -> list[slice]:
     k = max(1, min(workers, n // MIN_PART))
     bounds = [round(j * n / k) for j in range(k + 1)]
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
-
-
-def start_batch(pool, workers: int, source, recipe, seed: int, task: BatchTask) -> list[Future]:
-    """Start preparing ``task``'s samples on ``pool`` in up to ``workers`` parts (returns at once)."""
-    idx = np.asarray(task.indices)
-    return [pool.submit(read_part, source, recipe, seed, task.epoch, idx[s]) for s in parts_of(len(idx), workers)]
 
 
 def join_batch(parts: list[Future]) -> BatchInput:
