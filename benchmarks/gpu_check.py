@@ -129,25 +129,28 @@ def used_bytes(device) -> int:
     return total - free
 
 
-def device_memory_over(make_loader, device, batches: int = 150) -> dict:
-    """Used device memory after 20 and after ``batches`` batches, and after ``close()``."""
+def device_memory_over(make_loader, device, batches: int = 150, time_left=None) -> dict:
+    """Used device memory after 20 and after ``batches`` batches (fewer, at least 40, when the
+    section's time runs short), and after ``close()``."""
     base = used_bytes(device)
-    ld, mem = make_loader(), {}
-    for n, b in enumerate(endless(ld)):
-        if n + 1 in (20, batches):
-            mem[n + 1] = used_bytes(device)
-        if n + 1 >= batches:
+    ld, mem, n = make_loader(), {}, 0
+    for n, b in enumerate(endless(ld), start=1):
+        if n == 20:
+            mem[20] = used_bytes(device)
+        short = n >= 40 and time_left is not None and time_left() < 15
+        if n >= batches or short:
+            mem["end"] = used_bytes(device)
             break
     del b
     ld.close()
     torch.cuda.empty_cache()
     after = used_bytes(device)
-    return {"at_20_mb": (mem[20] - base) / 2**20, f"at_{batches}_mb": (mem[batches] - base) / 2**20,
-            "after_close_mb": (after - base) / 2**20, "flat": mem[batches] <= mem[20] + 64 * 2**20,
+    return {"batches": n, "at_20_mb": (mem[20] - base) / 2**20, "at_end_mb": (mem["end"] - base) / 2**20,
+            "after_close_mb": (after - base) / 2**20, "flat": mem["end"] <= mem[20] + 64 * 2**20,
             "back_to_baseline": after <= base + 64 * 2**20}
 
 
-def check_correctness(src, rec, bs, device, nb):
+def check_correctness(src, rec, bs, device, nb, time_left=None):
     out = {}
     lane = loader_lane(src, rec, bs, device)
     means = []
@@ -173,7 +176,8 @@ def check_correctness(src, rec, bs, device, nb):
             img = next(iter(ld))[0]
             out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
         torch.cuda.set_device(device)
-        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device)
+        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device,
+                                               time_left=time_left)
     bad = [k for k, v in [("index streams", out["index_streams_identical"]),
                           ("set_device", out.get("device_after_set_device", {}).get("ok", True)),
                           ("memory flat", out.get("gpu_memory", {}).get("flat", True))] if not v]
@@ -269,7 +273,7 @@ def main(argv=None) -> int:
     def needs_torch(fn):
         return (lambda: skipped(f"the torch engine cannot run: {why_torch}")) if why_torch else fn
 
-    run.run("correctness", needs_torch(lambda: check_correctness(src, rec8, bs, device, 4 if not quick else nb)))
+    run.run("correctness", needs_torch(lambda: check_correctness(src, rec8, bs, device, 4 if not quick else nb, left)))
     run.run("ordering", needs_torch(lambda: stalled_ordering(
         lambda: loader_lane(src, rec8, tol_bs, device), len(src), tol_bs, stall=cuda_stall,
         sync=lambda lane: torch.cuda.synchronize(device))) if device.type == "cuda"
@@ -377,7 +381,7 @@ def main(argv=None) -> int:
         from _gpu_sections import verdict
         parts = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
                  "auto_share": auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
-                                          30 if quick else 150)}
+                                          30 if quick else 150, time_left=left)}
         faults = {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}
         if dali_unavailable(device):
             faults["dali"] = skipped(dali_unavailable(device))
