@@ -1,202 +1,174 @@
 """One command that checks the GPU path end to end and measures it: JSON + a printed table.
 
-Sections: ``environment``; ``correctness`` (GPU-engine pixels vs the CPU lane per batch,
-identical index streams, batches on the device after ``torch.cuda.set_device``, device
-memory (``torch.cuda.mem_get_info``: nvJPEG's and DALI's pools too) flat over many batches
-and back after ``close()``); ``ordering`` (the torch engine with its stream stalled by
-``torch.cuda._sleep`` before each batch's ops: pixels against the CPU lane, and a control
-run without the wait before decode; ``_gpu_ordering.py``); ``device`` (``_gpu_device.py``: synchronisations on the consumer's
-delivery path under ``torch.cuda.set_sync_debug_mode``, a device fault injected into each GPU
-engine, the GPU lane's share in mode "auto" beside a training step); ``speed`` (trainer images/s with a ResNet-50 training
-step — AMP, channels_last — per mode: GPU lane, CPU lane on all cores, split at the
-planner's share, torch DataLoader with Pillow on all cores, against the same model on
-synthetic on-device data); ``nvml`` (readings taken during the training step);
-``plan`` (the planner's share vs a swept share); ``local_sweep`` (the in-process lane's
-threads, its worker processes and torch DataLoader workers at 1, 2, 4, 8, 16).
+Sections, in order (each ends with its rows printed and the JSON written):
+``environment`` (versions, torchvision's image extension, decoder backend, driver, CPU model,
+/dev/shm); ``correctness`` (GPU lane pixels vs the CPU lane, identical index streams, batches
+on the device after ``torch.cuda.set_device``, device memory flat over 150 batches and back
+after ``close()``); ``ordering`` (``_gpu_ordering.py``: a stalled run of the lane as the loader
+builds it equals an unstalled run, and the control without the wait); ``tolerance``
+(``_gpu_pixels.py``: mean, p99, max |diff| per engine on 4:4:4, 4:2:2, 4:2:0 and greyscale,
+measured then judged); ``dali_decoders``; ``headline`` (``_gpu_headline.py``: the raw nvJPEG
+ceiling on 256 JPEGs, decode + resize, the GPU lane alone at the same batch, their ratio);
+``speed`` (trainer images/s with a ResNet-50 step — AMP, channels_last — per mode, each with
+the lanes that ran it, and NVML read while the GPU lane runs); ``plan`` (the planner's share,
+profiled beside a running training step, vs a trimmed sweep); ``device`` (``_gpu_device.py``:
+syncs on the consumer thread, injected device faults, mode auto's share); ``local_sweep``
+(CPU lanes vs torch DataLoader workers; optional, last: ``--sweep``).
 
-``tolerance`` (each GPU engine's mean/max |diff| from the CPU lane on 4:4:4, 4:2:2 and 4:2:0
-JPEGs; "fail" above the README's 0.5 grey levels); ``dali_decoders`` (where DALI and CUDA exist:
-full decode + slice vs ROI decode with and without fancy upsampling, against the CPU kernels,
-with the nvJPEG version and the decoder backend that implies).
+Exit status: 1 only when a section failed or raised. An engine that is not installed, or a
+section where no GPU decode ran, is ``skipped`` with its reason. Without a CUDA device every
+GPU section is skipped and the status is 0; ``--device cpu`` runs the CPU stand-ins (the
+torch engine on CPU tensors) as a smoke test. Each section runs under a watchdog
+(``--section-s``) and reads the budget (``--budget-s``, default 330 s on CUDA) inside, so the
+whole run fits one 10-minute command with room to rerun.
 
-Each section is ``{"status": "ok" | "skipped" | "fail" | "error", ...}``; the JSON is written
-after every section, so a run cut off by a time-out still returns what ran. ``--budget-s``
-skips (reason "budget") the sections that would start past it. With no CUDA device the GPU
-sections are skipped (one log line says so) and the exit status is 0; a missing optional
-package (Ray, DALI, torchvision, scikit-image, matplotlib) skips the section that needs it,
-naming the package. Exit status 1 only when a section failed or raised.
-Needs: torch, numpy, Pillow and the hybridload wheel (with simplejpeg, tqdm, fsspec); no
-checkout on sys.path (``hybridload.kernels`` exists only in a built wheel), no scikit-image
-(photo-like JPEGs are drawn when it is absent). ``_gpu_sections.py``, ``_gpu_ordering.py`` and ``_gpu_device.py`` must sit beside it.
+Needs: torch, numpy, Pillow, nvidia-ml-py and the hybridload wheel (with simplejpeg,
+braceexpand, tqdm, fsspec); torchvision or torchcodec for the torch engine on CUDA; no checkout
+on sys.path. The ``_gpu_*.py`` helpers must sit beside it.
 
-GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12):
-    here, in the repo root:
-           echo /.whl/ >> .git/info/exclude; rm -rf .whl
-           python -m pip wheel --no-deps --no-build-isolation -w .whl .
-           python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
-               --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl simplejpeg==1.9.0 braceexpand==0.1.7
+GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12).
+    here, in the repo root (the project's venv: its setuptools builds the PEP 639 licence):
+        echo /.whl/ >> .git/info/exclude; rm -rf .whl
+        .venv/bin/python -m pip wheel --no-deps --no-build-isolation -w .whl .
+        .venv/bin/python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \\
+            --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
+            -d .whl simplejpeg==1.9.0 braceexpand==0.1.7
     there (device tool: carry [".whl"], timeout_s 600):
-           python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
-               --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
-               PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --budget-s 480 --out $OUT/gpu_check.json
-    (``python3 benchmarks/gpu_check.py`` puts benchmarks/, not the checkout, on sys.path: hybridload
-    comes from the wheel.)
-CI smoke (this CPU box, well under a minute):
-    python benchmarks/gpu_check.py --device cpu --quick --out /tmp/gpu_check.json
-tests/test_gpu_check.py also runs it in a venv holding only torch, numpy, Pillow, nvidia-ml-py and
-the wheels, as on a bare GPU machine.
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
+            --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
+            PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json
+    (``python3 benchmarks/gpu_check.py`` puts benchmarks/, not the checkout, on sys.path.)
+
+Bare CPU venv (this box; what tests/test_gpu_check.py also does with links):
+    python3 -m venv /tmp/bare && /tmp/bare/bin/pip install -q torch==2.13.0 numpy pillow nvidia-ml-py \\
+        .whl/*.whl   # the wheels built as above (tqdm, fsspec from the index)
+    mkdir /tmp/run && cp benchmarks/gpu_check.py benchmarks/_gpu_*.py /tmp/run && cd /tmp/run
+    /tmp/bare/bin/python gpu_check.py                                  # exit 0, GPU sections skipped
+    /tmp/bare/bin/python gpu_check.py --device cpu --quick --sweep     # exit 0, stand-ins ok
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import tempfile
 import threading
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload import LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.kernels import decode_image, process_batch
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
+from hybridload.lanes.gpu import LOADER_LANE_FLAGS, build_engine
+from hybridload.lanes.gpu.feed import read_batch
+from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
 
 from _gpu_device import auto_share, delivery_syncs, injected_fault
-from _gpu_ordering import stalled_ordering
-from _gpu_sections import Sections, skipped, subsampled_folders, table, tolerance
+from _gpu_headline import environment_record, host_images, lane_alone, raw_ceiling
+from _gpu_loaders import (forever, loader_figure, loader_for, local_sweep, model_and_step, pipeline_depth,
+                          torch_dataloader, trainer_rate, endless)
+from _gpu_ordering import cuda_stall, stalled_ordering
+from _gpu_pixels import subsampled_folders, tolerance
+from _gpu_sections import Sections, no_gpu_decode, skipped, table
 
 log = logging.getLogger("gpu_check")
 
-
-def has_torchvision() -> bool:
-    try:
-        import torchvision  # noqa: F401
-        return True
-    except Exception:
-        return False
+GPU_SECTIONS = ("correctness", "ordering", "tolerance", "dali_decoders", "headline", "speed", "nvml", "plan",
+                "device", "local_sweep")
 
 
 def cpu_decoder(datas):
-    """The torch engine's decode contract served by the CPU kernels (where torchvision is absent)."""
+    """The torch engine's decode contract served by the CPU kernels (the CPU stand-in)."""
     return [torch.from_numpy(decode_image(d.numpy().tobytes())).permute(2, 0, 1) for d in datas]
 
 
-def torch_lane(src, rec, bs, device):
-    decode = torchvision_decoder(device) if has_torchvision() else cpu_decoder
-    return TorchGpuLane(src, rec, seed=0, batch_size=bs, device=device, decode=decode)
+def torch_unavailable(device) -> str | None:
+    """Why the torch engine cannot run on ``device`` (None: it can; a CPU device runs the stand-in)."""
+    if device.type != "cuda":
+        return None
+    from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+    try:
+        gpu_decoder(device)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
-def model_and_step(device, quick):
-    """A training step on images: torchvision's ResNet-50 (AMP, channels_last) or a small CNN."""
-    if has_torchvision() and not quick:
-        from torchvision.models import resnet50
-        model = resnet50(num_classes=1000)
-    else:
-        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                    torch.nn.Flatten(), torch.nn.Linear(16, 1000))
-    model = model.to(device, memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    amp = device.type == "cuda"  # bf16 autocast: no loss scaling needed
-
-    def step(images, labels):
-        x = images.to(device, non_blocking=True).contiguous(memory_format=torch.channels_last)
-        if x.dtype == torch.uint8:  # torch DataLoader batches: scale on the device
-            x = x.float().div_(255)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            loss = torch.nn.functional.cross_entropy(model(x), labels.to(device, non_blocking=True))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return step
-
-
-def sync(device):
+def loader_lane(src, rec, bs, device):
+    """The torch GPU lane exactly as the loader builds it (uint8 out, no host wait per batch); on a
+    CPU device the same lane and flags with the CPU decoder."""
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        spec = LoaderPolicy(gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
+        return build_engine("torch", spec, src, rec, seed=0, batch_size=bs, device=device)
+    return TorchGpuLane(src, rec, seed=0, batch_size=bs, device=device, decode=cpu_decoder, **LOADER_LANE_FLAGS)
 
 
-def trainer_rate(batches, step, device, n, warm=2) -> float:
-    """Trainer images/s over ``n`` batches of an iterator of (images, labels, ...), after ``warm``."""
-    it = iter(batches)
-    for _ in range(warm):
-        b = next(it)
-        step(b[0], b[1])
-    sync(device)
-    t0, seen = time.perf_counter(), 0
-    for _ in range(n):
-        b = next(it)
-        step(b[0], b[1])
-        seen += len(b[1])
-    sync(device)
-    return seen / (time.perf_counter() - t0)
+def dali_unavailable(device) -> str | None:
+    if device.type != "cuda":
+        return "DALI runs here only in its CPU-only mode; the GPU figure needs a CUDA device"
+    try:
+        import nvidia.dali  # noqa: F401
+    except Exception as exc:
+        return f"needs nvidia-dali, which is not installed ({type(exc).__name__}: {exc})"
+    return None
 
 
-def endless(loader):
-    epoch = 0
-    while True:
-        loader.set_epoch(epoch)
-        yield from loader
-        epoch += 1
+def used_bytes(device) -> int:
+    """Device memory in use by everyone, as the driver sees it (nvJPEG's pools included)."""
+    torch.cuda.synchronize(device)
+    free, total = torch.cuda.mem_get_info(device)
+    return total - free
 
 
-def loader_for(src, rec, bs, device, mode, share=None, threads=None, local_workers="threads"):
-    policy = LoaderPolicy(mode=mode, gpu_share=share, gpu_engine="torch", cpu_actors=0,
-                          threads=threads or usable_cpus(), local_workers=local_workers)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return HybridLoader(src, rec, bs, policy=policy, device=device, seed=0, return_indices=True)
+def device_memory_over(make_loader, device, batches: int = 150, time_left=None) -> dict:
+    """Used device memory after 20 and after ``batches`` batches (fewer, at least 40, when the
+    section's time runs short), and after ``close()``."""
+    base = used_bytes(device)
+    ld, mem, n = make_loader(), {}, 0
+    for n, b in enumerate(endless(ld), start=1):
+        if n == 20:
+            mem[20] = used_bytes(device)
+        short = n >= 40 and time_left is not None and time_left() < 15
+        if n >= batches or short:
+            mem["end"] = used_bytes(device)
+            break
+    del b
+    ld.close()
+    torch.cuda.empty_cache()
+    after = used_bytes(device)
+    return {"batches": n, "at_20_mb": (mem[20] - base) / 2**20, "at_end_mb": (mem["end"] - base) / 2**20,
+            "after_close_mb": (after - base) / 2**20, "flat": mem["end"] <= mem[20] + 64 * 2**20,
+            "back_to_baseline": after <= base + 64 * 2**20}
 
 
-def torch_dataloader(src, rec, bs, workers):
-    """torch's DataLoader over the same files with Pillow (torchvision transforms where present)."""
-    from PIL import Image
-    size = rec.out_hw
-
-    class DS(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(src)
-
-        def __getitem__(self, i):
-            ref = src.ref(i)
-            im = Image.open(ref.location).convert("RGB").resize((size[1], size[0]), Image.BILINEAR)
-            return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1), int(ref.label)
-    return torch.utils.data.DataLoader(DS(), batch_size=bs, shuffle=True, num_workers=workers, drop_last=True,
-                                       pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
-
-
-def forever(dl):
-    while True:
-        yield from dl
-
-
-def check_correctness(src, rec, bs, device, nb):
+def check_correctness(src, rec, bs, device, nb, time_left=None):
     out = {}
-    lane = torch_lane(src, rec, bs, device)
-    means, outliers = [], []
-    for k in range(nb):
-        idx = np.arange(k * bs, (k + 1) * bs) % len(src)
-        a = lane.run_batch(BatchTask(k, 0, idx)).images.cpu()
-        b = process_batch(src, rec, idx, 0, 0).images
-        d = (a.int() - b.int()).abs()
-        means.append(d.float().mean().item())
-        outliers.append((d > 2).float().mean().item())
-    lane.close()
-    out["pixels"] = {"engine": lane.describe(), "batches": nb, "mean_abs_diff_max": max(means),
-                     "share_off_by_more_than_2_max": max(outliers)}
-    streams = []
+    lane = loader_lane(src, rec, bs, device)
+    means = []
+    try:
+        for k in range(nb):
+            idx = np.arange(k * bs, (k + 1) * bs) % len(src)
+            a = host_images(lane.run_batch(BatchTask(k, 0, idx)))
+            b = process_batch(src, rec, idx, 0, 0).images
+            means.append((a.int() - b.int()).abs().float().mean().item())
+    finally:
+        lane.close()
+    out["pixels"] = {"engine": lane.describe(), "batches": nb, "mean_abs_diff_max": max(means)}
+    streams, ran = [], {}
     for mode in ("cpu", "gpu"):
         with loader_for(src, rec, bs, device, mode, threads=2) as ld:
             streams.append([idx.tolist() for _i, _l, idx in ld])
-    out["index_streams_identical"] = streams[0] == streams[1]
+            ran[mode] = {k: v["batches"] for k, v in ld.stats()["lanes"].items()}
+    out["index_streams_identical"], out["lanes"] = streams[0] == streams[1], ran
     if device.type == "cuda":
         k = torch.cuda.device_count() - 1
         torch.cuda.set_device(k)
@@ -204,125 +176,46 @@ def check_correctness(src, rec, bs, device, nb):
             img = next(iter(ld))[0]
             out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
         torch.cuda.set_device(device)
-        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device)
-    return out
+        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device,
+                                               time_left=time_left)
+    bad = [k for k, v in [("index streams", out["index_streams_identical"]),
+                          ("set_device", out.get("device_after_set_device", {}).get("ok", True)),
+                          ("memory flat", out.get("gpu_memory", {}).get("flat", True))] if not v]
+    if device.type == "cuda" and not ran["gpu"].get("gpu"):
+        return no_gpu_decode(f"the loader in mode gpu ran no batch on the GPU lane (lanes: {ran['gpu']})", **out)
+    return {**out, **({"status": "fail", "reason": ", ".join(bad)} if bad else {})}
 
 
-def used_bytes(device) -> int:
-    """Device memory in use by everyone, as the driver sees it (nvJPEG's and DALI's pools
-    included, which ``torch.cuda.memory_allocated`` does not see)."""
-    torch.cuda.synchronize(device)
-    free, total = torch.cuda.mem_get_info(device)
-    return total - free
+def nvml_reader(device, box: dict, window_s: float = 2.0):
+    def read():
+        r = read_gpu(window_s=window_s, interval_s=0.1, device=device)
+        reading = {"available": bool(getattr(r, "available", False))}
+        if r.available:
+            reading.update(name=r.name, util_mean=r.util_mean, util_max=r.util_max,
+                           mem_free_gb=r.mem_free_bytes / 2**30, engines=r.engine_utils())
+        else:
+            reading["reason"] = r.reason
+        box.update(reading)
+    return read
 
 
-def device_memory_over(make_loader, device, batches: int = 500) -> dict:
-    """Used device memory after 20 and after ``batches`` batches, and after ``close()``."""
-    base = used_bytes(device)
-    ld, mem = make_loader(), {}
-    for n, b in enumerate(endless(ld)):
-        if n + 1 in (20, batches):
-            mem[n + 1] = used_bytes(device)
-        if n + 1 >= batches:
-            break
-    del b
-    ld.close()
-    torch.cuda.empty_cache()
-    after = used_bytes(device)
-    return {"at_20_mb": (mem[20] - base) / 2**20, f"at_{batches}_mb": (mem[batches] - base) / 2**20,
-            "after_close_mb": (after - base) / 2**20, "flat": mem[batches] <= mem[20] + 64 * 2**20,
-            "back_to_baseline": after <= base + 64 * 2**20}
+@contextlib.contextmanager
+def training_beside(step, bs, hw, device):
+    """The training step running on synthetic data in a thread (the GPU as busy as in training)."""
+    x = torch.randn(bs, 3, *hw, device=device)
+    y = torch.randint(0, 1000, (bs,), device=device)
+    stop = threading.Event()
 
-
-def measure_speed(src, rec, bs, device, nb, quick):
-    step = model_and_step(device, quick)
-    out = {}
-    synth = torch.randn(bs, 3, *rec.out_hw, device=device)
-    labels = torch.randint(0, 1000, (bs,), device=device)
-    out["ceiling_synthetic"] = trainer_rate(forever([(synth, labels)]), step, device, nb)
-    for mode in ("gpu", "cpu"):
-        with loader_for(src, rec, bs, device, mode) as ld:
-            out[f"hybridload_{mode}"] = trainer_rate(endless(ld), step, device, nb)
-    return out, step
-
-
-def plan_and_split(src, rec, bs, device, step, nb, seconds):
-    from hybridload.cli.profile import run_profile
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prof = run_profile(src, rec, batch_size=bs, seconds=seconds, sample=min(256, len(src)),
-                           check_points=False, device=device)
-    swept = {}
-    for share in (0.0, 0.25, 0.5, 0.75, 1.0):
-        with loader_for(src, rec, bs, device, "split", share=share) as ld:
-            swept[share] = trainer_rate(endless(ld), step, device, nb)
-    planned = prof.plan.gpu_share
-    with loader_for(src, rec, bs, device, "split", share=planned) as ld:
-        at_plan = trainer_rate(endless(ld), step, device, nb)
-    best = max(swept, key=swept.get)
-    return {"planned_share": planned, "at_planned_share": at_plan, "swept": swept, "best_swept_share": best,
-            "gpu_label": prof.measurements.gpu_label, "reason": prof.plan.reason}, at_plan
-
-
-def nvml_during(fn, device):
-    """Run ``fn`` while reading NVML (the loader's GPU) in a thread; returns (fn's value, the reading as a dict)."""
-    box = {}
-    t = threading.Thread(target=lambda: box.update(r=read_gpu(window_s=2.0, interval_s=0.1, device=device)))
+    def loop():
+        while not stop.is_set():
+            step(x, y)
+    t = threading.Thread(target=loop, daemon=True)
     t.start()
-    value = fn()
-    t.join(30)
-    r = box.get("r")
-    reading = {"available": bool(getattr(r, "available", False))}
-    if r is not None and r.available:
-        reading.update(name=r.name, util_mean=r.util_mean, util_max=r.util_max, mem_free_gb=r.mem_free_bytes / 2**30,
-                       engines=r.engine_utils())
-    elif r is not None:
-        reading["reason"] = r.reason
-    return value, reading
-
-
-def local_sweep(src, rec, bs, nb, counts):
-    out = {}
-    for n in counts:
-        with loader_for(src, rec, bs, torch.device("cpu"), "cpu", threads=n) as ld:
-            lane_rate = trainer_rate(endless(ld), lambda i, l: None, torch.device("cpu"), nb, warm=1)
-        with loader_for(src, rec, bs, torch.device("cpu"), "cpu", threads=n, local_workers="processes") as ld:
-            proc_rate = trainer_rate(endless(ld), lambda i, l: None, torch.device("cpu"), nb, warm=1)
-        dl_rate = trainer_rate(forever(torch_dataloader(src, rec, bs, n)), lambda i, l: None,
-                               torch.device("cpu"), nb, warm=1)
-        out[n] = {"hybridload_threads": lane_rate, "hybridload_processes": proc_rate,
-                  "torch_dataloader_workers": dl_rate}
-    return out
-
-
-GPU_SECTIONS = ("correctness", "ordering", "device", "tolerance", "dali_decoders", "speed", "nvml", "plan", "local_sweep")
-
-
-def gpu_engines(device, quick) -> dict:
-    """The GPU engines to hold against the CPU lane: {name: lane factory, or why it cannot run}."""
-    engines = {"torch": lambda src, rec, bs: torch_lane(src, rec, bs, device)}
-    if device.type != "cuda":
-        engines["dali"] = "DALI runs here only in its CPU-only mode; the GPU figure needs a CUDA device"
-        return engines
     try:
-        import nvidia.dali  # noqa: F401
-    except ImportError as exc:
-        engines["dali"] = f"needs nvidia-dali, which is not installed ({exc})"
-        return engines
-    from hybridload.lanes.gpu.dali import DaliLane
-    engines["dali"] = lambda src, rec, bs: DaliLane(src, rec, seed=0, batch_size=bs, device=device)
-    return engines
-
-
-def dali_section(folders, bs, device) -> dict:
-    if device.type != "cuda":
-        return skipped("no CUDA device: DALI's GPU decoders need one")
-    try:
-        import nvidia.dali  # noqa: F401
-    except ImportError as exc:
-        return skipped(f"needs nvidia-dali, which is not installed ({exc})")
-    from _gpu_sections import dali_decoders
-    return dali_decoders(folders, bs, device.index)
+        yield
+    finally:
+        stop.set()
+        t.join(60)
 
 
 def main(argv=None) -> int:
@@ -332,14 +225,17 @@ def main(argv=None) -> int:
     ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
     ap.add_argument("--out", default="gpu_check.json")
     ap.add_argument("--budget-s", type=float, default=None,
-                    help="skip (reason 'budget') the sections that would start after this many seconds")
+                    help="the whole run's seconds (default 330 on CUDA): later sections are skipped "
+                         "(reason 'budget'), running ones cut their measurements short")
+    ap.add_argument("--section-s", type=float, default=120.0, help="the watchdog's limit per section")
+    ap.add_argument("--sweep", action="store_true", help="also run the CPU-only local sweep, last")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
-    run = Sections(args.out, args.budget_s)
     device = torch.device(args.device)
-    quick = args.quick
-    env = {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "torchvision": has_torchvision(),
-           "device": str(device), "cpus": usable_cpus(), "quick": quick, "budget_s": args.budget_s}
+    budget = args.budget_s if args.budget_s is not None else (330.0 if device.type == "cuda" else None)
+    run = Sections(args.out, budget, args.section_s)
+    env = {**environment_record(device), "device": str(device), "cpus": usable_cpus(), "quick": args.quick,
+           "budget_s": budget}
     if device.type == "cuda" and not torch.cuda.is_available():
         reason = (f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda}: "
                   "torch.cuda.is_available() is False); --device cpu runs the CPU stand-ins")
@@ -351,15 +247,18 @@ def main(argv=None) -> int:
         return 0
     if device.type == "cuda":
         device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
-    n_img, bs, nb, size = (48, 8, 3, 64) if quick else (2048, 256, 20, 224)
-    tmp = tempfile.gettempdir()
+    quick, left = args.quick, run.time_left
+    n_img, bs, nb, size = (48, 8, 3, 64) if quick else (1024, 256, 20, 224)
+    tol_bs = 4 if quick else 32
     data = {}
 
     def environment():
-        root = args.data or make_photo_folder(os.path.join(tmp, f"hybridload-gpu-check-{n_img}"), n_img,
-                                              num_classes=10, seed=0)
+        root = args.data or make_photo_folder(os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"),
+                                              n_img, num_classes=10, seed=0)
         data["src"], data["rec"] = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
+        from hybridload.lanes.gpu.torch_decoders import backend_name
         return {**env, "device": str(device), "batch_size": bs, "images": len(data["src"]), "data": str(root),
+                "decoder_backend": backend_name() if device.type == "cuda" else "CPU kernels (stand-in)",
                 "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
 
     if run.run("environment", environment, budgeted=False)["status"] != "ok":
@@ -367,66 +266,147 @@ def main(argv=None) -> int:
             run.set(name, skipped("no data: the environment section did not finish"))
         print(table(run.report))
         return 1
-    src, rec = data["src"], data["rec"]
+    src, rec, rec8 = data["src"], data["rec"], recipe.imagenet_train(size)
+    why_torch = torch_unavailable(device)
     warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
-    run.run("correctness", lambda: check_correctness(src, recipe.imagenet_train(size), bs, device, nb))  # uint8
-    tol_bs = 4 if quick else 32
-    run.run("ordering", lambda: stalled_ordering(lambda: torch_lane(src, recipe.imagenet_train(size), tol_bs, device),
-                                                 src, recipe.imagenet_train(size), tol_bs)
-            if device.type == "cuda" else skipped("needs a CUDA device (torch.cuda._sleep stalls a CUDA stream)"))
+
+    def needs_torch(fn):
+        return (lambda: skipped(f"the torch engine cannot run: {why_torch}")) if why_torch else fn
+
+    run.run("correctness", needs_torch(lambda: check_correctness(src, rec8, bs, device, 4 if not quick else nb, left)))
+    run.run("ordering", needs_torch(lambda: stalled_ordering(
+        lambda: loader_lane(src, rec8, tol_bs, device), len(src), tol_bs, stall=cuda_stall,
+        sync=lambda lane: torch.cuda.synchronize(device))) if device.type == "cuda"
+        else lambda: skipped("needs a CUDA device (torch.cuda._sleep stalls a CUDA stream); "
+                             "tests/test_gpu_check.py runs its logic on a fake stream"))
 
     def folders():
         if "folders" not in data:
             data["folders"] = subsampled_folders(src, Path(tempfile.mkdtemp(prefix="gpu-check-sub-")), 2 * tol_bs)
         return data["folders"]
-    run.run("tolerance", lambda: tolerance(folders(), recipe.imagenet_train(size), tol_bs, gpu_engines(device, quick)))
-    run.run("dali_decoders", lambda: dali_section(folders(), tol_bs, device))
+    engines = {"torch": why_torch or (lambda s, r, b: loader_lane(s, r, b, device)),
+               "dali": dali_unavailable(device) or (lambda s, r, b: build_engine(
+                   "dali", LoaderPolicy(gpu_engine="dali", cpu_actors=0).lane_spec(device=device, recipe=r),
+                   s, r, seed=0, batch_size=b, device=device))}
+    run.run("tolerance", lambda: tolerance(folders(), rec8, tol_bs, engines))
+
+    def dali_section():
+        if dali_unavailable(device):
+            return skipped(dali_unavailable(device))
+        from _gpu_pixels import dali_decoders
+        return dali_decoders(folders(), tol_bs, device.index)
+    run.run("dali_decoders", dali_section)
+
+    def headline():
+        head_bs = min(256, len(src))
+        idx = np.arange(head_bs)
+        batch = read_batch(src, rec8, 0, BatchTask(0, 0, idx))
+        from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+        decode = gpu_decoder(device) if device.type == "cuda" else cpu_decoder
+        box: dict = {}
+        reader = threading.Thread(target=nvml_reader(device, box, 1.0), daemon=True) if device.type == "cuda" else None
+        if reader:
+            reader.start()
+        out = raw_ceiling(batch.payloads, decode, batch.params, device, reps=2 if quick else 5)
+        if reader:
+            reader.join(30)
+            out["nvml_during_raw_decode"] = box  # NVJPG > 0: nvJPEG's hardware backend ran
+        lane = loader_lane(src, rec8, head_bs, device)
+        try:
+            out["lane_alone_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
+            out["lane_prep"] = f"{lane.prep_threads} threads (as the loader builds it)"
+        finally:
+            lane.close()
+        out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
+        procs = min(8, usable_cpus())  # the host preparation in worker processes: cores, not one GIL
+        lane = TorchGpuLane(src, rec8, seed=0, batch_size=head_bs, device=device, decode=decode,
+                            prep_threads=procs, prep_kind="processes", **LOADER_LANE_FLAGS)
+        try:
+            out["lane_alone_prep_processes_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
+            out["prep_processes"] = procs
+        finally:
+            lane.close()
+        out["batch"] = head_bs
+        return out
+    run.run("headline", needs_torch(headline))
     state = {}
 
     def speed():
-        (sp, state["step"]), state["nvml"] = nvml_during(lambda: measure_speed(src, rec, bs, device, nb, quick),
-                                                         device)
-        sp["torch_dataloader"] = trainer_rate(forever(torch_dataloader(src, rec, bs, min(16, usable_cpus()))),
-                                              state["step"], device, nb)
-        sp["ratios"] = {k: v / sp["ceiling_synthetic"] for k, v in sp.items() if k != "ceiling_synthetic"}
-        sp["gpu_lane_cost_to_step"] = 1 - sp["hybridload_gpu"] / sp["ceiling_synthetic"]
-        return sp
-    sp = run.run("speed", speed)
-    run.run("nvml", lambda: state["nvml"] if "nvml" in state else skipped("read during the speed section, which "
-                                                                          "did not run"))
+        step = state["step"] = model_and_step(device, quick)
+        synth = torch.randn(bs, 3, *rec.out_hw, device=device)
+        labels = torch.randint(0, 1000, (bs,), device=device)
+        ceiling = trainer_rate(forever([(synth, labels)]), step, device, nb, 3, left)
+        runs = {"ceiling_synthetic": {"img_s": ceiling, "lanes": "synthetic"}}
+        box = state["nvml"] = {}
+        during = nvml_reader(device, box) if device.type == "cuda" else None
+        runs["hybridload_gpu"] = loader_figure(src, rec, bs, device, "gpu", step, nb, left, during=during)
+        runs["hybridload_cpu"] = loader_figure(src, rec, bs, device, "cpu", step, nb, left)
+        workers = min(16, usable_cpus())
+        runs["torch_dataloader"] = {"img_s": trainer_rate(forever(torch_dataloader(src, rec, bs, workers)), step,
+                                                          device, nb, pipeline_depth(workers), left),
+                                    "lanes": f"{workers} DataLoader workers"}
+        for r in runs.values():
+            r["vs_ceiling"] = r["img_s"] / ceiling if r.get("img_s") else None
+        if runs["hybridload_gpu"]["img_s"] is None:
+            return no_gpu_decode(runs["hybridload_gpu"]["note"], runs=runs)
+        return {"runs": runs, "gpu_lane_cost_to_step": 1 - runs["hybridload_gpu"]["img_s"] / ceiling}
+    sp = run.run("speed", needs_torch(speed))
+    run.run("nvml", lambda: ({**state["nvml"], "read": "while the GPU lane fed the training step"}
+                             if state.get("nvml") else skipped("read during the speed section, which did not run")))
 
     def plan():
+        from hybridload.cli.profile import run_profile
         step = state.get("step") or model_and_step(device, quick)
-        out, at_plan = plan_and_split(src, rec, bs, device, step, nb, 0.5 if quick else 3.0)
+        with training_beside(step, bs, rec.out_hw, device), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prof = run_profile(src, rec, batch_size=bs, seconds=0.5 if quick else 3.0, sample=min(256, len(src)),
+                               check_points=False, device=device)
+        shares = sorted({0.0, 0.5, 1.0, round(prof.plan.gpu_share, 2)})
+        swept = {s: loader_figure(src, rec, bs, device, "split", step, nb, left, share=s) for s in shares}
+        rates = {s: r["img_s"] or 0.0 for s, r in swept.items()}
+        if not any(r["lanes"].get("gpu") for r in swept.values()):
+            return no_gpu_decode("no swept share ran a batch on the GPU lane", planned_share=prof.plan.gpu_share,
+                                 swept=swept)
+        best_single = max(rates.get(0.0, 0.0), rates.get(1.0, 0.0))
+        out = {"planned_share": prof.plan.gpu_share, "planned_beside_training_step": True, "swept": swept,
+               "best_swept_share": max(rates, key=rates.get), "reason": prof.plan.reason,
+               "split_vs_best_single_lane": rates[round(prof.plan.gpu_share, 2)] / best_single if best_single else None}
         if sp.get("status") == "ok":
-            sp["hybridload_split_at_plan"] = at_plan
-            sp["ratios"]["hybridload_split_at_plan"] = at_plan / sp["ceiling_synthetic"]
+            out["at_plan_vs_ceiling"] = rates[round(prof.plan.gpu_share, 2)] / sp["runs"]["ceiling_synthetic"]["img_s"]
         return out
-    run.run("plan", plan)
+    run.run("plan", needs_torch(plan))
 
     def device_section():
         from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
-        out = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
-               "faults": {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}}
-        try:
+        from _gpu_sections import verdict
+        parts = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
+                 "auto_share": auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
+                                          30 if quick else 150, time_left=left)}
+        faults = {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}
+        if dali_unavailable(device):
+            faults["dali"] = skipped(dali_unavailable(device))
+        else:
             from hybridload.lanes.gpu.dali import DaliLane
-            out["faults"]["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
-        except Exception as exc:  # no DALI on the machine: said, not failed
-            out["faults"]["dali"] = skipped(f"DALI unavailable ({type(exc).__name__}: {exc})")
-        out["auto_share"] = auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
-                                       30 if quick else 300)
-        bad = [k for k, v in [("syncs", out["syncs"]), ("auto_share", out["auto_share"]),
-                              *out["faults"].items()] if v.get("status") != "skipped" and not v.get("ok")]
-        return {**out, "status": "fail" if bad else "ok", "failed": bad}
-    run.run("device", device_section if device.type == "cuda"
+            faults["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
+        parts = {k: verdict(v) for k, v in parts.items()}
+        faults = {k: verdict(v) for k, v in faults.items()}
+        judged = [(k, v) for k, v in [*parts.items(), *faults.items()] if v["status"] != "skipped"]
+        if not judged:
+            return no_gpu_decode("no part ran a GPU decode", **parts, faults=faults)
+        bad = [k for k, v in judged if not v.get("ok")]
+        return {**parts, "faults": faults, "status": "fail" if bad else "ok", "failed": bad}
+    run.run("device", needs_torch(device_section) if device.type == "cuda"
             else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"))
-    run.run("local_sweep", lambda: {str(k): v for k, v in local_sweep(src, rec, bs, 2 if quick else nb,
-                                                                     (1, 2) if quick else (1, 2, 4, 8, 16)).items()})
-    print(table(run.report))
+    run.run("local_sweep", (lambda: local_sweep(src, rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
+            if args.sweep else lambda: skipped("optional: --sweep runs it"))
+    print(table(run.report), flush=True)
+    code = 1 if run.failed() else 0
     if run.failed():
         log.error("failed sections: %s", ", ".join(run.failed()))
-        return 1
-    return 0
+    if run.hung:  # a section's thread is still running: do not wait for it at exit
+        logging.shutdown()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

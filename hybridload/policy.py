@@ -66,7 +66,8 @@ class LoaderPolicy:
             (torchvision's nvJPEG decode + torch ops on the GPU), or "auto" (DALI when it
             imports and builds on a GPU, else the torch engine when torchvision decodes on
             CUDA, else no GPU lane: its batches go to the CPU lanes, with a warning).
-        gpu_threads: CPU threads DALI uses in the GPU lane.
+        gpu_threads: CPU threads of the GPU lane: DALI's, or the torch engine's host preparation
+            (each batch's reads and parameters, in that many parts).
         gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight.
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its

@@ -5,6 +5,10 @@ messages the decoders really produce (no GPU here, so these are recorded strings
   (``TORCH_CHECK(status == NVJPEG_STATUS_SUCCESS, "Failed to <step>: ", status)``), as
   ``RuntimeError``; a non-``runtime_error`` from it arrives wrapped as
   ``"Error while decoding JPEG images: <message>"``;
+* torchcodec's batched CUDA decoder, ``src/torchcodec/_core/DecodeJpegCuda.cpp`` (meta-pytorch/torchcodec
+  at 78ed5ad: ``STD_TORCH_CHECK(..., "Failed to <step>: ", status)`` at lines 212-241, 279, 404,
+  417, 428, 481, and ``"nvjpegDecode failed: "`` at line 454, its per-image software path) and
+  ``ImageCommon.h`` (``"Input tensor must be 1-dimensional and non-empty"``);
 * DALI's nvJPEG decoder, ``dali/operators/decoder/nvjpeg/nvjpeg_helper.h`` (``NVJPEG error "<status>"``);
 * DALI 2.4.0's nvImageCodec decoders, recorded on this machine in DALI's CPU-only mode:
   a truncated JPEG gives ``Failed to decode sample #0``, a text file ``nvImageCodec failure: '#4'``;
@@ -55,6 +59,23 @@ TORCHVISION = [
     ("nvjpegGetProperty failed: 8", DEVICE),
     ("decode_jpegs_cuda: torchvision not compiled with nvJPEG support", DEVICE),
 ]
+TORCHCODEC = [
+    ("nvjpegDecode failed: 3", IMAGE),                            # BAD_JPEG on the software path (progressive)
+    ("nvjpegDecode failed: 10", IMAGE),                           # INCOMPLETE_BITSTREAM
+    ("nvjpegDecode failed: 5", DEVICE),                           # ALLOCATOR_FAILURE
+    ("nvjpegDecode failed: 6", DEVICE),                           # EXECUTION_FAILED
+    ("Failed to get image info: 3", IMAGE),
+    ("Failed to decode batch: 4", IMAGE),
+    ("Failed to decode batch: 8", DEVICE),
+    ("Failed to initialize batch decoding: 5", DEVICE),
+    ("Failed to create nvjpeg state: 1", DEVICE),
+    ("Failed to create jpeg stream: 5", DEVICE),
+    ("Failed to create nvjpeg decode state: 5", DEVICE),
+    ("Failed to synchronize CUDA stream: 700", DEVICE),
+    ("decode_jpeg: torchcodec was not compiled with nvJPEG support, so JPEG images cannot be decoded on a "
+     "CUDA device.", DEVICE),
+    ("Input tensor must be 1-dimensional and non-empty, got 1 dims  and 0 numels.", IMAGE),
+]
 DALI = [
     ('[/opt/dali/dali/operators/decoder/nvjpeg/nvjpeg_decoder.h:512] NVJPEG error "3" img_017.jpg', IMAGE),
     ('NVJPEG error "4" img_017.jpg', IMAGE),
@@ -73,7 +94,10 @@ DALI = [
 ]
 
 
-@pytest.mark.parametrize("message, verdict", TORCHVISION + DALI, ids=[m[:60] for m, _ in TORCHVISION + DALI])
+ALL = TORCHVISION + TORCHCODEC + DALI
+
+
+@pytest.mark.parametrize("message, verdict", ALL, ids=[m[:60] for m, _ in ALL])
 def test_each_recorded_decoder_message_is_classified_as_upstream_means_it(message, verdict):
     assert classify(RuntimeError(message)) == verdict
     assert is_sample_decode_problem(RuntimeError(message)) is (verdict == IMAGE)
@@ -213,3 +237,71 @@ def test_the_torchvision_decoder_is_always_asked_for_the_same_indexed_device(mon
     for _ in range(3):
         decode([torch.zeros(4, dtype=torch.uint8)])
     assert seen == [torch.device("cuda", 1)] * 3
+
+
+# -- DALI's causeless "Failed to decode sample #k": the CPU kernels settle whose fault it is
+
+AMBIGUOUS = ("Error in MIXED operator `nvidia.dali.fn.decoders.image_slice` ... encountered: "
+             "Failed to decode sample #1 : ")
+
+
+def _payloads(photo_root, n=3):
+    src = sources.ImageFolder(photo_root)
+    return [src.read(src.ref(i))[0] for i in range(n)]
+
+
+def test_a_sample_the_gpu_fails_and_the_cpu_decodes_is_a_device_fault(photo_root):
+    from hybridload.lanes.gpu.failures import DeviceDecodeFault, confirm_on_cpu
+    payloads = _payloads(photo_root)
+    with pytest.raises(DeviceDecodeFault, match=r"sample\(s\) \[1\] of the batch, which the CPU decodes"):
+        confirm_on_cpu(RuntimeError(AMBIGUOUS), payloads, "DALI on batch 0")
+    assert not issubclass(DeviceDecodeFault, Reroute)   # a lane failure, counted against the lane
+
+
+def test_a_sample_the_cpu_cannot_decode_either_is_rerouted_to_be_named(photo_root):
+    from hybridload.lanes.gpu.failures import confirm_on_cpu
+    payloads = _payloads(photo_root)
+    payloads[1] = payloads[1][:200] + b"\xff\xd9"   # cut short, end marker kept: the CPU decoder refuses it
+    with pytest.raises(Reroute, match="sample #1 of the batch fails on the CPU too"):
+        confirm_on_cpu(RuntimeError(AMBIGUOUS), payloads, "DALI on batch 0")
+    with pytest.raises(Reroute):                     # a status that names the image: rerouted as before
+        confirm_on_cpu(RuntimeError("nvImageCodec failure: '#4'"), payloads, "DALI on batch 0")
+    with pytest.raises(RuntimeError, match='NVJPEG error "6"'):   # a device status: raised as it was
+        confirm_on_cpu(RuntimeError('NVJPEG error "6"'), payloads, "DALI on batch 0")
+
+
+def test_two_causeless_dali_failures_in_a_row_break_the_lane_and_the_cpu_lane_finishes(photo_root, monkeypatch):
+    """Before, every "Failed to decode sample #k" was rerouted: a failing device was handed every
+    batch for ever and never broken. Now the lane breaks after two and the stream is complete."""
+    import warnings
+    from hybridload import HybridLoader, LoaderPolicy
+    from hybridload.lanes.gpu.dali import DaliLane
+
+    src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
+
+    def stream(policy):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with HybridLoader(src, rec, 6, policy=policy, seed=7, return_indices=True, device="cpu") as ld:
+                return [(idx.tolist(), lab.tolist()) for _img, lab, idx in ld], ld.stats()
+
+    want, _ = stream(LoaderPolicy(mode="cpu", cpu_actors=0))
+    runs = {"n": 0}
+    real_init = DaliLane.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        real_run = self._pipe.run
+
+        def run():
+            runs["n"] += 1
+            if runs["n"] > 2:   # the real DALI (CPU-only) message, on images the CPU decodes
+                raise RuntimeError(AMBIGUOUS)
+            return real_run()
+        self._pipe.run = run
+
+    monkeypatch.setattr(DaliLane, "__init__", init)
+    got, stats = stream(LoaderPolicy(mode="gpu", gpu_engine="dali", cpu_actors=0, break_after=2))
+    assert got == want                                     # every batch, in order, once
+    assert stats["lanes"]["gpu"]["batches"] == 2           # broken after two faults in a row
+    assert runs["n"] <= 2 + 2 + 2                          # two good, two faults to break, two in flight

@@ -23,7 +23,7 @@ from hybridload.kernels import decode_image, process_batch
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.gpu import dali as dali_mod
 from hybridload.lanes.gpu import make_gpu_lane
-from hybridload.lanes.gpu import torch_lane as torch_lane_mod
+from hybridload.lanes.gpu import torch_decoders as torch_decoders_mod
 from hybridload.lanes.gpu.failures import is_device_failure, is_sample_decode_problem
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 from hybridload.kernels.batch import normalize_batch as normalize
@@ -147,9 +147,10 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
 
 def test_the_torch_engine_without_torchvision_falls_back_with_a_warning(photo_root, monkeypatch):
     def missing(device):
-        raise torch_lane_mod.LaneUnavailableError("the torch GPU engine needs torchvision")
-    monkeypatch.setattr(torch_lane_mod, "torchvision_decoder", missing)
-    with pytest.warns(RuntimeWarning, match="torch: the torch GPU engine needs torchvision"):
+        raise torch_decoders_mod.LaneUnavailableError("the torch GPU engine needs torchvision")
+    monkeypatch.setattr(torch_decoders_mod, "MAKERS", {"torchcodec": missing, "torchvision": missing})
+    with pytest.warns(RuntimeWarning, match="torch: no JPEG decoder works .*torchvision: LaneUnavailableError: "
+                                            "the torch GPU engine needs torchvision"):
         assert make_gpu_lane(LoaderPolicy(gpu_engine="torch").lane_spec(), sources.ImageFolder(photo_root),
                              recipe.imagenet_train(32), seed=0, batch_size=4, device="cpu") is None
 
@@ -310,7 +311,7 @@ def test_as_op_takes_tuples_and_typed_ops_alike():
 @pytest.mark.parametrize("rec", [recipe.imagenet_train(64), recipe.imagenet_eval(48, normalize=True)],
                          ids=["train", "eval-normalized"])
 def test_torch_engine_index_stream_equals_cpu_lane_and_pixels_within_tolerance(photo_root, monkeypatch, rec):
-    monkeypatch.setattr(torch_lane_mod, "torchvision_decoder", lambda device: cpu_decode)
+    monkeypatch.setattr(torch_decoders_mod, "gpu_decoder", lambda device: cpu_decode)
     src = sources.ImageFolder(photo_root)
 
     def run(policy):

@@ -72,7 +72,7 @@ class LaneSpec:
         gpu_engines: the GPU engines to try, in order ("dali", "torch"): the first that builds
             runs the GPU lane.
         gpu_engines_note: why "auto" leaves an engine out on this device ("" when it does not).
-        gpu_threads: CPU threads of the GPU lane (DALI's).
+        gpu_threads: CPU threads of the GPU lane (DALI's; the torch engine's host preparation).
         gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight; None: none.
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.

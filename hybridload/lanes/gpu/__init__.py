@@ -7,7 +7,8 @@ decoded from ``LoaderPolicy.gpu_engine`` once, by :func:`hybridload.lanes.spec.g
 ``gpu_engine``        GPU lane
 ====================  ==========================================================
 "dali"                DALI on the loader's GPU; DALI's CPU-only mode on a CPU device
-"torch"               torchvision's nvJPEG decode + torch ops on the loader's device
+"torch"               nvJPEG decode (torchcodec's where installed, else torchvision's)
+                      + torch ops on the loader's device
 "auto"                DALI when it imports and builds on a GPU, else the torch engine
                       when torchvision decodes on that GPU, else none; with no GPU
                       visible, DALI's CPU-only mode where DALI imports (a stand-in,
@@ -21,7 +22,6 @@ the engine's reach) gives ``None`` and one RuntimeWarning: the batches go to the
 
 from __future__ import annotations
 
-import io
 import logging
 import warnings
 
@@ -38,30 +38,25 @@ log = logging.getLogger(__name__)
 __all__ = ["make_gpu_lane", "build_engine"]
 
 
-def _tiny_jpeg() -> bytes:
-    from PIL import Image
-    buf = io.BytesIO()
-    Image.new("RGB", (16, 16), (120, 60, 30)).save(buf, format="JPEG")
-    return buf.getvalue()
+#: how the loader builds every GPU lane: uint8 out (delivery normalizes) and no host wait per
+#: batch (delivery makes the consumer's stream wait on ``result.ready``); gpu_check builds its
+#: lanes with the same flags.
+LOADER_LANE_FLAGS = {"normalize_output": False, "host_sync": False}
 
 
 def _dali(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.dali import DaliLane
     return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                    num_threads=spec.gpu_threads, memory_budget_mb=spec.gpu_memory_budget_mb,
-                    normalize_output=False, host_sync=False)  # uint8 until delivery, which waits on result.ready
+                    num_threads=spec.gpu_threads, memory_budget_mb=spec.gpu_memory_budget_mb, **LOADER_LANE_FLAGS)
 
 
 def _torch(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
-    from hybridload.lanes.gpu.torch_lane import TorchGpuLane, torchvision_decoder
-    decode = torchvision_decoder(device)
-    try:  # nvJPEG starts (or fails: driver, CUDA, memory) on the first decode, not at import
-        decode([torch.frombuffer(bytearray(_tiny_jpeg()), dtype=torch.uint8)])
-    except Exception as exc:
-        raise LaneUnavailableError(f"torchvision cannot decode on {device} ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0][:300] if str(exc) else ''})") from None
+    from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+    decode = gpu_decoder(device)  # torchcodec's, else torchvision's; LaneUnavailableError when neither decodes
     return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
-                        memory_budget_mb=spec.gpu_memory_budget_mb, normalize_output=False, host_sync=False)
+                        memory_budget_mb=spec.gpu_memory_budget_mb, prep_threads=spec.gpu_threads,
+                        **LOADER_LANE_FLAGS)
 
 
 ENGINES = {"dali": _dali, "torch": _torch}

@@ -3,7 +3,8 @@
 The skeleton holds the device, the lane's CUDA stream, the memory budget (how many
 batches may be in flight), the one worker thread, the failure classification
 (:mod:`.failures`: a sample's decode problem is rerouted, anything else is the lane's) and
-the delivery of a batch: read and check the samples (:func:`.feed.read_batch`), let the
+the delivery of a batch: read and check the samples on a small thread pool, started when the
+lane accepts the task (:class:`.prep.PrepPool`), let the
 engine decode and augment, normalize where asked, record the CUDA event the consumer's
 stream waits on (``result.ready``) and return a :class:`.feed.GpuBatchResult`.
 
@@ -27,7 +28,8 @@ from hybridload.delivery.transfer import resolve_device
 from hybridload.kernels.batch import finish_batch
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
-from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, read_batch, record_ready
+from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
+from hybridload.lanes.gpu.prep import PrepPool
 
 MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind it
 
@@ -60,13 +62,18 @@ class GpuLane(PooledLane):
         host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
             delivery that does not wait on ``result.ready`` is still safe; False once
             delivery makes the consumer's stream wait on the event (no host wait at all).
+        prep_threads: threads (or processes) that read the samples and draw their parameters
+            (the host preparation), each batch in that many parts, started when the lane accepts it.
+        prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
+            (:mod:`.prep`: cores; the script needs a ``__main__`` guard).
     """
 
     name = "gpu"
     kind = LaneKind.GPU
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True):
+                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
+                 prep_kind: str = "threads"):
         super().__init__()
         self.source, self.recipe, self.seed = source, recipe, seed
         self.device = resolve_device(device)
@@ -76,14 +83,27 @@ class GpuLane(PooledLane):
         self.parallelism = 1  # one batch at a time (an engine's own threads work inside it)
         self._stream = torch.cuda.Stream(device=self.device) if self.on_cuda else None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
+        self._prep = PrepPool(source, recipe, seed, prep_threads, prep_kind)
+        self.prep_threads = self._prep.workers
+        self._started: dict[int, list] = {}  # id(task) -> its preparation's futures
 
     def on_stream(self):
         """The lane's CUDA stream as torch's current stream (nothing on a CPU device)."""
         return torch.cuda.stream(self._stream) if self.on_cuda else contextlib.nullcontext()
 
+    def _start_prep(self, task: BatchTask):
+        return self._prep.start(task)
+
+    def runner(self, task: BatchTask):
+        """Start the task's host preparation now (while an earlier batch decodes); the lane's
+        thread then waits for it and runs the device part."""
+        self._started[id(task)] = self._start_prep(task)  # the task object lives until run_batch runs
+        return self.run_batch
+
     def run_batch(self, task: BatchTask) -> GpuBatchResult:
-        t0 = time.perf_counter()
-        batch = read_batch(self.source, self.recipe, self.seed, task)
+        parts = self._started.pop(id(task), None) or self._start_prep(task)
+        t0 = time.perf_counter()  # the lane's own time: not the wait behind the batch before
+        batch = join_batch(parts)
         decoded = self._decode(task, batch)
         with self.on_stream():
             images = self._augment(task, batch, decoded)
@@ -107,5 +127,7 @@ class GpuLane(PooledLane):
 
     def _close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._prep.shutdown()
+        self._started.clear()
         self._stream = None
         self._release()

@@ -9,7 +9,8 @@ A sample the lane cannot take (a payload that is not a JPEG, a JPEG without its 
 marker, a crop DALI cannot express, the decoder refusing an image) fails the batch with
 :class:`Reroute`; the scheduler then gives it to a CPU lane, which produces the exact
 pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
-CUDA error) is a lane failure (see :mod:`.failures`).
+CUDA error) is a lane failure (see :mod:`.failures`), and so is a sample nvImageCodec fails
+("Failed to decode sample #k", which names no cause) that the CPU kernels decode.
 
 Known limit: corruption inside a JPEG's entropy-coded data that libjpeg treats as
 recoverable ("Corrupt JPEG data: premature end of data segment") is decoded by DALI
@@ -29,7 +30,7 @@ from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
-from hybridload.lanes.gpu.failures import rerouting
+from hybridload.lanes.gpu.failures import confirm_on_cpu
 from hybridload.lanes.gpu.feed import BatchInput
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,10 @@ class DaliLane(GpuLane):
         for name in self._inputs[1:]:
             self._pipe.feed_input(name, [getattr(p, name) for p in params])
         wait_until_idle(self._stream)  # the last batch's copy of DALI's buffers has run before they are reused
-        with rerouting(f"DALI on batch {task.seq}"):  # DALI reports a bad image for the whole batch
+        try:  # DALI reports a bad image for the whole batch
             (out,) = self._pipe.run()
+        except Exception as exc:  # "Failed to decode sample #k" says no cause: the CPU kernels settle it
+            confirm_on_cpu(exc, batch.payloads, f"DALI on batch {task.seq}")
         return out
 
     def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:

@@ -18,12 +18,20 @@ The decision reads the status codes and messages the decoders really produce:
   (``"Failed to get image info"``, ``"Failed to parse jpeg stream"``) are the image's unless
   the status is a device status; steps that set the decoder up (``"Failed to initialize ..."``,
   ``"Failed to create ..."``, ``"Failed to attach ..."``) are the device's.
+* torchcodec's batched CUDA decoder (``src/torchcodec/_core/DecodeJpegCuda.cpp``) says the
+  same ``"Failed to <step>: <status>"`` for the same nvJPEG steps, plus ``"nvjpegDecode failed:
+  <status>"`` from its per-image software path (progressive JPEGs, GPUs without the hardware
+  engine), and ``"Input tensor must be 1-dimensional and non-empty"`` (``ImageCommon.h``) for
+  an empty payload.
 * DALI's nvJPEG decoder (``dali/operators/decoder/nvjpeg/nvjpeg_helper.h``) says
   ``NVJPEG error "<status>"``; its nvImageCodec decoders say ``nvImageCodec failure: '#<status>'``
   (``nvimgcodecStatus_t``, ``nvimgcodec.h``: 3 BAD_CODESTREAM, 4 CODESTREAM_UNSUPPORTED,
   9 IMPLEMENTATION_UNSUPPORTED, 13, 14, 18 and 19 (the extension's bad, unsupported or
   incomplete code stream) are the image's; the rest, allocation, execution, internal and CUDA
-  call failures, the device's) or ``Failed to decode sample #<k>`` (the image's).
+  call failures, the device's) or ``Failed to decode sample #<k>``, whatever the cause: a bad
+  image and a device fault read the same. :func:`confirm_on_cpu` settles it: the named sample
+  (every sample when none is named) is decoded by the CPU kernels; one they decode was the
+  device's fault, which counts against the lane (two in a row break it).
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ NVIMGCODEC_IMAGE_STATUSES = frozenset({3, 4, 9, 13, 14, 18, 19})
 IMAGE, DEVICE, OTHER = "image", "device", "other"
 
 _HEADER_STEP = re.compile(r"Failed to (?:get image info|parse jpeg stream): (-?\d+)")
-_DECODE_STEP = re.compile(r"Failed to decode (?:batch|jpeg stream): (-?\d+)")
+_DECODE_STEP = re.compile(r"(?:Failed to decode (?:batch|jpeg stream)|nvjpegDecode failed): (-?\d+)")
 _DALI_NVJPEG = re.compile(r'NVJPEG error "(-?\d+)"', re.IGNORECASE)
 _NVIMGCODEC = re.compile(r"nvImageCodec failure: '#(-?\d+)'")
 # device-level trouble: torch and CUDA errors, and the decoders' set-up steps
@@ -58,6 +66,7 @@ _DEVICE_WORDS = re.compile(
 # an image the decoder refuses (DALI names its decoder operator; torchvision says "decode")
 _IMAGE_WORDS = re.compile(
     r"Failed to decode sample #|Unknown chroma subsampling|Expected a non empty 1-dimensional tensor|"
+    r"must be 1-dimensional and non-empty|"
     r"decoders?\.|decod|jpeg|bitstream|unsupported (?:image|format)|corrupt", re.IGNORECASE)
 
 
@@ -93,6 +102,34 @@ def reroute_or_raise(exc: BaseException, what: str) -> None:
     if is_sample_decode_problem(exc):
         raise Reroute(f"{what}: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
     raise exc
+
+
+_AMBIGUOUS = re.compile(r"Failed to decode sample #(\d+)")
+
+
+class DeviceDecodeFault(RuntimeError):
+    """The GPU decoder failed a sample that the CPU kernels decode: the device's fault."""
+
+
+def confirm_on_cpu(exc: BaseException, payloads, what: str, decode=None) -> None:
+    """For nvImageCodec's causeless ``Failed to decode sample #k``: decode the named sample (every
+    sample when none is named) with the CPU kernels. Raise :class:`DeviceDecodeFault` (a lane
+    failure) when they decode it, :class:`Reroute` when they cannot (the CPU lane then names the
+    sample); any other exception goes to :func:`reroute_or_raise`."""
+    found = _AMBIGUOUS.findall(str(exc))
+    if not found or classify(exc) != IMAGE:
+        reroute_or_raise(exc, what)
+    if decode is None:
+        from hybridload.kernels import decode_image as decode
+    named = sorted({int(k) for k in found if int(k) < len(payloads)}) or list(range(len(payloads)))
+    for k in named:
+        try:
+            decode(payloads[k])
+        except Exception:
+            raise Reroute(f"{what}: sample #{k} of the batch fails on the CPU too "
+                          f"({str(exc).splitlines()[0][:200]})") from None
+    raise DeviceDecodeFault(f"{what}: the GPU decoder failed sample(s) {named} of the batch, which the CPU "
+                            f"decodes: a device fault ({str(exc).splitlines()[0][:200]})") from None
 
 
 @contextlib.contextmanager

@@ -24,41 +24,20 @@ overlap of one batch's ops with the next decode and nothing on the trainer's str
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
-
 import torch
 
-from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
-from hybridload.lanes.gpu.torch_ops import apply_ops, stack
+from hybridload.lanes.gpu.torch_decoders import Decoder, gpu_decoder, torchvision_decoder
+from hybridload.lanes.gpu.torch_ops import apply_ops_batch, stack
 
 log = logging.getLogger(__name__)
 
-Decoder = Callable[[Sequence[torch.Tensor]], list]
-
-
-def torchvision_decoder(device: torch.device) -> Decoder:
-    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored).
-
-    torchvision keeps one nvJPEG decoder per process and builds a new one whenever a call
-    names another device than the last (``device != cudaJpegDecoder->target_device`` in
-    ``decode_jpegs_cuda.cpp``: ``cuda`` and ``cuda:0`` differ). Every call here names the
-    same indexed device, so the decoder is made once per device, not once per call."""
-    device = resolve_device(device)
-    try:
-        from torchvision.io import ImageReadMode, decode_jpeg
-    except Exception as exc:
-        raise LaneUnavailableError(f"the torch GPU engine needs torchvision ({type(exc).__name__}: {exc}); "
-                                   "pip install 'hybridload[torch-gpu]'") from None
-
-    def decode(datas: Sequence[torch.Tensor]) -> list:
-        return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=False)
-    return decode
+__all__ = ["TorchGpuLane", "torchvision_decoder", "gpu_decoder"]
 
 
 class TorchGpuLane(GpuLane):
@@ -67,22 +46,24 @@ class TorchGpuLane(GpuLane):
     Args:
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
-            torchvision's nvJPEG on ``device``.
-        memory_budget_mb, normalize_output, host_sync: as :class:`~.base.GpuLane` (the loader's
-            delivery does not normalize yet).
+            :func:`.torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
+        memory_budget_mb, normalize_output, host_sync, prep_threads, prep_kind: as :class:`~.base.GpuLane`.
     """
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
                  decode: Decoder | None = None, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True):
+                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
+                 prep_kind: str = "threads"):
         device = resolve_device(device)
-        self._decoder = decode if decode is not None else torchvision_decoder(device)
+        self._decoder = decode if decode is not None else gpu_decoder(device)
         super().__init__(source, recipe, seed=seed, batch_size=batch_size, device=device,
-                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync)
+                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync,
+                         prep_threads=prep_threads, prep_kind=prep_kind)
         log.info("%s", self.describe())
 
     def describe(self) -> str:
-        engine = "torchvision nvJPEG + torch ops" if self.on_cuda else "torch ops on CPU tensors (test engine)"
+        backend = getattr(self._decoder, "backend", "injected decoder")
+        engine = f"{backend} nvJPEG + torch ops" if self.on_cuda else "torch ops on CPU tensors (test engine)"
         return f"GPU lane: torch engine on {self.device}, {engine}"
 
     # -- one batch: one batched decode call, then each sample's ops and a stack
@@ -93,4 +74,4 @@ class TorchGpuLane(GpuLane):
             return self._decoder(datas)
 
     def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
-        return stack([apply_ops(img, p.ops) for img, p in zip(decoded, batch.params)], self.recipe.layout)
+        return stack(apply_ops_batch(decoded, [p.ops for p in batch.params]), self.recipe.layout)

@@ -51,13 +51,18 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
     return out
 
 
+def resize_many(imgs: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """Antialiased bilinear resize of an NCHW uint8 batch (float32 math, rounded to nearest):
+    one launch for the batch, each image as :func:`resize` makes it alone."""
+    if imgs.shape[-2] == h and imgs.shape[-1] == w:
+        return imgs
+    out = F.interpolate(imgs.float(), size=(h, w), mode="bilinear", antialias=True, align_corners=False)
+    return out.round_().clamp_(0, 255).to(torch.uint8)
+
+
 def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
     """Antialiased bilinear resize of a CHW uint8 tensor (float32 math, rounded to nearest)."""
-    if img.shape[-2] == op.h and img.shape[-1] == op.w:
-        return img
-    out = F.interpolate(img.unsqueeze(0).float(), size=(op.h, op.w), mode="bilinear", antialias=True,
-                        align_corners=False)
-    return out[0].round_().clamp_(0, 255).to(torch.uint8)
+    return resize_many(img.unsqueeze(0), op.h, op.w)[0]
 
 
 def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
@@ -74,6 +79,32 @@ def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
         op = as_op(op)
         img = _APPLY[type(op)](img, op)
     return img
+
+
+def apply_ops_batch(images: list[torch.Tensor], ops_lists) -> list[torch.Tensor]:
+    """:func:`apply_ops` for a batch, op by op, with the resizes of images of one shape to one
+    size made in one launch (an eval recipe on same-size images; random crops rarely share a
+    shape). Samples whose op types differ run one by one."""
+    ops_lists = [[as_op(op) for op in ops] for ops in ops_lists]
+    kinds = {tuple(type(op) for op in ops) for ops in ops_lists}
+    if len(kinds) != 1:
+        return [apply_ops(img, ops) for img, ops in zip(images, ops_lists)]
+    images = list(images)
+    for k, kind in enumerate(next(iter(kinds))):
+        if kind is not Resize:
+            images = [_APPLY[kind](img, ops[k]) for img, ops in zip(images, ops_lists)]
+            continue
+        groups: dict[tuple, list[int]] = {}
+        for j, (img, ops) in enumerate(zip(images, ops_lists)):
+            groups.setdefault((tuple(img.shape), ops[k].h, ops[k].w), []).append(j)
+        for (_shape, h, w), members in groups.items():
+            if len(members) == 1:
+                images[members[0]] = resize(images[members[0]], Resize(h, w))
+                continue
+            out = resize_many(torch.stack([images[j] for j in members]), h, w)
+            for j, img in zip(members, out.unbind(0)):
+                images[j] = img
+    return images
 
 
 def stack(images: list[torch.Tensor], layout: str = "CHW") -> torch.Tensor:

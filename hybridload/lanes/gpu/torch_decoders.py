@@ -1,0 +1,126 @@
+"""The torch engine's JPEG decoder backends: torchcodec's CUDA decode where it is installed
+and works, torchvision's otherwise (torchvision 0.29 deprecates its decoders for torchcodec).
+
+Both take a list of 1-D uint8 CPU tensors and return CHW uint8 tensors on the device, in
+one batched nvJPEG call, and both synchronise their work on the host before returning:
+
+* torchvision (``torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp``) decodes on a
+  private stream that does not wait for the caller's; hence the lane's wait before each
+  decode (:func:`.base.wait_until_idle`);
+* torchcodec (``src/torchcodec/_core/DecodeJpegCuda.cpp``: ``get_current_cuda_stream``, then
+  ``cudaStreamSynchronize`` before returning) decodes on the caller's current stream, the
+  lane's, which the same wait keeps in order too.
+
+So one stream discipline serves both, and their errors share nvJPEG's status codes
+(:mod:`.failures`). EXIF orientation: the lanes ignore it; torchvision is asked to
+(``apply_exif_orientation=False``), torchcodec applies it unconditionally, so its input has
+its EXIF segment removed first (:func:`without_exif`).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Callable, Sequence
+
+import torch
+
+from hybridload.delivery.transfer import resolve_device
+from hybridload.errors import LaneUnavailableError
+
+Decoder = Callable[[Sequence[torch.Tensor]], list]
+BACKENDS = ("torchcodec", "torchvision")
+
+
+def without_exif(payload: bytes) -> bytes:
+    """``payload`` with its APP1 "Exif" segments removed (the rest byte for byte); unchanged when it has none."""
+    if payload[:2] != b"\xff\xd8":
+        return payload
+    pos, kept, dropped = 2, [payload[:2]], False
+    while pos + 4 <= len(payload) and payload[pos] == 0xFF:
+        marker = payload[pos + 1]
+        if marker in (0xDA, 0xD9):  # start of scan / end of image: no more metadata
+            break
+        length = int.from_bytes(payload[pos + 2:pos + 4], "big")
+        if length < 2 or pos + 2 + length > len(payload):
+            break
+        if marker == 0xE1 and payload[pos + 4:pos + 10] == b"Exif\x00\x00":
+            dropped = True
+        else:
+            kept.append(payload[pos:pos + 2 + length])
+        pos += 2 + length
+    return b"".join(kept) + payload[pos:] if dropped else payload
+
+
+def torchvision_decoder(device: torch.device) -> Decoder:
+    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored).
+
+    torchvision keeps one nvJPEG decoder per process and builds a new one whenever a call
+    names another device than the last (``device != cudaJpegDecoder->target_device`` in
+    ``decode_jpegs_cuda.cpp``: ``cuda`` and ``cuda:0`` differ). Every call here names the
+    same indexed device, so the decoder is made once per device, not once per call."""
+    device = resolve_device(device)
+    try:
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except Exception as exc:
+        raise LaneUnavailableError(f"the torch GPU engine needs torchvision or torchcodec ({type(exc).__name__}: "
+                                   f"{exc}); pip install 'hybridload[torch-gpu]'") from None
+
+    def decode(datas: Sequence[torch.Tensor]) -> list:
+        return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=False)
+    return decode
+
+
+def torchcodec_decoder(device: torch.device) -> Decoder:
+    """Batched decode through torchcodec's nvJPEG (``torchcodec.decoders.decode_jpeg(list, device=...)``)."""
+    device = resolve_device(device)
+    try:
+        from torchcodec.decoders import decode_jpeg
+    except Exception as exc:
+        raise LaneUnavailableError(f"torchcodec is not usable ({type(exc).__name__}: {exc})") from None
+
+    def decode(datas: Sequence[torch.Tensor]) -> list:
+        plain = [torch.frombuffer(bytearray(without_exif(d.numpy().tobytes())), dtype=torch.uint8) for d in datas]
+        return decode_jpeg(plain, mode="RGB", device=device)
+    return decode
+
+
+MAKERS = {"torchcodec": torchcodec_decoder, "torchvision": torchvision_decoder}
+
+
+def _tiny_jpeg() -> bytes:
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (120, 60, 30)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def gpu_decoder(device, backends: Sequence[str] = BACKENDS, makers: dict | None = None) -> Decoder:
+    """The first backend of ``backends`` that imports and decodes a small JPEG on ``device``
+    (nvJPEG starts, or fails on the driver, CUDA or memory, at the first decode, not at import).
+
+    Raises:
+        LaneUnavailableError: no backend works, with each one's reason.
+    """
+    makers = makers or MAKERS
+    probe = [torch.frombuffer(bytearray(_tiny_jpeg()), dtype=torch.uint8)]
+    reasons = []
+    for name in backends:
+        try:
+            decode = makers[name](device)
+            decode(probe)
+        except Exception as exc:
+            text = str(exc).splitlines()[0][:300] if str(exc) else ""
+            reasons.append(f"{name}: {type(exc).__name__}: {text}")
+            continue
+        decode.backend = name
+        return decode
+    raise LaneUnavailableError(f"no JPEG decoder works on {device} ({'; '.join(reasons)})")
+
+
+def backend_name(backends: Sequence[str] = BACKENDS) -> str:
+    """The first of ``backends`` that imports here (without decoding), or "none"."""
+    import importlib.util
+    for name in backends:
+        if importlib.util.find_spec(name) is not None:
+            return name
+    return "none"
