@@ -61,7 +61,7 @@ def route_full(item):
 
 
 def route_full_dct(item):
-    data, ops = item
+    data, ops = item[0], item[1]
     plan = plan_scaled_decode(item[2], item[3], ops)
     arr = decode_image(data, plan)
     return apply_ops(arr, ops if plan is None else scaled_ops(ops, plan.denominator, arr.shape[1], arr.shape[0]))
@@ -75,7 +75,7 @@ def _window(dct: bool):
 
 
 def route_nv(item):
-    data, ops = item
+    data, ops = item[0], item[1]
     c = ops[0]
     img = NV_DEC.decode(NV.CodeStream(data).get_sub_code_stream(region=NV.Region(c.y, c.x, c.y + c.h, c.x + c.w)))
     return apply_ops(np.asarray(img.cpu()), (type(c)(0, 0, c.w, c.h), *ops[1:]))

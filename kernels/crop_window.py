@@ -9,9 +9,13 @@ decode (4:4:4, 4:2:2, 4:2:0, grey; baseline and progressive; tests/test_crop_win
 the same pixels as the whole image decoded at that scale then cropped.
 
 Everything else keeps the full decode: no leading crop, a crop reaching outside the image,
-a non-JPEG, CMYK/YCCK, 12-bit or lossless JPEGs, a corrupt JPEG (the full decode then raises
-its named error), or no ``turbojpeg`` wheel. The choice is a pure function of the bytes and
-the sample's ops, so every CPU lane makes it alike and stays bit-identical to the others.
+a non-JPEG, CMYK/YCCK, 12-bit or lossless JPEGs, a file not ending in the EOI marker
+(truncated), a JPEG libjpeg-turbo refuses (the full decode then raises its named error), or
+no ``turbojpeg`` wheel. One difference remains: damaged entropy-coded data below the window
+of a baseline JPEG is never read, so it raises nothing where the full decode would (as with
+DALI's and nvImageCodec's region decode); ``Decode(crop_window=False)`` checks every byte.
+The choice is a pure function of the bytes and the sample's ops, so every CPU lane makes it
+alike and stays bit-identical to the others.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 #: Decoded pixels kept around the window: with 2, 4:2:0 and 4:2:2 windows equal the full
 #: decode's crop exactly (with 0, up to 21 levels differ on the window's edge rows/columns).
 MARGIN = 2
+#: A JPEG's last marker. A file without it (truncated) goes to the full decode, which raises
+#: its named error, even where the window lies in the part that is there.
+_EOI = b"\xff\xd9"
 
 
 def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[Op],
@@ -35,8 +42,8 @@ def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[Op],
     """(pixels, ops on them) decoding only the window of the JPEG ``data`` (``size``: its
     width and height from the header) that ``ops``' leading Crop keeps; None where the
     full decode must run instead (see the module's docstring)."""
-    if not turbo.available() or not ops or type(ops[0]) is not Crop:
-        return None
+    if not turbo.available() or not ops or type(ops[0]) is not Crop or not data.endswith(_EOI):
+        return None  # a truncated file goes to the full decode, which names it
     width, height = size
     crop = ops[0]
     if crop.x < 0 or crop.y < 0 or crop.x + crop.w > width or crop.y + crop.h > height:
