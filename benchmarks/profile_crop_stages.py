@@ -1,0 +1,124 @@
+#!/usr/bin/env python
+"""The CPU kernel stage by stage (issue 37): where a RandomResizedCrop(224) + flip sample's
+CPU time goes, with the full decode and with the crop-window decode (kernels/crop_window.py),
+on the photo set and on 12 MP photos, one thread.
+
+Stages, CPU seconds per image (``time.process_time``, this process): ``header`` (jpeg_size +
+the keyed crop box), ``decode`` (the full decode, or the window), ``crop`` (the view),
+``resize`` (antialiased bilinear to 224), ``flip+layout`` (mirror, CHW copy into the batch),
+then ``kernel`` (``process_sample`` end to end, the sum's check), ``lane`` (HybridLoader
+on the in-process lane, one thread, batch 32, minus the kernel: the loader's own cost) and
+``alone`` (the full decode alone, no crop or resize: the issue's roofline; its ratios are
+speed per CPU-second of the kernel and of the loader against it).
+Each set's contestants run interleaved, ``--rounds`` times; the median per stage is shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import numpy as np
+import torch
+
+import _harness as h
+from _data import parser, photo_source
+from bench_large_photos import large_photo_set
+from hybridload import HybridLoader, LoaderPolicy, kernels, recipe, sources
+from hybridload.kernels.crop_window import window_decode
+from hybridload.kernels.decode import decode_image, jpeg_size
+from hybridload.kernels.geometry import crop, flip, resize
+
+log = logging.getLogger("profile_crop_stages")
+STAGES = ("header", "decode", "crop", "resize", "flip+layout")
+
+
+def _rec(window: bool) -> recipe.Recipe:
+    return recipe.Recipe([recipe.Decode(crop_window=window), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
+
+
+def stage_times(payloads: list[bytes], rec: recipe.Recipe, window: bool) -> dict[str, float]:
+    """CPU seconds per image of each stage, over ``payloads`` (flip always applied)."""
+    tot = dict.fromkeys(STAGES, 0.0)
+    out = torch.empty((3, 224, 224), dtype=torch.uint8)
+    for i, data in enumerate(payloads):
+        t0 = time.process_time()
+        size = jpeg_size(data)
+        ops = rec.sample_params(0, 0, i, *size).ops
+        t1 = time.process_time()
+        got = window_decode(data, size, ops) if window else None
+        arr, ops = got if got is not None else (decode_image(data), ops)
+        t2 = time.process_time()
+        img = crop(torch.from_numpy(arr), ops[0])
+        t3 = time.process_time()
+        img = resize(img, ops[1])
+        t4 = time.process_time()
+        out.copy_(flip(img, ops[2]).permute(2, 0, 1))
+        t5 = time.process_time()
+        for k, (a, b) in zip(STAGES, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))):
+            tot[k] += b - a
+    return {k: v / len(payloads) for k, v in tot.items()}
+
+
+def alone_time(payloads: list[bytes]) -> float:
+    """CPU seconds per image of the full decode alone (the roofline the issue measures against)."""
+    t0 = time.process_time()
+    for data in payloads:
+        decode_image(data)
+    return (time.process_time() - t0) / len(payloads)
+
+
+def kernel_time(source, rec) -> float:
+    t0 = time.process_time()
+    for i in range(len(source)):
+        kernels.process_sample(source, rec, i, seed=0, epoch=0)
+    return (time.process_time() - t0) / len(source)
+
+
+def loader_time(source, rec) -> float:
+    with HybridLoader(source, rec, 32, shuffle=False, drop_last=False, device="cpu",
+                      policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=1)) as ld:
+        t0 = time.process_time()
+        for _ in ld:
+            pass
+        return (time.process_time() - t0) / len(source)
+
+
+def main(argv=None) -> int:
+    ap = parser(__doc__, quick=dict(n=8, rounds=1, warmup_rounds=0), n=64, rounds=3)
+    ap.add_argument("--large", type=int, default=8, help="how many 12 MP photos")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    _, photos = photo_source(args.root, args.n, log)
+    large = sources.ImageFolder(large_photo_set(args.root, photos, args.large))
+    rows = []
+    for label, src in (("photos", photos), ("12MP", large)):
+        payloads = [src.read(src.ref(i))[0] for i in range(len(src))]
+        per = {}
+        for _ in range(args.rounds):
+            for window in (False, True):
+                rec = _rec(window)
+                got = stage_times(payloads, rec, window)
+                got["kernel"] = kernel_time(src, rec)
+                got["loader"] = loader_time(src, rec)
+                got["lane"] = got["loader"] - got["kernel"]
+                got["alone"] = alone_time(payloads)
+                for k, v in got.items():
+                    per.setdefault((window, k), []).append(v)
+        for window in (False, True):
+            med = {k: float(np.median(per[(window, k)])) * 1e3 for k in (*STAGES, "kernel", "lane", "loader", "alone")}
+            rows.append([label, "window" if window else "full", *(f"{med[k]:.2f}" for k in (*STAGES, "kernel", "lane")),
+                         f"{100 * med['lane'] / med['kernel']:.0f}%", f"{med['alone']:.2f}",
+                         f"{med['alone'] / med['kernel']:.2f}x", f"{med['alone'] / med['loader']:.2f}x"])
+    lines = [f"## profile_crop_stages: {args.n} photos + {args.large} 12 MP photos, {args.rounds} rounds, "
+             "RandomResizedCrop(224) + flip, 1 thread, CPU ms per image (median of rounds)\n",
+             h.environment_line(h.environment()),
+             *h.markdown_table(["set", "decode", *STAGES, "kernel", "lane overhead", "lane / kernel", "full decode alone",
+                                "kernel speed / decode alone", "loader speed / decode alone"], rows), ""]
+    h.emit(lines, args, {"benchmark": "profile_crop_stages", "rows": rows}, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
