@@ -67,7 +67,7 @@ def main(argv=None) -> int:
                              f"{np.mean([x.mean().item() for x in ds]):.3f}", f"{max(x.max().item() for x in ds):.0f}"])
     lines = [f"## crop_window_pixels: {args.n} photos x {args.draws} boxes, baseline + progressive, "
              "RandomResizedCrop(224) + flip, against Decode(crop_window=False)\n",
-             *h.markdown_table(["images", "subsampling", "decode", "mean |diff|", "max |diff|"], rows), ""]
+             *h.markdown_table(["images", "subsampling", "decode", "mean abs diff", "max abs diff"], rows), ""]
     h.emit(lines, args, {"benchmark": "crop_window_pixels", "rows": rows}, log)
     return 0
 

@@ -34,11 +34,16 @@ log = logging.getLogger("profile_crop_stages")
 STAGES = ("header", "decode", "crop", "resize", "flip+layout")
 
 
-def _rec(window: bool) -> recipe.Recipe:
-    return recipe.Recipe([recipe.Decode(crop_window=window), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
+#: name: (crop_window, dct_scaling)
+VARIANTS = {"full": (False, False), "window": (True, False), "window+dct": (True, True)}
 
 
-def stage_times(payloads: list[bytes], rec: recipe.Recipe, window: bool) -> dict[str, float]:
+def _rec(window: bool, dct: bool) -> recipe.Recipe:
+    return recipe.Recipe([recipe.Decode(crop_window=window, dct_scaling=dct), recipe.RandomResizedCrop(224),
+                          recipe.HorizontalFlip(1.0)])
+
+
+def stage_times(payloads: list[bytes], rec: recipe.Recipe, window: bool, dct: bool) -> dict[str, float]:
     """CPU seconds per image of each stage, over ``payloads`` (flip always applied)."""
     tot = dict.fromkeys(STAGES, 0.0)
     out = torch.empty((3, 224, 224), dtype=torch.uint8)
@@ -47,7 +52,7 @@ def stage_times(payloads: list[bytes], rec: recipe.Recipe, window: bool) -> dict
         size = jpeg_size(data)
         ops = rec.sample_params(0, 0, i, *size).ops
         t1 = time.process_time()
-        got = window_decode(data, size, ops) if window else None
+        got = window_decode(data, size, ops, dct) if window else None
         arr, ops = got if got is not None else (decode_image(data), ops)
         t2 = time.process_time()
         img = crop(torch.from_numpy(arr), ops[0])
@@ -97,18 +102,18 @@ def main(argv=None) -> int:
         payloads = [src.read(src.ref(i))[0] for i in range(len(src))]
         per = {}
         for _ in range(args.rounds):
-            for window in (False, True):
-                rec = _rec(window)
-                got = stage_times(payloads, rec, window)
+            for name, (window, dct) in VARIANTS.items():
+                rec = _rec(window, dct)
+                got = stage_times(payloads, rec, window, dct)
                 got["kernel"] = kernel_time(src, rec)
                 got["loader"] = loader_time(src, rec)
                 got["lane"] = got["loader"] - got["kernel"]
                 got["alone"] = alone_time(payloads)
                 for k, v in got.items():
-                    per.setdefault((window, k), []).append(v)
-        for window in (False, True):
-            med = {k: float(np.median(per[(window, k)])) * 1e3 for k in (*STAGES, "kernel", "lane", "loader", "alone")}
-            rows.append([label, "window" if window else "full", *(f"{med[k]:.2f}" for k in (*STAGES, "kernel", "lane")),
+                    per.setdefault((name, k), []).append(v)
+        for name in VARIANTS:
+            med = {k: float(np.median(per[(name, k)])) * 1e3 for k in (*STAGES, "kernel", "lane", "loader", "alone")}
+            rows.append([label, name, *(f"{med[k]:.2f}" for k in (*STAGES, "kernel", "lane")),
                          f"{100 * med['lane'] / med['kernel']:.0f}%", f"{med['alone']:.2f}",
                          f"{med['alone'] / med['kernel']:.2f}x", f"{med['alone'] / med['loader']:.2f}x"])
     lines = [f"## profile_crop_stages: {args.n} photos + {args.large} 12 MP photos, {args.rounds} rounds, "
