@@ -109,6 +109,20 @@ def test_every_cpu_lane_gives_the_full_decodes_stream(photo_root):
     assert runs["processes"] == runs["threads"] == full["threads"] and len(runs["threads"]) == 9
 
 
+def test_the_ray_lane_gives_the_in_process_lanes_window_stream(ray_cluster, photo_root):
+    from support.streams import stream
+
+    src = sources.FileList(sources.ImageFolder(photo_root).paths[:24], list(range(24)))
+    runs, lanes = [], []
+    for policy in (LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
+                   LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=2)):
+        with HybridLoader(src, WINDOW, 8, seed=3, device="cpu", return_indices=True, policy=policy) as ld:
+            runs.append(stream(ld, (0, 1)))
+            lanes.append({k for k, v in ld.stats()["lanes"].items() if v["images"]})
+    assert runs[0] == runs[1] and len(runs[0]) == 6
+    assert any("ray" in name for name in lanes[1]), lanes   # the Ray actors decoded windows too
+
+
 @pytest.mark.parametrize("kind", ["truncated", "corrupt", "huge", "text", "zero", "cmyk", "gray", "gray16", "png"])
 def test_bad_and_unusual_files_are_handled_as_by_the_full_decode(bad_files, kind):
     src = sources.FileList([bad_files[kind]])
