@@ -85,16 +85,26 @@ def available() -> bool:
     return _LIB is not None
 
 
+class _Handle:
+    """A TurboJPEG decompressor, destroyed with its thread's local storage."""
+
+    def __init__(self):
+        self.ptr = _LIB.tj3Init(_TJINIT_DECOMPRESS)
+        if not self.ptr:
+            raise MemoryError("tj3Init failed")
+        _LIB.tj3Set(self.ptr, _TJPARAM_STOPONWARNING, 1)  # strict, as the full decode (simplejpeg strict=True)
+
+    def __del__(self):
+        if self.ptr and _LIB is not None:
+            _LIB.tj3Destroy(self.ptr)
+
+
 def _handle() -> int:
-    """This thread's decompressor (a TurboJPEG handle is not thread-safe; one per thread, kept)."""
+    """This thread's decompressor (a TurboJPEG handle is not thread-safe: one per thread)."""
     h = getattr(_local, "handle", None)
     if h is None:
-        h = _LIB.tj3Init(_TJINIT_DECOMPRESS)
-        if not h:
-            raise MemoryError("tj3Init failed")
-        _LIB.tj3Set(h, _TJPARAM_STOPONWARNING, 1)  # strict, as the full decode (simplejpeg strict=True)
-        _local.handle = h
-    return h
+        h = _local.handle = _Handle()
+    return h.ptr
 
 
 def _fail(h, what: str) -> TurboError:
