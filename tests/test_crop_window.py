@@ -139,6 +139,19 @@ def test_bad_and_unusual_files_are_handled_as_by_the_full_decode(bad_files, kind
         assert torch.equal(got[0][0], got[1][0])
 
 
+def test_exif_orientation_is_ignored_by_the_window_as_by_the_full_decode():
+    im = Image.open(io.BytesIO(_photo("420", False)))
+    exif = Image.Exif()
+    exif[0x0112] = 6   # "rotate 90 CW to display": neither decode applies it
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=90, exif=exif.tobytes())
+    data = buf.getvalue()
+    for i in range(6):
+        ref = SampleRef(i, "exif.jpg", 0)
+        assert torch.equal(process_payload(ref, data, WINDOW, 0, 0), process_payload(ref, data, FULL, 0, 0))
+    assert crop_window.window_decode(data, (1203, 901), [Crop(0, 0, 64, 64), Resize(24, 24)]) is not None
+
+
 def test_decode_flags_take_only_booleans():
     with pytest.raises(ValueError, match="crop_window must be True or False"):
         recipe.Decode(crop_window="yes")
