@@ -57,9 +57,10 @@ class Decode:
         crop_window: True (the default): where a sample's first op is a crop inside the
             image, the CPU lanes decode only that window of a baseline or progressive JPEG
             (libjpeg-turbo 3's cropping region, from the ``turbojpeg`` wheel), with pixels
-            identical to the same crop of the full decode (1.4-2x the kernel's speed on
-            12-megapixel photos; benchmarks/RESULTS.md). Without that wheel, or for any
-            other image, the full decode runs. False: always decode the whole image.
+            identical to the same crop of the full decode (1.3-1.45x the kernel's speed on
+            12-megapixel photos, 2.1-2.5x with ``dct_scaling``, 1.15x on ImageNet-size
+            photos; benchmarks/RESULTS.md). Without that wheel, or for any other image, the
+            full decode runs. False: always decode (and check) the whole image.
     """
 
     dct_scaling: bool = False
