@@ -2,8 +2,9 @@
 
 Run directly by the in-process lane and by Ray actors; testable without either.
 Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through
-simplejpeg for JPEG decoding, Pillow for other formats, and torch's antialiased
-bilinear uint8 resize.
+simplejpeg for JPEG decoding, libjpeg-turbo 3's cropping region (the ``turbojpeg`` wheel,
+through ctypes) to decode only a sample's crop where its first op is one (the same pixels),
+Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 """
 
 from hybridload.kernels.batch import BatchResult, process_batch, process_sample, start_reads

@@ -17,7 +17,8 @@ from hybridload.sources import Source
 from hybridload.sources.reads import read_many
 
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
-from hybridload.kernels.decode import DecodeError, decode_image, jpeg_size
+from hybridload.kernels.crop_window import window_decode
+from hybridload.kernels.decode import DecodeError, check_pixels, decode_image, jpeg_size
 from hybridload.kernels.erase import erase_batch
 from hybridload.kernels.geometry import apply_ops
 
@@ -70,15 +71,22 @@ def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
 
 def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.ndarray, tuple, tuple]:
     """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
-    size; with ``Decode(dct_scaling=True)``, where they shrink its crop enough, it is decoded
-    at 1/2, 1/4 or 1/8 size with the crop mapped onto that (:mod:`.dct_scale`)."""
-    size = jpeg_size(payload) if recipe.stages[0].dct_scaling else None
+    size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
+    :mod:`.crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
+    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (:mod:`.dct_scale`)."""
+    dec = recipe.stages[0]
+    size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
         arr = decode_image(payload)
         params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0])
         return arr, params.ops, params.stages
+    check_pixels(*size)  # as the full decode does, before any pixel is decoded
     params = recipe.sample_params(seed, epoch, ref.index, *size)
-    plan = plan_scaled_decode(*size, params.ops)
+    if dec.crop_window:
+        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling)
+        if got is not None:
+            return got[0], got[1], params.stages
+    plan = plan_scaled_decode(*size, params.ops) if dec.dct_scaling else None
     arr = decode_image(payload, plan)
     if plan is None:
         return arr, params.ops, params.stages

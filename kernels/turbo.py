@@ -1,0 +1,147 @@
+"""Decode only a window of a JPEG: TurboJPEG 3's cropping region through ctypes.
+
+libjpeg-turbo 3 decodes a region (``tj3SetCroppingRegion``) at a DCT scale
+(``tj3SetScalingFactor``) in one ``tj3Decompress8`` call: the columns left of the window's
+iMCU and the rows above it are skipped (entropy decoding only, no inverse DCT, no upsampling,
+no colour conversion), the rows below are never read. The library comes from the ``turbojpeg``
+wheel (``turbojpeg.libs/libturbojpeg-*.so.0.3.0``: libjpeg-turbo 3, no compiler, no system
+library); only its C functions are called, never the wheel's Python module. Without the
+wheel, :func:`available` is False and the kernels keep the full decode.
+
+Chosen over nvImageCodec's CPU backend by measurement (benchmarks/RESULTS.md, issue 37).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import threading
+
+import numpy as np
+
+# turbojpeg.h (TurboJPEG 3): enum values
+_TJINIT_DECOMPRESS = 1
+_TJPARAM_STOPONWARNING, _TJPARAM_SUBSAMP, _TJPARAM_JPEGWIDTH, _TJPARAM_JPEGHEIGHT = 0, 4, 5, 6
+_TJPARAM_PRECISION, _TJPARAM_COLORSPACE, _TJPARAM_LOSSLESS = 7, 8, 15
+_TJPF_RGB = 0
+#: iMCU width per TJSAMP (444, 422, 420, GRAY, 440, 411): the left edge of a window sits on one.
+_MCU_WIDTH = (8, 16, 16, 8, 8, 32)
+#: TJCS values the decode turns into RGB as the full decode does (RGB, YCbCr, grey).
+_RGB_COLORSPACES = (0, 1, 2)
+
+
+class TurboError(ValueError):
+    """libjpeg-turbo refused the JPEG (corrupt, truncated, a warning under strict decoding)."""
+
+
+class _Region(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_int), ("y", ctypes.c_int), ("w", ctypes.c_int), ("h", ctypes.c_int)]
+
+
+class _Scale(ctypes.Structure):
+    _fields_ = [("num", ctypes.c_int), ("denom", ctypes.c_int)]
+
+
+def _library_path() -> str | None:
+    spec = importlib.util.find_spec("turbojpeg")
+    if spec is None or not spec.origin:
+        return None
+    found = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "turbojpeg.libs", "libturbojpeg*.so*")))
+    return found[0] if found else None
+
+
+def _load():
+    path = _library_path()
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        fns = (lib.tj3Init, lib.tj3SetCroppingRegion, lib.tj3SetScalingFactor, lib.tj3Decompress8)
+    except (OSError, AttributeError):  # not a libjpeg-turbo 3: keep the full decode
+        return None
+    fns[0].restype = ctypes.c_void_p
+    fns[0].argtypes = [ctypes.c_int]
+    lib.tj3Destroy.argtypes = [ctypes.c_void_p]
+    lib.tj3Set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.tj3Get.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.tj3GetErrorStr.argtypes = [ctypes.c_void_p]
+    lib.tj3GetErrorStr.restype = ctypes.c_char_p
+    lib.tj3DecompressHeader.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
+    lib.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _Scale]
+    lib.tj3Decompress8.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                                   ctypes.c_int, ctypes.c_int]
+    return lib
+
+
+_LIB = _load()
+_local = threading.local()
+
+
+def available() -> bool:
+    """True where libjpeg-turbo 3 loaded (the ``turbojpeg`` wheel is installed)."""
+    return _LIB is not None
+
+
+class _Handle:
+    """A TurboJPEG decompressor, destroyed with its thread's local storage."""
+
+    def __init__(self):
+        self.ptr = _LIB.tj3Init(_TJINIT_DECOMPRESS)
+        if not self.ptr:
+            raise MemoryError("tj3Init failed")
+        _LIB.tj3Set(self.ptr, _TJPARAM_STOPONWARNING, 1)  # strict, as the full decode (simplejpeg strict=True)
+
+    def __del__(self):
+        if self.ptr and _LIB is not None:
+            _LIB.tj3Destroy(self.ptr)
+
+
+def _handle() -> int:
+    """This thread's decompressor (a TurboJPEG handle is not thread-safe: one per thread)."""
+    h = getattr(_local, "handle", None)
+    if h is None:
+        h = _local.handle = _Handle()
+    return h.ptr
+
+
+def _fail(h, what: str) -> TurboError:
+    return TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
+
+
+def decode_window(data: bytes, x: int, y: int, w: int, h: int, denominator: int = 1,
+                  margin: int = 0) -> tuple[np.ndarray, int, int] | None:
+    """The window (x, y, w, h) of the JPEG decoded at 1/``denominator`` (coordinates in that
+    scaled image), widened by ``margin`` pixels on each side where the image has them and on
+    the left to the scaled iMCU's edge (libjpeg-turbo starts a window there).
+
+    Returns (pixels, dx, dy): RGB HWC uint8, the window's corner at (dx, dy) in them; None
+    for a JPEG the full decode must take (12/16-bit, lossless, CMYK/YCCK, unknown
+    subsampling). Raises :class:`TurboError` for a corrupt header or data.
+    """
+    t = _handle()
+    if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
+        raise _fail(t, "corrupt JPEG header")
+    sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
+    if (_LIB.tj3Get(t, _TJPARAM_PRECISION) != 8 or _LIB.tj3Get(t, _TJPARAM_LOSSLESS) == 1 or not 0 <= sub < 6
+            or _LIB.tj3Get(t, _TJPARAM_COLORSPACE) not in _RGB_COLORSPACES):
+        return None
+    d = denominator
+    sw = -(-_LIB.tj3Get(t, _TJPARAM_JPEGWIDTH) // d)
+    sh = -(-_LIB.tj3Get(t, _TJPARAM_JPEGHEIGHT) // d)
+    mcu = -(-_MCU_WIDTH[sub] // d)
+    x0 = max(x - margin, 0) // mcu * mcu
+    y0 = max(y - margin, 0)
+    x1, y1 = min(sw, x + w + margin), min(sh, y + h + margin)
+    if x0 >= x1 or y0 >= y1:
+        return None
+    if _LIB.tj3SetScalingFactor(t, _Scale(1, d)) != 0:
+        raise _fail(t, f"scale 1/{d}")
+    if _LIB.tj3SetCroppingRegion(t, _Region(x0, y0, x1 - x0, y1 - y0)) != 0:
+        raise _fail(t, f"window {x1 - x0}x{y1 - y0} at ({x0}, {y0})")
+    out = np.empty((y1 - y0, x1 - x0, 3), dtype=np.uint8)
+    if _LIB.tj3Decompress8(t, data, len(data), out.ctypes.data, (x1 - x0) * 3, _TJPF_RGB) != 0:
+        raise _fail(t, "corrupt or truncated JPEG")
+    return out, x - x0, y - y0

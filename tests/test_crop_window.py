@@ -1,0 +1,159 @@
+"""Decoding only the crop (``Decode(crop_window=True)``, the default; kernels/crop_window.py):
+the same pixels as the full decode's crop on every subsampling, baseline and progressive, with
+and without DCT scaling; the CPU lanes identical; bad files named as before; the full decode
+without the turbojpeg wheel; the window really smaller than the image."""
+
+from __future__ import annotations
+
+import functools
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.errors import SampleError
+from hybridload.kernels import crop_window, turbo
+from hybridload.kernels.batch import process_payload
+from hybridload.kernels.decode import decode_image
+from hybridload.recipe.ops import Crop, Resize
+from hybridload.sources import SampleRef
+
+from support.streams import local_lane_streams
+
+pytestmark = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
+
+
+def _rec(size=24, **decode):
+    return recipe.Recipe([recipe.Decode(**decode), recipe.RandomResizedCrop(size), recipe.HorizontalFlip()])
+
+
+WINDOW, FULL = _rec(), _rec(crop_window=False)
+SUBSAMPLING = {"444": 0, "422": 1, "420": 2, "gray": None}
+
+
+@functools.lru_cache(maxsize=None)
+def _photo(kind: str, progressive: bool, size=(1203, 901)) -> bytes:
+    """A photo-like JPEG (smooth gradients, discs, grain) of ``size``: 4:4:4, 4:2:2, 4:2:0 or grey."""
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:size[1], 0:size[0]]
+    img = np.stack([(x * 255 // size[0]), (y * 255 // size[1]), ((x + y) % 256)], -1).astype(np.float32)
+    for _ in range(12):
+        cx, cy, r = rng.integers(0, size[0]), rng.integers(0, size[1]), rng.integers(30, 200)
+        img[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
+    im = Image.fromarray(np.clip(img + rng.normal(0, 4, img.shape), 0, 255).astype(np.uint8))
+    buf, sub = io.BytesIO(), SUBSAMPLING[kind]
+    if sub is None:
+        im.convert("L").save(buf, "JPEG", quality=90, progressive=progressive)
+    else:
+        im.save(buf, "JPEG", quality=90, progressive=progressive, subsampling=sub)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("dct", [False, True])
+@pytest.mark.parametrize("progressive", [False, True])
+@pytest.mark.parametrize("kind", list(SUBSAMPLING))
+def test_window_pixels_equal_the_full_decodes_crop_on_every_subsampling(kind, progressive, dct):
+    data = _photo(kind, progressive)
+    window, full = _rec(dct_scaling=dct), _rec(crop_window=False, dct_scaling=dct)
+    used = 0
+    for i in range(12):
+        ref = SampleRef(i, "photo.jpg", 0)
+        used += crop_window.window_decode(data, (1203, 901), window.sample_params(0, 0, i, 1203, 901).ops, dct) is not None
+        assert torch.equal(process_payload(ref, data, window, 0, 0), process_payload(ref, data, full, 0, 0)), i
+    assert used == 12
+
+
+def test_windows_touching_each_edge_equal_the_full_decodes_crop():
+    data = _photo("420", False)
+    full = torch.from_numpy(decode_image(data)).permute(2, 0, 1)
+    for x, y, w, h in ((0, 0, 17, 9), (1186, 0, 17, 33), (0, 892, 40, 9), (1186, 892, 17, 9), (0, 0, 1203, 901),
+                       (15, 17, 1, 1), (16, 16, 1, 1)):
+        arr, ops = crop_window.window_decode(data, (1203, 901), [Crop(x, y, w, h), Resize(h, w)])
+        got = torch.from_numpy(arr)[ops[0].y:ops[0].y + h, ops[0].x:ops[0].x + w].permute(2, 0, 1)
+        assert torch.equal(got, full[:, y:y + h, x:x + w]), (x, y, w, h)
+
+
+def test_the_window_decoded_is_the_crop_not_the_image():
+    data = _photo("420", False)
+    arr, ops = crop_window.window_decode(data, (1203, 901), [Crop(600, 400, 100, 80), Resize(24, 24)])
+    assert arr.shape[0] <= 80 + 2 * crop_window.MARGIN and arr.shape[1] <= 100 + 16 + 2 * crop_window.MARGIN
+    assert ops[1:] == (Resize(24, 24),)
+
+
+def test_no_window_where_the_full_decode_must_run():
+    data = _photo("420", False)
+    ops = [Crop(0, 0, 100, 100), Resize(24, 24)]
+    assert crop_window.window_decode(data, (1203, 901), [Resize(24, 24), Crop(0, 0, 10, 10)]) is None
+    assert crop_window.window_decode(data, (1203, 901), [Crop(-4, 0, 100, 100), Resize(24, 24)]) is None
+    assert crop_window.window_decode(data[: len(data) // 2], (1203, 901), ops) is None   # truncated
+    cmyk = io.BytesIO()
+    Image.open(io.BytesIO(data)).convert("CMYK").save(cmyk, "JPEG")
+    assert crop_window.window_decode(cmyk.getvalue(), (1203, 901), ops) is None
+
+
+def test_without_the_wheel_the_full_decode_gives_the_same_pixels(monkeypatch):
+    data, ref = _photo("422", False), SampleRef(3, "p.jpg", 0)
+    with_wheel = process_payload(ref, data, WINDOW, 1, 2)
+    monkeypatch.setattr(turbo, "_LIB", None)
+    assert crop_window.window_decode(data, (1203, 901), [Crop(0, 0, 50, 50), Resize(24, 24)]) is None
+    assert torch.equal(process_payload(ref, data, WINDOW, 1, 2), with_wheel)
+
+
+def test_every_cpu_lane_gives_the_full_decodes_stream(photo_root):
+    src = sources.ImageFolder(photo_root)
+    runs, _ = local_lane_streams(src, WINDOW, 7, seed=5, epochs=(0,), threads=2)
+    full, _ = local_lane_streams(src, FULL, 7, seed=5, epochs=(0,), threads=2)
+    assert runs["processes"] == runs["threads"] == full["threads"] and len(runs["threads"]) == 9
+
+
+def test_the_ray_lane_gives_the_in_process_lanes_window_stream(ray_cluster, photo_root):
+    from support.streams import stream
+
+    src = sources.FileList(sources.ImageFolder(photo_root).paths[:24], list(range(24)))
+    runs, lanes = [], []
+    for policy in (LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
+                   LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=2)):
+        with HybridLoader(src, WINDOW, 8, seed=3, device="cpu", return_indices=True, policy=policy) as ld:
+            runs.append(stream(ld, (0, 1)))
+            lanes.append({k for k, v in ld.stats()["lanes"].items() if v["images"]})
+    assert runs[0] == runs[1] and len(runs[0]) == 6
+    assert any("ray" in name for name in lanes[1]), lanes   # the Ray actors decoded windows too
+
+
+@pytest.mark.parametrize("kind", ["truncated", "corrupt", "huge", "text", "zero", "cmyk", "gray", "gray16", "png"])
+def test_bad_and_unusual_files_are_handled_as_by_the_full_decode(bad_files, kind):
+    src = sources.FileList([bad_files[kind]])
+    got = []
+    for rec in (FULL, WINDOW):
+        with HybridLoader(src, rec, 1, device="cpu", policy=LoaderPolicy(cpu_actors=0, threads=1)) as ld:
+            try:
+                got.append([images for images, _labels in ld])
+            except SampleError as exc:
+                got.append((exc.index, exc.path, exc.stage, exc.reason))
+    if isinstance(got[0], tuple):
+        assert got[0] == got[1]
+    else:
+        assert torch.equal(got[0][0], got[1][0])
+
+
+def test_exif_orientation_is_ignored_by_the_window_as_by_the_full_decode():
+    im = Image.open(io.BytesIO(_photo("420", False)))
+    exif = Image.Exif()
+    exif[0x0112] = 6   # "rotate 90 CW to display": neither decode applies it
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=90, exif=exif.tobytes())
+    data = buf.getvalue()
+    for i in range(6):
+        ref = SampleRef(i, "exif.jpg", 0)
+        assert torch.equal(process_payload(ref, data, WINDOW, 0, 0), process_payload(ref, data, FULL, 0, 0))
+    assert crop_window.window_decode(data, (1203, 901), [Crop(0, 0, 64, 64), Resize(24, 24)]) is not None
+
+
+def test_decode_flags_take_only_booleans():
+    with pytest.raises(ValueError, match="crop_window must be True or False"):
+        recipe.Decode(crop_window="yes")
+    with pytest.raises(ValueError, match="dct_scaling must be True or False"):
+        recipe.Decode(dct_scaling=1)
