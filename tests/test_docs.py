@@ -175,3 +175,11 @@ def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
     listed = set(entries(config["nav"]))
     on_disk = {str(p.relative_to(DOCS)) for p in pages()}
     assert listed == on_disk, f"only in nav: {listed - on_disk}; only on disk: {on_disk - listed}"
+
+
+def test_except_hybridloaderror_catches_every_error_the_troubleshooting_page_names():
+    outside = [cls.__name__ for cls in error_classes() if not issubclass(cls, hybridload.HybridLoadError)]
+    assert not outside, f"not HybridLoadErrors, though the troubleshooting page says all are: {outside}"
+    from hybridload.extras import MissingExtraError
+    from hybridload.planner import PlanFormatError
+    assert issubclass(PlanFormatError, ValueError) and issubclass(MissingExtraError, ImportError)  # old bases kept
