@@ -20,10 +20,10 @@ import threading
 import time
 from dataclasses import asdict
 
-import torch
+from typing import TYPE_CHECKING
 
-from hybridload.cli.results import ModeResult
-from hybridload.sampling.epochs import endless
+if TYPE_CHECKING:  # imported where used: `hybridload --help` builds its parser without torch
+    from hybridload.cli.results import ModeResult
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,11 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
 def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
              ray_address: str | None = None, threads: int | None = None, progress=None) -> ModeResult:
     """Run ``batches`` batches in ``mode`` with a consumer that takes ``step_ms`` per step."""
+    import torch
+
+    from hybridload.cli.results import ModeResult
     from hybridload.loader import HybridLoader
+    from hybridload.sampling.epochs import endless
     policy = policy_for(mode, plan, ray_address=ray_address, threads=threads)
     cuda = torch.cuda.is_available()
     if cuda:
