@@ -85,7 +85,8 @@ def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quicksta
     _sh("pip install -q torch==2.13.0", venv, tmp_path, timeout=400)
     quickstart = tmp_path / "quickstart.py"
     quickstart.write_text(readme_block("quickstart", text) + "\n")
-    steps = [lines[0], lines[1].replace("https://HOST/PATH/hybridload.git", f"file://{clone}"),
+    # file://localhost/...: pip's requirement parser refuses a git+file:/// URL (no host) that git takes
+    steps = [lines[0], lines[1].replace("https://HOST/PATH/hybridload.git", f"file://localhost{clone}"),
              f"{lines[2]} && {lines[3]}"]
     for i, step in enumerate(steps):
         _sh(f"pip uninstall -q -y hybridload; {step}", venv, clone)
