@@ -1,7 +1,8 @@
 """``hybridload bench``: what scale-up and scale-out buy, measured in one command.
 
 Modes:
-  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live
+  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live;
+               without CUDA there is no GPU lane: the in-process lane alone
   multi-node   the GPU lane plus Ray CPU actors across the cluster
   cpu          CPU lanes only (Ray actors across the cluster when one is given, else in-process)
 The policy's mode names work too, on this node's lanes: ``auto`` (as single-gpu), ``gpu``
