@@ -183,3 +183,32 @@ def test_except_hybridloaderror_catches_every_error_the_troubleshooting_page_nam
     from hybridload.extras import MissingExtraError
     from hybridload.planner import PlanFormatError
     assert issubclass(PlanFormatError, ValueError) and issubclass(MissingExtraError, ImportError)  # old bases kept
+
+
+#: a measured figure as the pages write one: a ratio with decimals (``1.26x``), a rate (``3,257 images/s``,
+#: ``0.31 GB/s``, ``51 batches/s``) or a memory size in GiB. Round numbers of the design (``4x fewer bytes``,
+#: a default's ``120 s``) are not figures.
+FIGURE = re.compile(r"(?<![\w.,])(\d[\d,]*\.\d+x|\d[\d,]*(?:\.\d+)? (?:images/s|img/s|batches/s|GB/s|GiB)\b)")
+
+
+def figures(text: str) -> list[str]:
+    """The figures of a page, each as its number (commas dropped) and unit."""
+    return [m.replace(",", "") for m in FIGURE.findall(text)]
+
+
+def test_figures_reads_ratios_rates_and_sizes_and_not_design_numbers():
+    text = "1.05-1.26x the threads; 3,257 images/s; 0.31 GB/s; 0.75 GiB; 4x fewer bytes; 120 s; v1.2x"
+    assert figures(text) == ["1.26x", "3257 images/s", "0.31 GB/s", "0.75 GiB"]
+
+
+def test_every_figure_on_the_user_pages_is_in_benchmarks_results():
+    """A number a user reads as measured has its entry, with the command, in benchmarks/RESULTS.md."""
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text().replace(",", "")
+    user_pages = [ROOT / "README.md"] + [p for p in pages() if p.relative_to(DOCS).parts[0] != "decisions"]
+    missing = []
+    for page in user_pages:
+        for fig in figures(page.read_text()):
+            number = fig.split()[0].rstrip("x")
+            if not re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", results):
+                missing.append(f"{page.relative_to(ROOT)}: {fig}")
+    assert not missing, "figures with no entry in benchmarks/RESULTS.md:\n" + "\n".join(missing)
