@@ -212,3 +212,21 @@ def test_every_figure_on_the_user_pages_is_in_benchmarks_results():
             if not re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", results):
                 missing.append(f"{page.relative_to(ROOT)}: {fig}")
     assert not missing, "figures with no entry in benchmarks/RESULTS.md:\n" + "\n".join(missing)
+
+
+ROLE = re.compile(r":(?:class|mod|func|meth|attr|exc|data|obj|ref):(?:<code>|`)")
+
+
+@pytest.mark.slow
+def test_no_page_of_the_built_site_shows_a_sphinx_role(tmp_path):
+    """The API pages render docstrings as Markdown (mkdocstrings, Google style): a reST role such as
+    :class:`X` would show literally. Builds the site, strict, and reads every page. About 20-60 s."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    shown = {}
+    for page in (tmp_path / "site").rglob("*.html"):
+        for m in ROLE.finditer(page.read_text()):
+            shown.setdefault(str(page.relative_to(tmp_path / "site")), []).append(m.group(0))
+    assert not shown, f"raw reST roles on the site (write `name` instead): {shown}"

@@ -79,7 +79,7 @@ def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quicksta
     lines = install_lines(text)
     assert len(lines) == 4 and sum("pip install" in line for line in lines) == 4, lines
     clone = tmp_path / "clone"  # what a user has: the committed tree, nothing built in it
-    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{ROOT}", str(clone)], check=True, timeout=120)
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)  # pip clones it again: not shallow
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     _sh("pip install -q torch==2.13.0", venv, tmp_path, timeout=400)

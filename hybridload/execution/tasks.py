@@ -5,7 +5,7 @@ has a slot) and for ``len(tasks)``; a task it started travels with its running c
 never looks back. Two forms:
 
 * :class:`LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
-  order, :mod:`hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
+  order, `hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
 * :class:`StreamedTasks` — over an iterator of batches with a known count (the drop-in's
   batch sampler): pulled one at a time; an iterator that ends early, or yields more than its
   count, ends the pass with an error that says so.
