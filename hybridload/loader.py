@@ -1,9 +1,6 @@
-"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches.
-
-It holds the arguments and the resume state (a `DistributedBatchSampler`),
-builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each pass to a
-:class:`~hybridload.execution.stream.BatchStream`.
-"""
+"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches. It holds the
+arguments and the resume state (a `DistributedBatchSampler`), builds its lanes from a `LaneSpec`,
+and hands each pass to a `BatchStream`."""
 
 from __future__ import annotations
 
@@ -128,8 +125,11 @@ class HybridLoader:
     shuffle = property(lambda self: self._sampler.shuffle)
     drop_last = property(lambda self: self._sampler.drop_last)
     rank = property(lambda self: self._sampler.rank)
+    """This process's rank, from `rank=` or torch.distributed (`RANK`, else 0)."""
     world_size = property(lambda self: self._sampler.world_size)
+    """The number of ranks the dataset is split among (`world_size=`, torch.distributed, `WORLD_SIZE`, else 1)."""
     epoch = property(lambda self: self._sampler.epoch)
+    """The epoch the next pass runs (`set_epoch`), or the one a resumed checkpoint is in."""
 
     def __len__(self) -> int:
         return self._sampler.epoch_batches()  # a whole epoch's, also while a resumed epoch runs
@@ -235,6 +235,8 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
+        """What the loader counted since it started or `reset_stats()`, as a plain dict: every key
+        is described under "stats()" on the API reference's first page."""
         gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
         uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
         plan = {"mode": self.policy.mode, "gpu_share": self._caps.snapshot().get(LaneKind.GPU, uncapped),

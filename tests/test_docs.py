@@ -230,3 +230,58 @@ def test_no_page_of_the_built_site_shows_a_sphinx_role(tmp_path):
         for m in ROLE.finditer(page.read_text()):
             shown.setdefault(str(page.relative_to(tmp_path / "site")), []).append(m.group(0))
     assert not shown, f"raw reST roles on the site (write `name` instead): {shown}"
+
+
+def stats_keys(d: dict, prefix: str = "") -> set[str]:
+    """The keys of a ``stats()`` dict as the API page writes them: ``lanes.NAME.share``, ``plan.mode``."""
+    keys = set()
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        keys.add(name)
+        if key in ("lanes", "actor_pools") and isinstance(value, dict):
+            for sub in value.values():
+                keys |= stats_keys(sub, f"{name}.NAME.")
+        elif key in ("plan", "fallback") and isinstance(value, dict):
+            keys |= stats_keys(value, f"{name}.")
+    return keys
+
+
+def test_stats_keys_names_nested_keys_as_the_api_page_does():
+    assert stats_keys({"a": 1, "lanes": {"gpu": {"share": 1}}, "plan": {"mode": "auto"}}) == {
+        "a", "lanes", "lanes.NAME.share", "plan", "plan.mode"}
+
+
+def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
+    """A real HybridLoader (in-process lane) and drop-in DataLoader, plus the Ray pool's and the stand-by
+    lanes' counters (built directly: no cluster needed for their keys)."""
+    import torch
+
+    from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
+    from hybridload.cli.demo_data import make_photo_folder
+    from hybridload.execution.stats import LoaderStats
+    from hybridload.lanes.ray.pool_stats import PoolStats
+
+    root = make_photo_folder(tmp_path / "photos", 8)
+    policy = LoaderPolicy(mode="auto", cpu_actors=0, threads=1, plan=None)
+    with HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(32), 4, policy=policy) as loader:
+        for _ in loader:
+            pass
+        hybrid = loader.stats()
+    with DataLoader(torch.utils.data.TensorDataset(torch.arange(8)), batch_size=4) as dl:
+        for _ in dl:
+            pass
+        dropin = dl.stats()
+    hybrid["plan"]["replans"] = []  # present under mode="auto" with a GPU lane, which this machine lacks
+    hybrid["actor_pools"] = {"ray": PoolStats().as_dict()}
+    hybrid["fallback"] = dict(LoaderStats().lane_totals(["inprocess"]), without_actors_s=0.0)
+    keys = stats_keys(hybrid) | stats_keys(dropin)
+    table = (DOCS / "api" / "index.md").read_text().split("## stats()", 1)[1]
+    written = set(re.findall(r"`([\w.]+(?:\.NAME)?[\w.]*)`", table))
+    for row in re.findall(r"^\| (`actor_pools\.NAME\.[^|]*)\|", table, re.M):  # `a.NAME.x`, `.y`: siblings of x
+        head = re.match(r"`(actor_pools\.NAME\.)", row).group(1)
+        written |= {head + k for k in re.findall(r"`\.?(?:actor_pools\.NAME\.)?(\w+)`", row)}
+    written |= {f"fallback.{k}" for k in ("lanes", "batches", "images", "busy_s", "without_actors_s")
+                if f"`{k}`" in table.split("| `fallback` |", 1)[1].split("\n", 1)[0]}
+    written |= {f"{a}" for row in re.findall(r"^\| (`rank`, `world_size`)", table, re.M) for a in ("rank", "world_size")}
+    missing = sorted(keys - written)
+    assert not missing, f"stats() keys not described on docs/api/index.md: {missing}"
