@@ -233,3 +233,19 @@ def test_cli_help_shows_no_restructuredtext_markup(command):
         parser = parser._subparsers._group_actions[0].choices[command]
     text = parser.format_help()
     assert "``" not in text and ":class:" not in text and ":func:" not in text, text
+
+
+def test_help_shows_a_zero_default_as_it_shows_any_other():
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    text = " ".join(bench.format_help().split())
+    assert "consumer's time per training step (default: 0.0)" in text, text
+
+
+def test_demo_table_reports_the_batch_it_delivered(tmp_path):
+    """72 images in batches of 32 (drop_last=False): the last batch the loop took is what the table shows."""
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(tmp_path / "d"),
+                           "--images", "40", "--batch-size", "32", "--size", "32", "--epochs", "1", "--quiet",
+                           "--in-process", "--mode", "cpu"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = re.search(r"\| last batch delivered +\| ([^|]*)\|", proc.stdout)
+    assert row and row.group(1).strip() == "(8, 3, 32, 32) torch.uint8", proc.stdout

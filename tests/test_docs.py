@@ -285,3 +285,23 @@ def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
     written |= {f"{a}" for row in re.findall(r"^\| (`rank`, `world_size`)", table, re.M) for a in ("rank", "world_size")}
     missing = sorted(keys - written)
     assert not missing, f"stats() keys not described on docs/api/index.md: {missing}"
+
+
+def test_the_examples_page_names_the_flags_each_example_takes():
+    """The page's first paragraph lists the examples taking --steps/--epochs/--batch-size (through
+    examples/_common.py's parser); the Dpex ones are listed apart, with their own flags."""
+    examples = ROOT / "examples"
+    page = (DOCS / "guide" / "examples.md").read_text()
+    common = (examples / "_common.py").read_text()
+    assert all(f'"{flag}"' in common for flag in ("--steps", "--epochs", "--batch-size"))
+    first = page.split("\n\n")[1]
+    named = re.findall(r"`(\w+\.py)`", first)
+    assert len(named) >= 5, first
+    for script in named:
+        assert re.search(r"from _common import .*\bparser\b", (examples / script).read_text()), script
+    for script in ("dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"):
+        epochs = '"--epochs"' in (examples / script).read_text()
+        said = re.search(rf"`{script}` also `--epochs", page) is not None
+        assert epochs == said, f"{script}: takes --epochs: {epochs}; the examples page says so: {said}"
+    assert set(named) | {"dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"} >= {
+        p.name for p in examples.glob("*.py") if not p.name.startswith("_")}, "an example the page does not place"

@@ -65,7 +65,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
              ("what ran (lanes that took batches)", ran),
              (f"GPU cap ({args.mode} mode, at the end)", f"{st['plan']['gpu_share']:.2f} of the batches at most"),
              ("GPU share (realised)", f"{gpu_realised:.2f}"),
-             ("batch", f"{args.batch_size} x {tuple(images.shape[1:])} {images.dtype}"),
+             ("last batch delivered", f"{tuple(images.shape)} {images.dtype}"),
              ("consumer waited for batches (after the lanes were built)", f"{st['stall_s']:.2f} s"),
              ("skipped samples", str(st["skipped"])), ("retries", str(st["retries"]))]
     sys.stdout.write(key_value_table(rows))
