@@ -305,3 +305,45 @@ def test_the_examples_page_names_the_flags_each_example_takes():
         assert epochs == said, f"{script}: takes --epochs: {epochs}; the examples page says so: {said}"
     assert set(named) | {"dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"} >= {
         p.name for p in examples.glob("*.py") if not p.name.startswith("_")}, "an example the page does not place"
+
+
+def test_every_hybridload_environment_variable_in_the_code_is_on_the_environment_page():
+    code = "\n".join(p.read_text() for folder in ("hybridload", "pipelines", "kernels", "examples")
+                     for p in (ROOT / folder).rglob("*.py"))
+    used = set(re.findall(r"\bHYBRIDLOAD_[A-Z0-9_]*[A-Z0-9]\b", code))
+    assert len(used) >= 4, used
+    page = (DOCS / "reference" / "environment.md").read_text()
+    missing = sorted(name for name in used if f"`{name}`" not in page)
+    assert not missing, f"docs/reference/environment.md does not list {missing}"
+    stale = sorted(set(re.findall(r"`(HYBRIDLOAD_\w+)`", page)) - used)
+    assert not stale, f"docs/reference/environment.md lists variables the code no longer reads: {stale}"
+
+
+def test_the_cli_page_lists_every_argument_of_every_command_with_its_default():
+    import argparse
+
+    from hybridload.cli.commands import build_parser
+    page = (DOCS / "reference" / "cli.md").read_text()
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(commands) == set(re.findall(r"^## hybridload (\w+)$", page, re.M))
+    wrong = []
+    for name, parser in commands.items():
+        section = page.split(f"## hybridload {name}\n", 1)[1].split("\n## ", 1)[0]
+        rows = {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| `([^`]+)`[^|]*\| ([^|]*)\|", section, re.M)}
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            key = action.option_strings[0] if action.option_strings else action.metavar
+            default = action.default
+            want = "required" if not action.option_strings else (
+                "—" if default is None or default is False else f"`{default}`")
+            if rows.get(key) != want:
+                wrong.append(f"hybridload {name} {key}: the page says {rows.get(key)!r}, the parser {want!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_site_and_the_changelog_name_the_version_pyproject_builds():
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert f"**hybridload {version}**" in (DOCS / "index.md").read_text()
+    first = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert first == version, f"CHANGELOG.md's latest entry is {first}, pyproject.toml builds {version}"
