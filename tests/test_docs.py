@@ -347,3 +347,11 @@ def test_the_site_and_the_changelog_name_the_version_pyproject_builds():
     assert f"**hybridload {version}**" in (DOCS / "index.md").read_text()
     first = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
     assert first == version, f"CHANGELOG.md's latest entry is {first}, pyproject.toml builds {version}"
+
+
+def test_the_architecture_picture_is_what_its_script_draws():
+    import runpy
+    script = runpy.run_path(str(DOCS / "figures" / "architecture.py"))
+    assert (DOCS / "figures" / "architecture.svg").read_text() == script["svg"](), \
+        "run python docs/figures/architecture.py and commit the SVG"
+    assert "figures/architecture.svg" in (DOCS / "index.md").read_text()
