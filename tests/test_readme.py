@@ -97,3 +97,13 @@ def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quicksta
         site = _sh("python -c 'import hybridload, ray, torch; print(hybridload.__file__, torch.__version__)'",
                    venv, run_dir)
         assert str(venv) in site and "2.13.0" in site, site  # the venv's own install, torch kept
+
+
+def test_no_page_gives_an_install_line_from_pypi():
+    """hybridload is not on PyPI: `pip install 'hybridload[...]'` without `@ URL` fails with "No matching
+    distribution found". The README's lines and the site's pages give the forms that work."""
+    pages = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "decisions" not in p.parts)]  # history
+    bad = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages
+           for m in re.finditer(r"pip install[^`\n]*?['\"]?hybridload(\[[^\]]*\])?['\"]?(?!\s*@)(?=[\s`'\"]|$)",
+                                p.read_text())]
+    assert not bad, "install lines from PyPI, where hybridload is not published:\n" + "\n".join(bad)
