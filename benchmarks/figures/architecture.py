@@ -13,19 +13,19 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 OUT = Path(__file__).with_name("architecture.svg")
-WIDTH, HEIGHT = 980, 400
+WIDTH, HEIGHT = 985, 380
 
 #: name -> (x, y, width, height, title, lines below the title, fill)
 BOXES = {
     "source": (10, 160, 120, 80, "Source", ["sample refs", "(path, offset)"], "#e8f0fe"),
-    "sampler": (160, 160, 130, 80, "Sampler", ["this rank's batches,", "DistributedSampler's split"], "#e8f0fe"),
-    "dispatch": (320, 160, 140, 80, "Dispatcher", ["window, caps,", "retries, stragglers"], "#fef7e0"),
-    "local": (500, 40, 170, 80, "CPU lane", ["worker processes or threads", "on this machine"], "#e6f4ea"),
-    "gpu": (500, 160, 170, 80, "GPU lane", ["DALI or torch (nvJPEG)", "on the local GPU"], "#e6f4ea"),
-    "ray": (500, 280, 170, 80, "Ray lane", ["CPU actors", "on other nodes"], "#e6f4ea"),
-    "merge": (710, 160, 120, 80, "Merger", ["in order,", "exactly once"], "#fef7e0"),
-    "train": (860, 160, 110, 80, "Training loop", ["on the device,", "Normalize there"], "#fce8e6"),
-    "planner": (320, 20, 140, 70, "Planner", ["the GPU share", "(plan or auto)"], "#f3e8fd"),
+    "sampler": (150, 160, 160, 80, "Sampler", ["this rank's batches", "(DistributedSampler)"], "#e8f0fe"),
+    "dispatch": (330, 160, 140, 80, "Dispatcher", ["window, caps,", "retries, stragglers"], "#fef7e0"),
+    "local": (510, 40, 180, 80, "CPU lane", ["processes or threads", "on this machine"], "#e6f4ea"),
+    "gpu": (510, 160, 180, 80, "GPU lane", ["DALI or torch (nvJPEG)", "on the local GPU"], "#e6f4ea"),
+    "ray": (510, 280, 180, 80, "Ray lane", ["CPU actors", "on other nodes"], "#e6f4ea"),
+    "merge": (720, 160, 115, 80, "Merger", ["in order,", "exactly once"], "#fef7e0"),
+    "train": (855, 160, 120, 80, "Training loop", ["on the device,", "Normalize there"], "#fce8e6"),
+    "planner": (330, 20, 140, 70, "Planner", ["the GPU share", "(plan or auto)"], "#f3e8fd"),
 }
 #: (from, to, label)
 ARROWS = [("source", "sampler", ""), ("sampler", "dispatch", ""), ("dispatch", "local", ""),
@@ -55,7 +55,7 @@ def _arrow(a: str, b: str, label: str) -> str:
     (x1, y1), (x2, y2) = _anchor(BOXES[a], BOXES[b]), _anchor(BOXES[b], BOXES[a])
     line = f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#3c4043" marker-end="url(#head)"/>'
     if label:
-        line += f'\n<text x="{(x1 + x2) / 2 + 4}" y="{(y1 + y2) / 2 - 6}" class="label">{escape(label)}</text>'
+        line += f'\n<text x="{(x1 + x2) / 2 + 18}" y="{(y1 + y2) / 2 - 6}" class="label">{escape(label)}</text>'
     return line
 
 
