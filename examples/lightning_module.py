@@ -1,7 +1,7 @@
 """HybridLoader in a LightningDataModule: the epoch set from the trainer, rank and world size
 from the strategy, the loader's position saved in Lightning's checkpoints.
 
-    pip install 'hybridload[lightning]'
+    pip install '.[lightning]'    # from a clone: the lightning extra
     python examples/lightning_module.py [--data ROOT] [--epochs E] [--batch-size B] [--ray]
     python examples/lightning_module.py --epochs 3 --checkpoint ckpt.ckpt     # saves at the end
     python examples/lightning_module.py --epochs 4 --resume ckpt.ckpt         # goes on from it

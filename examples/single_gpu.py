@@ -36,7 +36,10 @@ def main():
                 if args.steps and step >= args.steps:
                     break
             log.info("epoch %d: %.0f images/s", epoch, seen / (time.perf_counter() - t0))
-        log.info("loader stats: %s", loader.stats()["lanes"])
+        st = loader.stats()  # the lanes work ahead of the loop: a window of batches made but not yet taken
+        log.info("%d batches delivered to the loop; the lanes made %d images, the window's prefetched ones "
+                 "included (per lane: %s)", st["batches_delivered"], st["images"],
+                 {name: lane["images"] for name, lane in st["lanes"].items()})
 
 
 if __name__ == "__main__":

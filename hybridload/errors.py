@@ -1,7 +1,7 @@
 """Errors hybridload raises. Each names what the user needs to find the problem.
 
-Also the one shutdown routine, :func:`close_all`, used by every floor that closes several
-parts: it closes them all and reports every failure at the end (:class:`ShutdownError`)."""
+Also the one shutdown routine, `close_all`, used by every floor that closes several
+parts: it closes them all and reports every failure at the end (`ShutdownError`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class SampleError(HybridLoadError):
 class StorageError(SampleError):
     """Reading a sample failed for a reason that is not the sample's: the storage or the
     network (a connection refused or reset, a timeout, a server error), still failing after
-    the source's read retries (:class:`hybridload.sources.ReadRetry`). Raised under
+    the source's read retries (`hybridload.sources.ReadRetry`). Raised under
     ``on_error="skip"`` too: an outage is not bad data, and skipping it would train on
     zero images.
 
@@ -251,7 +251,7 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
 
 def close_all(parts: Iterable, what: str = "closing", *, log: logging.Logger | None = None) -> None:
     """Close every part in order, going on past a failure; then raise one
-    :class:`ShutdownError` naming each part that failed (nothing when all closed).
+    `ShutdownError` naming each part that failed (nothing when all closed).
 
     A part is an object with ``close()`` (named by its type and its ``name`` where it has
     one), a ``(name, fn)`` pair for a step that is no object's ``close``, or None (skipped).

@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from hybridload.errors import HybridLoadError
 
-class MissingExtraError(ImportError):
-    """An optional dependency is not installed; the message says which extra brings it."""
+
+class MissingExtraError(HybridLoadError, ImportError):
+    """An optional dependency is not installed; the message says which extra brings it.
+
+    An ``ImportError`` too, so ``except ImportError`` around an optional import still catches it."""
 
 
 def require(module: str, extra: str, purpose: str, package: str | None = None) -> ModuleType:

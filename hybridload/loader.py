@@ -1,9 +1,6 @@
-"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches.
-
-It holds the arguments and the resume state (a :class:`~hybridload.sampling.sampler.DistributedBatchSampler`),
-builds its lanes from a :class:`~hybridload.lanes.spec.LaneSpec`, and hands each pass to a
-:class:`~hybridload.execution.stream.BatchStream`.
-"""
+"""HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches. It holds the
+arguments and the resume state (a `DistributedBatchSampler`), builds its lanes from a `LaneSpec`,
+and hands each pass to a `BatchStream`."""
 
 from __future__ import annotations
 
@@ -43,17 +40,17 @@ class HybridLoader:
     """Ordered batches of preprocessed images for this rank.
 
     Args:
-        source: a :mod:`hybridload.sources` source.
-        recipe: a :class:`hybridload.recipe.Recipe`.
+        source: a `hybridload.sources` source.
+        recipe: a `hybridload.recipe.Recipe`.
         batch_size: samples per batch (per rank).
-        policy: a :class:`LoaderPolicy`; default ``LoaderPolicy()``.
+        policy: a `LoaderPolicy`; default ``LoaderPolicy()``.
         seed: the stream's key: the epoch order and every random draw of the recipe are
             functions of (seed, epoch, index), as DistributedSampler's ``seed``.
         shuffle: a new order every epoch (``torch.randperm`` seeded with ``seed + epoch``);
             False keeps the dataset's order.
         order: "randperm" (default: torch.randperm's order, as DistributedSampler; the epoch's
             order is made at its start) or "keyed" (each batch computed when reached, O(1)
-            memory: :mod:`hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
+            memory: `hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
         drop_last: drop the tail that does not fill every rank equally (DistributedSampler's
             rule) and the last partial batch; False pads by repeating samples instead.
         rank: this process's rank; default from torch.distributed when initialized, else
@@ -63,7 +60,7 @@ class HybridLoader:
         return_indices: also yield the batch's dataset indices.
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
             delivered batch on the device, its generator keyed by (seed, epoch, rank, batch
-            position); see :mod:`hybridload.delivery.batch_hook`.
+            position); see `hybridload.delivery.batch_hook`.
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -128,8 +125,11 @@ class HybridLoader:
     shuffle = property(lambda self: self._sampler.shuffle)
     drop_last = property(lambda self: self._sampler.drop_last)
     rank = property(lambda self: self._sampler.rank)
+    """This process's rank, from `rank=` or torch.distributed (`RANK`, else 0)."""
     world_size = property(lambda self: self._sampler.world_size)
+    """The number of ranks the dataset is split among (`world_size=`, torch.distributed, `WORLD_SIZE`, else 1)."""
     epoch = property(lambda self: self._sampler.epoch)
+    """The epoch the next pass runs (`set_epoch`), or the one a resumed checkpoint is in."""
 
     def __len__(self) -> int:
         return self._sampler.epoch_batches()  # a whole epoch's, also while a resumed epoch runs
@@ -227,7 +227,7 @@ class HybridLoader:
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
         samples of the epoch not yet delivered follow, split among this loader's ranks; another
-        dataset, seed or order is refused (:class:`~hybridload.errors.ResumeMismatchError`)."""
+        dataset, seed or order is refused (`ResumeMismatchError`)."""
         mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last")}
         mine["num_samples"] = len(self.source)
         check_state(state, mine, None, STATE_VERSION, order=self.order)
@@ -237,6 +237,8 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
+        """What the loader counted since it started or `reset_stats()`, as a plain dict: every key
+        is described under "stats()" on the API reference's first page."""
         gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
         uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
         plan = {"mode": self.policy.mode, "gpu_share": self._caps.snapshot().get(LaneKind.GPU, uncapped),
@@ -254,7 +256,7 @@ class HybridLoader:
 
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent. Every part is closed even
-        when one fails to; a :class:`~hybridload.errors.ShutdownError` then names each that did."""
+        when one fails to; a `ShutdownError` then names each that did."""
         self._closed = True
         self._finalizer.detach()
         online, self._online = self._online, None

@@ -66,9 +66,9 @@ def check_state(state: Any, mine: Mapping[str, Any], num_batches: int | None, ve
 
     ``mine`` holds this loader's configuration fields (seed, shuffle, ... num_samples);
     ``num_batches``: position must lie in [0, num_batches] (None: checked against the saved
-    plan by :func:`~hybridload.sampling.resume.resume_plan`); the fields of :data:`ELASTIC` may
+    plan by `resume_plan`); the fields of :data:`ELASTIC` may
     differ; another seed, dataset size, shuffle or drop_last is a
-    :class:`~hybridload.errors.ResumeMismatchError`; ``order`` is
+    `ResumeMismatchError`; ``order`` is
     this loader's epoch order: a state saved with the other is refused (a state without the
     field was saved before the setting existed: "randperm").
     """

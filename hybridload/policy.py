@@ -47,8 +47,8 @@ class LoaderPolicy:
             CPUs): "local" runs those batches on this machine's local lane (threads, one
             warning naming what is missing) and moves work back to Ray actors as nodes join;
             "wait" holds them up to ``actor_wait_s`` for a node, then raises; "raise" raises
-            at once. Either error is a :class:`hybridload.errors.NoActorsError` or
-            :class:`hybridload.errors.NoLaneError` naming why.
+            at once. Either error is a `hybridload.errors.NoActorsError` or
+            `hybridload.errors.NoLaneError` naming why.
         actor_wait_s: with ``on_no_actors="wait"``, how long to wait for a node (seconds).
         ship_bytes: the driver reads each sample's bytes and sends them to the actors (for
             nodes that cannot see the data); by default actors read their own inputs.
@@ -72,7 +72,7 @@ class LoaderPolicy:
         window: batches in flight or buffered ahead of the consumer; None → 2 per worker.
         on_error: "raise" (stop at a bad sample, naming it) or "skip" (a zero image in its
             place, counted in ``stats()``). A read the storage failed (an outage, not bad
-            data) raises :class:`~hybridload.errors.StorageError` under either.
+            data) raises `StorageError` under either.
         skip_warn_fraction: under ``on_error="skip"``, warn once in a pass when the samples
             skipped in it pass this fraction of the pass's samples, 0..1 (0: at the first skip).
         batch_timeout_s: how long the consumer waits for the next batch before an error
@@ -192,7 +192,7 @@ class LoaderPolicy:
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
         """A policy that carries out a plan (a Plan or a plan JSON path); keywords override.
 
-        A plan made on another machine is fitted to this one (:func:`hybridload.planner.fit.fit_plan`):
+        A plan made on another machine is fitted to this one (`hybridload.planner.fit.fit_plan`):
         a GPU share planned for a GPU this process lacks runs on the CPU lanes, actors beyond what
         the cluster here holds (or with no Ray configured) are clamped, and each change is a warning."""
         p = plan if isinstance(plan, Plan) else Plan.load(plan)
@@ -221,7 +221,7 @@ class LoaderPolicy:
         return Plan.load(self.plan)
 
     def lane_spec(self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
-        """The lanes this policy runs here, decoded by :func:`hybridload.lanes.spec.plan_lanes`
+        """The lanes this policy runs here, decoded by `hybridload.lanes.spec.plan_lanes`
         with this process's facts (whether Ray imports, RAY_ADDRESS, the usable CPUs).
 
         The loader, the bench and the profiler all decode a policy through this. ``plan``:

@@ -41,7 +41,7 @@ class BatchResult:
 def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch: int,
                    out: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """Read and process one sample. Writes into ``out`` (HWC or CHW per the recipe) when
-    given. Returns (image, label); raises :class:`SampleError` naming index, path, stage."""
+    given. Returns (image, label); raises `SampleError` naming index, path, stage."""
     ref = source.ref(index)
     payload, label = source.read(ref)  # raises SampleError(stage="read")
     return process_payload(ref, payload, recipe, seed, epoch, out), label
@@ -133,10 +133,10 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
                   out: torch.Tensor | None = None) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 
-    With ``on_error="raise"`` the first bad sample raises :class:`SampleError`; with
+    With ``on_error="raise"`` the first bad sample raises `SampleError`; with
     ``"skip"`` it is replaced by a zero image (then normalized like any other), its
     label kept, and recorded in ``BatchResult.skipped`` — except a
-    :class:`~hybridload.errors.StorageError` (the storage failed, not the sample), raised
+    `StorageError` (the storage failed, not the sample), raised
     under either. ``started``: the batch's
     :func:`start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
     batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.

@@ -179,3 +179,73 @@ def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "WARNING py.warnings: RuntimeWarning: a library warning" in proc.stderr.splitlines(), proc.stderr
     assert "SOURCE LINE" not in proc.stderr and "warns.py" not in proc.stderr  # one line: no path, no code
+
+
+#: what a user types that must answer at once: help, the version, usage mistakes
+FAST_CALLS = [["--help"], ["--version"], ["bench", "--help"], ["profile", "--help"], ["demo", "--help"],
+              ["index", "--help"], [], ["bench", "/no/such/dir"], ["profile", ".", "--batch-size", "0"],
+              ["demo", "--no-such-flag"]]
+
+
+@pytest.mark.parametrize("argv", FAST_CALLS, ids=lambda a: " ".join(a) or "no-command")
+def test_help_version_and_usage_errors_answer_without_importing_torch(argv):
+    """torch's import alone takes 3-12 s on a loaded machine; these answers need none of it.
+    Checked by what the process imported (a wall-time bound would be noise here), with a generous time
+    bound as a backstop."""
+    code = ("import sys\nfrom hybridload.cli import main\ntry:\n    status = main(sys.argv[1:])\n"
+            "except SystemExit as exc:\n    status = exc.code\n"
+            "heavy = sorted(m for m in ('torch', 'numpy', 'ray', 'hybridload.loader', 'hybridload.policy') "
+            "if m in sys.modules)\nsys.stderr.write(f'\\nIMPORTED {heavy} STATUS {status}\\n')\n")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    m = re.search(r"IMPORTED (\[.*\]) STATUS (\S+)", proc.stderr)
+    assert m, proc.stderr[-2000:]
+    assert m.group(1) == "[]", f"hybridload {' '.join(argv)} imported {m.group(1)} before answering"
+    assert m.group(2) in ("0", "2", "None"), proc.stderr[-2000:]
+
+
+def test_help_needs_no_torch_within_a_generous_time_bound():
+    """The installed command, as a user runs it: well under the 3 s torch's import alone takes here."""
+    import time
+    exe = os.path.join(os.path.dirname(sys.executable), "hybridload")
+    t0 = time.perf_counter()
+    proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "usage: hybridload" in proc.stdout
+    assert time.perf_counter() - t0 < 2.5, "hybridload --help took as long as importing torch"
+
+
+def test_profiles_flag_defaults_are_loader_policys_own():
+    from dataclasses import fields
+
+    from hybridload.cli.commands import POLICY_DEFAULTS
+    assert POLICY_DEFAULTS == {f.name: f.default for f in fields(LoaderPolicy) if f.name in POLICY_DEFAULTS}
+
+
+def test_index_help_names_tarshards_image_extensions():
+    from hybridload.sources.tarshards import IMAGE_EXTS
+    ix = build_parser()._subparsers._group_actions[0].choices["index"]
+    assert f"default: TarShards's, {','.join(IMAGE_EXTS)}" in ix.format_help()
+
+
+@pytest.mark.parametrize("command", [None, "demo", "profile", "bench", "index"])
+def test_cli_help_shows_no_restructuredtext_markup(command):
+    parser = build_parser()
+    if command:
+        parser = parser._subparsers._group_actions[0].choices[command]
+    text = parser.format_help()
+    assert "``" not in text and ":class:" not in text and ":func:" not in text, text
+
+
+def test_help_shows_a_zero_default_as_it_shows_any_other():
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]
+    text = " ".join(bench.format_help().split())
+    assert "consumer's time per training step (default: 0.0)" in text, text
+
+
+def test_demo_table_reports_the_batch_it_delivered(tmp_path):
+    """72 images in batches of 32 (drop_last=False): the last batch the loop took is what the table shows."""
+    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(tmp_path / "d"),
+                           "--images", "40", "--batch-size", "32", "--size", "32", "--epochs", "1", "--quiet",
+                           "--in-process", "--mode", "cpu"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = re.search(r"\| last batch delivered +\| ([^|]*)\|", proc.stdout)
+    assert row and row.group(1).strip() == "(8, 3, 32, 32) torch.uint8", proc.stdout

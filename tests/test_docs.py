@@ -175,3 +175,183 @@ def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
     listed = set(entries(config["nav"]))
     on_disk = {str(p.relative_to(DOCS)) for p in pages()}
     assert listed == on_disk, f"only in nav: {listed - on_disk}; only on disk: {on_disk - listed}"
+
+
+def test_except_hybridloaderror_catches_every_error_the_troubleshooting_page_names():
+    outside = [cls.__name__ for cls in error_classes() if not issubclass(cls, hybridload.HybridLoadError)]
+    assert not outside, f"not HybridLoadErrors, though the troubleshooting page says all are: {outside}"
+    from hybridload.extras import MissingExtraError
+    from hybridload.planner import PlanFormatError
+    assert issubclass(PlanFormatError, ValueError) and issubclass(MissingExtraError, ImportError)  # old bases kept
+
+
+#: a measured figure as the pages write one: a ratio with decimals (``1.26x``), a rate (``3,257 images/s``,
+#: ``0.31 GB/s``, ``51 batches/s``) or a memory size in GiB. Round numbers of the design (``4x fewer bytes``,
+#: a default's ``120 s``) are not figures.
+FIGURE = re.compile(r"(?<![\w.,])(\d[\d,]*\.\d+x|\d[\d,]*(?:\.\d+)? (?:images/s|img/s|batches/s|GB/s|GiB)\b)")
+
+
+def figures(text: str) -> list[str]:
+    """The figures of a page, each as its number (commas dropped) and unit."""
+    return [m.replace(",", "") for m in FIGURE.findall(text)]
+
+
+def test_figures_reads_ratios_rates_and_sizes_and_not_design_numbers():
+    text = "1.05-1.26x the threads; 3,257 images/s; 0.31 GB/s; 0.75 GiB; 4x fewer bytes; 120 s; v1.2x"
+    assert figures(text) == ["1.26x", "3257 images/s", "0.31 GB/s", "0.75 GiB"]
+
+
+def test_every_figure_on_the_user_pages_is_in_benchmarks_results():
+    """A number a user reads as measured has its entry, with the command, in benchmarks/RESULTS.md."""
+    results = (ROOT / "benchmarks" / "RESULTS.md").read_text().replace(",", "")
+    user_pages = [ROOT / "README.md"] + [p for p in pages() if p.relative_to(DOCS).parts[0] != "decisions"]
+    missing = []
+    for page in user_pages:
+        for fig in figures(page.read_text()):
+            number = fig.split()[0].rstrip("x")
+            if not re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", results):
+                missing.append(f"{page.relative_to(ROOT)}: {fig}")
+    assert not missing, "figures with no entry in benchmarks/RESULTS.md:\n" + "\n".join(missing)
+
+
+ROLE = re.compile(r":(?:class|mod|func|meth|attr|exc|data|obj|ref):(?:<code>|`)")
+
+
+@pytest.mark.slow
+def test_no_page_of_the_built_site_shows_a_sphinx_role(tmp_path):
+    """The API pages render docstrings as Markdown (mkdocstrings, Google style): a reST role such as
+    :class:`X` would show literally. Builds the site, strict, and reads every page. About 20-60 s."""
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    shown = {}
+    for page in (tmp_path / "site").rglob("*.html"):
+        for m in ROLE.finditer(page.read_text()):
+            shown.setdefault(str(page.relative_to(tmp_path / "site")), []).append(m.group(0))
+    assert not shown, f"raw reST roles on the site (write `name` instead): {shown}"
+
+
+def stats_keys(d: dict, prefix: str = "") -> set[str]:
+    """The keys of a ``stats()`` dict as the API page writes them: ``lanes.NAME.share``, ``plan.mode``."""
+    keys = set()
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        keys.add(name)
+        if key in ("lanes", "actor_pools") and isinstance(value, dict):
+            for sub in value.values():
+                keys |= stats_keys(sub, f"{name}.NAME.")
+        elif key in ("plan", "fallback") and isinstance(value, dict):
+            keys |= stats_keys(value, f"{name}.")
+    return keys
+
+
+def test_stats_keys_names_nested_keys_as_the_api_page_does():
+    assert stats_keys({"a": 1, "lanes": {"gpu": {"share": 1}}, "plan": {"mode": "auto"}}) == {
+        "a", "lanes", "lanes.NAME.share", "plan", "plan.mode"}
+
+
+def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
+    """A real HybridLoader (in-process lane) and drop-in DataLoader, plus the Ray pool's and the stand-by
+    lanes' counters (built directly: no cluster needed for their keys)."""
+    import torch
+
+    from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
+    from hybridload.cli.demo_data import make_photo_folder
+    from hybridload.execution.stats import LoaderStats
+    from hybridload.lanes.ray.pool_stats import PoolStats
+
+    root = make_photo_folder(tmp_path / "photos", 8)
+    policy = LoaderPolicy(mode="auto", cpu_actors=0, threads=1, plan=None)
+    with HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(32), 4, policy=policy) as loader:
+        for _ in loader:
+            pass
+        hybrid = loader.stats()
+    with DataLoader(torch.utils.data.TensorDataset(torch.arange(8)), batch_size=4) as dl:
+        for _ in dl:
+            pass
+        dropin = dl.stats()
+    hybrid["plan"]["replans"] = []  # present under mode="auto" with a GPU lane, which this machine lacks
+    hybrid["actor_pools"] = {"ray": PoolStats().as_dict()}
+    hybrid["fallback"] = dict(LoaderStats().lane_totals(["inprocess"]), without_actors_s=0.0)
+    keys = stats_keys(hybrid) | stats_keys(dropin)
+    table = (DOCS / "api" / "index.md").read_text().split("## stats()", 1)[1]
+    written = set(re.findall(r"`([\w.]+(?:\.NAME)?[\w.]*)`", table))
+    for row in re.findall(r"^\| (`actor_pools\.NAME\.[^|]*)\|", table, re.M):  # `a.NAME.x`, `.y`: siblings of x
+        head = re.match(r"`(actor_pools\.NAME\.)", row).group(1)
+        written |= {head + k for k in re.findall(r"`\.?(?:actor_pools\.NAME\.)?(\w+)`", row)}
+    written |= {f"fallback.{k}" for k in ("lanes", "batches", "images", "busy_s", "without_actors_s")
+                if f"`{k}`" in table.split("| `fallback` |", 1)[1].split("\n", 1)[0]}
+    written |= {f"{a}" for row in re.findall(r"^\| (`rank`, `world_size`)", table, re.M) for a in ("rank", "world_size")}
+    missing = sorted(keys - written)
+    assert not missing, f"stats() keys not described on docs/api/index.md: {missing}"
+
+
+def test_the_examples_page_names_the_flags_each_example_takes():
+    """The page's first paragraph lists the examples taking --steps/--epochs/--batch-size (through
+    examples/_common.py's parser); the Dpex ones are listed apart, with their own flags."""
+    examples = ROOT / "examples"
+    page = (DOCS / "guide" / "examples.md").read_text()
+    common = (examples / "_common.py").read_text()
+    assert all(f'"{flag}"' in common for flag in ("--steps", "--epochs", "--batch-size"))
+    first = page.split("\n\n")[1]
+    named = re.findall(r"`(\w+\.py)`", first)
+    assert len(named) >= 5, first
+    for script in named:
+        assert re.search(r"from _common import .*\bparser\b", (examples / script).read_text()), script
+    for script in ("dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"):
+        epochs = '"--epochs"' in (examples / script).read_text()
+        said = re.search(rf"`{script}` also `--epochs", page) is not None
+        assert epochs == said, f"{script}: takes --epochs: {epochs}; the examples page says so: {said}"
+    assert set(named) | {"dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"} >= {
+        p.name for p in examples.glob("*.py") if not p.name.startswith("_")}, "an example the page does not place"
+
+
+def test_every_hybridload_environment_variable_in_the_code_is_on_the_environment_page():
+    code = "\n".join(p.read_text() for folder in ("hybridload", "pipelines", "kernels", "examples")
+                     for p in (ROOT / folder).rglob("*.py"))
+    used = set(re.findall(r"\bHYBRIDLOAD_[A-Z0-9_]*[A-Z0-9]\b", code))
+    assert len(used) >= 4, used
+    page = (DOCS / "reference" / "environment.md").read_text()
+    missing = sorted(name for name in used if f"`{name}`" not in page)
+    assert not missing, f"docs/reference/environment.md does not list {missing}"
+    stale = sorted(set(re.findall(r"`(HYBRIDLOAD_\w+)`", page)) - used)
+    assert not stale, f"docs/reference/environment.md lists variables the code no longer reads: {stale}"
+
+
+def test_the_cli_page_lists_every_argument_of_every_command_with_its_default():
+    import argparse
+
+    from hybridload.cli.commands import build_parser
+    page = (DOCS / "reference" / "cli.md").read_text()
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(commands) == set(re.findall(r"^## hybridload (\w+)$", page, re.M))
+    wrong = []
+    for name, parser in commands.items():
+        section = page.split(f"## hybridload {name}\n", 1)[1].split("\n## ", 1)[0]
+        rows = {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| `([^`]+)`[^|]*\| ([^|]*)\|", section, re.M)}
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            key = action.option_strings[0] if action.option_strings else action.metavar
+            default = action.default
+            want = "required" if not action.option_strings else (
+                "—" if default is None or default is False else f"`{default}`")
+            if rows.get(key) != want:
+                wrong.append(f"hybridload {name} {key}: the page says {rows.get(key)!r}, the parser {want!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_site_and_the_changelog_name_the_version_pyproject_builds():
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert f"**hybridload {version}**" in (DOCS / "index.md").read_text()
+    first = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M).group(1)
+    assert first == version, f"CHANGELOG.md's latest entry is {first}, pyproject.toml builds {version}"
+
+
+def test_the_architecture_picture_is_what_its_script_draws():
+    import runpy
+    script = runpy.run_path(str(DOCS / "figures" / "architecture.py"))
+    assert (DOCS / "figures" / "architecture.svg").read_text() == script["svg"](), \
+        "run python docs/figures/architecture.py and commit the SVG"
+    assert "figures/architecture.svg" in (DOCS / "index.md").read_text()

@@ -25,7 +25,9 @@ class _DefaultsFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        default = action.default  # 0 and 0.0 are defaults worth showing; None, False (a flag) are not
+        if "default" in text or default is None or default is False or default is argparse.SUPPRESS \
+                or not action.option_strings:
             return text
         return text + " (default: %(default)s)"
 

@@ -1,7 +1,8 @@
 """``hybridload bench``: what scale-up and scale-out buy, measured in one command.
 
 Modes:
-  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live
+  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live;
+               without CUDA there is no GPU lane: the in-process lane alone
   multi-node   the GPU lane plus Ray CPU actors across the cluster
   cpu          CPU lanes only (Ray actors across the cluster when one is given, else in-process)
 The policy's mode names work too, on this node's lanes: ``auto`` (as single-gpu), ``gpu``
@@ -20,10 +21,10 @@ import threading
 import time
 from dataclasses import asdict
 
-import torch
+from typing import TYPE_CHECKING
 
-from hybridload.cli.results import ModeResult
-from hybridload.sampling.epochs import endless
+if TYPE_CHECKING:  # imported where used: `hybridload --help` builds its parser without torch
+    from hybridload.cli.results import ModeResult
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,11 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
 def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
              ray_address: str | None = None, threads: int | None = None, progress=None) -> ModeResult:
     """Run ``batches`` batches in ``mode`` with a consumer that takes ``step_ms`` per step."""
+    import torch
+
+    from hybridload.cli.results import ModeResult
     from hybridload.loader import HybridLoader
+    from hybridload.sampling.epochs import endless
     policy = policy_for(mode, plan, ray_address=ray_address, threads=threads)
     cuda = torch.cuda.is_available()
     if cuda:

@@ -1,4 +1,4 @@
-"""The ``hybridload`` command line: ``demo``, ``profile``, ``bench`` and ``index``."""
+"""The `hybridload` command line: `demo`, `profile`, `bench` and `index`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import fields
 from pathlib import Path
 
-from hybridload.cli import bench, index
+from hybridload.cli import bench, index  # both import torch and the loader only when a command runs
 from hybridload.cli.args import (Parser, UsageError, choices_list, count, data_root, fail, fraction, nonneg_float,
                        positive_float, positive_int, user_input)
 from hybridload.cli.tables import format_table, key_value_table
@@ -21,9 +20,9 @@ log = logging.getLogger("hybridload.cli.commands")
 BENCH_MODES = bench.MODES + bench.POLICY_MODES
 
 
-def _policy_default(name: str):
-    from hybridload.policy import LoaderPolicy
-    return next(f.default for f in fields(LoaderPolicy) if f.name == name)
+#: LoaderPolicy's defaults for profile's flags, written out so that building the parser (``--help``, a
+#: usage error) imports no torch; tests/test_cli.py checks they are LoaderPolicy's
+POLICY_DEFAULTS = {"max_gpu_util": 0.9, "reserve_local_cpus": 1, "gpu_threads": 2}
 
 
 def _bar(**kw):
@@ -66,7 +65,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
              ("what ran (lanes that took batches)", ran),
              (f"GPU cap ({args.mode} mode, at the end)", f"{st['plan']['gpu_share']:.2f} of the batches at most"),
              ("GPU share (realised)", f"{gpu_realised:.2f}"),
-             ("batch", f"{args.batch_size} x {tuple(images.shape[1:])} {images.dtype}"),
+             ("last batch delivered", f"{tuple(images.shape)} {images.dtype}"),
              ("consumer waited for batches (after the lanes were built)", f"{st['stall_s']:.2f} s"),
              ("skipped samples", str(st["skipped"])), ("retries", str(st["retries"]))]
     sys.stdout.write(key_value_table(rows))
@@ -153,7 +152,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from hybridload import __version__
-    p = Parser(prog="hybridload", description=__doc__)
+    p = Parser(prog="hybridload", description="hybridload's command line: a demo on generated photos, the planner's "
+               "profile, a benchmark of the loader's modes, and shard manifests for TarShards.")
     p.add_argument("--version", action="version", version=f"hybridload {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log hybridload's debug messages")
     sub = p.add_subparsers(dest="command", metavar="{demo,profile,bench,index}")
@@ -182,11 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--sample", type=positive_int, default=256, help="images sampled from the dataset")
     pr.add_argument("--demand", type=positive_float, default=None,
                     help="images/s the training consumes (default: unbounded)")
-    pr.add_argument("--max-gpu-util", type=fraction, default=_policy_default("max_gpu_util"),
+    pr.add_argument("--max-gpu-util", type=fraction, default=POLICY_DEFAULTS["max_gpu_util"],
                     help="the GPU lane may not push the GPU's kernel-active time above this")
-    pr.add_argument("--reserve-local-cpus", type=count, default=_policy_default("reserve_local_cpus"),
+    pr.add_argument("--reserve-local-cpus", type=count, default=POLICY_DEFAULTS["reserve_local_cpus"],
                     help="CPUs on this node kept free for training, as LoaderPolicy.reserve_local_cpus")
-    pr.add_argument("--gpu-threads", type=positive_int, default=_policy_default("gpu_threads"),
+    pr.add_argument("--gpu-threads", type=positive_int, default=POLICY_DEFAULTS["gpu_threads"],
                     help="DALI's CPU threads in the GPU lane")
     pr.add_argument("--no-check", action="store_true", help="skip measuring the loader at a few shares")
     pr.add_argument("--out", default="plan.json", help="the plan file to write")
@@ -241,17 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     Args:
         argv: the arguments after ``hybridload``; None: ``sys.argv[1:]``.
     """
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
-    from hybridload.extras import MissingExtraError
-    from hybridload.planner import PlanFormatError
-
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the command's own parser when there is one
         getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         parser.error("a command is required: demo, profile, bench or index")
+    from tqdm.contrib.logging import logging_redirect_tqdm  # after parsing: --help and usage errors stay fast
+
+    from hybridload.extras import MissingExtraError
+    from hybridload.planner import PlanFormatError
+
     configure_logging(args.verbose)
     prog = f"hybridload {args.command}"
     try:

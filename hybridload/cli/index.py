@@ -22,11 +22,8 @@ from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, T
 from typing import Iterable, Sequence
 
 from hybridload.cli.args import UsageError, one_line, positive_int, user_input
-from hybridload.sources import expand_urls, is_url
-from hybridload.sources.manifest import write_manifest
-from hybridload.sources.shard_members import shard_members
-from hybridload.sources.tar_index import index_shard, write_sidecar
-from hybridload.sources.tarshards import IMAGE_EXTS
+
+# hybridload.sources is imported where it is used: `hybridload --help` builds this parser without torch
 
 log = logging.getLogger("hybridload.cli.index")
 
@@ -37,6 +34,8 @@ CHUNK = 8
 def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str, str]]:
     """``(url, nsamples, "")`` for each shard (with why its sidecar could not be written in the
     third place, if so), or ``(url, error message, "")`` for a shard that fails."""
+    from hybridload.sources.shard_members import shard_members
+    from hybridload.sources.tar_index import index_shard, write_sidecar
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
@@ -115,6 +114,10 @@ def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars
 def cmd_index(args: argparse.Namespace) -> int:
     """Write the manifest of the shards ``args.pattern`` names."""
     from tqdm import tqdm
+
+    from hybridload.sources import expand_urls, is_url
+    from hybridload.sources.manifest import write_manifest
+    from hybridload.sources.tarshards import IMAGE_EXTS
     with user_input("PATTERN"):
         urls = expand_urls(args.pattern)
     if not urls:
@@ -129,7 +132,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     workers = args.workers or (32 if remote else max(1, os.cpu_count() or 1))
     if done:
         log.info("resuming: %d of %d shards already in %s", len(urls) - len(todo), len(urls), partial)
-    exts = tuple(e.lower().lstrip(".") for e in args.image_exts.split(",") if e.strip()) or IMAGE_EXTS
+    exts = tuple(e.lower().lstrip(".") for e in (args.image_exts or "").split(",") if e.strip()) or IMAGE_EXTS
     try:
         log_file = open(partial, "a")  # noqa: SIM115 - closed below, with the progress bar
     except OSError as exc:
@@ -182,7 +185,8 @@ def add_parser(sub) -> None:
     ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write")
     ix.add_argument("--workers", type=positive_int, default=None,
                     help="shards scanned at once (default: 32 threads for URLs, one process per CPU for local shards)")
-    ix.add_argument("--image-exts", default=",".join(IMAGE_EXTS), help="extensions of the image members, comma-separated")
+    ix.add_argument("--image-exts", default=None,
+                    help="extensions of the image members, comma-separated (default: TarShards's, jpg,jpeg,png,webp)")
     ix.add_argument("--no-sidecars", action="store_true", help="do not write <shard>.members.json next to each shard")
     ix.add_argument("--quiet", action="store_true", help="no progress bar")
     ix.set_defaults(func=cmd_index, parser=ix)

@@ -5,10 +5,10 @@ connection, shared by every loader: ``acquire`` connects (or starts an embedded 
 the first time and counts users; ``release`` drops a user but keeps the connection, so the
 next loader reuses it instead of paying Ray's start (and its per-``ray.init`` leak of file
 descriptors and memory) again. The connection ends at interpreter exit (Ray's own exit
-hook) or when :func:`shutdown` is called with no user left. A Ray session the user started
+hook) or when `shutdown` is called with no user left. A Ray session the user started
 is used as it is and never shut down here.
 
-What ``"auto"`` joins (:mod:`hybridload.cluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
+What ``"auto"`` joins (`hybridload.cluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
 else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
 checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
 another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
@@ -233,7 +233,7 @@ def _embedded_store_bytes() -> int:
 
 
 def release() -> None:
-    """Drop one user. The connection stays for the next loader (see :func:`shutdown`)."""
+    """Drop one user. The connection stays for the next loader (see `shutdown`)."""
     global _users
     with _lock:
         _users = max(0, _users - 1)

@@ -45,10 +45,10 @@ def resolve_device(device: str | torch.device | None, *, env: dict | None = None
 
 
 def default_device(device: str | torch.device | None) -> torch.device:
-    """The loader's device: see :func:`resolve_device`.
+    """The loader's device: see `resolve_device`.
 
     Args:
-        device: as :func:`resolve_device`.
+        device: as `resolve_device`.
     """
     return resolve_device(device)
 

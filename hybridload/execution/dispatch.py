@@ -5,7 +5,7 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
 
 * A task starts only while the merger admits its sequence number (inside the window
   ahead of the consumer), and only on a lane with a free slot.
-* Lanes are tried in order. A lane with a cap (:class:`~hybridload.lanes.spec.LaneCaps`) takes a
+* Lanes are tried in order. A lane with a cap (`LaneCaps`) takes a
   new task only while its share of the tasks handed out stays at or below the cap. A
   fallback lane takes tasks only when no other lane may take them (a retry its lane is
   excluded from), for a straggler's second copy, or while another lane is broken or has no
@@ -21,7 +21,7 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
 * Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
   GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
 * The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
-  each finished batch and writes the answer (:mod:`hybridload.execution.hooks`).
+  each finished batch and writes the answer (`hybridload.execution.hooks`).
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
   for in increasing ``k`` only (:mod:`~hybridload.execution.tasks`); a retry or a second copy
   is the same task.

@@ -3,7 +3,7 @@ when a batch that is taking too long is issued again (:class:`StragglerRule`).
 
 The rules, in order:
 
-1. A :class:`SampleError` or a :class:`UserCodeError` (the user's dataset or collate
+1. A `SampleError` or a :class:`UserCodeError` (the user's dataset or collate
    raised: deterministic, so retrying would only repeat it) is the batch's result: it is
    delivered in order (the user sees which sample broke, at the position of its batch); so
    is a :class:`WorkerLost` whose ``batch_at_fault`` is set (the batch killed two workers).

@@ -41,20 +41,20 @@ class BatchStream:
     """Ordered results of ``tasks[start:]`` run on ``lanes``.
 
     Args:
-        lanes: the lanes to run on (the :mod:`hybridload.lanes` contract).
-        tasks: the pass's :class:`~hybridload.lanes.base.BatchTask` s, ``tasks[k].seq == k``,
+        lanes: the lanes to run on (the `hybridload.lanes` contract).
+        tasks: the pass's `BatchTask` s, ``tasks[k].seq == k``,
             made by the caller: each carries its epoch, size and seed; a list, or tasks made
-            when reached (:mod:`hybridload.execution.tasks`).
+            when reached (`hybridload.execution.tasks`).
         start: the first position to produce (resume).
         window: batches in flight or buffered ahead of the consumer; None → two per slot.
         timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
-        caps_hook: steers ``caps``, asked on the dispatcher's thread (:mod:`hybridload.execution.hooks`).
-        caps: the share cap of each lane kind (:class:`~hybridload.lanes.spec.LaneCaps`); None:
+        caps_hook: steers ``caps``, asked on the dispatcher's thread (`hybridload.execution.hooks`).
+        caps: the share cap of each lane kind (`LaneCaps`); None:
             no caps.
         fallback: lanes that take the batches the other lanes reroute (e.g. a GPU lane's
             undecodable file).
-        rules: when a failed batch is retried, handed on, or raised (:mod:`hybridload.execution.retry`).
+        rules: when a failed batch is retried, handed on, or raised (`hybridload.execution.retry`).
         stragglers: when a slow batch is issued again to another worker.
         device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
             for the consumer; None: unbounded.

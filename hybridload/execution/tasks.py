@@ -5,12 +5,12 @@ has a slot) and for ``len(tasks)``; a task it started travels with its running c
 never looks back. Two forms:
 
 * :class:`LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
-  order, :mod:`hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
-* :class:`StreamedTasks` — over an iterator of batches (the drop-in's batch sampler): pulled
+  order, `hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
+* `StreamedTasks` — over an iterator of batches (the drop-in's batch sampler): pulled
   one at a time; with a known count, an iterator that ends early, or yields more than its
   count, ends the pass with an error that says so; without one (a sampler without
   ``__len__``, e.g. an infinite one for iteration-based training) the pass ends where the
-  iterator does (:class:`TasksEnded`), and only what the window reached is ever pulled.
+  iterator does (`TasksEnded`), and only what the window reached is ever pulled.
 """
 
 from __future__ import annotations

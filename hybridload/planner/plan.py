@@ -8,11 +8,15 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hybridload.errors import HybridLoadError
+
 FORMAT_VERSION = 1
 
 
-class PlanFormatError(ValueError):
-    """A plan file that cannot be used: the message says what is wrong and what to do."""
+class PlanFormatError(HybridLoadError, ValueError):
+    """A plan file that cannot be used: the message says what is wrong and what to do.
+
+    A ``ValueError`` too, so code written against the earlier base still catches it."""
 
 
 @dataclass(frozen=True, kw_only=True)

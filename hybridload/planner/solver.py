@@ -48,7 +48,7 @@ class NodeRate:
 
 @dataclass(frozen=True)
 class Measurements:
-    """Everything the solver knows, measured: the inputs of :func:`solve`.
+    """Everything the solver knows, measured: the inputs of `solve`.
 
     Attributes:
         nodes: each node's CPU rate.
@@ -153,7 +153,7 @@ def bounds(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
 
 def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
     """Predicted images/s per lane and in total at GPU share ``share``: the total is the
-    least of :func:`bounds`.
+    least of `bounds`.
 
     Args:
         m: the measurements.
@@ -210,7 +210,7 @@ def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None)
 
 def plan_at(m: Measurements, lim: Limits, share: float, *, reason: str = "", window: int | None = None) -> Plan:
     """The plan that runs GPU share ``share``: its predicted rates, workers, bottleneck and
-    reason all from :func:`predict` on ``m`` (one model), so they agree with each other.
+    reason all from `predict` on ``m`` (one model), so they agree with each other.
 
     Args:
         m: the measurements.

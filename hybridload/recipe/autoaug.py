@@ -40,7 +40,7 @@ OP_NAMES = tuple(name for name, *_ in OPS)
 
 @dataclass(frozen=True)
 class TrivialAugmentWide:
-    """One op per sample from :data:`OP_NAMES` with a random magnitude (torchvision's bins).
+    """One op per sample from `OP_NAMES` with a random magnitude (torchvision's bins).
 
     Always emits exactly one op (Identity is ``Brightness(1.0)``, which changes nothing).
     """

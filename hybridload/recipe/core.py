@@ -6,10 +6,10 @@ parameters are computed from the image size alone (known from the file header), 
 lets every lane (CPU kernels, DALI) cut the same boxes.
 
 A recipe compiles, per sample, into :class:`SampleParams`: a short list of concrete
-geometric operations (:mod:`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
+geometric operations (`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
 horizontal flips) that every engine applies in order. Each geometric stage compiles
 itself (``sample_ops``). Adding a stage: its class in :mod:`hybridload.recipe.stages` (listed in
-``GEOMETRY`` if it compiles to ops), an op in :mod:`hybridload.recipe.ops` if it needs a new one,
+``GEOMETRY`` if it compiles to ops), an op in `hybridload.recipe.ops` if it needs a new one,
 and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
 The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
 
@@ -51,7 +51,7 @@ PER_SAMPLE = GEOMETRY + PHOTOMETRIC_STAGES + (TrivialAugmentWide,)
 class SampleParams:
     """Concrete operations for one sample, applied in order after decoding.
 
-    ``ops`` holds :mod:`hybridload.recipe.ops` objects: ``Crop(x, y, w, h)`` (integer box; parts
+    ``ops`` holds `hybridload.recipe.ops` objects: ``Crop(x, y, w, h)`` (integer box; parts
     outside the image read as zeros), ``Resize(h, w)`` (antialiased bilinear) and
     ``Flip()`` (left-right mirror). ``stages`` names the recipe stage of each op (for errors).
 
@@ -232,7 +232,7 @@ def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "bas
         normalize: add ``Normalize`` with ImageNet's mean and std (float32 output).
         augment: "basic" (just that), "color" (+ ColorJitter, timm's default) or
             "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
-            :mod:`hybridload.recipe.presets` for the exact stages and their sources.
+            `hybridload.recipe.presets` for the exact stages and their sources.
     """
     from hybridload.recipe.presets import train_stages  # presets builds on this module's stages
     return Recipe(tuple(train_stages(size, normalize=normalize, augment=augment)))
@@ -256,6 +256,6 @@ def make(stages: Sequence[Stage]) -> Recipe:
     """Build a Recipe from any sequence of stages.
 
     Args:
-        stages: the stages in order (checked as :class:`Recipe` checks them).
+        stages: the stages in order (checked as `Recipe` checks them).
     """
     return Recipe(tuple(stages))

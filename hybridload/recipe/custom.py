@@ -9,7 +9,7 @@ For what no engine has, a recipe may hold :class:`CustomStage`::
     rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224),
                          recipe.CustomStage(posterize), recipe.HorizontalFlip()])
 
-The protocol (:class:`CustomFn`): ``fn(image, rng) -> image`` where ``image`` is the
+The protocol (`CustomFn`): ``fn(image, rng) -> image`` where ``image`` is the
 current HWC uint8 numpy array (3 channels; it may be modified in place) and ``rng`` a
 ``numpy.random.Generator`` keyed by (seed, epoch, index) and the stage's position in the
 recipe, so its draws are the same in every lane, worker and rerun, and independent of the
@@ -20,7 +20,7 @@ stages change geometry.
 Rules:
 
 * a recipe holding one runs on CPU lanes only (``Recipe.gpu_capable`` is False; the GPU lane
-  is disabled with one warning by :func:`hybridload.lanes.spec.plan_lanes`);
+  is disabled with one warning by `hybridload.lanes.spec.plan_lanes`);
 * the function travels with the recipe to worker processes (pickle) and Ray actors
   (cloudpickle): define it at module level; :func:`check_shippable` says so, naming it, when
   the loader is built.
@@ -60,7 +60,7 @@ class CustomStage:
     """A user's function over one decoded image, run by the CPU kernels only.
 
     Attributes:
-        fn: ``fn(image, rng) -> image`` (see :class:`CustomFn`); define it at module level.
+        fn: ``fn(image, rng) -> image`` (see `CustomFn`); define it at module level.
         name: a label for errors and ``describe()``; default: the function's name.
     """
 

@@ -2,7 +2,7 @@
 erasing (on the normalized batch, at delivery).
 
 Like the geometric stages, ``sample_ops(hw, rng)`` draws from the sample's generator (keyed
-by seed, epoch, index; in stage order) and returns :mod:`hybridload.recipe.ops`. Each stage
+by seed, epoch, index; in stage order) and returns `hybridload.recipe.ops`. Each stage
 always emits the same number of ops (identity values where nothing changes) so that a
 fixed DALI graph can take every sample's values through ``external_source``.
 

@@ -1,5 +1,5 @@
 """Recipe stages: frozen declarations that validate their arguments and compile
-themselves, per sample, into :mod:`hybridload.recipe.ops`.
+themselves, per sample, into `hybridload.recipe.ops`.
 
 A geometric stage's ``sample_ops(hw, rng)`` takes the current (height, width) and the
 sample's generator (keyed by seed, epoch, index; created on first use) and returns its

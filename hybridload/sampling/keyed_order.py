@@ -158,7 +158,7 @@ class RankBatches(Sequence):
 
 class KeyedOrder:
     """DistributedSampler's order and split with the keyed permutation in place of
-    ``torch.randperm``: an ``order=`` for :class:`~hybridload.sampling.sampler.DistributedBatchSampler`."""
+    ``torch.randperm``: an ``order=`` for `DistributedBatchSampler`."""
 
     kind = "keyed"
 

@@ -101,7 +101,7 @@ class KeyedShardOrder:
     def rank_batches(self, n: int, *, batch_size: int, seed: int, epoch: int, world_size: int, rank: int,
                      shuffle: bool, drop_last: bool) -> RankBatches:
         """This rank's batches of an epoch: a contiguous span of the padded order (as
-        :func:`~hybridload.sampling.shard_order.contiguous_rank_split`), each batch computed when asked."""
+        `contiguous_rank_split`), each batch computed when asked."""
         if n != self.n:
             raise ValueError(f"KeyedShardOrder: the dataset has {n} samples but the shards hold {self.n}; "
                              "build the order from the same source")
@@ -138,7 +138,7 @@ def check_order(order, where: str) -> str:
 def keyed_order_for(source_order):
     """The keyed counterpart of a source's ``sample_order()``: DistributedSampler's order
     (None) becomes :class:`~hybridload.sampling.keyed_order.KeyedOrder`, a
-    :class:`~hybridload.sampling.shard_order.ShardOrder` its keyed shard-aware order."""
+    `ShardOrder` its keyed shard-aware order."""
     if source_order is None:
         return KeyedOrder()
     if isinstance(source_order, ShardOrder):

@@ -2,8 +2,8 @@
 consumer, whatever its workers (processes or Ray actors) pulled ahead, as a resumable state.
 
 A resumable drop-in needs a stateful batch sampler,
-:class:`~hybridload.sampling.sampler.DistributedBatchSampler`: its state resumes on any rank, at
-any world size and batch size (:mod:`hybridload.sampling.resume`). torch's samplers keep no
+`DistributedBatchSampler`: its state resumes on any rank, at
+any world size and batch size (`hybridload.sampling.resume`). torch's samplers keep no
 position, so a loader built on one has no state to give.
 """
 

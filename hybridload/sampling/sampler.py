@@ -1,5 +1,5 @@
 """DistributedBatchSampler: a rank's batches of each epoch as a stateful iterable, resumable
-by any rank at any world size and batch size (:mod:`hybridload.sampling.resume`)."""
+by any rank at any world size and batch size (`hybridload.sampling.resume`)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ class DistributedBatchSampler:
         shuffle: False keeps the dataset's order.
         drop_last: drop the tail that does not divide evenly among ranks (and the last
             partial batch) instead of padding.
-        rank: this rank; default as :func:`resolve_rank`.
-        world_size: the number of ranks; default as :func:`resolve_rank`.
+        rank: this rank; default as `resolve_rank`.
+        world_size: the number of ranks; default as `resolve_rank`.
         order: a source's ``sample_order()`` (e.g. the shard-aware order of ``TarShards(read="shard")``);
             None for DistributedSampler's order.
     """
@@ -118,7 +118,7 @@ class DistributedBatchSampler:
 
     def resume_at(self, epoch: int, position: int, remaining=None) -> None:
         """The next pass is epoch ``epoch`` from batch ``position`` (of the plan ``remaining``,
-        :mod:`hybridload.sampling.resume`; None: the whole epoch)."""
+        `hybridload.sampling.resume`; None: the whole epoch)."""
         self.epoch = int(epoch)
         self._remaining, self._prepared = remaining, None
         self._pos = self._resume = int(position)
@@ -140,7 +140,7 @@ class DistributedBatchSampler:
 
     def plan_state(self, position: int | None = None) -> dict:
         """The plan's fields of a state after ``position`` batches (default: the sampler's own):
-        :func:`~hybridload.sampling.resume.saved_plan`."""
+        `saved_plan`."""
         return saved_plan(self.n, self._remaining, self._pos if position is None else position,
                           world_size=self.world_size, batch_size=self.batch_size, drop_last=self.drop_last,
                           split=split_of(self.order), shards=order_fingerprint(self.order))
@@ -148,7 +148,7 @@ class DistributedBatchSampler:
     def resume_from(self, state: dict, where: str) -> None:
         """Resume from a state saved by any rank at any world size and batch size (its ``epoch``,
         ``position``, ``world_size``, ``batch_size``, ``remaining``):
-        :func:`~hybridload.sampling.resume.resume_plan`."""
+        `resume_plan`."""
         remaining, position = resume_plan(state, n=self.n, world_size=self.world_size, batch_size=self.batch_size,
                                           drop_last=self.drop_last, split=split_of(self.order), where=where,
                                           shards=order_fingerprint(self.order))

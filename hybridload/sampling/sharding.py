@@ -12,7 +12,7 @@ torch's DistributedSampler followed by a BatchSampler.
 * a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
   streaming's shard-aware order (:mod:`hybridload.sampling.shard_order`) splits contiguous spans among
   ranks, with the same padding, dropping and batch counts; a keyed order
-  (:mod:`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
+  (`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
 
 Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
 
@@ -110,7 +110,7 @@ def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, worl
         shuffle: False keeps the dataset's order.
         drop_last: drop instead of pad, as DistributedSampler.
         order: a source's ``sample_order()`` (e.g. the shard-aware
-            :class:`~hybridload.sampling.shard_order.ShardOrder`), whose ``rank_indices``
+            `ShardOrder`), whose ``rank_indices``
             replaces DistributedSampler's; None for DistributedSampler's order."""
     check_split(n, batch_size, world_size, rank)
     if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)

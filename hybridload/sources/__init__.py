@@ -1,6 +1,6 @@
 """Sources describe samples without reading them.
 
-A source has ``len()``, ``ref(i)`` (a small picklable :class:`SampleRef`) and
+A source has ``len()``, ``ref(i)`` (a small picklable `SampleRef`) and
 ``read(ref)``, which returns the encoded bytes (or an already decoded image) and is
 called by whoever processes the sample, on the node where it runs.
 
@@ -11,7 +11,7 @@ Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec 
 per-process tables of the shards a worker touched) and ``braces``; ``shard_cache`` for shard
 streaming), ``torch_dataset``
 (TorchDataset), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
-source subclasses :class:`Source` in its own module and is re-exported here.
+source subclasses `Source` in its own module and is re-exported here.
 """
 
 from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs

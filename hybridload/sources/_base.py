@@ -1,6 +1,6 @@
 """What every source shares: sample refs, the Source base class, and reading locations.
 
-A source has ``len()``, ``ref(i)`` (a small picklable :class:`SampleRef`) and
+A source has ``len()``, ``ref(i)`` (a small picklable `SampleRef`) and
 ``read(ref)``, which returns the encoded bytes (or an already decoded image) and is
 called by whoever processes the sample, on the node where it runs.
 
@@ -44,8 +44,8 @@ class Source:
     """Base class: subclasses implement ``__len__``, ``ref`` and ``read``; they may override
     ``read_many`` (a batch's reads, e.g. concurrently) and ``sample_order`` (their own epoch order).
 
-    ``read_retry`` (a :class:`ReadRetry`) says how the library's sources retry a read that
-    failed for a reason other than the sample's (see :func:`read_failure`)."""
+    ``read_retry`` (a `ReadRetry`) says how the library's sources retry a read that
+    failed for a reason other than the sample's (see `read_failure`)."""
 
     read_retry: ReadRetry = DEFAULT_READ_RETRY
 
@@ -61,16 +61,16 @@ class Source:
         raise NotImplementedError
 
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
-        """The reads of ``refs``, in order, as ``(payload, label)`` or the :class:`SampleError`
+        """The reads of ``refs``, in order, as ``(payload, label)`` or the `SampleError`
         a read raised. The base reads one after another when asked; sources on remote
-        storage override it to read concurrently (see :mod:`hybridload.sources.reads`)."""
+        storage override it to read concurrently (see `hybridload.sources.reads`)."""
         return sequential_reads(self.read, refs)
 
     def sample_order(self) -> Any:
         """The rule that orders an epoch's samples and splits them among ranks: None for the
         library's default (DistributedSampler's), or an object with a pure
         ``rank_indices(n, *, seed, epoch, world_size, rank, shuffle, drop_last)``, such as
-        :class:`hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
+        `hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
         return None
 
     def fingerprint(self) -> str | None:
@@ -152,7 +152,7 @@ def check_protocols(locations: Sequence[str], storage_options: Mapping[str, Any]
 
 def read_error(exc: BaseException) -> str:
     """A short reason for a failed read (``"FileNotFoundError: No such file or directory"``)
-    that leaves out the path: the :class:`SampleError` carrying it names the sample.
+    that leaves out the path: the `SampleError` carrying it names the sample.
 
     Args:
         exc: the read's exception."""
@@ -163,8 +163,8 @@ def read_error(exc: BaseException) -> str:
 
 def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
     """The error naming the sample for a failed read: a :class:`StorageError` when every
-    retry failed (:class:`ReadsExhausted`; never skipped) or the file's directory is gone or
-    unreadable too (:func:`directory_gone`: an outage, never skipped), else a :class:`SampleError`
+    retry failed (`ReadsExhausted`; never skipped) or the file's directory is gone or
+    unreadable too (`directory_gone`: an outage, never skipped), else a `SampleError`
     (stage ``"read"``: a missing or unreadable file, bad data).
 
     Args:
@@ -203,7 +203,7 @@ def directory_gone(location: str) -> str:
 def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
               retry: ReadRetry = DEFAULT_READ_RETRY) -> bytes:
     """The whole file at ``ref.location``, retried per ``retry`` when the storage fails;
-    any read failure becomes the :func:`read_failure` naming the sample."""
+    any read failure becomes the `read_failure` naming the sample."""
     try:
         return with_retries(lambda: read_bytes(ref.location, storage_options), retry, ref.location)
     except Exception as exc:  # any filesystem's error (OSError, a cloud client's): name the sample

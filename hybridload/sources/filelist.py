@@ -26,7 +26,7 @@ class FileList(Source):
             overlaps), 1 for local paths.
         read_retry: how a read that fails for a reason other than the sample's (a connection
             refused, a timeout) is retried before it raises
-            :class:`~hybridload.errors.StorageError`; None: ``ReadRetry()``.
+            `StorageError`; None: ``ReadRetry()``.
     """
 
     def __init__(self, paths: Sequence[str | os.PathLike], labels: Sequence[int] | None = None, *,

@@ -31,9 +31,9 @@ class ImageFolder(FileList):
     Args:
         root: the tree's root: a local path or an fsspec URL.
         extensions: file extensions that count as images (torchvision's list by default).
-        storage_options: fsspec options for a URL root (see :class:`FileList`).
-        io_threads: reads in flight at once while a worker reads a batch (see :class:`FileList`).
-        read_retry: how a read the storage fails is retried (see :class:`FileList`).
+        storage_options: fsspec options for a URL root (see `FileList`).
+        io_threads: reads in flight at once while a worker reads a batch (see `FileList`).
+        read_retry: how a read the storage fails is retried (see `FileList`).
     """
 
     def __init__(self, root: str | os.PathLike, extensions: Sequence[str] = IMG_EXTENSIONS, *,

@@ -4,7 +4,7 @@ A missing or unreadable file is the sample's problem: bad data, which ``on_error
 may skip. Anything else a read raises (a connection refused or reset, a timeout, a server
 error) is the storage's or the network's, and often passes: :func:`with_retries` tries it
 again after a growing pause, and when it still fails raises :class:`ReadsExhausted`, which
-the source turns into a :class:`~hybridload.errors.StorageError` (never skipped).
+the source turns into a `StorageError` (never skipped).
 """
 
 from __future__ import annotations

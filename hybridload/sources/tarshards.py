@@ -72,9 +72,9 @@ class TarShards(Source):
         cache_dir: a local directory for the member indexes as JSON files, keyed by shard
             URL, size and modification time (a changed shard is scanned again). A sidecar
             ``<shard>.members.json`` next to a shard (``hybridload index``) is used first.
-        storage_options: fsspec options for URL shards (see :class:`FileList`).
+        storage_options: fsspec options for URL shards (see `FileList`).
         io_threads: reads in flight at once while a worker reads a batch (see
-            :class:`FileList`; default 32 for URL shards, 1 for local ones).
+            `FileList`; default 32 for URL shards, 1 for local ones).
         read: ``"sample"`` (default): one ranged read per sample, any order. ``"shard"``:
             shard streaming — each worker reads whole shards (one request each) and serves
             their samples; the epoch order becomes shard-aware (shards shuffled, samples
@@ -94,7 +94,7 @@ class TarShards(Source):
             ``img.001.jpg``: dots inside the keys, which WebDataset's key rule merges); a
             compressed or damaged shard; no samples at all. Each names the shard and key.
             With a manifest these surface when a worker first touches the shard, as
-            :class:`ShardIndexError` (so does a missing shard, or a sample count that
+            `ShardIndexError` (so does a missing shard, or a sample count that
             disagrees with the manifest's ``nsamples``).
         FileNotFoundError: a shard of a pattern or list that does not exist, named.
     """

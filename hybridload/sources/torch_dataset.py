@@ -19,13 +19,13 @@ class TorchDataset(Source):
 
     The image may be encoded bytes, a PIL image, an HWC uint8 array or a CHW uint8
     tensor; the label an int (Python, numpy, or a one-element integer tensor). Any other
-    label (a string, a float, a one-hot vector) raises :class:`~hybridload.errors.LabelError`
+    label (a string, a float, a one-hot vector) raises `LabelError`
     naming the sample, under ``on_error="skip"`` too. A dataset returning just an image
     gives label -1.
 
     Under ``on_error="skip"`` a sample that fails after ``ds[i]`` returned (its image
     does not decode) keeps its real label; a sample whose ``ds[i]`` itself raised has no
-    label to keep and gets :data:`UNREAD_LABEL` (-100, which ``CrossEntropyLoss`` ignores
+    label to keep and gets `UNREAD_LABEL` (-100, which ``CrossEntropyLoss`` ignores
     by default). ``stats()["skipped_samples"]`` lists both.
 
     The dataset object travels with the source, so it must be picklable to be used by

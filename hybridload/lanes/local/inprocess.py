@@ -129,7 +129,7 @@ class InProcessLane(PooledLane):
     """Runs each batch task on one of ``threads`` worker threads.
 
     Args:
-        source: the :mod:`hybridload.sources` source to read from.
+        source: the `hybridload.sources` source to read from.
         recipe: the recipe to run on each sample.
         seed: the stream's seed (draws keyed by (seed, epoch, index)).
         threads: worker threads.

@@ -92,7 +92,8 @@ class ActorPool(Lane):
         except BaseException:
             self.close()
             raise
-        log.info("%s lane: %d actors on nodes %s", self.name, len(first), sorted(set(self.nodes)))
+        log.info("%s lane: %d actors started on nodes %s, %d ready", self.name, len(first), sorted(set(self.nodes)),
+                 self.parallelism)
 
     def _go_on_locally(self, msg: str) -> None:
         """No first actor is ready in time: the local stand-in runs the batches meanwhile."""
@@ -175,7 +176,7 @@ class ActorPool(Lane):
         return self._capacity.unavailable()
 
     def describe(self) -> str:
-        return f"Ray lane: {self.parallelism} actors on {len(set(self.nodes))} node(s)"
+        return f"Ray lane: {self.parallelism} ready actors on {len(set(self.nodes))} node(s)"
 
     def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
         """Run ``task`` on one actor and wait for its result (for measurements)."""

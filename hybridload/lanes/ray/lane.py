@@ -4,7 +4,7 @@ Only references travel to actors: each actor holds the source (sent once through
 object store) and reads its own inputs where it runs. With ``ship_bytes`` the driver
 reads the bytes and sends them along (for nodes that cannot see the data): the reads run
 on the lane's reader threads, never on the dispatcher's, and the actor is called once a
-batch's bytes are in; a sample the driver cannot read travels as its :class:`SampleError`,
+batch's bytes are in; a sample the driver cannot read travels as its `SampleError`,
 raised where the batch runs, so ``on_error`` decides its fate as for any sample (skipped,
 or raised in order), and a read that fails otherwise fails the batch. Results come
 back as one array per batch through the object store and are copied once into a
