@@ -194,11 +194,11 @@ def test_index_over_urls_uses_threads_and_writes_sidecars_beside_the_shards(shar
 def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeypatch, caplog):
     """A read-only bucket refuses the sidecar; this box runs as root, which no permission stops,
     so the refusal is injected (threads: the write runs in this process)."""
-    from hybridload.cli import index as index_cmd
+    from hybridload.sources import tar_index  # `index` imports write_sidecar from there when it runs
 
     def refuse(url, *a, **kw):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(index_cmd, "write_sidecar", refuse)
+    monkeypatch.setattr(tar_index, "write_sidecar", refuse)
     d, pattern = shards
     assert index(pattern, d / "m.json", "--workers", "1") == 0
     assert [e["nsamples"] for e in json.loads((d / "m.json").read_text())["shardlist"]] == [20, 20, 20]
