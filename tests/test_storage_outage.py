@@ -245,3 +245,21 @@ def test_a_directory_made_unreadable_is_an_outage_while_an_unreadable_file_is_ba
     finally:
         (d / "cls").chmod(0o755)
         shutil.rmtree(d)
+
+
+def test_a_bucket_prefix_emptied_mid_epoch_stops_the_pass_not_zeros(s3_server):
+    _proc, opts = s3_server
+    import s3fs
+    paths = [f"s3://photos/{i}.jpg" for i in range(16)]
+    src = sources.FileList(paths, list(range(16)), storage_options=opts, read_retry=ReadRetry(attempts=1))
+    pol = LoaderPolicy(cpu_actors=0, threads=1, window=1, on_error="skip")
+    with HybridLoader(src, REC, BATCH, shuffle=False, policy=pol) as ld:
+        it = iter(ld)
+        next(it)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
+        fs.rm(fs.find("photos"))  # every object under the prefix gone (the bucket stays)
+        with pytest.raises(StorageError, match=r"nothing is left under s3://photos/ either \(deleted or moved\): a "
+                                               r"storage outage, not one bad file"):
+            for _ in it:
+                pass
+        assert ld.stats()["skipped"] == 0

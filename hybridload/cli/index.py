@@ -163,7 +163,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def failure_line(urls: Sequence[str], failed: list, kept: int, partial: str) -> str:
-    """The one line for shards that failed (the first in the pattern's order named); logs up to 20."""
+    """The one line for shards that failed (the first in the pattern's order named); logs up to
+    20 of them, and removes ``partial`` where it is empty (nothing indexed, nothing to resume)."""
     place = {u: i for i, u in enumerate(urls)}
     failed.sort(key=lambda f: place[f[0]])
     for url, why in failed[:20]:

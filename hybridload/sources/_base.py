@@ -161,7 +161,8 @@ def read_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
+def read_failure(ref: SampleRef, exc: BaseException,
+                 storage_options: Mapping[str, Any] | None = None) -> SampleError:
     """The error naming the sample for a failed read: a :class:`StorageError` when every
     retry failed (`ReadsExhausted`; never skipped) or the file's directory is gone or
     unreadable too (`directory_gone`: an outage, never skipped), else a `SampleError`
@@ -169,24 +170,27 @@ def read_failure(ref: SampleRef, exc: BaseException) -> SampleError:
 
     Args:
         ref: the sample read.
-        exc: what the read raised."""
+        exc: what the read raised.
+        storage_options: fsspec options, to look at a URL's "directory" (its prefix)."""
     if isinstance(exc, ReadsExhausted):
         return StorageError(ref.index, ref.location, read_error(exc.cause), exc.attempts, exc.seconds)
-    gone = directory_gone(ref.location) if isinstance(exc, OSError) else ""
+    gone = directory_gone(ref.location, storage_options) if isinstance(exc, OSError) else ""
     if gone:
         return StorageError(ref.index, ref.location, f"{read_error(exc)}; {gone}", 1, 0.0)
     return SampleError(ref.index, ref.location, "read", read_error(exc))
 
 
-def directory_gone(location: str) -> str:
-    """Why a local file's failed read is the storage's rather than the file's: its directory is
-    gone (moved, deleted, a mount gone) or cannot be listed; ``""`` when the directory is there
-    (then the file alone is missing or unreadable: one bad file, which ``on_error="skip"`` may skip).
+def directory_gone(location: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """Why a file's failed read is the storage's rather than the file's: its directory is gone
+    (moved, deleted, a mount gone; for a URL, nothing left under its prefix) or cannot be
+    listed; ``""`` when the directory is there (then the file alone is missing or unreadable:
+    one bad file, which ``on_error="skip"`` may skip). Called on failed reads only.
 
     Args:
-        location: the file's path (a URL is not checked)."""
+        location: the file's path or URL.
+        storage_options: fsspec options for a URL."""
     if is_url(location):
-        return ""
+        return _prefix_gone(location, storage_options)
     d = os.path.dirname(os.path.abspath(location))
     try:
         with os.scandir(d) as entries:
@@ -200,6 +204,23 @@ def directory_gone(location: str) -> str:
     return ""
 
 
+def _prefix_gone(url: str, storage_options: Mapping[str, Any] | None) -> str:
+    """:func:`directory_gone` for a URL: its parent prefix lists nothing (fresh, not cached)."""
+    head, _, _ = url.rpartition("/")
+    if "://" not in head or head.endswith(":/"):  # a file at the filesystem's root: nothing to look at
+        return ""
+    try:
+        fs, path = url_to_fs(head, storage_options)
+        fs.invalidate_cache(path)
+        left = fs.ls(path, detail=False)
+    except FileNotFoundError:
+        left = []
+    except Exception:  # any filesystem's error: cannot tell, so the file's own failure stands
+        return ""
+    return "" if left else (f"nothing is left under {head}/ either (deleted or moved): a storage outage, not one "
+                            "bad file, so it is not skipped")
+
+
 def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
               retry: ReadRetry = DEFAULT_READ_RETRY) -> bytes:
     """The whole file at ``ref.location``, retried per ``retry`` when the storage fails;
@@ -207,7 +228,7 @@ def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
     try:
         return with_retries(lambda: read_bytes(ref.location, storage_options), retry, ref.location)
     except Exception as exc:  # any filesystem's error (OSError, a cloud client's): name the sample
-        raise read_failure(ref, exc) from None
+        raise read_failure(ref, exc, storage_options) from None
 
 
 def to_label(value: Any, index: int, location: str) -> int:
