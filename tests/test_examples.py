@@ -1,6 +1,7 @@
 """The Dpex-style examples run to completion (a few steps each) against the test cluster."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,7 +52,8 @@ def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root)
     out = _run([sys.executable, "single_gpu.py", "--data", photo_root, "--steps", "2", "--ray"],
                {"RAY_ADDRESS": ray_cluster[0].address})
     assert "epoch 0 step 2 loss" in out
-    assert "loader stats: {'ray'" in out
+    assert "(per lane: {'ray'" in out
+    assert re.search(r"(\d+) batches delivered to the loop; the lanes made (\d+) images", out)  # not "loaded"
 
 
 def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_root, tmp_path):

@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from dataclasses import asdict
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `hybridload --help` builds its parser without torch
