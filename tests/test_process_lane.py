@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from hybridload import recipe, sources
 from hybridload.errors import SampleError, WorkerLost
@@ -201,3 +202,17 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
         lane.close()
     assert reports[9].indices.tolist() == [9, 10]
     assert all(isinstance(out, WorkerLost) or out.indices.tolist() == [k, k + 1] for k, out in reports.items() if k != 9)
+
+
+def test_shared_memory_slots_hold_a_uint8_batch_not_four_times_it(photo_root):
+    """The workers write uint8 batches (the loader normalizes on its device): each slot is one
+    such batch in /dev/shm (before: sized for float32, 4x), and a full batch still fits it."""
+    rec = recipe.imagenet_train(48, normalize=True)  # Normalize runs in the loader, not in the workers
+    lane = ProcessLane(sources.ImageFolder(photo_root), rec, seed=0, workers=1, batch_size=4)
+    try:
+        batch_bytes = 4 * 3 * 48 * 48
+        assert [os.stat(f"/dev/shm/{s.name}").st_size for s in lane._shm] == [batch_bytes] * lane.slots
+        out = lane.run_batch(BatchTask(0, 0, np.arange(4)))
+        assert out.images.dtype == torch.uint8 and out.images.shape == (4, 3, 48, 48)
+    finally:
+        lane.close()

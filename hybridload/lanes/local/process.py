@@ -80,7 +80,7 @@ class ProcessLane(Lane):
         self.parallelism = workers
         self.slots = workers * tasks_per_worker
         self._ctx = _context(start_method)
-        slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
+        slot_bytes = int(np.prod(recipe.output_shape(batch_size)))  # uint8, as every lane ships (the loader normalizes)
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._free = list(range(self.slots))
         self._pending: deque[tuple[BatchTask, Done]] = deque()  # tasks that found no free slot
