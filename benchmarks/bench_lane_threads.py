@@ -2,11 +2,12 @@
 
     python benchmarks/bench_lane_threads.py --root data/bench-photos --rounds 3 --seconds 4
 
-Each lane thread runs torch on one intra-op thread (``lanes/local/inprocess.one_intraop_thread``);
-"shared pool" runs the lane as before that (its torch ops on the process's intra-op threads,
-with the trainer's). Contestants run interleaved in one process, once per round, so a burst of
-other load hits all of them; reported: median images/s of HybridLoader(local_workers="threads")
-at 1 and 2 lane threads, and the ratios.
+Two ways for the lane's threads to run torch: "own" (one intra-op thread each,
+``lanes/local/inprocess.one_intraop_thread``) or "shared" (the process's intra-op threads, with
+the trainer's: the lane before issue 35.7). The lane now takes "own" for one thread and "shared"
+for more. Contestants run interleaved in one process, once per round, so a burst of other load
+hits all of them; reported: median images/s of HybridLoader(local_workers="threads") at 1 and 2
+lane threads each way, and the ratios.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import torch
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.lanes.local import inprocess
 
-ONE_THREAD = inprocess.one_intraop_thread
+POOL = inprocess.DaemonPool
 
 
 def rate(root: str, threads: int, own_pool: bool, seconds: float, batch: int) -> float:
-    inprocess.one_intraop_thread = ONE_THREAD if own_pool else (lambda: None)  # read when the lane's threads start
+    inprocess.DaemonPool = lambda n, name, own_intraop=False: POOL(n, name, own_intraop=own_pool)
     policy = LoaderPolicy(local_workers="threads", threads=threads, cpu_actors=0)
     with HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(224), batch, device="cpu", policy=policy) as ld:
         it = iter(ld)
@@ -55,12 +56,12 @@ def main() -> None:
           f"{args.rounds} rounds of {args.seconds:g} s, batch {args.batch_size}, imagenet_train(224)\n")
     print("| lane threads | torch ops on | median images/s | rounds |\n| ---: | --- | ---: | --- |")
     for (t, own), m in med.items():
-        print(f"| {t} | {'one intra-op thread each (now)' if own else 'the shared intra-op pool (before)'} | "
+        print(f"| {t} | {'one intra-op thread each' if own else 'the shared intra-op threads'} | "
               f"{m:.0f} | {' / '.join(f'{r:.0f}' for r in got[(t, own)])} |")
-    print(f"\n- 1 thread / 2 threads: before {med[(1, False)] / med[(2, False)]:.2f}x, "
-          f"now {med[(1, True)] / med[(2, True)]:.2f}x")
-    print(f"- now / before: 1 thread {med[(1, True)] / med[(1, False)]:.2f}x, "
-          f"2 threads {med[(2, True)] / med[(2, False)]:.2f}x")
+    print(f"\n- one lane thread / two, both shared (the lane before): {med[(1, False)] / med[(2, False)]:.2f}x; "
+          f"one own / two shared (the lane now): {med[(1, True)] / med[(2, False)]:.2f}x")
+    print(f"- own / shared: 1 lane thread {med[(1, True)] / med[(1, False)]:.2f}x, "
+          f"2 lane threads {med[(2, True)] / med[(2, False)]:.2f}x")
 
 
 if __name__ == "__main__":
