@@ -17,7 +17,9 @@ Rules:
   killer, ``os._exit``: no ``close()`` ran) exits within a second (``process_worker``), as torch's workers
   watch theirs, instead of living on with parent 1 holding the trainer's pipes;
 * a task that finds every slot taken (a pass given up while its batches still run, and the next
-  pass already submitting) waits in this lane's queue for the first slot to free;
+  pass already submitting) waits in this lane's queue for the first slot to free; ``cancel``
+  (a given-up pass's task) drops it from that queue, or sets its slot's byte in a shared flag
+  block, and its worker stops before the batch's next sample;
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
   which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
@@ -82,6 +84,7 @@ class ProcessLane(Lane):
         self._ctx = _context(start_method)
         slot_bytes = int(np.prod(recipe.output_shape(batch_size)))  # uint8, as every lane ships (the loader normalizes)
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
+        self._flags = shared_memory.SharedMemory(create=True, size=self.slots)  # a byte a slot: its task was cancelled
         self._free = list(range(self.slots))
         self._pending: deque[tuple[BatchTask, Done]] = deque()  # tasks that found no free slot
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
@@ -104,7 +107,8 @@ class ProcessLane(Lane):
         q = self._ctx.Queue()
         p = self._ctx.Process(target=process_worker.worker_main, name=f"hybridload-worker-{wid}", daemon=True,
                               args=(wid, q, self._results, self.source, self.recipe, self.seed, self.on_error,
-                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid()))))
+                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid())),
+                                    self._flags.name))
         p.start()
         return p, q
 
@@ -141,7 +145,23 @@ class ProcessLane(Lane):
             wid = min(alive, key=lambda w: len(self._inflight[w]))
             tid, self._next_id = self._next_id, self._next_id + 1
             self._inflight[wid][tid] = (task, done, slot)
+            self._flags.buf[slot] = 0
             self._queues[wid].put((tid, slot, task.epoch, np.asarray(task.indices, dtype=np.int64)))
+
+    def cancel(self, task: BatchTask) -> None:
+        """Drop ``task`` if it waits for a slot; a worker running it stops before its next sample."""
+        with self._lock:
+            if self._closed:
+                return
+            dropped = [entry for entry in self._pending if entry[0] is task]
+            for entry in dropped:
+                self._pending.remove(entry)
+            for table in self._inflight:
+                for t, _done, slot in table.values():
+                    if t is task:
+                        self._flags.buf[slot] = 1
+        for t, done in dropped:
+            done(t, RuntimeError(f"batch {t.seq} was cancelled on the {self.name} lane: its pass was given up"))
 
     def _all_dead(self) -> str:
         why = "every worker of the process lane died (see the warnings above)"
@@ -258,7 +278,7 @@ class ProcessLane(Lane):
             if q is not None:
                 q.close()
                 q.cancel_join_thread()
-        for s in self._shm:
+        for s in [*self._shm, self._flags]:
             s.close()
             s.unlink()
         while self._pending:  # never started: their pass hears the lane closed

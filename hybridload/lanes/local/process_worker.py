@@ -19,7 +19,9 @@ from multiprocessing import shared_memory
 import numpy as np
 import torch
 
-from hybridload.kernels import process_batch
+from hybridload.kernels import process_batch, start_reads
+
+from hybridload.lanes.local.inprocess import StopAtSample
 
 PARENT_CHECK_S = 1.0  # how often a worker looks whether the trainer still lives
 
@@ -49,13 +51,25 @@ def exit_with_trainer(trainer: int, identity: str | None) -> None:
     threading.Thread(target=watch, name="hybridload-trainer-watch", daemon=True).start()
 
 
+class SlotFlag:
+    """Byte ``k`` of the lane's cancel flags (shared memory): set by the parent when the task
+    in slot ``k`` belongs to a given-up pass; the batch then stops before its next sample."""
+
+    def __init__(self, buf, k: int):
+        self._buf, self._k = buf, k
+
+    def is_set(self) -> bool:
+        return self._buf[self._k] != 0
+
+
 def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str],
-                 trainer: tuple[int, str | None]) -> None:
+                trainer: tuple[int, str | None], flags_name: str) -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_trainer(*trainer)
     torch.set_num_threads(1)
     slots = [shared_memory.SharedMemory(name=n) for n in slot_names]
+    flags = shared_memory.SharedMemory(name=flags_name)
     try:
         while True:
             msg = tasks.get()
@@ -70,7 +84,11 @@ def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: s
                 count = int(np.prod(shape))
                 if count <= slots[slot].size:
                     into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
-                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into)
+                refs, reads = start_reads(source, indices)
+                started = (refs, StopAtSample(reads, SlotFlag(flags.buf, slot),
+                                              lambda: RuntimeError(f"batch in slot {slot} cancelled: its pass was given up")))
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into,
+                                  started=started)
                 payload = None if into is not None else r.images
                 results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
             except BaseException as exc:  # report every failure of the task to the parent
@@ -78,7 +96,7 @@ def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: s
             finally:
                 r = into = None  # no view of the slot outlives the task (the slot closes at exit)
     finally:
-        for s in slots:
+        for s in [*slots, flags]:
             try:
                 s.close()
             except BufferError:  # a view still held by an error on its way to the parent: exiting anyway
