@@ -5,7 +5,7 @@ against handing it to the lane's converter threads (now), side by side.
 
 No Ray needed: the raw result is what an actor returns (uint8 images, labels, indices, skipped,
 seconds); "before" runs ``RayLane.to_batch`` (the copy) where the callback ran it, "now" what
-the callback does now (``convert`` and a submit to the converters; the copy then runs there).
+the callback does now (``convert`` and a submit to the converter thread; the copy then runs there).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> None:
     lane = RayLane.__new__(RayLane)  # the conversion alone: no actors
     lane.pin_memory, lane.name = False, "ray"
     from concurrent.futures import ThreadPoolExecutor
-    lane._converters = ThreadPoolExecutor(2, thread_name_prefix="hybridload-ray-convert")
+    lane._converters = ThreadPoolExecutor(1, thread_name_prefix="hybridload-ray-convert")
     images = np.random.default_rng(0).integers(0, 255, (args.batch, 3, args.size, args.size), dtype=np.uint8)
     raw = (images, np.arange(args.batch), np.arange(args.batch), [], 0.1)
     before, now = [], []
