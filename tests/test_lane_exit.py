@@ -1,5 +1,6 @@
-"""A loader's processes end cleanly: no lane thread left inside torch at interpreter exit after
-close() (issue 35.14), and no worker process outliving a trainer killed abruptly (35.24)."""
+"""A loader's threads and processes end when their work does: no lane thread left inside torch at
+interpreter exit after close() (issue 35.14), no worker process outliving a trainer killed
+abruptly (35.24), and no batch of a given-up pass holding back the next pass (35.8)."""
 
 import os
 import signal
