@@ -51,6 +51,7 @@ class HybridLoader:
         order: "randperm" (default: torch.randperm's order, as DistributedSampler; the epoch's
             order is made at its start) or "keyed" (each batch computed when reached, O(1)
             memory: `hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
+            "randperm" takes at most 5*10^7 samples (``sharding.RANDPERM_MAX_SAMPLES``).
         drop_last: drop the tail that does not fill every rank equally (DistributedSampler's
             rule) and the last partial batch; False pads by repeating samples instead.
         rank: this process's rank; default from torch.distributed when initialized, else
@@ -94,6 +95,7 @@ class HybridLoader:
         self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
         self.policy = policy
         self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
+        sharding.check_order_size(len(source), order, "HybridLoader")
         self._sampler = DistributedBatchSampler(
             len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
             world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)

@@ -12,6 +12,8 @@ from hybridload.errors import OrderMismatchError, ResumeMismatchError
 
 #: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
 SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
+#: and epoch below 2**63: with any seed, seed + epoch (+1, the pass after) stays in that range
+EPOCH_MAX = 2 ** 63 - 1
 
 #: the fields a HybridLoader state holds, with the type each must have.
 STATE_FIELDS: dict[str, type | tuple] = {
@@ -25,12 +27,16 @@ def is_int(v: Any) -> bool:
 
 
 def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
-    """An epoch: an int >= 0 (the per-sample randomness is keyed by it and must be non-negative)."""
+    """An epoch: an int in [0, 2**63) (the per-sample randomness is keyed by it and must be
+    non-negative; the epoch's order is seeded with seed + epoch, which torch takes in 64 bits)."""
     if not is_int(epoch):
         raise TypeError(f"{where}: epoch must be an int >= 0, got {epoch!r} ({type(epoch).__name__})")
     if epoch < 0:
         raise ValueError(f"{where}: epoch must be an int >= 0, got {epoch}; count epochs from 0 "
                          "(e.g. set_epoch(0) for the first)")
+    if epoch > EPOCH_MAX:
+        raise ValueError(f"{where}: epoch must be below 2**63, got {epoch} (the epoch's order is seeded with "
+                         "seed + epoch, which torch takes in 64 bits); count epochs from 0, or pass epoch % 2**63")
     return int(epoch)
 
 

@@ -78,3 +78,28 @@ def test_keyed_shard_streaming_serves_the_keyed_shard_aware_order(many_shards): 
                                                                 shuffle=True, drop_last=False)
         assert [i for b in got for i in b] == want.tolist()
         assert sorted(want.tolist()) == list(range(60))
+
+
+class _Billion:
+    """10^9 samples in name only: nothing here reads them."""
+
+    def __len__(self):
+        return 10 ** 9
+
+    def __getitem__(self, i):
+        raise AssertionError("no sample is read")
+
+
+def test_a_billion_samples_with_the_default_order_are_refused_at_once_naming_keyed():
+    """order="randperm" at 10^9 samples gave no first batch in 600 s (a permutation of 10^9);
+    refused within seconds, naming what to pass; order="keyed" starts at once."""
+    import time
+    src, policy = sources.TorchDataset(_Billion()), LoaderPolicy(cpu_actors=0, local_workers="threads")
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="1,000,000,000 samples are too many for order='randperm'.*order='keyed'.*"
+                                         "read='shard'"):
+        HybridLoader(src, recipe.imagenet_eval(32), 256, policy=policy, device="cpu")
+    assert time.monotonic() - t0 < 10
+    with HybridLoader(src, recipe.imagenet_eval(32), 256, policy=policy, device="cpu", order="keyed") as ld:
+        first = ld.batch_indices()[0]
+    assert len(first) == 256 and time.monotonic() - t0 < 20

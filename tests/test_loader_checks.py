@@ -33,6 +33,7 @@ def test_check_state_returns_epoch_and_position_of_a_good_state():
     (good_state(position=2.0), "position must be an int"),
     (good_state(epoch=-1), "epoch must be an int >= 0"),
     (good_state(epoch="1"), "epoch must be an int"),
+    (good_state(epoch=2 ** 70), "field 'epoch': epoch must be below 2\\*\\*63"),
     (good_state(shuffle=1), "shuffle must be a bool"),
     (good_state(version=7), "version 7"),
     (good_state(seed=5), "saved with seed=5"),
@@ -62,6 +63,19 @@ def test_negative_epoch_is_refused_with_a_message_and_the_loader_still_works(pho
             ld.set_epoch(1.5)
         assert len(list(ld)) == len(ld)
     assert check_epoch(3) == 3
+
+
+def test_an_epoch_beyond_what_the_seed_takes_is_refused_naming_it_and_the_largest_one_runs(photo_root):
+    """set_epoch(2**64+5) once passed and the pass died in manual_seed naming nothing."""
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 16, seed=2 ** 63 - 1,
+                      policy=LoaderPolicy(cpu_actors=0, local_workers="threads")) as ld:
+        for bad in (2 ** 64 + 5, 2 ** 63):
+            with pytest.raises(ValueError, match="HybridLoader.set_epoch: epoch must be below 2\\*\\*63"):
+                ld.set_epoch(bad)
+        with pytest.raises(ValueError, match="field 'epoch'"):
+            ld.load_state_dict(dict(ld.state_dict(), epoch=2 ** 70))
+        ld.set_epoch(2 ** 63 - 1)  # the largest epoch, with the largest seed: its pass and the next one run
+        assert len(list(ld)) == len(ld) and len(list(ld)) == len(ld)
 
 
 def test_a_seed_beyond_64_bits_is_refused_with_a_message():

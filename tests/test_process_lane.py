@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from hybridload import recipe, sources
 from hybridload.errors import SampleError, WorkerLost
@@ -157,3 +158,61 @@ def test_a_pass_given_up_mid_epoch_leaves_the_next_pass_whole(photo_root):
     assert sorted(i for b in second for i in b) == list(range(60))  # the whole epoch, each sample once
     assert second == want
     assert stats["lanes"]["processes"]["batches"] >= 15 and not stats.get("broken")
+
+
+
+def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(photo_root):
+    """Kill a worker while it holds batches, and submit one more while the lane is handling the
+    death (a slow log handler holds it there): the new batch must reach a live worker and come
+    back, not sit in the dead worker's queue until the batch timeout; the dead worker's batches
+    end in WorkerLost. Before: the replacement was published after the dead worker's table was
+    cleared, and the new task went to the old queue."""
+    import logging
+    import time
+    lane = ProcessLane(SlowSource(photo_root), recipe.imagenet_eval(32), seed=0, workers=2, batch_size=2)
+    in_handler = threading.Event()
+
+    class SlowHandler(logging.Handler):  # a slow log handler (a network one, a loaded machine)
+        def emit(self, record):
+            if "died" in record.getMessage():
+                in_handler.set()
+                time.sleep(1.0)
+    handler = SlowHandler(logging.WARNING)
+    logger = logging.getLogger("hybridload.lanes.local.process")
+    logger.addHandler(handler)
+    reports: dict[int, object] = {}
+    arrived = threading.Condition()
+
+    def done(task, out):
+        with arrived:
+            reports[task.seq] = out
+            arrived.notify_all()
+    try:
+        lane.run_batch(BatchTask(0, 0, np.arange(2)))  # both workers up
+        for k in range(1, 4):  # load: batches on both workers
+            lane.submit(BatchTask(k, 0, np.array([k, k + 1])), done)
+        os.kill(lane._procs[0].pid, signal.SIGKILL)
+        assert in_handler.wait(30), "the lane did not notice its worker's death within 30 s"
+        lane.submit(BatchTask(9, 0, np.array([9, 10])), done)
+        with arrived:
+            assert arrived.wait_for(lambda: len(reports) == 4, timeout=20), \
+                f"batches {sorted({1, 2, 3, 9} - set(reports))} never came back"
+    finally:
+        logger.removeHandler(handler)
+        lane.close()
+    assert reports[9].indices.tolist() == [9, 10]
+    assert all(isinstance(out, WorkerLost) or out.indices.tolist() == [k, k + 1] for k, out in reports.items() if k != 9)
+
+
+def test_shared_memory_slots_hold_a_uint8_batch_not_four_times_it(photo_root):
+    """The workers write uint8 batches (the loader normalizes on its device): each slot is one
+    such batch in /dev/shm (before: sized for float32, 4x), and a full batch still fits it."""
+    rec = recipe.imagenet_train(48, normalize=True)  # Normalize runs in the loader, not in the workers
+    lane = ProcessLane(sources.ImageFolder(photo_root), rec, seed=0, workers=1, batch_size=4)
+    try:
+        batch_bytes = 4 * 3 * 48 * 48
+        assert [os.stat(f"/dev/shm/{s.name}").st_size for s in lane._shm] == [batch_bytes] * lane.slots
+        out = lane.run_batch(BatchTask(0, 0, np.arange(4)))
+        assert out.images.dtype == torch.uint8 and out.images.shape == (4, 3, 48, 48)
+    finally:
+        lane.close()

@@ -29,7 +29,8 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
         im.verify()
     with Image.open(png) as im:
         assert im.format == "PNG" and im.size[0] > 300
-    for needle in ("chosen GPU share", "bottleneck", "why", "GPU (NVML)", "none: NVML is not usable"):
+    for needle in ("chosen GPU share", "bottleneck", "why", "GPU (NVML)", "none: NVML is not usable",
+                   "--seconds 0.5 is too short to trust"):  # 0.5 s: a warning row says so
         assert needle in proc.stdout
     # one model: at the shares that set its rates (0 and 1) it predicts what the loader measured, and the
     # plan's prediction at its share is that measurement when the share is one of them
@@ -43,6 +44,15 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
         assert plan.predicted["total"] == pytest.approx(points[plan.gpu_share], rel=0.01)
     if plan.gpu_share in (0.0, 1.0):  # share 1 runs no CPU lane to be limited by; share 0 nothing else
         assert ("the CPUs" in plan.bottleneck) == (plan.gpu_share == 0.0), plan.bottleneck
+
+
+def test_profile_warns_when_its_measurements_cannot_be_trusted():
+    from hybridload.cli.profile import trust_warnings
+    assert trust_warnings(3.0, [(0.0, 190, 190), (0.4, 120, 139)]) == []
+    short, = trust_warnings(1.0, [(0.0, 190, 190)])
+    assert "--seconds 1 is too short to trust" in short and "--seconds 2" in short
+    disagree, = trust_warnings(3.0, [(0.0, 190, 190), (0.26, 305, 126)])  # seen at --seconds 1
+    assert "at share 0.26 measured 305 images/s, predicted 126" in disagree and "longer --seconds" in disagree
 
 
 def test_auto_mode_keeps_the_stream_and_records_replans(photo_root):

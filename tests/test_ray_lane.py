@@ -232,3 +232,39 @@ def test_two_ddp_ranks_over_the_cluster_cover_the_dataset_once_per_epoch(cluster
     n0, n1 = result["nodes"]
     assert len(n0) == len(n1) == 1 and set(n0).isdisjoint(n1)
     assert wait_no_actors() == []
+
+
+def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
+    """The copy of a finished batch out of the object store (~10 MB for 64 images at 224 px) runs
+    on the lane's converter threads: Ray's callback thread, which every other Ray callback of the
+    process waits behind, only hands the result on (before: the copy ran there, and ``done``
+    was called there)."""
+    import numpy as np
+    import torch
+
+    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes.ray.lane import RayLane
+
+    lane = RayLane(sources.ImageFolder(photo_root), REC, seed=4, ray_address="embedded",
+                   placement="remote-first", reserve_local_cpus=1, cpu_actors=1)
+    got, arrived = [], threading.Event()
+
+    def done(task, out):
+        got.append((threading.current_thread().name, out))
+        arrived.set()
+    try:
+        task = BatchTask(0, 0, np.arange(4))
+        lane.submit(task, done)
+        assert arrived.wait(120), "no result within 120 s"
+        measured = lane.run_batch(BatchTask(1, 0, np.arange(4)))  # run_batch converts on its caller's thread
+    finally:
+        lane.close()
+    (thread, out), = got
+    assert thread.startswith("hybridload-ray-convert"), thread
+    local = InProcessLane(sources.ImageFolder(photo_root), REC, seed=4, threads=1)
+    try:
+        want = local.run_batch(task)
+    finally:
+        local.close()
+    assert torch.equal(out.images, want.images) and torch.equal(measured.images, want.images)

@@ -62,6 +62,9 @@ def test_output_dtype_and_layout():
     (lambda: R.HorizontalFlip(1.5), "HorizontalFlip: p"),
     (lambda: R.Normalize(mean=(1, 2)), "Normalize: mean"),
     (lambda: R.Normalize(std=(1, 0, 1)), "Normalize: std"),
+    (lambda: R.Normalize(std=(0.2, float("nan"), 0.2)), "Normalize: std must be finite"),  # every image NaN before
+    (lambda: R.Normalize(mean=(float("nan"), 0.4, 0.4)), "Normalize: mean must be finite"),
+    (lambda: R.Normalize(std=(float("inf"), 1, 1)), "Normalize: std must be finite"),
     (lambda: R.ToTensor(layout="NCHW"), "ToTensor: layout"),
     (lambda: R.Recipe([R.RandomResizedCrop(8)]), "first stage must be Decode"),
     (lambda: R.Recipe([R.Decode(), R.Normalize(), R.CenterCrop(8)]), "out of order"),

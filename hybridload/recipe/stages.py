@@ -186,6 +186,9 @@ class Normalize:
                     and all(isinstance(x, (int, float)) for x in v)):
                 raise ValueError(f"Normalize: {name} must be three numbers (one per RGB channel), got {v!r}")
             object.__setattr__(self, name, tuple(float(x) for x in v))
+            if not all(math.isfinite(x) for x in getattr(self, name)):  # NaN passes every comparison
+                raise ValueError(f"Normalize: {name} must be finite numbers, got {getattr(self, name)!r}; every image "
+                                 "would come out NaN or infinite")
         if any(s <= 0 for s in self.std):
             raise ValueError(f"Normalize: std must be positive, got {self.std!r}")
 

@@ -13,9 +13,11 @@ without an active exception", rc 134). Only a thread still in one sample after
 ``close_wait_s`` (a user's read taking minutes) is left, so that Ctrl-C ends the process
 promptly; it ends when that sample returns, or with the process.
 
-Each lane thread runs torch with one intra-op thread (:func:`one_intraop_thread`): with the
-trainer's intra-op threads (OpenMP, all cores) one lane thread ran 5-12x slower than two
-(RESULTS.md, "Lanes").
+A lane of one thread runs torch on one intra-op thread (:func:`one_intraop_thread`): on the
+process's intra-op threads (OpenMP, all cores, shared with the trainer) it ran 5-12x slower
+than two lane threads, and 3-7x slower than on its own thread (what ``hybridload profile``
+measures with ``threads = CPUs - reserve`` = 1 on 2 cores). Two or more lane threads keep the
+process's intra-op threads: there, one each measured 0.3-0.6x (RESULTS.md, "Issue 35: lanes").
 """
 
 from __future__ import annotations
@@ -59,9 +61,11 @@ _THREADS_LOCK = threading.Lock()
 
 class DaemonPool:
     """``threads`` daemon threads running submitted callables; ``submit`` returns a Future.
-    Each thread runs torch ops on one intra-op thread (:func:`one_intraop_thread`)."""
+    With ``own_intraop``, each thread runs torch ops on one intra-op thread
+    (:func:`one_intraop_thread`)."""
 
-    def __init__(self, threads: int, name: str):
+    def __init__(self, threads: int, name: str, own_intraop: bool = False):
+        self._own_intraop = own_intraop
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self.threads = [threading.Thread(target=self._work, name=f"{name}_{k}", daemon=True)
                         for k in range(threads)]
@@ -74,7 +78,8 @@ class DaemonPool:
         return fut
 
     def _work(self) -> None:
-        one_intraop_thread()
+        if self._own_intraop:
+            one_intraop_thread()
         while True:
             item = self._queue.get()
             if item is None:
@@ -151,7 +156,7 @@ class InProcessLane(PooledLane):
         # already done, instead of idling until the dispatcher has heard of it
         self.slots = threads + 1
         self.parallelism = threads
-        self._pool = DaemonPool(threads, "hybridload-inprocess")
+        self._pool = DaemonPool(threads, "hybridload-inprocess", own_intraop=threads == 1)
         self._tasks: list[tuple[BatchTask, Future, threading.Event]] = []  # submitted, not yet finished
 
     def describe(self) -> str:

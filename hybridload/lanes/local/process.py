@@ -14,10 +14,12 @@ Rules:
   (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
   worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
   as torch's workers do); a worker whose trainer is gone (killed by SIGKILL, the OOM
-  killer, ``os._exit``: no ``close()`` ran) exits within ``PARENT_CHECK_S``, as torch's workers
+  killer, ``os._exit``: no ``close()`` ran) exits within a second (``process_worker``), as torch's workers
   watch theirs, instead of living on with parent 1 holding the trainer's pipes;
 * a task that finds every slot taken (a pass given up while its batches still run, and the next
-  pass already submitting) waits in this lane's queue for the first slot to free;
+  pass already submitting) waits in this lane's queue for the first slot to free; ``cancel``
+  (a given-up pass's task) drops it from that queue, or sets its slot's byte in a shared flag
+  block, and its worker stops before the batch's next sample;
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
   which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
@@ -33,11 +35,9 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-import pickle
 import queue
 import threading
 import time
-import traceback
 from collections import deque
 from multiprocessing import shared_memory
 
@@ -45,86 +45,18 @@ import numpy as np
 import torch
 
 from hybridload.errors import WorkerLost
-from hybridload.kernels import BatchResult, process_batch
+from hybridload.kernels import BatchResult
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
+from hybridload.lanes.local import process_worker
+from hybridload.lanes.local.process_worker import process_identity
 
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) is not restarted for ever
 POLL_S = 0.1         # how often the collector looks at worker liveness while idle
-PARENT_CHECK_S = 1.0  # how often a worker looks whether the trainer still lives
 JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
                       # in progress is discarded anyway, so close() does not wait it out
-
-
-def process_identity(pid: int) -> str | None:
-    """``pid``'s start time (``/proc/PID/stat``), which tells it from a later process given the
-    same pid; None when it is gone or a zombie (killed, not yet reaped) or /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in "ZX" else fields[19]
-
-
-def _exit_with_trainer(trainer: int, identity: str | None) -> None:
-    """End this worker once the trainer is gone: a thread, so that a worker waiting for a task
-    or deep in a batch notices too. The trainer, not the parent: a forkserver's workers are its
-    children, and it lives as long as they do."""
-    def alive() -> bool:
-        return process_identity(trainer) == identity if identity is not None else os.getppid() == trainer
-
-    def watch():
-        while alive():
-            time.sleep(PARENT_CHECK_S)
-        os._exit(0)
-    threading.Thread(target=watch, name="hybridload-trainer-watch", daemon=True).start()
-
-
-def _worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str],
-                 trainer: tuple[int, str | None]) -> None:
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _exit_with_trainer(*trainer)
-    torch.set_num_threads(1)
-    slots = [shared_memory.SharedMemory(name=n) for n in slot_names]
-    try:
-        while True:
-            msg = tasks.get()
-            if msg is None:
-                return
-            tid, slot, epoch, indices = msg
-            r = into = None
-            try:
-                # the images are written straight into the slot (uint8, as every lane ships: the loader
-                # normalizes); a batch larger than the slot (never with the recipe's shapes) travels in the message
-                shape = tuple(recipe.output_shape(len(indices)))
-                count = int(np.prod(shape))
-                if count <= slots[slot].size:
-                    into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
-                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into)
-                payload = None if into is not None else r.images
-                results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
-            except BaseException as exc:  # report every failure of the task to the parent
-                results.put((wid, tid, "err", _picklable(exc)))
-            finally:
-                r = into = None  # no view of the slot outlives the task (the slot closes at exit)
-    finally:
-        for s in slots:
-            try:
-                s.close()
-            except BufferError:  # a view still held by an error on its way to the parent: exiting anyway
-                pass
-
-
-def _picklable(exc: BaseException) -> BaseException:
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}")
 
 
 def _context(start_method: str):
@@ -132,7 +64,7 @@ def _context(start_method: str):
     are imported once, each worker is a cheap fork of the server)."""
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
+        ctx.set_forkserver_preload([process_worker.__name__])  # takes effect when the server first starts
     return ctx
 
 
@@ -150,8 +82,9 @@ class ProcessLane(Lane):
         self.parallelism = workers
         self.slots = workers * tasks_per_worker
         self._ctx = _context(start_method)
-        slot_bytes = int(np.prod(recipe.output_shape(batch_size))) * 4  # room for float32 output
+        slot_bytes = int(np.prod(recipe.output_shape(batch_size)))  # uint8, as every lane ships (the loader normalizes)
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
+        self._flags = shared_memory.SharedMemory(create=True, size=self.slots)  # a byte a slot: its task was cancelled
         self._free = list(range(self.slots))
         self._pending: deque[tuple[BatchTask, Done]] = deque()  # tasks that found no free slot
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
@@ -162,20 +95,22 @@ class ProcessLane(Lane):
         self._queues: list = [None] * workers
         try:
             for wid in range(workers):
-                self._start_worker(wid)
+                self._procs[wid], self._queues[wid] = self._new_worker(wid)
         except BaseException:
             self.close()
             raise
         self._collector = threading.Thread(target=self._collect, name="hybridload-process-lane", daemon=True)
         self._collector.start()
 
-    def _start_worker(self, wid: int) -> None:
+    def _new_worker(self, wid: int):
+        """A started worker process and its task queue."""
         q = self._ctx.Queue()
-        p = self._ctx.Process(target=_worker_main, name=f"hybridload-worker-{wid}", daemon=True,
+        p = self._ctx.Process(target=process_worker.worker_main, name=f"hybridload-worker-{wid}", daemon=True,
                               args=(wid, q, self._results, self.source, self.recipe, self.seed, self.on_error,
-                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid()))))
+                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid())),
+                                    self._flags.name))
         p.start()
-        self._procs[wid], self._queues[wid] = p, q
+        return p, q
 
     def describe(self) -> str:
         return f"process lane: {self.parallelism} worker processes ({self._ctx.get_start_method()})"
@@ -210,7 +145,23 @@ class ProcessLane(Lane):
             wid = min(alive, key=lambda w: len(self._inflight[w]))
             tid, self._next_id = self._next_id, self._next_id + 1
             self._inflight[wid][tid] = (task, done, slot)
+            self._flags.buf[slot] = 0
             self._queues[wid].put((tid, slot, task.epoch, np.asarray(task.indices, dtype=np.int64)))
+
+    def cancel(self, task: BatchTask) -> None:
+        """Drop ``task`` if it waits for a slot; a worker running it stops before its next sample."""
+        with self._lock:
+            if self._closed:
+                return
+            dropped = [entry for entry in self._pending if entry[0] is task]
+            for entry in dropped:
+                self._pending.remove(entry)
+            for table in self._inflight:
+                for t, _done, slot in table.values():
+                    if t is task:
+                        self._flags.buf[slot] = 1
+        for t, done in dropped:
+            done(t, RuntimeError(f"batch {t.seq} was cancelled on the {self.name} lane: its pass was given up"))
 
     def _all_dead(self) -> str:
         why = "every worker of the process lane died (see the warnings above)"
@@ -271,23 +222,38 @@ class ProcessLane(Lane):
         return BatchResult(images, labels, indices, skipped, seconds, self.name)
 
     def _check_workers(self) -> None:
+        """Replace each dead worker and hand its batches on. The replacement starts first (a start
+        may take a while); then one locked section takes the dead worker's batches and publishes
+        the replacement, so a task started at any moment either is among the lost ones or goes to
+        the new worker, never to the dead worker's queue (where it would wait for the batch timeout)."""
         for wid, p in enumerate(self._procs):
             if p is None or p.is_alive() or self._closed:
                 continue
+            fresh = (None, None)
+            if self._restarts < MAX_RESTARTS_PER_WORKER * len(self._procs):
+                self._restarts += 1
+                fresh = self._new_worker(wid)
             with self._lock:
+                if self._closed:  # closed meanwhile: close() stops what it finds, not this one
+                    self._stop_now(fresh[0])
+                    return
                 lost = list(self._inflight[wid].values())
                 self._inflight[wid].clear()
                 self._free.extend(slot for _t, _d, slot in lost)
-            log.warning("process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on",
-                        wid, p.pid, p.exitcode, len(lost))
-            self._procs[wid] = None
-            if self._restarts < MAX_RESTARTS_PER_WORKER * len(self._procs):
-                self._restarts += 1
-                self._start_worker(wid)
+                self._procs[wid], self._queues[wid] = fresh
+            log.warning("process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on%s",
+                        wid, p.pid, p.exitcode, len(lost), "" if fresh[0] is not None else "; not replaced "
+                        f"(the lane restarted {self._restarts} workers already)")
             for task, done, _slot in lost:
                 done(task, WorkerLost(f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
                                       f"while it held batch {task.seq}"))
             self._start_pending()
+
+    @staticmethod
+    def _stop_now(proc) -> None:
+        if proc is not None:
+            proc.terminate()
+            proc.join(JOIN_TIMEOUT_S)
 
     # ----------------------------------------------------------------- shutdown
     def _close(self) -> None:
@@ -312,7 +278,7 @@ class ProcessLane(Lane):
             if q is not None:
                 q.close()
                 q.cancel_join_thread()
-        for s in self._shm:
+        for s in [*self._shm, self._flags]:
             s.close()
             s.unlink()
         while self._pending:  # never started: their pass hears the lane closed

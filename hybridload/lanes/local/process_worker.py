@@ -1,0 +1,111 @@
+"""The process lane's worker side: the loop each worker process runs, and its watch on the trainer.
+
+A worker runs torch with one thread and ignores SIGINT (the parent decides when it stops, as
+torch's workers do); it writes each batch straight into its task's shared-memory slot (uint8,
+as every lane ships); and it exits within ``PARENT_CHECK_S`` once the trainer is gone (killed by
+SIGKILL, the OOM killer, ``os._exit``: no ``close()`` ran), as torch's workers watch theirs,
+instead of living on with parent 1, idle, holding the trainer's pipes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+import traceback
+from multiprocessing import shared_memory
+
+import numpy as np
+import torch
+
+from hybridload.kernels import process_batch, start_reads
+
+from hybridload.lanes.local.inprocess import StopAtSample
+
+PARENT_CHECK_S = 1.0  # how often a worker looks whether the trainer still lives
+
+
+def process_identity(pid: int) -> str | None:
+    """``pid``'s start time (``/proc/PID/stat``), which tells it from a later process given the
+    same pid; None when it is gone or a zombie (killed, not yet reaped) or /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in "ZX" else fields[19]
+
+
+def exit_with_trainer(trainer: int, identity: str | None) -> None:
+    """End this worker once the trainer is gone: a thread, so that a worker waiting for a task
+    or deep in a batch notices too. The trainer, not the parent: a forkserver's workers are its
+    children, and it lives as long as they do."""
+    def alive() -> bool:
+        return process_identity(trainer) == identity if identity is not None else os.getppid() == trainer
+
+    def watch():
+        while alive():
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+    threading.Thread(target=watch, name="hybridload-trainer-watch", daemon=True).start()
+
+
+class SlotFlag:
+    """Byte ``k`` of the lane's cancel flags (shared memory): set by the parent when the task
+    in slot ``k`` belongs to a given-up pass; the batch then stops before its next sample."""
+
+    def __init__(self, buf, k: int):
+        self._buf, self._k = buf, k
+
+    def is_set(self) -> bool:
+        return self._buf[self._k] != 0
+
+
+def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str],
+                trainer: tuple[int, str | None], flags_name: str) -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_trainer(*trainer)
+    torch.set_num_threads(1)
+    slots = [shared_memory.SharedMemory(name=n) for n in slot_names]
+    flags = shared_memory.SharedMemory(name=flags_name)
+    try:
+        while True:
+            msg = tasks.get()
+            if msg is None:
+                return
+            tid, slot, epoch, indices = msg
+            r = into = None
+            try:
+                # the images are written straight into the slot (uint8, as every lane ships: the loader
+                # normalizes); a batch larger than the slot (never with the recipe's shapes) travels in the message
+                shape = tuple(recipe.output_shape(len(indices)))
+                count = int(np.prod(shape))
+                if count <= slots[slot].size:
+                    into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
+                refs, reads = start_reads(source, indices)
+                started = (refs, StopAtSample(reads, SlotFlag(flags.buf, slot),
+                                              lambda: RuntimeError(f"batch in slot {slot} cancelled: its pass was given up")))
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into,
+                                  started=started)
+                payload = None if into is not None else r.images
+                results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
+            except BaseException as exc:  # report every failure of the task to the parent
+                results.put((wid, tid, "err", picklable(exc)))
+            finally:
+                r = into = None  # no view of the slot outlives the task (the slot closes at exit)
+    finally:
+        for s in [*slots, flags]:
+            try:
+                s.close()
+            except BufferError:  # a view still held by an error on its way to the parent: exiting anyway
+                pass
+
+
+def picklable(exc: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}\n{''.join(traceback.format_exception(exc))}")
