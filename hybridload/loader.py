@@ -50,8 +50,8 @@ class HybridLoader:
             False keeps the dataset's order.
         order: "randperm" (default: torch.randperm's order, as DistributedSampler; the epoch's
             order is made at its start) or "keyed" (each batch computed when reached, O(1)
-            memory: `hybridload.sampling.keyed_order`); another stream, kept in checkpoints.
-            "randperm" takes at most 5*10^7 samples (``sharding.RANDPERM_MAX_SAMPLES``).
+            memory: `hybridload.sampling.keyed_order`); another stream, kept in checkpoints;
+            "randperm" takes at most 5*10^7 samples.
         drop_last: drop the tail that does not fill every rank equally (DistributedSampler's
             rule) and the last partial batch; False pads by repeating samples instead.
         rank: this process's rank; default from torch.distributed when initialized, else
@@ -92,21 +92,18 @@ class HybridLoader:
                              drop_last=drop_last)  # validates batch_size, rank, world_size
         if not 0 <= rank < world_size:
             raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
-        self.source, self.recipe, self.batch_size = source, recipe, int(batch_size)
-        self.policy = policy
+        self.source, self.recipe, self.batch_size, self.policy = source, recipe, int(batch_size), policy
         self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
         sharding.check_order_size(len(source), order, "HybridLoader")
         self._sampler = DistributedBatchSampler(
             len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
             world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)
-        self.device = default_device(device)
-        self.return_indices = return_indices
+        self.device, self.return_indices = default_device(device), return_indices
         fn = check_batch_transform(batch_transform)
         self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
-        self._lanes: list = []
-        self._fallback: list = []
+        self._lanes, self._fallback = [], []  # type: list, list
         self._caps = LaneCaps()
         self._plan = policy.loaded_plan()
         self._online = None
@@ -239,8 +236,7 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
-        """What the loader counted since it started or `reset_stats()`, as a plain dict: every key
-        is described under "stats()" on the API reference's first page."""
+        """What the loader counted since it started or `reset_stats()`, a plain dict (keys: the API page)."""
         gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
         uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
         plan = {"mode": self.policy.mode, "gpu_share": self._caps.snapshot().get(LaneKind.GPU, uncapped),

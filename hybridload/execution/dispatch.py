@@ -87,8 +87,7 @@ class Dispatcher:
             self._cond.notify()
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
-        """End the pass: no more starts, and every task still out is cancelled at its lane
-        (``Lane.cancel``), so the next pass does not wait behind this one's batches."""
+        """End the pass: no more starts; tasks still out are cancelled at their lanes (``Lane.cancel``)."""
         with self._cond:
             self._stopped = True
             self._inbox.clear()
