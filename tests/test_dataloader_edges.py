@@ -175,3 +175,27 @@ def test_a_failing_collate_fn_reaches_the_loop_with_its_own_class_and_no_colour_
         assert next(it).tolist() == [[4, 16], [5, 25]]  # the user's error is raised once, the pass goes on (torch's rule)
         assert loader.stats()["retries"] == 0  # deterministic: never retried
     assert "cannot pickle" in str(unsent.value) and "\x1b[" not in str(unsent.value)
+
+
+class Locked(Dataset):
+    """A dataset holding what cannot be pickled (a lock; an open file or a handle alike)."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return i
+
+
+def test_a_random_split_subset_that_cannot_travel_names_the_dataset_the_attribute_and_what_to_do(ray_cluster):
+    subset, _ = torch.utils.data.random_split(Locked(), [6, 4], generator=torch.Generator().manual_seed(0))
+    with hybridload.DataLoader(subset, batch_size=2, distribute_mode=True, num_workers=1) as loader:
+        with pytest.raises(TypeError) as got:
+            next(iter(loader))
+    msg = str(got.value)
+    assert "the dataset (Subset of Locked)" in msg and "dataset.dataset.lock (a lock)" in msg
+    assert "worker_init_fn" in msg and "\x1b[" not in msg
