@@ -2,6 +2,7 @@
 (iteration-based training) consumed lazily; a ``collate_fn`` returning a generator. Each case
 against torch's own DataLoader on the same arguments, on the shared 3-node loopback cluster."""
 
+import collections
 import itertools
 import re
 
@@ -199,3 +200,28 @@ def test_a_random_split_subset_that_cannot_travel_names_the_dataset_the_attribut
     msg = str(got.value)
     assert "the dataset (Subset of Locked)" in msg and "dataset.dataset.lock (a lock)" in msg
     assert "worker_init_fn" in msg and "\x1b[" not in msg
+
+
+class NamedTupleDataset(Dataset):
+    """torch's test_dataloader_with_namedtuple: namedtuples made in the class body (their
+    qualified name is "Batch", which pickle cannot find in this module)."""
+
+    Batch = collections.namedtuple("Batch", ["data", "label", "random_tensor"])
+    Data = collections.namedtuple("Data", ["positive", "negative"])
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.Batch(data=self.Data(positive=i, negative=-i), label=str(i), random_tensor=torch.randn(3))
+
+
+def test_namedtuples_of_the_users_module_come_back_as_the_same_classes(ray_cluster):
+    with hybridload.DataLoader(NamedTupleDataset(), batch_size=2, distribute_mode=True, num_workers=1,
+                               timeout=120) as loader:
+        batches = list(loader)
+    torchs = list(torch.utils.data.DataLoader(NamedTupleDataset(), batch_size=2))
+    assert len(batches) == len(torchs) == 2
+    for batch, theirs in zip(batches, torchs):
+        assert type(batch) is NamedTupleDataset.Batch and type(batch.data) is NamedTupleDataset.Data  # as torch's
+        assert batch.data.positive.tolist() == theirs.data.positive.tolist() and batch.label == theirs.label

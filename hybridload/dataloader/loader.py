@@ -33,7 +33,7 @@ from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.dataloader.passes import FailedPass, RayPass
-from hybridload.dataloader.travel import unpicklable_error
+from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -172,6 +172,7 @@ class DataLoader(tud.DataLoader[T_co]):
     def _start_actors(self):
         rank, world = resolve_rank()
         bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
+        ship_nameless_classes(self.dataset)  # results come back as the user's own classes (namedtuples)
         pool = dict(ray_address=self.head_address, placement=self.placement,
                     reserve_local_cpus=self.reserve_local_cpus, cpu_actors=self.num_actors, rank=rank,
                     world_size=world, fallback_embedded=(self.head_address == "auto"))

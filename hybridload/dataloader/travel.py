@@ -55,3 +55,38 @@ def unpicklable_error(bundle: tuple, cause: BaseException) -> TypeError:
                 "leave them out; distribute_mode=False keeps torch's worker processes")
     return TypeError(f"hybridload.DataLoader: the dataset ({describe(dataset)}), collate_fn and worker_init_fn "
                      f"cannot be sent to the Ray actors together: {str(cause).splitlines()[0]}")
+
+
+def _by_reference(cls: type) -> bool:
+    """Whether pickle finds ``cls`` again by its module and qualified name."""
+    import sys
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def ship_nameless_classes(dataset: Any) -> list[str]:
+    """Send by value the user's modules whose classes pickle cannot find by name (a namedtuple
+    made in a class body, ``Batch = namedtuple("Batch", ...)``: its qualified name is ``Batch``,
+    not ``MyDataset.Batch``). A worker importing such a module makes classes of its own, and its
+    results came back as other classes than the user's; a module sent by value carries
+    cloudpickle's class identities, so results come back as the user's very classes. Installed
+    packages are left alone. Returns the modules registered."""
+    import sys
+
+    from ray import cloudpickle
+    done, seen = [], set()
+    while dataset is not None and id(dataset) not in seen:
+        seen.add(id(dataset))
+        cls = type(dataset)
+        module = sys.modules.get(cls.__module__)
+        file = getattr(module, "__file__", None) or ""
+        if module is not None and cls.__module__ != "__main__" and "site-packages" not in file:
+            spaces = (vars(cls), vars(module))
+            if any(isinstance(v, type) and v.__module__ == cls.__module__ and not _by_reference(v)
+                   for space in spaces for v in list(space.values())):
+                cloudpickle.register_pickle_by_value(module)
+                done.append(cls.__module__)
+        dataset = getattr(dataset, "dataset", None)  # a Subset's, a wrapper's
+    return done
