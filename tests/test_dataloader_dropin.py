@@ -170,6 +170,8 @@ def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its
         assert worker_id == inited and worker_id % 2 == seq % 2
         seen[worker_id] = inited
     assert sorted(seen) == [0, 1, 2, 3, 4]  # every id 0..num_workers-1 was initialised, as torch's workers
+    shared = DatasetWorker((InitRecorder(), default_collate, None), True, 5, 0, 2)
+    assert len({id(dataset) for dataset, _ in shared.hosted.values()}) == 1  # no init: one copy, not one per id
 
 
 def mark_init(folder, worker_id):
