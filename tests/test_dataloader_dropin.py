@@ -170,26 +170,26 @@ def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its
         assert worker_id == inited and worker_id % 2 == seq % 2
         seen[worker_id] = inited
     assert sorted(seen) == [0, 1, 2, 3, 4]  # every id 0..num_workers-1 was initialised, as torch's workers
+    shared = DatasetWorker((InitRecorder(), default_collate, None), True, 5, 0, 2)
+    assert len({id(dataset) for dataset, _ in shared.hosted.values()}) == 1  # no init: one copy, not one per id
 
 
-INITS: list = []  # in each actor process: the worker ids whose worker_init_fn ran there
+def mark_init(folder, worker_id):
+    """worker_init_fn: leaves a file per worker id it ran for (the nodes share this machine's disk)."""
+    import os
+    open(os.path.join(folder, f"init-{worker_id}-{os.getpid()}"), "w").close()
 
 
-class InitsHere(Dataset):
-    def __len__(self):
-        return 40
-
-    def __getitem__(self, i):
-        return torch.tensor(INITS + [-1] * (8 - len(INITS)))
-
-
-def append_init(worker_id):
-    INITS.append(worker_id)
-
-
-def test_fewer_cpu_slots_than_num_workers_still_runs_worker_init_fn_for_every_worker_id(ray_cluster):
+def test_fewer_cpu_slots_than_num_workers_still_runs_worker_init_fn_for_every_worker_id(ray_cluster, tmp_path):
+    import functools
+    import os
     with pytest.warns(UserWarning, match="8 workers asked for"):  # the shared cluster has 4 CPUs
-        with hybridload.DataLoader(InitsHere(), batch_size=1, distribute_mode=True, num_workers=8,
-                                   worker_init_fn=append_init, timeout=120) as loader:
-            ran = {i for batch in loader for i in batch.flatten().tolist() if i >= 0}
-    assert ran == set(range(8))
+        with hybridload.DataLoader(Broken(), batch_size=1, sampler=[0, 1, 2, 3], distribute_mode=True,
+                                   num_workers=8, worker_init_fn=functools.partial(mark_init, str(tmp_path)),
+                                   persistent_workers=True, timeout=120) as loader:
+            assert [b.tolist() for b in loader] == [[0], [1], [2], [3]]
+
+            def ids():
+                return sorted(int(name.split("-")[1]) for name in os.listdir(tmp_path))
+            assert _wait_for(lambda: ids() == list(range(8)), timeout_s=90), ids()  # every actor started: each id once
+            assert len({name.split("-")[2] for name in os.listdir(tmp_path)}) < 8  # in fewer processes than ids

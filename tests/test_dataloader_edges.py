@@ -2,6 +2,7 @@
 (iteration-based training) consumed lazily; a ``collate_fn`` returning a generator. Each case
 against torch's own DataLoader on the same arguments, on the shared 3-node loopback cluster."""
 
+import collections
 import itertools
 import re
 
@@ -175,3 +176,52 @@ def test_a_failing_collate_fn_reaches_the_loop_with_its_own_class_and_no_colour_
         assert next(it).tolist() == [[4, 16], [5, 25]]  # the user's error is raised once, the pass goes on (torch's rule)
         assert loader.stats()["retries"] == 0  # deterministic: never retried
     assert "cannot pickle" in str(unsent.value) and "\x1b[" not in str(unsent.value)
+
+
+class Locked(Dataset):
+    """A dataset holding what cannot be pickled (a lock; an open file or a handle alike)."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return i
+
+
+def test_a_random_split_subset_that_cannot_travel_names_the_dataset_the_attribute_and_what_to_do(ray_cluster):
+    subset, _ = torch.utils.data.random_split(Locked(), [6, 4], generator=torch.Generator().manual_seed(0))
+    with hybridload.DataLoader(subset, batch_size=2, distribute_mode=True, num_workers=1) as loader:
+        with pytest.raises(TypeError) as got:
+            next(iter(loader))
+    msg = str(got.value)
+    assert "the dataset (Subset of Locked)" in msg and "dataset.dataset.lock (a lock)" in msg
+    assert "worker_init_fn" in msg and "\x1b[" not in msg
+
+
+class NamedTupleDataset(Dataset):
+    """torch's test_dataloader_with_namedtuple: namedtuples made in the class body (their
+    qualified name is "Batch", which pickle cannot find in this module)."""
+
+    Batch = collections.namedtuple("Batch", ["data", "label", "random_tensor"])
+    Data = collections.namedtuple("Data", ["positive", "negative"])
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.Batch(data=self.Data(positive=i, negative=-i), label=str(i), random_tensor=torch.randn(3))
+
+
+def test_namedtuples_of_the_users_module_come_back_as_the_same_classes(ray_cluster):
+    with hybridload.DataLoader(NamedTupleDataset(), batch_size=2, distribute_mode=True, num_workers=1,
+                               timeout=120) as loader:
+        batches = list(loader)
+    torchs = list(torch.utils.data.DataLoader(NamedTupleDataset(), batch_size=2))
+    assert len(batches) == len(torchs) == 2
+    for batch, theirs in zip(batches, torchs):
+        assert type(batch) is NamedTupleDataset.Batch and type(batch.data) is NamedTupleDataset.Data  # as torch's
+        assert batch.data.positive.tolist() == theirs.data.positive.tolist() and batch.label == theirs.label

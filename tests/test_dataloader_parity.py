@@ -226,13 +226,15 @@ def test_worker_init_fn_bound_to_the_dataset_and_worker_info_are_as_in_torch(ray
 
 def test_worker_info_reports_the_workers_asked_when_fewer_actors_run(ray_cluster):
     """torch's get_worker_info().num_workers is the num_workers given; one actor running three
-    workers' worth of batches reports 3 too (the other case, 2 actors for 2, is above)."""
+    workers' worth of batches reports 3 too (the other case, 2 actors for 2, is above), and runs
+    as each of the three ids, each on the dataset copy its worker_init_fn set up."""
     ds = Marked()
     with hybridload.DataLoader(ds, batch_size=2, num_workers=3, num_actors=1, distribute_mode=True,
                                worker_init_fn=ds.init) as mine:
         rows = torch.cat(list(mine))
     assert rows[:, 0].tolist() == list(range(8)) and set(rows[:, 3].tolist()) == {3}
-    assert set(rows[:, 2].tolist()) == {0}  # the one actor running
+    assert set(rows[:, 2].tolist()) == {0, 1, 2}  # the one actor hosts every worker id, as torch's 3 workers
+    assert torch.equal(rows[:, 1], rows[:, 2])  # each id's own dataset copy, set up by worker_init_fn(id)
 
 
 def test_named_errors_are_runtime_errors_where_torch_raises_runtime_error():

@@ -33,6 +33,7 @@ from hybridload.sampling.progress import PassProgress
 from hybridload.sampling.sharding import resolve_rank
 from hybridload.execution.stats import LoaderStats
 from hybridload.dataloader.passes import FailedPass, RayPass
+from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -171,13 +172,19 @@ class DataLoader(tud.DataLoader[T_co]):
     def _start_actors(self):
         rank, world = resolve_rank()
         bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
+        ship_nameless_classes(self.dataset)  # results come back as the user's own classes (namedtuples)
         pool = dict(ray_address=self.head_address, placement=self.placement,
                     reserve_local_cpus=self.reserve_local_cpus, cpu_actors=self.num_actors, rank=rank,
                     world_size=world, fallback_embedded=(self.head_address == "auto"))
-        if isinstance(self.dataset, tud.IterableDataset):
-            return IterableDatasetActors(bundle, auto_collation=self._auto_collation, batch_size=self.batch_size,
-                                         drop_last=self.drop_last, asked=self.num_workers, **pool)
-        return DatasetLane(bundle, auto_collation=self._auto_collation, asked=self.num_workers, **pool)
+        try:
+            if isinstance(self.dataset, tud.IterableDataset):
+                return IterableDatasetActors(bundle, auto_collation=self._auto_collation, batch_size=self.batch_size,
+                                             drop_last=self.drop_last, asked=self.num_workers, **pool)
+            return DatasetLane(bundle, auto_collation=self._auto_collation, asked=self.num_workers, **pool)
+        except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
+            if "serializ" not in str(exc):
+                raise
+            raise unpicklable_error(bundle, exc) from None
 
     def stats(self) -> dict:
         return self._stats.as_dict()

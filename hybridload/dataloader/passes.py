@@ -51,7 +51,11 @@ class FailedPass:
 
 
 class RayPass:
-    def __init__(self, loader: DataLoader, lane, owns_lane: bool, first: bool):
+    """One pass of a drop-in ``loader`` over ``lane`` (its actor pool), in sampler order: the
+    user's errors re-raised with their class, a late batch or a timeout in the drop-in's words;
+    the pool closed with the pass unless it is ``loader``'s persistent one (``owns_lane``)."""
+
+    def __init__(self, loader: Any, lane, owns_lane: bool, first: bool):
         self._loader = loader
         self._own, self._lanes = (lane if owns_lane else None), loader._lanes
         sampler_iter = iter(loader._index_sampler)

@@ -112,7 +112,8 @@ class DatasetWorker(PoolWorker):
     ``get_worker_info().num_workers`` reports, as torch does); 0 → the pool's size. With fewer
     actors than ``asked`` (fewer CPU slots), actor ``worker_id`` of ``num_workers`` hosts the ids
     ``worker_id, worker_id + num_workers, ...``: each its own copy of the bundle, set up by
-    ``worker_init_fn(id)`` as a torch worker process is; a batch runs as id ``seq % asked``
+    ``worker_init_fn(id)`` as a torch worker process is (without a ``worker_init_fn`` the ids
+    share one dataset: copies would only cost memory); a batch runs as id ``seq % asked``
     where the actor hosts it, else as one of its ids in turn."""
 
     def __init__(self, bundle, auto_collation, asked: int = 0, worker_id: int = 0, num_workers: int = 1):
@@ -123,7 +124,7 @@ class DatasetWorker(PoolWorker):
         self.hosted: dict[int, tuple] = {}  # worker id -> (dataset, collate_fn): its own copy
         self.init_failure = None
         for k, wid in enumerate(ids):
-            if k:
+            if k and bundle[2] is not None:  # a copy only where worker_init_fn may set it up (memory: one per id)
                 from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
                 bundle = cloudpickle.loads(cloudpickle.dumps(bundle))
             dataset, collate_fn, worker_init_fn = bundle

@@ -29,7 +29,7 @@ _LOG_TAIL = 64 * 1024
 def process_died(exc: BaseException) -> bool:
     """Ray says the actor's worker process died (not its node, not ``ray.kill``)."""
     msg = str(exc)
-    return "worker process has died" in msg or "OOM" in msg
+    return "worker process has died" in msg or "memory monitor" in msg or type(exc).__name__ == "OutOfMemoryError"
 
 
 def _field(msg: str, name: str) -> str | None:
@@ -66,11 +66,9 @@ def fate(exc: BaseException) -> tuple[str, str]:
     sig = signal_in_log(pid)
     if sig is not None and hasattr(signal, sig):
         how = f"is killed by signal: {signal.strsignal(getattr(signal, sig))}."
-    elif "OOM" in msg:
-        how = "is killed by the OOM killer."
-    else:
-        how = (f"exited unexpectedly (Ray does not say how: its log, worker-*-{pid}.err in the Ray session's "
-               f"logs on {ip}, does).")
+    else:  # Ray's text lists the usual causes (the OOM killer, a segfault) without saying which
+        how = (f"exited unexpectedly (a crash, os._exit or the OOM killer: Ray does not say which; its log, "
+               f"worker-*-{pid}.err in the Ray session's logs on {ip}, may).")
     return f"DataLoader worker (pid {pid or '?'}) {how}", ip
 
 

@@ -1,0 +1,92 @@
+"""What of a drop-in DataLoader cannot travel to its Ray actors, named for the user.
+
+The dataset, ``collate_fn`` and ``worker_init_fn`` go to the actors in one pickle; Ray's own
+error for one that cannot be pickled names neither the dataset nor the attribute (a
+``random_split`` Subset over a dataset holding a lock, an open file, a database handle).
+Only on that failure path: each part is pickled alone, then a dataset's attributes, depth
+first (a Subset's or a wrapper's ``.dataset`` included), to find the first one that fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fails(obj: Any) -> BaseException | None:
+    from ray import cloudpickle
+    try:
+        cloudpickle.dumps(obj)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def describe(dataset: Any) -> str:
+    """``Subset of Locked`` for a wrapper over another dataset, else the class name."""
+    inner = getattr(dataset, "dataset", None)
+    name = type(dataset).__name__
+    return f"{name} of {describe(inner)}" if inner is not None and inner is not dataset else name
+
+
+def culprit(obj: Any, path: str, depth: int = 4) -> tuple[str, Any, BaseException] | None:
+    """(path, object, error) of the deepest attribute of ``obj`` that cannot be pickled; None when it pickles."""
+    exc = _fails(obj)
+    if exc is None:
+        return None
+    if depth > 0:
+        for name, value in list(getattr(obj, "__dict__", {}).items()):
+            found = culprit(value, f"{path}.{name}", depth - 1)
+            if found is not None:
+                return found
+    return path, obj, exc
+
+
+def unpicklable_error(bundle: tuple, cause: BaseException) -> TypeError:
+    """The error for a ``(dataset, collate_fn, worker_init_fn)`` Ray could not pickle: what and where."""
+    dataset = bundle[0]
+    for part, name in zip(bundle, ("dataset", "collate_fn", "worker_init_fn")):
+        found = culprit(part, name)
+        if found is not None:
+            path, obj, exc = found
+            what = f"the dataset ({describe(dataset)})" if name == "dataset" else name
+            return TypeError(
+                f"hybridload.DataLoader: {what} cannot be sent to the Ray actors: {path} (a {type(obj).__name__}) "
+                f"cannot be pickled ({type(exc).__name__}: {exc}). Create such objects in the worker instead "
+                "(lazily in __getitem__, or in worker_init_fn), or give the class __getstate__/__setstate__ that "
+                "leave them out; distribute_mode=False keeps torch's worker processes")
+    return TypeError(f"hybridload.DataLoader: the dataset ({describe(dataset)}), collate_fn and worker_init_fn "
+                     f"cannot be sent to the Ray actors together: {str(cause).splitlines()[0]}")
+
+
+def _by_reference(cls: type) -> bool:
+    """Whether pickle finds ``cls`` again by its module and qualified name."""
+    import sys
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def ship_nameless_classes(dataset: Any) -> list[str]:
+    """Send by value the user's modules whose classes pickle cannot find by name (a namedtuple
+    made in a class body, ``Batch = namedtuple("Batch", ...)``: its qualified name is ``Batch``,
+    not ``MyDataset.Batch``). A worker importing such a module makes classes of its own, and its
+    results came back as other classes than the user's; a module sent by value carries
+    cloudpickle's class identities, so results come back as the user's very classes. Installed
+    packages are left alone. Returns the modules registered."""
+    import sys
+
+    from ray import cloudpickle
+    done, seen = [], set()
+    while dataset is not None and id(dataset) not in seen:
+        seen.add(id(dataset))
+        cls = type(dataset)
+        module = sys.modules.get(cls.__module__)
+        file = getattr(module, "__file__", None) or ""
+        if module is not None and cls.__module__ != "__main__" and "site-packages" not in file:
+            spaces = (vars(cls), vars(module))
+            if any(isinstance(v, type) and v.__module__ == cls.__module__ and not _by_reference(v)
+                   for space in spaces for v in list(space.values())):
+                cloudpickle.register_pickle_by_value(module)
+                done.append(cls.__module__)
+        dataset = getattr(dataset, "dataset", None)  # a Subset's, a wrapper's
+    return done
