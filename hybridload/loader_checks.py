@@ -72,7 +72,7 @@ def check_state(state: Any, mine: Mapping[str, Any], num_batches: int | None, ve
 
     ``mine`` holds this loader's configuration fields (seed, shuffle, ... num_samples);
     ``num_batches``: position must lie in [0, num_batches] (None: checked against the saved
-    plan by `resume_plan`); the fields of :data:`ELASTIC` may
+    plan by `resume_plan`); the fields of `ELASTIC` may
     differ; another seed, dataset size, shuffle or drop_last is a
     `ResumeMismatchError`; ``order`` is
     this loader's epoch order: a state saved with the other is refused (a state without the
@@ -109,7 +109,7 @@ def check_state(state: Any, mine: Mapping[str, Any], num_batches: int | None, ve
 
 def check_source(state: Mapping[str, Any], fingerprint: str | None, where: str) -> None:
     """A state saved over another dataset of the same size (a manifest rewritten with its shards
-    reordered or replaced) is a :class:`~hybridload.errors.ResumeMismatchError`: resuming would
+    reordered or replaced) is a `ResumeMismatchError`: resuming would
     deliver some samples twice and others never. A state without the field (saved before it
     existed) or a source without a fingerprint has nothing to check."""
     saved = state.get("source")

@@ -49,7 +49,7 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
 
 def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
                     out: torch.Tensor | None = None) -> torch.Tensor:
-    """Decode and process one sample's read payload (see :func:`process_sample`)."""
+    """Decode and process one sample's read payload (see `process_sample`)."""
     try:
         arr, ops, stages = _decode(ref, payload, recipe, seed, epoch)
     except DecodeError as exc:
@@ -72,8 +72,8 @@ def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
 def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.ndarray, tuple, tuple]:
     """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
     size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
-    :mod:`.crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
-    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (:mod:`.dct_scale`)."""
+    `crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
+    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (`dct_scale`)."""
     dec = recipe.stages[0]
     size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
@@ -113,7 +113,7 @@ def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
 
 
 def finish_batch(buf: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
-    """Normalize a uint8 batch (:func:`normalize_batch`), then apply the recipe's RandomErasing
+    """Normalize a uint8 batch (`normalize_batch`), then apply the recipe's RandomErasing
     (boxes keyed by seed, epoch and each sample's index): what delivery does to every lane's batch."""
     out = normalize_batch(buf, recipe)
     stage = recipe.erasing
@@ -138,7 +138,7 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
     label kept, and recorded in ``BatchResult.skipped`` — except a
     `StorageError` (the storage failed, not the sample), raised
     under either. ``started``: the batch's
-    :func:`start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
+    `start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
     batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
     """
     t0 = time.perf_counter()

@@ -1,11 +1,11 @@
 """Decode only the sample's crop: the window of a JPEG its leading ``Crop`` keeps.
 
 Where a sample's ops start with a ``Crop`` inside the image (RandomResizedCrop, CenterCrop,
-RandomCrop without padding), libjpeg-turbo 3 decodes just that window (:mod:`.turbo`),
+RandomCrop without padding), libjpeg-turbo 3 decodes just that window (`turbo`),
 widened by ``MARGIN`` pixels on each side so that chroma upsampling sees the same neighbours
 as in the full image: the window's pixels are then bit-identical to the same crop of the full
 decode (4:4:4, 4:2:2, 4:2:0, grey; baseline and progressive; tests/test_crop_window.py). With
-``Decode(dct_scaling=True)`` the window is decoded at the DCT scale :mod:`.dct_scale` plans,
+``Decode(dct_scaling=True)`` the window is decoded at the DCT scale `dct_scale` plans,
 the same pixels as the whole image decoded at that scale then cropped.
 
 Everything else keeps the full decode: no leading crop, a crop reaching outside the image,

@@ -31,7 +31,7 @@ def is_jpeg(data) -> bool:
 
 
 def check_pixels(w: int, h: int) -> None:
-    """Refuse an empty image or one over :data:`MAX_IMAGE_PIXELS` (DecodeError, a
+    """Refuse an empty image or one over `MAX_IMAGE_PIXELS` (DecodeError, a
     ValueError, saying which). Every lane checks image sizes with this one function."""
     if w <= 0 or h <= 0:
         raise DecodeError(f"image has an empty size {w}x{h}")
@@ -112,10 +112,10 @@ def jpeg_size(payload: Any) -> tuple[int, int] | None:
 
 
 def decode_image(payload: Any, scaled: ScaledDecode | None = None) -> np.ndarray:
-    """Decode to an RGB HWC uint8 array. Raises :class:`DecodeError` with a reason.
+    """Decode to an RGB HWC uint8 array. Raises `DecodeError` with a reason.
 
     ``scaled``: decode a JPEG at 1/denominator of its size in the DCT domain (see
-    :mod:`.dct_scale`); the pixel limit is checked on the full size first."""
+    `dct_scale`); the pixel limit is checked on the full size first."""
     if not isinstance(payload, (bytes, bytearray, memoryview)):
         return _decoded_array(payload)
     data = bytes(payload)

@@ -1,7 +1,7 @@
 """RandomErasing on a delivered batch: torch ops on the batch's device, the same for every lane.
 
 The lanes ship uint8 images; the batch is normalized where it is delivered, then each
-sample's box (drawn from :func:`hybridload.recipe.photometric.erase_generator`, keyed by
+sample's box (drawn from `hybridload.recipe.photometric.erase_generator`, keyed by
 (seed, epoch, index) and the output size only) is filled with the stage's value.
 
 Nothing on this path makes the host wait for the device: a fixed value is written with

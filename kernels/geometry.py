@@ -1,7 +1,7 @@
-"""The operations of :class:`hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
-ones here, the colour ones in :mod:`.photometric`.
+"""The operations of `hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
+ones here, the colour ones in `photometric`.
 
-One function per `hybridload.recipe.ops` type, found through :data:`OP_FUNCTIONS`; a new op
+One function per `hybridload.recipe.ops` type, found through `OP_FUNCTIONS`; a new op
 type needs its function here and an entry in that table.
 """
 

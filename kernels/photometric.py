@@ -5,7 +5,7 @@ except that grey levels use the weights 0.299 / 0.587 / 0.114 and stay in float3
 
 - ``Brightness(f)``: ``trunc(clip(x * f))``;
 - ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level
-  (:func:`mean_grey`: from the exact channel sums, torchvision's mean up to rounding);
+  (`mean_grey`: from the exact channel sums, torchvision's mean up to rounding);
 - ``Saturation(f)``: the same with the pixel's grey level;
 - ``Hue(s)``: torchvision's HSV shift in a branch-free form on 0..255 values: the hue in
   sixths ``h6`` (from the max channel, as ``_rgb2hsv``) plus ``6 s``; each channel
@@ -15,7 +15,7 @@ except that grey levels use the weights 0.299 / 0.587 / 0.114 and stay in float3
 - ``Blur(k, sigma)``: torchvision's 1-D kernel, separable, reflect-101 border, rounded;
 - ``Posterize``, ``Solarize``, ``AutoContrast``: torchvision's.
 
-A run of colour ops (:func:`apply_photometric`) converts to float32 once and back to uint8
+A run of colour ops (`apply_photometric`) converts to float32 once and back to uint8
 once, with the same bits as op by op: each op takes an integer-valued float32 image as a
 ``(3, H, W)`` array and returns values whose floor is its result (``trunc`` as
 ``floor(clip(.))``, the value a uint8 round trip would give); the run floors between ops and
@@ -24,7 +24,7 @@ out from its parameters, cannot leave [0, 256). The array is planar (contiguous 
 planes: fast per-pixel channel arithmetic) when the run mixes channels per pixel or blurs, else a
 view of HWC memory (no transposition); the result is an HWC view of that memory, so a
 planar run hands the default CHW layout its planes as they are. The float32 image and the
-temporaries are per-thread scratch arrays (:mod:`.scratch`), written in place. Identity
+temporaries are per-thread scratch arrays (`scratch`), written in place. Identity
 parameters leave the image unchanged.
 """
 
@@ -55,12 +55,12 @@ def grey(x: np.ndarray, out: np.ndarray | None = None, tmp: np.ndarray | None = 
 
 
 def planes(x: np.ndarray, count: int, dtype=np.float32) -> list[np.ndarray]:
-    """``count`` scratch (H, W) arrays for the (3, H, W) image ``x`` (see :mod:`.scratch`)."""
+    """``count`` scratch (H, W) arrays for the (3, H, W) image ``x`` (see `scratch`)."""
     return scratch(x.shape[1:], x.shape[1:], dtype, count)
 
 
 def grey_of(x: np.ndarray) -> np.ndarray:
-    """:func:`grey` into a scratch plane (the second scratch plane is overwritten too)."""
+    """`grey` into a scratch plane (the second scratch plane is overwritten too)."""
     g, t = planes(x, 2)
     return grey(x, g, t)
 
@@ -69,13 +69,13 @@ def grey_of(x: np.ndarray) -> np.ndarray:
 GREY_MAX = grey(np.full((3, 1, 1), 255, np.float32))[0, 0]
 
 
-#: Values a row of :func:`channel_sums` adds at once (a multiple of 3: a column is one channel).
+#: Values a row of `channel_sums` adds at once (a multiple of 3: a column is one channel).
 _ROW = 768
 
 
 def channel_sums(x: np.ndarray) -> np.ndarray:
     """The exact per-channel sums (float64) of an integer-valued 0..255 ``(3, H, W)`` image,
-    planar or a view of HWC memory: the HWC bytes are summed as rows of :data:`_ROW` values
+    planar or a view of HWC memory: the HWC bytes are summed as rows of `_ROW` values
     (float32 column sums are exact below 2^24), so no strided or per-pixel pass is needed."""
     hwc = x.transpose(1, 2, 0)
     if not hwc.flags.c_contiguous:
@@ -98,7 +98,7 @@ def grey_mean_of_sums(s, pixels: int):
 
 
 def mean_grey(x: np.ndarray) -> np.float32:
-    """The image's mean grey level from the exact channel sums (:func:`grey_mean_of_sums`), as
+    """The image's mean grey level from the exact channel sums (`grey_mean_of_sums`), as
     float32: the mean of the grey levels up to rounding, with no grey image."""
     return F32(grey_mean_of_sums(channel_sums(x), x.shape[1] * x.shape[2]))
 
@@ -245,7 +245,7 @@ FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Op], np.ndarray]] = {
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
 #: Ops that work on each value alone, given per-image values (contrast's mean grey level from
-#: :func:`channel_sums`): they run on a view of HWC memory.
+#: `channel_sums`): they run on a view of HWC memory.
 ELEMENTWISE = (Brightness, Contrast, Posterize, Solarize, AutoContrast)
 
 

@@ -5,7 +5,7 @@ blocks back to the system and maps them again), and touching new pages costs mor
 arithmetic on them: measured, the hue kernel on a 224 x 224 image took 0.5 ms with reused
 arrays and 1.1 ms when its temporaries faulted in (about 400 page faults a call). Each
 thread keeps the arrays of the last image size it saw (a new size drops them), and images
-above :data:`MAX_POOLED_PIXELS` get fresh arrays, so the memory held stays bounded.
+above `MAX_POOLED_PIXELS` get fresh arrays, so the memory held stays bounded.
 """
 
 from __future__ import annotations

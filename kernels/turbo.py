@@ -6,7 +6,7 @@ iMCU and the rows above it are skipped (entropy decoding only, no inverse DCT, n
 no colour conversion), the rows below are never read. The library comes from the ``turbojpeg``
 wheel (``turbojpeg.libs/libturbojpeg-*.so.0.3.0``: libjpeg-turbo 3, no compiler, no system
 library); only its C functions are called, never the wheel's Python module. Without the
-wheel, :func:`available` is False and the kernels keep the full decode.
+wheel, `available` is False and the kernels keep the full decode.
 
 Chosen over nvImageCodec's CPU backend by measurement (benchmarks/RESULTS.md, issue 37).
 """
@@ -119,7 +119,7 @@ def decode_window(data: bytes, x: int, y: int, w: int, h: int, denominator: int 
 
     Returns (pixels, dx, dy): RGB HWC uint8, the window's corner at (dx, dy) in them; None
     for a JPEG the full decode must take (12/16-bit, lossless, CMYK/YCCK, unknown
-    subsampling). Raises :class:`TurboError` for a corrupt header or data.
+    subsampling). Raises `TurboError` for a corrupt header or data.
     """
     t = _handle()
     if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:

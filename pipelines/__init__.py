@@ -1,8 +1,8 @@
 """DALI pipeline builders (installed as ``hybridload.pipelines``).
 
-:func:`chain_for` / :func:`chain_params` map a recipe and its per-sample parameters onto
-the fixed chain a DALI graph runs; :func:`build_pipeline` builds that graph. DALI is
-imported only inside :func:`build_pipeline`, so ``import hybridload`` works without it.
+`chain_for` / `chain_params` map a recipe and its per-sample parameters onto
+the fixed chain a DALI graph runs; `build_pipeline` builds that graph. DALI is
+imported only inside `build_pipeline`, so ``import hybridload`` works without it.
 """
 
 from hybridload.pipelines.builder import INPUTS, build_photo_pipeline, build_pipeline, used_inputs

@@ -1,8 +1,8 @@
 """Compile a recipe into a DALI pipeline fed through external_source.
 
-Inputs per sample: the encoded bytes and the chain parameters (see :mod:`.params`) the
+Inputs per sample: the encoded bytes and the chain parameters (see `params`) the
 recipe's generator drew, so DALI cuts the same boxes and flips as ``kernels/``, and each
-photometric stage's values (see :mod:`.photo`). Output:
+photometric stage's values (see `photo`). Output:
 uint8 in the recipe's layout; normalization is applied afterwards by the same torch code
 as the CPU lanes (so the two lanes differ only by resize rounding).
 
@@ -44,7 +44,7 @@ def used_inputs(rec: Recipe) -> tuple[str, ...]:
 
 def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_threads: int = 2,
                    prefetch_queue_depth: int = 1, seed: int = 0):
-    """A built DALI pipeline for ``rec``; feed it the :func:`used_inputs` with ``feed_input``."""
+    """A built DALI pipeline for ``rec``; feed it the `used_inputs` with ``feed_input``."""
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
 
@@ -85,7 +85,7 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
 
 def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, device_id: int | None = None):
     """A DALI pipeline of the recipe's photometric stages alone: input ``"image"`` (uint8 HWC
-    images), then the ``photo<j>`` inputs (see :mod:`.photo`). For engine tests and benchmarks."""
+    images), then the ``photo<j>`` inputs (see `photo`). For engine tests and benchmarks."""
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
 

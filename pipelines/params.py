@@ -2,7 +2,7 @@
 
 A DALI graph is fixed when it is built, so every sample of a recipe must map onto one
 chain: ROI decode (crop 1) → resize → slice (crop 2) → mirror. This module checks a
-recipe fits that chain and turns each sample's :class:`SampleParams` into the arrays
+recipe fits that chain and turns each sample's `SampleParams` into the arrays
 fed through ``external_source``. Pure functions; no DALI import.
 """
 

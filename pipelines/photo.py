@@ -1,16 +1,16 @@
 """The photometric stages in a DALI graph, fed each sample's values through external_source.
 
 Each photometric stage of a recipe becomes one float32 vector input ``photo<j>`` per sample
-(:func:`photo_vectors`, pure, no DALI import):
+(`photo_vectors`, pure, no DALI import):
 
 ==================  ===============================================
 ColorJitter         [brightness, contrast, saturation, hue shift]
 RandomGrayscale     [1.0 if greyscale else 0.0]
 GaussianBlur        [sigma]
-TrivialAugmentWide  [branch, value]  (branch: :data:`TA_BRANCHES`)
+TrivialAugmentWide  [branch, value]  (branch: `TA_BRANCHES`)
 ==================  ===============================================
 
-:func:`photo_graph` applies them with DALI's arithmetic operators (float32, the formulas
+`photo_graph` applies them with DALI's arithmetic operators (float32, the formulas
 of ``kernels/photometric.py``: blends, HSV hue, masks), ``fn.reductions`` (means, per-channel
 min/max) and ``fn.gaussian_blur``, so the graph stays fixed while every sample gets its
 own values. TrivialAugmentWide computes each branch and keeps the drawn one.

@@ -1,7 +1,7 @@
 """The command line's manners: argument types that refuse bad values in one line, a parser
 whose errors are one line on stderr, and the conversion of a user's mistake into one.
 
-Every user error ends as :class:`UsageError`; ``hybridload.cli.commands.main`` prints its message
+Every user error ends as `UsageError`; ``hybridload.cli.commands.main`` prints its message
 (one line, no traceback) and exits with status 2, as argparse does for its own errors.
 """
 

@@ -131,7 +131,7 @@ def synthetic_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
 
 def synthetic_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400),
                            quality: tuple[int, int] = (80, 95)) -> list[bytes]:
-    """``n`` JPEGs of :func:`synthetic_photo` (deterministic for a seed); subsampling cycles 4:4:4, 4:2:2, 4:2:0."""
+    """``n`` JPEGs of `synthetic_photo` (deterministic for a seed); subsampling cycles 4:4:4, 4:2:2, 4:2:0."""
     import io
     rng = np.random.default_rng(seed)
     codes = list(SUBSAMPLINGS.values())

@@ -26,8 +26,8 @@ DISAGREE = 0.5
 
 def trust_warnings(seconds: float, checks: list[tuple[float, float, float]]) -> list[str]:
     """Why the profile's measurements may not be trusted: ``--seconds`` below
-    :data:`MIN_TRUSTED_SECONDS`, or checked shares ``(share, measured, predicted)`` where the
-    loader and the model disagree by more than :data:`DISAGREE` (a busy machine, too short a
+    `MIN_TRUSTED_SECONDS`, or checked shares ``(share, measured, predicted)`` where the
+    loader and the model disagree by more than `DISAGREE` (a busy machine, too short a
     measurement)."""
     out = []
     if seconds < MIN_TRUSTED_SECONDS:

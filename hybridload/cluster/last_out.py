@@ -1,12 +1,12 @@
 """The rank that started a job's embedded Ray cluster leaves it last.
 
 The embedded cluster shared by the ranks of a job on one machine
-(:mod:`hybridload.cluster.node_cluster`) lives in the rank that started it. When that rank's
+(`hybridload.cluster.node_cluster`) lives in the rank that started it. When that rank's
 interpreter exits first, Ray shuts the cluster down under the ranks still connected, and Ray
 ends each of them with exit status 1 ("The connection to the plasma store is failed.
 Terminate the process") — a finished job reported as failed by its launcher whenever the
 starting rank happens to exit first (``tests/test_ray_join.py`` makes it exit first).
-:func:`stay_until_joined_ranks_leave` registers an exit hook, run before Ray's own, that
+`stay_until_joined_ranks_leave` registers an exit hook, run before Ray's own, that
 waits (bounded) until no other live driver is connected.
 """
 

@@ -12,9 +12,9 @@ less ``reserve_local_cpus``; other nodes offer all of theirs.
 Under DDP each rank gets a fair, disjoint share: slots are dealt round-robin,
 rank ``r`` takes slots ``r, r + world_size, ...``.
 
-The elastic pool re-applies the same rules while it runs: :func:`elastic_target` is where
+The elastic pool re-applies the same rules while it runs: `elastic_target` is where
 the rank's actors should be on the node table as it is now (nodes being drained left out,
-a count that no longer fits capped, never an error), and :func:`reconcile` the actors to
+a count that no longer fits capped, never an error), and `reconcile` the actors to
 start and to stop to get there from where they are.
 """
 
@@ -82,7 +82,7 @@ def plan_actors(nodes: Sequence[NodeInfo], *, placement: str, reserve_local_cpus
 def elastic_target(nodes: Sequence[NodeInfo], draining: Collection[str] = (), *, placement: str,
                    reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1) -> list[str]:
     """Where this rank's actors belong on the node table as it is now: the rules of
-    :func:`plan_actors` over the nodes not being drained, with ``cpu_actors`` capped at the
+    `plan_actors` over the nodes not being drained, with ``cpu_actors`` capped at the
     slots there are (a pool that lost nodes runs what fits and grows back when nodes join);
     an empty list when nothing fits."""
     usable = [n for n in nodes if n.node_id not in draining]

@@ -7,7 +7,7 @@ driver's script folder and working directory, so a dataset class from a module t
 importable only in the driver — its folder put on ``sys.path`` by the script, a notebook's
 helper folder, ``__mp_main__`` (a ``multiprocessing`` spawned child's main script) — kills
 every actor with ``ModuleNotFoundError``. torch's worker processes import it (they inherit
-the driver's ``sys.path``). :func:`ship_unimportable` finds the modules an object's pickle
+the driver's ``sys.path``). `ship_unimportable` finds the modules an object's pickle
 refers to and registers those the workers cannot import with cloudpickle's
 ``register_pickle_by_value``, so they arrive whole, as ``__main__``'s code does.
 """

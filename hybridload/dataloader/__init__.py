@@ -1,5 +1,5 @@
-"""The torch drop-in ``hybridload.DataLoader`` (:mod:`~hybridload.dataloader.loader`) and its
-passes on Ray actors (:mod:`~hybridload.dataloader.passes`)."""
+"""The torch drop-in ``hybridload.DataLoader`` (`loader`) and its
+passes on Ray actors (`passes`)."""
 
 from hybridload.dataloader.loader import DataLoader
 

@@ -1,7 +1,7 @@
-"""The passes of the drop-in :class:`~hybridload.dataloader.loader.DataLoader` on Ray actors:
-:class:`RayPass` (a map-style dataset's batches through a
-:class:`~hybridload.execution.stream.BatchStream`, an ``IterableDataset``'s through its actors'
-:class:`~hybridload.lanes.ray.iterable_pass.IterablePass`) and :class:`FailedPass` (the workers
+"""The passes of the drop-in `DataLoader` on Ray actors:
+`RayPass` (a map-style dataset's batches through a
+`BatchStream`, an ``IterableDataset``'s through its actors'
+`IterablePass`) and `FailedPass` (the workers
 could not start: every batch raises ``worker_init_fn``'s error, as torch's workers answer).
 
 A sampler without ``__len__`` (an infinite one, for iteration-based training) is pulled as the

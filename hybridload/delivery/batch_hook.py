@@ -44,7 +44,7 @@ def batch_seed(seed: int, epoch: int, rank: int, position: int) -> int:
 
 
 def batch_generator(seed: int, epoch: int, rank: int, position: int, device: torch.device) -> torch.Generator:
-    """A ``torch.Generator`` on ``device`` seeded with :func:`batch_seed`."""
+    """A ``torch.Generator`` on ``device`` seeded with `batch_seed`."""
     gen = torch.Generator(device=device)
     gen.manual_seed(batch_seed(seed, epoch, rank, position))
     return gen

@@ -10,20 +10,20 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
   fallback lane takes tasks only when no other lane may take them (a retry its lane is
   excluded from), for a straggler's second copy, or while another lane is broken or has no
   worker (a Ray lane without actors: the local stand-in runs its share).
-* A task no lane can take ends as a :class:`~hybridload.errors.NoLaneError` naming why each
-  lane cannot (:mod:`hybridload.execution.books`).
-* A failed task follows :func:`hybridload.execution.retry.decide`: delivered as the batch's
+* A task no lane can take ends as a `NoLaneError` naming why each
+  lane cannot (`hybridload.execution.books`).
+* A failed task follows `hybridload.execution.retry.decide`: delivered as the batch's
   result, or handed on (retries first, before new work).
 * Stragglers: a task running longer than ``factor`` times its lane's typical task time
   (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
   result wins and the merger drops the other. Running copies wait in a deadline heap
-  (:mod:`~hybridload.execution.stragglers`): O(log k) a wake.
+  (`stragglers`): O(log k) a wake.
 * Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
   GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
 * The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
   each finished batch and writes the answer (`hybridload.execution.hooks`).
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
-  for in increasing ``k`` only (:mod:`~hybridload.execution.tasks`); a retry or a second copy
+  for in increasing ``k`` only (`tasks`); a retry or a second copy
   is the same task.
 
 Whatever happens, each sequence number is delivered exactly once."""

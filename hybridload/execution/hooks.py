@@ -1,8 +1,8 @@
 """What the dispatcher calls, on its own thread: the protocols its callers implement.
 
-* :class:`DispatchHooks` — what happened to the pass's batches (``LoaderStats`` implements
+* `DispatchHooks` — what happened to the pass's batches (``LoaderStats`` implements
   it; ``record_wait`` is the stream's, on the consumer's thread).
-* :class:`CapsHook` — who steers the lane caps (the online planner of ``mode="auto"``)
+* `CapsHook` — who steers the lane caps (the online planner of ``mode="auto"``)
   registers one with the pass; the dispatcher asks it after every batch it finished and
   writes what it answers into the caps. So the caps have one writer, the dispatcher's
   thread, and the hook sees the batches in the order the dispatcher settled them.

@@ -23,7 +23,7 @@ class OrderedMerger:
         end: one past the last.
         window: how many sequences ahead of the consumer may be in flight or buffered.
         timeout_s: how long ``get`` waits for the next sequence before raising
-            :class:`BatchTimeoutError`.
+            `BatchTimeoutError`.
     """
 
     def __init__(self, start: int, end: int, window: int, timeout_s: float):

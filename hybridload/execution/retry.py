@@ -1,14 +1,14 @@
 """What happens to a batch whose lane failed (one pure decision, tested as a table), and
-when a batch that is taking too long is issued again (:class:`StragglerRule`).
+when a batch that is taking too long is issued again (`StragglerRule`).
 
 The rules, in order:
 
-1. A `SampleError` or a :class:`UserCodeError` (the user's dataset or collate
+1. A `SampleError` or a `UserCodeError` (the user's dataset or collate
    raised: deterministic, so retrying would only repeat it) is the batch's result: it is
    delivered in order (the user sees which sample broke, at the position of its batch); so
-   is a :class:`WorkerLost` whose ``batch_at_fault`` is set (the batch killed two workers).
-2. A failure counts against its lane unless it is a :class:`WorkerLost` (a worker died;
-   the lane carries on with the rest) or a :class:`Reroute` (the lane cannot take this
+   is a `WorkerLost` whose ``batch_at_fault`` is set (the batch killed two workers).
+2. A failure counts against its lane unless it is a `WorkerLost` (a worker died;
+   the lane carries on with the rest) or a `Reroute` (the lane cannot take this
    batch, e.g. a non-JPEG for the GPU lane). A lane that fails ``break_after`` tasks in a
    row is broken: it gets no more tasks.
 3. The failed lane is excluded for this batch when another working lane exists — except

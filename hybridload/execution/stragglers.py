@@ -3,7 +3,7 @@ deadline heap, so a wake costs O(log k) per task that is due, not a scan of the 
 
 Each started copy of a task is pushed with the earliest moment it can be overdue (its start
 plus the rule's ``min_s``). When that moment comes, the dispatcher reads the copy's deadline
-under its lane's typical time *then* (:meth:`StragglerRule.deadline`): still ahead, the copy
+under its lane's typical time *then* (`StragglerRule.deadline`): still ahead, the copy
 goes back in at it; unknown (no task of that lane finished yet), it goes back in ``min_s``
 later; passed, the task is issued once more. Entries of copies that have ended are dropped
 when they come up (lazy deletion: the heap holds at most the copies started within the last
@@ -50,7 +50,7 @@ class StragglerWatch:
     def overdue(self, now: float, running: Mapping[int, list], reissued: Container[int],
                 settled: Callable[[int], bool]) -> Iterator[Watched]:
         """The copies overdue at ``now``, popped one at a time (the caller stops taking when
-        no lane has a slot, and puts the last back with :meth:`again`).
+        no lane has a slot, and puts the last back with `again`).
 
         A copy is looked at only while it is its task's one copy running (``running[seq]``
         holds its ``(book, t0)`` alone), the task was not issued twice (``reissued``) and has

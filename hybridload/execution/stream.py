@@ -7,7 +7,7 @@ runs a pass through this one object instead of wiring a merger and a dispatcher 
         for result in stream: ...
 
 It yields the lanes' results in sequence order, exactly once; a batch that does not
-arrive within ``timeout_s`` raises :class:`BatchTimeoutError` naming it and the lane
+arrive within ``timeout_s`` raises `BatchTimeoutError` naming it and the lane
 holding it; any error ends the pass and stops its dispatcher. ``close()`` is idempotent
 and also runs when the stream is garbage-collected.
 

@@ -4,7 +4,7 @@ The dispatcher asks for ``tasks[k]`` in increasing ``k`` (the same ``k`` again w
 has a slot) and for ``len(tasks)``; a task it started travels with its running copies, so it
 never looks back. Two forms:
 
-* :class:`LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
+* `LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
   order, `hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
 * `StreamedTasks` — over an iterator of batches (the drop-in's batch sampler): pulled
   one at a time; with a known count, an iterator that ends early, or yields more than its
@@ -69,7 +69,7 @@ class StreamedTasks(Sequence):
         batches: the batches (an iterator; the first is pulled at once, so that what it
             draws, e.g. a sampler's seed, is drawn where the caller made it).
         count: how many it yields (``len()`` of its sampler); None: unknown until it ends
-            (``len()`` is :data:`OPEN_ENDED` until then, the count after).
+            (``len()`` is `OPEN_ENDED` until then, the count after).
         make: ``(k, batch) -> BatchTask``.
         what: names the iterator in errors ("the batch sampler").
     """
@@ -124,7 +124,7 @@ class StreamedTasks(Sequence):
 
 def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:
     """A pass's tasks over ``batches`` (an iterator of ``sampler``), pulled as the dispatcher
-    reaches them (:class:`StreamedTasks`); a sampler without ``len()`` gives open-ended tasks,
+    reaches them (`StreamedTasks`); a sampler without ``len()`` gives open-ended tasks,
     never listed (an infinite sampler has no end to list to).
 
     Args:

@@ -1,11 +1,11 @@
 """The lane contract, the template every hybridload lane fills in, and the unit of work.
 
-A lane turns :class:`BatchTask` s into batch results. Nothing outside ``lanes/`` looks
+A lane turns `BatchTask` s into batch results. Nothing outside ``lanes/`` looks
 at a lane's name to decide what to do with it: what a caller needs to know is in the
 contract below.
 
 * ``name`` — a short label for logs and ``stats()`` ("inprocess", "ray", "gpu", ...).
-* ``kind`` — a :class:`LaneKind`: where the work runs.
+* ``kind`` — a `LaneKind`: where the work runs.
 * ``slots`` — tasks the lane accepts at once (the dispatcher never exceeds it).
 * ``parallelism`` — tasks it really runs at the same time (for rate estimates).
 * ``describe()`` — what really ran, in words ("DALI CPU-only mode, no GPU visible").
@@ -20,7 +20,7 @@ contract below.
 * ``unavailable()`` — why the lane has no worker to take a task now ("" when it has one; the
   Ray lane: nodes lost, actor starts failed, no node with a free CPU), for error messages.
 
-:class:`Lane` states the contract (any class with its methods passes ``isinstance``) and
+`Lane` states the contract (any class with its methods passes ``isinstance``) and
 is the template hybridload's lanes subclass, as torchdata.nodes' ``BaseNode``: the closed
 check, the count of tasks in flight and the once-only close are done here, and a lane
 fills in ``_start(task, done)`` and ``_close()``.

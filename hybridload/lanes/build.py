@@ -1,4 +1,4 @@
-"""Building the lanes a :class:`~hybridload.lanes.spec.LaneSpec` asks for."""
+"""Building the lanes a `LaneSpec` asks for."""
 
 from __future__ import annotations
 

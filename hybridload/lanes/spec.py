@@ -63,7 +63,7 @@ START_SHARE = 0.5
 @dataclass(frozen=True, kw_only=True)
 class LaneSpec:
     """Everything the lanes of a loader need, decoded once from a LoaderPolicy (and a plan)
-    by :func:`plan_lanes`; lane builders, the rate probe, the bench and the profiler read it.
+    by `plan_lanes`; lane builders, the rate probe, the bench and the profiler read it.
 
     Attributes:
         gpu: build a GPU lane.
@@ -201,8 +201,8 @@ def gpu_engines(asked: str, device: str) -> tuple[tuple[str, ...], str]:
 
 def local_processes(local_workers: str, cpus: int, start_method: str = "fork") -> bool:
     """Whether the local lane runs worker processes: "processes", or "auto" with at least
-    :data:`PROCESSES_FROM_CPUS_FORK` usable CPUs when they fork, else
-    :data:`PROCESSES_FROM_CPUS`."""
+    `PROCESSES_FROM_CPUS_FORK` usable CPUs when they fork, else
+    `PROCESSES_FROM_CPUS`."""
     if local_workers != "auto":
         return local_workers == "processes"
     return cpus >= (PROCESSES_FROM_CPUS_FORK if start_method == "fork" else PROCESSES_FROM_CPUS)

@@ -5,8 +5,8 @@ threads, the GPU lane batch by batch), solves, then runs the real loader at a fe
 shares. The loader at share 1 is the GPU lane as it really runs (pipelined, with every
 core it takes), which a batch-by-batch reading can under- or overstate by a factor of two;
 solving from one and reporting the other made the profile contradict itself. So the checked
-points set the model's rates (:func:`calibrate`), the plan is solved again from them, and
-:func:`predict_check` is the model's figure for what a check measured: on the points that
+points set the model's rates (`calibrate`), the plan is solved again from them, and
+`predict_check` is the model's figure for what a check measured: on the points that
 set the rates it equals the measurement.
 """
 

@@ -4,7 +4,7 @@ each change is said (a pure function of the plan and this machine's facts).
 A plan records the machine it was profiled on: the GPU it measured, the Ray node ids it
 spread actors over, the local threads. Carried to another machine, the GPU may be another
 (or none), the node ids are those of another cluster (Ray gives a node a new id whenever it
-starts), and 124 actors may be far more than the cluster here holds. :func:`fit_plan` says
+starts), and 124 actors may be far more than the cluster here holds. `fit_plan` says
 what it changes, in words, for ``LoaderPolicy.from_plan`` to warn.
 """
 

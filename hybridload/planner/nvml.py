@@ -11,7 +11,7 @@ by UUID: torch's UUID of that CUDA device when torch sees CUDA (exact whatever t
 order; tried as a ``GPU-`` and a ``MIG-`` UUID), else its entry of CUDA_VISIBLE_DEVICES
 (an index, a ``GPU-...`` UUID or a unique prefix of one, as CUDA accepts), else the NVML
 index. No NVML library, no device, or a MIG instance (NVML has no utilization per
-instance) → a :class:`GpuUnavailable` saying why, and the plan goes on without the GPU.
+instance) → a `GpuUnavailable` saying why, and the plan goes on without the GPU.
 
 Engine utilizations: ``nvdec_util`` is NVML's "decoder" utilization, the NVDEC *video*
 decoders (not used by JPEG decoding); ``jpeg_util`` is the NVJPG hardware JPEG engine

@@ -1,7 +1,7 @@
 """Online re-planning for ``LoaderPolicy(mode="auto")``: the GPU share from live lane rates.
 
 ``rebalance`` is the pure rule; ``OnlinePlanner`` is the pass's caps hook
-(:class:`~hybridload.execution.hooks.CapsHook`): the dispatcher tells it, on the
+(`CapsHook`): the dispatcher tells it, on the
 dispatcher's thread, each batch a lane finished; it feeds ``rebalance`` what the lanes did
 since the last re-plan and answers the new cap, which the dispatcher writes (the caps' one
 writer). A lane's capacity is what it produced per second of busy time, times the number of

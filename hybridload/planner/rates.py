@@ -86,7 +86,7 @@ def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, bat
                   device: torch.device, spec: LaneSpec, seed: int = 0) -> tuple[float, float, str]:
     """(images/s, trainer-node cores used, label) of the GPU lane run on its own.
 
-    ``spec``: the :class:`~hybridload.lanes.spec.LaneSpec` of the loader being planned for
+    ``spec``: the `LaneSpec` of the loader being planned for
     (``LoaderPolicy.lane_spec(device=...)``): its first GPU engine that builds is measured,
     with its threads and memory budget. The device is synchronized before every reading of
     the clock, so queued GPU work is counted; the cores exclude the time this thread spent

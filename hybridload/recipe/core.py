@@ -5,15 +5,15 @@ a sample comes out the same whichever lane, worker, thread or rank processes it.
 parameters are computed from the image size alone (known from the file header), which
 lets every lane (CPU kernels, DALI) cut the same boxes.
 
-A recipe compiles, per sample, into :class:`SampleParams`: a short list of concrete
+A recipe compiles, per sample, into `SampleParams`: a short list of concrete
 geometric operations (`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
 horizontal flips) that every engine applies in order. Each geometric stage compiles
-itself (``sample_ops``). Adding a stage: its class in :mod:`hybridload.recipe.stages` (listed in
+itself (``sample_ops``). Adding a stage: its class in `hybridload.recipe.stages` (listed in
 ``GEOMETRY`` if it compiles to ops), an op in `hybridload.recipe.ops` if it needs a new one,
 and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
 The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
 
-Photometric stages (:mod:`hybridload.recipe.photometric`, :mod:`hybridload.recipe.autoaug`):
+Photometric stages (`hybridload.recipe.photometric`, `hybridload.recipe.autoaug`):
 ``ColorJitter``, ``RandomGrayscale``, ``GaussianBlur`` and ``TrivialAugmentWide`` follow the
 geometric stages and compile to colour ops the same way (drawing after them from the same
 generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is

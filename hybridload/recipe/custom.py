@@ -1,6 +1,6 @@
 """The user's own CPU stage: a function over one decoded image and a keyed generator.
 
-For what no engine has, a recipe may hold :class:`CustomStage`::
+For what no engine has, a recipe may hold `CustomStage`::
 
     def posterize(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         bits = int(rng.integers(4, 8))
@@ -22,7 +22,7 @@ Rules:
 * a recipe holding one runs on CPU lanes only (``Recipe.gpu_capable`` is False; the GPU lane
   is disabled with one warning by `hybridload.lanes.spec.plan_lanes`);
 * the function travels with the recipe to worker processes (pickle) and Ray actors
-  (cloudpickle): define it at module level; :func:`check_shippable` says so, naming it, when
+  (cloudpickle): define it at module level; `check_shippable` says so, naming it, when
   the loader is built.
 """
 
@@ -88,7 +88,7 @@ class CustomStage:
 
 @dataclass(frozen=True)
 class CustomOp:
-    """The op of a :class:`CustomStage` for one sample: the stage and the generator's key
+    """The op of a `CustomStage` for one sample: the stage and the generator's key
     ``(seed, epoch, index, stage position)``."""
 
     stage: CustomStage

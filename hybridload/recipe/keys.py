@@ -16,5 +16,5 @@ def seed_sequence(seed: int, *key: int, spawn_key: tuple[int, ...] = ()) -> np.r
 
 
 def keyed_generator(seed: int, *key: int, spawn_key: tuple[int, ...] = ()) -> np.random.Generator:
-    """A PCG64 generator on :func:`seed_sequence`."""
+    """A PCG64 generator on `seed_sequence`."""
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *key, spawn_key=spawn_key)))

@@ -6,9 +6,9 @@ by seed, epoch, index; in stage order) and returns `hybridload.recipe.ops`. Each
 always emits the same number of ops (identity values where nothing changes) so that a
 fixed DALI graph can take every sample's values through ``external_source``.
 
-:class:`RandomErasing` runs after Normalize, as torchvision places it: the lanes ship
+`RandomErasing` runs after Normalize, as torchvision places it: the lanes ship
 uint8 and the batch is normalized at delivery, so its boxes are drawn there, from a
-second generator keyed by (seed, epoch, index) (:func:`erase_generator`) that depends on
+second generator keyed by (seed, epoch, index) (`erase_generator`) that depends on
 nothing but the output size — every lane's batch is erased identically.
 """
 

@@ -9,7 +9,7 @@ def endless(loader) -> Iterator[Any]:
     """The loader's batches across epochs, without end: set_epoch(epoch + 1) after each pass.
 
     ``loader`` has ``len()``, ``epoch``, ``set_epoch(e)`` and iterates one epoch per pass
-    (a :class:`hybridload.HybridLoader`). Raises ValueError when it has no batches.
+    (a `hybridload.HybridLoader`). Raises ValueError when it has no batches.
     """
     if len(loader) == 0:
         raise ValueError("endless: the loader has no batches for this rank")

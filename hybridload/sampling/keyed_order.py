@@ -71,7 +71,7 @@ class KeyedPermutation:
 
     Args:
         n: the size of the domain (>= 0).
-        key: a 64-bit key (:func:`derive_key`).
+        key: a 64-bit key (`derive_key`).
     """
 
     def __init__(self, n: int, key: int):

@@ -1,10 +1,10 @@
-"""The shard-aware order of :mod:`hybridload.sampling.shard_order`, keyed (``order="keyed"``):
+"""The shard-aware order of `hybridload.sampling.shard_order`, keyed (``order="keyed"``):
 batch by batch, O(shards) state per epoch, never the whole order.
 
 The rule is the shard-aware one — shards in a random order, cut into blocks of
 ``buffer_shards`` consecutive shards, the samples of each block shuffled among themselves,
 ranks taking contiguous spans of the order padded or trimmed as DistributedSampler — with
-keyed permutations (:class:`~hybridload.sampling.keyed_order.KeyedPermutation`) in place of
+keyed permutations (`KeyedPermutation`) in place of
 numpy's generator:
 
 * the shards' order is a keyed permutation of ``[0, shards)`` for ``(seed, epoch)``, computed
@@ -128,7 +128,7 @@ ORDERS = ("randperm", "keyed")
 
 
 def check_order(order, where: str) -> str:
-    """The ``order`` setting, checked: one of :data:`ORDERS`."""
+    """The ``order`` setting, checked: one of `ORDERS`."""
     if order not in ORDERS:
         raise ValueError(f"{where}: order must be 'randperm' (torch's order, the default) or 'keyed' (computed "
                          f"batch by batch, for very large datasets), got {order!r}")
@@ -137,7 +137,7 @@ def check_order(order, where: str) -> str:
 
 def keyed_order_for(source_order):
     """The keyed counterpart of a source's ``sample_order()``: DistributedSampler's order
-    (None) becomes :class:`~hybridload.sampling.keyed_order.KeyedOrder`, a
+    (None) becomes `KeyedOrder`, a
     `ShardOrder` its keyed shard-aware order."""
     if source_order is None:
         return KeyedOrder()

@@ -67,7 +67,7 @@ class PassProgress:
 
 
 class Counted:
-    """An iterator of batches that counts each one it hands out on its :class:`PassProgress`."""
+    """An iterator of batches that counts each one it hands out on its `PassProgress`."""
 
     def __init__(self, it: Iterator, progress: PassProgress):
         self._it, self._progress, self._pass = it, progress, progress.pass_id

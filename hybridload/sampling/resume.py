@@ -10,7 +10,7 @@ dropping its tail (``drop_last=True``); every rank the same number of batches; r
 takes slots ``r, r + W, ...`` (``split="strided"``, DistributedSampler's) or a contiguous
 span (``split="contiguous"``, the shard-aware order's).
 
-After every rank delivered ``k`` batches of a plan, :func:`remaining_after` says what is
+After every rank delivered ``k`` batches of a plan, `remaining_after` says what is
 left; a resumed loader builds a new plan of it for its own world size and batch size. With
 the strided split what is left is always a suffix of the global order, so the state is one
 number: the samples of the global order delivered. A sample delivered only as padding is
@@ -198,7 +198,7 @@ def resume_plan(saved: dict, *, n: int, world_size: int, batch_size: int, drop_l
     from a saved state (its ``world_size``, ``batch_size``, ``position`` and ``remaining``):
     the same plan where both match (the exact continuation, padding included; ``None`` for
     a fresh epoch's plan), else a new plan of what is left, from its start. ``shards``: this
-    order's :func:`order_fingerprint` (a state of other shards is refused)."""
+    order's `order_fingerprint` (a state of other shards is refused)."""
     if saved.get("split", split) != split:
         raise ResumeMismatchError("split", saved["split"], split, where)
     if saved.get("shards", shards) != shards:

@@ -70,7 +70,7 @@ class DistributedBatchSampler:
 
     def __len__(self) -> int:
         """The batches the next ``iter()`` yields (torch's meaning): after a resume, what is left
-        of the resumed epoch; else an epoch's (:meth:`epoch_batches`)."""
+        of the resumed epoch; else an epoch's (`epoch_batches`)."""
         if self._prepared is not None:
             return len(self._prepared[0]) - self._prepared[1]
         if self._chosen and (self._remaining is not None or self._resume):
@@ -169,7 +169,7 @@ class DistributedBatchSampler:
     def load_state_dict(self, sd: dict) -> None:
         """Resume from any rank's ``state_dict()``, saved at any world size and batch size (a
         ``HybridLoader`` state of the same dataset too); a state of another dataset, seed or
-        order is refused (:class:`~hybridload.errors.ResumeMismatchError`)."""
+        order is refused (`ResumeMismatchError`)."""
         where = "DistributedBatchSampler.load_state_dict"
         size_key = check_fields(sd, where)
         for key, mine in (("seed", self.seed), (size_key, self.n), ("shuffle", self.shuffle),

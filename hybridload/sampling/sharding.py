@@ -10,7 +10,7 @@ torch's DistributedSampler followed by a BatchSampler.
 * rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number
   of batches (unequal counts hang DDP).
 * a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
-  streaming's shard-aware order (:mod:`hybridload.sampling.shard_order`) splits contiguous spans among
+  streaming's shard-aware order (`hybridload.sampling.shard_order`) splits contiguous spans among
   ranks, with the same padding, dropping and batch counts; a keyed order
   (`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
 

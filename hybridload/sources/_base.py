@@ -75,8 +75,8 @@ class Source:
 
     def fingerprint(self) -> str | None:
         """What a saved loader state records of the dataset beyond its size, and a resume must
-        find again (:class:`~hybridload.errors.ResumeMismatchError` otherwise); None: nothing
-        beyond the size. :class:`TarShards` gives its shards' names and counts, in order."""
+        find again (`ResumeMismatchError` otherwise); None: nothing
+        beyond the size. `TarShards` gives its shards' names and counts, in order."""
         return None
 
     def _check_index(self, index: int) -> int:
@@ -163,7 +163,7 @@ def read_error(exc: BaseException) -> str:
 
 def read_failure(ref: SampleRef, exc: BaseException,
                  storage_options: Mapping[str, Any] | None = None) -> SampleError:
-    """The error naming the sample for a failed read: a :class:`StorageError` when every
+    """The error naming the sample for a failed read: a `StorageError` when every
     retry failed (`ReadsExhausted`; never skipped) or the file's directory is gone or
     unreadable too (`directory_gone`: an outage, never skipped), else a `SampleError`
     (stage ``"read"``: a missing or unreadable file, bad data).
@@ -205,7 +205,7 @@ def directory_gone(location: str, storage_options: Mapping[str, Any] | None = No
 
 
 def _prefix_gone(url: str, storage_options: Mapping[str, Any] | None) -> str:
-    """:func:`directory_gone` for a URL: its parent prefix lists nothing (fresh, not cached)."""
+    """`directory_gone` for a URL: its parent prefix lists nothing (fresh, not cached)."""
     head, _, _ = url.rpartition("/")
     if "://" not in head or head.endswith(":/"):  # a file at the filesystem's root: nothing to look at
         return ""
@@ -233,7 +233,7 @@ def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
 
 def to_label(value: Any, index: int, location: str) -> int:
     """A label as an int class index: Python and numpy ints, one-element integer arrays or
-    tensors. Anything else (a string, a float, a one-hot vector) raises :class:`LabelError`
+    tensors. Anything else (a string, a float, a one-hot vector) raises `LabelError`
     naming the sample, also under ``on_error="skip"``."""
     v = value
     if hasattr(v, "dtype") and hasattr(v, "shape"):  # numpy array / torch tensor

@@ -81,7 +81,7 @@ def _count(manifest: str, i: int, entry: Any) -> tuple[str, int]:
 def read_manifest(location: str | os.PathLike,
                   storage_options: Mapping[str, Any] | None = None) -> tuple[list[str], list[int]]:
     """``(shard URLs, sample counts)`` from the manifest at ``location`` (a path or URL),
-    relative URLs resolved; :class:`ManifestError` names a missing, unreadable or malformed one."""
+    relative URLs resolved; `ManifestError` names a missing, unreadable or malformed one."""
     where = os.fspath(location)
     try:
         raw = read_bytes(where, storage_options)

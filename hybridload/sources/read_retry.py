@@ -2,8 +2,8 @@
 
 A missing or unreadable file is the sample's problem: bad data, which ``on_error="skip"``
 may skip. Anything else a read raises (a connection refused or reset, a timeout, a server
-error) is the storage's or the network's, and often passes: :func:`with_retries` tries it
-again after a growing pause, and when it still fails raises :class:`ReadsExhausted`, which
+error) is the storage's or the network's, and often passes: `with_retries` tries it
+again after a growing pause, and when it still fails raises `ReadsExhausted`, which
 the source turns into a `StorageError` (never skipped).
 """
 
@@ -56,7 +56,7 @@ DEFAULT_READ_RETRY = ReadRetry()
 
 
 class ReadsExhausted(Exception):
-    """Every attempt of a read failed (see :func:`with_retries`).
+    """Every attempt of a read failed (see `with_retries`).
 
     Attributes:
         cause: the last attempt's exception.
@@ -71,7 +71,7 @@ class ReadsExhausted(Exception):
 
 def with_retries(fetch: Callable[[], Any], retry: ReadRetry, what: str) -> Any:
     """``fetch()``, tried again after ``retry``'s pauses while it raises something other than
-    a :data:`DATA_ERRORS` (raised at once). Raises :class:`ReadsExhausted` when every
+    a `DATA_ERRORS` (raised at once). Raises `ReadsExhausted` when every
     attempt failed.
 
     Args:

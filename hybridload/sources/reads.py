@@ -1,12 +1,12 @@
 """Reading the samples of a batch at once, so per-request storage latency overlaps.
 
 Object storage answers each request after tens of milliseconds whatever its size; read one
-after another, a batch of 64 samples waits 64 latencies. :func:`ordered_reads` runs reads on
+after another, a batch of 64 samples waits 64 latencies. `ordered_reads` runs reads on
 a process-wide I/O thread pool, at most ``width`` of them in flight for one batch, and yields
 their outcomes in input order as each becomes ready — so the caller decodes sample 0 while
 the rest are still being read. A thread blocked on a request holds no GIL and no core.
 
-Outcomes are ``(payload, label)`` or the :class:`~hybridload.errors.SampleError` the read
+Outcomes are ``(payload, label)`` or the `SampleError` the read
 raised (``on_error`` is decided by the caller, per sample); any other exception is raised at
 that sample's position, as a sequential loop would.
 """
@@ -124,7 +124,7 @@ class OrderedReads:
 
 
 def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> Iterator[Outcome]:
-    """:class:`OrderedReads` (started now), or one read after another, in the caller's thread,
+    """`OrderedReads` (started now), or one read after another, in the caller's thread,
     when ``width`` is 1."""
     if width <= 1 or len(items) <= 1:
         return sequential_reads(read, items)

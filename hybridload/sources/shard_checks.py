@@ -1,10 +1,10 @@
 """What a tar shard is checked against after a process indexed it, read by read.
 
 A sample is read together with the 512-byte tar header in front of its bytes
-(:data:`HEADER`, about 1 % of a typical JPEG), and the header must name the member and size
+(`HEADER`, about 1 % of a typical JPEG), and the header must name the member and size
 the index holds. A shard that was rewritten, truncated, deleted or made unreadable after a
 worker first touched it (a stale sidecar or cache file, a dataset changed mid-epoch, a mount
-gone) then stops the pass with a :class:`~hybridload.errors.ShardIndexError` naming the shard
+gone) then stops the pass with a `ShardIndexError` naming the shard
 and the sample: never image bytes from the wrong member, and never an outage skipped sample
 by sample as bad data under ``on_error="skip"``.
 """
@@ -53,7 +53,7 @@ def header_problem(header: bytes, name: str, size: int) -> str:
 
 def checked_member(ref: SampleRef, where: str, data: bytes, offset: int, size: int) -> bytes:
     """The sample's bytes out of ``data`` (its header and its bytes, read from ``offset -
-    HEADER``), after checking both against the index: :class:`ShardIndexError` otherwise."""
+    HEADER``), after checking both against the index: `ShardIndexError` otherwise."""
     if len(data) != size + HEADER:
         got = max(0, len(data) - HEADER)
         reason = (f"got {got} of {size} bytes at offset {offset}: the shard is shorter than when this process "
@@ -69,8 +69,8 @@ def checked_member(ref: SampleRef, where: str, data: bytes, offset: int, size: i
 
 def shard_read_failure(ref: SampleRef, where: str, exc: BaseException) -> SampleError | ShardIndexError:
     """A failed read of a shard this process already indexed: missing or unreadable now (it was
-    readable then) is a :class:`ShardIndexError` — a shard deleted, moved or made unreadable
-    mid-epoch, or storage gone, not one bad sample; anything else as :func:`read_failure` says."""
+    readable then) is a `ShardIndexError` — a shard deleted, moved or made unreadable
+    mid-epoch, or storage gone, not one bad sample; anything else as `read_failure` says."""
     if isinstance(exc, DATA_ERRORS):
         return ShardIndexError(where, f"sample {ref.index} ({ref.location}): {read_error(exc)}; the shard was "
                                       "readable when this process indexed it and is gone or unreadable now (deleted, "

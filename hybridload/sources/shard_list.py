@@ -1,6 +1,6 @@
 """A dataset's shards and their sample counts in O(shards) memory: what the trainer holds.
 
-:class:`ShardList` keeps the URLs as one byte string with offsets (no Python object per
+`ShardList` keeps the URLs as one byte string with offsets (no Python object per
 shard) and the counts and first sample indices as numpy arrays. Pickled (to each worker
 process and Ray actor) the URLs and counts are compressed with zlib: shard names that differ
 only in their numbers compress to a few bytes per shard, so 10^6 shards ship in a few MB.

@@ -1,9 +1,9 @@
 """Per-sample facts of one shard, as a worker needs them, and the bounded cache that holds them.
 
-:func:`shard_members` turns a shard's member index (:mod:`.tar_index`) into
-:class:`ShardMembers`: per sample, the image member's name, offset and size and the label
+`shard_members` turns a shard's member index (`tar_index`) into
+`ShardMembers`: per sample, the image member's name, offset and size and the label
 (from the ``.cls`` member or the user's ``label(key)``), checked as WebDataset's rules say.
-:class:`MemberCache` keeps the last ``capacity`` shards' tables per process (least recently
+`MemberCache` keeps the last ``capacity`` shards' tables per process (least recently
 used out), so what a worker holds is bounded by the shards it touches, never the dataset.
 """
 
@@ -106,7 +106,7 @@ def shard_members(url: str, samples: list, image_exts: Sequence[str],
 
 
 class MemberCache:
-    """``get(s)``: shard ``s``'s :class:`ShardMembers`, loaded by ``load(s)`` when not held;
+    """``get(s)``: shard ``s``'s `ShardMembers`, loaded by ``load(s)`` when not held;
     at most ``capacity`` shards held, least recently used dropped first."""
 
     def __init__(self, load: Callable[[int], ShardMembers], capacity: int):

@@ -1,7 +1,7 @@
 """The sidecar member index next to a shard (``<shard>.members.json``), and the checks that
 keep a stale or malformed one from being used.
 
-``hybridload index`` writes, next to each shard, its member index (see :mod:`.tar_index`)
+``hybridload index`` writes, next to each shard, its member index (see `tar_index`)
 with what identifies the shard it was built from: its size, its modification stamp and
 ``end``, where the tar's last member ends. A sidecar is used only while all three still
 hold (the block at ``end`` must be the end-of-archive zeros: a member appended to a shard of
@@ -116,7 +116,7 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
 def write_sidecar(url: str, ident: Mapping[str, Any], samples: list,
                   storage_options: Mapping[str, Any] | None = None) -> None:
     """Write shard ``url``'s member index next to it (atomically for local shards); ``ident``
-    is the shard's ``{"size", "stamp", "end"}`` as :func:`~.tar_index.index_shard` found them."""
+    is the shard's ``{"size", "stamp", "end"}`` as `index_shard` found them."""
     doc = json.dumps({"hybridload_members": SIDECAR_VERSION, "size": ident["size"], "stamp": ident["stamp"],
                       "end": ident["end"], "samples": samples}, separators=(",", ":")).encode()
     where = sidecar_url(url)

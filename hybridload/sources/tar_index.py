@@ -2,11 +2,11 @@
 cache directory, or by one scan.
 
 A shard's member index lists, per key, the ``(extension, offset of the data, size)`` of its
-members. :func:`shard_index` takes it from a *sidecar* next to the shard
+members. `shard_index` takes it from a *sidecar* next to the shard
 (``<shard>.members.json``, written by ``hybridload index``, valid while the shard keeps its
-size, modification stamp and end: :mod:`.sidecar`), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
-else scans the shard once with :mod:`tarfile`. Nothing is kept here: the caller holds what
-it needs (:mod:`.shard_members`, a bounded cache per process). Members are grouped into
+size, modification stamp and end: `sidecar`), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
+else scans the shard once with `tarfile`. Nothing is kept here: the caller holds what
+it needs (`shard_members`, a bounded cache per process). Members are grouped into
 samples by key: the member name up to the first dot of its basename (``train/n0144_17.jpg``
 → key ``train/n0144_17``, extension ``jpg``), as WebDataset does.
 """

@@ -6,21 +6,21 @@ member name up to the first dot of its basename (``train/n0144_17.jpg`` → key
 member (in tar order) with an image extension; its label comes from a ``.cls`` member
 (integer text) or from a ``label(key)`` function.
 
-The source holds O(shards): the shard URLs and their sample counts (:mod:`.shard_list`),
-from a manifest (:mod:`.manifest`; only ``nsamples: 0`` entries touched) or, for a pattern or
+The source holds O(shards): the shard URLs and their sample counts (`shard_list`),
+from a manifest (`manifest`; only ``nsamples: 0`` entries touched) or, for a pattern or
 a list, from one scan of each shard at construction. Per-sample facts live with the shard: a
 process that first touches a shard takes its member index (per key, the ``(extension,
 offset of the data, size)`` of its members) from a sidecar next to it, ``cache_dir`` or a
-scan (:mod:`.tar_index`), and keeps the last ``index_cache`` shards' tables
-(:mod:`.shard_members`). Reading a sample is then one ranged read of its tar header and image
-bytes (:mod:`.shard_checks`); a shard whose count disagrees with the source's, or that changed
-since, is a :class:`~hybridload.errors.ShardIndexError`, never a short, shifted or wrong epoch.
+scan (`tar_index`), and keeps the last ``index_cache`` shards' tables
+(`shard_members`). Reading a sample is then one ranged read of its tar header and image
+bytes (`shard_checks`); a shard whose count disagrees with the source's, or that changed
+since, is a `ShardIndexError`, never a short, shifted or wrong epoch.
 
 Sample order: shards in the given order, keys in tar order (first appearance).
 
 ``read="shard"`` streams shards instead: a worker reads each shard it needs whole, with one
-request, keeps the last few (:mod:`.shard_cache`) and cuts samples out of them; the source
-then asks for the shard-aware epoch order (:mod:`hybridload.sampling.shard_order`) so that a worker
+request, keeps the last few (`shard_cache`) and cuts samples out of them; the source
+then asks for the shard-aware epoch order (`hybridload.sampling.shard_order`) so that a worker
 needs only a few shards at a time.
 """
 
@@ -259,8 +259,8 @@ class TarShards(Source):
 
     def read(self, ref: SampleRef) -> tuple[bytes, int]:
         """The sample's bytes, read with the tar header in front of them and checked against it
-        (:mod:`.shard_checks`): a shard changed, truncated or gone since this process indexed it
-        is a :class:`ShardIndexError`, never a skipped sample."""
+        (`shard_checks`): a shard changed, truncated or gone since this process indexed it
+        is a `ShardIndexError`, never a skipped sample."""
         s, url, members, j = self._locate(ref.index)
         offset, size = int(members.offsets[j]), int(members.sizes[j])
         if self.read_mode == "shard":

@@ -1,15 +1,15 @@
-"""What every GPU engine shares: :class:`GpuLane`, the skeleton the DALI and torch engines fill in.
+"""What every GPU engine shares: `GpuLane`, the skeleton the DALI and torch engines fill in.
 
 The skeleton holds the device, the lane's CUDA stream, the memory budget (how many
 batches may be in flight), the one worker thread, the failure classification
-(:mod:`.failures`: a sample's decode problem is rerouted, anything else is the lane's) and
+(`failures`: a sample's decode problem is rerouted, anything else is the lane's) and
 the delivery of a batch: read and check the samples on a small thread pool, started when the
-lane accepts the task (:class:`.prep.PrepPool`), let the
+lane accepts the task (`prep.PrepPool`), let the
 engine decode and augment, normalize where asked, record the CUDA event the consumer's
-stream waits on (``result.ready``) and return a :class:`.feed.GpuBatchResult`.
+stream waits on (``result.ready``) and return a `feed.GpuBatchResult`.
 
 An engine fills in ``_decode(task, batch)`` (the encoded bytes to decoded pixels, in
-whatever form it holds them, classifying its failures with :func:`.failures.rerouting`),
+whatever form it holds them, classifying its failures with `failures.rerouting`),
 ``_augment(task, batch, decoded)`` (to one uint8 tensor on the device; it runs on the
 lane's stream), ``describe()`` and, where it holds more than the skeleton, ``_release()``.
 """
@@ -65,7 +65,7 @@ class GpuLane(PooledLane):
         prep_threads: threads (or processes) that read the samples and draw their parameters
             (the host preparation), each batch in that many parts, started when the lane accepts it.
         prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
-            (:mod:`.prep`: cores; the script needs a ``__main__`` guard).
+            (`prep`: cores; the script needs a ``__main__`` guard).
     """
 
     name = "gpu"

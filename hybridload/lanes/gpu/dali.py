@@ -1,15 +1,15 @@
 """The DALI GPU engine: one DALI pipeline on this rank's GPU (or in DALI's CPU-only mode).
 
 For each batch task the lane reads the encoded bytes, computes every sample's crop
-window and flip from the recipe's generator (:func:`.feed.read_batch`), feeds them
+window and flip from the recipe's generator (`feed.read_batch`), feeds them
 through ``external_source``, runs the pipeline and hands the output to torch through
 DLPack on the loader's device.
 
 A sample the lane cannot take (a payload that is not a JPEG, a JPEG without its end
 marker, a crop DALI cannot express, the decoder refusing an image) fails the batch with
-:class:`Reroute`; the scheduler then gives it to a CPU lane, which produces the exact
+`Reroute`; the scheduler then gives it to a CPU lane, which produces the exact
 pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
-CUDA error) is a lane failure (see :mod:`.failures`), and so is a sample nvImageCodec fails
+CUDA error) is a lane failure (see `failures`), and so is a sample nvImageCodec fails
 ("Failed to decode sample #k", which names no cause) that the CPU kernels decode.
 
 Known limit: corruption inside a JPEG's entropy-coded data that libjpeg treats as
@@ -57,7 +57,7 @@ class DaliLane(GpuLane):
         device: the loader's device; a CUDA device runs DALI on that GPU ("mixed" decode,
             ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
         num_threads: DALI's CPU threads.
-        memory_budget_mb, normalize_output, host_sync: as :class:`~.base.GpuLane`.
+        memory_budget_mb, normalize_output, host_sync: as `GpuLane`.
 
     Raises:
         LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or

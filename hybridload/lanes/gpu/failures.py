@@ -29,7 +29,7 @@ The decision reads the status codes and messages the decoders really produce:
   9 IMPLEMENTATION_UNSUPPORTED, 13, 14, 18 and 19 (the extension's bad, unsupported or
   incomplete code stream) are the image's; the rest, allocation, execution, internal and CUDA
   call failures, the device's) or ``Failed to decode sample #<k>``, whatever the cause: a bad
-  image and a device fault read the same. :func:`confirm_on_cpu` settles it: the named sample
+  image and a device fault read the same. `confirm_on_cpu` settles it: the named sample
   (every sample when none is named) is decoded by the CPU kernels; one they decode was the
   device's fault, which counts against the lane (two in a row break it).
 """
@@ -88,7 +88,7 @@ def classify(exc: BaseException) -> str:
 
 
 def is_device_failure(exc: BaseException) -> bool:
-    """True when ``exc`` says the device itself is in trouble (see :func:`classify`)."""
+    """True when ``exc`` says the device itself is in trouble (see `classify`)."""
     return classify(exc) == DEVICE
 
 
@@ -98,7 +98,7 @@ def is_sample_decode_problem(exc: BaseException) -> bool:
 
 
 def reroute_or_raise(exc: BaseException, what: str) -> None:
-    """Raise :class:`Reroute` for a sample's decode problem; re-raise anything else as is."""
+    """Raise `Reroute` for a sample's decode problem; re-raise anything else as is."""
     if is_sample_decode_problem(exc):
         raise Reroute(f"{what}: {str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__}") from None
     raise exc
@@ -113,9 +113,9 @@ class DeviceDecodeFault(RuntimeError):
 
 def confirm_on_cpu(exc: BaseException, payloads, what: str, decode=None) -> None:
     """For nvImageCodec's causeless ``Failed to decode sample #k``: decode the named sample (every
-    sample when none is named) with the CPU kernels. Raise :class:`DeviceDecodeFault` (a lane
-    failure) when they decode it, :class:`Reroute` when they cannot (the CPU lane then names the
-    sample); any other exception goes to :func:`reroute_or_raise`."""
+    sample when none is named) with the CPU kernels. Raise `DeviceDecodeFault` (a lane
+    failure) when they decode it, `Reroute` when they cannot (the CPU lane then names the
+    sample); any other exception goes to `reroute_or_raise`."""
     found = _AMBIGUOUS.findall(str(exc))
     if not found or classify(exc) != IMAGE:
         reroute_or_raise(exc, what)
@@ -134,8 +134,8 @@ def confirm_on_cpu(exc: BaseException, payloads, what: str, decode=None) -> None
 
 @contextlib.contextmanager
 def rerouting(what: str):
-    """Around a decode step: a sample's decode problem leaves as :class:`Reroute`, anything
-    else as it was raised (:func:`reroute_or_raise`)."""
+    """Around a decode step: a sample's decode problem leaves as `Reroute`, anything
+    else as it was raised (`reroute_or_raise`)."""
     try:
         yield
     except Exception as exc:

@@ -2,13 +2,13 @@
 
 Read: the encoded bytes, the labels and each sample's parameters from the recipe (drawn
 from the image header, so the boxes are the ones ``kernels/`` cuts). A sample a GPU
-decoder cannot take raises :class:`Reroute`.
+decoder cannot take raises `Reroute`.
 
 This host preparation (about 0.6 ms an image on one core: mostly the keyed parameters,
 then the read and the header) capped the torch lane far below nvJPEG when one thread did
-it. :class:`.prep.PrepPool` prepares a batch in parts (:func:`parts_of`, :func:`read_part`)
+it. `prep.PrepPool` prepares a batch in parts (`parts_of`, `read_part`)
 on threads or worker processes, started as soon as the lane accepts the task (while the
-previous batch decodes), and :func:`join_batch` puts them back in order;
+previous batch decodes), and `join_batch` puts them back in order;
 benchmarks/bench_gpu_host.py measures it.
 """
 
@@ -52,12 +52,12 @@ MIN_PART = 16  # samples: smaller parts cost more in hand-offs than they save
 
 
 def read_batch(source, recipe, seed: int, task: BatchTask) -> BatchInput:
-    """Read and check every sample of ``task``; :class:`Reroute` for one a GPU decoder cannot take."""
+    """Read and check every sample of ``task``; `Reroute` for one a GPU decoder cannot take."""
     return read_part(source, recipe, seed, task.epoch, task.indices)
 
 
 def read_part(source, recipe, seed: int, epoch: int, indices) -> BatchInput:
-    """:func:`read_batch` for some of a batch's samples (``indices``, in order)."""
+    """`read_batch` for some of a batch's samples (``indices``, in order)."""
     indices = np.asarray(indices)
     labels = np.empty(len(indices), np.int64)
     refs = [source.ref(i) for i in indices.tolist()]

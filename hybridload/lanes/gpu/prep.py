@@ -1,6 +1,6 @@
 """Where a GPU lane prepares its batches on the host: threads, or worker processes.
 
-The preparation (:func:`.feed.read_part`: read each sample, check it, draw its keyed
+The preparation (`feed.read_part`: read each sample, check it, draw its keyed
 parameters) holds the GIL for most of its 0.3 ms an image, so threads give overlap (with
 the decode's host wait, with remote reads) but not more than one core. Worker processes
 give cores: each holds the source and the recipe (sent once, at its start) and returns its
@@ -34,7 +34,7 @@ def _part_in_worker(epoch: int, indices) -> object:
 
 
 class PrepPool:
-    """``workers`` threads or processes that prepare a batch in parts (:meth:`start`, at once).
+    """``workers`` threads or processes that prepare a batch in parts (`start`, at once).
 
     Raises:
         ValueError: ``kind`` is not one of PREP_KINDS.

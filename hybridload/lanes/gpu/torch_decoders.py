@@ -6,15 +6,15 @@ one batched nvJPEG call, and both synchronise their work on the host before retu
 
 * torchvision (``torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp``) decodes on a
   private stream that does not wait for the caller's; hence the lane's wait before each
-  decode (:func:`.base.wait_until_idle`);
+  decode (`base.wait_until_idle`);
 * torchcodec (``src/torchcodec/_core/DecodeJpegCuda.cpp``: ``get_current_cuda_stream``, then
   ``cudaStreamSynchronize`` before returning) decodes on the caller's current stream, the
   lane's, which the same wait keeps in order too.
 
 So one stream discipline serves both, and their errors share nvJPEG's status codes
-(:mod:`.failures`). EXIF orientation: the lanes ignore it; torchvision is asked to
+(`failures`). EXIF orientation: the lanes ignore it; torchvision is asked to
 (``apply_exif_orientation=False``), torchcodec applies it unconditionally, so its input has
-its EXIF segment removed first (:func:`without_exif`).
+its EXIF segment removed first (`without_exif`).
 """
 
 from __future__ import annotations

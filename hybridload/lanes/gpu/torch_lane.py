@@ -1,9 +1,9 @@
 """The torch GPU engine: batched nvJPEG decode through torchvision, the recipe's ops as
 torch ops on the GPU, from the same per-sample parameters as every other lane.
 
-Per batch: read the bytes and draw each sample's ops (:func:`.feed.read_batch`), decode
+Per batch: read the bytes and draw each sample's ops (`feed.read_batch`), decode
 them all in one call (``torchvision.io.decode_jpeg(list, device=...)``; EXIF orientation
-ignored, as in every lane), crop/resize/flip each image (:mod:`.torch_ops`), stack to
+ignored, as in every lane), crop/resize/flip each image (`torch_ops`), stack to
 uint8 and normalize on the device. On CUDA the work runs on the lane's own stream and
 the result carries the CUDA event recorded after it (``result.ready``); delivery makes
 the consumer's stream wait on that event.
@@ -16,7 +16,7 @@ stream (the lane's) but writes them on a private stream of its own that does not
 the caller's (torchvision PR #9606: corrupted batches on H100). Memory that the previous
 batch's kernels, still queued on the lane's stream, were reading can be handed to the next
 decode's outputs by the caching allocator and overwritten before those kernels run. So
-before each decode the lane waits until its own stream is idle (:func:`wait_until_idle`);
+before each decode the lane waits until its own stream is idle (`wait_until_idle`);
 torchvision's decode synchronises its private stream on the host anyway, so this costs the
 overlap of one batch's ops with the next decode and nothing on the trainer's stream.
 """
@@ -46,8 +46,8 @@ class TorchGpuLane(GpuLane):
     Args:
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
-            :func:`.torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
-        memory_budget_mb, normalize_output, host_sync, prep_threads, prep_kind: as :class:`~.base.GpuLane`.
+            `torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
+        memory_budget_mb, normalize_output, host_sync, prep_threads, prep_kind: as `GpuLane`.
     """
 
     def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,

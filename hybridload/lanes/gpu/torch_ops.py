@@ -1,7 +1,7 @@
 """The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
 
-One function per op type (:class:`~hybridload.recipe.ops.Crop`, :class:`~hybridload.recipe.ops.Resize`,
-:class:`~hybridload.recipe.ops.Flip`; the colour ops in :mod:`.torch_photo`),
+One function per op type (`Crop`, `Resize`,
+`Flip`; the colour ops in `torch_photo`),
 applied in order to each decoded image; then the batch is
 stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
 
@@ -53,7 +53,7 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
 
 def resize_many(imgs: torch.Tensor, h: int, w: int) -> torch.Tensor:
     """Antialiased bilinear resize of an NCHW uint8 batch (float32 math, rounded to nearest):
-    one launch for the batch, each image as :func:`resize` makes it alone."""
+    one launch for the batch, each image as `resize` makes it alone."""
     if imgs.shape[-2] == h and imgs.shape[-1] == w:
         return imgs
     out = F.interpolate(imgs.float(), size=(h, w), mode="bilinear", antialias=True, align_corners=False)
@@ -82,7 +82,7 @@ def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
 
 
 def apply_ops_batch(images: list[torch.Tensor], ops_lists) -> list[torch.Tensor]:
-    """:func:`apply_ops` for a batch, op by op, with the resizes of images of one shape to one
+    """`apply_ops` for a batch, op by op, with the resizes of images of one shape to one
     size made in one launch (an eval recipe on same-size images; random crops rarely share a
     shape). Samples whose op types differ run one by one."""
     ops_lists = [[as_op(op) for op in ops] for ops in ops_lists]

@@ -13,7 +13,7 @@ without an active exception", rc 134). Only a thread still in one sample after
 ``close_wait_s`` (a user's read taking minutes) is left, so that Ctrl-C ends the process
 promptly; it ends when that sample returns, or with the process.
 
-A lane of one thread runs torch on one intra-op thread (:func:`one_intraop_thread`): on the
+A lane of one thread runs torch on one intra-op thread (`one_intraop_thread`): on the
 process's intra-op threads (OpenMP, all cores, shared with the trainer) it ran 5-12x slower
 than two lane threads, and 3-7x slower than on its own thread (what ``hybridload profile``
 measures with ``threads = CPUs - reserve`` = 1 on 2 cores). Two or more lane threads keep the
@@ -62,7 +62,7 @@ _THREADS_LOCK = threading.Lock()
 class DaemonPool:
     """``threads`` daemon threads running submitted callables; ``submit`` returns a Future.
     With ``own_intraop``, each thread runs torch ops on one intra-op thread
-    (:func:`one_intraop_thread`)."""
+    (`one_intraop_thread`)."""
 
     def __init__(self, threads: int, name: str, own_intraop: bool = False):
         self._own_intraop = own_intraop

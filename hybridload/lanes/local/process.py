@@ -21,7 +21,7 @@ Rules:
   (a given-up pass's task) drops it from that queue, or sets its slot's byte in a shared flag
   block, and its worker stops before the batch's next sample;
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
-  which task, so a dead worker's tasks end in :class:`~hybridload.errors.WorkerLost` (the
+  which task, so a dead worker's tasks end in `WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
 * errors raised in a worker come back as the same exception (``SampleError`` keeps index,
   path and stage); one that cannot be pickled comes back as a RuntimeError with its

@@ -5,13 +5,13 @@ Subclasses say what an actor is (``worker_cls`` and its init args; with
 called on it (``call``) and how a raw result becomes the lane's result (``convert``).
 The pool picks the least-loaded ready actor, turns results into callbacks and kills every
 actor on ``close()``. It starts one actor per node at once, the others as soon as the first
-is ready (:mod:`~hybridload.lanes.ray.startup`); it works from its first ready actor on and
-the rest join as they come up: a slow node never holds the stream. A :class:`~hybridload.lanes.ray.elastic.Keeper` thread keeps it on the
+is ready (`startup`); it works from its first ready actor on and
+the rest join as they come up: a slow node never holds the stream. A `Keeper` thread keeps it on the
 placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
 are used, drained nodes are left once their tasks are done. A task lost with its actor comes
-back to the dispatcher as :class:`WorkerLost` and is handed on (exactly once is the
+back to the dispatcher as `WorkerLost` and is handed on (exactly once is the
 dispatcher's and merger's job, unchanged). While the cluster gives the rank no actor,
-``when_empty`` decides (:mod:`~hybridload.lanes.ray.capacity`). ``stats()`` counts starts,
+``when_empty`` decides (`capacity`). ``stats()`` counts starts,
 losses, the live actors over time and node events.
 """
 

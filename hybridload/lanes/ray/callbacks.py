@@ -5,9 +5,9 @@ answers this process's own calls into Ray. A callback that calls Ray and waits (
 ``ray.get``) waits for the thread it is running on: that thread stops for good, and with it
 every later Ray call of the process, signals included (seen as a test session that never
 ended after an actor's start failed). So the pool registers its callbacks through
-:func:`when_done`, and code a callback may reach asks :func:`in_ray_callback` before calling
-Ray, then hands the call to a thread of its own (:func:`off_callback_thread`), as
-:func:`kill_actor` does.
+`when_done`, and code a callback may reach asks `in_ray_callback` before calling
+Ray, then hands the call to a thread of its own (`off_callback_thread`), as
+`kill_actor` does.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def when_done(ref, fn: Callable[[Any], None]) -> None:
 
 
 def in_ray_callback() -> bool:
-    """Whether this thread is running a callback registered by :func:`when_done`."""
+    """Whether this thread is running a callback registered by `when_done`."""
     return getattr(_here, "active", False)
 
 

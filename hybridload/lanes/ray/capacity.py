@@ -11,14 +11,14 @@ when_empty  at start, nothing fits                           later, the target b
             is missing); the local stand-in lane runs the     batches (one warning); actors
             batches until a node joins                        start as nodes join
 "wait"      polls the node table up to ``wait_s``, then       the pool holds its batches up to
-            :class:`NoActorsError`                            ``wait_s``, then fails them
-"raise"     :class:`NoActorsError` at once                    the batches fail (NoLaneError)
+            `NoActorsError`                            ``wait_s``, then fails them
+"raise"     `NoActorsError` at once                    the batches fail (NoLaneError)
 ==========  ===============================================  ==================================
 
 A request that fits only in part runs what fits (one warning) and grows as nodes join, except
 under "raise", which refuses it as the placement rules word it. The reasons the pool could not
 run (a node lost at a time, an actor start that failed, nothing to place on) are kept for
-:meth:`Capacity.unavailable`, which the dispatcher's :class:`NoLaneError` quotes.
+`Capacity.unavailable`, which the dispatcher's `NoLaneError` quotes.
 """
 
 from __future__ import annotations

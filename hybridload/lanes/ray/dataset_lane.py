@@ -1,15 +1,15 @@
 """The actor pools of the drop-in ``hybridload.DataLoader``: one for a map-style dataset (a
-lane: batches of indices, run by :class:`~hybridload.lanes.ray.dataset_worker.DatasetWorker`)
+lane: batches of indices, run by `DatasetWorker`)
 and one for an ``IterableDataset`` (actors holding torch workers' iterators,
-:class:`~hybridload.lanes.ray.iterable_worker.IterableDatasetWorker`, read by
-:class:`~hybridload.lanes.ray.iterable_pass.IterablePass`).
+`IterableDatasetWorker`, read by
+`IterablePass`).
 
 Both ship ``(dataset, collate_fn, worker_init_fn)`` as one object, so a ``worker_init_fn``
 bound to the dataset arrives bound to the very dataset the actor reads. An exception of
 ``worker_init_fn`` in a map-style actor stops the pool's start with
-:class:`~hybridload.lanes.ray.dataset_worker.InitFailed` carrying the user's exception.
+`InitFailed` carrying the user's exception.
 A pass that would wait for CPUs its own process's other pools hold runs in-process instead
-(:func:`no_cpu_for_another_pool`, :func:`in_process_pass`).
+(`no_cpu_for_another_pool`, `in_process_pass`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class DatasetLane(ActorPool):
 
 class IterableDatasetActors(ActorPool):
     """Actors holding an ``IterableDataset``'s worker iterators (ids spread over the actors);
-    :meth:`start_pass` gives a pass over them in torch's order. Not a lane of the dispatcher:
+    `start_pass` gives a pass over them in torch's order. Not a lane of the dispatcher:
     an iterator has no batches to hand to another actor."""
 
     name = "ray-iterable-dataset"
@@ -82,7 +82,7 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
     return free < 1
 
 
-#: why a pass runs in this process although it asked for actors (:func:`in_process_pass`)
+#: why a pass runs in this process although it asked for actors (`in_process_pass`)
 OVERSUBSCRIBED = ("no free CPU for this pass's Ray actors while another pass of this process holds them (a "
                   "training and a validation loader, two live iterators); this pass runs in this process as "
                   "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)")

@@ -1,11 +1,11 @@
 """The actor of the drop-in ``hybridload.DataLoader``: what one torch worker process does.
 
-:class:`DatasetWorker` fetches a batch as torch's ``_MapDatasetFetcher`` does
+`DatasetWorker` fetches a batch as torch's ``_MapDatasetFetcher`` does
 (``__getitems__`` where the dataset defines it), reseeds per batch, sets torch's worker
 info and runs ``worker_init_fn`` first. An exception of the user's code comes back as a
-:class:`UserFailure` *value* (the batch's outcome, as torch's worker sends an
+`UserFailure` *value* (the batch's outcome, as torch's worker sends an
 ``ExceptionWrapper``): the pass goes on, and the driver re-raises it with its original
-class (:meth:`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
+class (`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class UserFailure:
 
     def error(self) -> BaseException:
         """The exception to raise: the original class, its message ``Caught <Type> <where>.``
-        and the worker's traceback; a :class:`UserCodeError` (a RuntimeError, as torch's
+        and the worker's traceback; a `UserCodeError` (a RuntimeError, as torch's
         fallback) where that class cannot be built from one message."""
         msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
         try:
@@ -78,7 +78,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class Generated:
     """A batch ``collate_fn`` returned as a generator, its items listed in the actor: Ray takes a
     generator an actor method returns for a stream of returns and would keep only its first
-    item. :meth:`generator` gives the driver a generator over them, as torch returns."""
+    item. `generator` gives the driver a generator over them, as torch returns."""
 
     def __init__(self, items: list):
         self.items = items
@@ -88,12 +88,12 @@ class Generated:
 
 
 def shippable(batch):
-    """``batch`` as an actor may return it: a generator listed into a :class:`Generated`."""
+    """``batch`` as an actor may return it: a generator listed into a `Generated`."""
     return Generated(list(batch)) if inspect.isgenerator(batch) else batch
 
 
 class InitFailed(HybridLoadError):
-    """``worker_init_fn`` raised in an actor; ``failure`` (a :class:`UserFailure`) re-raises it."""
+    """``worker_init_fn`` raised in an actor; ``failure`` (a `UserFailure`) re-raises it."""
 
     def __init__(self, failure: UserFailure):
         self.failure = failure

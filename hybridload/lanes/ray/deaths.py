@@ -2,8 +2,8 @@
 
 A batch whose worker *process* died (a crash in native code, ``os._exit``, the OOM killer) is
 handed to another worker once: an unrelated crash, or an OOM kill on a busy node, costs time,
-not the pass. A batch that killed :data:`KILLS_TO_FAIL` workers is the batch's doing and would
-kill every worker: it reaches the caller at once as a :class:`~hybridload.errors.WorkerLost`
+not the pass. A batch that killed `KILLS_TO_FAIL` workers is the batch's doing and would
+kill every worker: it reaches the caller at once as a `WorkerLost`
 with ``batch_at_fault`` set, in torch's words ("DataLoader worker (pid N) is killed by signal:
 Segmentation fault."), naming the worker, its node and each pid. A lost node, or an actor the
 pool stopped, is not the batch's doing: handed on as before.

@@ -7,11 +7,11 @@ became ready, it reads the cluster's node table and takes one step:
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
    an actor still not ready after ``ready_timeout_s`` is stopped (its start failed);
 2. the target is the placement rules applied to the table as it is now
-   (:func:`hybridload.cluster.placement.elastic_target`); :func:`~hybridload.cluster.placement.reconcile`
+   (`hybridload.cluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
    drain (the target no longer wants them);
 3. the pool hears of the step (``after_step(target, nodes)``: what it does while the target
-   is empty, :mod:`hybridload.lanes.ray.capacity`) and of every node that joined, left or
+   is empty, `hybridload.lanes.ray.capacity`) and of every node that joined, left or
    began draining since the last look (``on_node(event, node)``);
 4. tasks the pool held while it had no ready actor go out.
 

@@ -3,14 +3,14 @@
 torch's multi-process iterator hands tasks to its workers in turn (worker 0, 1, ...,
 skipping those whose data ended) and yields their results in task order; each task gives
 its worker's next batch. So the batches come as: worker 0's first, worker 1's first, ...,
-worker 0's second, ..., an exhausted worker dropping out of the turn. :class:`IterablePass`
-does the same with :class:`~hybridload.lanes.ray.iterable_worker.IterableDatasetWorker`
+worker 0's second, ..., an exhausted worker dropping out of the turn. `IterablePass`
+does the same with `IterableDatasetWorker`
 actors: ``prefetch`` calls queued per worker id (an actor runs one caller's calls in the
 order they were made, so an id's calls give its successive batches), results taken in turn.
 
 An actor lost mid-pass takes its iterators' state with it: the pass ends with
-:class:`~hybridload.errors.WorkerLost` (a RuntimeError, as torch raises for a dead worker);
-a result later than ``timeout_s`` raises :class:`~hybridload.errors.BatchTimeoutError`.
+`WorkerLost` (a RuntimeError, as torch raises for a dead worker);
+a result later than ``timeout_s`` raises `BatchTimeoutError`.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ numpy with torch's ``_generate_state``; ``get_worker_info()`` set; ``worker_init
 run; then ``iter(dataset)``), and each ``next_batch(id)`` is torch's
 ``_IterableDatasetFetcher.fetch`` on it. An actor hosts the ids ``index, index + size, ...``
 (fewer actors than ``num_workers`` asked still give every id its iterator); the random
-state of each id is kept apart. The end of an id's data comes back as :data:`END`; an
-exception of the user's code as a :class:`~hybridload.lanes.ray.dataset_worker.UserFailure`
+state of each id is kept apart. The end of an id's data comes back as `END`; an
+exception of the user's code as a `UserFailure`
 value, as torch's worker sends an ``ExceptionWrapper``.
 """
 
@@ -57,7 +57,7 @@ class _Hosted:
 
 class IterableDatasetWorker(PoolWorker):
     """The actor. ``bundle`` is ``(dataset, collate_fn, worker_init_fn)`` in one piece (see
-    :class:`~hybridload.lanes.ray.dataset_worker.DatasetWorker`); ``asked`` the ``num_workers``
+    `DatasetWorker`); ``asked`` the ``num_workers``
     given (0 → one id per actor)."""
 
     def __init__(self, bundle, auto_collation: bool, batch_size, drop_last: bool, asked: int = 0,
@@ -107,7 +107,7 @@ class IterableDatasetWorker(PoolWorker):
         return None
 
     def next_batch(self, worker_id: int):
-        """The id's next batch, :data:`End`, or the user's exception as a value."""
+        """The id's next batch, `End`, or the user's exception as a value."""
         w = self.hosted[worker_id]
         if w.failure is not None:
             failure, w.failure = w.failure, None

@@ -2,7 +2,7 @@
 others join as they come up (a slow or dead node never holds the stream's first batch), each
 reporting through the pool's ``on_ready``.
 
-Actors start in two waves (:func:`start_waves`): one per node at once, then the rest as soon
+Actors start in two waves (`start_waves`): one per node at once, then the rest as soon
 as the first is ready. Every actor of a node starting together would share that node's CPUs
 while each imports its libraries, so the first of them would be ready only when nearly all
 are (measured on 2 cores: the first of 16 actors ready after 15 s, one alone after 1.5 s);
@@ -63,7 +63,7 @@ def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, Bas
 
 def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None], None], timeout_s: float,
                 where: list[str], go_on: Callable[[str], None] | None = None) -> None:
-    """Start the pool on its first wave ``first`` (members): :func:`await_first_ready`. With no
+    """Start the pool on its first wave ``first`` (members): `await_first_ready`. With no
     actor to wait for, return at once. When none is ready in time (or every one failed to
     start) and ``go_on`` is given (a local stand-in runs the batches meanwhile), call it with
     the reason and keep watching the ones still starting; without ``go_on``, raise."""

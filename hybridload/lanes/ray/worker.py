@@ -1,4 +1,4 @@
-"""What every actor of an :class:`~hybridload.lanes.ray.actor_pool.ActorPool` does alike."""
+"""What every actor of an `ActorPool` does alike."""
 
 from __future__ import annotations
 
