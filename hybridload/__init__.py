@@ -1,11 +1,15 @@
 """hybridload: preprocessed, ordered, per-rank batches from DALI on the GPU and Ray CPU actors.
 
-The public names load on first use (PEP 562), so ``import hybridload.cli`` answers
-``hybridload --help`` without importing torch (3-12 s here); ``from hybridload import X`` works as
-before."""
+The command line (``hybridload ...``) loads the public names on first use (PEP 562), so that
+``hybridload --help`` answers without importing torch (3-12 s here). Any other process loads them
+at ``import hybridload``: a wrapper applied later to torch's DataLoader and its subclasses must
+find hybridload's (Lightning records each DataLoader's arguments that way, to build it again with
+its DistributedSampler; a class defined after it wrapped them keeps torch's arguments instead)."""
 
 import importlib
 import logging
+import os
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
@@ -50,3 +54,11 @@ def __dir__() -> list[str]:
 __all__ = ["HybridLoader", "DataLoader", "LoaderPolicy", "Plan", "PlanFormatError", "recipe", "sources",
            "sharding", "SampleError", "StorageError", "BatchTimeoutError", "HybridLoadError", "LaneUnavailableError",
            "__version__"]
+
+
+#: the process is the ``hybridload`` command (its console script), which needs no torch to parse
+COMMAND_LINE = os.path.basename(getattr(sys, "argv", [""])[0] or "") == "hybridload"
+if not COMMAND_LINE:
+    for _name in _LAZY:
+        __getattr__(_name)
+    del _name

@@ -48,6 +48,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _torch_worker_info_back():
+    """A test that runs a drop-in worker in this process sets torch's ``get_worker_info()`` for
+    it; put it back, or a later test's torch or webdataset code believes it runs in a worker."""
+    import torch.utils.data._utils.worker as torch_worker
+    saved = torch_worker._worker_info
+    yield
+    torch_worker._worker_info = saved
+
+
+@pytest.fixture(autouse=True)
 def _end_a_wedged_session():
     """Past WEDGED_S, print every thread's stack and end the session (exit 1), instead of
     holding the run until CI's own limit with nothing to say where it stopped."""

@@ -194,7 +194,8 @@ def test_help_version_and_usage_errors_answer_without_importing_torch(argv):
     """torch's import alone takes 3-12 s on a loaded machine; these answers need none of it.
     Checked by what the process imported (a wall-time bound would be noise here), with a generous time
     bound as a backstop."""
-    code = ("import sys\nfrom hybridload.cli import main\ntry:\n    status = main(sys.argv[1:])\n"
+    code = ("import sys\nsys.argv[0] = '/usr/local/bin/hybridload'  # as the console script starts\n"
+            "from hybridload.cli import main\ntry:\n    status = main(sys.argv[1:])\n"
             "except SystemExit as exc:\n    status = exc.code\n"
             "heavy = sorted(m for m in ('torch', 'numpy', 'ray', 'hybridload.loader', 'hybridload.policy') "
             "if m in sys.modules)\nsys.stderr.write(f'\\nIMPORTED {heavy} STATUS {status}\\n')\n")
