@@ -21,6 +21,7 @@ from hybridload.kernels.decode import decode_image
 from hybridload.recipe.ops import Crop, Resize
 from hybridload.sources import SampleRef
 
+from support.photos import photo_pixels
 from support.streams import local_lane_streams
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
@@ -37,13 +38,7 @@ SUBSAMPLING = {"444": 0, "422": 1, "420": 2, "gray": None}
 @functools.lru_cache(maxsize=None)
 def _photo(kind: str, progressive: bool, size=(1203, 901)) -> bytes:
     """A photo-like JPEG (smooth gradients, discs, grain) of ``size``: 4:4:4, 4:2:2, 4:2:0 or grey."""
-    rng = np.random.default_rng(7)
-    y, x = np.mgrid[0:size[1], 0:size[0]]
-    img = np.stack([(x * 255 // size[0]), (y * 255 // size[1]), ((x + y) % 256)], -1).astype(np.float32)
-    for _ in range(12):
-        cx, cy, r = rng.integers(0, size[0]), rng.integers(0, size[1]), rng.integers(30, 200)
-        img[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
-    im = Image.fromarray(np.clip(img + rng.normal(0, 4, img.shape), 0, 255).astype(np.uint8))
+    im = Image.fromarray(photo_pixels(size))
     buf, sub = io.BytesIO(), SUBSAMPLING[kind]
     if sub is None:
         im.convert("L").save(buf, "JPEG", quality=90, progressive=progressive)

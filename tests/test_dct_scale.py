@@ -22,6 +22,7 @@ from hybridload.kernels.geometry import apply_ops
 from hybridload.recipe.ops import Crop, Flip, Resize
 from hybridload.sources import SampleRef
 
+from support.photos import photo_pixels
 from support.streams import local_lane_streams
 
 SCALED = recipe.Recipe([recipe.Decode(dct_scaling=True), recipe.RandomResizedCrop(24), recipe.HorizontalFlip()])
@@ -71,13 +72,7 @@ def test_the_mapped_crop_stays_inside_and_keeps_the_resize_shrinking():
 
 def _photo(subsampling: str, gray: bool = False, size=(1203, 901)) -> bytes:
     """A photo-like JPEG (smooth shapes and texture) of ``size`` at one chroma subsampling."""
-    rng = np.random.default_rng(7)
-    y, x = np.mgrid[0:size[1], 0:size[0]]
-    img = np.stack([(x * 255 // size[0]), (y * 255 // size[1]), ((x + y) % 256)], -1).astype(np.float32)
-    for _ in range(12):
-        cx, cy, r = rng.integers(0, size[0]), rng.integers(0, size[1]), rng.integers(30, 200)
-        img[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
-    img = np.clip(img + rng.normal(0, 4, img.shape), 0, 255).astype(np.uint8)
+    img = photo_pixels(size)
     if gray:
         buf = io.BytesIO()
         Image.fromarray(img).convert("L").save(buf, "JPEG", quality=90)
