@@ -133,7 +133,7 @@ def torch_dataloader(src, rec, bs, workers):
 
 def local_sweep(src, rec, bs, nb, counts, time_left=None):
     out = {}
-    cpu, idle = torch.device("cpu"), (lambda i, l: None)
+    cpu, idle = torch.device("cpu"), (lambda i, labels: None)
     for n in counts:
         warm = pipeline_depth(n)
         with loader_for(src, rec, bs, cpu, "cpu", threads=n) as ld:

@@ -4,7 +4,6 @@ on_error="skip" substitutes deterministically and counts."""
 import os
 
 import pytest
-import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from support import bad_files as testing

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import io
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image

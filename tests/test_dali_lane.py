@@ -3,7 +3,6 @@
 import sys
 import threading
 
-import numpy as np
 import pytest
 import torch
 

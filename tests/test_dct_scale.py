@@ -5,7 +5,6 @@ each other, bad files named as before, and the default unchanged."""
 from __future__ import annotations
 
 import io
-import os
 
 import numpy as np
 import pytest

@@ -4,7 +4,6 @@ using the nodes that joined, without leaking actors. The pool polls the node tab
 0.5 s here (HYBRIDLOAD_NODE_POLL_S)."""
 
 import hashlib
-import time
 
 import pytest
 

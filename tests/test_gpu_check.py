@@ -132,7 +132,8 @@ def _copy_source(dst: Path) -> None:
     dst.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, dst / name)
-    skip = lambda d, names: [n for n in names if n == "__pycache__" or os.path.islink(os.path.join(d, n))]
+    def skip(d, names):
+        return [n for n in names if n == "__pycache__" or os.path.islink(os.path.join(d, n))]
     for name in ("hybridload", "kernels", "pipelines"):
         shutil.copytree(REPO / name, dst / name, ignore=skip)
 

@@ -1,6 +1,5 @@
 """Kernels agree with a straightforward Pillow reference; bad input names index, path, stage."""
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np

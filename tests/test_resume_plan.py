@@ -6,7 +6,6 @@ batches; a fresh plan is exactly the stream's own order."""
 
 import itertools
 
-import numpy as np
 import pytest
 
 from hybridload.errors import ResumeMismatchError

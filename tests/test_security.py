@@ -8,7 +8,6 @@ import sys
 import textwrap
 import time
 
-import pytest
 
 LISTEN_PROBE = textwrap.dedent("""
     import json, os

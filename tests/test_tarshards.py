@@ -6,7 +6,6 @@ import os
 import pickle
 import tarfile
 
-import numpy as np
 import pytest
 import torch
 
