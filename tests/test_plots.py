@@ -87,6 +87,6 @@ def test_wrap_keeps_every_character():
 
 
 def test_a_missing_extra_names_it_in_one_line():
-    with pytest.raises(MissingExtraError, match=r"pip install 'hybridload\[plot\]'") as info:
+    with pytest.raises(MissingExtraError, match=r"pip install 'matplotlib>=3.7' \(hybridload's \[plot\] extra\)") as info:
         require("matplotlib_not_installed_anywhere", "plot", "writing a plot (--plot)")
     assert "\n" not in str(info.value)

@@ -32,6 +32,7 @@ from hybridload.cluster import last_out
 from hybridload.cluster import node_cluster
 from hybridload.cluster import ray_start
 from hybridload.errors import LaneUnavailableError
+from hybridload.extras import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def _import_ray():
         import ray
     except ImportError as exc:
         raise LaneUnavailableError(
-            "the Ray lane needs Ray: pip install 'hybridload[ray]' (or use LoaderPolicy(cpu_actors=0) "
+            f"the Ray lane needs Ray: {install_hint('ray')} (or use LoaderPolicy(cpu_actors=0) "
             "for the in-process lane)") from exc
     return ray
 

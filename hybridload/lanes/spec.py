@@ -41,6 +41,7 @@ import threading
 from dataclasses import dataclass
 
 from hybridload.lanes.base import LaneKind
+from hybridload.extras import install_hint
 
 
 #: "auto" picks worker processes for the local lane from this many usable CPUs up where they
@@ -231,7 +232,7 @@ def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tu
             "machine, ray_address='auto' or RAY_ADDRESS for a running one, or cpu_actors=None to silence this"]
     if policy.cpu_actors is None and not ray_installed:
         return LaneKind.CPU_LOCAL, [
-            "Ray is not installed: running the CPU work on this machine (pip install 'hybridload[ray]' for Ray "
+            f"Ray is not installed: running the CPU work on this machine ({install_hint('ray')} for Ray "
             "CPU actors; set cpu_actors=0 to silence this)"]
     return LaneKind.CPU_ACTORS, []
 

@@ -32,6 +32,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import confirm_on_cpu
 from hybridload.lanes.gpu.feed import BatchInput
+from hybridload.extras import install_hint
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class DaliLane(GpuLane):
         except Exception as exc:
             raise LaneUnavailableError(
                 f"the GPU lane needs NVIDIA DALI ({type(exc).__name__}: {exc}); "
-                "pip install 'hybridload[dali-cu12]' or 'hybridload[dali-cu13]'") from None
+                f"{install_hint('dali-cu12')} or, for CUDA 13, {install_hint('dali-cu13')}") from None
         device = resolve_device(device)
         self.cpu_only = device.type != "cuda"
         self.device_id = None if self.cpu_only else device.index

@@ -26,6 +26,7 @@ import torch
 
 from hybridload.delivery.transfer import resolve_device
 from hybridload.errors import LaneUnavailableError
+from hybridload.extras import install_hint
 
 Decoder = Callable[[Sequence[torch.Tensor]], list]
 BACKENDS = ("torchcodec", "torchvision")
@@ -63,7 +64,7 @@ def torchvision_decoder(device: torch.device) -> Decoder:
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception as exc:
         raise LaneUnavailableError(f"the torch GPU engine needs torchvision or torchcodec ({type(exc).__name__}: "
-                                   f"{exc}); pip install 'hybridload[torch-gpu]'") from None
+                                   f"{exc}); {install_hint('torch-gpu')}") from None
 
     def decode(datas: Sequence[torch.Tensor]) -> list:
         return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=False)
