@@ -70,3 +70,15 @@ def test_read_error_names_the_cause_without_the_path():
     exc = FileNotFoundError(2, "No such file or directory", "/secret/path.jpg")
     assert sources.read_error(exc) == "FileNotFoundError: No such file or directory"
     assert sources.read_error(ValueError("bad")) == "ValueError: bad"
+
+
+def test_every_package_of_the_tree_is_in_the_wheel():
+    """pyproject.toml lists the packages the wheel carries; a package missing there imports from a
+    checkout (an editable install) and fails from a wheel (ModuleNotFoundError at import)."""
+    import tomllib
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tree = {".".join(p.parent.relative_to(root).parts) for p in (root / "hybridload").rglob("__init__.py")}
+    tree |= {"hybridload.kernels", "hybridload.pipelines"}  # mapped from the top-level folders
+    assert tree <= listed, f"packages missing from pyproject.toml's [tool.setuptools] packages: {sorted(tree - listed)}"
