@@ -31,7 +31,7 @@ from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.cluster.shipping import ship_unimportable
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
-from hybridload.lanes.ray.callbacks import kill_actor, when_done
+from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done
 from hybridload.lanes.ray.deaths import Deaths
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.startup import first_ready, start_waves
@@ -241,12 +241,7 @@ class ActorPool(Lane):
                     return
                 done(task, self.failure(task, exc))
                 return
-            try:
-                result = self.convert(raw)
-            except BaseException as exc:
-                done(task, exc)
-                return
-            done(task, result)
+            report_converted(self.convert, task, raw, done)
 
         when_done(ref, _finish)
 

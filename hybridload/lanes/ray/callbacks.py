@@ -20,6 +20,16 @@ log = logging.getLogger(__name__)
 _here = threading.local()
 
 
+def report_converted(convert: Callable[[Any], Any], task, raw, done: Callable[[Any, Any], None]) -> None:
+    """``done(task, convert(raw))``, or ``done(task, the exception)`` when the conversion fails."""
+    try:
+        result = convert(raw)
+    except BaseException as exc:
+        done(task, exc)
+        return
+    done(task, result)
+
+
 def when_done(ref, fn: Callable[[Any], None]) -> None:
     """Call ``fn(future)`` once ``ref`` (an ObjectRef) is done, marked as a Ray callback."""
 

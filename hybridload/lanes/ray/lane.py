@@ -26,6 +26,7 @@ from hybridload.errors import SampleError
 from hybridload.sources import SampleRef
 
 from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.lanes.ray.callbacks import report_converted
 from hybridload.lanes.ray.members import Member
 from hybridload.lanes.ray.worker import PoolWorker
 from hybridload.lanes.base import BatchTask, Done
@@ -158,18 +159,10 @@ class RayLane(ActorPool):
                 done(t, out)
                 return
             try:
-                self._converters.submit(self._convert_and_report, t, out.raw, done)
+                self._converters.submit(report_converted, self.to_batch, t, out.raw, done)
             except RuntimeError as exc:  # the converters are shut down: the lane closed under this batch
                 done(t, exc)
         super()._watch(m, task, report, call)
-
-    def _convert_and_report(self, task: BatchTask, raw, done: Done) -> None:
-        try:
-            result = self.to_batch(raw)
-        except BaseException as exc:
-            done(task, exc)
-            return
-        done(task, result)
 
     def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
         """Run ``task`` on one actor, on this thread, and return its result (for measurements)."""
