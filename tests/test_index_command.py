@@ -14,14 +14,18 @@ from hybridload import sources
 from hybridload.cli import main
 from hybridload.cli import index as index_cmd
 
-from test_tarshards import folder, shard_dir  # noqa: F401
+import test_tarshards
+
+#: the tar source's shard fixtures, by assignment: an import would need a noqa that `ruff format`
+#: moves away from the parameters that use them
+folder, shard_dir = test_tarshards.folder, test_tarshards.shard_dir
 
 
 def index(pattern, out, *extra):
     return main(["index", str(pattern), "-o", str(out), "--quiet", *extra])
 
 
-def test_a_relative_pattern_with_the_manifest_elsewhere_gives_a_usable_manifest(shard_dir, tmp_path,  # noqa: F811
+def test_a_relative_pattern_with_the_manifest_elsewhere_gives_a_usable_manifest(shard_dir, tmp_path,
                                                                                 monkeypatch):
     monkeypatch.chdir(shard_dir.parent)
     (tmp_path / "elsewhere").mkdir()
@@ -34,7 +38,7 @@ def test_a_relative_pattern_with_the_manifest_elsewhere_gives_a_usable_manifest(
     assert len(src) == 60 and src.read(src.ref(59))[0]
 
 
-def test_a_manifest_directory_that_cannot_be_written_is_one_line_with_status_2(shard_dir, capsys):  # noqa: F811
+def test_a_manifest_directory_that_cannot_be_written_is_one_line_with_status_2(shard_dir, capsys):
     assert index(shard_dir / "shard-000.tar", "/sys/hl-manifest.json", "--workers", "1") == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Traceback" not in err
@@ -80,7 +84,7 @@ def _alive(pid):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; the parent-death signal is Linux's")
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-def test_index_worker_processes_end_when_the_command_is_killed(shard_dir, tmp_path, sig):  # noqa: F811
+def test_index_worker_processes_end_when_the_command_is_killed(shard_dir, tmp_path, sig):
     for i in range(300):  # enough shards that the workers are busy when the command dies
         os.link(shard_dir / "shard-000.tar", tmp_path / f"s-{i:03d}.tar")
     proc = subprocess.Popen([sys.executable, "-m", "hybridload", "index", str(tmp_path / "s-{000..299}.tar"), "-o",
