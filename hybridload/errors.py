@@ -232,6 +232,9 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
     failed parts. Attributes: ``failures``, ``[(part name, exception), ...]``.
     """
 
+    what: str
+    failures: list[tuple[str, BaseException]]
+
     def __new__(cls, what: str, failures: list):
         names = "; ".join(f"{name} ({type(exc).__name__}: {exc})" for name, exc in failures)
         self = super().__new__(cls, f"{what}: {len(failures)} part(s) failed to close: {names}",

@@ -55,7 +55,8 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     def source(name, dtype, ndim):
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
 
-    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,
+    # DALI's .pyi overloads of pipeline_def omit exec_dynamic, which it takes (**pipeline_kwargs)
+    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
                   prefetch_queue_depth=prefetch_queue_depth, seed=seed, exec_dynamic=True)
     def graph():
         encoded = source("encoded", types.UINT8, 1)
@@ -92,8 +93,8 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     def source(name, dtype, ndim):
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
 
-    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id, prefetch_queue_depth=1,
-                  exec_dynamic=True)
+    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
+                  prefetch_queue_depth=1, exec_dynamic=True)  # (exec_dynamic: as above)
     def graph():
         img = fn.external_source(name="image", dtype=types.UINT8, ndim=3, layout="HWC")
         return photo_graph(img, rec, source, fn, types, dmath)

@@ -43,7 +43,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {one_line(message)} (see {self.prog} -h)\n")
 
 
-def one_line(text: str) -> str:
+def one_line(text: object) -> str:
     """``text`` with its line breaks folded into spaces."""
     return " ".join(str(text).split())
 

@@ -9,11 +9,15 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from hybridload.cli import bench, index  # both import torch and the loader only when a command runs
 from hybridload.cli.args import (Parser, UsageError, choices_list, count, data_root, fail, fraction, nonneg_float,
                        positive_float, positive_int, user_input)
 from hybridload.cli.tables import format_table, key_value_table
+
+if TYPE_CHECKING:
+    from hybridload.recipe import Recipe
 
 log = logging.getLogger("hybridload.cli.commands")
 
@@ -75,7 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _recipe(spec: str):
     from hybridload import recipe
     name, _, size = spec.partition(":")
-    makers = {"imagenet_train": recipe.imagenet_train, "imagenet_eval": recipe.imagenet_eval}
+    makers: dict[str, Callable[[int], Recipe]] = {"imagenet_train": recipe.imagenet_train,
+                                                  "imagenet_eval": recipe.imagenet_eval}
     if name not in makers:
         raise UsageError(f"--recipe must be imagenet_train[:SIZE] or imagenet_eval[:SIZE], got {spec!r}")
     with user_input(f"--recipe {spec!r}"):

@@ -39,7 +39,7 @@ def _have_skimage() -> bool:
 def _photo_paths() -> list[Path]:
     paths: list[Path] = []
     skimage = require("skimage", "photos", "generating a photo dataset", package="scikit-image")
-    data = Path(skimage.__file__).parent / "data"
+    data = Path(skimage.__path__[0]) / "data"
     paths += [data / name for name in _SKIMAGE_PHOTOS if (data / name).exists()]
     try:
         import sklearn
@@ -83,9 +83,9 @@ def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350,
         target = int(rng.integers(short_side[0], short_side[1] + 1))
         scale = target / min(cw, ch)
         crop = crop.resize((max(1, round(cw * scale)), max(1, round(ch * scale))),
-                           Image.BICUBIC)
+                           Image.Resampling.BICUBIC)
         if rng.random() < 0.5:
-            crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+            crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         buf = io.BytesIO()
         crop.save(buf, format="JPEG", quality=int(rng.integers(quality[0], quality[1] + 1)))
         out.append(buf.getvalue())

@@ -91,7 +91,9 @@ def _chunks(urls: Sequence[str]) -> Iterable[Sequence[str]]:
 def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars: bool, record, bar) -> tuple:
     """Index ``todo`` on ``pool``, a bounded number of tasks in flight; ``record`` each count.
     Returns the shards that failed and those whose sidecar could not be written."""
-    failed, no_sidecar, pending, chunks = [], [], set(), iter(_chunks(todo))
+    failed: list[tuple[str, str]] = []  # (url, why it failed)
+    no_sidecar: list[tuple[str, str]] = []  # (url, why its sidecar could not be written)
+    pending, chunks = set(), iter(_chunks(todo))
     while True:
         for chunk in chunks:
             pending.add(pool.submit(index_shards, chunk, image_exts, sidecars))

@@ -69,6 +69,7 @@ def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: fl
             n += images.shape[0]
             if time.perf_counter() - t0 >= seconds:
                 return n / (time.perf_counter() - t0)
+    raise RuntimeError("endless() ended")  # it never does: it raises on a loader without batches
 
 
 def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample: int = 256,
@@ -141,7 +142,7 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
         if plan.gpu_share not in {s for s, _ in points}:
             check(plan.gpu_share)
         plan = trust_measurements(plan, m, lim, points)
-    extra = {"gpu_name": gpu.name if gpu.available else None}  # LoaderPolicy.from_plan compares it with the GPU here
+    extra: dict[str, object] = {"gpu_name": gpu.name if gpu.available else None}  # LoaderPolicy.from_plan compares it with the GPU here
     if check_points:
         extra["checked_points"] = points
     plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | extra})

@@ -70,7 +70,8 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     with _lock:
         # "auto" was resolved when the live connection was made: resolved again, it finds the embedded
         # cluster's own address (Ray records it) and replaced it under the ranks that joined it
-        target = _ours if address == "auto" and _is_ours(ray) else _target(address, fallback_embedded)
+        target = (_ours if address == "auto" and _ours is not None and _is_ours(ray)
+                  else _target(address, fallback_embedded))
         if _is_ours(ray) and _users == 0 and target != _ours:
             log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
             ray.shutdown()

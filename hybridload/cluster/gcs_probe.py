@@ -36,7 +36,8 @@ def require_gcs(address: str, timeout_s: float) -> None:
     address (``ray://...``) is not a GCS: Ray reports on it."""
     if "://" in address:
         return
-    from ray._raylet import InnerGcsClient
+    # a Cython class that ray/_raylet.pyi does not declare
+    from ray._raylet import InnerGcsClient  # type: ignore[attr-defined]
 
     outcome: dict = {}
 

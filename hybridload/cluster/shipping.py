@@ -73,6 +73,8 @@ def referenced_modules(obj) -> set[str]:
     from ray import cloudpickle
 
     class Scan(cloudpickle.Pickler):
+        found: set[str]
+
         def reducer_override(self, o):
             if isinstance(o, (type, types.FunctionType)):
                 name = getattr(o, "__module__", None)

@@ -16,12 +16,13 @@ tensors are returned as they are (no copy).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
 
-def resolve_device(device: str | torch.device | None, *, env: dict | None = None, cuda: Any = None) -> torch.device:
+def resolve_device(device: str | torch.device | None, *, env: Mapping[str, str] | None = None,
+                   cuda: Any = None) -> torch.device:
     """The concrete device batches land on (a CUDA device always with its index).
 
     Args:

@@ -41,12 +41,12 @@ class LoaderStats:
 
     def reset(self) -> None:
         with self._lock:
-            self.images = defaultdict(int)
-            self.batches = defaultdict(int)
-            self.busy_s = defaultdict(float)
-            self.retries = defaultdict(int)
-            self.reissued = defaultdict(int)
-            self.duplicates = defaultdict(int)
+            self.images: defaultdict[str, int] = defaultdict(int)  # per lane name, as are the next five
+            self.batches: defaultdict[str, int] = defaultdict(int)
+            self.busy_s: defaultdict[str, float] = defaultdict(float)
+            self.retries: defaultdict[str, int] = defaultdict(int)
+            self.reissued: defaultdict[str, int] = defaultdict(int)
+            self.duplicates: defaultdict[str, int] = defaultdict(int)
             self.skipped: list[tuple] = []
             self.stall_s = 0.0
             self.batches_delivered = 0

@@ -33,7 +33,7 @@ import enum
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -184,6 +184,8 @@ class Lane(abc.ABC):
 
 class PooledLane(Lane):
     """A lane that runs ``runner(task)`` on its own thread pool (``self._pool``)."""
+
+    _pool: Any  # set by the subclass: an executor, or any pool with submit(fn, task) -> Future
 
     def _start(self, task: BatchTask, done: Done) -> None:
         submit_to_pool(self._pool, self.runner(task), task, done)

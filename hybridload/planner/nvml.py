@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Literal, Mapping
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,8 @@ class GpuReading:
     nvdec_util: float | None = None     # 0..1, NVDEC video decoders ("decoder" in NVML), where reported
     jpeg_util: float | None = None      # 0..1, NVJPG hardware JPEG engine, where reported
 
-    available = True
+    #: the tag a caller branches on (`GpuUnavailable`'s is False); mypy narrows the union by it
+    available: ClassVar[Literal[True]] = True
 
     @property
     def decoder_util(self) -> float | None:
@@ -88,7 +89,7 @@ class GpuUnavailable:
 
     reason: str
 
-    available = False
+    available: ClassVar[Literal[False]] = False
 
     def headroom(self, max_gpu_util: float) -> float:
         return 0.0
@@ -99,7 +100,7 @@ def _import_pynvml():
     return pynvml
 
 
-def visible_device_entry(env: dict | None = None, cuda_index: int | None = None) -> str | None:
+def visible_device_entry(env: Mapping[str, str] | None = None, cuda_index: int | None = None) -> str | None:
     """Entry ``cuda_index`` of CUDA_VISIBLE_DEVICES (default: LOCAL_RANK's); None when unset, "" when empty."""
     env = os.environ if env is None else env
     if cuda_index is None:
@@ -123,7 +124,7 @@ def _torch_uuid(cuda_index: int) -> str | None:
         return None
 
 
-def _cuda_index(device: Any, env: dict) -> int:
+def _cuda_index(device: Any, env: Mapping[str, str]) -> int:
     """The CUDA ordinal of the loader's device (an index, a torch device, or None for the default)."""
     if isinstance(device, int):
         return device
@@ -181,8 +182,8 @@ def _s(v) -> str:
 
 
 def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = None, nvml: Any = None,
-             env: dict | None = None, torch_uuid: Callable[[int], str | None] = _torch_uuid,
-             sleep: Callable[[float], None] = time.sleep) -> GpuReading | GpuUnavailable:
+             env: Mapping[str, str] | None = None, torch_uuid: Callable[[int], str | None] = _torch_uuid,
+             sleep: Callable[[float], object] = time.sleep) -> GpuReading | GpuUnavailable:
     """Sample the loader's GPU (``device``) for ``window_s`` seconds (at least one second is advised).
 
     Args:

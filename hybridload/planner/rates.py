@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout
     others = [n for n in cluster.nodes() if not n.is_trainer and n.cpus > 0]
     if not others:
         return []
-    probe = ray.remote(_RateProbe)
+    probe: Any = ray.remote(_RateProbe)  # Ray's types give an actor's methods no `.remote`
     src_ref = ray.put(source)
     actors = [probe.options(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
               .remote(src_ref, recipe) for n in others]

@@ -29,11 +29,10 @@ from typing import Sequence
 
 import numpy as np
 
-from hybridload.recipe.custom import CustomStage
+from hybridload.recipe.custom import CustomStage, SampleOp
 from hybridload.recipe.keys import keyed_generator
-from hybridload.recipe.ops import Op
 from hybridload.recipe.stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
-                     Stage, ToTensor)
+                     Stage, ToTensor, size_hw)
 from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale, PHOTOMETRIC_STAGES
 from hybridload.recipe.autoaug import TrivialAugmentWide
 
@@ -61,7 +60,7 @@ class SampleParams:
         out_hw: the (height, width) of the result.
     """
 
-    ops: tuple[Op, ...]
+    ops: tuple[SampleOp, ...]
     stages: tuple[str, ...]
     out_hw: tuple[int, int]
 
@@ -110,6 +109,21 @@ def phase_of(kind: type) -> Phase | None:
     return {Normalize: Phase.NORMALIZE, RandomErasing: Phase.ERASE, ToTensor: Phase.LAYOUT}.get(kind)
 
 
+NOT_FIXED = ("Recipe: the output size is not fixed; end the geometric stages with "
+             "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches")
+
+
+def _fixed_hw(stages: Sequence[object]) -> tuple[int, int] | None:
+    """Pure: (height, width) the last geometric stage that fixes one sets; None if none does."""
+    hw = None
+    for st in stages:
+        if isinstance(st, (RandomResizedCrop, CenterCrop)):
+            hw = size_hw(st.size)
+        elif isinstance(st, Resize):
+            hw = st.size if isinstance(st.size, tuple) else None
+    return hw
+
+
 @dataclass(frozen=True)
 class Recipe:
     """An ordered, validated list of stages.
@@ -153,19 +167,16 @@ class Recipe:
                 raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
                                  "put Normalize() right before it")
             last = phase
-        if self.out_hw is None:
-            raise ValueError("Recipe: the output size is not fixed; end the geometric stages with "
-                             "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches")
+        if _fixed_hw(self.stages) is None:
+            raise ValueError(NOT_FIXED)
 
     # -- static facts
     @property
-    def out_hw(self) -> tuple[int, int] | None:
-        hw = None
-        for st in self.stages:
-            if isinstance(st, (RandomResizedCrop, CenterCrop)):
-                hw = st.size
-            elif isinstance(st, Resize):
-                hw = st.size if isinstance(st.size, tuple) else None
+    def out_hw(self) -> tuple[int, int]:
+        """(height, width) of every output image (a recipe without one is refused when made)."""
+        hw = _fixed_hw(self.stages)
+        if hw is None:
+            raise ValueError(NOT_FIXED)
         return hw
 
     @property
@@ -207,7 +218,7 @@ class Recipe:
                 gen.append(sample_generator(seed, epoch, index))
             return gen[0]
 
-        ops: list[Op] = []
+        ops: list[SampleOp] = []
         names: list[str] = []
         hw = (int(height), int(width))
         for k, st in enumerate(self.stages):

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Union
 
 import numpy as np
 import torch
 
 from hybridload.recipe.keys import keyed_generator
+from hybridload.recipe.ops import Op
 
 #: Spawn key of the custom stages' generators: apart from the shared per-sample generator
 #: (``recipe.sample_generator``, spawn key ()), one stream per stage position.
@@ -52,7 +53,7 @@ def fn_name(fn: Callable) -> str:
     """The function's name as the user wrote it (``module.qualname``)."""
     module = getattr(fn, "__module__", None)
     qual = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn))
-    return f"{module}.{qual}" if module else qual
+    return f"{module}.{qual}" if module else str(qual)
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,10 @@ class CustomOp:
 
     stage: CustomStage
     key: tuple[int, int, int, int]
+
+
+#: what a sample's op list holds: the typed ops every engine runs, and the CPU-only custom ones
+SampleOp = Union[Op, CustomOp]
 
 
 def custom_generator(seed: int, epoch: int, index: int, position: int) -> np.random.Generator:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable, Union, cast
 
 import numpy as np
 
@@ -58,8 +58,10 @@ def _probability(stage: str, p) -> float:
     return float(p)
 
 
-def _draw(rng: Rng, r: tuple[float, float] | None, identity: float) -> float:
-    return identity if r is None else float(rng().uniform(r[0], r[1]))
+def _draw(rng: Rng, r: Range, identity: float) -> float:
+    """A factor drawn from ``r`` as ``__post_init__`` left it: None (off) or a (low, high) pair."""
+    pair = cast("tuple[float, float] | None", r)
+    return identity if pair is None else float(rng().uniform(pair[0], pair[1]))
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,9 @@ class GaussianBlur:
         object.__setattr__(self, "sigma", (float(pair[0]), float(pair[1])))
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
-        lo, hi = self.sigma
+        lo, hi = cast("tuple[float, float]", self.sigma)  # as __post_init__ left them
         sigma = lo if lo == hi else float(rng().uniform(lo, hi))
-        return (O.Blur(self.kernel_size, sigma),), hw
+        return (O.Blur(cast(int, self.kernel_size), sigma),), hw
 
 
 @dataclass(frozen=True)

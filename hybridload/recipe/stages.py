@@ -34,7 +34,8 @@ def _check_size(stage: str, size, *, allow_int: bool = True) -> tuple[int, int] 
     raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
 
 
-def _pair(size: int | tuple[int, int]) -> tuple[int, int]:
+def size_hw(size: int | tuple[int, int]) -> tuple[int, int]:
+    """``size`` as (height, width): an int is a square."""
     return (size, size) if isinstance(size, int) else size
 
 
@@ -87,7 +88,7 @@ class RandomResizedCrop:
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
 
     def __post_init__(self):
-        object.__setattr__(self, "size", _pair(_check_size("RandomResizedCrop", self.size)))
+        object.__setattr__(self, "size", size_hw(_check_size("RandomResizedCrop", self.size)))
         lo, hi = _range("RandomResizedCrop", "scale", self.scale)
         if not 0 < lo <= hi <= 1:
             raise ValueError(f"RandomResizedCrop: scale must satisfy 0 < min <= max <= 1, got {self.scale!r}")
@@ -101,7 +102,8 @@ class RandomResizedCrop:
         """A box drawn as torchvision's ``get_params`` does, then a resize to ``size``."""
         h, w = hw
         x, y, cw, ch = _random_resized_crop(rng(), w, h, self)
-        return (O.Crop(x, y, cw, ch), O.Resize(*self.size)), self.size
+        size = size_hw(self.size)  # already a pair (__post_init__): typed as given
+        return (O.Crop(x, y, cw, ch), O.Resize(*size)), size
 
 
 @dataclass(frozen=True)
@@ -139,13 +141,13 @@ class CenterCrop:
     size: Size
 
     def __post_init__(self):
-        object.__setattr__(self, "size", _pair(_check_size("CenterCrop", self.size)))
+        object.__setattr__(self, "size", size_hw(_check_size("CenterCrop", self.size)))
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
-        (h, w), (ch, cw) = hw, self.size
+        (h, w), (ch, cw) = hw, size_hw(self.size)
         if (ch, cw) == (h, w):
-            return (), self.size
-        return (O.Crop(int(round((w - cw) / 2.0)), int(round((h - ch) / 2.0)), cw, ch),), self.size
+            return (), (ch, cw)
+        return (O.Crop(int(round((w - cw) / 2.0)), int(round((h - ch) / 2.0)), cw, ch),), (ch, cw)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def braceexpand(pattern: str) -> list[str]:
     """
     try:
         return list(_braceexpand_lib.braceexpand(pattern))
-    except _braceexpand_lib.UnbalancedBracesError:
+    except _braceexpand_lib.UnbalancedBracesError:  # type: ignore[attr-defined]  # its .pyi omits the class
         raise ValueError(f"unbalanced braces in the shard pattern {pattern!r}: close each '{{' with '}}', "
                          f"or write a literal brace as '\\{{' / '\\}}'") from None
 
@@ -63,7 +63,10 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
         out += braceexpand(os.fspath(u))
     if len(set(out)) != len(out):
         seen: set[str] = set()
-        twice = next(u for u in out if u in seen or seen.add(u))
+        for twice in out:  # the first URL named a second time
+            if twice in seen:
+                break
+            seen.add(twice)
         raise ValueError(f"TarShards: the shard {twice!r} is named twice by {str(urls)[:200]}; its samples would come "
                          "twice every epoch: name each shard once")
     return out

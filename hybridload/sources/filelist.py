@@ -41,17 +41,15 @@ class FileList(Source):
         io_threads = check_io_threads(io_threads, type(self).__name__)
         self.io_threads = io_threads if io_threads is not None else (
             DEFAULT_IO_THREADS if any(is_url(p) for p in self.paths) else 1)
-        if labels is None:
-            labels = [0] * len(self.paths)
-        labels = np.asarray(labels)
-        if labels.ndim != 1 or len(labels) != len(self.paths):
-            raise ValueError(f"FileList: got {len(self.paths)} paths but {labels.size} labels; give one label per path")
-        if len(labels) and not np.issubdtype(labels.dtype, np.integer):
-            values = labels.tolist()
+        given = np.asarray([0] * len(self.paths) if labels is None else labels)
+        if given.ndim != 1 or len(given) != len(self.paths):
+            raise ValueError(f"FileList: got {len(self.paths)} paths but {given.size} labels; give one label per path")
+        if len(given) and not np.issubdtype(given.dtype, np.integer):
+            values = given.tolist()
             bad = next((i for i, v in enumerate(values) if not (isinstance(v, float) and v.is_integer())), 0)
             raise ValueError(f"FileList: labels must be integers (class indices); sample {bad} "
-                             f"({self.paths[bad]}) has label {values[bad]!r} ({labels.dtype})")
-        self._labels = labels.astype(np.int64)
+                             f"({self.paths[bad]}) has label {values[bad]!r} ({given.dtype})")
+        self._labels = given.astype(np.int64)
         check_protocols(self.paths, self.storage_options)
 
     def __len__(self) -> int:

@@ -17,7 +17,7 @@ import json
 import os
 import posixpath
 import tempfile
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard
 
 from hybridload.errors import ManifestError
 
@@ -28,7 +28,7 @@ WIDS_VERSION = 1
 MAX_SAMPLES = 2**63 - 1
 
 
-def is_manifest(urls: Any) -> bool:
+def is_manifest(urls: Any) -> TypeGuard[str | os.PathLike]:
     """True when ``urls`` names a manifest: one path or URL ending in ``.json``, no braces."""
     if not isinstance(urls, (str, os.PathLike)):
         return False

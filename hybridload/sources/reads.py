@@ -17,7 +17,7 @@ import os
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterable, Iterator, Protocol, Sequence
 
 from hybridload.errors import SampleError
 
@@ -42,6 +42,16 @@ def _reset_after_fork() -> None:
 os.register_at_fork(after_in_child=_reset_after_fork)
 
 Outcome = Any  # (payload, label) | SampleError
+
+
+class Reads(Protocol):
+    """Outcomes in order; ``close()`` stops the reads not yet started."""
+
+    def __iter__(self) -> Iterator[Outcome]: ...
+
+    def __next__(self) -> Outcome: ...
+
+    def close(self) -> None: ...
 _END = object()
 
 
@@ -64,7 +74,7 @@ def check_io_threads(io_threads: int | None, where: str) -> int | None:
     return io_threads
 
 
-def sequential_reads(read: Callable[[Any], Any], items: Iterable) -> Iterator[Outcome]:
+def sequential_reads(read: Callable[[Any], Any], items: Iterable) -> Generator[Outcome, None, None]:
     """One read after another, each when the caller asks for it (the caller's thread)."""
     for item in items:
         try:
@@ -131,7 +141,7 @@ def ordered_reads(read: Callable[[Any], Any], items: Sequence, width: int) -> It
     return OrderedReads(read, items, width)
 
 
-def read_many(source: Any, refs: Sequence) -> Iterator[Outcome]:
+def read_many(source: Any, refs: Sequence) -> Reads:
     """A source's reads of ``refs`` in order: its ``read_many`` where it has one (concurrent
     for remote locations, started at once), else one ``read`` after another. ``close()``
     stops the reads not yet started."""

@@ -59,4 +59,11 @@ class ShardCache:
 
 
 _caches: "weakref.WeakSet[ShardCache]" = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [c._forget() for c in list(_caches)])
+
+
+def _forget_all() -> None:
+    for cache in list(_caches):
+        cache._forget()
+
+
+os.register_at_fork(after_in_child=_forget_all)

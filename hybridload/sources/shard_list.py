@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class ShardList:
         self.counts = counts
         #: index of each shard's first sample, and the total at the end
         self.starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-        self._packed: bytes | None = None  # the compressed state, made at the first pickling
+        self._packed: tuple[bytes, bytes, bytes] | None = None  # the compressed state, made at the first pickling
         self._fingerprint: str | None = None
 
     def __len__(self) -> int:
@@ -63,7 +63,8 @@ class ShardList:
         if self._fingerprint is None:
             blob, ends = self._blob, self._ends.tolist()  # once per process
             names = [blob[b:e] for b, e in zip([0] + ends[:-1], ends)]
-            cut = os.path.commonprefix([min(names), max(names)]).rfind(b"/") + 1  # the common prefix of all is theirs
+            # the common prefix of all is theirs (bytes: typeshed's "" is for an empty list, never this one)
+            cut = cast(bytes, os.path.commonprefix([min(names), max(names)])).rfind(b"/") + 1
             crc = zlib.crc32(b"\0".join([n[cut:] for n in names]), zlib.crc32(self.counts.tobytes()))
             self._fingerprint = f"{len(self)} shards, {self.total} samples (names and counts crc32 {crc:08x})"
         return self._fingerprint

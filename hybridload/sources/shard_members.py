@@ -105,15 +105,20 @@ def shard_members(url: str, samples: list, image_exts: Sequence[str],
     return ShardMembers(tuple(names), offsets, sizes, labels)
 
 
+def check_index_cache(capacity: int) -> int:
+    """``capacity`` (TarShards' ``index_cache``), or ValueError saying what to write."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"TarShards: index_cache must be an int >= 1 (shards whose member tables each "
+                         f"process keeps), got {capacity!r}; write e.g. index_cache=64")
+    return capacity
+
+
 class MemberCache:
     """``get(s)``: shard ``s``'s `ShardMembers`, loaded by ``load(s)`` when not held;
     at most ``capacity`` shards held, least recently used dropped first."""
 
     def __init__(self, load: Callable[[int], ShardMembers], capacity: int):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"TarShards: index_cache must be an int >= 1 (shards whose member tables each "
-                             f"process keeps), got {capacity!r}; write e.g. index_cache=64")
-        self._load, self.capacity = load, capacity
+        self._load, self.capacity = load, check_index_cache(capacity)
         self._lock = threading.Lock()
         self._held: OrderedDict[int, ShardMembers] = OrderedDict()
         self.loads = 0  # shards loaded (sidecar, cache file or scan) by this process
@@ -148,4 +153,11 @@ class MemberCache:
 
 
 _caches: "weakref.WeakSet[MemberCache]" = weakref.WeakSet()
-os.register_at_fork(after_in_child=lambda: [c._forget() for c in list(_caches)])
+
+
+def _forget_all() -> None:
+    for cache in list(_caches):
+        cache._forget()
+
+
+os.register_at_fork(after_in_child=_forget_all)

@@ -22,7 +22,7 @@ import re
 import stat
 import tarfile
 import tempfile
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 from hybridload.sources._base import is_url, read_error, url_to_fs
 from hybridload.sources.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
@@ -72,6 +72,7 @@ def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = Non
     """Scan a shard with tarfile: ``([[key, [[ext, offset, size], ...], cls_text|None], ...], end)``
     in tar order (a key's members grouped at its first appearance; ``end``: where the last
     member ends); from ``data`` (the whole shard, already read) when given."""
+    handle: BinaryIO
     if data is not None:
         handle = io.BytesIO(data)
     elif is_url(url):
@@ -106,8 +107,8 @@ def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = Non
                                          f"{info.name!r} (a key may have one member per extension)")
                     entry[1].append([ext, info.offset_data, info.size])
                     if ext == "cls":
-                        raw = tf.extractfile(info).read(256)
-                        entry[2] = raw.decode("utf-8", errors="replace")
+                        member = tf.extractfile(info)  # None only for a member that is not a file, skipped above
+                        entry[2] = None if member is None else member.read(256).decode("utf-8", errors="replace")
             except tarfile.TarError as exc:
                 raise ValueError(f"TarShards: shard {url!r} is damaged ({exc})") from None
             end = tf.offset

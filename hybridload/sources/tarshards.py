@@ -45,7 +45,7 @@ from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, order
 from hybridload.sources.shard_cache import ShardCache
 from hybridload.sources.shard_checks import HEADER, checked_member, shard_read_failure
 from hybridload.sources.shard_list import ShardList
-from hybridload.sources.shard_members import MemberCache, ShardMembers, shard_members
+from hybridload.sources.shard_members import MemberCache, ShardMembers, check_index_cache, shard_members
 from hybridload.sources.tar_index import shard_index, split_member_name
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class TarShards(Source):
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
         self.cache_shards = cache_shards if cache_shards is not None else 2 * buffer_shards + 2
         self.index_cache = index_cache
-        MemberCache(lambda s: None, index_cache)  # validates index_cache
+        check_index_cache(index_cache)
         #: the manifest the source was built from (None: a pattern or list, scanned)
         self.manifest = os.fspath(urls) if is_manifest(urls) else None
         if self.manifest is not None:
@@ -242,7 +242,7 @@ class TarShards(Source):
     def keys(self) -> list[str]:
         """Sample keys in index order (keys repeat across shards only if the shards do); reads
         every shard's member index."""
-        return [split_member_name(name)[0] for s in range(len(self._list)) for name in self._members.get(s).names]
+        return [p[0] for s in range(len(self._list)) for n in self._members.get(s).names if (p := split_member_name(n))]
 
     def _locate(self, index: int) -> tuple[int, str, ShardMembers, int]:
         s, j = self._list.shard_of(self._check_index(index))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import TypedDict
 
 import torch
 
@@ -41,7 +42,12 @@ __all__ = ["make_gpu_lane", "build_engine"]
 #: how the loader builds every GPU lane: uint8 out (delivery normalizes) and no host wait per
 #: batch (delivery makes the consumer's stream wait on ``result.ready``); gpu_check builds its
 #: lanes with the same flags.
-LOADER_LANE_FLAGS = {"normalize_output": False, "host_sync": False}
+class LaneFlags(TypedDict):
+    normalize_output: bool
+    host_sync: bool
+
+
+LOADER_LANE_FLAGS: LaneFlags = {"normalize_output": False, "host_sync": False}
 
 
 def _dali(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:

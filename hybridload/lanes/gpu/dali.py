@@ -123,7 +123,7 @@ class DaliLane(GpuLane):
         self._pipe = None
         if not self.cpu_only:
             try:
-                from nvidia.dali.backend import ReleaseUnusedMemory
+                from nvidia.dali.backend import ReleaseUnusedMemory  # type: ignore[attr-defined]  # not in its .pyi
                 ReleaseUnusedMemory()
             except Exception as exc:  # an older DALI: the pool is freed at exit instead
                 log.debug("DALI ReleaseUnusedMemory unavailable: %s", exc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing as mp
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 
@@ -44,6 +44,7 @@ class PrepPool:
         if kind not in PREP_KINDS:
             raise ValueError(f"prep kind must be one of {PREP_KINDS}, got {kind!r}")
         self.workers, self.kind = max(1, int(workers)), kind
+        self._pool: Executor
         if kind == "processes":
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["hybridload.lanes.gpu.feed"])

@@ -20,6 +20,7 @@ its EXIF segment removed first (`without_exif`).
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
@@ -30,6 +31,17 @@ from hybridload.extras import install_hint
 
 Decoder = Callable[[Sequence[torch.Tensor]], list]
 BACKENDS = ("torchcodec", "torchvision")
+
+
+@dataclass(frozen=True)
+class NamedDecoder:
+    """A `Decoder` that says which backend it is (the lane's description names it)."""
+
+    decode: Decoder
+    backend: str
+
+    def __call__(self, datas: Sequence[torch.Tensor]) -> list:
+        return self.decode(datas)
 
 
 def without_exif(payload: bytes) -> bytes:
@@ -113,8 +125,7 @@ def gpu_decoder(device, backends: Sequence[str] = BACKENDS, makers: dict | None 
             text = str(exc).splitlines()[0][:300] if str(exc) else ""
             reasons.append(f"{name}: {type(exc).__name__}: {text}")
             continue
-        decode.backend = name
-        return decode
+        return NamedDecoder(decode, name)
     raise LaneUnavailableError(f"no JPEG decoder works on {device} ({'; '.join(reasons)})")
 
 

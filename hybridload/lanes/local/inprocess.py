@@ -27,6 +27,7 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
+from typing import Protocol
 
 import torch
 
@@ -112,10 +113,16 @@ class DaemonPool:
         return [t for t in self.threads if t.is_alive()]
 
 
+class StopFlag(Protocol):
+    """A flag a batch reads before each sample (a `threading.Event`, or a byte in shared memory)."""
+
+    def is_set(self) -> bool: ...
+
+
 class StopAtSample:
     """A batch's reads that end the batch before its next sample once ``stop`` is set."""
 
-    def __init__(self, reads, stop: threading.Event, why):
+    def __init__(self, reads, stop: StopFlag, why):
         self._reads, self._stop, self._why = reads, stop, why
 
     def __iter__(self):

@@ -26,6 +26,14 @@ from hybridload.lanes.local.inprocess import StopAtSample
 PARENT_CHECK_S = 1.0  # how often a worker looks whether the trainer still lives
 
 
+def shm_view(shm: shared_memory.SharedMemory) -> memoryview:
+    """``shm.buf``, which is None only once the segment is closed (the lane closes it last)."""
+    buf = shm.buf
+    if buf is None:
+        raise RuntimeError(f"shared memory {shm.name} used after it was closed")
+    return buf
+
+
 def process_identity(pid: int) -> str | None:
     """``pid``'s start time (``/proc/PID/stat``), which tells it from a later process given the
     same pid; None when it is gone or a zombie (killed, not yet reaped) or /proc cannot tell."""
