@@ -7,13 +7,13 @@ type needs its function here and an entry in that table.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hybridload.recipe.custom import CustomOp, apply_custom
+from hybridload.recipe.custom import CustomOp, SampleOp, apply_custom
 from hybridload.recipe.ops import Crop, Flip, Op, Resize
 
 from hybridload.kernels.photometric import PHOTO_FUNCTIONS, apply_photometric
@@ -49,14 +49,14 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(1)
 
 
-#: The kernel of each op type.
-OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
-                                                                        **PHOTO_FUNCTIONS}
+#: The kernel of each op type (Any: each takes the op of the type it is registered under).
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
+                                                                         **PHOTO_FUNCTIONS}
 #: Ops only the CPU kernels run (a recipe holding one is not ``gpu_capable``): the user's function.
-CPU_ONLY_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {CustomOp: apply_custom}
+CPU_ONLY_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {CustomOp: apply_custom}
 
 
-def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequence[str] | None = None) -> torch.Tensor:
+def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: Sequence[str] | None = None) -> torch.Tensor:
     """Apply ``ops`` (see SampleParams) in order; returns an HWC uint8 tensor (maybe a view).
 
     On failure the exception carries the failing stage's name in ``stage``.
@@ -74,7 +74,7 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[Op], stages: Sequenc
             if type(op) in PHOTO_FUNCTIONS:  # a run of colour ops: one float32 round trip
                 while end < len(ops) and type(ops[end]) in PHOTO_FUNCTIONS:
                     end += 1
-                img = apply_photometric(img, ops[k:end])
+                img = apply_photometric(img, cast("Sequence[Op]", ops[k:end]))  # photometric ops, checked above
             else:
                 fn = OP_FUNCTIONS.get(type(op)) or CPU_ONLY_FUNCTIONS.get(type(op))
                 if fn is None:

@@ -30,7 +30,7 @@ parameters leave the image unchanged.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -241,7 +241,8 @@ def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
 
 
 #: The float32 function of each photometric op type, on a (3, H, W) image (see the module's text).
-FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Op], np.ndarray]] = {
+#: (Any: each function takes the op of the type it is registered under, found by ``type(op)``)
+FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Any], np.ndarray]] = {
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
 #: Ops that work on each value alone, given per-image values (contrast's mean grey level from
