@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Iterator
+from typing import cast
 import time
 import logging
 from dataclasses import dataclass, field
@@ -13,8 +13,9 @@ import torch
 
 from hybridload.errors import SampleError, StorageError
 from hybridload.recipe import Recipe
+from hybridload.recipe.stages import Decode
 from hybridload.sources import Source
-from hybridload.sources.reads import read_many
+from hybridload.sources.reads import Reads, read_many
 
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload.kernels.crop_window import window_decode
@@ -74,7 +75,7 @@ def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.nda
     size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
     `crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
     enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (`dct_scale`)."""
-    dec = recipe.stages[0]
+    dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
     size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
         arr = decode_image(payload)
@@ -120,7 +121,7 @@ def finish_batch(buf: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indic
     return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
 
 
-def start_reads(source: Source, indices) -> tuple[list, Iterator]:
+def start_reads(source: Source, indices) -> tuple[list, Reads]:
     """The refs of ``indices`` and their reads, started now where the source reads
     concurrently (remote storage), so a lane can overlap them with the batch before."""
     refs = [source.ref(i) for i in np.asarray(indices, dtype=np.int64).tolist()]
@@ -129,7 +130,7 @@ def start_reads(source: Source, indices) -> tuple[list, Iterator]:
 
 def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
                   on_error: str = "raise", pin_memory: bool = False, lane: str = "",
-                  normalize: bool = True, started: tuple[list, Iterator] | None = None,
+                  normalize: bool = True, started: tuple[list, Reads] | None = None,
                   out: torch.Tensor | None = None) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 

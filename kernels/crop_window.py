@@ -20,11 +20,12 @@ alike and stays bit-identical to the others.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
-from hybridload.recipe.ops import Crop, Op
+from hybridload.recipe.custom import SampleOp
+from hybridload.recipe.ops import Crop
 
 from hybridload.kernels import turbo
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
@@ -37,8 +38,8 @@ MARGIN = 2
 _EOI = b"\xff\xd9"
 
 
-def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[Op],
-                  dct_scaling: bool = False) -> tuple[np.ndarray, tuple[Op, ...]] | None:
+def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[SampleOp],
+                  dct_scaling: bool = False) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
     """(pixels, ops on them) decoding only the window of the JPEG ``data`` (``size``: its
     width and height from the header) that ``ops``' leading Crop keeps; None where the
     full decode must run instead (see the module's docstring)."""
@@ -51,7 +52,7 @@ def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[Op],
     plan = plan_scaled_decode(width, height, ops) if dct_scaling else None
     if plan is not None:
         ops = scaled_ops(ops, plan.denominator, plan.min_width, plan.min_height)
-    c = ops[0]
+    c = cast(Crop, ops[0])  # still the leading Crop (scaled_ops keeps it first)
     try:
         got = turbo.decode_window(data, c.x, c.y, c.w, c.h, 1 if plan is None else plan.denominator, MARGIN)
     except turbo.TurboError:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, cast
 
-from hybridload.recipe.ops import Crop, Op, Resize
+from hybridload.recipe.custom import SampleOp
+from hybridload.recipe.ops import Crop, Resize
 
 #: The scale denominators tried, largest reduction first (libjpeg-turbo's SIMD IDCT sizes).
 DENOMINATORS = (8, 4, 2)
@@ -44,7 +45,7 @@ class ScaledDecode:
     min_height: int
 
 
-def plan_scaled_decode(width: int, height: int, ops: Sequence[Op]) -> ScaledDecode | None:
+def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp]) -> ScaledDecode | None:
     """The scaled decode for an image of ``width`` x ``height`` whose ops start with Crop and
     Resize, or None where the full decode must run (no such ops, a crop reaching outside the
     image, or a crop too small to keep the margin even at half size).
@@ -63,12 +64,12 @@ def plan_scaled_decode(width: int, height: int, ops: Sequence[Op]) -> ScaledDeco
     return None
 
 
-def scaled_ops(ops: Sequence[Op], denominator: int, scaled_w: int, scaled_h: int) -> tuple[Op, ...]:
+def scaled_ops(ops: Sequence[SampleOp], denominator: int, scaled_w: int, scaled_h: int) -> tuple[SampleOp, ...]:
     """``ops`` with the leading Crop mapped onto the image decoded at 1/``denominator``
     (``scaled_w`` x ``scaled_h``): libjpeg-turbo's decoded pixel k covers the full image's
     pixels ``[k * d, (k + 1) * d)``, so a full-size coordinate x maps to x / d; the corners
     are rounded to whole pixels and kept inside the decoded image."""
-    crop, d = ops[0], denominator
+    crop, d = cast(Crop, ops[0]), denominator  # planned by plan_scaled_decode: a Crop leads
     x0, y0 = round(crop.x / d), round(crop.y / d)
     x1 = min(scaled_w, max(x0 + 1, round((crop.x + crop.w) / d)))
     y1 = min(scaled_h, max(y0 + 1, round((crop.y + crop.h) / d)))

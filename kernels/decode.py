@@ -90,7 +90,7 @@ def _pil_to_rgb(im: Image.Image) -> np.ndarray:
     check_pixels(*im.size)
     if im.mode == "I;16" or im.mode.startswith("I;16") or im.mode == "I":
         # 16-bit grayscale: scale to 8 bits rather than letting convert() clip
-        a = np.asarray(im, dtype=np.uint32 if im.mode == "I" else np.uint16)
+        a: np.ndarray = np.asarray(im, dtype=np.uint32 if im.mode == "I" else np.uint16)
         a = (a >> 8).astype(np.uint8) if a.dtype == np.uint16 else np.clip(a >> 8, 0, 255).astype(np.uint8)
         return np.repeat(a[:, :, None], 3, axis=2)
     if im.mode != "RGB":
