@@ -13,6 +13,8 @@ differ by at most one grey level on most values (see tests/test_gpu_path.py).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -70,7 +72,8 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(-1)
 
 
-_APPLY = {Crop: crop, Resize: resize, Flip: flip, **PHOTO_FUNCTIONS}
+_APPLY: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
+                                                                   **PHOTO_FUNCTIONS}
 
 
 def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:

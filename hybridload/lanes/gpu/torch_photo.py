@@ -7,13 +7,13 @@ of an integer (see tests/test_photometric.py for the measured differences).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from hybridload.kernels.photometric import grey_mean_of_sums
-from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
+from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Posterize, Saturation, Solarize
 
 GREY = (0.299, 0.587, 0.114)
 
@@ -61,7 +61,7 @@ def hue(img: torch.Tensor, op: Hue) -> torch.Tensor:
     maxc, minc = torch.maximum(torch.maximum(r, g), b), torch.minimum(torch.minimum(r, g), b)
     cr = maxc - minc
     is_r, is_g = maxc == r, maxc == g
-    f32 = {"dtype": torch.float32, "device": x.device}
+    f32: dict[str, Any] = {"dtype": torch.float32, "device": x.device}
     num = torch.where(is_r, g - b, torch.where(is_g, b - r, r - g))
     off = torch.where(is_r, torch.zeros((), **f32), torch.where(is_g, torch.full((), 2.0, **f32),
                                                                  torch.full((), 4.0, **f32)))
@@ -118,6 +118,6 @@ def autocontrast(img: torch.Tensor, op: AutoContrast) -> torch.Tensor:
 
 
 #: The torch function of each photometric op type.
-PHOTO_FUNCTIONS: dict[type, Callable[[torch.Tensor, Op], torch.Tensor]] = {
+PHOTO_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {  # each takes its own op type
     Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
     Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Container
+from typing import Any, Collection
 
 from hybridload.lanes.ray.pool_stats import PoolStats
 
@@ -206,6 +206,6 @@ class Members:
         self.stats.live(ready)
 
 
-def _head(bucket: dict[int, Member], avoid: Container[int]):
+def _head(bucket: dict[int, Member], avoid: Collection[int]):
     """The first members of a bucket, one more than ``avoid`` holds (a task has at most two copies)."""
     return itertools.islice(bucket.values(), len(avoid) + 1)

@@ -20,7 +20,8 @@ from hybridload.lanes.ray.members import State
 def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
     """(first wave: the first actor of each node, in placement order; the rest)."""
     seen: set[str] = set()
-    first, rest = [], []
+    first: list[str] = []
+    rest: list[str] = []
     for node_id in where:
         (rest if node_id in seen else first).append(node_id)
         seen.add(node_id)
