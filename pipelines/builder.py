@@ -12,6 +12,8 @@ id, decoding is "mixed" (nvJPEG) and the rest runs on the GPU.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hybridload.recipe import Recipe
 
 from hybridload.pipelines.params import chain_for
@@ -47,6 +49,8 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     """A built DALI pipeline for ``rec``; feed it the `used_inputs` with ``feed_input``."""
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.types import DALIDataType as dt  # in its .pyi; types.UINT8 etc. are set at run time
+    from nvidia.dali.types import DALIInterpType
 
     chain = chain_for(rec)
     gpu = device_id is not None
@@ -59,23 +63,24 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
                   prefetch_queue_depth=prefetch_queue_depth, seed=seed, exec_dynamic=True)
     def graph():
-        encoded = source("encoded", types.UINT8, 1)
+        encoded = source("encoded", dt.UINT8, 1)
         decoder_device = "mixed" if gpu else "cpu"
+        img: Any  # a DataNode (DALI's .pyi also allows a list of them, or None)
         if chain.crop1:
-            img = fn.decoders.image_slice(encoded, source("anchor1", types.FLOAT, 1), source("shape1", types.FLOAT, 1),
+            img = fn.decoders.image_slice(encoded, source("anchor1", dt.FLOAT, 1), source("shape1", dt.FLOAT, 1),
                                           device=decoder_device, normalized_anchor=False, normalized_shape=False,
                                           **decoder_options(types))
         else:
             img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
-            size = source("size", types.FLOAT, 1)
-            img = fn.resize(img, size=size, antialias=True, interp_type=types.INTERP_LINEAR, dtype=types.UINT8)
+            size = source("size", dt.FLOAT, 1)
+            img = fn.resize(img, size=size, antialias=True, interp_type=DALIInterpType.INTERP_LINEAR, dtype=dt.UINT8)
         if chain.crop2:
-            img = fn.slice(img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1),
+            img = fn.slice(img, source("anchor2", dt.FLOAT, 1), source("shape2", dt.FLOAT, 1),
                            normalized_anchor=False, normalized_shape=False,
                            out_of_bounds_policy="pad", fill_values=0)
         img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
-        img = fn.crop_mirror_normalize(img, mirror=source("flip", types.INT32, 0), dtype=types.UINT8,
+        img = fn.crop_mirror_normalize(img, mirror=source("flip", dt.INT32, 0), dtype=dt.UINT8,
                                        output_layout=layout)
         return img
 
@@ -89,6 +94,7 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     images), then the ``photo<j>`` inputs (see `photo`). For engine tests and benchmarks."""
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali.types import DALIDataType as dt
 
     def source(name, dtype, ndim):
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
@@ -96,7 +102,7 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
                   prefetch_queue_depth=1, exec_dynamic=True)  # (exec_dynamic: as above)
     def graph():
-        img = fn.external_source(name="image", dtype=types.UINT8, ndim=3, layout="HWC")
+        img = fn.external_source(name="image", dtype=dt.UINT8, ndim=3, layout="HWC")
         return photo_graph(img, rec, source, fn, types, dmath)
 
     pipe = graph()

@@ -77,7 +77,8 @@ class StreamedTasks(Sequence):
     def __init__(self, batches: Iterator, count: int | None, make: Make, what: str = "the batch iterator"):
         self._open = count is None
         self._it, self._count, self._make, self._what = batches, OPEN_ENDED if count is None else int(count), make, what
-        self._k, self._task = -1, None
+        self._k = -1
+        self._task: BatchTask | None = None
         self._short: str | None = None
         if self._count > 0:
             try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Union, cast
+from typing import Any, Callable, Union, cast
 
 import numpy as np
 
@@ -130,14 +130,14 @@ class GaussianBlur:
     sigma: float | tuple[float, float] = (0.1, 2.0)
 
     def __post_init__(self):
-        k = self.kernel_size
+        k: Any = self.kernel_size  # the user's value, of any type until checked
         if isinstance(k, (tuple, list)) and len(k) == 2 and k[0] == k[1]:
             k = k[0]
         if not (_number(k) and int(k) == k and k > 0 and int(k) % 2 == 1):
             raise ValueError(f"GaussianBlur: kernel_size must be one positive odd int, got {self.kernel_size!r}; "
                              f"write e.g. kernel_size=23")
         object.__setattr__(self, "kernel_size", int(k))
-        s = self.sigma
+        s: Any = self.sigma
         pair = (s, s) if _number(s) else s
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(_number(x) for x in pair)
                 and 0 < pair[0] <= pair[1]):
@@ -178,15 +178,15 @@ class RandomErasing:
                 raise ValueError(f"RandomErasing: {name} must be a (min, max) pair with {low} "
                                  f"{'<=' if name == 'scale' else '<'} min <= max <= {high}, got {v!r}")
             object.__setattr__(self, name, (float(v[0]), float(v[1])))
-        v = self.value
-        if _number(v):
-            v = (float(v),) * 3
-        elif isinstance(v, (tuple, list)) and len(v) == 3 and all(_number(x) for x in v):
-            v = tuple(float(x) for x in v)
-        elif v != "random":
+        fill: Any = self.value  # the user's value, of any type until checked
+        if _number(fill):
+            fill = (float(fill),) * 3
+        elif isinstance(fill, (tuple, list)) and len(fill) == 3 and all(_number(x) for x in fill):
+            fill = tuple(float(x) for x in fill)
+        elif fill != "random":
             raise ValueError(f"RandomErasing: value must be a number, three numbers (one per channel) or "
                              f"'random', got {self.value!r}")
-        object.__setattr__(self, "value", v)
+        object.__setattr__(self, "value", fill)
 
     def draw(self, out_hw: HW, rng: np.random.Generator) -> tuple[int, int, int, int] | None:
         """(top, left, h, w) of the box for one sample, or None (torchvision's ``get_params``)."""
