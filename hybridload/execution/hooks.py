@@ -29,6 +29,12 @@ class DispatchHooks(Protocol):
 
     def duplicate_dropped(self, lane: str) -> None: ...
 
+    def record_wait(self, seconds: float) -> None:
+        """The consumer waited ``seconds`` for a batch (the stream's, on the consumer's thread)."""
+
+    def pass_ended(self) -> None:
+        """The pass delivered its last batch (the stream's, on the consumer's thread)."""
+
 
 class CapsHook(Protocol):
     """Steers the lane caps from what the lanes did."""
