@@ -25,15 +25,15 @@ from typing import Any, Callable, TypeVar
 import torch
 import torch.utils.data as tud
 
-from hybridload.errors import close_all, take_all
-from hybridload.lanes.ray.dataset_lane import (OVERSUBSCRIBED, DatasetLane, IterableDatasetActors,
-                                               in_process_pass, no_cpu_for_another_pool)
-from hybridload.lanes.ray.dataset_worker import InitFailed
-from hybridload.sampling.progress import PassProgress
-from hybridload.sampling.sharding import resolve_rank
-from hybridload.execution.stats import LoaderStats
+from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
 from hybridload.dataloader.passes import FailedPass, RayPass
+from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
+from hybridload.dataloader.progress import PassProgress
 from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
+from hybridload.dataloader.worker import InitFailed
+from hybridload.errors import close_all, take_all
+from hybridload.execution import LoaderStats
+from hybridload.sampling import resolve_rank
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)

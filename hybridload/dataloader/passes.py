@@ -15,11 +15,10 @@ from typing import Any
 import torch
 
 from hybridload.errors import BatchTimeoutError
-from hybridload.execution.stream import BatchStream
-from hybridload.execution.tasks import sampler_tasks
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.ray.dataset_lane import IterableDatasetActors
-from hybridload.lanes.ray.dataset_worker import Generated, UserFailure
+from hybridload.dataloader.pools import IterableDatasetActors
+from hybridload.dataloader.worker import Generated, UserFailure
+from hybridload.execution import BatchStream, sampler_tasks
+from hybridload.lanes import BatchTask
 
 DEFAULT_TIMEOUT_S = 300.0
 
