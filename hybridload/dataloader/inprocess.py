@@ -6,6 +6,7 @@ iterate it all), and a pass that would wait for CPUs its own process's other poo
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 
 def no_cpu_for_another_pool(pools_here: list) -> bool:
@@ -29,15 +30,28 @@ OVERSUBSCRIBED = ("no free CPU for this pass's Ray actors while another pass of 
                   "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)")
 
 
-def in_process_pass(loader, why: str | None = None):
-    """torch's single-process iterator over ``loader`` (a drop-in DataLoader); with ``why``, one
-    warning saying why a pass that asked for actors runs in this process instead."""
+class SingleProcessView:
+    """What torch's single-process iterator reads of ``loader``, with ``num_workers`` and
+    ``timeout`` 0 (it refuses any other), every other attribute the loader's own. The loader
+    itself is never changed: a pass starting on another thread, or the user's code reading
+    ``loader.num_workers`` while the pass starts (an ``IterableDataset``'s ``__iter__``), sees
+    what the user gave."""
+
+    num_workers = 0
+    timeout = 0
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def in_process_pass(loader: Any, why: str | None = None):
+    """torch's single-process iterator over ``loader`` (a drop-in DataLoader, read through a
+    `SingleProcessView`); with ``why``, one warning saying why a pass that asked for actors runs
+    in this process instead."""
     if why is not None:
         warnings.warn(f"hybridload.DataLoader: {why}", stacklevel=3)
     import torch.utils.data as tud
-    saved = loader.num_workers, loader.timeout
-    loader.num_workers, loader.timeout = 0, 0  # torch's single-process iterator asserts both are 0
-    try:
-        return tud.dataloader._SingleProcessDataLoaderIter(loader)
-    finally:
-        loader.num_workers, loader.timeout = saved
+    return tud.dataloader._SingleProcessDataLoaderIter(SingleProcessView(loader))
