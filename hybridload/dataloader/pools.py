@@ -16,17 +16,18 @@ from hybridload.dataloader.iterable_pass import IterablePass
 from hybridload.dataloader.iterable_worker import IterableDatasetWorker
 from hybridload.dataloader.worker import DatasetWorker, UserFailure
 from hybridload.lanes import BatchTask
-from hybridload.lanes.ray import ActorPool
+from hybridload.lanes.ray import ActorPool, PoolConfig
 
 
 class DatasetLane(ActorPool):
     """Batches of a map-style dataset's indices on Ray actors."""
 
     name = "ray-dataset"
+    pass_worker_index = True  # each actor knows its torch worker id
+    fit_request = True  # more workers than CPU slots: as many actors as fit, as torch runs more workers than cores
 
-    def __init__(self, bundle: tuple, *, auto_collation: bool, asked: int, **pool):
-        super().__init__(DatasetWorker, (bundle, auto_collation, asked), pass_worker_index=True,
-                         fit_request=True, **pool)
+    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, asked: int):
+        super().__init__(DatasetWorker, (bundle, auto_collation, asked), pool)
 
     def call(self, actor, task: BatchTask):
         return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
@@ -42,11 +43,12 @@ class IterableDatasetActors(ActorPool):
     an iterator has no batches to hand to another actor."""
 
     name = "ray-iterable-dataset"
+    pass_worker_index = True
+    fit_request = True
 
-    def __init__(self, bundle: tuple, *, auto_collation: bool, batch_size, drop_last: bool, asked: int,
-                 **pool):
-        super().__init__(IterableDatasetWorker, (bundle, auto_collation, batch_size, drop_last, asked),
-                         pass_worker_index=True, fit_request=True, **pool)
+    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, batch_size, drop_last: bool,
+                 asked: int):
+        super().__init__(IterableDatasetWorker, (bundle, auto_collation, batch_size, drop_last, asked), pool)
         import ray
         handles = [m.handle for m in self.members()]
         try:

@@ -1,7 +1,8 @@
 """The Ray lane: CPU kernels on an elastic pool of Ray actors, preferably on other nodes.
 
 ``lane`` (RayLane and its actor), ``actor_pool`` (the pool, shared with the drop-in
-``hybridload.DataLoader``'s pools), ``worker`` (every actor's common part), ``members`` (each
+``hybridload.DataLoader``'s pools), ``pool_config`` (its settings, `PoolConfig`), ``held`` (the
+tasks given while no actor is ready), ``worker`` (every actor's common part), ``members`` (each
 actor's state), ``elastic`` (replacing lost actors, using nodes that join), ``capacity`` (what
 the pool does while the cluster gives its rank no actor), ``pool_stats`` and ``callbacks``
 (Ray's callback thread never calls Ray). Ray itself is imported lazily, never at
@@ -10,6 +11,7 @@ the pool does while the cluster gives its rank no actor), ``pool_stats`` and ``c
 
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.lane import RayLane
+from hybridload.lanes.ray.pool_config import PoolConfig
 from hybridload.lanes.ray.worker import PoolWorker
 
-__all__ = ["ActorPool", "PoolWorker", "RayLane"]
+__all__ = ["ActorPool", "PoolConfig", "PoolWorker", "RayLane"]
