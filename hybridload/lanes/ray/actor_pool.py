@@ -55,10 +55,10 @@ class ActorPool(Lane):
     fit_request = False
 
     def __init__(self, worker_cls: type, init_args: tuple, config: PoolConfig):
-        super().__init__()
         if not isinstance(config, PoolConfig):
             raise TypeError(f"{type(self).__name__}: config must be a PoolConfig(rules=PlacementRules(...), ...); "
                             f"got {type(config).__name__}")
+        super().__init__()
         self.config = config
         poll_s = poll_seconds(config.node_poll_s)
         self.tasks_per_actor = config.tasks_per_actor
@@ -90,7 +90,8 @@ class ActorPool(Lane):
             self._pool_stats.opened()
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
                                   flush=self._flush, poll_s=poll_s, ready_timeout_s=config.ready_timeout_s,
-                                  name=self.name, after_step=self._capacity.after_step, on_node=self._capacity.on_node, known=nodes)
+                                  name=self.name, after_step=self._capacity.after_step,
+                                  on_node=self._capacity.on_node, known=nodes)
             self._keeper.start()
         except BaseException:
             self.close()
