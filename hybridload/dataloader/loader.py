@@ -27,7 +27,7 @@ import torch
 import torch.utils.data as tud
 
 from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
-from hybridload.dataloader.passes import FailedPass, RayPass
+from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, length_of
 from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
 from hybridload.dataloader.progress import PassProgress
 from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
@@ -145,7 +145,7 @@ class DataLoader(tud.DataLoader[T_co]):
         if not self.distribute_mode:
             return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return self._progress.wrap(RayPass(self, self._lanes[0], owns_lane=False, first=False))
+            return self._progress.wrap(self._ray_pass(self._lanes[0], first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
@@ -158,12 +158,28 @@ class DataLoader(tud.DataLoader[T_co]):
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
         try:
-            return self._progress.wrap(RayPass(self, lane, owns_lane=not self._persistent_actors,
-                                                           first=True))
+            return self._progress.wrap(self._ray_pass(lane, first=True))
         except BaseException:  # the pass could not start: its actors go now
             self._lanes.remove(lane)
             close_all([lane], "starting a DataLoader pass", log=log)
             raise
+
+    def _ray_pass(self, lane, first: bool) -> RayPass:
+        """A pass over ``lane``: the first over a new pool draws the workers' base seed; a persistent
+        pool's later pass counts on from it."""
+        batches = iter(self._index_sampler)
+        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
+            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            self._pass_seeds = (base_seed, 0)
+        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
+            base_seed, passes = self._pass_seeds
+            self._pass_seeds = (base_seed, passes + 1)
+        settings = PassSettings(window=self.window, timeout=self.timeout, prefetch=self._prefetch,
+                                pin_memory=self.pin_memory, pin_memory_device=self.pin_memory_device)
+        length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
+        return RayPass(lane, batches, self._index_sampler, settings, seeds=self._pass_seeds, length=length,
+                       hooks=self._stats, pools=self._lanes, streams=self._streams,
+                       owns_lane=first and not self._persistent_actors)
 
     def state_dict(self) -> dict:
         """torchdata's API: the state as of the last batch delivered (needs a ``DistributedBatchSampler``)."""
