@@ -22,7 +22,8 @@ import torch
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.ray.actor_pool import ActorPool
+from hybridload.cluster import PlacementRules
+from hybridload.lanes.ray import ActorPool, PoolConfig
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 
@@ -88,8 +89,8 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
     shape, t0 = (BATCH, 3, size, size), time.perf_counter()
     nbytes, info = int(np.prod(shape)), {}
     with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
-        pool = IngestPool(Producer, (shape,), ray_address=cl.address, placement="remote-first", reserve_local_cpus=1,
-                          cpu_actors=1, tasks_per_actor=inflight)
+        pool = IngestPool(Producer, (shape,), PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1),
+                                                         ray_address=cl.address, tasks_per_actor=inflight))
         try:
             info["nodes"] = check_ray_loopback(ray)
             if pool.nodes[0] == ray.get_runtime_context().get_node_id():

@@ -182,3 +182,42 @@ def test_no_branching_on_a_lane_name_outside_lanes():
             if LANE_NAME_BRANCH.search(line):
                 offenders.append(f"{path.relative_to(REPO)}:{k}: {line.strip()}")
     assert not offenders, offenders
+
+
+def _all_of(path: Path) -> set[str] | None:
+    """The names in a module's ``__all__`` (None: it has none)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+def test_the_drop_in_reaches_the_core_only_through_its_public_faces():
+    """hybridload.dataloader (the torch drop-in) imports from the rest of the package only a
+    package's face (its ``__init__``, names in its ``__all__``) or a shared top-level module
+    (``errors``, ``extras``): never a module inside another package, as SPDL's adapter uses only
+    ``spdl.pipeline``'s public names."""
+    known = modules()
+    offenders = []
+    for mod, path in known.items():
+        if not mod.startswith("hybridload.dataloader"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target, names = _resolve(mod, path, node), [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                target, names = None, [a.name for a in node.names]
+            else:
+                continue
+            for name in ([target] if target is not None else names):
+                if not name.startswith("hybridload") or name.startswith("hybridload.dataloader"):
+                    continue
+                face = known.get(name)
+                if face is None or not (face.name == "__init__.py" or name in ("hybridload.errors",
+                                                                               "hybridload.extras")):
+                    offenders.append(f"{mod} imports {name}, not a package's face")
+                    continue
+                public = _all_of(face)
+                offenders += [f"{mod} imports {n} from {name}, not in its __all__" for n in (names if target else ())
+                              if public is not None and n not in public]
+    assert not offenders, "\n".join(offenders)

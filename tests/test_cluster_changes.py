@@ -16,7 +16,7 @@ import pytest
 
 from hybridload import LoaderPolicy
 from hybridload.cluster.connect import NodeInfo
-from hybridload.cluster.placement import elastic_target
+from hybridload.cluster.placement import PlacementRules, elastic_target
 from hybridload.errors import NoActorsError, NoLaneError
 from hybridload.execution.retry import RetryRules
 from hybridload.execution.stream import BatchStream
@@ -111,7 +111,7 @@ def node(nid, cpus=1, trainer=False, address="192.0.2.2"):
 
 
 TRAINER = node("T" * 8, cpus=1, trainer=True, address="192.0.2.1")
-RULES = dict(placement="remote-first", reserve_local_cpus=1, cpu_actors=1, rank=0, world_size=1)
+RULES = PlacementRules(placement="remote-first", reserve_local_cpus=1, cpu_actors=1, rank=0, world_size=1)
 
 
 def capacity(when_empty, wait_s=60.0, hold=None):
@@ -178,7 +178,7 @@ def test_the_keeper_reports_joins_losses_and_drains_and_the_pool_keeps_the_lost_
     cap, members = capacity("local")
     table = {"nodes": [TRAINER, node("B" * 8)], "draining": set()}
     spawned = []
-    keeper = Keeper(members, target=lambda n, d: elastic_target(n, d, **RULES),
+    keeper = Keeper(members, target=lambda n, d: elastic_target(n, d, RULES),
                     spawn=lambda nid: spawned.append(nid) or members.add(lambda k, i: "h", nid, initial=False),
                     stop=lambda m: None, flush=lambda: None, table=lambda: (table["nodes"], table["draining"]),
                     after_step=cap.after_step, on_node=cap.on_node, known=[TRAINER])

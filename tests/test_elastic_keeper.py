@@ -6,7 +6,7 @@ import pytest
 from hybridload.cluster.connect import NodeInfo
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.members import Members, State
-from hybridload.cluster.placement import elastic_target
+from hybridload.cluster.placement import PlacementRules, elastic_target
 from hybridload.lanes.ray.pool_stats import PoolStats
 
 
@@ -25,7 +25,7 @@ class Pool:
         self.members = Members(PoolStats())
         self.table, self.draining, self.stopped, self.flushes = table_of(*nodes), set(), [], 0
         self.keeper = Keeper(self.members, target=lambda n, d: elastic_target(
-            n, d, placement="remote-first", reserve_local_cpus=2, cpu_actors=None),
+            n, d, PlacementRules(placement="remote-first", reserve_local_cpus=2)),
             spawn=self.spawn, stop=self.stopped.append, flush=self.flush,
             table=lambda: (self.table, self.draining), poll_s=0.5, name="test")
         for nid in nodes:

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 import hybridload.errors as E
-from hybridload.lanes.ray.dataset_worker import InitFailed, UserFailure
+from hybridload.dataloader.worker import InitFailed, UserFailure
 
 EXAMPLES = {
     E.HybridLoadError: E.HybridLoadError("plain"),

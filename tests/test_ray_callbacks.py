@@ -13,7 +13,8 @@ from support.jobs import run_job
 CHILD = textwrap.dedent('''
     import json, threading, time
     import ray
-    from hybridload.lanes.ray.actor_pool import ActorPool
+    from hybridload.cluster import PlacementRules
+    from hybridload.lanes.ray import ActorPool, PoolConfig
     from hybridload.lanes.ray.callbacks import in_ray_callback, off_callback_thread, when_done
 
     class Worker:
@@ -42,8 +43,10 @@ CHILD = textwrap.dedent('''
         time.sleep(0.05)
     print("@SEEN", json.dumps(seen), flush=True)
 
-    pool = ActorPool(Worker, (), ray_address=None, placement="any", reserve_local_cpus=0, cpu_actors=3,
-                     pass_worker_index=True, node_poll_s=60)
+    class IndexedPool(ActorPool):
+        pass_worker_index = True
+
+    pool = IndexedPool(Worker, (), PoolConfig(rules=PlacementRules(placement="any", cpu_actors=3), node_poll_s=60))
     deadline = time.monotonic() + 60
     while pool.stats()["failed_starts"] < 2 and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -94,7 +94,8 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
 
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.lanes.ray.lane import RayLane
+    from hybridload.cluster import PlacementRules
+    from hybridload.lanes.ray import PoolConfig, RayLane
 
     class GatedFolder(sources.ImageFolder):  # local: Ray sends it by value; an actor never reads it
         """A folder on a filesystem that hangs until the test opens ``gate``; sample 5's read fails."""
@@ -111,8 +112,8 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
 
     src = GatedFolder(photo_root)
     src.gate = threading.Event()
-    lane = RayLane(src, REC, seed=4, ship_bytes=True, ray_address="embedded",
-                   placement="remote-first", reserve_local_cpus=1, cpu_actors=1)
+    pool = PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded")
+    lane = RayLane(src, REC, pool, seed=4, ship_bytes=True)
     got: dict = {}
     arrived = threading.Condition()
 
@@ -244,10 +245,11 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
 
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.lanes.ray.lane import RayLane
+    from hybridload.cluster import PlacementRules
+    from hybridload.lanes.ray import PoolConfig, RayLane
 
-    lane = RayLane(sources.ImageFolder(photo_root), REC, seed=4, ray_address="embedded",
-                   placement="remote-first", reserve_local_cpus=1, cpu_actors=1)
+    lane = RayLane(sources.ImageFolder(photo_root), REC,
+                   PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"), seed=4)
     got, arrived = [], threading.Event()
 
     def done(task, out):

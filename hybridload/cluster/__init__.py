@@ -6,5 +6,6 @@ machine, shared by its ranks) and ``placement`` (which nodes the actors go to).
 """
 
 from hybridload.cluster.connect import NodeInfo, acquire, nodes, release
+from hybridload.cluster.placement import PlacementRules
 
-__all__ = ["NodeInfo", "acquire", "nodes", "release"]
+__all__ = ["NodeInfo", "PlacementRules", "acquire", "nodes", "release"]

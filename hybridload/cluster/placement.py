@@ -12,7 +12,8 @@ less ``reserve_local_cpus``; other nodes offer all of theirs.
 Under DDP each rank gets a fair, disjoint share: slots are dealt round-robin,
 rank ``r`` takes slots ``r, r + world_size, ...``.
 
-The elastic pool re-applies the same rules while it runs: `elastic_target` is where
+The rules are a `PlacementRules` (frozen, checked when made: a message names the field and
+what to write). The elastic pool re-applies the same rules while it runs: `elastic_target` is where
 the rank's actors should be on the node table as it is now (nodes being drained left out,
 a count that no longer fits capped, never an error), and `reconcile` the actors to
 start and to stop to get there from where they are.
@@ -21,13 +22,63 @@ start and to stop to get there from where they are.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from numbers import Integral
 from typing import Collection, Sequence
 
 from hybridload.cluster.connect import NodeInfo
 
+PLACEMENTS = ("remote-first", "any", "local")
 
-def _slots(nodes: Sequence[NodeInfo], placement: str, reserve_local_cpus: int) -> tuple[list[str], list[str]]:
+
+def _whole(value, at_least: int) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= at_least
+
+
+@dataclass(frozen=True)
+class PlacementRules:
+    """Where one rank's Ray CPU actors may go: the policy's part of `plan_actors`.
+
+    Attributes:
+        placement: "remote-first", "any" or "local" (see the module docstring).
+        reserve_local_cpus: CPUs of the trainer's node kept free for training (0: none kept).
+        cpu_actors: this rank's actors; None: every slot the placement gives the rank.
+        rank: this rank, ``0 <= rank < world_size``.
+        world_size: the ranks sharing the cluster's slots (each gets a disjoint, fair share).
+    """
+
+    placement: str = "remote-first"
+    reserve_local_cpus: int = 0
+    cpu_actors: int | None = None
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self):
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}; got {self.placement!r}")
+        if not _whole(self.reserve_local_cpus, 0):
+            raise ValueError("reserve_local_cpus must be a whole number of CPUs >= 0 (0: actors may take every CPU "
+                             f"of the trainer's node); got {self.reserve_local_cpus!r}")
+        if self.cpu_actors is not None and not _whole(self.cpu_actors, 0):
+            raise ValueError("cpu_actors must be a whole number of actors >= 0, or None for every CPU slot the "
+                             f"placement gives this rank; got {self.cpu_actors!r}")
+        if not _whole(self.world_size, 1):
+            raise ValueError(f"world_size must be a whole number of ranks >= 1; got {self.world_size!r}")
+        if not _whole(self.rank, 0) or self.rank >= self.world_size:
+            raise ValueError(f"rank must be a whole number from 0 to world_size - 1 = {self.world_size - 1}; "
+                             f"got {self.rank!r}")
+
+    def with_actors(self, cpu_actors: int | None) -> "PlacementRules":
+        """The same rules asking for ``cpu_actors`` actors."""
+        return replace(self, cpu_actors=cpu_actors)
+
+    def describe(self) -> str:
+        """The rules in the words of their fields, for messages."""
+        return (f"placement={self.placement!r}, cpu_actors={self.cpu_actors}, "
+                f"reserve_local_cpus={self.reserve_local_cpus}, world_size={self.world_size}")
+
+
+def _slots(nodes: Sequence[NodeInfo], reserve_local_cpus: int) -> tuple[list[str], list[str]]:
     remote, local = [], []
     for n in nodes:
         if n.is_trainer:
@@ -47,47 +98,44 @@ def _slots(nodes: Sequence[NodeInfo], placement: str, reserve_local_cpus: int) -
     return spread, local
 
 
-def _share(nodes: Sequence[NodeInfo], placement: str, reserve_local_cpus: int, cpu_actors: int | None,
-           rank: int, world_size: int) -> list[str]:
+def _share(nodes: Sequence[NodeInfo], rules: PlacementRules) -> list[str]:
     """This rank's slots, in the order they are taken."""
-    remote, local = _slots(nodes, placement, reserve_local_cpus)
-    if placement == "local":
+    remote, local = _slots(nodes, rules.reserve_local_cpus)
+    if rules.placement == "local":
         pool = local
-    elif placement == "any":
+    elif rules.placement == "any":
         pool = [s for pair in zip(remote, local) for s in pair] + remote[len(local):] + local[len(remote):]
     else:  # remote-first
-        pool = remote + local if cpu_actors is not None else (remote or local)
-    return pool[rank::world_size]
+        pool = remote + local if rules.cpu_actors is not None else (remote or local)
+    return pool[rules.rank::rules.world_size]
 
 
-def plan_actors(nodes: Sequence[NodeInfo], *, placement: str, reserve_local_cpus: int,
-                cpu_actors: int | None, rank: int = 0, world_size: int = 1) -> list[str]:
+def plan_actors(nodes: Sequence[NodeInfo], rules: PlacementRules) -> list[str]:
     """The node id of each of this rank's actors. Raises ValueError when the request cannot fit."""
-    mine = _share(nodes, placement, reserve_local_cpus, cpu_actors, rank, world_size)
-    if cpu_actors is None:
+    mine = _share(nodes, rules)
+    r = rules
+    if r.cpu_actors is None:
         if not mine:
             total = sum(n.cpus for n in nodes)
             raise ValueError(
-                f"no CPU left for rank {rank}'s actors under placement={placement!r} (cluster CPUs: {total}, "
-                f"reserve_local_cpus={reserve_local_cpus}, world_size={world_size}); lower reserve_local_cpus, "
+                f"no CPU left for rank {r.rank}'s actors under placement={r.placement!r} (cluster CPUs: {total}, "
+                f"reserve_local_cpus={r.reserve_local_cpus}, world_size={r.world_size}); lower reserve_local_cpus, "
                 "add nodes, or use cpu_actors=0 for the in-process lane")
         return mine
-    if cpu_actors > len(mine):
+    if r.cpu_actors > len(mine):
         raise ValueError(
-            f"cpu_actors={cpu_actors} but rank {rank} has {len(mine)} CPU slots under placement={placement!r} "
-            f"(reserve_local_cpus={reserve_local_cpus}, world_size={world_size}); lower cpu_actors or add nodes")
-    return mine[:cpu_actors]
+            f"cpu_actors={r.cpu_actors} but rank {r.rank} has {len(mine)} CPU slots under placement={r.placement!r} "
+            f"(reserve_local_cpus={r.reserve_local_cpus}, world_size={r.world_size}); lower cpu_actors or add nodes")
+    return mine[:r.cpu_actors]
 
 
-def elastic_target(nodes: Sequence[NodeInfo], draining: Collection[str] = (), *, placement: str,
-                   reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1) -> list[str]:
+def elastic_target(nodes: Sequence[NodeInfo], draining: Collection[str], rules: PlacementRules) -> list[str]:
     """Where this rank's actors belong on the node table as it is now: the rules of
     `plan_actors` over the nodes not being drained, with ``cpu_actors`` capped at the
     slots there are (a pool that lost nodes runs what fits and grows back when nodes join);
     an empty list when nothing fits."""
-    usable = [n for n in nodes if n.node_id not in draining]
-    mine = _share(usable, placement, reserve_local_cpus, cpu_actors, rank, world_size)
-    return mine if cpu_actors is None else mine[:cpu_actors]
+    mine = _share([n for n in nodes if n.node_id not in draining], rules)
+    return mine if rules.cpu_actors is None else mine[:rules.cpu_actors]
 
 
 @dataclass(frozen=True)

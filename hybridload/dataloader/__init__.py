@@ -1,5 +1,14 @@
-"""The torch drop-in ``hybridload.DataLoader`` (`loader`) and its
-passes on Ray actors (`passes`)."""
+"""The torch drop-in ``hybridload.DataLoader``, a package of its own on the execution core's
+public names (the faces of ``execution``, ``lanes``, ``lanes.ray``, ``sampling``, and
+``errors``; ``tests/test_architecture.py`` holds it to them).
+
+``loader`` (`DataLoader`), ``passes`` (a pass on Ray actors: `RayPass`, `FailedPass`),
+``inprocess`` (a pass run in this process instead), ``pools`` (the actor pools of a map-style
+dataset and of an ``IterableDataset``), ``worker`` (a map-style dataset's actor: what one torch
+worker process does, user errors as values), ``iterable_worker`` and ``iterable_pass`` (an
+``IterableDataset`` on actors, in torch's order), ``progress`` (the batches delivered, for
+``state_dict()``) and ``travel`` (what of a dataset cannot be pickled to the actors).
+"""
 
 from hybridload.dataloader.loader import DataLoader
 

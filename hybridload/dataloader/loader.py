@@ -20,20 +20,23 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
+from numbers import Integral
 from typing import Any, Callable, TypeVar
 
 import torch
 import torch.utils.data as tud
 
-from hybridload.errors import close_all, take_all
-from hybridload.lanes.ray.dataset_lane import (OVERSUBSCRIBED, DatasetLane, IterableDatasetActors,
-                                               in_process_pass, no_cpu_for_another_pool)
-from hybridload.lanes.ray.dataset_worker import InitFailed
-from hybridload.sampling.progress import PassProgress
-from hybridload.sampling.sharding import resolve_rank
-from hybridload.execution.stats import LoaderStats
-from hybridload.dataloader.passes import FailedPass, RayPass
+from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
+from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, length_of
+from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
+from hybridload.dataloader.progress import PassProgress
 from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
+from hybridload.dataloader.worker import InitFailed
+from hybridload.cluster import PlacementRules
+from hybridload.errors import close_all, take_all
+from hybridload.execution import LoaderStats
+from hybridload.lanes.ray import PoolConfig
+from hybridload.sampling import resolve_rank
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -103,6 +106,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self.window = window
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
+            self._placement_rules()  # a bad placement, reserve_local_cpus or num_actors: refused here
             if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
                 warnings.warn("hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
                               "the workers are Ray actors, which Ray starts, not processes of this loader",
@@ -141,7 +145,7 @@ class DataLoader(tud.DataLoader[T_co]):
         if not self.distribute_mode:
             return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return self._progress.wrap(RayPass(self, self._lanes[0], owns_lane=False, first=False))
+            return self._progress.wrap(self._ray_pass(self._lanes[0], first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
@@ -154,12 +158,28 @@ class DataLoader(tud.DataLoader[T_co]):
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
         try:
-            return self._progress.wrap(RayPass(self, lane, owns_lane=not self._persistent_actors,
-                                                           first=True))
+            return self._progress.wrap(self._ray_pass(lane, first=True))
         except BaseException:  # the pass could not start: its actors go now
             self._lanes.remove(lane)
             close_all([lane], "starting a DataLoader pass", log=log)
             raise
+
+    def _ray_pass(self, lane, first: bool) -> RayPass:
+        """A pass over ``lane``: the first over a new pool draws the workers' base seed; a persistent
+        pool's later pass counts on from it."""
+        batches = iter(self._index_sampler)
+        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
+            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            self._pass_seeds = (base_seed, 0)
+        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
+            base_seed, passes = self._pass_seeds
+            self._pass_seeds = (base_seed, passes + 1)
+        settings = PassSettings(window=self.window, timeout=self.timeout, prefetch=self._prefetch,
+                                pin_memory=self.pin_memory, pin_memory_device=self.pin_memory_device)
+        length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
+        return RayPass(lane, batches, self._index_sampler, settings, seeds=self._pass_seeds, length=length,
+                       hooks=self._stats, pools=self._lanes, streams=self._streams,
+                       owns_lane=first and not self._persistent_actors)
 
     def state_dict(self) -> dict:
         """torchdata's API: the state as of the last batch delivered (needs a ``DistributedBatchSampler``)."""
@@ -169,18 +189,31 @@ class DataLoader(tud.DataLoader[T_co]):
         """Resume from ``state``: any rank's ``state_dict()``, at any world size and batch size."""
         self._progress.load_state_dict(state)
 
+    def _placement_rules(self, rank: int = 0, world_size: int = 1) -> PlacementRules:
+        """Where this rank's actors go, from the loader's arguments (as they are now: Lightning
+        sets them again on a rebuilt loader)."""
+        n = self.num_actors
+        if n is not None and (not isinstance(n, Integral) or isinstance(n, bool) or n < 0):
+            raise ValueError(f"hybridload.DataLoader: num_actors must be a whole number >= 0, or None for num_workers "
+                             f"(or a fair share of the cluster's CPUs); got {self.num_actors!r}")
+        try:
+            return PlacementRules(placement=self.placement, reserve_local_cpus=self.reserve_local_cpus,
+                                  cpu_actors=self.num_actors, rank=rank, world_size=world_size)
+        except ValueError as exc:
+            raise ValueError(f"hybridload.DataLoader: {exc}") from None
+
     def _start_actors(self):
         rank, world = resolve_rank()
         bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
         ship_nameless_classes(self.dataset)  # results come back as the user's own classes (namedtuples)
-        pool = dict(ray_address=self.head_address, placement=self.placement,
-                    reserve_local_cpus=self.reserve_local_cpus, cpu_actors=self.num_actors, rank=rank,
-                    world_size=world, fallback_embedded=(self.head_address == "auto"))
+        pool = PoolConfig(rules=self._placement_rules(rank, world), ray_address=self.head_address,
+                          fallback_embedded=(self.head_address == "auto"))
         try:
             if isinstance(self.dataset, tud.IterableDataset):
-                return IterableDatasetActors(bundle, auto_collation=self._auto_collation, batch_size=self.batch_size,
-                                             drop_last=self.drop_last, asked=self.num_workers, **pool)
-            return DatasetLane(bundle, auto_collation=self._auto_collation, asked=self.num_workers, **pool)
+                return IterableDatasetActors(bundle, pool, auto_collation=self._auto_collation,
+                                             batch_size=self.batch_size, drop_last=self.drop_last,
+                                             asked=self.num_workers)
+            return DatasetLane(bundle, pool, auto_collation=self._auto_collation, asked=self.num_workers)
         except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
             if "serializ" not in str(exc):
                 raise

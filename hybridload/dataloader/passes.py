@@ -10,16 +10,16 @@ window reaches it, never listed; such a pass has no ``len()``, as torch's.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import torch
 
 from hybridload.errors import BatchTimeoutError
-from hybridload.execution.stream import BatchStream
-from hybridload.execution.tasks import sampler_tasks
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.ray.dataset_lane import IterableDatasetActors
-from hybridload.lanes.ray.dataset_worker import Generated, UserFailure
+from hybridload.dataloader.pools import IterableDatasetActors
+from hybridload.dataloader.worker import Generated, UserFailure
+from hybridload.execution import BatchStream, sampler_tasks
+from hybridload.lanes import BatchTask
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -50,43 +50,69 @@ class FailedPass:
         self._failure.reraise()
 
 
-class RayPass:
-    """One pass of a drop-in ``loader`` over ``lane`` (its actor pool), in sampler order: the
-    user's errors re-raised with their class, a late batch or a timeout in the drop-in's words;
-    the pool closed with the pass unless it is ``loader``'s persistent one (``owns_lane``)."""
+@dataclass(frozen=True)
+class PassSettings:
+    """What a pass on actors takes of its loader's arguments.
 
-    def __init__(self, loader: Any, lane, owns_lane: bool, first: bool):
-        self._loader = loader
-        self._own, self._lanes = (lane if owns_lane else None), loader._lanes
-        sampler_iter = iter(loader._index_sampler)
-        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item())
-            loader._pass_seeds = (base_seed, 0)
-        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
-            base_seed, passes = loader._pass_seeds
-            loader._pass_seeds = (base_seed, passes + 1)
-        timeout = loader.timeout if loader.timeout and loader.timeout > 0 else DEFAULT_TIMEOUT_S
+    Attributes:
+        window: batches in flight or buffered ahead (None: the stream's default).
+        timeout: the loader's ``timeout`` (0: `DEFAULT_TIMEOUT_S`).
+        prefetch: an ``IterableDataset``'s calls queued per worker.
+        pin_memory: copy batches into pinned memory (where CUDA is).
+        pin_memory_device: torch's argument ("" : the current device).
+    """
+
+    window: int | None
+    timeout: float
+    prefetch: int
+    pin_memory: bool = False
+    pin_memory_device: str = ""
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout if self.timeout and self.timeout > 0 else DEFAULT_TIMEOUT_S
+
+
+class RayPass:
+    """One pass over ``lane`` (a drop-in loader's actor pool) of ``batches`` (the iterator of
+    ``sampler``, made before the pass's seed was drawn, as torch's), in sampler order: the
+    user's errors re-raised with their class, a late batch or a timeout in the drop-in's words;
+    the pool closed with the pass unless the loader keeps it (``owns_lane`` False).
+
+    Args:
+        seeds: (the base seed drawn for the loader's workers, earlier passes over them).
+        length: the pass's ``len()`` for an ``IterableDataset`` (None: none).
+        hooks: the loader's stats, written by the stream's dispatcher.
+        pools: the loader's live pools, which the pass leaves when it closes its own.
+        streams: the loader's live streams, which the pass joins (``close()`` stops them).
+    """
+
+    def __init__(self, lane, batches: Iterator, sampler: Any, settings: PassSettings, *, seeds: tuple[int, int],
+                 length: int | None, hooks: Any, pools: list, streams: list, owns_lane: bool):
+        self._sampler = sampler
+        self._own, self._lanes = (lane if owns_lane else None), pools
+        base_seed, passes = seeds
+        timeout = settings.timeout_s
         if isinstance(lane, IterableDatasetActors):
-            self._stream = lane.start_pass(base_seed, prefetch=loader._prefetch, timeout_s=timeout,
-                                           length=length_of(loader))
+            self._stream = lane.start_pass(base_seed, prefetch=settings.prefetch, timeout_s=timeout, length=length)
         else:
-            self._count = length_of(loader._index_sampler)  # None: no len() (an infinite sampler), never listed
-            if not first:  # the pass's own seeds, after those of the earlier passes
+            self._count = length_of(sampler)  # None: no len() (an infinite sampler), never listed
+            if passes:  # the pass's own seeds, after those of the earlier passes
                 stride = max(1, self._count) if self._count is not None else 2 ** 32
-                base_seed = (base_seed + loader._pass_seeds[1] * stride) % 2 ** 63
-            tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as the window reaches them
+                base_seed = (base_seed + passes * stride) % 2 ** 63
+            tasks = sampler_tasks(batches, sampler,  # pulled as the window reaches them
                                   lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k))
-            self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
-        self._pin = loader.pin_memory and torch.cuda.is_available()
-        self._pin_device = loader.pin_memory_device or None
-        loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]
+            self._stream = BatchStream([lane], tasks, window=settings.window, timeout_s=timeout, hooks=hooks)
+        self._pin = settings.pin_memory and torch.cuda.is_available()
+        self._pin_device = settings.pin_memory_device or None
+        streams[:] = [st for st in streams if not st.closed] + [self._stream]
 
     def __iter__(self):
         return self
 
     def __len__(self) -> int:
         if getattr(self, "_count", 0) is None:  # as torch: len() of a sampler without one
-            raise TypeError(f"{type(self._loader._index_sampler).__name__} has no len(): this pass ends where "
+            raise TypeError(f"{type(self._sampler).__name__} has no len(): this pass ends where "
                             "its sampler does")
         return len(self._stream)
 

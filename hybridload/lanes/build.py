@@ -84,12 +84,13 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank
         if name is not None:
             lane.name = name
         return lane
-    from hybridload.lanes.ray.lane import RayLane
-    return RayLane(source, recipe, seed=seed, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
-                   ray_address=spec.ray_address, placement=spec.placement,
-                   reserve_local_cpus=spec.reserve_local_cpus, cpu_actors=spec.cpu_actors, rank=rank,
-                   when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s,
-                   world_size=world_size, pin_memory=pin_memory)
+    from hybridload.cluster.placement import PlacementRules
+    from hybridload.lanes.ray import PoolConfig, RayLane
+    rules = PlacementRules(placement=spec.placement, reserve_local_cpus=spec.reserve_local_cpus,
+                           cpu_actors=spec.cpu_actors, rank=rank, world_size=world_size)
+    pool = PoolConfig(rules=rules, ray_address=spec.ray_address, when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s)
+    return RayLane(source, recipe, pool, seed=seed, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
+                   pin_memory=pin_memory)
 
 
 def pool_reports(lanes: list, fallback: list, stats) -> dict:

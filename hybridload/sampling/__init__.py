@@ -3,8 +3,8 @@
 Pure functions and plain data: ``sharding`` (DistributedSampler's order, per-rank batches),
 ``shard_order`` (shard-local orders for tar shards), ``keyed_order`` and ``keyed_shard_order``
 (the same orders computed batch by batch, ``order="keyed"``), ``epochs`` (endless passes),
-``resume`` (what is left of an epoch, for any number of ranks), ``sampler``
-(``DistributedBatchSampler``, the stateful iterable) and ``progress`` (the drop-in's place).
+``resume`` (what is left of an epoch, for any number of ranks) and ``sampler``
+(``DistributedBatchSampler``, the stateful iterable).
 """
 
 from hybridload.sampling.keyed_order import KeyedOrder

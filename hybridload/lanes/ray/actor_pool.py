@@ -2,7 +2,8 @@
 
 Subclasses say what an actor is (``worker_cls`` and its init args; with
 ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
-called on it (``call``) and how a raw result becomes the lane's result (``convert``).
+called on it (``call``) and how a raw result becomes the lane's result (``convert``); a
+`PoolConfig` says where the actors go and how the pool runs.
 The pool picks the least-loaded ready actor, turns results into callbacks and kills every
 actor on ``close()``. It starts one actor per node at once, the others as soon as the first
 is ready (`startup`); it works from its first ready actor on and
@@ -11,7 +12,7 @@ placement rules' target while the cluster changes: a lost actor is replaced, nod
 are used, drained nodes are left once their tasks are done. A task lost with its actor comes
 back to the dispatcher as `WorkerLost` and is handed on (exactly once is the
 dispatcher's and merger's job, unchanged). While the cluster gives the rank no actor,
-``when_empty`` decides (`capacity`). ``stats()`` counts starts,
+``config.when_empty`` decides (`capacity`). ``stats()`` counts starts,
 losses, the live actors over time and node events.
 """
 
@@ -19,23 +20,23 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import uuid
-from collections import deque
 from typing import Any
 
 from hybridload.cluster import connect as cluster
-from hybridload.errors import WorkerLost
 from hybridload.cluster.placement import elastic_target
-from hybridload.lanes.ray.capacity import Capacity
-from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.cluster.shipping import ship_unimportable
+from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done
-from hybridload.lanes.ray.deaths import Deaths
+from hybridload.lanes.ray.capacity import Capacity
+from hybridload.lanes.ray.deaths import Deaths, actor_died, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
-from hybridload.lanes.ray.startup import first_ready, start_waves
+from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
+from hybridload.lanes.ray.pool_config import PoolConfig
+from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.lanes.ray.startup import first_ready, start_waves
 
 log = logging.getLogger(__name__)
 
@@ -44,50 +45,53 @@ ACTOR_NAME_PREFIX = "hybridload-"
 
 
 class ActorPool(Lane):
+    """Ray actors of ``worker_cls(*init_args)`` placed and run as ``config`` says."""
+
     name = "ray"
     kind = LaneKind.CPU_ACTORS
+    #: each actor also gets its index and the pool's size after the init args
+    pass_worker_index = False
+    #: a ``cpu_actors`` beyond this rank's CPU slots runs the actors that fit (one warning) instead of failing
+    fit_request = False
 
-    def __init__(self, worker_cls: type, init_args: tuple, *, ray_address: str | None, placement: str,
-                 reserve_local_cpus: int, cpu_actors: int | None, rank: int = 0, world_size: int = 1,
-                 tasks_per_actor: int = 2, ready_timeout_s: float = 120.0, fallback_embedded: bool = False,
-                 pass_worker_index: bool = False, fit_request: bool = False, node_poll_s: float | None = None,
-                 when_empty: str = "raise", wait_s: float = 120.0):
+    def __init__(self, worker_cls: type, init_args: tuple, config: PoolConfig):
+        if not isinstance(config, PoolConfig):
+            raise TypeError(f"{type(self).__name__}: config must be a PoolConfig(rules=PlacementRules(...), ...); "
+                            f"got {type(config).__name__}")
         super().__init__()
-        poll_s = poll_seconds(node_poll_s)
-        self.tasks_per_actor = tasks_per_actor
+        self.config = config
+        poll_s = poll_seconds(config.node_poll_s)
+        self.tasks_per_actor = config.tasks_per_actor
         self._pool_stats = PoolStats()
         # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
-        self._members = Members(self._pool_stats, hold=when_empty != "local")
-        self._held: deque = deque()  # (task, done) given while no actor was ready
-        self._held_lock = threading.Lock()
+        self._members = Members(self._pool_stats, hold=config.when_empty != "local")
+        self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
-        self._pass_index = pass_worker_index
         self._deaths = Deaths(self.name)  # the worker processes each batch killed
-        self._rules = dict(placement=placement, reserve_local_cpus=reserve_local_cpus, cpu_actors=cpu_actors,
-                           rank=rank, world_size=world_size)
-        self._capacity = Capacity(when_empty=when_empty, wait_s=wait_s, rules=self._rules, members=self._members,
-                                  stats=self._pool_stats, name=self.name)
-        ray = cluster.acquire(ray_address, fallback_embedded=fallback_embedded)
+        self._capacity = Capacity(when_empty=config.when_empty, wait_s=config.wait_s, rules=config.rules,
+                                  members=self._members, stats=self._pool_stats, name=self.name)
+        ray = cluster.acquire(config.ray_address, fallback_embedded=config.fallback_embedded)
         try:
-            where, nodes = self._capacity.first_target(cluster.nodes, fit_request=fit_request, poll_s=poll_s)
+            where, nodes = self._capacity.first_target(cluster.nodes, fit_request=self.fit_request, poll_s=poll_s)
             self._target_size = len(where)
             self._remote_cls = ray.remote(worker_cls)
             ship_unimportable(init_args)  # user code the workers cannot import travels by value
             self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
-            self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{rank}-{uuid.uuid4().hex[:8]}"
+            self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{config.rules.rank}-{uuid.uuid4().hex[:8]}"
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             try:
-                first_ready(ray, first, self._on_ready, ready_timeout_s, where,
+                first_ready(ray, first, self._on_ready, config.ready_timeout_s, where,
                             go_on=None if self._members.hold else self._go_on_locally)
             except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
-                raise _unwrap(exc) from None
+                raise unwrap(exc) from None
             first += [self._spawn(node_id, initial=True) for node_id in rest]
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._pool_stats.opened()
             self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
-                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=ready_timeout_s, name=self.name,
-                                  after_step=self._capacity.after_step, on_node=self._capacity.on_node, known=nodes)
+                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=config.ready_timeout_s,
+                                  name=self.name, after_step=self._capacity.after_step,
+                                  on_node=self._capacity.on_node, known=nodes)
             self._keeper.start()
         except BaseException:
             self.close()
@@ -110,7 +114,7 @@ class ActorPool(Lane):
 
     def failure(self, task: BatchTask, exc: BaseException) -> Any:
         """What a task that failed in Ray (not with its actor) reports: hybridload's own error unwrapped."""
-        return _unwrap(exc)
+        return unwrap(exc)
 
     # -- the pool's actors
     @property
@@ -132,7 +136,7 @@ class ActorPool(Lane):
         return self._pool_stats.as_dict()
 
     def _target(self, nodes, draining) -> list[str]:
-        return elastic_target(nodes, draining, **self._rules)
+        return elastic_target(nodes, draining, self.config.rules)
 
     def _spawn(self, node_id: str, initial: bool = False, watch: bool = True) -> Member:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -141,7 +145,7 @@ class ActorPool(Lane):
             return self._remote_cls.options(
                 num_cpus=1, max_concurrency=1, name=f"{self._tag}-{key}",
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-            ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self._pass_index else ()))
+            ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self.pass_worker_index else ()))
 
         m = self._members.add(create, node_id, initial=initial)
         if watch:  # (the first wave is watched by first_ready)
@@ -185,7 +189,7 @@ class ActorPool(Lane):
         try:
             raw = ray.get(self.call(m.handle, task), timeout=timeout_s)
         except BaseException as exc:
-            raise _unwrap(exc) from None
+            raise unwrap(exc) from None
         finally:
             self._release(m, task.seq)
         return self.convert(raw)
@@ -205,8 +209,7 @@ class ActorPool(Lane):
         if m is None:
             if not self._members.usable:
                 raise WorkerLost(f"the {self.name} lane has no actor ({self.unavailable()})")
-            with self._held_lock:
-                self._held.append((task, done))
+            self._held.hold(task, done)
             if self._keeper is not None:
                 self._keeper.wake()
             return
@@ -230,7 +233,7 @@ class ActorPool(Lane):
             try:
                 raw = f.result()
             except BaseException as exc:
-                if _actor_died(exc):
+                if actor_died(exc):
                     if not self._closed and self._members.dead(m, lost=True):
                         log.warning("Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
                                     "%d actors remain, a replacement is on its way", m.key, self.name,
@@ -246,27 +249,7 @@ class ActorPool(Lane):
         when_done(ref, _finish)
 
     def _flush(self) -> None:
-        """Send the held tasks to ready actors; fail them (WorkerLost) when no actor can come."""
-        while True:
-            with self._held_lock:
-                if not self._held:
-                    return
-                if self._closed:
-                    self._held.clear()
-                    return
-                if not self._members.usable:
-                    task, done = self._held.popleft()
-                    m = None
-                else:
-                    m = self._members.pick(self._held[0][0].seq)
-                    if m is None:
-                        return
-                    task, done = self._held.popleft()
-            if m is None:
-                done(task, WorkerLost(f"no Ray actor of the {self.name} lane can take batch {task.seq} "
-                                      f"({self.unavailable()})"))
-            else:
-                self._send(m, task, done)
+        self._held.flush(self._send, closed=lambda: self._closed, why=self.unavailable, name=self.name)
 
     def _close(self) -> None:
         """Stop the keeper, kill every actor (by handle) and release the Ray connection."""
@@ -281,15 +264,3 @@ class ActorPool(Lane):
         finally:
             cluster.release()
 
-
-def _actor_died(exc: BaseException) -> bool:
-    import ray
-    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError))
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    """An error raised inside an actor arrives wrapped in RayTaskError; hand back the original
-    when it is one of hybridload's own (a SampleError names the sample)."""
-    from hybridload.errors import HybridLoadError
-    cause = getattr(exc, "cause", None)
-    return cause if isinstance(cause, HybridLoadError) else exc

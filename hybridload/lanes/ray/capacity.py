@@ -30,7 +30,7 @@ from collections import deque
 from typing import Callable, Sequence
 
 from hybridload.cluster.connect import NodeInfo
-from hybridload.cluster.placement import elastic_target, plan_actors
+from hybridload.cluster.placement import PlacementRules, elastic_target, plan_actors
 from hybridload.errors import NoActorsError
 from hybridload.lanes.ray.members import Members, State
 from hybridload.lanes.ray.pool_stats import PoolStats, utc_clock
@@ -46,16 +46,16 @@ class Capacity:
     Args:
         when_empty: "local", "wait" or "raise" (``LoaderPolicy.on_no_actors``).
         wait_s: how long "wait" waits for a node.
-        rules: the placement rules (placement, reserve_local_cpus, cpu_actors, rank, world_size).
+        rules: the placement rules.
         members, stats: the pool's table and counters.
         name: the lane's name, for messages.
     """
 
-    def __init__(self, *, when_empty: str, wait_s: float, rules: dict, members: Members, stats: PoolStats,
+    def __init__(self, *, when_empty: str, wait_s: float, rules: PlacementRules, members: Members, stats: PoolStats,
                  name: str):
         if when_empty not in WHEN_EMPTY:
             raise ValueError(f"when_empty must be one of {', '.join(WHEN_EMPTY)}; got {when_empty!r}")
-        self.when_empty, self.wait_s, self.rules, self.name = when_empty, float(wait_s), dict(rules), name
+        self.when_empty, self.wait_s, self.rules, self.name = when_empty, float(wait_s), rules, name
         self._members, self._stats = members, stats
         self._empty_since: float | None = None
         self._empty_clock = ""
@@ -68,25 +68,25 @@ class Capacity:
         nodes = read_nodes()
         if fit_request or self.when_empty == "raise":
             try:
-                return place(nodes, fit_request=fit_request, **self.rules), nodes
+                return place(nodes, self.rules, fit_request=fit_request), nodes
             except ValueError as exc:
                 raise NoActorsError(f"{exc} (nodes now: {describe_nodes(nodes)}); or let this rank's batches run "
                                     "on this machine meanwhile: LoaderPolicy(on_no_actors='local')") from None
-        where = elastic_target(nodes, (), **self.rules)
+        where = elastic_target(nodes, (), self.rules)
         deadline = time.monotonic() + self.wait_s
         while not where and self.when_empty == "wait" and time.monotonic() < deadline:
             time.sleep(max(0.0, min(poll_s, deadline - time.monotonic())))
             nodes = read_nodes()
-            where = elastic_target(nodes, (), **self.rules)
+            where = elastic_target(nodes, (), self.rules)
         if not where and self.when_empty == "wait":
             raise NoActorsError(f"{self.missing(nodes)}; waited {self.wait_s:g} s for a node "
                                 "(LoaderPolicy(on_no_actors='wait')): start worker nodes (`ray start "
                                 "--address=<head>:<port>`), lower reserve_local_cpus, or set on_no_actors='local' "
                                 "to run on this machine until they join")
-        wanted = self.rules.get("cpu_actors")
+        wanted = self.rules.cpu_actors
         if where and wanted and len(where) < wanted:
             log.warning("%s lane: cpu_actors=%d but rank %d has %d free CPU slot(s) in the cluster now; running "
-                        "%d actor(s), more as nodes join", self.name, wanted, self.rules.get("rank", 0), len(where),
+                        "%d actor(s), more as nodes join", self.name, wanted, self.rules.rank, len(where),
                         len(where))
         self.after_step(where, nodes)
         return where, nodes
@@ -109,7 +109,7 @@ class Capacity:
             self._empty_since = None
             self._stats.node_event("actors again")
             log.warning("%s lane: the cluster has CPUs for rank %d again (%d actor(s)); work moves back to Ray "
-                        "actors", self.name, self.rules.get("rank", 0), len(target))
+                        "actors", self.name, self.rules.rank, len(target))
         if self.when_empty == "wait":
             self._members.set_waiting(self._empty_since is not None and now - self._empty_since < self.wait_s)
 
@@ -132,7 +132,7 @@ class Capacity:
             return ""
         parts = list(self._why)
         if self._empty_since is not None:
-            parts.append(f"no node with a free CPU for rank {self.rules.get('rank', 0)} since {self._empty_clock}"
+            parts.append(f"no node with a free CPU for rank {self.rules.rank} since {self._empty_clock}"
                          + (" (waited for one: on_no_actors='wait')" if self.when_empty == "wait" else ""))
         elif self._members.count(State.STARTING):
             parts.append("its actors are still starting")
@@ -140,10 +140,8 @@ class Capacity:
 
     def missing(self, nodes: Sequence[NodeInfo]) -> str:
         """What is missing, in words: the rules and the nodes that leave this rank no CPU."""
-        r = self.rules
-        return (f"no CPU in the Ray cluster for rank {r.get('rank', 0)}'s actors (placement={r['placement']!r}, "
-                f"cpu_actors={r['cpu_actors']}, reserve_local_cpus={r['reserve_local_cpus']}, "
-                f"world_size={r.get('world_size', 1)}; nodes: {describe_nodes(nodes)})")
+        return (f"no CPU in the Ray cluster for rank {self.rules.rank}'s actors ({self.rules.describe()}; "
+                f"nodes: {describe_nodes(nodes)})")
 
 
 def describe_nodes(nodes: Sequence[NodeInfo]) -> str:
@@ -152,21 +150,22 @@ def describe_nodes(nodes: Sequence[NodeInfo]) -> str:
                      for n in nodes) or "none"
 
 
-def place(nodes, *, cpu_actors: int | None, fit_request: bool, **kw) -> list[str]:
+def place(nodes, rules: PlacementRules, *, fit_request: bool) -> list[str]:
     """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
     request: as many actors as fit are placed, with one warning."""
+    cpu_actors = rules.cpu_actors
     try:
-        return plan_actors(nodes, cpu_actors=cpu_actors, **kw)
+        return plan_actors(nodes, rules)
     except ValueError:
         if not fit_request or not cpu_actors:
             raise
     for n in range(cpu_actors - 1, 0, -1):
         try:
-            where = plan_actors(nodes, cpu_actors=n, **kw)
+            where = plan_actors(nodes, rules.with_actors(n))
         except ValueError:
             continue
         warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
                       f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
                       "with more workers than cores, the batches are the same)", stacklevel=5)
         return where
-    return plan_actors(nodes, cpu_actors=cpu_actors, **kw)  # not even one fits: its error names why
+    return plan_actors(nodes, rules)  # not even one fits: its error names why

@@ -98,3 +98,17 @@ class Deaths:
         return WorkerLost(f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}); batch "
                           f"{seq} killed {len(pids)} workers (pids {', '.join(pids)}), so it is not handed on: "
                           "find what in its samples crashes the process (native code, memory)", batch_at_fault=True)
+
+
+def actor_died(exc: BaseException) -> bool:
+    """Ray says the actor is gone (its process, its node, or a kill), whatever held it."""
+    import ray
+    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError))
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """An error raised inside an actor arrives wrapped in RayTaskError; hand back the original
+    when it is one of hybridload's own (a SampleError names the sample)."""
+    from hybridload.errors import HybridLoadError
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, HybridLoadError) else exc

@@ -28,6 +28,7 @@ from hybridload.sources import SampleRef
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.callbacks import report_converted
 from hybridload.lanes.ray.members import Member
+from hybridload.lanes.ray.pool_config import PoolConfig
 from hybridload.lanes.ray.worker import PoolWorker
 from hybridload.lanes.base import BatchTask, Done
 
@@ -118,13 +119,13 @@ class RayLane(ActorPool):
 
     name = "ray"
 
-    def __init__(self, source, recipe, *, seed: int, on_error: str = "raise", ship_bytes: bool = False,
-                 pin_memory: bool = False, **pool_kw):
+    def __init__(self, source, recipe, pool: PoolConfig, *, seed: int, on_error: str = "raise",
+                 ship_bytes: bool = False, pin_memory: bool = False):
         self.source, self.pin_memory, self.ship_bytes = source, pin_memory, ship_bytes
         self._readers = (ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship")
                          if ship_bytes else None)  # closed with the lane
         self._converters = ThreadPoolExecutor(CONVERTER_THREADS, thread_name_prefix="hybridload-ray-convert")
-        super().__init__(KernelWorker, (source, recipe, seed, on_error), **pool_kw)
+        super().__init__(KernelWorker, (source, recipe, seed, on_error), pool)
 
     def call(self, actor, task: BatchTask, payloads: dict | None = None):
         if self.ship_bytes and payloads is None:  # run_batch: the caller's thread reads

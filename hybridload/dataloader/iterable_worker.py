@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch.utils.data._utils import fetch as torch_fetch, worker as torch_worker  # torch's own worker steps
 
-from hybridload.lanes.ray.dataset_worker import UserFailure, set_worker_info, shippable
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.dataloader.worker import UserFailure, set_worker_info, shippable
+from hybridload.lanes.ray import PoolWorker
 
 
 class End:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import deque
 
 from hybridload.errors import BatchTimeoutError, WorkerLost
-from hybridload.lanes.ray.dataset_worker import UserFailure
-from hybridload.lanes.ray.iterable_worker import End
+from hybridload.dataloader.iterable_worker import End
+from hybridload.dataloader.worker import UserFailure
 
 
 class IterablePass:

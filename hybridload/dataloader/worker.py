@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from hybridload.errors import HybridLoadError, UserCodeError
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.lanes.ray import PoolWorker
 
 
 class UserFailure:

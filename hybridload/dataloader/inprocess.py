@@ -1,0 +1,57 @@
+"""The drop-in's passes that run in this process although the loader runs on Ray actors: an
+``IterableDataset`` with no actor asked for (torch's ``num_workers=0``: every worker would
+iterate it all), and a pass that would wait for CPUs its own process's other pools hold
+(`no_cpu_for_another_pool`)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+
+def no_cpu_for_another_pool(pools_here: list) -> bool:
+    """Whether a new pass must not start actors: this process already holds actor pools
+    (``pools_here``: a training loader beside a validation one, two live iterators) and the
+    cluster has no CPU they leave free, i.e. the new actors would wait for CPUs this very
+    process holds. Counts the pools' actors starting or ready (Ray's free count lags them)."""
+    if not pools_here:
+        return False
+    import ray
+    if not ray.is_initialized():
+        return False
+    held = sum(len(p.actors) for p in pools_here)
+    free = min(ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0) - held)
+    return free < 1
+
+
+#: why a pass runs in this process although it asked for actors (`in_process_pass`)
+OVERSUBSCRIBED = ("no free CPU for this pass's Ray actors while another pass of this process holds them (a "
+                  "training and a validation loader, two live iterators); this pass runs in this process as "
+                  "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)")
+
+
+class SingleProcessView:
+    """What torch's single-process iterator reads of ``loader``, with ``num_workers`` and
+    ``timeout`` 0 (it refuses any other), every other attribute the loader's own. The loader
+    itself is never changed: a pass starting on another thread, or the user's code reading
+    ``loader.num_workers`` while the pass starts (an ``IterableDataset``'s ``__iter__``), sees
+    what the user gave."""
+
+    num_workers = 0
+    timeout = 0
+
+    def __init__(self, loader: Any):
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def in_process_pass(loader: Any, why: str | None = None):
+    """torch's single-process iterator over ``loader`` (a drop-in DataLoader, read through a
+    `SingleProcessView`); with ``why``, one warning saying why a pass that asked for actors runs
+    in this process instead."""
+    if why is not None:
+        warnings.warn(f"hybridload.DataLoader: {why}", stacklevel=3)
+    import torch.utils.data as tud
+    return tud.dataloader._SingleProcessDataLoaderIter(SingleProcessView(loader))

@@ -1,0 +1,65 @@
+"""The actor pools of the drop-in ``hybridload.DataLoader``: one for a map-style dataset (a
+lane: batches of indices, run by `DatasetWorker`)
+and one for an ``IterableDataset`` (actors holding torch workers' iterators,
+`IterableDatasetWorker`, read by
+`IterablePass`).
+
+Both ship ``(dataset, collate_fn, worker_init_fn)`` as one object, so a ``worker_init_fn``
+bound to the dataset arrives bound to the very dataset the actor reads. An exception of
+``worker_init_fn`` in a map-style actor stops the pool's start with
+`InitFailed` carrying the user's exception.
+"""
+
+from __future__ import annotations
+
+from hybridload.dataloader.iterable_pass import IterablePass
+from hybridload.dataloader.iterable_worker import IterableDatasetWorker
+from hybridload.dataloader.worker import DatasetWorker, UserFailure
+from hybridload.lanes import BatchTask
+from hybridload.lanes.ray import ActorPool, PoolConfig
+
+
+class DatasetLane(ActorPool):
+    """Batches of a map-style dataset's indices on Ray actors."""
+
+    name = "ray-dataset"
+    pass_worker_index = True  # each actor knows its torch worker id
+    fit_request = True  # more workers than CPU slots: as many actors as fit, as torch runs more workers than cores
+
+    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, asked: int):
+        super().__init__(DatasetWorker, (bundle, auto_collation, asked), pool)
+
+    def call(self, actor, task: BatchTask):
+        return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
+
+    def failure(self, task: BatchTask, exc: BaseException):
+        """A result Ray could not send back is the batch's outcome, as the user's errors are."""
+        return UserFailure.unsendable(exc, task.seq) or super().failure(task, exc)
+
+
+class IterableDatasetActors(ActorPool):
+    """Actors holding an ``IterableDataset``'s worker iterators (ids spread over the actors);
+    `start_pass` gives a pass over them in torch's order. Not a lane of the dispatcher:
+    an iterator has no batches to hand to another actor."""
+
+    name = "ray-iterable-dataset"
+    pass_worker_index = True
+    fit_request = True
+
+    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, batch_size, drop_last: bool,
+                 asked: int):
+        super().__init__(IterableDatasetWorker, (bundle, auto_collation, batch_size, drop_last, asked), pool)
+        import ray
+        handles = [m.handle for m in self.members()]
+        try:
+            ids = ray.get([h.ids.remote() for h in handles], timeout=60)
+        except BaseException:
+            self.close()
+            raise
+        self._by_id = {w: h for h, hosted in zip(handles, ids) for w in hosted}
+
+    def call(self, actor, task: BatchTask):
+        raise TypeError("an IterableDataset's actors take no indexed batches")
+
+    def start_pass(self, base_seed: int, *, prefetch: int, timeout_s: float, length=None) -> IterablePass:
+        return IterablePass(self._by_id, base_seed, prefetch=prefetch, timeout_s=timeout_s, length=length)

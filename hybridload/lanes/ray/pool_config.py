@@ -1,0 +1,66 @@
+"""How an `ActorPool` runs, as one frozen value: where its actors go (`PlacementRules`), which
+cluster, how many calls each actor takes at once, how long it waits, and what it does while
+the cluster gives its rank no actor. Checked when made: a message names the field and what to
+write. What a pool *is* (its worker class, its init args, whether each actor gets its index,
+whether a count beyond the CPUs is a request) is the subclass's, not configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+from hybridload.cluster.placement import PlacementRules
+from hybridload.lanes.ray.capacity import WHEN_EMPTY
+
+
+def _seconds(value, *, zero_ok: bool) -> bool:
+    return (isinstance(value, Real) and not isinstance(value, bool) and value == value
+            and (value >= 0 if zero_ok else value > 0))
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """An actor pool's settings.
+
+    Attributes:
+        rules: where the rank's actors go (placement, reserved local CPUs, count, rank, world size).
+        ray_address: the cluster, as `hybridload.cluster.acquire` takes it: None (``RAY_ADDRESS``,
+            else an embedded one), "auto", "embedded" or "host:port".
+        fallback_embedded: with "auto", start the embedded cluster when none is found.
+        tasks_per_actor: calls in flight per actor (2: the next batch waits in the actor's queue).
+        ready_timeout_s: how long the first actors may take to start.
+        node_poll_s: how often the keeper reads the node table; None: ``HYBRIDLOAD_NODE_POLL_S``,
+            else 5 s.
+        when_empty: while the cluster gives the rank no actor: "local" (the local stand-in lane
+            runs the batches), "wait" (up to ``wait_s``) or "raise".
+        wait_s: with ``when_empty="wait"``, how long to wait for a node (seconds).
+    """
+
+    rules: PlacementRules = field(default_factory=PlacementRules)
+    ray_address: str | None = None
+    fallback_embedded: bool = False
+    tasks_per_actor: int = 2
+    ready_timeout_s: float = 120.0
+    node_poll_s: float | None = None
+    when_empty: str = "raise"
+    wait_s: float = 120.0
+
+    def __post_init__(self):
+        if not isinstance(self.rules, PlacementRules):
+            raise TypeError(f"rules must be a PlacementRules(placement=..., reserve_local_cpus=..., cpu_actors=..., "
+                            f"rank=..., world_size=...); got {type(self.rules).__name__}")
+        if self.ray_address is not None and not isinstance(self.ray_address, str):
+            raise TypeError(f"ray_address must be None, 'auto', 'embedded' or 'host:port'; got {self.ray_address!r}")
+        if not (isinstance(self.tasks_per_actor, Integral) and not isinstance(self.tasks_per_actor, bool)
+                and self.tasks_per_actor >= 1):
+            raise ValueError(f"tasks_per_actor must be a whole number >= 1 (2: one call running, one queued); "
+                             f"got {self.tasks_per_actor!r}")
+        if not _seconds(self.ready_timeout_s, zero_ok=False):
+            raise ValueError(f"ready_timeout_s must be a number of seconds > 0; got {self.ready_timeout_s!r}")
+        if self.node_poll_s is not None and not _seconds(self.node_poll_s, zero_ok=False):
+            raise ValueError(f"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S "
+                             f"(default 5); got {self.node_poll_s!r}")
+        if self.when_empty not in WHEN_EMPTY:
+            raise ValueError(f"when_empty must be one of {', '.join(map(repr, WHEN_EMPTY))}; got {self.when_empty!r}")
+        if not _seconds(self.wait_s, zero_ok=True):
+            raise ValueError(f"wait_s must be a number of seconds >= 0; got {self.wait_s!r}")

@@ -1,0 +1,54 @@
+"""An actor pool's settings are one frozen `PoolConfig` (with its `PlacementRules`), checked
+when made: a bad value is refused with a message naming the field and what to write, before
+any Ray connection or actor; what a pool is (its worker's index, a count taken as a request)
+stays with the pool's class."""
+
+import math
+
+import pytest
+
+from hybridload.cluster import PlacementRules
+from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
+from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
+
+
+def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had():
+    config = PoolConfig()
+    assert config.rules == PlacementRules()
+    assert (config.ray_address, config.fallback_embedded, config.tasks_per_actor, config.ready_timeout_s,
+            config.node_poll_s, config.when_empty, config.wait_s) == (None, False, 2, 120.0, None, "raise", 120.0)
+    with pytest.raises(AttributeError):
+        config.tasks_per_actor = 4
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(tasks_per_actor=0), r"tasks_per_actor must be a whole number >= 1 \(2: one call running, one queued\)"),
+    (dict(tasks_per_actor=1.5), r"tasks_per_actor must be a whole number >= 1 .*got 1.5"),
+    (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0; got 0"),
+    (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0; got nan"),
+    (dict(node_poll_s=-1), r"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S"),
+    (dict(when_empty="fallback"), r"when_empty must be one of 'local', 'wait', 'raise'; got 'fallback'"),
+    (dict(wait_s=-5), r"wait_s must be a number of seconds >= 0; got -5"),
+])
+def test_a_pool_config_refuses_a_bad_value_naming_the_field_and_what_to_write(kw, words):
+    with pytest.raises(ValueError, match=words):
+        PoolConfig(**kw)
+
+
+def test_a_pool_config_takes_its_placement_as_placement_rules_not_a_dict():
+    with pytest.raises(TypeError, match=r"rules must be a PlacementRules\(placement=\.\.\..*got dict"):
+        PoolConfig(rules=dict(placement="any"))
+    with pytest.raises(TypeError, match=r"ray_address must be None, 'auto', 'embedded' or 'host:port'; got 6379"):
+        PoolConfig(ray_address=6379)
+
+
+def test_a_pool_given_anything_but_a_pool_config_says_what_to_give_before_connecting():
+    with pytest.raises(TypeError, match=r"ActorPool: config must be a PoolConfig\(rules=PlacementRules"):
+        ActorPool(object, (), dict(placement="any"))
+
+
+def test_what_a_pool_is_stays_with_its_class():
+    assert (ActorPool.pass_worker_index, ActorPool.fit_request) == (False, False)
+    assert (RayLane.pass_worker_index, RayLane.fit_request) == (False, False)
+    for drop_in in (DatasetLane, IterableDatasetActors):  # torch's workers: each knows its id; more than cores runs
+        assert (drop_in.pass_worker_index, drop_in.fit_request) == (True, True)
