@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Pixels of the crop-window decode against today's full decode (issue 37), per chroma
 subsampling: mean and largest |difference| of the 224x224 RandomResizedCrop + flip output,
-``Decode()`` (the window) and ``Decode(dct_scaling=True)`` (the window at a DCT scale) against
+``Decode()`` (the window), ``Decode(dct_scaling=True)`` (the window at a DCT scale) and
+``Decode(dct_scaling=True, reducing_gap=1.0)`` (at the smallest DCT scale covering the output) against
 ``Decode(crop_window=False)`` (the full decode), over the photo set's first ``--n`` photos
 re-encoded at 4:4:4, 4:2:2, 4:2:0 and grey, baseline and progressive, at their size and
 scaled 4x (about 1600x1500: DCT scaling applies to most crops), ``--draws`` boxes each.
@@ -46,11 +47,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     _, photos = photo_source(args.root, max(args.n, 64), log)
-    full, window, dct = _rec(crop_window=False), _rec(), _rec(dct_scaling=True)
+    full = _rec(crop_window=False)
+    variants = {"window": _rec(), "window+dct": _rec(dct_scaling=True),
+                "window+dct gap 1": _rec(dct_scaling=True, reducing_gap=1.0)}
     rows = []
     for scale in (1, 4):
         for name, sub in SUBSAMPLING.items():
-            diffs = {"window": [], "window+dct": []}
+            diffs: dict[str, list] = {k: [] for k in variants}
             for i in range(args.n):
                 with Image.open(photos.ref(i).location) as im:
                     im = im.convert("RGB")
@@ -60,7 +63,7 @@ def main(argv=None) -> int:
                     for d in range(args.draws):
                         ref = SampleRef(i, "x.jpg", 0)
                         a = process_payload(ref, data, full, 0, d).float()
-                        for k, rec in (("window", window), ("window+dct", dct)):
+                        for k, rec in variants.items():
                             diffs[k].append((process_payload(ref, data, rec, 0, d).float() - a).abs())
             for k, ds in diffs.items():
                 rows.append([f"{'photo set' if scale == 1 else 'photo set x4'}", name, k,

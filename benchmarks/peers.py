@@ -5,7 +5,9 @@ hybridload (Ray lane, 2 actors; in-process lane, 2 threads; process lane, 2 work
 DataLoader(num_workers=2) on the same kernels; Ray Data (read_binary_files + map_batches +
 iter_torch_batches, skipped when not installed); DALI alone (CPU pipeline); a Dpex-style
 loader: a DataLoader whose iterator sends each batch to a Ray task (dataset put once), 2 x
-workers in flight, yielded in order with ray.get.
+workers in flight, yielded in order with ray.get; and torch's DataLoader, torchdata.nodes and
+SPDL each running the Pillow pipeline their users write (``torch-pil``, ``torchdata-nodes``,
+``spdl``; _peer_loaders.py).
 Each round runs every contestant over ``--batches`` batches (default: all; method: _harness.py);
 reported: median images/s and the ratios hybridload / peer.
 """
@@ -24,12 +26,13 @@ import torch.utils.data as tud
 import _harness as h
 from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, one_torch_thread
 from _data import MB, check_ray_loopback, parser, photo_source
+from _peer_loaders import Spdl, TorchdataNodes, TorchPil
 from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
 CONTESTANTS = ("hybridload", "hybridload-inprocess", "hybridload-processes", "torch-dataloader", "dpex-style",
-               "ray-data", "dali")
-FORKS = {"torch-dataloader", "hybridload-processes"}  # fork their workers: built and warmed up before Ray starts
+               "ray-data", "dali", "torch-pil", "torchdata-nodes", "spdl")
+FORKS = {"torch-dataloader", "hybridload-processes", "torch-pil"}  # fork their workers: built and warmed up before Ray starts
 NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
@@ -109,6 +112,9 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
                   ds, ray_workers=W, batch_size=B, sampler=sampler)),
               "ray-data": lambda: RayData(source, rec, B, W, blocks),
               "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
+              "torch-pil": lambda: TorchPil("torch-pil", source, rec, B, W),   # their own Pillow pipelines
+              "torchdata-nodes": lambda: TorchdataNodes("torchdata-nodes", source, rec, B, W),
+              "spdl": lambda: Spdl("spdl", source, rec, B, W),
               "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
               "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
     env, chosen, built, skipped = h.environment(), [k for k in makers if k in args.contestants], {}, {}

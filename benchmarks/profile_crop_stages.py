@@ -9,8 +9,9 @@ alike): ``header`` (jpeg_size +
 the keyed crop box), ``decode`` (the full decode, or the window), ``crop`` (the view),
 ``resize`` (antialiased bilinear to 224), ``flip+layout`` (mirror, CHW copy into the batch),
 then ``kernel`` (``process_payload`` end to end, the sum's check), ``lane`` (HybridLoader on
-the in-process lane, one thread, batch 32, against ``process_sample`` in a loop run just
-before it, process CPU time: the loader's own cost, as a fraction applied to the kernel) and
+the in-process lane, one thread, batch 32, ``EPOCHS`` passes after an untimed one, against
+``process_sample`` over the same samples in a loop run before and after it, process CPU time:
+the loader's own cost, as a fraction applied to the kernel) and
 ``alone`` (the full decode alone, no crop or resize: the issue's roofline; its ratios are
 speed per CPU-second of the kernel and of the loader against it).
 ``--rounds`` rounds; the median per stage is shown.
@@ -18,6 +19,7 @@ speed per CPU-second of the kernel and of the loader against it).
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -39,22 +41,26 @@ log = logging.getLogger("profile_crop_stages")
 STAGES = ("header", "decode", "crop", "resize", "flip+layout")
 
 
-#: name: (crop_window, dct_scaling)
-VARIANTS = {"full": (False, False), "window": (True, False), "window+dct": (True, True)}
+#: name: (crop_window, dct_scaling, reducing_gap)
+VARIANTS = {"full": (False, False, 2.0), "window": (True, False, 2.0), "window+dct": (True, True, 2.0),
+            "window+dct gap 1": (True, True, 1.0)}
 
 
-def _rec(window: bool, dct: bool) -> recipe.Recipe:
-    return recipe.Recipe([recipe.Decode(crop_window=window, dct_scaling=dct), recipe.RandomResizedCrop(224),
-                          recipe.HorizontalFlip(1.0)])
+@functools.lru_cache(maxsize=None)
+def _rec(window: bool, dct: bool, gap: float) -> recipe.Recipe:
+    """One recipe per variant, built once (every call of a run reuses it, as a loader does)."""
+    return recipe.Recipe([recipe.Decode(crop_window=window, dct_scaling=dct, reducing_gap=gap),
+                          recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
 
 
-def stage_times(data: bytes, i: int, rec: recipe.Recipe, window: bool, dct: bool, out: torch.Tensor) -> list[float]:
+def stage_times(data: bytes, i: int, rec: recipe.Recipe, variant: tuple, out: torch.Tensor) -> list[float]:
     """CPU seconds of each stage for sample ``i`` (flip always applied)."""
+    window, dct, gap = variant
     t0 = time.thread_time()
     size = jpeg_size(data)
     ops = rec.sample_params(0, 0, i, *size).ops
     t1 = time.thread_time()
-    got = window_decode(data, size, ops, dct) if window else None
+    got = window_decode(data, size, ops, dct, gap) if window else None
     arr, ops = got if got is not None else (decode_image(data), ops)
     t2 = time.thread_time()
     img = crop(torch.from_numpy(arr), ops[0])
@@ -81,9 +87,8 @@ def paired_round(payloads: list[bytes], rnd: int) -> dict[tuple[str, str], float
                 decode_image(data)
                 tot[("full", "alone")] = tot.get(("full", "alone"), 0.0) + time.thread_time() - t0
                 continue
-            window, dct = VARIANTS[name]
-            rec = _rec(window, dct)
-            for st, dt in zip(STAGES, stage_times(data, i, rec, window, dct, out)):
+            rec = _rec(*VARIANTS[name])
+            for st, dt in zip(STAGES, stage_times(data, i, rec, VARIANTS[name], out)):
                 tot[(name, st)] = tot.get((name, st), 0.0) + dt
             t0 = time.thread_time()
             process_payload(SampleRef(i, "x.jpg", 0), data, rec, 0, 0)
@@ -91,20 +96,31 @@ def paired_round(payloads: list[bytes], rnd: int) -> dict[tuple[str, str], float
     return {key: v / len(payloads) for key, v in tot.items()}
 
 
+#: Timed passes of the kernel loop and of the loader (epochs 1..EPOCHS, the same keyed samples).
+EPOCHS = 3
+
+
 def kernel_loop_time(source, rec) -> float:
     t0 = time.process_time()
-    for i in range(len(source)):
-        kernels.process_sample(source, rec, i, seed=0, epoch=0)
-    return (time.process_time() - t0) / len(source)
+    for epoch in range(1, EPOCHS + 1):
+        for i in range(len(source)):
+            kernels.process_sample(source, rec, i, seed=0, epoch=epoch)
+    return (time.process_time() - t0) / (EPOCHS * len(source))
 
 
 def loader_time(source, rec) -> float:
-    with HybridLoader(source, rec, 32, shuffle=False, drop_last=False, device="cpu",
+    """Process CPU seconds per image of the loader's passes 1..EPOCHS, after an untimed pass 0
+    (the lane's start is not per image; each pass's own start is counted)."""
+    with HybridLoader(source, rec, 32, shuffle=False, drop_last=False, device="cpu", seed=0,
                       policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=1)) as ld:
-        t0 = time.process_time()
         for _ in ld:
             pass
-        return (time.process_time() - t0) / len(source)
+        t0 = time.process_time()
+        for epoch in range(1, EPOCHS + 1):
+            ld.set_epoch(epoch)
+            for _ in ld:
+                pass
+        return (time.process_time() - t0) / (EPOCHS * len(source))
 
 
 def main(argv=None) -> int:
@@ -120,9 +136,10 @@ def main(argv=None) -> int:
         per = {}
         for rnd in range(args.rounds):
             got = paired_round(payloads, rnd)
-            for name, (window, dct) in VARIANTS.items():
-                rec = _rec(window, dct)
-                loop, loader = kernel_loop_time(src, rec), loader_time(src, rec)   # back to back, then the loader
+            for name, variant in VARIANTS.items():
+                rec = _rec(*variant)
+                before, loader = kernel_loop_time(src, rec), loader_time(src, rec)  # the loader between two loops
+                loop = (before + kernel_loop_time(src, rec)) / 2
                 got[(name, "loader")] = got[(name, "kernel")] * loader / loop
                 got[(name, "lane")] = got[(name, "loader")] - got[(name, "kernel")]
                 got[(name, "alone")] = got[("full", "alone")]

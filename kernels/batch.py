@@ -84,10 +84,10 @@ def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.nda
     check_pixels(*size)  # as the full decode does, before any pixel is decoded
     params = recipe.sample_params(seed, epoch, ref.index, *size)
     if dec.crop_window:
-        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling)
+        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
         if got is not None:
             return got[0], got[1], params.stages
-    plan = plan_scaled_decode(*size, params.ops) if dec.dct_scaling else None
+    plan = plan_scaled_decode(*size, params.ops, dec.reducing_gap) if dec.dct_scaling else None
     arr = decode_image(payload, plan)
     if plan is None:
         return arr, params.ops, params.stages

@@ -39,17 +39,18 @@ _EOI = b"\xff\xd9"
 
 
 def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[SampleOp],
-                  dct_scaling: bool = False) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
+                  dct_scaling: bool = False, gap: float = 2.0) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
     """(pixels, ops on them) decoding only the window of the JPEG ``data`` (``size``: its
     width and height from the header) that ``ops``' leading Crop keeps; None where the
-    full decode must run instead (see the module's docstring)."""
+    full decode must run instead (see the module's docstring). ``gap``: the DCT scale's
+    `plan_scaled_decode` gap (``Decode.reducing_gap``)."""
     if not turbo.available() or not ops or type(ops[0]) is not Crop or not data.endswith(_EOI):
         return None  # a truncated file goes to the full decode, which names it
     width, height = size
     crop = ops[0]
     if crop.x < 0 or crop.y < 0 or crop.x + crop.w > width or crop.y + crop.h > height:
         return None
-    plan = plan_scaled_decode(width, height, ops) if dct_scaling else None
+    plan = plan_scaled_decode(width, height, ops, gap) if dct_scaling else None
     if plan is not None:
         ops = scaled_ops(ops, plan.denominator, plan.min_width, plan.min_height)
     c = cast(Crop, ops[0])  # still the leading Crop (scaled_ops keeps it first)

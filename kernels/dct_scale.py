@@ -26,7 +26,8 @@ from hybridload.recipe.ops import Crop, Resize
 
 #: The scale denominators tried, largest reduction first (libjpeg-turbo's SIMD IDCT sizes).
 DENOMINATORS = (8, 4, 2)
-#: The decoded crop keeps at least this many pixels per output pixel on each side.
+#: The decoded crop keeps at least this many pixels per output pixel on each side, unless the
+#: recipe says otherwise (``Decode(reducing_gap=...)``): 2 as Pillow's ``reducing_gap`` default.
 MARGIN = 2
 
 
@@ -45,13 +46,14 @@ class ScaledDecode:
     min_height: int
 
 
-def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp]) -> ScaledDecode | None:
+def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp], gap: float = MARGIN) -> ScaledDecode | None:
     """The scaled decode for an image of ``width`` x ``height`` whose ops start with Crop and
     Resize, or None where the full decode must run (no such ops, a crop reaching outside the
     image, or a crop too small to keep the margin even at half size).
 
-    The factor is the largest 1/d that leaves the crop at least ``MARGIN`` times the output
-    on both sides, so the resize after it always shrinks.
+    The factor is the largest 1/d that leaves the crop at least ``gap`` (``MARGIN`` by default)
+    times the output on both sides, so the resize after it always shrinks (with ``gap`` 1.0,
+    the mapped crop still covers the output: `scaled_ops` rounds both corners alike).
     """
     if len(ops) < 2 or type(ops[0]) is not Crop or type(ops[1]) is not Resize:
         return None
@@ -59,7 +61,7 @@ def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp]) -> Scal
     if crop.x < 0 or crop.y < 0 or crop.x + crop.w > width or crop.y + crop.h > height:
         return None
     for d in DENOMINATORS:
-        if crop.w // d >= MARGIN * out.w and crop.h // d >= MARGIN * out.h:
+        if crop.w // d >= gap * out.w and crop.h // d >= gap * out.h:
             return ScaledDecode(d, math.ceil(width / d), math.ceil(height / d))
     return None
 

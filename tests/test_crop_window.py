@@ -46,16 +46,18 @@ def _photo(kind: str, progressive: bool, size=(1203, 901)) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("dct", [False, True])
+@pytest.mark.parametrize("dct, gap", [(False, 2.0), (True, 2.0), (True, 1.0)])
 @pytest.mark.parametrize("progressive", [False, True])
 @pytest.mark.parametrize("kind", list(SUBSAMPLING))
-def test_window_pixels_equal_the_full_decodes_crop_on_every_subsampling(kind, progressive, dct):
+def test_window_pixels_equal_the_full_decodes_crop_on_every_subsampling(kind, progressive, dct, gap):
     data = _photo(kind, progressive)
-    window, full = _rec(dct_scaling=dct), _rec(crop_window=False, dct_scaling=dct)
+    window = _rec(dct_scaling=dct, reducing_gap=gap)
+    full = _rec(crop_window=False, dct_scaling=dct, reducing_gap=gap)
     used = 0
     for i in range(12):
         ref = SampleRef(i, "photo.jpg", 0)
-        used += crop_window.window_decode(data, (1203, 901), window.sample_params(0, 0, i, 1203, 901).ops, dct) is not None
+        ops = window.sample_params(0, 0, i, 1203, 901).ops
+        used += crop_window.window_decode(data, (1203, 901), ops, dct, gap) is not None
         assert torch.equal(process_payload(ref, data, window, 0, 0), process_payload(ref, data, full, 0, 0)), i
     assert used == 12
 
@@ -151,3 +153,10 @@ def test_decode_flags_take_only_booleans():
         recipe.Decode(crop_window="yes")
     with pytest.raises(ValueError, match="dct_scaling must be True or False"):
         recipe.Decode(dct_scaling=1)
+
+
+@pytest.mark.parametrize("gap", [0.5, 0, True, "2", float("nan"), float("inf")])
+def test_reducing_gap_takes_a_number_of_at_least_one(gap):
+    with pytest.raises(ValueError, match="reducing_gap must be a number of at least 1.0"):
+        recipe.Decode(dct_scaling=True, reducing_gap=gap)
+    assert recipe.Decode(reducing_gap=1).reducing_gap == 1.0

@@ -47,6 +47,31 @@ def test_the_plan_takes_the_largest_factor_that_keeps_the_margin(crop, out, want
         assert crop.w // want >= MARGIN * out.w and crop.h // want >= MARGIN * out.h
 
 
+@pytest.mark.parametrize("crop, gap, want", [
+    (Crop(0, 0, 2000, 2000), 1.0, 8),     # 2000 // 8 = 250 >= 224: the smallest scale covering the output
+    (Crop(0, 0, 1792, 1792), 1.0, 8),     # exactly 224 at 1/8
+    (Crop(0, 0, 1791, 1791), 1.0, 4),     # 223 at 1/8: one short
+    (Crop(0, 0, 300, 300), 1.0, None),    # 150 at 1/2 < 224: the full decode
+    (Crop(0, 0, 2000, 2000), 1.5, 4),     # 2000 // 4 = 500 >= 336; 250 < 336
+    (Crop(0, 0, 2000, 2000), 2.0, 4),     # the default gap (MARGIN)
+])
+def test_the_plan_keeps_the_recipes_reducing_gap(crop, gap, want):
+    plan = plan_scaled_decode(4001, 4000, [crop, Resize(224, 224)], gap)
+    assert (plan.denominator if plan else None) == want
+
+
+def test_a_gap_of_one_still_never_upscales():
+    rng = np.random.default_rng(1)
+    for _ in range(2000):
+        W, H = int(rng.integers(500, 5000)), int(rng.integers(500, 5000))
+        w, h = int(rng.integers(1, W + 1)), int(rng.integers(1, H + 1))
+        crop, out = Crop(int(rng.integers(0, W - w + 1)), int(rng.integers(0, H - h + 1)), w, h), Resize(224, 160)
+        plan = plan_scaled_decode(W, H, [crop, out], 1.0)
+        if plan is not None:
+            c = scaled_ops([crop, out], plan.denominator, plan.min_width, plan.min_height)[0]
+            assert c.w >= out.w and c.h >= out.h, (W, H, crop, plan)
+
+
 def test_no_scaled_decode_unless_the_ops_start_with_crop_then_resize():
     assert plan_scaled_decode(4000, 3000, [Resize(300, 400), Crop(0, 0, 224, 224)]) is None
     assert plan_scaled_decode(4000, 3000, [Crop(0, 0, 3000, 3000)]) is None
@@ -79,16 +104,19 @@ def _photo(subsampling: str, gray: bool = False, size=(1203, 901)) -> bytes:
     return simplejpeg.encode_jpeg(img, quality=90, colorsubsampling=subsampling)
 
 
+@pytest.mark.parametrize("gap", [2.0, 1.0])
 @pytest.mark.parametrize("subsampling, gray", [("444", False), ("422", False), ("420", False), ("420", True)])
-def test_scaled_pixels_stay_close_to_the_full_decode_on_every_subsampling(subsampling, gray):
+def test_scaled_pixels_stay_close_to_the_full_decode_on_every_subsampling(subsampling, gray, gap):
     data = _photo(subsampling, gray)
     means, scaled = [], 0
+    rec = recipe.Recipe([recipe.Decode(dct_scaling=True, reducing_gap=gap), recipe.RandomResizedCrop(24),
+                         recipe.HorizontalFlip()])
     for i in range(24):
         ref = SampleRef(i, "photo.jpg", 0)
         full = process_payload(ref, data, FULL, 0, 0).float()
-        fast = process_payload(ref, data, SCALED, 0, 0).float()
-        params = SCALED.sample_params(0, 0, i, 1203, 901)
-        scaled += plan_scaled_decode(1203, 901, params.ops) is not None
+        fast = process_payload(ref, data, rec, 0, 0).float()
+        params = rec.sample_params(0, 0, i, 1203, 901)
+        scaled += plan_scaled_decode(1203, 901, params.ops, gap) is not None
         means.append((full - fast).abs().mean().item())
     assert scaled >= 12                      # most crops of a 1203x901 photo to 24 px are scaled
     assert np.mean(means) <= 2.0 and max(means) <= 6.0, means

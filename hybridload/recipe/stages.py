@@ -62,15 +62,27 @@ class Decode:
             12-megapixel photos, 2.1-2.5x with ``dct_scaling``, 1.15x on ImageNet-size
             photos; benchmarks/RESULTS.md). Without that wheel, or for any other image, the
             full decode runs. False: always decode (and check) the whole image.
+        reducing_gap: with ``dct_scaling``, the decoded crop keeps at least this many pixels per
+            output pixel on each side (Pillow's ``reducing_gap``). 2.0 (the default): a mean
+            difference from the full decode of 0.57 grey levels on large photos; 1.0 decodes at
+            the smallest DCT scale that still covers the output, 1.14x faster again on
+            12-megapixel photos, with a mean difference of 1.48 (the recipes page has the
+            figures). A number of at least 1.0.
     """
 
     dct_scaling: bool = False
     crop_window: bool = True
+    reducing_gap: float = 2.0
 
     def __post_init__(self):
         for name in ("dct_scaling", "crop_window"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"Decode: {name} must be True or False, got {getattr(self, name)!r}")
+        gap = self.reducing_gap
+        if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 1.0 <= gap < math.inf:
+            raise ValueError(f"Decode: reducing_gap must be a number of at least 1.0 (decoded pixels kept per "
+                             f"output pixel under dct_scaling; 2.0 by default), got {gap!r}")
+        object.__setattr__(self, "reducing_gap", float(gap))
 
 
 @dataclass(frozen=True)
