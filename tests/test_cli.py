@@ -224,7 +224,7 @@ def test_profiles_flag_defaults_are_loader_policys_own():
 
 
 def test_index_help_names_tarshards_image_extensions():
-    from hybridload.sources.tarshards import IMAGE_EXTS
+    from hybridload.sources.tar.tarshards import IMAGE_EXTS
     ix = build_parser()._subparsers._group_actions[0].choices["index"]
     assert f"default: TarShards's, {','.join(IMAGE_EXTS)}" in ix.format_help()
 

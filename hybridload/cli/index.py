@@ -34,8 +34,8 @@ CHUNK = 8
 def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str, str]]:
     """``(url, nsamples, "")`` for each shard (with why its sidecar could not be written in the
     third place, if so), or ``(url, error message, "")`` for a shard that fails."""
-    from hybridload.sources.shard_members import shard_members
-    from hybridload.sources.tar_index import index_shard, write_sidecar
+    from hybridload.sources.tar.shard_members import shard_members
+    from hybridload.sources.tar.tar_index import index_shard, write_sidecar
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
@@ -116,8 +116,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from hybridload.sources import expand_urls, is_url
-    from hybridload.sources.manifest import write_manifest
-    from hybridload.sources.tarshards import IMAGE_EXTS
+    from hybridload.sources.tar.manifest import write_manifest
+    from hybridload.sources.tar.tarshards import IMAGE_EXTS
     with user_input("PATTERN"):
         urls = expand_urls(args.pattern)
     if not urls:
