@@ -72,7 +72,7 @@ FLOORS = (
     ("hybridload.kernels", "hybridload.pipelines"),                        # CPU and DALI engines
     ("hybridload.recipe", "hybridload.sources"),                           # what to do, to what
     ("hybridload.sampling",),                                              # which indices, in order
-    ("hybridload.errors", "hybridload.extras"),                            # shared by every floor
+    ("hybridload.errors", "hybridload.extras", "hybridload.compat"),       # shared by every floor
 )
 MAX_TOP_MODULES = 8
 
