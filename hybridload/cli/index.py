@@ -21,7 +21,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from typing import Iterable, Sequence
 
-from hybridload.cli.args import UsageError, one_line, positive_int, user_input
+from hybridload.cli.args import UsageError, one_line, user_input
 
 # hybridload.sources is imported where it is used: `hybridload --help` builds this parser without torch
 
@@ -177,17 +177,3 @@ def failure_line(urls: Sequence[str], failed: list, kept: int, partial: str) -> 
             os.remove(partial)
     return (f"{len(failed)} of {len(urls)} shard{'s' if len(urls) != 1 else ''} could not be indexed (first: "
             f"{failed[0][0]}: {failed[0][1]}); fix them and run the same command again: {keep}")
-
-
-def add_parser(sub) -> None:
-    """The ``index`` subcommand on ``sub`` (the command line's subparsers)."""
-    ix = sub.add_parser("index", help="write a shard manifest (and sidecar member indexes) for TarShards")
-    ix.add_argument("pattern", metavar="PATTERN", help="the shards: a brace pattern such as 'train-{000000..000999}.tar'")
-    ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write")
-    ix.add_argument("--workers", type=positive_int, default=None,
-                    help="shards scanned at once (default: 32 threads for URLs, one process per CPU for local shards)")
-    ix.add_argument("--image-exts", default=None,
-                    help="extensions of the image members, comma-separated (default: TarShards's, jpg,jpeg,png,webp)")
-    ix.add_argument("--no-sidecars", action="store_true", help="do not write <shard>.members.json next to each shard")
-    ix.add_argument("--quiet", action="store_true", help="no progress bar")
-    ix.set_defaults(func=cmd_index, parser=ix)
