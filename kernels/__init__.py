@@ -7,7 +7,8 @@ through ctypes) to decode only a sample's crop where its first op is one (the sa
 Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 """
 
-from hybridload.kernels.batch import BatchResult, process_batch, process_sample, start_reads
+from hybridload.batch_result import BatchResult
+from hybridload.kernels.batch import process_batch, process_sample, start_reads
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
 from hybridload.kernels.geometry import apply_ops
 

@@ -13,7 +13,9 @@ id, decoding is "mixed" (nvJPEG) and the rest runs on the GPU.
 from __future__ import annotations
 
 from hybridload.recipe import Recipe
+from hybridload.recipe.ops import Crop, Flip, Resize
 
+from hybridload.pipelines.ops import OP_FUNCTIONS, Dali
 from hybridload.pipelines.params import chain_for
 from hybridload.pipelines.photo import photo_graph, photo_inputs
 
@@ -49,6 +51,7 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     from nvidia.dali import fn, pipeline_def, types
 
     chain = chain_for(rec)
+    d = Dali(fn, types, dmath)
     gpu = device_id is not None
     layout = rec.layout
 
@@ -67,16 +70,11 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
         else:
             img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
-            size = source("size", types.FLOAT, 1)
-            img = fn.resize(img, size=size, antialias=True, interp_type=types.INTERP_LINEAR, dtype=types.UINT8)
+            img = OP_FUNCTIONS[Resize](d, img, source("size", types.FLOAT, 1))
         if chain.crop2:
-            img = fn.slice(img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1),
-                           normalized_anchor=False, normalized_shape=False,
-                           out_of_bounds_policy="pad", fill_values=0)
+            img = OP_FUNCTIONS[Crop](d, img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1))
         img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
-        img = fn.crop_mirror_normalize(img, mirror=source("flip", types.INT32, 0), dtype=types.UINT8,
-                                       output_layout=layout)
-        return img
+        return OP_FUNCTIONS[Flip](d, img, source("flip", types.INT32, 0), layout)
 
     pipe = graph()
     pipe.build()

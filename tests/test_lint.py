@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_package_benchmarks_and_tests_pass_the_lint_rules():
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "hybridload", "kernels", "pipelines",
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "hybridload", "kernels", "pipelines", "torchops",
                            "benchmarks", "tests"], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "NO_COLOR": "1"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -83,5 +83,5 @@ def test_every_package_of_the_tree_is_in_the_wheel():
     root = Path(__file__).resolve().parents[1]
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     tree = {".".join(p.parent.relative_to(root).parts) for p in (root / "hybridload").rglob("__init__.py")}
-    tree |= {"hybridload.kernels", "hybridload.pipelines"}  # mapped from the top-level folders
+    tree |= {"hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"}  # mapped from the top-level folders
     assert tree <= listed, f"packages missing from pyproject.toml's [tool.setuptools] packages: {sorted(tree - listed)}"
