@@ -72,7 +72,7 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(-1)
 
 
-#: The torch engine's function of each op type (the colour ones from `torch_photo`).
+#: The torch engine's function of each op type (the colour ones from `photo`).
 OP_FUNCTIONS = {Crop: crop, Resize: resize, Flip: flip, **PHOTO_FUNCTIONS}
 #: Op types the torch engine does not run, and why (their batches go to the CPU lanes).
 UNSUPPORTED: dict[type, str] = {
