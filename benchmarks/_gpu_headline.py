@@ -53,7 +53,7 @@ def gpu_figure(rate: float, lanes: dict[str, int], mode: str) -> dict:
 
 def raw_ceiling(payloads: list[bytes], decode, params, device, reps: int = 5) -> dict:
     """Images/s of the decoder alone on the list, and of decode + each sample's ops (``params``)."""
-    from hybridload.lanes.gpu.torch_ops import apply_ops, stack
+    from hybridload.torchops.ops import apply_ops, stack
     datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in payloads]
     decode(datas)  # warm: the decoder's set-up is not the ceiling
     sync(device)

@@ -40,7 +40,7 @@ def main(argv=None) -> None:
     from hybridload import sources
     from hybridload.sources._base import read_bytes
     from hybridload.sources.read_retry import with_retries
-    from hybridload.sources.shard_list import ShardList
+    from hybridload.sources.tar.shard_list import ShardList
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a smoke run: few photos, 3 rounds, 10^4 shards")
     ap.add_argument("--out", default=None, help="where to write the shards (default: a temporary directory)")

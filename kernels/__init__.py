@@ -1,4 +1,5 @@
-"""CPU kernels: every recipe stage as pure functions over bytes and arrays.
+"""The CPU engine: every recipe stage as pure functions over bytes and arrays (its op table:
+``geometry.OP_FUNCTIONS``; the DALI and torch engines sit beside it in ``pipelines/`` and ``torchops/``).
 
 Run directly by the in-process lane and by Ray actors; testable without either.
 Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through
@@ -7,7 +8,8 @@ through ctypes) to decode only a sample's crop where its first op is one (the sa
 Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 """
 
-from hybridload.kernels.batch import BatchResult, process_batch, process_sample, start_reads
+from hybridload.batch_result import BatchResult
+from hybridload.kernels.batch import process_batch, process_sample, start_reads
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
 from hybridload.kernels.geometry import apply_ops
 

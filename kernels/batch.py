@@ -6,11 +6,11 @@ import functools
 from typing import cast
 import time
 import logging
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from hybridload.batch_result import BatchResult
 from hybridload.errors import SampleError, StorageError
 from hybridload.recipe import Recipe
 from hybridload.recipe.stages import Decode
@@ -25,18 +25,6 @@ from hybridload.kernels.geometry import apply_ops
 
 log = logging.getLogger("hybridload.kernels")
 _TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
-
-
-@dataclass
-class BatchResult:
-    """A processed batch: images (torch tensor), labels and indices (int64 arrays)."""
-
-    images: torch.Tensor
-    labels: np.ndarray
-    indices: np.ndarray
-    skipped: list = field(default_factory=list)  # (index, path, stage, reason) per substituted sample
-    seconds: float = 0.0
-    lane: str = ""
 
 
 def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch: int,

@@ -1,8 +1,9 @@
 """The operations of `hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
 ones here, the colour ones in `photometric`.
 
-One function per `hybridload.recipe.ops` type, found through `OP_FUNCTIONS`; a new op
-type needs its function here and an entry in that table.
+One function per op type, found through `OP_FUNCTIONS`: the CPU engine's table, side by side
+with the DALI engine's (``pipelines/ops.py``) and the torch engine's (``torchops/ops.py``);
+``tests/test_engine_ops.py`` checks each has a function for every op type or says why not.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(1)
 
 
-#: The kernel of each op type (Any: each takes the op of the type it is registered under).
+#: The CPU engine's kernel of each op type (the colour ones from `photometric`); the user's
+#: function (`CustomOp`) runs here only (a recipe holding one is not ``gpu_capable``).
 OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
-                                                                         **PHOTO_FUNCTIONS}
-#: Ops only the CPU kernels run (a recipe holding one is not ``gpu_capable``): the user's function.
-CPU_ONLY_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {CustomOp: apply_custom}
+                                                                        **PHOTO_FUNCTIONS, CustomOp: apply_custom}
+#: Op types the CPU engine does not run, and why: none (it is every recipe's reference).
+UNSUPPORTED: dict[type, str] = {}
 
 
 def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: Sequence[str] | None = None) -> torch.Tensor:
@@ -76,7 +78,7 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: S
                     end += 1
                 img = apply_photometric(img, cast("Sequence[Op]", ops[k:end]))  # photometric ops, checked above
             else:
-                fn = OP_FUNCTIONS.get(type(op)) or CPU_ONLY_FUNCTIONS.get(type(op))
+                fn = OP_FUNCTIONS.get(type(op))
                 if fn is None:
                     raise ValueError(f"unknown operation {op!r}; the kernels know "
                                      f"{', '.join(t.__name__ for t in OP_FUNCTIONS)}")

@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from hybridload.recipe import Recipe
+from hybridload.recipe.ops import Crop, Flip, Resize
 
+from hybridload.pipelines.ops import OP_FUNCTIONS, Dali
 from hybridload.pipelines.params import chain_for
 from hybridload.pipelines.photo import photo_graph, photo_inputs
 
@@ -53,6 +55,7 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     from nvidia.dali.types import DALIInterpType
 
     chain = chain_for(rec)
+    d = Dali(fn, types, dmath)
     gpu = device_id is not None
     layout = rec.layout
 
@@ -73,16 +76,11 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
         else:
             img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
-            size = source("size", dt.FLOAT, 1)
-            img = fn.resize(img, size=size, antialias=True, interp_type=DALIInterpType.INTERP_LINEAR, dtype=dt.UINT8)
+            img = OP_FUNCTIONS[Resize](d, img, source("size", types.FLOAT, 1))
         if chain.crop2:
-            img = fn.slice(img, source("anchor2", dt.FLOAT, 1), source("shape2", dt.FLOAT, 1),
-                           normalized_anchor=False, normalized_shape=False,
-                           out_of_bounds_policy="pad", fill_values=0)
+            img = OP_FUNCTIONS[Crop](d, img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1))
         img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
-        img = fn.crop_mirror_normalize(img, mirror=source("flip", dt.INT32, 0), dtype=dt.UINT8,
-                                       output_layout=layout)
-        return img
+        return OP_FUNCTIONS[Flip](d, img, source("flip", types.INT32, 0), layout)
 
     pipe = graph()
     pipe.build()

@@ -16,6 +16,7 @@ import numpy as np
 from hybridload import recipe as R
 from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Resize
 
+from hybridload.pipelines.ops import UNSUPPORTED
 from hybridload.pipelines.photo import photo_vectors
 
 _STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
@@ -89,7 +90,8 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
         elif isinstance(op, PHOTOMETRIC):
             continue  # after the geometry, in .photo
         else:
-            raise ValueError(f"the DALI chain has no step for {op!r} (its tasks go to the CPU lanes)")
+            why = UNSUPPORTED.get(type(op), "no function in pipelines/ops.py")
+            raise ValueError(f"the DALI chain has no step for {op!r}: {why} (its tasks go to the CPU lanes)")
     x, y, cw, ch = c1
     if x < 0 or y < 0 or x + cw > width or y + ch > height:
         raise ValueError(f"the first crop {tuple(c1)} leaves the {width}x{height} image (ROI decoding cannot pad)")

@@ -10,10 +10,9 @@ GaussianBlur        [sigma]
 TrivialAugmentWide  [branch, value]  (branch: `TA_BRANCHES`)
 ==================  ===============================================
 
-`photo_graph` applies them with DALI's arithmetic operators (float32, the formulas
-of ``kernels/photometric.py``: blends, HSV hue, masks), ``fn.reductions`` (means, per-channel
-min/max) and ``fn.gaussian_blur``, so the graph stays fixed while every sample gets its
-own values. TrivialAugmentWide computes each branch and keeps the drawn one.
+`photo_graph` applies each stage's ops with the DALI engine's function of each op type
+(`ops.OP_FUNCTIONS`), so the graph stays fixed while every sample gets its own values.
+TrivialAugmentWide computes each branch and keeps the drawn one.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ import numpy as np
 
 from hybridload.recipe import ops as O
 from hybridload import recipe as R
+
+from hybridload.pipelines.ops import OP_FUNCTIONS, Dali
 
 #: Ops per sample each photometric stage emits.
 WIDTH = {"ColorJitter": 4, "RandomGrayscale": 1, "GaussianBlur": 1, "TrivialAugmentWide": 1}
@@ -72,79 +73,36 @@ def photo_vectors(params: R.SampleParams) -> tuple[np.ndarray, ...]:
 
 
 # ------------------------------------------------------------------ the DALI graph
+#: ColorJitter's ops in the order of its vector, with the field that turns each on.
+JITTER = (("brightness", O.Brightness), ("contrast", O.Contrast), ("saturation", O.Saturation), ("hue", O.Hue))
+
+
+def _trivial(d: Dali, x, v, stage):
+    """Every TrivialAugmentWide branch computed, the drawn one (``v[0]``) kept."""
+    total = None
+    for k, op in enumerate(TA_BRANCHES):
+        part = (v[0] == float(k)) * OP_FUNCTIONS[op](d, x, v[1], stage)
+        total = part if total is None else total + part
+    return total
+
+
 def photo_graph(img, rec: R.Recipe, source, fn, types, dmath):
-    """Apply the recipe's photometric stages to ``img`` (uint8 HWC); returns uint8 HWC."""
-    stages = photo_stages(rec)
-    if not stages:
-        return img
-
-    def u8(x):
-        return fn.cast(dmath.clamp(dmath.floor(x), 0.0, 255.0), dtype=types.UINT8)
-
-    def trunc(x):
-        return dmath.floor(dmath.clamp(x, 0.0, 255.0))
-
-    def grey(x):
-        return x[:, :, 0:1] * 0.299 + x[:, :, 1:2] * 0.587 + x[:, :, 2:3] * 0.114
-
-    def blend(x, f, other):
-        return trunc(x * f + other * (1.0 - f))
-
-    def contrast(x, f):
-        return blend(x, f, fn.reductions.mean(grey(x)))
-
-    def hue(x, shift):
-        r, g, b = x[:, :, 0:1], x[:, :, 1:2], x[:, :, 2:3]
-        maxc, minc = dmath.max(dmath.max(r, g), b), dmath.min(dmath.min(r, g), b)
-        cr = maxc - minc
-        is_r, is_g = maxc == r, maxc == g
-        not_r = maxc != r
-        num = is_r * (g - b) + (is_g & not_r) * (b - r) + ((maxc != g) & not_r) * (r - g)
-        off = (is_g & not_r) * 2.0 + ((maxc != g) & not_r) * 4.0
-        h6 = num / (cr + (cr == 0.0)) + off + shift * 6.0
-        chans = []
-        for n in (5.0, 3.0, 1.0):
-            k = h6 + n
-            k = k - 6.0 * dmath.floor(k * (1 / 6))
-            chans.append(maxc - cr * dmath.clamp(dmath.min(k, 4.0 - k), 0.0, 1.0))
-        return trunc(fn.cat(*chans, axis=2) * (255.999 / 255))
-
-    def autocontrast(x):
-        mn, mx = fn.reductions.min(x, axes=[0, 1]), fn.reductions.max(x, axes=[0, 1])
-        flat = mx == mn
-        scale = (255.0 / (mx - mn + flat)) * (1.0 - flat) + flat
-        return trunc((x - mn * (1.0 - flat)) * scale)
-
-    def trivial(x, v):
-        branch, m = v[0], v[1]
-        q = dmath.pow(2.0, 8.0 - dmath.clamp(m, 1.0, 8.0))  # finite for every branch's m: 0 * inf is NaN
-        outs = (trunc(x * m), blend(x, m, grey(x)), contrast(x, m), dmath.floor(x / q) * q,
-                x + (x >= m) * (255.0 - 2.0 * x), autocontrast(x))
-        total = None
-        for k, y in enumerate(outs):
-            part = (branch == float(k)) * y
-            total = part if total is None else total + part
-        return total
-
-    for j, st in enumerate(stages):
+    """Apply the recipe's photometric stages to ``img`` (uint8 HWC) with the DALI engine's op
+    functions (`ops.OP_FUNCTIONS`); returns uint8 HWC."""
+    d = Dali(fn, types, dmath)
+    for j, st in enumerate(photo_stages(rec)):
         v = source(f"photo{j}", types.FLOAT, 1)
         if isinstance(st, R.GaussianBlur):
-            img = fn.gaussian_blur(img, window_size=st.kernel_size, sigma=v[0])
+            img = OP_FUNCTIONS[O.Blur](d, img, v[0], st)
             continue
         x = fn.cast(img, dtype=types.FLOAT)
         if isinstance(st, R.ColorJitter):
-            if st.brightness is not None:
-                x = trunc(x * v[0])
-            if st.contrast is not None:
-                x = contrast(x, v[1])
-            if st.saturation is not None:
-                x = blend(x, v[2], grey(x))
-            if st.hue is not None:
-                x = hue(x, v[3])
+            for k, (field, op) in enumerate(JITTER):
+                if getattr(st, field) is not None:
+                    x = OP_FUNCTIONS[op](d, x, v[k], st)
         elif isinstance(st, R.RandomGrayscale):
-            g = dmath.floor(grey(x))
-            x = fn.cat(g, g, g, axis=2) * v[0] + x * (1.0 - v[0])
+            x = OP_FUNCTIONS[O.Grayscale](d, x, v[0], st)
         else:
-            x = trivial(x, v)
-        img = u8(x)
+            x = _trivial(d, x, v, st)
+        img = d.u8(x)
     return img

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# package directory -> dotted prefix (pipelines/ and kernels/ install as hybridload.*)
+# package directory -> dotted prefix (the engines kernels/, pipelines/ and torchops/ install as hybridload.*)
 ROOTS = {REPO / "hybridload": "hybridload", REPO / "pipelines": "hybridload.pipelines",
-         REPO / "kernels": "hybridload.kernels"}
+         REPO / "kernels": "hybridload.kernels", REPO / "torchops": "hybridload.torchops"}
 MAX_LINES = 300
 
 
@@ -69,10 +69,11 @@ FLOORS = (
     ("hybridload.execution",),                                             # one pass: dispatch, merge
     ("hybridload.lanes",),                                                 # the engines' drivers
     ("hybridload.delivery", "hybridload.cluster"),                         # device moves; Ray nodes
-    ("hybridload.kernels", "hybridload.pipelines"),                        # CPU and DALI engines
+    ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"), # CPU, DALI and torch engines
     ("hybridload.recipe", "hybridload.sources"),                           # what to do, to what
     ("hybridload.sampling",),                                              # which indices, in order
-    ("hybridload.errors", "hybridload.extras"),                            # shared by every floor
+    ("hybridload.errors", "hybridload.extras", "hybridload.compat",
+     "hybridload.batch_result"),                                           # shared by every floor
 )
 MAX_TOP_MODULES = 8
 

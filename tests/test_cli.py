@@ -1,6 +1,7 @@
 """The command line: demo end to end, and its manners — a user's mistake is one line on stderr
 with a non-zero exit and no traceback; help shows defaults; -v turns on hybridload's loggers only."""
 
+import argparse
 import logging
 import os
 import re
@@ -162,7 +163,7 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
     def fake_demo(args):
         seen["handlers"] = [type(h) for h in logging.getLogger().handlers]
         return 0
-    monkeypatch.setattr(cli, "cmd_demo", fake_demo)
+    monkeypatch.setattr(cli.demo, "run", fake_demo)
     assert main(["demo", "--quiet"]) == 0
     assert _TqdmLoggingHandler in seen["handlers"]
     assert all(h is not _TqdmLoggingHandler for h in map(type, logging.getLogger().handlers))  # restored after
@@ -173,7 +174,7 @@ def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
             "def fake(args):\n"
             "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
             "    return 0\n"
-            "cli.cmd_demo = fake\n"
+            "cli.demo.run = fake\n"
             "raise SystemExit(cli.main(['demo', '--quiet']))\n")
     script = tmp_path / "warns.py"  # from a file, so Python could show the warning's source line
     script.write_text(code)
@@ -224,7 +225,7 @@ def test_profiles_flag_defaults_are_loader_policys_own():
 
 
 def test_index_help_names_tarshards_image_extensions():
-    from hybridload.sources.tarshards import IMAGE_EXTS
+    from hybridload.sources.tar.tarshards import IMAGE_EXTS
     ix = build_parser()._subparsers._group_actions[0].choices["index"]
     assert f"default: TarShards's, {','.join(IMAGE_EXTS)}" in ix.format_help()
 
@@ -252,3 +253,19 @@ def test_demo_table_reports_the_batch_it_delivered(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = re.search(r"\| last batch delivered +\| ([^|]*)\|", proc.stdout)
     assert row and row.group(1).strip() == "(8, 3, 32, 32) torch.uint8", proc.stdout
+
+
+def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_and_run():
+    """One convention for a command (CONTRIBUTING.md): ``cli/commands/<name>.py`` with ``NAME``,
+    ``add_parser(sub)`` and ``run(args)``, listed in ``COMMANDS``; the parser holds exactly those."""
+    import pkgutil
+
+    from hybridload.cli import commands
+    modules = {m.name for m in pkgutil.iter_modules(commands.__path__)}
+    assert modules == {c.__name__.rpartition(".")[2] for c in commands.COMMANDS}, "a command module not in COMMANDS"
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [c.NAME for c in commands.COMMANDS]
+    for command in commands.COMMANDS:
+        assert command.NAME == command.__name__.rpartition(".")[2]
+        parser = sub.choices[command.NAME]
+        assert parser.get_default("func") is command.run and parser.get_default("parser") is parser

@@ -27,7 +27,7 @@ from hybridload.lanes.gpu import torch_decoders as torch_decoders_mod
 from hybridload.lanes.gpu.failures import is_device_failure, is_sample_decode_problem
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 from hybridload.kernels.batch import normalize_batch as normalize
-from hybridload.lanes.gpu.torch_ops import as_op
+from hybridload.torchops.ops import as_op
 from hybridload.kernels.batch import normalize_batch
 from hybridload.recipe.ops import Crop, Flip, Resize
 from hybridload.delivery.transfer import DeviceMover, resolve_device, wait_for

@@ -17,7 +17,7 @@ from hybridload import recipe as R
 from hybridload.kernels.decode import decode_image
 from hybridload.kernels.geometry import apply_ops
 from hybridload.kernels.photometric import gaussian_kernel
-from hybridload.lanes.gpu.torch_ops import apply_ops as torch_apply
+from hybridload.torchops.ops import apply_ops as torch_apply
 
 OPS = [O.Brightness(1.37), O.Brightness(0.55), O.Contrast(1.6), O.Contrast(0.45), O.Saturation(1.8),
        O.Saturation(0.2), O.Hue(0.12), O.Hue(-0.4), O.Grayscale(True), O.Blur(5, 1.3), O.Blur(23, 3.1),

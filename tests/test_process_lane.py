@@ -108,7 +108,8 @@ class IoPoolSource(sources.ImageFolder):
 def test_a_forked_worker_does_not_inherit_locks_held_by_parent_threads(photo_root):
     """A fork while another thread holds the I/O pool's lock (or a shard cache's) must not leave
     the worker waiting on it: the child gets fresh ones."""
-    from hybridload.sources import reads, shard_cache
+    from hybridload.sources import reads
+    from hybridload.sources.tar import shard_cache
 
     cache = shard_cache.ShardCache(lambda url: b"x", capacity=1)
     held, release = threading.Event(), threading.Event()

@@ -159,7 +159,7 @@ def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir
 
 def test_threads_asking_for_one_shard_share_one_fetch_and_a_failed_fetch_is_retried():
     import threading
-    from hybridload.sources.shard_cache import ShardCache
+    from hybridload.sources.tar.shard_cache import ShardCache
     gate, calls = threading.Event(), []
 
     def fetch(url):

@@ -1,8 +1,9 @@
 """The command line: ``hybridload demo | profile | bench | index``.
 
-``commands`` (the commands and ``main``), ``args`` (argument types, one-line user errors), ``tables``, ``plots``,
-``bench`` (the bench command), ``profile`` (the profile command), ``index`` (the index command: shard
-manifests) and ``demo_data`` (the demo's photo set).
+``commands`` (``main``, and one module per command: ``add_parser`` and ``run``), ``args``
+(argument types, one-line user errors), ``tables``, ``plots``, ``bench`` (the bench command's
+runs), ``profile`` (the profile command's measuring), ``index`` (the index command's indexing:
+shard manifests) and ``demo_data`` (the demo's photo set).
 """
 
 from hybridload.cli.commands import main

@@ -108,3 +108,27 @@ def fail(prog: str, message: str) -> int:
     """Print ``prog: message`` as one line on stderr and return the usage exit status."""
     sys.stderr.write(f"{prog}: {one_line(message)}\n")
     return EXIT_USAGE
+
+
+def progress_bar(**kw):
+    """A tqdm progress bar (tqdm imported when a command runs, not for ``--help``)."""
+    from tqdm import tqdm
+    return tqdm(**kw)
+
+
+def recipe_arg(spec: str):
+    """``--recipe imagenet_train[:SIZE]`` or ``imagenet_eval[:SIZE]`` as a recipe; `UsageError` otherwise."""
+    from hybridload import recipe
+    name, _, size = spec.partition(":")
+    makers = {"imagenet_train": recipe.imagenet_train, "imagenet_eval": recipe.imagenet_eval}
+    if name not in makers:
+        raise UsageError(f"--recipe must be imagenet_train[:SIZE] or imagenet_eval[:SIZE], got {spec!r}")
+    with user_input(f"--recipe {spec!r}"):
+        return makers[name](int(size) if size else 224)
+
+
+def image_folder(data: str):
+    """The ``DATA`` argument as an `ImageFolder`; its problems as a `UsageError`."""
+    from hybridload import sources
+    with user_input("DATA"):
+        return sources.ImageFolder(data)

@@ -21,7 +21,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from typing import Iterable, Sequence
 
-from hybridload.cli.args import UsageError, one_line, positive_int, user_input
+from hybridload.cli.args import UsageError, one_line, user_input
 
 # hybridload.sources is imported where it is used: `hybridload --help` builds this parser without torch
 
@@ -34,8 +34,8 @@ CHUNK = 8
 def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool) -> list[tuple[str, int | str, str]]:
     """``(url, nsamples, "")`` for each shard (with why its sidecar could not be written in the
     third place, if so), or ``(url, error message, "")`` for a shard that fails."""
-    from hybridload.sources.shard_members import shard_members
-    from hybridload.sources.tar_index import index_shard, write_sidecar
+    from hybridload.sources.tar.shard_members import shard_members
+    from hybridload.sources.tar.tar_index import index_shard, write_sidecar
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
@@ -118,8 +118,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from hybridload.sources import expand_urls, is_url
-    from hybridload.sources.manifest import write_manifest
-    from hybridload.sources.tarshards import IMAGE_EXTS
+    from hybridload.sources.tar.manifest import write_manifest
+    from hybridload.sources.tar.tarshards import IMAGE_EXTS
     with user_input("PATTERN"):
         urls = expand_urls(args.pattern)
     if not urls:
@@ -179,17 +179,3 @@ def failure_line(urls: Sequence[str], failed: list, kept: int, partial: str) -> 
             os.remove(partial)
     return (f"{len(failed)} of {len(urls)} shard{'s' if len(urls) != 1 else ''} could not be indexed (first: "
             f"{failed[0][0]}: {failed[0][1]}); fix them and run the same command again: {keep}")
-
-
-def add_parser(sub) -> None:
-    """The ``index`` subcommand on ``sub`` (the command line's subparsers)."""
-    ix = sub.add_parser("index", help="write a shard manifest (and sidecar member indexes) for TarShards")
-    ix.add_argument("pattern", metavar="PATTERN", help="the shards: a brace pattern such as 'train-{000000..000999}.tar'")
-    ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write")
-    ix.add_argument("--workers", type=positive_int, default=None,
-                    help="shards scanned at once (default: 32 threads for URLs, one process per CPU for local shards)")
-    ix.add_argument("--image-exts", default=None,
-                    help="extensions of the image members, comma-separated (default: TarShards's, jpg,jpeg,png,webp)")
-    ix.add_argument("--no-sidecars", action="store_true", help="do not write <shard>.members.json next to each shard")
-    ix.add_argument("--quiet", action="store_true", help="no progress bar")
-    ix.set_defaults(func=cmd_index, parser=ix)

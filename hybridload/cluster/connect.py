@@ -20,13 +20,13 @@ token authentication (RAY_AUTH_MODE=token).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
 import threading
 from dataclasses import dataclass
 
+from hybridload import compat
 from hybridload.cluster import gcs_probe
 from hybridload.cluster import last_out
 from hybridload.cluster import node_cluster
@@ -147,7 +147,7 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
 def _start_embedded(ray) -> str:
     _loopback_only(ray)
     # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    logging.getLogger(compat.RAY_TOKEN_LOGGER).setLevel(logging.ERROR)
     log.info("starting an embedded Ray cluster on 127.0.0.1")
     ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
@@ -157,15 +157,13 @@ def _start_embedded(ray) -> str:
 def _join(ray, address: str) -> None:
     """Connect to a cluster found on this machine (Ray's token, if it has one, as Ray's "auto" does)."""
     try:
-        from ray._private.authentication.authentication_token_setup import (
-            maybe_enable_token_auth_if_token_available)
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        compat.ray_enable_token_auth()
     except Exception as exc:  # a Ray without token authentication
         log.debug("no Ray token set-up (%s)", exc)
     # ray.init retries a GCS that does not answer for many minutes, deaf to SIGTERM: ask first, bounded
     gcs_probe.require_gcs(address, gcs_probe.join_timeout_s())
     if _is_loopback(address):  # an embedded cluster: it listens on 127.0.0.1 only
-        with _loopback_kept():
+        with compat.ray_localhost_kept():
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
                      _node_ip_address="127.0.0.1")
     else:
@@ -174,20 +172,6 @@ def _join(ray, address: str) -> None:
 
 def _is_loopback(address: str) -> bool:
     return address.rpartition(":")[0].strip("[]") in ("127.0.0.1", "localhost", "::1")
-
-
-@contextlib.contextmanager
-def _loopback_kept():
-    """Ray's ``ray.init(address=...)`` replaces a loopback host by this machine's outward address
-    (``services.resolve_ip_for_localhost``), where a loopback-only cluster does not listen: on a
-    machine with an address besides loopback the join would retry forever. Keep the host."""
-    from ray._private import services
-    real = services.resolve_ip_for_localhost
-    services.resolve_ip_for_localhost = lambda host: host if services.is_localhost(host) else real(host)
-    try:
-        yield
-    finally:
-        services.resolve_ip_for_localhost = real
 
 
 def _check_listening(address: str, timeout_s: float = 5.0) -> None:
@@ -204,8 +188,7 @@ def _check_listening(address: str, timeout_s: float = 5.0) -> None:
 def _started_by_ray_init(ray) -> bool:
     """Ray's own cluster metadata says whether ``ray.init()`` (not ``ray start``) made it."""
     try:
-        from ray._common.usage.usage_lib import get_cluster_metadata
-        meta = get_cluster_metadata(ray._private.worker.global_worker.gcs_client)
+        meta = compat.ray_cluster_metadata()
         return bool(meta and meta.get("ray_init_cluster"))
     except Exception as exc:  # an older/newer Ray without the record: the address file was the test
         log.debug("cannot read Ray's cluster metadata (%s)", exc)
@@ -222,8 +205,7 @@ def _loopback_only(ray) -> None:
     """
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
-        from ray._private import ray_constants
-        ray_constants.ENABLE_RAY_CLUSTER = False
+        compat.ray_disable_cluster_mode()
     except Exception as exc:  # pragma: no cover - Ray moved its constant: fail loudly, never silently
         raise RuntimeError(f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
                            "and pass LoaderPolicy(ray_address=...)") from exc

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import threading
 
+from hybridload import compat
+
 JOIN_TIMEOUT_ENV = "HYBRIDLOAD_RAY_JOIN_TIMEOUT_S"
 
 
@@ -36,14 +38,11 @@ def require_gcs(address: str, timeout_s: float) -> None:
     address (``ray://...``) is not a GCS: Ray reports on it."""
     if "://" in address:
         return
-    # a Cython class that ray/_raylet.pyi does not declare
-    from ray._raylet import InnerGcsClient  # type: ignore[attr-defined]
-
     outcome: dict = {}
 
     def ask():
         try:
-            InnerGcsClient.standalone(address, None, int(timeout_s * 1000))  # raises unless it answers
+            compat.ray_gcs_client_probe(address, int(timeout_s * 1000))  # raises unless it answers
             outcome["answered"] = True
         except Exception as exc:  # Ray's own error: reported below with the address
             outcome["error"] = exc

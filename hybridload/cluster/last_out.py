@@ -18,6 +18,8 @@ import os
 import time
 from typing import Callable, Iterable, Mapping
 
+from hybridload import compat
+
 log = logging.getLogger(__name__)
 
 WAIT_S = 30.0  # torchrun's grace between SIGTERM and SIGKILL
@@ -50,7 +52,7 @@ def wait_for_joined_ranks(ray, timeout_s: float = WAIT_S, poll_s: float = 0.2) -
     left: list[int] = []
     while ray.is_initialized():
         try:
-            left = other_live_drivers(ray._private.state.jobs(), os.getpid(), _pid_alive)
+            left = other_live_drivers(compat.ray_jobs(), os.getpid(), _pid_alive)
         except Exception as exc:  # the cluster is already going: nothing to wait for
             log.debug("cannot read Ray's job table at exit (%s)", exc)
             return []

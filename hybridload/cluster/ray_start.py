@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from hybridload import compat
+
 RAY_CLI = "ray"  # the name of Ray's command-line tool
 
 
@@ -31,8 +33,7 @@ class StartRecord:
 def ray_start_record() -> StartRecord | None:
     """Read the address file that ``ray start`` writes (None when there is none)."""
     try:
-        from ray._common.utils import get_ray_address_file
-        path = get_ray_address_file(None)
+        path = compat.ray_address_file()
     except Exception:  # Ray moved it: the same place, computed as Ray 2.x computes it
         path = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", "ray", "ray_current_cluster")
     try:

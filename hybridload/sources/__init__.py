@@ -5,21 +5,18 @@ A source has ``len()``, ``ref(i)`` (a small picklable `SampleRef`) and
 called by whoever processes the sample, on the node where it runs.
 
 Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec URLs),
-``filelist`` (FileList), ``folder`` (ImageFolder), ``tarshards`` (TarShards, with
-``manifest`` (shard manifests), ``shard_list`` (the shards and counts the trainer holds),
-``tar_index`` (a shard's member index: sidecar, cache file or scan), ``shard_members`` (the
-per-process tables of the shards a worker touched) and ``braces``; ``shard_cache`` for shard
-streaming), ``torch_dataset``
+``filelist`` (FileList), ``folder`` (ImageFolder), the ``tar`` sub-package (TarShards, with its
+manifest, shard list, member index, sidecar, read checks, member tables, shard cache and
+brace patterns), ``torch_dataset``
 (TorchDataset), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
 source subclasses `Source` in its own module and is re-exported here.
 """
 
 from hybridload.sources._base import SampleRef, Source, is_url, read_bytes, read_error, url_to_fs
 from hybridload.sources.read_retry import ReadRetry
-from hybridload.sources.braces import braceexpand, expand_urls
 from hybridload.sources.filelist import FileList
 from hybridload.sources.folder import IMG_EXTENSIONS, ImageFolder
-from hybridload.sources.tarshards import TarShards
+from hybridload.sources.tar import TarShards, braceexpand, expand_urls
 from hybridload.sources.torch_dataset import TorchDataset
 
 __all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS", "ReadRetry",

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from hybridload.errors import Reroute, SampleError
-from hybridload.kernels import BatchResult, check_pixels, image_size
+from hybridload.batch_result import BatchResult
+from hybridload.kernels import check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many

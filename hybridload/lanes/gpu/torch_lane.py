@@ -3,7 +3,7 @@ torch ops on the GPU, from the same per-sample parameters as every other lane.
 
 Per batch: read the bytes and draw each sample's ops (`feed.read_batch`), decode
 them all in one call (``torchvision.io.decode_jpeg(list, device=...)``; EXIF orientation
-ignored, as in every lane), crop/resize/flip each image (`torch_ops`), stack to
+ignored, as in every lane), crop/resize/flip each image (`hybridload.torchops`), stack to
 uint8 and normalize on the device. On CUDA the work runs on the lane's own stream and
 the result carries the CUDA event recorded after it (``result.ready``); delivery makes
 the consumer's stream wait on that event.
@@ -33,7 +33,7 @@ from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import rerouting
 from hybridload.lanes.gpu.feed import BatchInput
 from hybridload.lanes.gpu.torch_decoders import Decoder, gpu_decoder, torchvision_decoder
-from hybridload.lanes.gpu.torch_ops import apply_ops_batch, stack
+from hybridload.torchops.ops import apply_ops_batch, stack
 
 log = logging.getLogger(__name__)
 

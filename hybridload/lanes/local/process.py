@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from hybridload.errors import WorkerLost
-from hybridload.kernels import BatchResult
+from hybridload.batch_result import BatchResult
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.local import process_worker

@@ -20,6 +20,7 @@ import re
 import signal
 import threading
 
+from hybridload import compat
 from hybridload.errors import WorkerLost
 
 KILLS_TO_FAIL = 2
@@ -42,8 +43,7 @@ def signal_in_log(pid: str | None) -> str | None:
     if pid is None:
         return None
     try:
-        import ray
-        logs = ray._private.worker._global_node.get_logs_dir_path()  # the node's logs: no call to Ray
+        logs = compat.ray_node_logs_dir()  # the node's logs: no call to Ray
     except Exception:  # not connected, or another Ray layout
         return None
     for path in glob.glob(os.path.join(logs, f"worker-*-{pid}.err")):

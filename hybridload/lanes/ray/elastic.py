@@ -29,6 +29,7 @@ import time
 import weakref
 from typing import Callable, Sequence
 
+from hybridload import compat
 from hybridload.cluster.connect import NodeInfo
 from hybridload.cluster.placement import reconcile
 
@@ -55,8 +56,7 @@ def node_table() -> tuple[list[NodeInfo], set[str]]:
         raise RayShutDown("Ray is shut down")
     nodes = cluster.nodes()
     try:
-        from ray._private.state import state  # Ray's own reader of the GCS drain list
-        draining = set(state.get_draining_nodes())
+        draining = compat.ray_draining_nodes()
     except Exception as exc:  # an older or newer Ray without it: drains are seen as removals
         log.debug("cannot read Ray's draining nodes: %s", exc)
         draining = set()

@@ -182,7 +182,7 @@ class RayLane(ActorPool):
 
     def to_batch(self, raw):
         """The raw result copied once into a (pinned, where asked) torch buffer."""
-        from hybridload.kernels import BatchResult
+        from hybridload.batch_result import BatchResult
         images, labels, indices, skipped, seconds = raw
         buf = torch.empty(images.shape, dtype=_NP_TO_TORCH[images.dtype.type], pin_memory=self.pin_memory)
         np.copyto(buf.numpy(), images)  # one copy out of the object store into a torch buffer

@@ -39,14 +39,14 @@ from hybridload.sampling.shard_order import ShardOrder
 
 from hybridload.sources._base import SampleRef, Source, check_protocols, is_url, read_bytes
 from hybridload.sources.read_retry import with_retries
-from hybridload.sources.braces import expand_urls
-from hybridload.sources.manifest import is_manifest, read_manifest
+from hybridload.sources.tar.braces import expand_urls
+from hybridload.sources.tar.manifest import is_manifest, read_manifest
 from hybridload.sources.reads import DEFAULT_IO_THREADS, check_io_threads, ordered_reads
-from hybridload.sources.shard_cache import ShardCache
-from hybridload.sources.shard_checks import HEADER, checked_member, shard_read_failure
-from hybridload.sources.shard_list import ShardList
-from hybridload.sources.shard_members import MemberCache, ShardMembers, check_index_cache, shard_members
-from hybridload.sources.tar_index import shard_index, split_member_name
+from hybridload.sources.tar.shard_cache import ShardCache
+from hybridload.sources.tar.shard_checks import HEADER, checked_member, shard_read_failure
+from hybridload.sources.tar.shard_list import ShardList
+from hybridload.sources.tar.shard_members import MemberCache, ShardMembers, check_index_cache, shard_members
+from hybridload.sources.tar.tar_index import shard_index, split_member_name
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import tempfile
 from typing import Any, BinaryIO, Callable, Mapping
 
 from hybridload.sources._base import is_url, read_error, url_to_fs
-from hybridload.sources.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
+from hybridload.sources.tar.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
 
 __all__ = ["SIDECAR_SUFFIX", "index_shard", "shard_index", "shard_size", "sidecar_url", "split_member_name",
            "write_sidecar"]

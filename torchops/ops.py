@@ -1,7 +1,8 @@
-"""The recipe's per-sample ops as torch functions on CHW uint8 tensors, on any device.
+"""The torch engine's table (`OP_FUNCTIONS`, `UNSUPPORTED`) and its geometric ops: the recipe's
+per-sample ops as torch functions on CHW uint8 tensors, on any device.
 
 One function per op type (`Crop`, `Resize`,
-`Flip`; the colour ops in `torch_photo`),
+`Flip`; the colour ops in `photo`),
 applied in order to each decoded image; then the batch is
 stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
 
@@ -18,9 +19,10 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from hybridload.recipe.custom import CustomOp
 from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
 
-from hybridload.lanes.gpu.torch_photo import PHOTO_FUNCTIONS
+from hybridload.torchops.photo import PHOTO_FUNCTIONS
 
 
 def as_op(op) -> Op:
@@ -72,15 +74,19 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(-1)
 
 
-_APPLY: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
-                                                                   **PHOTO_FUNCTIONS}
+#: The torch engine's function of each op type (the colour ones from `photo`).
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
+                                                                         **PHOTO_FUNCTIONS}
+#: Op types the torch engine does not run, and why (their batches go to the CPU lanes).
+UNSUPPORTED: dict[type, str] = {
+    CustomOp: "a user's Python function runs in the CPU lanes only (a recipe holding one is not gpu_capable)"}
 
 
 def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
     """Apply a sample's ops in order to a CHW uint8 tensor."""
     for op in ops:
         op = as_op(op)
-        img = _APPLY[type(op)](img, op)
+        img = OP_FUNCTIONS[type(op)](img, op)
     return img
 
 
@@ -95,7 +101,7 @@ def apply_ops_batch(images: list[torch.Tensor], ops_lists) -> list[torch.Tensor]
     images = list(images)
     for k, kind in enumerate(next(iter(kinds))):
         if kind is not Resize:
-            images = [_APPLY[kind](img, ops[k]) for img, ops in zip(images, ops_lists)]
+            images = [OP_FUNCTIONS[kind](img, ops[k]) for img, ops in zip(images, ops_lists)]
             continue
         groups: dict[tuple, list[int]] = {}
         for j, (img, ops) in enumerate(zip(images, ops_lists)):

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
 
-log = logging.getLogger("hybridload.sources.tar_index")
+log = logging.getLogger("hybridload.sources.tar.tar_index")
 
 #: what ``hybridload index`` appends to a shard's URL for its sidecar member index
 SIDECAR_SUFFIX = ".members.json"

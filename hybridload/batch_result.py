@@ -1,0 +1,26 @@
+"""`BatchResult`: what every engine's batch job hands its lane, and every lane hands the merger.
+
+Its own floor, below the engines (``kernels/``, ``pipelines/``, ``torchops/``) and the lanes,
+so that each imports it downward; it holds data only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch and numpy are the caller's: this module imports neither
+    import numpy as np
+    import torch
+
+
+@dataclass
+class BatchResult:
+    """A processed batch: images (torch tensor), labels and indices (int64 arrays)."""
+
+    images: torch.Tensor
+    labels: np.ndarray
+    indices: np.ndarray
+    skipped: list = field(default_factory=list)  # (index, path, stage, reason) per substituted sample
+    seconds: float = 0.0
+    lane: str = ""

@@ -1,0 +1,97 @@
+"""The `hybridload` command line: `demo`, `profile`, `bench` and `index`.
+
+One convention for every command: a module of this package, ``commands/<name>.py``, holds
+``add_parser(sub)`` (its subparser and flags, built without importing torch, so that ``--help``
+and a usage error answer at once, and ``set_defaults(func=run, parser=...)``) and ``run(args)
+-> int`` (the command, importing what it needs when it runs); `COMMANDS` lists them in the order
+``--help`` shows. The work a command does lives in the package beside it (``cli/bench.py``,
+``cli/profile.py``, ``cli/index.py``, ``cli/demo_data.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+from hybridload.cli.args import Parser, UsageError, fail
+from hybridload.cli.commands import bench, demo, index, profile
+from hybridload.cli.commands.profile import POLICY_DEFAULTS
+
+log = logging.getLogger("hybridload.cli.commands")
+
+#: The commands, in the order ``hybridload --help`` lists them.
+COMMANDS = (demo, profile, bench, index)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from hybridload import __version__
+    p = Parser(prog="hybridload", description="hybridload's command line: a demo on generated photos, the planner's "
+               "profile, a benchmark of the loader's modes, and shard manifests for TarShards.")
+    p.add_argument("--version", action="version", version=f"hybridload {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log hybridload's debug messages")
+    sub = p.add_subparsers(dest="command", metavar="{" + ",".join(c.NAME for c in COMMANDS) + "}")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def configure_logging(verbose: bool) -> None:
+    """Other libraries' warnings only; hybridload's INFO (DEBUG with -v)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("hybridload").setLevel(logging.DEBUG if verbose else logging.INFO)
+    logging.captureWarnings(True)  # warnings.warn(...) too: a log line above the progress bar, not through it
+    warnings.formatwarning = _one_line  # that line without the file name and the warning's source line
+
+
+def _one_line(message, category, filename, lineno, line=None) -> str:
+    return f"{category.__name__}: {message}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``hybridload`` command: run one subcommand and return its exit status.
+
+    Exit statuses: 0 done; 2 a usage mistake (a bad flag or argument, a missing directory, a
+    plan file that is not one), one line on stderr; 1 an optional extra is missing (one line
+    naming the ``pip install`` that adds it); 130 interrupted (Ctrl-C).
+
+    Args:
+        argv: the arguments after ``hybridload``; None: ``sys.argv[1:]``.
+    """
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the command's own parser when there is one
+        getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command is None:
+        names = [c.NAME for c in COMMANDS]
+        parser.error(f"a command is required: {', '.join(names[:-1])} or {names[-1]}")
+    from tqdm.contrib.logging import logging_redirect_tqdm  # after parsing: --help and usage errors stay fast
+
+    from hybridload.extras import MissingExtraError
+    from hybridload.planner import PlanFormatError
+
+    configure_logging(args.verbose)
+    prog = f"hybridload {args.command}"
+    try:
+        with logging_redirect_tqdm():  # log lines go above the progress bars, never into them
+            return args.func(args)
+    except (UsageError, PlanFormatError) as exc:
+        return fail(prog, str(exc))
+    except MissingExtraError as exc:
+        fail(prog, str(exc))
+        return 1
+    except KeyboardInterrupt:
+        fail(prog, "interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+__all__ = ["COMMANDS", "POLICY_DEFAULTS", "build_parser", "configure_logging", "main"]

@@ -1,0 +1,10 @@
+"""The torch engine (installed as ``hybridload.torchops``): the recipe's ops as torch functions on
+CHW uint8 tensors, on any device, for the torch GPU lane (``hybridload/lanes/gpu/torch_lane.py``).
+
+Side by side with the CPU engine (``kernels/``) and the DALI engine (``pipelines/``): ``ops``
+holds its table (`OP_FUNCTIONS`, `UNSUPPORTED`) and the geometric ops, ``photo`` the colour ops.
+"""
+
+from hybridload.torchops.ops import OP_FUNCTIONS, UNSUPPORTED, apply_ops, apply_ops_batch, as_op, stack
+
+__all__ = ["OP_FUNCTIONS", "UNSUPPORTED", "apply_ops", "apply_ops_batch", "as_op", "stack"]
