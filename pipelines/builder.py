@@ -76,11 +76,11 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
         else:
             img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
-            img = OP_FUNCTIONS[Resize](d, img, source("size", types.FLOAT, 1))
+            img = OP_FUNCTIONS[Resize](d, img, source("size", dt.FLOAT, 1))
         if chain.crop2:
-            img = OP_FUNCTIONS[Crop](d, img, source("anchor2", types.FLOAT, 1), source("shape2", types.FLOAT, 1))
+            img = OP_FUNCTIONS[Crop](d, img, source("anchor2", dt.FLOAT, 1), source("shape2", dt.FLOAT, 1))
         img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
-        return OP_FUNCTIONS[Flip](d, img, source("flip", types.INT32, 0), layout)
+        return OP_FUNCTIONS[Flip](d, img, source("flip", dt.INT32, 0), layout)
 
     pipe = graph()
     pipe.build()

@@ -11,7 +11,10 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Callable, Iterator, NoReturn
+from typing import TYPE_CHECKING, Callable, Iterator, NoReturn
+
+if TYPE_CHECKING:
+    from hybridload.recipe import Recipe
 
 EXIT_USAGE = 2
 
@@ -120,7 +123,8 @@ def recipe_arg(spec: str):
     """``--recipe imagenet_train[:SIZE]`` or ``imagenet_eval[:SIZE]`` as a recipe; `UsageError` otherwise."""
     from hybridload import recipe
     name, _, size = spec.partition(":")
-    makers = {"imagenet_train": recipe.imagenet_train, "imagenet_eval": recipe.imagenet_eval}
+    makers: dict[str, Callable[[int], Recipe]] = {"imagenet_train": recipe.imagenet_train,
+                                                  "imagenet_eval": recipe.imagenet_eval}
     if name not in makers:
         raise UsageError(f"--recipe must be imagenet_train[:SIZE] or imagenet_eval[:SIZE], got {spec!r}")
     with user_input(f"--recipe {spec!r}"):

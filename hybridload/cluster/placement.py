@@ -32,7 +32,7 @@ PLACEMENTS = ("remote-first", "any", "local")
 
 
 def _whole(value, at_least: int) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, bool) and value >= at_least
+    return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= at_least
 
 
 @dataclass(frozen=True)

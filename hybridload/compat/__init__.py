@@ -65,7 +65,10 @@ def ray_jobs() -> list:
 def ray_node_logs_dir() -> str:
     """This process's Ray node's log directory, read without a call to Ray."""
     from ray._private import worker
-    return worker._global_node.get_logs_dir_path()
+    node = worker._global_node
+    if node is None:
+        raise RuntimeError("this process has no Ray node (ray.init() has not run)")
+    return node.get_logs_dir_path()
 
 
 def ray_cluster_metadata() -> dict | None:
@@ -73,7 +76,7 @@ def ray_cluster_metadata() -> dict | None:
     ``global_worker.gcs_client`` exists once connected (an instance attribute: not listed)."""
     from ray._common.usage.usage_lib import get_cluster_metadata
     from ray._private import worker
-    return get_cluster_metadata(worker.global_worker.gcs_client)
+    return get_cluster_metadata(worker.global_worker.gcs_client)  # type: ignore[attr-defined]  # set on connect
 
 
 def ray_enable_token_auth() -> None:

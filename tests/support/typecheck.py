@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: where setuptools puts a top-level source folder inside the package (pyproject.toml's package-dir)
-MAPPED = {"kernels": "kernels", "pipelines": "pipelines"}
+MAPPED = {"kernels": "kernels", "pipelines": "pipelines", "torchops": "torchops"}
 
 
 def link_tree(root: Path, tree: Path) -> Path:

@@ -14,8 +14,10 @@ from hybridload.lanes.ray.capacity import WHEN_EMPTY
 
 
 def _seconds(value, *, zero_ok: bool) -> bool:
-    return (isinstance(value, Real) and not isinstance(value, bool) and value == value
-            and (value >= 0 if zero_ok else value > 0))
+    if not isinstance(value, Real) or isinstance(value, bool):
+        return False
+    number = float(value)
+    return number == number and (number >= 0 if zero_ok else number > 0)
 
 
 @dataclass(frozen=True)
