@@ -52,7 +52,6 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.types import DALIDataType as dt  # in its .pyi; types.UINT8 etc. are set at run time
-    from nvidia.dali.types import DALIInterpType
 
     chain = chain_for(rec)
     d = Dali(fn, types, dmath)

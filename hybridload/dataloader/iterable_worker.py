@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import torch
 
-from hybridload import compat
+from hybridload.compat import torch_iterable_fetcher, torch_worker_numpy_seed
 from hybridload.dataloader.worker import UserFailure, set_worker_info, shippable
 from hybridload.lanes.ray import PoolWorker
 
@@ -86,7 +86,7 @@ class IterableDatasetWorker(PoolWorker):
                 seed = base_seed + w.id
                 random.seed(seed)
                 torch.manual_seed(seed)
-                np.random.seed(compat.torch_worker_numpy_seed(base_seed, w.id))
+                np.random.seed(torch_worker_numpy_seed(base_seed, w.id))
                 w.swap_in(self.num_workers, self.base_seed)
                 w.failure = self._start(w, init=True)
             else:
@@ -100,7 +100,7 @@ class IterableDatasetWorker(PoolWorker):
         try:
             if init and w.init_fn is not None:
                 w.init_fn(w.id)
-            w.fetcher = compat.torch_iterable_fetcher(w.dataset, self.auto, w.collate_fn, self.drop_last)
+            w.fetcher = torch_iterable_fetcher(w.dataset, self.auto, w.collate_fn, self.drop_last)
         except Exception:
             what = "worker_init_fn or iter(dataset)" if init else "iter(dataset)"
             return UserFailure(sys.exc_info(), f"in DataLoader worker {w.id} (a Ray actor), in {what}")

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import torch
 
-from hybridload import compat
+from hybridload.compat import torch_pin_memory
 from hybridload.errors import BatchTimeoutError
 from hybridload.dataloader.pools import IterableDatasetActors
 from hybridload.dataloader.worker import Generated, UserFailure
@@ -134,7 +134,7 @@ class RayPass:
         if isinstance(batch, Generated):  # collate_fn returned a generator: so does the loader, as torch's
             batch = batch.generator()
         if self._pin:
-            batch = compat.torch_pin_memory(batch, self._pin_device)
+            batch = torch_pin_memory(batch, self._pin_device)
         return batch
 
     def _release(self) -> None:

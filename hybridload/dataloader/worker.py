@@ -19,7 +19,7 @@ import traceback
 import numpy as np
 import torch
 
-from hybridload import compat
+from hybridload.compat import set_torch_worker_info, torch_key_error
 from hybridload.errors import HybridLoadError, UserCodeError
 from hybridload.lanes.ray import PoolWorker
 
@@ -41,7 +41,7 @@ class UserFailure:
         msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
         try:
             if self.exc_type is KeyError:
-                return compat.torch_key_error(msg)  # KeyError repr()s its argument: keep it readable
+                return torch_key_error(msg)  # KeyError repr()s its argument: keep it readable
             if getattr(self.exc_type, "message", None):
                 return self.exc_type(message=msg)
             exc = self.exc_type(msg)
@@ -188,4 +188,4 @@ def short(indices) -> str:
 
 def set_worker_info(worker_id: int, num_workers: int, seed: int, dataset) -> None:
     """What ``torch.utils.data.get_worker_info()`` returns inside the actor."""
-    compat.set_torch_worker_info(worker_id, num_workers, seed, dataset)
+    set_torch_worker_info(worker_id, num_workers, seed, dataset)
