@@ -10,6 +10,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from hybridload.execution.pass_config import PassConfig
+from hybridload.execution.retry import RetryRules, StragglerRule
 from hybridload.lanes.spec import LaneSpec, plan_lanes
 from hybridload.planner.fit import Here, fit_plan
 from hybridload.planner.plan import Plan
@@ -232,6 +234,15 @@ class LoaderPolicy:
                           ray_installed=importlib.util.find_spec("ray") is not None,
                           ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), device=device,
                           recipe=recipe)
+
+
+def pass_config(policy: LoaderPolicy, spec: LaneSpec) -> PassConfig:
+    """How each pass of a loader with ``policy`` runs (its window, timeouts, retries and
+    stragglers), the GPU memory budget as ``spec`` decoded it."""
+    return PassConfig(window=policy.window, timeout_s=policy.batch_timeout_s,
+                      rules=RetryRules(policy.max_retries, policy.break_after),
+                      stragglers=StragglerRule(policy.straggler_factor, policy.straggler_min_s),
+                      device_budget_bytes=spec.gpu_memory_budget_bytes)
 
 
 def usable_cpus() -> int:

@@ -5,7 +5,7 @@ import pytest
 
 from hybridload import LoaderPolicy
 from hybridload.lanes.base import LaneKind
-from hybridload.lanes.spec import LaneCaps, plan_lanes
+from hybridload.lanes.spec import plan_lanes
 from hybridload.planner.plan import Plan
 
 
@@ -66,13 +66,6 @@ def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
     spec = plan_lanes(LoaderPolicy(mode="cpu", ray_address="auto"), None, ray_installed=False)
     assert spec.cpu is LaneKind.CPU_LOCAL and "Ray is not installed" in spec.notes[0]
     assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
-
-
-def test_lane_caps_are_read_and_written_by_kind():
-    caps = LaneCaps({LaneKind.GPU: 0.4})
-    assert caps.get(LaneKind.GPU) == 0.4 and caps.get(LaneKind.CPU_LOCAL) is None
-    caps.set(LaneKind.GPU, 0.6)
-    assert caps.snapshot() == {LaneKind.GPU: 0.6}
 
 
 @pytest.mark.parametrize("asked,available,platform,expected", [

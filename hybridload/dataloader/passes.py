@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from hybridload.errors import BatchTimeoutError
+from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
 from hybridload.lanes.base import BatchTask
@@ -76,7 +77,8 @@ class RayPass:
                 base_seed = (base_seed + loader._pass_seeds[1] * stride) % 2 ** 63
             tasks = sampler_tasks(sampler_iter, loader._index_sampler,  # pulled as the window reaches them
                                   lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k))
-            self._stream = BatchStream([lane], tasks, window=loader.window, timeout_s=timeout, hooks=loader._stats)
+            self._stream = BatchStream([lane], tasks, PassConfig(window=loader.window, timeout_s=timeout),
+                                       hooks=loader._stats)
         self._pin = loader.pin_memory and torch.cuda.is_available()
         self._pin_device = loader.pin_memory_device or None
         loader._streams[:] = [st for st in loader._streams if not st.closed] + [self._stream]

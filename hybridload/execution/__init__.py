@@ -1,12 +1,15 @@
 """Execution: one pass over a rank's batches.
 
-``stream`` (BatchStream: dispatcher + merger + close), ``dispatch`` (hands tasks to lanes),
-``hooks`` (what the dispatcher calls on its thread: stats, the caps hook), ``merge`` (releases
-batches in order, exactly once), ``retry`` (the pure retry decision) and ``stats`` (the
-loader's counters, written through the dispatcher's hooks).
+``stream`` (BatchStream: dispatcher + merger + close), ``pass_config`` (PassConfig: a pass's
+settings), ``dispatch`` (hands tasks to lanes), ``admission`` (ShareAdmission: which lane may
+take a new batch, the lane shares the online planner steers), ``hooks`` (what the dispatcher
+reports on its thread), ``merge`` (releases batches in order, exactly once), ``retry`` (the pure
+retry decision) and ``stats`` (the loader's counters, written through the dispatcher's hooks).
 """
 
+from hybridload.execution.admission import ShareAdmission
+from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 
-__all__ = ["BatchStream", "LoaderStats"]
+__all__ = ["BatchStream", "LoaderStats", "PassConfig", "ShareAdmission"]

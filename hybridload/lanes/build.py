@@ -19,11 +19,10 @@ FALLBACK_NAME = "local-fallback"
 
 @dataclass
 class BuiltLanes:
-    """The lanes in dispatch order, the stand-by ones among them, and the GPU lane's cap."""
+    """The lanes in dispatch order and the stand-by ones among them."""
 
     lanes: list[Lane] = field(default_factory=list)
     fallback: list[Lane] = field(default_factory=list)
-    caps: dict[LaneKind, float] = field(default_factory=dict)
 
 
 def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device,
@@ -37,8 +36,6 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
         gpu = _gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
         if gpu is not None:
             out.lanes.append(gpu)
-            if spec.gpu_cap is not None:
-                out.caps[LaneKind.GPU] = spec.gpu_cap
         if gpu is not None and spec.cpu_standby:
             standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
                                 world_size=world_size, pin_memory=pin_memory)
