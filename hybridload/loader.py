@@ -21,7 +21,8 @@ from hybridload.loader_checks import check_device, check_epoch, check_seed, chec
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneSpec
-from hybridload.policy import LoaderPolicy, pass_config
+from hybridload.policy import LoaderPolicy
+from hybridload.policy.decode import pass_config
 from hybridload.recipe import Recipe
 from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
@@ -158,7 +159,7 @@ class HybridLoader:
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
         gpu = any(lane.kind is LaneKind.GPU for lane in self._lanes)
-        caps = {LaneKind.GPU: spec.gpu_cap} if gpu and spec.gpu_cap is not None else {}
+        caps = {LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {}
         self._admission = ShareAdmission(caps, steer=self._start_online(spec.start_share) if gpu and spec.auto
                                          else None)  # from here on written by the passes' dispatchers only
         return self._lanes

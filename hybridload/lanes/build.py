@@ -41,9 +41,9 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
                                 world_size=world_size, pin_memory=pin_memory)
             out.lanes.append(standby)
             out.fallback.append(standby)
-        elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes:
+        elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == "processes":
             from hybridload.lanes.local.process import ProcessLane
-            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.local_workers,
+            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.threads,
                                          batch_size=batch_size, on_error=spec.on_error, pin_memory=pin_memory,
                                          start_method=spec.start_method))
         else:
@@ -76,7 +76,7 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank
               pin_memory: bool, name: str | None = None) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        lane = InProcessLane(source, recipe, seed=seed, threads=spec.local_workers,
+        lane = InProcessLane(source, recipe, seed=seed, threads=spec.threads,
                              on_error=spec.on_error, pin_memory=pin_memory)
         if name is not None:
             lane.name = name
