@@ -158,20 +158,15 @@ class HybridLoader:
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
-        gpu = any(lane.kind is LaneKind.GPU for lane in self._lanes)
-        caps = {LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {}
-        self._admission = ShareAdmission(caps, steer=self._start_online(spec.start_share) if gpu and spec.auto
-                                         else None)  # from here on written by the passes' dispatchers only
+        gpu, steer = any(lane.kind is LaneKind.GPU for lane in self._lanes), None
+        if gpu and spec.auto:
+            from hybridload.planner.online import OnlinePlanner
+            log.info("auto mode: starting at GPU share %.2f (%s)", spec.start_share,
+                     "from the plan" if self._plan is not None else "in-line start")
+            steer = OnlinePlanner.start(self._lanes, self.policy.replan_every, self.policy.max_gpu_util, self.device)
+        self._admission = ShareAdmission({LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {},
+                                         steer=steer)  # from here on written by the passes' dispatchers only
         return self._lanes
-
-    def _start_online(self, share: float):
-        from hybridload.planner.monitor import GpuMonitor
-        from hybridload.planner.online import OnlinePlanner
-        log.info("auto mode: starting at GPU share %.2f (%s)", share,
-                 "from the plan" if self._plan is not None else "in-line start")
-        monitor = GpuMonitor.start(device=self.device) if self.device.type == "cuda" else None
-        return OnlinePlanner(self._lanes, replan_every=self.policy.replan_every,
-                             max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 
     def describe_lanes(self, used_only: bool = False) -> str:
         """What runs the work, in words (each lane's ``describe()``); ``used_only``: only lanes that took batches."""

@@ -90,6 +90,14 @@ class OnlinePlanner(CapsHook):
         self._clock = clock
         self._window_start = clock()
 
+    @classmethod
+    def start(cls, lanes, replan_every: int, max_gpu_util: float, device) -> "OnlinePlanner":
+        """A planner for ``lanes`` that reads NVML's utilisation of ``device`` (a torch.device)
+        when it is a GPU."""
+        from hybridload.planner.monitor import GpuMonitor
+        monitor = GpuMonitor.start(device=device) if device.type == "cuda" else None
+        return cls(lanes, replan_every=replan_every, max_gpu_util=max_gpu_util, monitor=monitor)
+
     def batch_done(self, seq: int, lane: str, images: int, seconds: float, caps: dict) -> dict | None:
         from hybridload.lanes.base import LaneKind
         img, busy = self._since.get(lane, (0, 0.0))
