@@ -90,8 +90,9 @@ def decode_lanes(policy, plan: Plan | None = None, *, ray_installed: bool = True
     if workers == "auto" and policy.cpu_actors == 0:
         workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
     engines, engines_note = gpu_engines(policy.gpu_engine, str(device))
+    knobs = {f.name for f in dataclasses.fields(policy)} - set(DECODED)
     kw: dict[str, Any] = {f.name: getattr(policy, f.name) for f in dataclasses.fields(LaneSpec)
-                          if hasattr(policy, f.name) and f.name not in DECODED}  # every knob as written
+                          if f.name in knobs}  # every other knob as written, under its own name
     kw.update(cpu=cpu, notes=tuple(notes), start_method=start, local_workers=local_workers(workers, cpus, start),
               gpu_engines=engines, gpu_engines_note=engines_note,
               threads=policy.threads if policy.threads is not None else cpus)
