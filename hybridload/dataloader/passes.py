@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from hybridload.errors import BatchTimeoutError
-from hybridload.execution.pass_config import PassConfig
+from hybridload.execution import PassConfig
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
 from hybridload.lanes.base import BatchTask
