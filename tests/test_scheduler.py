@@ -175,6 +175,17 @@ def test_a_capped_lane_takes_at_most_its_share(cap):
         assert gpu.submitted  # uncapped in effect: it takes work whenever it has a free slot
 
 
+def test_a_retry_is_not_asked_to_the_admission_so_a_capped_lane_may_take_it():
+    """The cap admits new batches only: a batch handed on after its lane failed was admitted
+    already, and a GPU lane capped at 0 takes it when the failed lane is excluded for it."""
+    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=ok)
+    cpu = ScriptedLane("cpu", slots=1, auto=lambda t: RuntimeError("lost") if t.seq == 1 else ok(t))
+    with BatchStream([gpu, cpu], batches(4), PassConfig(window=1, timeout_s=WAIT_S),
+                     admission=ShareAdmission({LaneKind.GPU: 0.0})) as s:
+        assert [r[1] for r in drain(s, 4)] == [0, 1, 2, 3]
+    assert [t.seq for t in gpu.submitted] == [1]  # the retry of batch 1 only, never a new batch
+
+
 def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
     lane = ScriptedLane("a", slots=10, auto=ok)
     with BatchStream([lane], batches(20), PassConfig(window=3, timeout_s=WAIT_S)) as s:
