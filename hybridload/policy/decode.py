@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.retry import RetryRules, StragglerRule
@@ -51,9 +51,6 @@ from hybridload.lanes.base import LaneKind
 from hybridload.lanes.spec import LaneSpec
 from hybridload.planner.fit import Fitted
 from hybridload.planner.plan import Plan
-
-if TYPE_CHECKING:
-    from hybridload.policy.loader_policy import LoaderPolicy
 
 #: "auto" picks worker processes for the local lane from this many usable CPUs up where they
 #: start by fork (no main-script import, nothing pickled: as torch's DataLoader on Linux).
@@ -76,7 +73,7 @@ DECODED = ("gpu_share", "threads", "local_workers", "start_method")
 LOCAL_WORKERS_DECODED = ("threads", "processes")
 
 
-def decode_lanes(policy: LoaderPolicy, plan: Plan | None = None, *, ray_installed: bool = True,
+def decode_lanes(policy, plan: Plan | None = None, *, ray_installed: bool = True,
                  ray_address_env: str | None = None, cpus: int = 1, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
     """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``: the one place a
     policy is decoded (``LoaderPolicy.lane_spec`` calls it with this process's facts).
@@ -120,7 +117,7 @@ def decode_lanes(policy: LoaderPolicy, plan: Plan | None = None, *, ray_installe
     return LaneSpec(gpu=False, gpu_share=None, auto=False, **kw)
 
 
-def start_share(policy: LoaderPolicy, plan: Plan | None) -> float:
+def start_share(policy, plan: Plan | None) -> float:
     """The GPU share a "split" or "auto" policy starts at: its own ``gpu_share``, else the
     plan's, else (auto) `START_SHARE`; the one place a plan's share is read."""
     if policy.gpu_share is not None:
@@ -147,7 +144,7 @@ def plan_settings(plan: Plan, fit: Fitted) -> dict[str, Any]:
     return kw
 
 
-def pass_config(policy: LoaderPolicy, spec: LaneSpec) -> PassConfig:
+def pass_config(policy, spec: LaneSpec) -> PassConfig:
     """How each pass of a loader with ``policy`` runs (its window, timeouts, retries and
     stragglers), with the GPU memory budget as ``spec`` decoded it."""
     return PassConfig(window=policy.window, timeout_s=policy.batch_timeout_s,
@@ -188,7 +185,7 @@ def resolve_start_method(asked: str, *, available: tuple[str, ...], platform: st
     return "forkserver" if "forkserver" in available else "spawn"
 
 
-def _cpu_kind(policy: LoaderPolicy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:
+def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:
     """The CPU lane's kind and the notes for the user (the second table of the module docstring)."""
     if policy.cpu_actors == 0:
         return LaneKind.CPU_LOCAL, []
