@@ -32,6 +32,10 @@ from _data import check_ray_loopback, parser, photo_source
 from hybridload.execution.retry import StragglerRule
 from hybridload.execution.stream import BatchStream
 try:
+    from hybridload.execution.pass_config import PassConfig
+except ImportError:  # a checkout from before PassConfig (to time the old dispatcher): its keywords
+    PassConfig = None
+try:
     from hybridload.execution.tasks import LazyTasks
 except ImportError:  # a checkout from before lazy tasks (to time the old dispatcher): a listed pass
     LazyTasks = None
@@ -106,7 +110,9 @@ class DispatchAt(h.Contestant):
         tasks = ([BatchTask(k, epoch, idx, size=1) for k in range(count)] if LazyTasks is None else
                  LazyTasks(range(count), lambda k, _b: BatchTask(k, epoch, idx, size=1)))
         before = set(threading.enumerate())
-        stream = BatchStream([lane], tasks, timeout_s=120, stragglers=self.rule)
+        settings = dict(timeout_s=120, stragglers=self.rule)
+        stream = (BatchStream([lane], tasks, **settings) if PassConfig is None else
+                  BatchStream([lane], tasks, PassConfig(**settings)))
         try:
             dispatcher = next(t for t in set(threading.enumerate()) - before if t.name == "hybridload-dispatch")
             clock = time.pthread_getcpuclockid(dispatcher.ident)  # the dispatcher thread's own CPU clock

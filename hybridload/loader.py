@@ -20,10 +20,11 @@ from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed, check_source, check_state
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
-from hybridload.lanes.spec import LaneCaps, LaneSpec
+from hybridload.lanes.spec import LaneSpec
 from hybridload.policy import LoaderPolicy
+from hybridload.policy.decode import pass_config
 from hybridload.recipe import Recipe
-from hybridload.execution.retry import RetryRules, StragglerRule
+from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
@@ -104,15 +105,15 @@ class HybridLoader:
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
         self._lanes, self._fallback = [], []  # type: list, list
-        self._caps = LaneCaps()
+        self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
         self._plan = policy.loaded_plan()
-        self._online = None
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
         self._finalizer = weakref.finalize(self, _shut, self._streams, self._lanes)
         #: the lanes this loader runs, decoded from the policy once (``LoaderPolicy.lane_spec``)
         self.lane_spec: LaneSpec = policy.lane_spec(self._plan, device=self.device, recipe=recipe)
+        self._pass_config = pass_config(policy, self.lane_spec)  # each pass's window, timeouts, retries
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
@@ -157,19 +158,15 @@ class HybridLoader:
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
-        self._caps = LaneCaps(built.caps)  # from here on written by the passes' dispatchers only
-        if spec.auto and any(lane.kind is LaneKind.GPU for lane in self._lanes):
-            self._online = self._start_online(spec.start_share)
+        gpu, steer = any(lane.kind is LaneKind.GPU for lane in self._lanes), None
+        if gpu and spec.auto:
+            from hybridload.planner.online import OnlinePlanner
+            log.info("auto mode: starting at GPU share %.2f (%s)", spec.start_share,
+                     "from the plan" if self._plan is not None else "in-line start")
+            steer = OnlinePlanner.start(self._lanes, self.policy.replan_every, self.policy.max_gpu_util, self.device)
+        self._admission = ShareAdmission({LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {},
+                                         steer=steer)  # from here on written by the passes' dispatchers only
         return self._lanes
-
-    def _start_online(self, share: float):
-        from hybridload.planner.monitor import GpuMonitor
-        from hybridload.planner.online import OnlinePlanner
-        log.info("auto mode: starting at GPU share %.2f (%s)", share,
-                 "from the plan" if self._plan is not None else "in-line start")
-        monitor = GpuMonitor.start(device=self.device) if self.device.type == "cuda" else None
-        return OnlinePlanner(self._lanes, replan_every=self.policy.replan_every,
-                             max_gpu_util=self.policy.max_gpu_util, monitor=monitor)
 
     def describe_lanes(self, used_only: bool = False) -> str:
         """What runs the work, in words (each lane's ``describe()``); ``used_only``: only lanes that took batches."""
@@ -183,12 +180,9 @@ class HybridLoader:
         batches, start = self._sampler.begin_pass()
         epoch = self.epoch  # the pass's own, made into its tasks as they are reached
         tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
-        p, stats = self.policy, self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
-        stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
-                             hooks=stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
-                             rules=RetryRules(p.max_retries, p.break_after),
-                             stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
-                             device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)
+        stats = self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
+        stream = BatchStream(lanes, tasks, self._pass_config, start=start, hooks=stats, admission=self._admission,
+                             fallback=self._fallback)
         self._streams[:] = [stream]
         active = _Pass(self, stream)
         self._active = weakref.ref(active)
@@ -239,10 +233,11 @@ class HybridLoader:
         """What the loader counted since it started or `reset_stats()`, a plain dict (keys: the API page)."""
         gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
         uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
-        plan = {"mode": self.policy.mode, "gpu_share": self._caps.snapshot().get(LaneKind.GPU, uncapped),
+        share, online = self._admission.share(LaneKind.GPU), self._admission.steer
+        plan = {"mode": self.policy.mode, "gpu_share": uncapped if share is None else share,
                 "from_plan_file": self._plan is not None}
-        if self._online is not None:
-            plan["replans"] = list(self._online.history)
+        if online is not None:
+            plan["replans"] = list(online.history)
         d = self._stats.as_dict(plan=plan)
         d.update(pool_reports(self._lanes, self._fallback, self._stats))
         d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
@@ -257,8 +252,7 @@ class HybridLoader:
         when one fails to; a `ShutdownError` then names each that did."""
         self._closed = True
         self._finalizer.detach()
-        online, self._online = self._online, None
-        close_all([("the current pass", lambda: self._finish_pass(superseded=False)), online,
+        close_all([("the current pass", lambda: self._finish_pass(superseded=False)), self._admission.steer,
                    *take_all(self._lanes)], "HybridLoader.close()")
 
     def __enter__(self) -> "HybridLoader":

@@ -11,7 +11,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.recipe.custom import CustomOp, custom_generator
 from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
-from hybridload.lanes.spec import plan_lanes
+from hybridload.policy.decode import decode_lanes
 
 from support.streams import local_lane_streams, stream
 
@@ -81,13 +81,13 @@ def test_ray_lane_is_bit_identical_to_the_in_process_lane(photo_root):
 
 
 @pytest.mark.parametrize("mode", ["gpu", "split", "auto"])
-def test_plan_lanes_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode):
+def test_the_decoding_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode):
     policy = LoaderPolicy(mode=mode, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
-    spec = plan_lanes(policy, recipe=REC, device="cuda:0")
+    spec = decode_lanes(policy, recipe=REC, device="cuda:0")
     assert not spec.gpu and not spec.auto and not spec.cpu_standby and len(spec.notes) == 1
     assert "GPU lane is disabled" in spec.notes[0] and "CustomStage(noise)" in spec.notes[0]
-    assert plan_lanes(policy, recipe=recipe.imagenet_train(32), device="cuda:0").gpu  # without it, the GPU lane stays
-    assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), recipe=REC).notes
+    assert decode_lanes(policy, recipe=recipe.imagenet_train(32), device="cuda:0").gpu  # without it, the GPU lane stays
+    assert not decode_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), recipe=REC).notes
 
 
 @pytest.mark.parametrize("policy,cpus,ships", [
@@ -99,7 +99,7 @@ def test_plan_lanes_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mode
     (LoaderPolicy(mode="gpu", local_workers="processes", start_method="spawn"), 2, None),  # stand-by: threads
 ], ids=["threads", "fork", "forkserver", "auto-many-cpus-spawn", "ray", "gpu-standby"])
 def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, ships):
-    assert plan_lanes(policy, cpus=cpus).ships_recipe == ships
+    assert decode_lanes(policy, cpus=cpus).ships_recipe == ships
 
 
 def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog):

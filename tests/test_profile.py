@@ -91,20 +91,22 @@ def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
 def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, monkeypatch):
     import threading
 
-    from hybridload.lanes.spec import LaneCaps
+    from hybridload.execution.admission import ShareAdmission
     from hybridload.planner.online import OnlinePlanner
     writers, hook_threads = [], set()
-    real_set, real_done = LaneCaps.set, OnlinePlanner.batch_done
+    real_write, real_done = ShareAdmission.batch_done, OnlinePlanner.batch_done
 
-    def recording_set(self, kind, share):
-        writers.append(threading.current_thread().name)
-        real_set(self, kind, share)
+    def recording_write(self, *args):  # the admission's caps change only here
+        before = self.snapshot()
+        real_write(self, *args)
+        if self.snapshot() != before:
+            writers.append(threading.current_thread().name)
 
     def recording_done(self, *args):
         hook_threads.add(threading.current_thread().name)
         return real_done(self, *args)
 
-    monkeypatch.setattr(LaneCaps, "set", recording_set)
+    monkeypatch.setattr(ShareAdmission, "batch_done", recording_write)
     monkeypatch.setattr(OnlinePlanner, "batch_done", recording_done)
     policy = LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=20)  # 80 images: enough evidence
     with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_train(48), 4, policy=policy, seed=2) as ld:

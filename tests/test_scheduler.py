@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
+from hybridload.execution.admission import ShareAdmission
+from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.retry import StragglerRule
-from hybridload.lanes.spec import LaneCaps
 from hybridload.errors import BatchTimeoutError, Reroute, SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
 from hybridload.execution.retry import RetryRules
@@ -78,7 +79,7 @@ def test_scripted_lane_satisfies_the_lane_contract():
 
 def test_out_of_order_completion_is_delivered_in_sequence_order():
     lane = ScriptedLane("a", slots=4)
-    with BatchStream([lane], batches(4), window=4, timeout_s=WAIT_S) as s:
+    with BatchStream([lane], batches(4), PassConfig(window=4, timeout_s=WAIT_S)) as s:
         lane.wait_submitted(4)
         for seq in (2, 0, 3, 1):
             lane.finish(seq)
@@ -89,8 +90,9 @@ def test_a_lane_failing_twice_in_a_row_is_broken_and_the_other_lane_carries_on()
     bad = ScriptedLane("bad", slots=1, auto=lambda t: RuntimeError("device lost"))
     good = ScriptedLane("good", slots=1, auto=ok)
     stats = LoaderStats()
-    with BatchStream([bad, good], batches(6), window=2, timeout_s=WAIT_S, hooks=stats,
-                     rules=RetryRules(max_retries=3, break_after=2)) as s:
+    with BatchStream([bad, good], batches(6), PassConfig(window=2, timeout_s=WAIT_S,
+                                                         rules=RetryRules(max_retries=3, break_after=2)),
+                     hooks=stats) as s:
         assert [r[1] for r in drain(s, 6)] == list(range(6))
     assert len(bad.submitted) == 2  # broken after two failures in a row: no third task
     assert stats.as_dict()["lanes"]["good"]["images"] == 6
@@ -105,8 +107,9 @@ def test_worker_lost_is_retried_on_the_same_lane_without_breaking_it():
 
     lane = ScriptedLane("ray", slots=1, kind=LaneKind.CPU_ACTORS, auto=lose_first_three)
     stats = LoaderStats()
-    with BatchStream([lane], batches(3), window=1, timeout_s=WAIT_S, hooks=stats,
-                     rules=RetryRules(max_retries=2, break_after=1)) as s:  # 2 + 1 lane: 3 losses fit
+    with BatchStream([lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S,
+                                                    rules=RetryRules(max_retries=2, break_after=1)),
+                     hooks=stats) as s:  # 2 + 1 lane: 3 losses fit
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
     assert stats.as_dict()["retries"] == 3
 
@@ -115,8 +118,8 @@ def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
     gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU,
                        auto=lambda t: Reroute("not a JPEG") if t.seq % 2 else ok(t))
     cpu = ScriptedLane("cpu", slots=1, auto=lambda t: ("result", t.seq, "cpu"))
-    with BatchStream([gpu, cpu], batches(8), window=1, timeout_s=WAIT_S,
-                     rules=RetryRules(break_after=1), fallback=[cpu]) as s:
+    with BatchStream([gpu, cpu], batches(8), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(break_after=1)),
+                     fallback=[cpu]) as s:
         out = drain(s, 8)
     assert [r[1] for r in out] == list(range(8))
     assert {r[1] for r in out if r[2] == "cpu"} == {1, 3, 5, 7}
@@ -126,7 +129,7 @@ def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
 def test_sample_error_is_delivered_in_order_and_not_retried():
     lane = ScriptedLane("a", slots=2, auto=lambda t: SampleError(int(t.seq), "x.jpg", "decode", "bad")
                         if t.seq == 1 else ok(t))
-    with BatchStream([lane], batches(3), window=2, timeout_s=WAIT_S) as s:
+    with BatchStream([lane], batches(3), PassConfig(window=2, timeout_s=WAIT_S)) as s:
         assert next(s)[1] == 0
         with pytest.raises(SampleError, match="sample 1"):
             next(s)
@@ -136,8 +139,9 @@ def test_sample_error_is_delivered_in_order_and_not_retried():
 def test_a_straggler_is_reissued_and_its_late_duplicate_dropped():
     lane = ScriptedLane("a", slots=2)
     stats = LoaderStats()
-    with BatchStream([lane], batches(3), window=3, timeout_s=WAIT_S, hooks=stats,
-                     stragglers=StragglerRule(factor=1.0, min_s=0.2)) as s:
+    with BatchStream([lane], batches(3), PassConfig(window=3, timeout_s=WAIT_S,
+                                                    stragglers=StragglerRule(factor=1.0, min_s=0.2)),
+                     hooks=stats) as s:
         assert lane.wait_submitted(2) == [0, 1]
         lane.finish(0)                       # teaches the lane its typical task time
         assert next(s)[1] == 0
@@ -161,8 +165,8 @@ def test_a_capped_lane_takes_at_most_its_share(cap):
     gpu = ScriptedLane("gpu", slots=2, kind=LaneKind.GPU, auto=ok)
     cpu = ScriptedLane("cpu", slots=2, auto=ok)
     n = 40
-    with BatchStream([gpu, cpu], batches(n), window=4, timeout_s=WAIT_S,
-                     caps=LaneCaps({LaneKind.GPU: cap})) as s:
+    with BatchStream([gpu, cpu], batches(n), PassConfig(window=4, timeout_s=WAIT_S),
+                     admission=ShareAdmission({LaneKind.GPU: cap})) as s:
         assert [r[1] for r in drain(s, n)] == list(range(n))
     assert len(gpu.submitted) <= cap * n + 1
     if cap == 0:
@@ -171,9 +175,20 @@ def test_a_capped_lane_takes_at_most_its_share(cap):
         assert gpu.submitted  # uncapped in effect: it takes work whenever it has a free slot
 
 
+def test_a_retry_is_not_asked_to_the_admission_so_a_capped_lane_may_take_it():
+    """The cap admits new batches only: a batch handed on after its lane failed was admitted
+    already, and a GPU lane capped at 0 takes it when the failed lane is excluded for it."""
+    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=ok)
+    cpu = ScriptedLane("cpu", slots=1, auto=lambda t: RuntimeError("lost") if t.seq == 1 else ok(t))
+    with BatchStream([gpu, cpu], batches(4), PassConfig(window=1, timeout_s=WAIT_S),
+                     admission=ShareAdmission({LaneKind.GPU: 0.0})) as s:
+        assert [r[1] for r in drain(s, 4)] == [0, 1, 2, 3]
+    assert [t.seq for t in gpu.submitted] == [1]  # the retry of batch 1 only, never a new batch
+
+
 def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
     lane = ScriptedLane("a", slots=10, auto=ok)
-    with BatchStream([lane], batches(20), window=3, timeout_s=WAIT_S) as s:
+    with BatchStream([lane], batches(20), PassConfig(window=3, timeout_s=WAIT_S)) as s:
         assert lane.wait_submitted(3) == [0, 1, 2]
         time.sleep(0.2)  # the dispatcher ticks meanwhile; nothing beyond the window may start
         assert len(lane.submitted) == 3
@@ -183,7 +198,7 @@ def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
 
 def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
     lane = ScriptedLane("a", slots=2)
-    s = BatchStream([lane], batches(5), window=2, timeout_s=WAIT_S)
+    s = BatchStream([lane], batches(5), PassConfig(window=2, timeout_s=WAIT_S))
     lane.wait_submitted(2)
     dispatch_threads = [t for t in threading.enumerate() if t.name == "hybridload-dispatch"]
     s.close()
@@ -195,7 +210,7 @@ def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
 
 def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
     lane = ScriptedLane("held", slots=1)
-    with BatchStream([lane], batches(2), window=1, timeout_s=0.3) as s:
+    with BatchStream([lane], batches(2), PassConfig(window=1, timeout_s=0.3)) as s:
         lane.wait_submitted(1)
         with pytest.raises(BatchTimeoutError, match=r"batch 0 did not arrive within 0.3 s \(held by lane 'held'\)"):
             next(s)
@@ -203,8 +218,8 @@ def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
 
 def test_every_lane_broken_delivers_an_error_naming_the_batch_not_a_hang():
     lane = ScriptedLane("only", slots=1, auto=lambda t: RuntimeError("boom"))
-    with BatchStream([lane], batches(3), window=1, timeout_s=WAIT_S,
-                     rules=RetryRules(max_retries=5, break_after=2)) as s:
+    with BatchStream([lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S,
+                                                    rules=RetryRules(max_retries=5, break_after=2))) as s:
         with pytest.raises(RuntimeError, match="boom|no lane left"):
             next(s)
 
@@ -223,7 +238,7 @@ class _DeviceResult:
 def test_gpu_bytes_buffered_in_the_merger_count_against_the_device_budget():
     gpu = ScriptedLane("gpu", slots=8, kind=LaneKind.GPU, auto=lambda t: _DeviceResult(t.seq))
     cpu = ScriptedLane("cpu", slots=8, auto=ok)
-    with BatchStream([gpu, cpu], batches(30), window=20, timeout_s=WAIT_S, device_budget_bytes=3000) as s:
+    with BatchStream([gpu, cpu], batches(30), PassConfig(window=20, timeout_s=WAIT_S, device_budget_bytes=3000)) as s:
         cpu.wait_submitted(1)
         deadline = time.monotonic() + WAIT_S
         while len(gpu.submitted) + len(cpu.submitted) < 20 and time.monotonic() < deadline:
@@ -240,7 +255,7 @@ def test_the_dispatcher_counts_the_size_each_task_says_not_its_indices():
              BatchTask(1, 0, 7, size=1),               # batch_size=None: one index, one sample
              BatchTask(2, 0, np.arange(3), size=5)]    # what the task says wins
     stats = LoaderStats()
-    with BatchStream([lane], tasks, window=2, timeout_s=WAIT_S, hooks=stats) as s:
+    with BatchStream([lane], tasks, PassConfig(window=2, timeout_s=WAIT_S), hooks=stats) as s:
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
     assert stats.as_dict()["lanes"]["a"]["images"] == 10
     assert [t.size for t in lane.submitted] == [4, 1, 5]  # the tasks handed to the lane are the caller's
@@ -251,16 +266,18 @@ def test_tasks_out_of_place_are_refused():
         BatchStream([ScriptedLane("a")], [BatchTask(0, 0, [0]), BatchTask(2, 0, [1])])
 
 
-class RecordingCaps(LaneCaps):
-    """LaneCaps that records the thread of each write."""
+class RecordingAdmission(ShareAdmission):
+    """ShareAdmission that records the thread of each change of its caps."""
 
-    def __init__(self, caps):
-        super().__init__(caps)
+    def __init__(self, caps, steer):
+        super().__init__(caps, steer=steer)
         self.writers: list[int] = []
 
-    def set(self, kind, share):
-        self.writers.append(threading.get_ident())
-        super().set(kind, share)
+    def batch_done(self, *args):
+        before = self.snapshot()
+        super().batch_done(*args)
+        if self.snapshot() != before:
+            self.writers.append(threading.get_ident())
 
 
 class HalvingHook:
@@ -278,11 +295,12 @@ class HalvingHook:
         return {LaneKind.GPU: caps[LaneKind.GPU] / 2} if len(self.calls) % 4 == 0 else None
 
 
-def test_caps_are_written_by_the_dispatcher_thread_only_through_its_caps_hook():
+def test_caps_are_written_by_the_dispatcher_thread_only_through_the_admissions_hook():
     gpu = ScriptedLane("gpu", slots=2, kind=LaneKind.GPU, auto=ok)
     cpu = ScriptedLane("cpu", slots=2, auto=ok)
-    caps, hook = RecordingCaps({LaneKind.GPU: 0.8}), HalvingHook()
-    with BatchStream([gpu, cpu], batches(16), window=4, timeout_s=WAIT_S, caps=caps, caps_hook=hook) as s:
+    hook = HalvingHook()
+    caps = RecordingAdmission({LaneKind.GPU: 0.8}, hook)
+    with BatchStream([gpu, cpu], batches(16), PassConfig(window=4, timeout_s=WAIT_S), admission=caps) as s:
         assert [r[1] for r in drain(s, 16)] == list(range(16))
         deadline = time.monotonic() + WAIT_S
         while len(hook.calls) < 16 and time.monotonic() < deadline:

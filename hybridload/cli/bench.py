@@ -87,8 +87,8 @@ class RssSampler:
 
 def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None):
     """The LoaderPolicy a bench mode runs; its lanes (the GPU share included: the plan's, else
-    ``lanes.spec.START_SHARE``) are decoded by the loader, as for any policy (``policy.lane_spec``)."""
-    from hybridload.lanes.spec import START_SHARE
+    ``policy.decode.START_SHARE``) are decoded by the loader, as for any policy (``policy.lane_spec``)."""
+    from hybridload.policy.decode import START_SHARE
     from hybridload.policy import LoaderPolicy
     fixed = {"gpu": dict(mode="gpu"),       # the policy's own mode names, on this node's lanes
              "split": dict(mode="split", plan=plan, gpu_share=START_SHARE if plan is None else None)}

@@ -19,7 +19,7 @@ from hybridload.compat import torch_pin_memory
 from hybridload.errors import BatchTimeoutError
 from hybridload.dataloader.pools import IterableDatasetActors
 from hybridload.dataloader.worker import Generated, UserFailure
-from hybridload.execution import BatchStream, sampler_tasks
+from hybridload.execution import BatchStream, PassConfig, sampler_tasks
 from hybridload.lanes import BatchTask
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -103,7 +103,8 @@ class RayPass:
                 base_seed = (base_seed + passes * stride) % 2 ** 63
             tasks = sampler_tasks(batches, sampler,  # pulled as the window reaches them
                                   lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k))
-            self._stream = BatchStream([lane], tasks, window=settings.window, timeout_s=timeout, hooks=hooks)
+            self._stream = BatchStream([lane], tasks, PassConfig(window=settings.window, timeout_s=timeout),
+                                       hooks=hooks)
         self._pin = settings.pin_memory and torch.cuda.is_available()
         self._pin_device = settings.pin_memory_device or None
         streams[:] = [st for st in streams if not st.closed] + [self._stream]

@@ -1,14 +1,17 @@
 """Execution: one pass over a rank's batches.
 
-``stream`` (BatchStream: dispatcher + merger + close), ``dispatch`` (hands tasks to lanes),
-``hooks`` (what the dispatcher calls on its thread: stats, the caps hook), ``merge`` (releases
-batches in order, exactly once), ``tasks`` (the caller's batch tasks, drawn from a sampler as
-the window reaches them), ``retry`` (the pure retry decision) and ``stats`` (the
-loader's counters, written through the dispatcher's hooks).
+``stream`` (BatchStream: dispatcher + merger + close), ``pass_config`` (PassConfig: a pass's
+settings), ``dispatch`` (hands tasks to lanes), ``admission`` (ShareAdmission: which lane may
+take a new batch, the lane shares the online planner steers), ``hooks`` (what the dispatcher
+reports on its thread), ``tasks`` (the caller's batch tasks, drawn from a sampler as the window
+reaches them), ``merge`` (releases batches in order, exactly once), ``retry`` (the pure
+retry decision) and ``stats`` (the loader's counters, written through the dispatcher's hooks).
 """
 
+from hybridload.execution.admission import ShareAdmission
+from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
 
-__all__ = ["BatchStream", "LoaderStats", "sampler_tasks"]
+__all__ = ["BatchStream", "LoaderStats", "PassConfig", "ShareAdmission", "sampler_tasks"]

@@ -5,8 +5,8 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
 
 * A task starts only while the merger admits its sequence number (inside the window
   ahead of the consumer), and only on a lane with a free slot.
-* Lanes are tried in order. A lane with a cap (`LaneCaps`) takes a
-  new task only while its share of the tasks handed out stays at or below the cap. A
+* Lanes are tried in order. A new task starts on a lane only when the pass's admission
+  policy lets it (`hybridload.execution.admission`: a capped lane kind's share). A
   fallback lane takes tasks only when no other lane may take them (a retry its lane is
   excluded from), for a straggler's second copy, or while another lane is broken or has no
   worker (a Ray lane without actors: the local stand-in runs its share).
@@ -20,8 +20,8 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
   (`stragglers`): O(log k) a wake.
 * Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
   GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
-* The caps' one writer is this thread: it asks a ``caps_hook`` (the online planner) after
-  each finished batch and writes the answer (`hybridload.execution.hooks`).
+* The caps' one writer is this thread: it tells the admission policy each finished batch,
+  which asks its steering hook (the online planner) and writes the answer.
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
   for in increasing ``k`` only (`tasks`); a retry or a second copy
   is the same task.
@@ -38,11 +38,12 @@ from typing import Sequence
 
 from hybridload.errors import Reroute, SampleError, UserCodeError
 from hybridload.lanes.base import BatchTask, Lane, LaneKind
-from hybridload.lanes.spec import LaneCaps
+from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.books import LaneBook, no_lane_error
-from hybridload.execution.hooks import CapsHook, DispatchHooks
+from hybridload.execution.hooks import DispatchHooks
 from hybridload.execution.merge import OrderedMerger
-from hybridload.execution.retry import Action, LaneState, RetryRules, StragglerRule, decide
+from hybridload.execution.pass_config import PassConfig
+from hybridload.execution.retry import Action, LaneState, decide
 from hybridload.execution.stragglers import StragglerWatch, Watched
 from hybridload.execution.tasks import TasksEnded
 
@@ -52,26 +53,24 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Runs one pass: ``tasks[start:]`` (``tasks[k].seq == k``) onto ``lanes``, results into ``merger``."""
 
-    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int,
-                 merger: OrderedMerger, hooks: DispatchHooks, caps: LaneCaps | None = None,
-                 caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (), rules: RetryRules = RetryRules(),
-                 stragglers: StragglerRule = StragglerRule(), device_budget_bytes: int | None = None,
-                 tick_s: float = 0.05):
+    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int, merger: OrderedMerger,
+                 hooks: DispatchHooks, config: PassConfig | None = None, admission: ShareAdmission | None = None,
+                 fallback: Sequence[Lane] = ()):
         if not lanes:
             raise ValueError("Dispatcher needs at least one lane")
         self._books = [LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
         self._tasks, self._next = tasks, start
-        self._merger, self._hooks, self._caps_hook = merger, hooks, caps_hook
-        self._caps = caps if caps is not None else LaneCaps()  # written only by this thread
-        self._rules, self._stragglers, self._tick_s = rules, stragglers, tick_s
-        self._device_budget = device_budget_bytes
+        self._merger, self._hooks = merger, hooks
+        self._admission = admission if admission is not None else ShareAdmission()  # its caps: written here only
+        config = config if config is not None else PassConfig()
+        self._rules, self._tick_s, self._device_budget = config.rules, config.tick_s, config.device_budget_bytes
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
         self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
         self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)
         self._held: dict[int, BatchTask] = {}                # seq -> its task, while a copy runs
         self._reissued: set[int] = set()
-        self._watch = StragglerWatch(stragglers)          # running copies by when to look at them
+        self._watch = StragglerWatch(config.stragglers)   # running copies by when to look at them
         self._inbox: deque = deque()                       # (book, start, task, result) from lanes
         self._cond = threading.Condition()
         self._lock = threading.Lock()                      # the bookkeeping, for where()
@@ -159,8 +158,7 @@ class Dispatcher:
         for book in candidates:
             if not book.has_slot() or not self._device_room(book):
                 continue
-            cap = self._caps.get(book.lane.kind)
-            if cap is not None and not retry and book.handed + 1 > cap * (total + 1) + 1e-9:
+            if not retry and not self._admission.can_take(book.lane.kind, book.handed, total):
                 continue
             return book
         return None
@@ -249,17 +247,9 @@ class Dispatcher:
         book.typical_s = seconds if book.typical_s is None else 0.8 * book.typical_s + 0.2 * seconds
         if self._merger.put(task.seq, result):
             self._hooks.batch_done(book.lane.name, task.size, seconds, getattr(result, "skipped", ()))
-            self._steer(task, book.lane.name, seconds)
+            self._admission.batch_done(task.seq, book.lane.name, task.size, seconds)  # may steer the caps
         else:
             self._hooks.duplicate_dropped(book.lane.name)
-
-    def _steer(self, task: BatchTask, lane: str, seconds: float) -> None:
-        """Ask the caps hook; write what it answers (the caps' one writer is this thread)."""
-        if self._caps_hook is None:
-            return
-        for kind, share in (self._caps_hook.batch_done(task.seq, lane, task.size, seconds,
-                                                       self._caps.snapshot()) or {}).items():
-            self._caps.set(kind, share)
 
     def _failed(self, book: LaneBook, task: BatchTask, exc: BaseException) -> None:
         if isinstance(exc, SampleError):  # the batch's own result: a bad sample, named

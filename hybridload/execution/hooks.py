@@ -1,21 +1,15 @@
-"""What the dispatcher calls, on its own thread: the protocols its callers implement.
+"""What the dispatcher calls, on its own thread: `DispatchHooks`, what happened to the pass's
+batches (``LoaderStats`` implements it; ``record_wait`` is the stream's, on the consumer's
+thread). Who steers the lane caps registers a `CapsHook` with the pass's admission policy
+(`hybridload.execution.admission`) instead.
 
-* `DispatchHooks` — what happened to the pass's batches (``LoaderStats`` implements
-  it; ``record_wait`` is the stream's, on the consumer's thread).
-* `CapsHook` — who steers the lane caps (the online planner of ``mode="auto"``)
-  registers one with the pass; the dispatcher asks it after every batch it finished and
-  writes what it answers into the caps. So the caps have one writer, the dispatcher's
-  thread, and the hook sees the batches in the order the dispatcher settled them.
-
-Both are called on the dispatcher's thread only (never two at once for one pass): a hook
+They are called on the dispatcher's thread only (never two at once for one pass): a hook
 keeps its own state without a lock, but must not block (it holds up every lane's work).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
-
-from hybridload.lanes.base import LaneKind
 
 
 class DispatchHooks(Protocol):
@@ -34,15 +28,6 @@ class DispatchHooks(Protocol):
 
     def pass_ended(self) -> None:
         """The pass delivered its last batch (the stream's, on the consumer's thread)."""
-
-
-class CapsHook(Protocol):
-    """Steers the lane caps from what the lanes did."""
-
-    def batch_done(self, seq: int, lane: str, images: int, seconds: float,
-                   caps: dict[LaneKind, float]) -> dict[LaneKind, float] | None:
-        """Batch ``seq`` finished on ``lane`` (``images`` samples in ``seconds``), the caps
-        being ``caps`` (a copy): the caps to change (kind -> share), or None to keep them."""
 
 
 class NoHooks:

@@ -3,11 +3,11 @@
 Every consumer of lanes (``HybridLoader``, ``hybridload.DataLoader``, the benchmarks)
 runs a pass through this one object instead of wiring a merger and a dispatcher by hand::
 
-    with BatchStream(lanes, tasks, hooks=stats) as stream:
+    with BatchStream(lanes, tasks, PassConfig(window=8), hooks=stats) as stream:
         for result in stream: ...
 
 It yields the lanes' results in sequence order, exactly once; a batch that does not
-arrive within ``timeout_s`` raises `BatchTimeoutError` naming it and the lane
+arrive within the config's ``timeout_s`` raises `BatchTimeoutError` naming it and the lane
 holding it; any error ends the pass and stops its dispatcher. ``close()`` is idempotent
 and also runs when the stream is garbage-collected.
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.dispatch import Dispatcher
-from hybridload.execution.hooks import CapsHook, DispatchHooks, NoHooks
-from hybridload.lanes.spec import LaneCaps
+from hybridload.execution.hooks import DispatchHooks, NoHooks
 from hybridload.errors import BatchTimeoutError
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.merge import OrderedMerger
-from hybridload.execution.retry import RetryRules, StragglerRule
+from hybridload.execution.pass_config import PassConfig
 
 
 def default_window(lanes: Sequence[Lane], fallback: Sequence[Lane] = ()) -> int:
@@ -45,36 +45,33 @@ class BatchStream:
         tasks: the pass's `BatchTask` s, ``tasks[k].seq == k``,
             made by the caller: each carries its epoch, size and seed; a list, or tasks made
             when reached (`hybridload.execution.tasks`).
+        config: the pass's settings (window, timeout, retry and straggler rules, device
+            budget): a `PassConfig`; None: its defaults.
         start: the first position to produce (resume).
-        window: batches in flight or buffered ahead of the consumer; None → two per slot.
-        timeout_s: how long the consumer waits for the next batch before an error.
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
-        caps_hook: steers ``caps``, asked on the dispatcher's thread (`hybridload.execution.hooks`).
-        caps: the share cap of each lane kind (`LaneCaps`); None:
-            no caps.
+        admission: which lane may take a new batch, e.g. the GPU lane's share cap, steered by
+            the online planner (`hybridload.execution.admission`); None: every lane may.
         fallback: lanes that take the batches the other lanes reroute (e.g. a GPU lane's
             undecodable file).
-        rules: when a failed batch is retried, handed on, or raised (`hybridload.execution.retry`).
-        stragglers: when a slow batch is issued again to another worker.
-        device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
-            for the consumer; None: unbounded.
     """
 
-    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int = 0,
-                 window: int | None = None, timeout_s: float = 300.0, hooks: DispatchHooks | None = None,
-                 caps: LaneCaps | None = None, caps_hook: CapsHook | None = None, fallback: Sequence[Lane] = (),
-                 rules: RetryRules = RetryRules(), stragglers: StragglerRule = StragglerRule(),
-                 device_budget_bytes: int | None = None):
+    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], config: PassConfig | None = None, *,
+                 start: int = 0, hooks: DispatchHooks | None = None, admission: ShareAdmission | None = None,
+                 fallback: Sequence[Lane] = ()):
+        if config is not None and not isinstance(config, PassConfig):
+            raise TypeError(f"BatchStream: config must be a PassConfig(window=..., timeout_s=...), got "
+                            f"{type(config).__name__}")
+        config = config if config is not None else PassConfig()
         listed = tasks if isinstance(tasks, (list, tuple)) else ()  # lazy tasks (execution.tasks) are made in place
         misplaced = next((k for k, task in enumerate(listed) if task.seq != k), None)
         if misplaced is not None:
             raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
                              "is its position in the pass")
         self._hooks = hooks if hooks is not None else NoHooks()
-        self._merger = OrderedMerger(start, len(tasks), window or default_window(lanes, fallback), timeout_s)
+        self._merger = OrderedMerger(start, len(tasks), config.window or default_window(lanes, fallback),
+                                     config.timeout_s)
         self._dispatcher = Dispatcher(lanes, tasks, start=start, merger=self._merger, hooks=self._hooks,
-                                      caps=caps, caps_hook=caps_hook, fallback=fallback, rules=rules,
-                                      stragglers=stragglers, device_budget_bytes=device_budget_bytes)
+                                      config=config, admission=admission, fallback=fallback)
         self._state = "open"  # "ended" (last batch taken), "failed" (an error) or "closed" (close())
         self._error = ""
         self._dispatcher.start()

@@ -19,11 +19,10 @@ FALLBACK_NAME = "local-fallback"
 
 @dataclass
 class BuiltLanes:
-    """The lanes in dispatch order, the stand-by ones among them, and the GPU lane's cap."""
+    """The lanes in dispatch order and the stand-by ones among them."""
 
     lanes: list[Lane] = field(default_factory=list)
     fallback: list[Lane] = field(default_factory=list)
-    caps: dict[LaneKind, float] = field(default_factory=dict)
 
 
 def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device,
@@ -37,16 +36,14 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
         gpu = _gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
         if gpu is not None:
             out.lanes.append(gpu)
-            if spec.gpu_cap is not None:
-                out.caps[LaneKind.GPU] = spec.gpu_cap
         if gpu is not None and spec.cpu_standby:
             standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
                                 world_size=world_size, pin_memory=pin_memory)
             out.lanes.append(standby)
             out.fallback.append(standby)
-        elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes:
+        elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == "processes":
             from hybridload.lanes.local.process import ProcessLane
-            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.local_workers,
+            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.threads,
                                          batch_size=batch_size, on_error=spec.on_error, pin_memory=pin_memory,
                                          start_method=spec.start_method))
         else:
@@ -79,7 +76,7 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank
               pin_memory: bool, name: str | None = None) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        lane = InProcessLane(source, recipe, seed=seed, threads=spec.local_workers,
+        lane = InProcessLane(source, recipe, seed=seed, threads=spec.threads,
                              on_error=spec.on_error, pin_memory=pin_memory)
         if name is not None:
             lane.name = name

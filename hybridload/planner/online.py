@@ -1,13 +1,12 @@
 """Online re-planning for ``LoaderPolicy(mode="auto")``: the GPU share from live lane rates.
 
-``rebalance`` is the pure rule; ``OnlinePlanner`` is the pass's caps hook
-(`CapsHook`): the dispatcher tells it, on the
-dispatcher's thread, each batch a lane finished; it feeds ``rebalance`` what the lanes did
-since the last re-plan and answers the new cap, which the dispatcher writes (the caps' one
-writer). A lane's capacity is what it produced per second of busy time, times the number of
-tasks it runs at once. The new share moves halfway from the current one toward
-``gpu / (gpu + cpu)``, and never past what NVML says the GPU has left under
-``max_gpu_util``.
+``rebalance`` is the pure rule; ``OnlinePlanner`` steers the loader's admission policy
+(`hybridload.execution.admission`) as its `CapsHook`: on the dispatcher's thread, the admission
+tells it each batch a lane finished; it feeds ``rebalance`` what the lanes did since the last
+re-plan and answers the new cap, which the admission writes there (the caps' one writer).
+A lane's capacity is what it produced per second of busy time, times the number of tasks it
+runs at once. The new share moves halfway from the current one toward ``gpu / (gpu + cpu)``,
+and never past what NVML says the GPU has left under ``max_gpu_util``.
 
 NVML's utilisation counts the trainer's kernels and the lane's own decode alike, so the
 headroom is judged from the lane's own GPU time (its busy seconds per wall second since the
@@ -23,7 +22,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from hybridload.execution.hooks import CapsHook
+from hybridload.execution.admission import CapsHook
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ class OnlinePlanner(CapsHook):
     what the lanes' live rates say, within the GPU headroom NVML reports (when the loader's
     device is a GPU).
 
-    Registered with each pass as its ``caps_hook``: it is called on the dispatcher's thread
+    The steering hook of the loader's `ShareAdmission`: it is called on the dispatcher's thread
     only, counts what the dispatcher tells it, and changes the caps only by its answer.
     ``history`` (the last 50 re-plans) is read by copying it.
     """
@@ -90,6 +89,14 @@ class OnlinePlanner(CapsHook):
         self._since: dict[str, tuple[int, float]] = {}  # lane name -> (images, busy s) since the last re-plan
         self._clock = clock
         self._window_start = clock()
+
+    @classmethod
+    def start(cls, lanes, replan_every: int, max_gpu_util: float, device) -> "OnlinePlanner":
+        """A planner for ``lanes`` that reads NVML's utilisation of ``device`` (a torch.device)
+        when it is a GPU."""
+        from hybridload.planner.monitor import GpuMonitor
+        monitor = GpuMonitor.start(device=device) if device.type == "cuda" else None
+        return cls(lanes, replan_every=replan_every, max_gpu_util=max_gpu_util, monitor=monitor)
 
     def batch_done(self, seq: int, lane: str, images: int, seconds: float, caps: dict) -> dict | None:
         from hybridload.lanes.base import LaneKind

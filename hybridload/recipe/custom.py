@@ -20,7 +20,7 @@ stages change geometry.
 Rules:
 
 * a recipe holding one runs on CPU lanes only (``Recipe.gpu_capable`` is False; the GPU lane
-  is disabled with one warning by `hybridload.lanes.spec.plan_lanes`);
+  is disabled with one warning by `hybridload.policy.decode.decode_lanes`);
 * the function travels with the recipe to worker processes (pickle) and Ray actors
   (cloudpickle): define it at module level; `check_shippable` says so, naming it, when
   the loader is built.

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         make_photo_folder(root, args.images, num_classes=args.classes)
     src = sources.ImageFolder(root)
     rec = recipe.imagenet_train(args.size)
-    from hybridload.lanes.spec import START_SHARE
+    from hybridload.policy.decode import START_SHARE
     share = START_SHARE if args.mode == "split" else None  # no plan here: the loader's own starting share
     if args.in_process:
         policy = LoaderPolicy(mode=args.mode, gpu_share=share, cpu_actors=0, threads=args.threads)

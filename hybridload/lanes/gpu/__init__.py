@@ -1,7 +1,7 @@
 """GPU lanes: the DALI engine and the torch engine, and building the first that runs.
 
 `make_gpu_lane` tries the engines of ``LaneSpec.gpu_engines`` in order; that list is
-decoded from ``LoaderPolicy.gpu_engine`` once, by `hybridload.lanes.spec.gpu_engines`:
+decoded from ``LoaderPolicy.gpu_engine`` once, by `hybridload.policy.decode.gpu_engines`:
 
 ====================  ==========================================================
 ``gpu_engine``        GPU lane

@@ -30,6 +30,7 @@ from hybridload.kernels.batch import finish_batch
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
 from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
 from hybridload.lanes.gpu.prep import PrepPool
+from hybridload.lanes.spec import budget_bytes
 
 MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind it
 
@@ -46,9 +47,10 @@ def wait_until_idle(stream) -> None:
 
 def batches_within(memory_budget_mb: float | None, batch_bytes: int, most: int = MAX_DEPTH) -> int:
     """Batches a GPU lane holds at once: ``most``, fewer when the budget holds fewer (at least one)."""
-    if memory_budget_mb is None:
+    budget = budget_bytes(memory_budget_mb)
+    if budget is None:
         return most
-    return max(1, min(most, int(memory_budget_mb * 2**20 // max(batch_bytes, 1))))
+    return max(1, min(most, budget // max(batch_bytes, 1)))
 
 
 class GpuLane(PooledLane):

@@ -1,8 +1,8 @@
-"""LoaderPolicy: where and how the loader runs its work. A frozen, validated dataclass."""
+"""LoaderPolicy: where and how the loader runs its work. A frozen, validated dataclass; what
+it means here is decoded by `hybridload.policy.decode`."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import multiprocessing as mp
 import os
@@ -10,9 +10,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from hybridload.lanes.spec import LaneSpec, plan_lanes
-from hybridload.planner.fit import Here, fit_plan
+from hybridload.lanes.spec import LaneSpec
+from hybridload.planner.fit import fit_plan
 from hybridload.planner.plan import Plan
+from hybridload.policy import decode, facts
 
 MODES = ("cpu", "gpu", "split", "auto")
 PLACEMENTS = ("remote-first", "any", "local")
@@ -56,8 +57,8 @@ class LoaderPolicy:
             process may use.
         local_workers: what the local lane (the CPU work without Ray) runs on: "threads"
             (in this process), "processes" (worker processes writing batches into shared
-            memory), or "auto" (see ``lanes.spec.local_processes``: processes from 2 usable
-            CPUs where they start by fork, else threads below ``lanes.spec.PROCESSES_FROM_CPUS``).
+            memory), or "auto" (see `hybridload.policy.decode.local_workers`: processes from 2
+            usable CPUs where they start by fork, else threads below 8).
         start_method: how worker processes start: "fork" (as torch's DataLoader on Linux: no
             ``if __name__ == "__main__":`` guard needed, nothing pickled), "forkserver" or
             "spawn" (they import your main script: guard the training code), or "auto"
@@ -196,23 +197,10 @@ class LoaderPolicy:
         a GPU share planned for a GPU this process lacks runs on the CPU lanes, actors beyond what
         the cluster here holds (or with no Ray configured) are clamped, and each change is a warning."""
         p = plan if isinstance(plan, Plan) else Plan.load(plan)
-        fit = fit_plan(p, _here(overrides))
+        fit = fit_plan(p, facts.here(overrides))
         for note in fit.notes:
             warnings.warn(f"LoaderPolicy.from_plan: {note}", stacklevel=2)
-        if fit.gpu_share <= 0:
-            mode = "cpu"
-        elif fit.gpu_share >= 1 and p.total_actors + p.local_threads == 0:
-            mode = "gpu"
-        else:
-            mode = "split"
-        kw: dict[str, Any] = dict(mode=mode, gpu_share=fit.gpu_share if mode == "split" else None, window=p.window,
-                                  plan=p)
-        if fit.cpu_actors:
-            kw.update(cpu_actors=fit.cpu_actors, placement="remote-first")
-        else:
-            kw.update(cpu_actors=0, threads=fit.threads)
-        kw.update(overrides)
-        return cls(**kw)
+        return cls(**{**decode.plan_settings(p, fit), **overrides})
 
     def loaded_plan(self) -> Plan | None:
         """``plan`` as a Plan (read from its file when it is a path), or None."""
@@ -221,43 +209,16 @@ class LoaderPolicy:
         return Plan.load(self.plan)
 
     def lane_spec(self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
-        """The lanes this policy runs here, decoded by `hybridload.lanes.spec.plan_lanes`
+        """The lanes this policy runs here, decoded by `hybridload.policy.decode.decode_lanes`
         with this process's facts (whether Ray imports, RAY_ADDRESS, the usable CPUs).
 
         The loader, the bench and the profiler all decode a policy through this. ``plan``:
         default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
         ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off.
         """
-        return plan_lanes(self, self.loaded_plan() if plan is None else plan,
-                          ray_installed=importlib.util.find_spec("ray") is not None,
-                          ray_address_env=os.environ.get("RAY_ADDRESS"), cpus=usable_cpus(), device=device,
-                          recipe=recipe)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _here(overrides: dict) -> Here:
-    """This process's facts for fitting a plan: its GPU, CPUs, and the Ray cluster as far as
-    it is known (connected already, or the embedded one this machine would start)."""
-    import sys
-
-    import torch
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    address = overrides.get("ray_address", os.environ.get("RAY_ADDRESS"))
-    reserve = overrides.get("reserve_local_cpus", 1)
-    ray = sys.modules["ray"] if "ray" in sys.modules else None  # connected already only if imported
-    if address is not None and ray is not None and ray.is_initialized():
-        nodes = frozenset(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-        slots = max(1, int(ray.cluster_resources().get("CPU", 0)) - reserve)
-        return Here(gpu, usable_cpus(), ray=True, node_ids=nodes, actor_slots=slots)
-    slots = max(1, (os.cpu_count() or 1) - reserve) if address == "embedded" else None
-    return Here(gpu, usable_cpus(), ray=address is not None, actor_slots=slots)
+        return decode.decode_lanes(self, self.loaded_plan() if plan is None else plan,
+                                   ray_installed=facts.ray_installed(), ray_address_env=facts.ray_address_env(),
+                                   cpus=facts.usable_cpus(), device=device, recipe=recipe)
 
 
 def is_ray_address(v: Any) -> bool:

@@ -1,11 +1,12 @@
-"""plan_lanes is a pure function of (policy, plan): checked directly, mode by mode; the loader, the bench,
-the rate probe and the profiler all run the LaneSpec it decodes."""
+"""The one decoding of a policy (hybridload.policy.decode) is a pure function of (policy, plan, facts):
+checked directly, mode by mode; the loader, the bench, the rate probe and the profiler all run the LaneSpec
+it decodes, and each knob keeps the policy's name on the way."""
 
 import pytest
 
 from hybridload import LoaderPolicy
 from hybridload.lanes.base import LaneKind
-from hybridload.lanes.spec import LaneCaps, plan_lanes
+from hybridload.policy.decode import decode_lanes
 from hybridload.planner.plan import Plan
 
 
@@ -27,9 +28,9 @@ def a_plan(share):
     (LoaderPolicy(mode="auto", gpu_engine="dali", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
 ], ids=["cpu-local", "cpu-default-local", "cpu-actors-embedded", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
         "auto-policy-wins"])
-def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
-    spec = plan_lanes(policy, plan)
-    assert (spec.gpu, spec.gpu_cap, spec.auto, spec.cpu, spec.cpu_standby) == expected
+def test_the_decoding_follows_the_mode_table(policy, plan, expected):
+    spec = decode_lanes(policy, plan)
+    assert (spec.gpu, spec.gpu_share, spec.auto, spec.cpu, spec.cpu_standby) == expected
     assert not spec.notes
 
 
@@ -42,12 +43,12 @@ def test_plan_lanes_follows_the_mode_table(policy, plan, expected):
     (LoaderPolicy(ray_address="embedded", cpu_actors=2), None, LaneKind.CPU_ACTORS),
 ], ids=["default-no-ray", "ray-address-env", "cpu-actors-0-wins", "auto", "host-port", "embedded"])
 def test_ray_is_used_only_when_a_cluster_is_configured_or_asked_for(policy, env, kind):
-    spec = plan_lanes(policy, None, ray_address_env=env)
+    spec = decode_lanes(policy, None, ray_address_env=env)
     assert spec.cpu is kind and not spec.notes
 
 
 def test_actors_asked_without_a_cluster_run_locally_and_say_how_to_get_ray():
-    spec = plan_lanes(LoaderPolicy(cpu_actors=3), None, ray_address_env=None)
+    spec = decode_lanes(LoaderPolicy(cpu_actors=3), None, ray_address_env=None)
     assert spec.cpu is LaneKind.CPU_LOCAL and "ray_address='embedded'" in spec.notes[0]
 
 
@@ -63,16 +64,9 @@ def test_good_ray_addresses_are_accepted(value):
 
 
 def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
-    spec = plan_lanes(LoaderPolicy(mode="cpu", ray_address="auto"), None, ray_installed=False)
+    spec = decode_lanes(LoaderPolicy(mode="cpu", ray_address="auto"), None, ray_installed=False)
     assert spec.cpu is LaneKind.CPU_LOCAL and "Ray is not installed" in spec.notes[0]
-    assert not plan_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
-
-
-def test_lane_caps_are_read_and_written_by_kind():
-    caps = LaneCaps({LaneKind.GPU: 0.4})
-    assert caps.get(LaneKind.GPU) == 0.4 and caps.get(LaneKind.CPU_LOCAL) is None
-    caps.set(LaneKind.GPU, 0.6)
-    assert caps.snapshot() == {LaneKind.GPU: 0.6}
+    assert not decode_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
 
 
 @pytest.mark.parametrize("asked,available,platform,expected", [
@@ -84,7 +78,7 @@ def test_lane_caps_are_read_and_written_by_kind():
 ], ids=["linux", "macos", "windows", "asked-forkserver", "asked-spawn"])
 def test_worker_processes_fork_on_linux_as_torch_dataloader_and_what_is_asked_wins(asked, available, platform,
                                                                                    expected):
-    from hybridload.lanes.spec import resolve_start_method
+    from hybridload.policy.decode import resolve_start_method
     assert resolve_start_method(asked, available=available, platform=platform) == expected
 
 
@@ -102,8 +96,8 @@ def test_the_default_local_lane_runs_processes_where_they_fork(policy, cpus, pro
     import sys
     if sys.platform != "linux" and policy.start_method == "auto":
         pytest.skip("auto forks on Linux only")
-    spec = plan_lanes(policy, cpus=cpus, ray_address_env=None)
-    assert spec.cpu is LaneKind.CPU_LOCAL and spec.local_processes is processes
+    spec = decode_lanes(policy, cpus=cpus, ray_address_env=None)
+    assert spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == ("processes" if processes else "threads")
 
 
 def test_a_start_method_the_platform_lacks_is_refused_naming_the_argument():
@@ -122,14 +116,14 @@ def test_a_start_method_the_platform_lacks_is_refused_naming_the_argument():
 ], ids=["auto-cuda", "auto-cpu", "dali-cuda", "dali-cpu", "torch-cuda", "torch-cpu"])
 def test_the_gpu_engines_to_try_follow_the_policy_and_the_device(asked, device, engines, noted):
     import torch
-    spec = plan_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=device)
+    spec = decode_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=device)
     assert spec.gpu_engines == engines and ("not a CUDA device" in spec.gpu_engines_note) is noted
-    assert plan_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=torch.device(device)) == spec
+    assert decode_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=torch.device(device)) == spec
 
 
 @pytest.mark.parametrize("budget,expected", [(None, None), (64, 64 * 2**20), (0.5, 2**19)])
 def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, expected):
-    spec = plan_lanes(LoaderPolicy(mode="split", gpu_share=0.5, gpu_memory_budget_mb=budget, gpu_threads=3))
+    spec = decode_lanes(LoaderPolicy(mode="split", gpu_share=0.5, gpu_memory_budget_mb=budget, gpu_threads=3))
     assert spec.gpu_memory_budget_mb == budget and spec.gpu_memory_budget_bytes == expected
     assert spec.gpu_threads == 3
 
@@ -140,15 +134,15 @@ def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, exp
     (LoaderPolicy(ray_address="embedded"), 4, 4, None),         # None: as many as the cluster allows
     (LoaderPolicy(ray_address="embedded", cpu_actors=5), 4, 4, 5),
 ], ids=["local-default", "local-asked", "actors-default", "actors-asked"])
-def test_actor_counts_and_local_workers_are_in_the_spec(policy, cpus, local, actors):
-    spec = plan_lanes(policy, cpus=cpus, ray_address_env=None)
-    assert (spec.local_workers, spec.cpu_actors) == (local, actors)
+def test_actor_counts_and_local_threads_are_in_the_spec(policy, cpus, local, actors):
+    spec = decode_lanes(policy, cpus=cpus, ray_address_env=None)
+    assert (spec.threads, spec.cpu_actors) == (local, actors)
 
 
 def test_the_spec_carries_every_knob_the_cpu_lanes_take():
     policy = LoaderPolicy(ray_address="10.0.0.1:6379", placement="any", reserve_local_cpus=2, ship_bytes=True,
                           on_error="skip")
-    spec = plan_lanes(policy)
+    spec = decode_lanes(policy)
     assert (spec.ray_address, spec.placement, spec.reserve_local_cpus, spec.ship_bytes, spec.on_error) == (
         "10.0.0.1:6379", "any", 2, True, "skip")
 
@@ -156,10 +150,10 @@ def test_the_spec_carries_every_knob_the_cpu_lanes_take():
 def test_a_spec_is_frozen():
     import dataclasses
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan_lanes(LoaderPolicy()).gpu_threads = 4
+        decode_lanes(LoaderPolicy()).gpu_threads = 4
 
 
-def test_policy_lane_spec_is_plan_lanes_with_this_process_facts(monkeypatch, tmp_path):
+def test_policy_lane_spec_is_the_decoding_with_this_process_facts(monkeypatch, tmp_path):
     import importlib.util
 
     from hybridload.policy import usable_cpus
@@ -167,11 +161,11 @@ def test_policy_lane_spec_is_plan_lanes_with_this_process_facts(monkeypatch, tmp
     path = tmp_path / "plan.json"
     a_plan(0.3).save(path)
     policy = LoaderPolicy(mode="auto", plan=str(path))
-    assert policy.lane_spec(device="cuda:0") == plan_lanes(
+    assert policy.lane_spec(device="cuda:0") == decode_lanes(
         policy, a_plan(0.3), ray_installed=importlib.util.find_spec("ray") is not None,
         ray_address_env="10.0.0.1:6379", cpus=usable_cpus(), device="cuda:0")
-    assert policy.lane_spec(device="cuda:0").gpu_cap == 0.3               # the policy's plan file, read
-    assert policy.lane_spec(a_plan(0.6), device="cuda:0").gpu_cap == 0.6  # a plan passed in wins
+    assert policy.lane_spec(device="cuda:0").gpu_share == 0.3               # the policy's plan file, read
+    assert policy.lane_spec(a_plan(0.6), device="cuda:0").gpu_share == 0.6  # a plan passed in wins
 
 
 # ------------------------------------------------------------------ the loader, bench, rates and profiler agree
@@ -186,7 +180,7 @@ def _loader_spec(photo_root, policy, rec, device="cpu"):
 def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(photo_root, mode, share, monkeypatch):
     from hybridload import recipe
     from hybridload.cli.bench import policy_for
-    from hybridload.lanes.spec import START_SHARE
+    from hybridload.policy.decode import START_SHARE
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     rec = recipe.imagenet_train(32)
     plan = None if share is None else a_plan(share)
@@ -195,7 +189,7 @@ def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(phot
     assert spec == policy.lane_spec(plan, device="cpu", recipe=rec)
     on_gpu = policy.lane_spec(plan, device="cuda:0", recipe=rec)  # what the same policy decodes on a GPU
     if mode in ("single-gpu", "multi-node", "auto", "split"):  # the plan's share, else the in-line start
-        assert on_gpu.gpu_cap == (START_SHARE if share is None else share)
+        assert on_gpu.gpu_share == (START_SHARE if share is None else share)
         assert on_gpu.auto is (mode != "split")
 
 
@@ -254,9 +248,78 @@ def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_
 ])
 def test_auto_mode_builds_no_gpu_lane_without_a_cuda_device(mode, engine, device, gpu):
     policy = LoaderPolicy(mode=mode, gpu_engine=engine, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
-    spec = plan_lanes(policy, device=device)
+    spec = decode_lanes(policy, device=device)
     assert spec.gpu is gpu
     notes = [n for n in spec.notes if "no GPU lane" in n]
     assert len(notes) == (0 if gpu else 1)
     if notes:
         assert "not a CUDA device" in notes[0] and "mode='cpu'" in notes[0] and not spec.auto
+
+
+# ------------------------------------------------------------------ one name per knob, one decoding
+def test_every_lane_knob_keeps_the_policys_name_and_the_value_as_written():
+    """A LaneSpec field named as a LoaderPolicy field is that knob: its value as written, unless the
+    decoding resolves it (DECODED: the share, the thread count, what local workers run on, the start
+    method); so a knob is never renamed between the policy and the lanes."""
+    import dataclasses
+
+    from hybridload.lanes.spec import LaneSpec
+    from hybridload.policy.decode import DECODED
+    written = dict(gpu_threads=5, gpu_memory_budget_mb=64.0, cpu_actors=3, ray_address="10.0.0.1:6379",
+                   placement="any", reserve_local_cpus=2, on_no_actors="wait", actor_wait_s=7.0, ship_bytes=True,
+                   on_error="skip")
+    shared = {f.name for f in dataclasses.fields(LaneSpec)} & {f.name for f in dataclasses.fields(LoaderPolicy)}
+    assert shared - set(DECODED) == set(written)  # a new shared knob: add it here with a value other than its default
+    assert all(written[k] != f.default for f in dataclasses.fields(LoaderPolicy) for k in written if f.name == k)
+    spec = decode_lanes(LoaderPolicy(**written), ray_address_env=None)
+    assert {k: getattr(spec, k) for k in written} == written
+    local = decode_lanes(LoaderPolicy(cpu_actors=0, threads=3, local_workers="processes", start_method="spawn"))
+    assert (local.threads, local.local_workers, local.start_method) == (3, "processes", "spawn")
+
+
+@pytest.mark.parametrize("cpus,start,expected", [
+    (1, "fork", "threads"), (2, "fork", "processes"), (7, "spawn", "threads"), (8, "forkserver", "processes"),
+])
+def test_auto_local_workers_decode_to_the_policys_own_words(cpus, start, expected):
+    from hybridload.policy.decode import LOCAL_WORKERS_DECODED, local_workers
+    assert local_workers("auto", cpus, start) == expected and expected in LOCAL_WORKERS_DECODED
+    assert local_workers("threads", 16) == "threads" and local_workers("processes", 1) == "processes"
+
+
+@pytest.mark.parametrize("policy,plan,share", [
+    (LoaderPolicy(mode="split", gpu_share=0.3), a_plan(0.8), 0.3),     # the policy's own share wins
+    (LoaderPolicy(mode="split", plan=a_plan(0.8)), a_plan(0.8), 0.8),   # else the plan's
+    (LoaderPolicy(mode="auto"), None, 0.5),                             # else auto's in-line start
+])
+def test_the_start_share_is_read_in_one_place(policy, plan, share):
+    from hybridload.policy.decode import start_share
+    assert start_share(policy, plan) == share
+
+
+@pytest.mark.parametrize("share,actors,threads,mode,expected_share", [
+    (0.0, 0, 4, "cpu", None),
+    (1.0, 0, 0, "gpu", None),        # the plan's GPU takes all and there is no CPU lane in the plan
+    (1.0, 0, 4, "split", 1.0),
+    (0.4, 6, 0, "split", 0.4),
+])
+def test_a_fitted_plan_decodes_to_the_policy_settings_that_carry_it_out(share, actors, threads, mode, expected_share):
+    from hybridload.planner.fit import Fitted
+    from hybridload.policy.decode import plan_settings
+    plan = Plan(gpu_share=share, local_threads=threads, cpu_actors={"n": actors} if actors else {}, window=6)
+    kw = plan_settings(plan, Fitted(gpu_share=share, cpu_actors=actors, threads=max(1, threads)))
+    assert (kw["mode"], kw["gpu_share"], kw["window"], kw["plan"]) == (mode, expected_share, 6, plan)
+    assert (kw["cpu_actors"], kw.get("threads"), kw.get("placement")) == (
+        (actors, None, "remote-first") if actors else (0, max(1, threads), None))
+    LoaderPolicy(**kw)  # a valid policy
+
+
+def test_each_pass_runs_the_settings_the_policy_decodes_to():
+    from hybridload.execution.pass_config import PassConfig
+    from hybridload.execution.retry import RetryRules, StragglerRule
+    from hybridload.policy.decode import pass_config
+    policy = LoaderPolicy(window=3, batch_timeout_s=7.0, max_retries=1, break_after=4, straggler_factor=None,
+                          straggler_min_s=0.5, gpu_memory_budget_mb=2)
+    assert pass_config(policy, decode_lanes(policy)) == PassConfig(
+        window=3, timeout_s=7.0, rules=RetryRules(1, 4), stragglers=StragglerRule(None, 0.5),
+        device_budget_bytes=2 * 2**20)
+    assert pass_config(LoaderPolicy(), decode_lanes(LoaderPolicy())) == PassConfig()  # the defaults agree

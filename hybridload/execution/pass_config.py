@@ -1,0 +1,60 @@
+"""PassConfig: the settings of one pass (`BatchStream`, `Dispatcher`), frozen and validated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from hybridload.execution.retry import RetryRules, StragglerRule
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassConfig:
+    """How a pass runs its tasks.
+
+    Attributes:
+        window: batches in flight or buffered ahead of the consumer; None: two per lane slot
+            (`hybridload.execution.stream.default_window`).
+        timeout_s: how long the consumer waits for the next batch before an error naming it.
+        rules: when a failed batch is retried, handed on, or raised (`hybridload.execution.retry`).
+        stragglers: when a slow batch is issued again to another worker.
+        device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
+            for the consumer, with the GPU lane's batches in flight; None: unbounded.
+        tick_s: how often the dispatcher looks for stragglers when nothing else wakes it.
+    """
+
+    window: int | None = None
+    timeout_s: float = 300.0
+    rules: RetryRules = field(default_factory=RetryRules)
+    stragglers: StragglerRule = field(default_factory=StragglerRule)
+    device_budget_bytes: int | None = None
+    tick_s: float = 0.05
+
+    def __post_init__(self):
+        if self.window is not None and (not _is_int(self.window) or self.window < 1):
+            raise ValueError(f"PassConfig: window must be None (two per lane slot) or an int >= 1, got "
+                             f"{self.window!r}")
+        if not _is_seconds(self.timeout_s):
+            raise ValueError(f"PassConfig: timeout_s must be a positive finite number of seconds (300.0 by "
+                             f"default), got {self.timeout_s!r}")
+        if not isinstance(self.rules, RetryRules):
+            raise ValueError(f"PassConfig: rules must be a RetryRules(max_retries=..., break_after=...), got "
+                             f"{self.rules!r}")
+        if not isinstance(self.stragglers, StragglerRule):
+            raise ValueError(f"PassConfig: stragglers must be a StragglerRule(factor=..., min_s=...) "
+                             f"(StragglerRule(None) turns re-issuing off), got {self.stragglers!r}")
+        if self.device_budget_bytes is not None and (not _is_int(self.device_budget_bytes)
+                                                     or self.device_budget_bytes < 1):
+            raise ValueError(f"PassConfig: device_budget_bytes must be None (unbounded) or an int >= 1 "
+                             f"(bytes), got {self.device_budget_bytes!r}")
+        if not _is_seconds(self.tick_s):
+            raise ValueError(f"PassConfig: tick_s must be a positive finite number of seconds (0.05 by "
+                             f"default), got {self.tick_s!r}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_seconds(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0

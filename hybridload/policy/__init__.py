@@ -1,0 +1,14 @@
+"""The policy, and the one place it is decoded.
+
+``loader_policy`` (`LoaderPolicy`: frozen, validated; what the user writes), ``decode`` (pure:
+a policy and a plan into a `LaneSpec`, the lanes and their knobs, and a `PassConfig`, how each
+pass runs; a plan's settings for ``LoaderPolicy.from_plan``) and ``facts`` (this process's
+facts the decoding is given: usable CPUs, Ray, RAY_ADDRESS, the GPU and cluster a plan is fitted to).
+"""
+
+from hybridload.policy.facts import usable_cpus
+from hybridload.policy.loader_policy import (GPU_ENGINES, LOCAL_WORKERS, MODES, ON_ERROR, ON_NO_ACTORS, PLACEMENTS,
+                                             START_METHODS, LoaderPolicy, is_ray_address)
+
+__all__ = ["GPU_ENGINES", "LOCAL_WORKERS", "MODES", "ON_ERROR", "ON_NO_ACTORS", "PLACEMENTS", "START_METHODS",
+           "LoaderPolicy", "is_ray_address", "usable_cpus"]

@@ -1,0 +1,46 @@
+"""This process's facts a policy is decoded with: the CPUs it may use, whether Ray imports,
+RAY_ADDRESS, and (for a plan made elsewhere) its GPU and the Ray cluster as far as it is known.
+Read here, passed to the pure decoding (`hybridload.policy.decode`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from hybridload.planner.fit import Here
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def ray_installed() -> bool:
+    """Whether Ray imports here (without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+def ray_address_env() -> str | None:
+    """The RAY_ADDRESS environment variable."""
+    return os.environ.get("RAY_ADDRESS")
+
+
+def here(overrides: dict) -> Here:
+    """This process's facts for fitting a plan: its GPU, CPUs, and the Ray cluster as far as
+    it is known (connected already, or the embedded one this machine would start);
+    ``overrides``: the ``LoaderPolicy.from_plan`` keywords (``ray_address``, ``reserve_local_cpus``)."""
+    import torch
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    address = overrides.get("ray_address", ray_address_env())
+    reserve = overrides.get("reserve_local_cpus", 1)
+    ray = sys.modules["ray"] if "ray" in sys.modules else None  # connected already only if imported
+    if address is not None and ray is not None and ray.is_initialized():
+        nodes = frozenset(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+        slots = max(1, int(ray.cluster_resources().get("CPU", 0)) - reserve)
+        return Here(gpu, usable_cpus(), ray=True, node_ids=nodes, actor_slots=slots)
+    slots = max(1, (os.cpu_count() or 1) - reserve) if address == "embedded" else None
+    return Here(gpu, usable_cpus(), ray=address is not None, actor_slots=slots)
