@@ -107,11 +107,12 @@ class BatchTimeoutError(HybridLoadError, RuntimeError):
     def __init__(self, seq: int | str, timeout_s: float | None = None, detail: str = "",
                  loader: str = "HybridLoader", knob: str = "LoaderPolicy(batch_timeout_s=...)"):
         self.detail, self.loader, self.knob = detail, loader, knob
+        self.seq: int | None = None
+        self.timeout_s: float | None = None
         if timeout_s is None:  # rebuilt from its message alone
-            self.seq, self.timeout_s = None, None
             super().__init__(str(seq))
             return
-        self.seq, self.timeout_s = seq, timeout_s
+        self.seq, self.timeout_s = int(seq), timeout_s
         msg = f"{loader} timed out after {timeout_s:g} seconds: batch {seq} did not arrive within {timeout_s:g} s"
         if detail:
             msg += f" ({detail})"

@@ -15,6 +15,7 @@ value, as torch's worker sends an ``ExceptionWrapper``.
 from __future__ import annotations
 
 import random
+from typing import Any
 import sys
 
 import numpy as np
@@ -38,10 +39,10 @@ class _Hosted:
     def __init__(self, worker_id: int, bundle):
         self.id = worker_id
         self.dataset, self.collate_fn, self.init_fn = bundle
-        self.fetcher = None
+        self.fetcher: Any = None
         self.failure: UserFailure | None = None
         self.started = False
-        self.rng = None
+        self.rng: tuple[Any, Any, torch.Tensor] | None = None
         self.batches = 0
 
     def swap_in(self, num_workers: int, base_seed: int):

@@ -17,6 +17,7 @@ import torch
 
 from hybridload.compat import torch_pin_memory
 from hybridload.errors import BatchTimeoutError
+from hybridload.dataloader.iterable_pass import IterablePass
 from hybridload.dataloader.pools import IterableDatasetActors
 from hybridload.dataloader.worker import Generated, UserFailure
 from hybridload.execution import BatchStream, PassConfig, sampler_tasks
@@ -94,6 +95,7 @@ class RayPass:
         self._own, self._lanes = (lane if owns_lane else None), pools
         base_seed, passes = seeds
         timeout = settings.timeout_s
+        self._stream: IterablePass | BatchStream
         if isinstance(lane, IterableDatasetActors):
             self._stream = lane.start_pass(base_seed, prefetch=settings.prefetch, timeout_s=timeout, length=length)
         else:
@@ -124,7 +126,7 @@ class RayPass:
         except BaseException as exc:
             if self._stream.closed:
                 self._release()  # the pass is over: its own (non-persistent) actors go
-            if isinstance(exc, BatchTimeoutError) and exc.timeout_s is not None:  # the drop-in's knob: timeout=
+            if isinstance(exc, BatchTimeoutError) and exc.seq is not None and exc.timeout_s is not None:  # the drop-in's knob: timeout=
                 raise BatchTimeoutError(exc.seq, exc.timeout_s, exc.detail, "DataLoader",
                                         "DataLoader(timeout=...)") from None
             raise

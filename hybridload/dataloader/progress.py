@@ -76,7 +76,7 @@ class Counted:
         return self
 
     def __len__(self) -> int:
-        return len(self._it)
+        return len(self._it)  # type: ignore[arg-type]  # torch's loader iterators have a len()
 
     def __next__(self):
         batch = next(self._it)

@@ -108,6 +108,9 @@ class BatchStream:
             self._end("ended")
             raise
         except BatchTimeoutError as exc:
+            if exc.seq is None:  # not the merger's own (it names its batch)
+                self._end("failed", f"{type(exc).__name__}: {exc}")
+                raise
             detail = self._dispatcher.where(exc.seq)
             self._end("failed", f"{type(exc).__name__}: {exc}")
             raise BatchTimeoutError(exc.seq, exc.timeout_s, detail) from None

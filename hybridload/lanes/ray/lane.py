@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,7 +109,7 @@ class KernelWorker(PoolWorker):
 
     def run(self, epoch: int, indices: np.ndarray, payloads: dict | None = None):
         from hybridload.kernels import process_batch
-        src = self.source if payloads is None else _Preloaded(self.source, payloads)
+        src: Any = self.source if payloads is None else _Preloaded(self.source, payloads)  # a Source or its view
         res = process_batch(src, self.recipe, indices, self.seed, epoch, on_error=self.on_error, lane="ray",
                             normalize=False)  # uint8 travels: 4x fewer bytes than float32
         return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds

@@ -17,6 +17,12 @@ from hybridload.lanes.ray.callbacks import when_done
 from hybridload.lanes.ray.members import State
 
 
+
+def _reporter(on_ready: Callable[[Any, BaseException | None], None], member: Any) -> Callable[[Any], None]:
+    """The callback that reports ``member``'s ready future to ``on_ready``."""
+    return lambda future: on_ready(member, future.exception())
+
+
 def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
     """(first wave: the first actor of each node, in placement order; the rest)."""
     seen: set[str] = set()
@@ -59,7 +65,7 @@ def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, Bas
                            "free CPUs (check `ray status`)")
     for ref in pending:
         member = refs[ref]
-        when_done(ref, lambda f, m=member: on_ready(m, f.exception()))
+        when_done(ref, _reporter(on_ready, member))
 
 
 def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None], None], timeout_s: float,
@@ -78,4 +84,4 @@ def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None]
         go_on(f"{type(exc).__name__}: {exc}")
         for m in first:
             if m.state is State.STARTING:
-                when_done(m.handle.ready.remote(), lambda f, m=m: on_ready(m, f.exception()))
+                when_done(m.handle.ready.remote(), _reporter(on_ready, m))
