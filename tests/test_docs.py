@@ -214,6 +214,17 @@ def test_every_figure_on_the_user_pages_is_in_benchmarks_results():
     assert not missing, "figures with no entry in benchmarks/RESULTS.md:\n" + "\n".join(missing)
 
 
+def test_each_decision_is_a_page_of_its_own_linked_from_the_index_and_the_nav():
+    """docs/decisions/ holds one page per decision (its why and its evidence); index.md only links them."""
+    folder = DOCS / "decisions"
+    index = (folder / "index.md").read_text()
+    assert not re.search(r"^## ", index, re.M), "docs/decisions/index.md: put each decision on a page of its own"
+    decisions = sorted(p.name for p in folder.glob("*.md") if p.name != "index.md")
+    nav = (ROOT / "mkdocs.yml").read_text()
+    unlisted = [name for name in decisions if f"({name})" not in index or f"decisions/{name}" not in nav]
+    assert decisions and not unlisted, f"link these from docs/decisions/index.md and mkdocs.yml's nav: {unlisted}"
+
+
 ROLE = re.compile(r":(?:class|mod|func|meth|attr|exc|data|obj|ref):(?:<code>|`)")
 
 
