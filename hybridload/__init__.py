@@ -1,10 +1,11 @@
 """hybridload: preprocessed, ordered, per-rank batches from DALI on the GPU and Ray CPU actors.
 
 The command line (``hybridload ...``) loads the public names on first use (PEP 562), so that
-``hybridload --help`` answers without importing torch (3-12 s here). Any other process loads them
-at ``import hybridload``: a wrapper applied later to torch's DataLoader and its subclasses must
-find hybridload's (Lightning records each DataLoader's arguments that way, to build it again with
-its DistributedSampler; a class defined after it wrapped them keeps torch's arguments instead)."""
+``hybridload --help`` answers without importing torch (3-12 s on the build machines). Any other
+process loads them at ``import hybridload``: a wrapper applied later to torch's DataLoader and its
+subclasses must find hybridload's (Lightning records each DataLoader's arguments that way, to
+build it again with its DistributedSampler; a class defined after it wrapped them keeps torch's
+arguments instead)."""
 
 import importlib
 import logging

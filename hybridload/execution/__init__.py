@@ -1,11 +1,12 @@
 """Execution: one pass over a rank's batches.
 
 ``stream`` (BatchStream: dispatcher + merger + close), ``pass_config`` (PassConfig: a pass's
-settings), ``dispatch`` (hands tasks to lanes), ``admission`` (ShareAdmission: which lane may
+settings), ``tasks`` (a pass's tasks, made when the dispatcher reaches them), ``dispatch``
+(hands tasks to lanes), ``books`` (its bookkeeping for each lane), ``stragglers`` (when a
+running task is looked at again and re-issued), ``admission`` (ShareAdmission: which lane may
 take a new batch, the lane shares the online planner steers), ``hooks`` (what the dispatcher
-reports on its thread), ``tasks`` (the caller's batch tasks, drawn from a sampler as the window
-reaches them), ``merge`` (releases batches in order, exactly once), ``retry`` (the pure
-retry decision) and ``stats`` (the loader's counters, written through the dispatcher's hooks).
+reports on its thread), ``merge`` (releases batches in order, exactly once), ``retry`` (the
+pure retry decision) and ``stats`` (the loader's counters, written through the dispatcher's hooks).
 """
 
 from hybridload.execution.admission import ShareAdmission

@@ -16,7 +16,7 @@ FORMAT_VERSION = 1
 class PlanFormatError(HybridLoadError, ValueError):
     """A plan file that cannot be used: the message says what is wrong and what to do.
 
-    A ``ValueError`` too, so code written against the earlier base still catches it."""
+    A ``ValueError`` too, so ``except ValueError`` around reading a plan still catches it."""
 
 
 @dataclass(frozen=True, kw_only=True)

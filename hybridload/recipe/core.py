@@ -18,7 +18,7 @@ Photometric stages (`hybridload.recipe.photometric`, `hybridload.recipe.autoaug`
 geometric stages and compile to colour ops the same way (drawing after them from the same
 generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is
 normalized (at delivery), with boxes from a second generator keyed by (seed, epoch, index).
-A recipe without them draws exactly what it drew before.
+They draw after the geometric stages, so adding them leaves every geometric parameter as it is.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Sources:
   RandomErasing last, after Normalize). Its batch-level MixUp/CutMix belong in
   ``HybridLoader(..., batch_transform=fn)``.
 
-"basic" is the recipe as it always was (its stream is pinned by tests/test_stream_digests.py).
+"basic" keeps one stream from release to release (pinned by tests/test_stream_digests.py).
 RandomErasing works on the normalized image (as in torchvision), so "trivialaugment" needs
 ``normalize=True``.
 """

@@ -18,6 +18,12 @@ decoded from ``LoaderPolicy.gpu_engine`` once, by `hybridload.policy.decode.gpu_
 A lane that cannot be had (engine missing, pipeline or decoder failing to start on the
 device: driver or CUDA mismatch, nvJPEG initialisation, out of memory, a recipe outside
 the engine's reach) gives ``None`` and one RuntimeWarning: the batches go to the CPU lanes.
+
+Modules: ``base`` (`GpuLane`, the skeleton both engines fill in), ``dali`` (the DALI engine),
+``torch_lane`` (the torch engine) with ``torch_decoders`` (its JPEG decoder backends),
+``torch_ops`` and ``torch_photo`` (the recipe's ops as torch functions), ``feed`` (what every
+engine reads for a batch) and ``prep`` (where that host preparation runs), ``failures``
+(which exceptions are a sample's problem and which the device's).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 The skeleton holds the device, the lane's CUDA stream, the memory budget (how many
 batches may be in flight), the one worker thread, the failure classification
 (`failures`: a sample's decode problem is rerouted, anything else is the lane's) and
-the delivery of a batch: read and check the samples on a small thread pool, started when the
-lane accepts the task (`prep.PrepPool`), let the
-engine decode and augment, normalize where asked, record the CUDA event the consumer's
+the delivery of a batch: read and check the samples on a small pool of threads or worker
+processes, started when the lane accepts the task (`prep.PrepPool`), let the engine decode and
+augment, normalize where asked, record the CUDA event the consumer's
 stream waits on (``result.ready``) and return a `feed.GpuBatchResult`.
 
 An engine fills in ``_decode(task, batch)`` (the encoded bytes to decoded pixels, in

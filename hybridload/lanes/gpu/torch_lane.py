@@ -11,14 +11,13 @@ the consumer's stream wait on that event.
 The decode function is injectable, so the whole lane runs on CPU tensors with a CPU
 decoder where torchvision cannot load.
 
-Ordering: torchvision's batched CUDA decode allocates its output tensors on the caller's
-stream (the lane's) but writes them on a private stream of its own that does not wait for
-the caller's (torchvision PR #9606: corrupted batches on H100). Memory that the previous
-batch's kernels, still queued on the lane's stream, were reading can be handed to the next
-decode's outputs by the caching allocator and overwritten before those kernels run. So
-before each decode the lane waits until its own stream is idle (`wait_until_idle`);
-torchvision's decode synchronises its private stream on the host anyway, so this costs the
-overlap of one batch's ops with the next decode and nothing on the trainer's stream.
+Ordering: torchvision's batched CUDA decode writes its outputs, allocated on the lane's
+stream, from a private stream that does not wait for the lane's, so the caching allocator
+could hand memory the previous batch's queued kernels still read to the next decode. So
+before each decode the lane waits until its own stream is idle (`wait_until_idle`); the
+decode synchronises on the host anyway, so this costs the overlap of one batch's ops with
+the next decode and nothing on the trainer's stream
+(docs/decisions/torch-decode-waits-for-its-stream.md).
 """
 
 from __future__ import annotations
