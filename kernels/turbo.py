@@ -8,7 +8,7 @@ wheel (``turbojpeg.libs/libturbojpeg-*.so.0.3.0``: libjpeg-turbo 3, no compiler,
 library); only its C functions are called, never the wheel's Python module. Without the
 wheel, `available` is False and the kernels keep the full decode.
 
-Chosen over nvImageCodec's CPU backend by measurement (benchmarks/RESULTS.md, issue 37).
+Chosen over nvImageCodec's CPU backend by measurement (docs/decisions/crop-window-turbojpeg.md).
 """
 
 from __future__ import annotations

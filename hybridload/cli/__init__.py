@@ -1,7 +1,8 @@
 """The command line: ``hybridload demo | profile | bench | index``.
 
 ``commands`` (``main``, and one module per command: ``add_parser`` and ``run``), ``args``
-(argument types, one-line user errors), ``tables``, ``plots``, ``bench`` (the bench command's
+(argument types, one-line user errors), ``tables``, ``plots``, ``results`` (what
+profile and bench measured, as data), ``bench`` (the bench command's
 runs), ``profile`` (the profile command's measuring), ``index`` (the index command's indexing:
 shard manifests) and ``demo_data`` (the demo's photo set).
 """

@@ -55,7 +55,7 @@ from hybridload.planner.plan import Plan
 #: "auto" picks worker processes for the local lane from this many usable CPUs up where they
 #: start by fork (no main-script import, nothing pickled: as torch's DataLoader on Linux).
 #: Measured on the 2-core machine, quiet (benchmarks/bench_local_lanes.py, RESULTS.md):
-#: processes 1.12-1.23x threads at 1 and 2 workers, in every run of two sessions (the GIL-held
+#: processes 1.12-1.23x threads at 1 and 2 workers, in every run (the GIL-held
 #: Python per sample is shared by every thread); with one CPU there is nothing to gain.
 PROCESSES_FROM_CPUS_FORK = 2
 #: ... and from this many where they start by forkserver or spawn: those import the main

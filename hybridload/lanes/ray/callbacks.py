@@ -3,8 +3,8 @@
 A ``ref.future()`` callback runs on Ray's core-worker event thread, the thread that also
 answers this process's own calls into Ray. A callback that calls Ray and waits (``ray.kill``,
 ``ray.get``) waits for the thread it is running on: that thread stops for good, and with it
-every later Ray call of the process, signals included (seen as a test session that never
-ended after an actor's start failed). So the pool registers its callbacks through
+every later Ray call of the process, signals included (docs/decisions/ray-callbacks-never-call-ray.md).
+So the pool registers its callbacks through
 `when_done`, and code a callback may reach asks `in_ray_callback` before calling
 Ray, then hands the call to a thread of its own (`off_callback_thread`), as
 `kill_actor` does.

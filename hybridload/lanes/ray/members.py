@@ -78,7 +78,7 @@ class Members:
                 index, self._next_index = self._next_index, self._next_index + 1
         try:
             # never under the lock: actor creation can wait on Ray's callback thread, which
-            # may itself be waiting for this lock in release() (a deadlock seen in test_faults)
+            # may itself be waiting for this lock in release() (docs/decisions/ray-callbacks-never-call-ray.md)
             handle = handle_for(key, index)
         except BaseException:
             with self._lock:
