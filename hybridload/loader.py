@@ -1,6 +1,6 @@
 """HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches. It holds the
-arguments and the resume state (a `DistributedBatchSampler`), builds its lanes from a `LaneSpec`,
-and hands each pass to a `BatchStream`."""
+arguments and its batches (a `DistributedBatchSampler`, whose `PassState` owns the position and the
+saved state), builds its lanes from a `LaneSpec`, and hands each pass to a `BatchStream`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
 from hybridload.kernels.batch import finish_batch
-from hybridload.loader_checks import check_device, check_epoch, check_seed, check_source, check_state
+from hybridload.loader_checks import check_device, check_epoch, check_seed
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneCaps, LaneSpec
@@ -32,8 +32,6 @@ from hybridload.delivery.transfer import DeviceMover, default_device
 from hybridload.errors import close_all, take_all
 
 log = logging.getLogger(__name__)
-
-STATE_VERSION = 1
 
 
 class HybridLoader:
@@ -97,7 +95,9 @@ class HybridLoader:
         sharding.check_order_size(len(source), order, "HybridLoader")
         self._sampler = DistributedBatchSampler(
             len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
-            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)
+            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order,
+            fingerprint=source.fingerprint)
+        self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
         fn = check_batch_transform(batch_transform)
         self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
@@ -127,7 +127,7 @@ class HybridLoader:
     """This process's rank, from `rank=` or torch.distributed (`RANK`, else 0)."""
     world_size = property(lambda self: self._sampler.world_size)
     """The number of ranks the dataset is split among (`world_size=`, torch.distributed, `WORLD_SIZE`, else 1)."""
-    epoch = property(lambda self: self._sampler.epoch)
+    epoch = property(lambda self: self._pass.epoch)
     """The epoch the next pass runs (`set_epoch`), or the one a resumed checkpoint is in."""
 
     def __len__(self) -> int:
@@ -181,7 +181,7 @@ class HybridLoader:
         lanes = self._ensure_lanes()
         self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
-        epoch = self.epoch  # the pass's own, made into its tasks as they are reached
+        epoch, pass_id = self.epoch, self._pass.pass_id  # the pass's own, made into its tasks as they are reached
         tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
         p, stats = self.policy, self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
         stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
@@ -190,7 +190,7 @@ class HybridLoader:
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)
         self._streams[:] = [stream]
-        active = _Pass(self, stream)
+        active = _Pass(self, stream, pass_id)
         self._active = weakref.ref(active)
         return active
 
@@ -202,9 +202,9 @@ class HybridLoader:
             self._streams.pop().close()
         self._active = None
 
-    def _deliver(self, result):
-        position = self._sampler.position  # this batch's place in the epoch (keys the batch hook)
-        self._sampler.mark_delivered()
+    def _deliver(self, result, pass_id: int):
+        position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
+        self._pass.advance(pass_id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
@@ -217,21 +217,13 @@ class HybridLoader:
     def state_dict(self) -> dict:
         """Where the stream stands (the same on every rank of a DDP job in step): any rank, at any
         world size and batch size, resumes from it; see docs/guide/guarantees.md ("Resuming")."""
-        return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
-                "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
-                "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "num_samples": len(self.source), "order": self.order, "source": self.source.fingerprint(),
-                **self._sampler.plan_state()}
+        return self._pass.get_state()
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
         samples of the epoch not yet delivered follow, split among this loader's ranks; another
         dataset, seed or order is refused (`ResumeMismatchError`)."""
-        mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last")}
-        mine["num_samples"] = len(self.source)
-        check_state(state, mine, None, STATE_VERSION, order=self.order)
-        check_source(state, self.source.fingerprint(), "HybridLoader.load_state_dict")
-        self._sampler.resume_from(state, "HybridLoader.load_state_dict")  # checked whole before it changes
+        self._sampler.load_state_dict(state, "HybridLoader.load_state_dict")  # checked whole before it changes
         self._finish_pass(superseded=True)
 
     # ----------------------------------------------------------------- reporting / shutdown
@@ -245,7 +237,7 @@ class HybridLoader:
             plan["replans"] = list(self._online.history)
         d = self._stats.as_dict(plan=plan)
         d.update(pool_reports(self._lanes, self._fallback, self._stats))
-        d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
+        d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
         return d
 
     def reset_stats(self) -> None:
@@ -271,8 +263,8 @@ class HybridLoader:
 class _Pass:
     """The iterator of one pass: the stream's results delivered to the device."""
 
-    def __init__(self, loader: HybridLoader, stream: BatchStream):
-        self._loader, self._stream = loader, stream
+    def __init__(self, loader: HybridLoader, stream: BatchStream, pass_id: int):
+        self._loader, self._stream, self._id = loader, stream, pass_id
         self._superseded = False
 
     def __iter__(self):
@@ -281,7 +273,7 @@ class _Pass:
     def __next__(self):
         if self._superseded:
             raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        return self._loader._deliver(next(self._stream))
+        return self._loader._deliver(next(self._stream), self._id)
 
     def buffered(self) -> int:
         """Finished batches waiting to be delivered (bounded by the policy's window)."""
