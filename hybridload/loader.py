@@ -16,7 +16,6 @@ from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.kernels.batch import finish_batch
 from hybridload.loader_checks import check_device, check_epoch, check_seed
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
@@ -28,6 +27,7 @@ from hybridload.sources import Source
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import LazyTasks
+from hybridload.delivery.finish import finish_batch
 from hybridload.delivery.transfer import DeviceMover, default_device
 from hybridload.errors import close_all, take_all
 

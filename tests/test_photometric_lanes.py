@@ -10,7 +10,7 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe as R, sources
 from hybridload.kernels import decode_image, process_batch
-from hybridload.kernels.batch import finish_batch
+from hybridload.delivery.finish import finish_batch
 from hybridload.kernels.erase import erase_boxes
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane

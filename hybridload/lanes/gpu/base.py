@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from hybridload.delivery.transfer import resolve_device
-from hybridload.kernels.batch import finish_batch
+from hybridload.delivery.finish import finish_batch
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
 from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
