@@ -100,7 +100,7 @@ class HybridLoader:
         self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
         fn = check_batch_transform(batch_transform)
-        self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
+        self._hook = BatchHook(fn, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
         self._lanes, self._fallback = [], []  # type: list, list
@@ -152,8 +152,7 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         spec = self.lane_spec
-        built = build_lanes(spec, self.source, self.recipe, seed=self.seed,
-                            batch_size=self.batch_size, device=self.device, rank=self.rank,
+        built = build_lanes(spec, self.source, self.recipe, batch_size=self.batch_size, device=self.device, rank=self.rank,
                             world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
@@ -181,8 +180,8 @@ class HybridLoader:
         lanes = self._ensure_lanes()
         self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
-        epoch, pass_id = self.epoch, self._pass.pass_id  # the pass's own, made into its tasks as they are reached
-        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
+        epoch, seed, pass_id = self.epoch, self.seed, self._pass.pass_id  # the pass's own, on its tasks
+        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
         p, stats = self.policy, self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
         stream = BatchStream(lanes, tasks, start=start, window=p.window, timeout_s=p.batch_timeout_s,
                              hooks=stats, caps=self._caps, caps_hook=self._online, fallback=self._fallback,
@@ -190,7 +189,7 @@ class HybridLoader:
                              stragglers=StragglerRule(p.straggler_factor, p.straggler_min_s),
                              device_budget_bytes=self.lane_spec.gpu_memory_budget_bytes)
         self._streams[:] = [stream]
-        active = _Pass(self, stream, pass_id)
+        active = _Pass(self, stream, pass_id, epoch, seed)
         self._active = weakref.ref(active)
         return active
 
@@ -202,15 +201,15 @@ class HybridLoader:
             self._streams.pop().close()
         self._active = None
 
-    def _deliver(self, result, pass_id: int):
+    def _deliver(self, result, p: "_Pass"):
         position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
-        self._pass.advance(pass_id)
+        self._pass.advance(p.id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
-        # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
+        # after the consumer's stream waits on the lane's CUDA event (if it recorded one); keyed by the pass's own
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        images = finish_batch(images, self.recipe, self.seed, self.epoch, result.indices)
+        images = finish_batch(images, self.recipe, p.seed, p.epoch, result.indices)
         if self._hook is not None:
-            images, labels = self._hook(images, labels, epoch=self.epoch, position=position)
+            images, labels = self._hook(images, labels, seed=p.seed, epoch=p.epoch, position=position)
         return (images, labels, *rest)
 
     # ----------------------------------------------------------------- state
@@ -261,10 +260,12 @@ class HybridLoader:
 
 
 class _Pass:
-    """The iterator of one pass: the stream's results delivered to the device."""
+    """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
+    own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile."""
 
-    def __init__(self, loader: HybridLoader, stream: BatchStream, pass_id: int):
-        self._loader, self._stream, self._id = loader, stream, pass_id
+    def __init__(self, loader: HybridLoader, stream: BatchStream, pass_id: int, epoch: int, seed: int):
+        self._loader, self._stream = loader, stream
+        self.id, self.epoch, self.seed = pass_id, epoch, seed
         self._superseded = False
 
     def __iter__(self):
@@ -273,7 +274,7 @@ class _Pass:
     def __next__(self):
         if self._superseded:
             raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        return self._loader._deliver(next(self._stream), self._id)
+        return self._loader._deliver(next(self._stream), self)
 
     def buffered(self) -> int:
         """Finished batches waiting to be delivered (bounded by the policy's window)."""
