@@ -152,8 +152,8 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         spec = self.lane_spec
-        built = build_lanes(spec, self.source, self.recipe, batch_size=self.batch_size, device=self.device, rank=self.rank,
-                            world_size=self.world_size, pin_memory=self._mover.pin_memory)
+        built = build_lanes(spec, self.source, self.recipe, batch_size=self.batch_size, device=self.device,
+                            rank=self.rank, world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
         self._caps = LaneCaps(built.caps)  # from here on written by the passes' dispatchers only
@@ -205,7 +205,7 @@ class HybridLoader:
         position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
         self._pass.advance(p.id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
-        # after the consumer's stream waits on the lane's CUDA event (if it recorded one); keyed by the pass's own
+        # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
         images = finish_batch(images, self.recipe, p.seed, p.epoch, result.indices)
         if self._hook is not None:
