@@ -19,8 +19,15 @@ from hybridload.recipe import Recipe
 
 
 def finish_batch(images: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
-    """``images`` (uint8, the recipe's layout) normalized (`normalize_batch`), then erased by the
-    recipe's RandomErasing, its boxes keyed by ``seed``, ``epoch`` and each sample's index."""
+    """``images`` normalized (`normalize_batch`), then erased by the recipe's RandomErasing.
+
+    Args:
+        images: a lane's uint8 batch in the recipe's layout, on the device it is delivered to.
+        recipe: the recipe the batch was made with (its Normalize, output dtype and RandomErasing).
+        seed: the pass's seed, as its tasks carried it.
+        epoch: the pass's epoch.
+        indices: the batch's dataset indices, in order (each sample's erasing box is keyed by its own).
+    """
     out = normalize_batch(images, recipe)
     stage = recipe.erasing
     return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
