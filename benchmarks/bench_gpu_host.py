@@ -37,7 +37,7 @@ def tasks_for(n_images: int, bs: int, batches: int, epoch: int) -> list[BatchTas
 
 
 def serial(src, rec, tasks) -> int:
-    return sum(len(read_batch(src, rec, 0, t).payloads) for t in tasks)
+    return sum(len(read_batch(src, rec, t).payloads) for t in tasks)
 
 
 def pooled(pool, tasks) -> int:
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     _, src = photo_source(args.root, args.n, log)
     rec, bs, cores = recipe.imagenet_train(224), args.batch_size, usable_cpus()
-    pools = {kind: PrepPool(src, rec, 0, args.threads, kind) for kind in ("threads", "processes")}
+    pools = {kind: PrepPool(src, rec, args.threads, kind) for kind in ("threads", "processes")}
     contestants = {"serial": (1, lambda t: serial(src, rec, t)),
                    **{f"{kind}-{args.threads}": (args.threads, functools.partial(pooled, pool))
                       for kind, pool in pools.items()}}

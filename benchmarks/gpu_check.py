@@ -108,8 +108,8 @@ def loader_lane(src, rec, bs, device):
     CPU device the same lane and flags with the CPU decoder."""
     if device.type == "cuda":
         spec = LoaderPolicy(gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
-        return build_engine("torch", spec, src, rec, seed=0, batch_size=bs, device=device)
-    return TorchGpuLane(src, rec, seed=0, batch_size=bs, device=device, decode=cpu_decoder, **LOADER_LANE_FLAGS)
+        return build_engine("torch", spec, src, rec, batch_size=bs, device=device)
+    return TorchGpuLane(src, rec, batch_size=bs, device=device, decode=cpu_decoder, **LOADER_LANE_FLAGS)
 
 
 def dali_unavailable(device) -> str | None:
@@ -287,7 +287,7 @@ def main(argv=None) -> int:
     engines = {"torch": why_torch or (lambda s, r, b: loader_lane(s, r, b, device)),
                "dali": dali_unavailable(device) or (lambda s, r, b: build_engine(
                    "dali", LoaderPolicy(gpu_engine="dali", cpu_actors=0).lane_spec(device=device, recipe=r),
-                   s, r, seed=0, batch_size=b, device=device))}
+                   s, r, batch_size=b, device=device))}
     run.run("tolerance", lambda: tolerance(folders(), rec8, tol_bs, engines))
 
     def dali_section():
@@ -300,7 +300,7 @@ def main(argv=None) -> int:
     def headline():
         head_bs = min(256, len(src))
         idx = np.arange(head_bs)
-        batch = read_batch(src, rec8, 0, BatchTask(0, 0, idx))
+        batch = read_batch(src, rec8, BatchTask(0, 0, idx))
         from hybridload.lanes.gpu.torch_decoders import gpu_decoder
         decode = gpu_decoder(device) if device.type == "cuda" else cpu_decoder
         box: dict = {}
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
         procs = min(8, usable_cpus())  # the host preparation in worker processes: cores, not one GIL
-        lane = TorchGpuLane(src, rec8, seed=0, batch_size=head_bs, device=device, decode=decode,
+        lane = TorchGpuLane(src, rec8, batch_size=head_bs, device=device, decode=decode,
                             prep_threads=procs, prep_kind="processes", **LOADER_LANE_FLAGS)
         try:
             out["lane_alone_prep_processes_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)

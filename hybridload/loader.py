@@ -1,6 +1,6 @@
 """HybridLoader: the user-facing iterator of preprocessed, ordered, per-rank batches. It holds the
-arguments and the resume state (a `DistributedBatchSampler`), builds its lanes from a `LaneSpec`,
-and hands each pass to a `BatchStream`."""
+arguments and its batches (a `DistributedBatchSampler`, whose `PassState` owns the position and the
+saved state), builds its lanes from a `LaneSpec`, and hands each pass to a `BatchStream`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.kernels.batch import finish_batch
-from hybridload.loader_checks import check_device, check_epoch, check_seed, check_source, check_state
+from hybridload.loader_checks import check_device, check_epoch, check_seed
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
 from hybridload.lanes.spec import LaneSpec
@@ -29,12 +28,11 @@ from hybridload.sources import Source
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import LazyTasks
+from hybridload.delivery.finish import finish_batch
 from hybridload.delivery.transfer import DeviceMover, default_device
 from hybridload.errors import close_all, take_all
 
 log = logging.getLogger(__name__)
-
-STATE_VERSION = 1
 
 
 class HybridLoader:
@@ -98,10 +96,12 @@ class HybridLoader:
         sharding.check_order_size(len(source), order, "HybridLoader")
         self._sampler = DistributedBatchSampler(
             len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
-            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order)
+            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order,
+            fingerprint=source.fingerprint)
+        self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
         fn = check_batch_transform(batch_transform)
-        self._hook = BatchHook(fn, seed=seed, rank=rank) if fn is not None else None
+        self._hook = BatchHook(fn, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
         self._lanes, self._fallback = [], []  # type: list, list
@@ -128,7 +128,7 @@ class HybridLoader:
     """This process's rank, from `rank=` or torch.distributed (`RANK`, else 0)."""
     world_size = property(lambda self: self._sampler.world_size)
     """The number of ranks the dataset is split among (`world_size=`, torch.distributed, `WORLD_SIZE`, else 1)."""
-    epoch = property(lambda self: self._sampler.epoch)
+    epoch = property(lambda self: self._pass.epoch)
     """The epoch the next pass runs (`set_epoch`), or the one a resumed checkpoint is in."""
 
     def __len__(self) -> int:
@@ -153,9 +153,8 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         spec = self.lane_spec
-        built = build_lanes(spec, self.source, self.recipe, seed=self.seed,
-                            batch_size=self.batch_size, device=self.device, rank=self.rank,
-                            world_size=self.world_size, pin_memory=self._mover.pin_memory)
+        built = build_lanes(spec, self.source, self.recipe, batch_size=self.batch_size, device=self.device,
+                            rank=self.rank, world_size=self.world_size, pin_memory=self._mover.pin_memory)
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
         gpu, steer = any(lane.kind is LaneKind.GPU for lane in self._lanes), None
@@ -178,13 +177,13 @@ class HybridLoader:
         lanes = self._ensure_lanes()
         self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
-        epoch = self.epoch  # the pass's own, made into its tasks as they are reached
-        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b)))
+        epoch, seed, pass_id = self.epoch, self.seed, self._pass.pass_id  # the pass's own, on its tasks
+        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
         stats = self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
         stream = BatchStream(lanes, tasks, self._pass_config, start=start, hooks=stats, admission=self._admission,
                              fallback=self._fallback)
         self._streams[:] = [stream]
-        active = _Pass(self, stream)
+        active = _Pass(self, stream, pass_id, epoch, seed)
         self._active = weakref.ref(active)
         return active
 
@@ -196,36 +195,28 @@ class HybridLoader:
             self._streams.pop().close()
         self._active = None
 
-    def _deliver(self, result):
-        position = self._sampler.position  # this batch's place in the epoch (keys the batch hook)
-        self._sampler.mark_delivered()
+    def _deliver(self, result, p: "_Pass"):
+        position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
+        self._pass.advance(p.id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
-        # after the consumer's stream waits on the lane's CUDA event (if it recorded one)
+        # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        images = finish_batch(images, self.recipe, self.seed, self.epoch, result.indices)
+        images = finish_batch(images, self.recipe, p.seed, p.epoch, result.indices)
         if self._hook is not None:
-            images, labels = self._hook(images, labels, epoch=self.epoch, position=position)
+            images, labels = self._hook(images, labels, seed=p.seed, epoch=p.epoch, position=position)
         return (images, labels, *rest)
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:
         """Where the stream stands (the same on every rank of a DDP job in step): any rank, at any
         world size and batch size, resumes from it; see docs/guide/guarantees.md ("Resuming")."""
-        return {"version": STATE_VERSION, "epoch": self.epoch, "position": self._sampler.position,
-                "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
-                "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "num_samples": len(self.source), "order": self.order, "source": self.source.fingerprint(),
-                **self._sampler.plan_state()}
+        return self._pass.get_state()
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
         samples of the epoch not yet delivered follow, split among this loader's ranks; another
         dataset, seed or order is refused (`ResumeMismatchError`)."""
-        mine = {key: getattr(self, key) for key in ("seed", "shuffle", "drop_last")}
-        mine["num_samples"] = len(self.source)
-        check_state(state, mine, None, STATE_VERSION, order=self.order)
-        check_source(state, self.source.fingerprint(), "HybridLoader.load_state_dict")
-        self._sampler.resume_from(state, "HybridLoader.load_state_dict")  # checked whole before it changes
+        self._sampler.load_state_dict(state, "HybridLoader.load_state_dict")  # checked whole before it changes
         self._finish_pass(superseded=True)
 
     # ----------------------------------------------------------------- reporting / shutdown
@@ -240,7 +231,7 @@ class HybridLoader:
             plan["replans"] = list(online.history)
         d = self._stats.as_dict(plan=plan)
         d.update(pool_reports(self._lanes, self._fallback, self._stats))
-        d.update(epoch=self.epoch, position=self._sampler.position, rank=self.rank, world_size=self.world_size)
+        d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
         return d
 
     def reset_stats(self) -> None:
@@ -263,10 +254,12 @@ class HybridLoader:
 
 
 class _Pass:
-    """The iterator of one pass: the stream's results delivered to the device."""
+    """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
+    own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile."""
 
-    def __init__(self, loader: HybridLoader, stream: BatchStream):
+    def __init__(self, loader: HybridLoader, stream: BatchStream, pass_id: int, epoch: int, seed: int):
         self._loader, self._stream = loader, stream
+        self.id, self.epoch, self.seed = pass_id, epoch, seed
         self._superseded = False
 
     def __iter__(self):
@@ -275,7 +268,7 @@ class _Pass:
     def __next__(self):
         if self._superseded:
             raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        return self._loader._deliver(next(self._stream))
+        return self._loader._deliver(next(self._stream), self)
 
     def buffered(self) -> int:
         """Finished batches waiting to be delivered (bounded by the policy's window)."""

@@ -101,14 +101,6 @@ def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
-def finish_batch(buf: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
-    """Normalize a uint8 batch (`normalize_batch`), then apply the recipe's RandomErasing
-    (boxes keyed by seed, epoch and each sample's index): what delivery does to every lane's batch."""
-    out = normalize_batch(buf, recipe)
-    stage = recipe.erasing
-    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
-
-
 def start_reads(source: Source, indices) -> tuple[list, Reads]:
     """The refs of ``indices`` and their reads, started now where the source reads
     concurrently (remote storage), so a lane can overlap them with the batch before."""
@@ -156,7 +148,11 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
                 log.warning("substituted a zero image for %s", exc)
     finally:
         reads.close()
-    images = finish_batch(buf, recipe, seed, epoch, idx) if normalize else buf
+    images = buf
+    if normalize:  # the whole recipe here: the two ops delivery applies to a lane's uint8 batch (delivery.finish)
+        images = normalize_batch(buf, recipe)
+        if recipe.erasing is not None:
+            images = erase_batch(images, recipe.erasing, recipe.layout, seed, epoch, idx)
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 
 

@@ -173,7 +173,7 @@ def test_the_in_process_lane_starts_a_queued_batchs_reads_when_it_accepts_the_ba
     from hybridload.lanes.local.inprocess import InProcessLane
 
     src = sources.ImageFolder(slow_root, storage_options={"latency_s": 0.2})
-    lane = InProcessLane(src, REC, seed=0, threads=1)
+    lane = InProcessLane(src, REC, threads=1)
     assert lane.slots == 2  # the running batch and one queued behind it
     done, results = threading.Event(), []
 

@@ -169,7 +169,7 @@ def test_no_gpu_engine_builds_for_a_recipe_with_a_custom_stage(photo_root, engin
     from hybridload.lanes.gpu import build_engine
 
     with pytest.raises(LaneUnavailableError, match="CustomStage"):
-        build_engine(engine, LoaderPolicy().lane_spec(), sources.ImageFolder(photo_root), REC, seed=0, batch_size=4,
+        build_engine(engine, LoaderPolicy().lane_spec(), sources.ImageFolder(photo_root), REC, batch_size=4,
                      device=torch.device("cpu"))
 
 

@@ -73,10 +73,10 @@ def test_a_dropin_without_a_stateful_batch_sampler_says_what_to_pass():
         hybridload.DataLoader(Indexed(), batch_size=4).state_dict()
 
 
-def test_the_batch_sampler_refuses_a_state_missing_seed_or_n_as_hybridloader_does():
+def test_the_batch_sampler_refuses_a_state_missing_seed_or_its_size_as_hybridloader_does():
     from hybridload.errors import ResumeMismatchError
     state = DistributedBatchSampler(N, 3, seed=3).state_dict()
-    for key in ("seed", "n", "epoch", "position"):
+    for key in ("seed", "num_samples", "epoch", "position"):
         partial = {k: v for k, v in state.items() if k != key}
         with pytest.raises(ValueError, match=f"the state lacks {key}; pass the whole dict"):
             DistributedBatchSampler(N, 3, seed=3).load_state_dict(partial)

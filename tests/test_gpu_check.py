@@ -308,7 +308,7 @@ def ordering_lane(photo_root, monkeypatch):
     from hybridload.lanes.gpu import LOADER_LANE_FLAGS
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
-    return len(src), lambda: TorchGpuLane(src, rec, seed=0, batch_size=4, device="cpu", decode=ReusingDecoder(),
+    return len(src), lambda: TorchGpuLane(src, rec, batch_size=4, device="cpu", decode=ReusingDecoder(),
                                           **LOADER_LANE_FLAGS)
 
 
@@ -346,8 +346,7 @@ def test_gpu_check_builds_its_lane_as_the_loader_does(photo_root, monkeypatch, b
     from hybridload.lanes.gpu import build_engine, torch_decoders
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     monkeypatch.setattr(torch_decoders, "gpu_decoder", lambda device: gpu_check.cpu_decoder)
-    loader_built = build_engine("torch", LoaderPolicy(gpu_engine="torch").lane_spec(), src, rec, seed=0,
-                                batch_size=4, device=torch.device("cpu"))
+    loader_built = build_engine("torch", LoaderPolicy(gpu_engine="torch").lane_spec(), src, rec, batch_size=4, device=torch.device("cpu"))
     ours = gpu_check.loader_lane(src, rec, 4, torch.device("cpu"))
     try:
         assert (ours.host_sync, ours._normalize) == (loader_built.host_sync, loader_built._normalize) == (False, False)

@@ -117,7 +117,7 @@ def test_the_torch_engine_reroutes_a_bad_image_and_raises_a_device_fault(photo_r
     the lane (and breaks it after ``break_after``); a bad image leaves as Reroute."""
     def decode(datas):
         raise RuntimeError(message)
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                         device=torch.device("cpu"), decode=decode)
     try:
         with pytest.raises(Reroute if rerouted else RuntimeError) as info:
@@ -176,7 +176,7 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
         events.append("decode")
         return [torch.from_numpy(decode_image(bytes(d.numpy()))).permute(2, 0, 1) for d in datas]
 
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                         device=torch.device("cpu"), decode=decode)
     lane._stream = FakeStream()
     try:
@@ -201,7 +201,7 @@ def test_the_dali_lane_copies_a_batch_out_before_its_pipeline_runs_again(photo_r
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lane = DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+        lane = DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                         device="cpu")
     real_run = lane._pipe.run
 

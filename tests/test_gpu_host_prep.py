@@ -36,14 +36,14 @@ def test_a_batch_is_cut_into_contiguous_parts_of_at_least_min_part(n, workers, s
 
 
 def _lane(src, rec, prep_threads):
-    return TorchGpuLane(src, rec, seed=3, batch_size=40, device="cpu", decode=cpu_decode,
+    return TorchGpuLane(src, rec, batch_size=40, device="cpu", decode=cpu_decode,
                         prep_threads=prep_threads)
 
 
 def test_prepared_in_parts_the_batches_equal_one_thread_one_image_at_a_time(photo_root):
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     n = len(src)
-    tasks = [BatchTask(k, 1, (np.arange(40) * 7 + k) % n) for k in range(3)]
+    tasks = [BatchTask(k, 1, (np.arange(40) * 7 + k) % n, seed=3) for k in range(3)]
     one, many = _lane(src, rec, 1), _lane(src, rec, 4)
     try:
         for t in tasks:
@@ -116,8 +116,8 @@ def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
     from hybridload.lanes.gpu.feed import join_batch
     from hybridload.lanes.gpu.prep import PrepPool
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
-    task = BatchTask(0, 2, (np.arange(40) * 5) % len(src))
-    threads, procs = PrepPool(src, rec, 3, 2, "threads"), PrepPool(src, rec, 3, 2, "processes")
+    task = BatchTask(0, 2, (np.arange(40) * 5) % len(src), seed=3)
+    threads, procs = PrepPool(src, rec, 2, "threads"), PrepPool(src, rec, 2, "processes")
     try:
         a, b = join_batch(threads.start(task)), join_batch(procs.start(task))
         assert a.payloads == b.payloads and np.array_equal(a.labels, b.labels)
@@ -126,14 +126,14 @@ def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
         threads.shutdown()
         procs.shutdown()
     with pytest.raises(ValueError, match="prep kind must be one of"):
-        PrepPool(src, rec, 3, 2, "fibers")
+        PrepPool(src, rec, 2, "fibers")
 
 
 def test_a_bad_sample_prepared_in_a_worker_process_is_rerouted_naming_it(photo_root, bad_files):
     from hybridload.sources import FileList
     good = sources.ImageFolder(photo_root)
     src = FileList([good.ref(i % len(good)).location for i in range(39)] + [bad_files["text"]], [0] * 40)
-    lane = TorchGpuLane(src, recipe.imagenet_train(32), seed=3, batch_size=40, device="cpu", decode=cpu_decode,
+    lane = TorchGpuLane(src, recipe.imagenet_train(32), batch_size=40, device="cpu", decode=cpu_decode,
                         prep_threads=2, prep_kind="processes")
     try:
         with pytest.raises(Reroute, match=r"sample 39 \(.*\) is not a JPEG"):

@@ -118,7 +118,7 @@ def test_dali_device_id_is_the_resolved_device(photo_root, monkeypatch):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
     seen = {}
     monkeypatch.setattr(pipelines, "build_pipeline", lambda rec, **kw: seen.update(kw) or object())
-    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                              device="cuda")
     assert seen["device_id"] == 3 and lane.describe() == "GPU lane: DALI on cuda:3" and lane.kind is LaneKind.GPU
     lane._pool.shutdown()
@@ -133,8 +133,7 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
     monkeypatch.setattr(pipelines, "build_pipeline", broken)
     src = sources.ImageFolder(photo_root)
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*could not build.*CPU lanes"):
-        assert make_gpu_lane(LoaderPolicy(gpu_engine="dali").lane_spec(), src, recipe.imagenet_train(32), seed=0,
-                             batch_size=4, device="cpu") is None
+        assert make_gpu_lane(LoaderPolicy(gpu_engine="dali").lane_spec(), src, recipe.imagenet_train(32), batch_size=4, device="cpu") is None
     rec = recipe.imagenet_train(32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -152,7 +151,7 @@ def test_the_torch_engine_without_torchvision_falls_back_with_a_warning(photo_ro
     with pytest.warns(RuntimeWarning, match="torch: no JPEG decoder works .*torchvision: LaneUnavailableError: "
                                             "the torch GPU engine needs torchvision"):
         assert make_gpu_lane(LoaderPolicy(gpu_engine="torch").lane_spec(), sources.ImageFolder(photo_root),
-                             recipe.imagenet_train(32), seed=0, batch_size=4, device="cpu") is None
+                             recipe.imagenet_train(32), batch_size=4, device="cpu") is None
 
 
 # ------------------------------------------------------------------ fix 4: stream safety
@@ -161,7 +160,7 @@ def test_the_consumer_stream_waits_on_the_lanes_event_before_the_batch_is_handed
     monkeypatch.setattr(torch.cuda, "Stream", fake.Stream)
     monkeypatch.setattr(torch.cuda, "Event", fake.Event)
     monkeypatch.setattr(torch.cuda, "stream", fake.stream)
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                         device=torch.device("cuda", 0), decode=cpu_decode)
     result = lane.run_batch(BatchTask(0, 0, np.arange(4)))
     lane.close()
@@ -223,7 +222,7 @@ def test_only_a_samples_decode_problem_is_rerouted(exc, sample):
 
 
 def test_cuda_oom_in_the_dali_lane_is_a_lane_failure_not_a_reroute(photo_root):
-    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                              device="cpu")
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory")
 
@@ -243,7 +242,7 @@ def test_cuda_oom_in_the_dali_lane_is_a_lane_failure_not_a_reroute(photo_root):
 def test_torch_engine_reroutes_decode_problems_and_raises_the_rest(photo_root, exc, want):
     def decode(datas):
         raise exc
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), seed=0, batch_size=4,
+    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
                         device=torch.device("cpu"), decode=decode)
     with pytest.raises(want) as info:
         lane.run_batch(BatchTask(0, 0, np.arange(4)))
@@ -275,10 +274,10 @@ def test_exif_orientation_is_ignored_by_the_cpu_lane_dali_and_the_torch_engine(e
     idx = np.arange(4)
     cpu = process_batch(exif_source, rec, idx, 0, 0).images
     with pytest.warns(RuntimeWarning) if not dali_mod._CPU_ONLY_WARNED else contextlib.nullcontext():
-        dali = dali_mod.DaliLane(exif_source, rec, seed=0, batch_size=4, device="cpu")
+        dali = dali_mod.DaliLane(exif_source, rec, batch_size=4, device="cpu")
     dali_imgs = dali.run_batch(BatchTask(0, 0, idx)).images
     dali.close()
-    torch_imgs = TorchGpuLane(exif_source, rec, seed=0, batch_size=4, device=torch.device("cpu"),
+    torch_imgs = TorchGpuLane(exif_source, rec, batch_size=4, device=torch.device("cpu"),
                               decode=cpu_decode).run_batch(BatchTask(0, 0, idx)).images
     for got in (dali_imgs, torch_imgs):
         assert got.shape == cpu.shape
@@ -292,7 +291,7 @@ def test_dali_cpu_only_mode_warns_once_per_process(photo_root, monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         spec = LoaderPolicy().lane_spec(device="cpu")
-        lanes = [make_gpu_lane(spec, src, rec, seed=0, batch_size=4, device="cpu") for _ in range(2)]
+        lanes = [make_gpu_lane(spec, src, rec, batch_size=4, device="cpu") for _ in range(2)]
     loud = [w for w in caught if "CPU-only mode (no GPU visible)" in str(w.message)]
     assert len(loud) == 1 and all(lane.describe() == "GPU lane: DALI CPU-only mode, no GPU visible" for lane in lanes)
     for lane in lanes:

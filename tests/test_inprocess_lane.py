@@ -39,7 +39,7 @@ def test_a_one_thread_lane_runs_torch_on_its_own_thread_and_leaves_the_trainers_
     before = torch.get_num_threads()
     torch.set_num_threads(2)  # as on the 2-core box (the test machine may have more)
     ds = _SeesThreads()
-    lane = InProcessLane(sources.TorchDataset(ds), recipe.imagenet_eval(32), seed=0, threads=1)
+    lane = InProcessLane(sources.TorchDataset(ds), recipe.imagenet_eval(32), threads=1)
     try:
         lane.run_batch(BatchTask(0, 0, np.arange(2)))  # on this thread: the trainer's count
         done = threading.Event()

@@ -134,7 +134,7 @@ def test_submit_after_close_is_a_clear_error_and_close_runs_once_across_threads(
 
 
 def test_the_in_process_lane_through_the_template(photo_root):
-    lane = InProcessLane(sources.ImageFolder(photo_root), REC, seed=0, threads=2)
+    lane = InProcessLane(sources.ImageFolder(photo_root), REC, threads=2)
     got, ev = [], threading.Event()
     try:
         lane.submit(task(0, 4), lambda t, r: (got.append(r), ev.set()))
@@ -178,7 +178,7 @@ class SizesEngine(GpuLane):
 
 
 def sizes_engine(photo_root, rec=REC, **kw) -> SizesEngine:
-    return SizesEngine(sources.ImageFolder(photo_root), rec, seed=0, batch_size=4, device="cpu", **kw)
+    return SizesEngine(sources.ImageFolder(photo_root), rec, batch_size=4, device="cpu", **kw)
 
 
 def test_the_gpu_skeleton_reads_decodes_augments_and_delivers(photo_root):

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.loader_checks import check_epoch, check_seed, check_state
+from hybridload.loader_checks import check_epoch, check_seed
+from hybridload.sampling.pass_state import PassState
 from hybridload.sampling.sharding import resolve_rank
 
 REC = recipe.imagenet_train(32)
@@ -20,9 +21,16 @@ def good_state(**kw):
     return s
 
 
-def test_check_state_returns_epoch_and_position_of_a_good_state():
-    assert check_state(good_state(), MINE, 8, 1) == (2, 3)
-    assert check_state(good_state(position=8), MINE, 8, 1) == (2, 8)
+def mine():
+    """A pass of MINE's loader: 60 samples in batches of 8, one rank (8 batches an epoch)."""
+    return PassState(60, 8, seed=0, shuffle=True, drop_last=False, rank=0, world_size=1)
+
+
+def test_a_good_state_resumes_its_epoch_and_position():
+    for position in (3, 8):
+        ps = mine()
+        ps.reset(good_state(position=position), "HybridLoader.load_state_dict")
+        assert (ps.epoch, ps.begin()) == (2, position)
 
 
 @pytest.mark.parametrize("state, field", [
@@ -38,9 +46,12 @@ def test_check_state_returns_epoch_and_position_of_a_good_state():
     (good_state(version=7), "version 7"),
     (good_state(seed=5), "saved with seed=5"),
 ])
-def test_check_state_refuses_each_bad_field_naming_it(state, field):
+def test_a_state_with_a_bad_field_is_refused_naming_it_and_changes_nothing(state, field):
+    ps = mine()
+    before = ps.get_state()
     with pytest.raises((TypeError, ValueError), match=field):
-        check_state(state, MINE, 8, 1)
+        ps.reset(state, "HybridLoader.load_state_dict")
+    assert ps.get_state() == before
 
 
 def test_loader_load_state_dict_refuses_out_of_range_position_and_keeps_its_state(photo_root):

@@ -28,7 +28,7 @@ def test_process_lane_stream_is_bit_identical_to_the_in_process_lane(photo_root,
 
 def test_a_bad_sample_comes_back_as_sample_error_with_its_fields(photo_root, bad_files):
     src = sources.FileList([os.path.join(photo_root, p) for p in _some(photo_root, 3)] + [bad_files["truncated"]])
-    lane = ProcessLane(src, REC, seed=0, workers=1, batch_size=4)
+    lane = ProcessLane(src, REC, workers=1, batch_size=4)
     try:
         with pytest.raises(SampleError) as info:
             lane.run_batch(BatchTask(0, 0, np.arange(4)))
@@ -39,7 +39,7 @@ def test_a_bad_sample_comes_back_as_sample_error_with_its_fields(photo_root, bad
 
 
 def test_a_dead_worker_ends_its_batch_in_worker_lost_and_is_replaced(photo_root):
-    lane = ProcessLane(sources.ImageFolder(photo_root), REC, seed=0, workers=1, batch_size=4)
+    lane = ProcessLane(sources.ImageFolder(photo_root), REC, workers=1, batch_size=4)
     try:
         lane.run_batch(BatchTask(0, 0, np.arange(4)))
         got, ev = [], threading.Event()
@@ -53,7 +53,7 @@ def test_a_dead_worker_ends_its_batch_in_worker_lost_and_is_replaced(photo_root)
 
 
 def test_close_stops_every_worker_and_frees_the_slots(photo_root):
-    lane = ProcessLane(sources.ImageFolder(photo_root), REC, seed=0, workers=2, batch_size=4)
+    lane = ProcessLane(sources.ImageFolder(photo_root), REC, workers=2, batch_size=4)
     lane.run_batch(BatchTask(0, 0, np.arange(4)))
     procs, names = list(lane._procs), [s.name for s in lane._shm]
     lane.close()
@@ -122,7 +122,7 @@ def test_a_forked_worker_does_not_inherit_locks_held_by_parent_threads(photo_roo
     holder = threading.Thread(target=hold, daemon=True)
     holder.start()
     assert held.wait(10)
-    lane = ProcessLane(IoPoolSource(photo_root), REC, seed=0, workers=1, batch_size=4, start_method="fork")
+    lane = ProcessLane(IoPoolSource(photo_root), REC, workers=1, batch_size=4, start_method="fork")
     try:
         got, ev = [], threading.Event()
         lane.submit(BatchTask(0, 0, np.arange(4)), lambda t, out: (got.append(out), ev.set()))
@@ -170,7 +170,7 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
     cleared, and the new task went to the old queue."""
     import logging
     import time
-    lane = ProcessLane(SlowSource(photo_root), recipe.imagenet_eval(32), seed=0, workers=2, batch_size=2)
+    lane = ProcessLane(SlowSource(photo_root), recipe.imagenet_eval(32), workers=2, batch_size=2)
     in_handler = threading.Event()
 
     class SlowHandler(logging.Handler):  # a slow log handler (a network one, a loaded machine)
@@ -209,7 +209,7 @@ def test_shared_memory_slots_hold_a_uint8_batch_not_four_times_it(photo_root):
     """The workers write uint8 batches (the loader normalizes on its device): each slot is one
     such batch in /dev/shm (before: sized for float32, 4x), and a full batch still fits it."""
     rec = recipe.imagenet_train(48, normalize=True)  # Normalize runs in the loader, not in the workers
-    lane = ProcessLane(sources.ImageFolder(photo_root), rec, seed=0, workers=1, batch_size=4)
+    lane = ProcessLane(sources.ImageFolder(photo_root), rec, workers=1, batch_size=4)
     try:
         batch_bytes = 4 * 3 * 48 * 48
         assert [os.stat(f"/dev/shm/{s.name}").st_size for s in lane._shm] == [batch_bytes] * lane.slots

@@ -113,7 +113,7 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
     src = GatedFolder(photo_root)
     src.gate = threading.Event()
     pool = PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded")
-    lane = RayLane(src, REC, pool, seed=4, ship_bytes=True)
+    lane = RayLane(src, REC, pool, ship_bytes=True)
     got: dict = {}
     arrived = threading.Condition()
 
@@ -122,7 +122,7 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
             got.setdefault(task.seq, []).append(out)
             arrived.notify_all()
     try:
-        slow, bad = BatchTask(0, 0, np.arange(4)), BatchTask(1, 0, np.arange(5, 9))  # 5 first: fails at once
+        slow, bad = BatchTask(0, 0, np.arange(4), seed=4), BatchTask(1, 0, np.arange(5, 9), seed=4)  # 5 first: fails at once
         t0 = time.perf_counter()
         lane.submit(slow, done)
         lane.submit(bad, done)
@@ -136,7 +136,7 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
         time.sleep(0.5)  # room for a second report, were there one
         assert len(got[1]) == 1 and isinstance(got[1][0], RuntimeError) and "sample 5" in str(got[1][0])
         assert len(got[0]) == 1 and lane.in_flight == 0
-        local = InProcessLane(sources.ImageFolder(photo_root), REC, seed=4, threads=1)
+        local = InProcessLane(sources.ImageFolder(photo_root), REC, threads=1)
         want = local.run_batch(slow)
         local.close()
         assert torch.equal(got[0][0].images, want.images) and got[0][0].labels.tolist() == want.labels.tolist()
@@ -249,22 +249,22 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
     from hybridload.lanes.ray import PoolConfig, RayLane
 
     lane = RayLane(sources.ImageFolder(photo_root), REC,
-                   PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"), seed=4)
+                   PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"))
     got, arrived = [], threading.Event()
 
     def done(task, out):
         got.append((threading.current_thread().name, out))
         arrived.set()
     try:
-        task = BatchTask(0, 0, np.arange(4))
+        task = BatchTask(0, 0, np.arange(4), seed=4)
         lane.submit(task, done)
         assert arrived.wait(120), "no result within 120 s"
-        measured = lane.run_batch(BatchTask(1, 0, np.arange(4)))  # run_batch converts on its caller's thread
+        measured = lane.run_batch(BatchTask(1, 0, np.arange(4), seed=4))  # run_batch converts on its caller's thread
     finally:
         lane.close()
     (thread, out), = got
     assert thread.startswith("hybridload-ray-convert"), thread
-    local = InProcessLane(sources.ImageFolder(photo_root), REC, seed=4, threads=1)
+    local = InProcessLane(sources.ImageFolder(photo_root), REC, threads=1)
     try:
         want = local.run_batch(task)
     finally:

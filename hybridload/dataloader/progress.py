@@ -15,11 +15,12 @@ STATE_KEY = "batch_sampler"
 
 
 def _stateful(batch_sampler: Any) -> bool:
-    return all(hasattr(batch_sampler, m) for m in ("prepare_pass", "state_at", "load_state_dict"))
+    return all(hasattr(batch_sampler, m) for m in ("prepare_pass", "pass_state", "load_state_dict"))
 
 
 class PassProgress:
-    """Counts the batches of the current pass delivered to the consumer.
+    """Reports the batches of the current pass delivered to the consumer to the batch sampler's
+    `PassState` (the one owner of the position and the state).
 
     Args:
         batch_sampler: the loader's batch sampler (only a stateful one is tracked).
@@ -29,19 +30,16 @@ class PassProgress:
     def __init__(self, batch_sampler: Any, where: str = "DataLoader"):
         self.sampler = batch_sampler if _stateful(batch_sampler) else None
         self.where = where
-        self.start: int | None = None  # the live pass's first batch; None: no pass begun since the last load
-        self.delivered = 0
-        self.pass_id = 0  # the live pass: an older pass's iterator no longer counts
+        self.pass_id: int | None = None  # the live pass: an older pass's iterator no longer counts
 
     def begin(self) -> None:
         """A pass starts: the sampler begins it now, so its start is known."""
         if self.sampler is not None:
-            self.start, self.delivered = self.sampler.prepare_pass(), 0
-            self.pass_id += 1
+            self.pass_id = self.sampler.prepare_pass()
 
     def wrap(self, it: Iterator) -> Iterator:
         """``it``, counting what it hands out when the sampler is tracked (else ``it`` itself)."""
-        return Counted(it, self) if self.sampler is not None else it
+        return Counted(it, self.sampler.pass_state, self.pass_id) if self.sampler is not None else it
 
     def _need(self, what: str):
         if self.sampler is None:
@@ -52,9 +50,7 @@ class PassProgress:
 
     def state_dict(self) -> dict:
         """The batch sampler's state at the last batch the consumer received."""
-        sampler = self._need("state_dict")
-        position = sampler.position if self.start is None else self.start + self.delivered
-        return {STATE_KEY: sampler.state_at(position)}
+        return {STATE_KEY: self._need("state_dict").state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Resume from a ``state_dict()`` of any rank, at any world size and batch size."""
@@ -63,14 +59,13 @@ class PassProgress:
             raise TypeError(f"{self.where}.load_state_dict: state must be the dict {self.where}.state_dict() returned "
                             f"(with a {STATE_KEY!r} entry), got {type(state).__name__}")
         sampler.load_state_dict(state[STATE_KEY])
-        self.start, self.delivered, self.pass_id = None, 0, self.pass_id + 1
 
 
 class Counted:
-    """An iterator of batches that counts each one it hands out on its `PassProgress`."""
+    """An iterator of batches that reports each one it hands out to a `PassState` as pass ``pass_id``'s."""
 
-    def __init__(self, it: Iterator, progress: PassProgress):
-        self._it, self._progress, self._pass = it, progress, progress.pass_id
+    def __init__(self, it: Iterator, pass_state: Any, pass_id: int | None):
+        self._it, self._state, self._pass = it, pass_state, pass_id
 
     def __iter__(self):
         return self
@@ -80,6 +75,6 @@ class Counted:
 
     def __next__(self):
         batch = next(self._it)
-        if self._pass == self._progress.pass_id:
-            self._progress.delivered += 1
+        if self._pass is not None:
+            self._state.advance(self._pass)
         return batch

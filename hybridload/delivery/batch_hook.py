@@ -57,12 +57,12 @@ def _name(fn) -> str:
 class BatchHook:
     """Runs ``fn`` on delivered batches with their keyed generator, checking what it returns."""
 
-    def __init__(self, fn: BatchTransform, *, seed: int, rank: int):
-        self.fn, self.seed, self.rank = fn, int(seed), int(rank)
+    def __init__(self, fn: BatchTransform, *, rank: int):
+        self.fn, self.rank = fn, int(rank)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor, *, epoch: int,
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, *, seed: int, epoch: int,
                  position: int) -> tuple[torch.Tensor, torch.Tensor]:
-        gen = batch_generator(self.seed, epoch, self.rank, position, images.device)
+        gen = batch_generator(seed, epoch, self.rank, position, images.device)
         out = self.fn(images, labels, gen)
         return check_result(out, len(images), where=f"batch_transform {_name(self.fn)} (batch {position} of "
                                                      f"epoch {epoch})")

@@ -4,6 +4,10 @@ A reorder buffer keyed by sequence number. Producers ``put`` results (or excepti
 lanes finish them; the consumer ``get``s them in order. ``admits(seq)`` tells the
 dispatcher whether a task may be started: only sequences inside the window ahead of the
 consumer are, which bounds memory in flight by the window, not by the dataset.
+
+``next`` is the buffer's own cursor (the next sequence to release), not the pass's place in
+its epoch: what was delivered, and what a checkpoint saves, is counted once, by the loader's
+`hybridload.sampling.pass_state.PassState`.
 """
 
 from __future__ import annotations

@@ -45,23 +45,24 @@ class BatchTask:
     """One batch to produce: its sequence number in the rank's epoch and its indices.
 
     Whoever makes the pass's tasks (the loader, the drop-in) sets ``size``, the samples it
-    counts as (what the stats count), and ``seed``, the pass's seed for this task where the
-    lane's workers reseed per task (the drop-in's actors); None: the lane keys its randomness
-    by (its seed, epoch, index). A pass's state travels on its tasks, never on a lane.
+    counts as (what the stats count), and ``seed``, the key of the task's randomness: a
+    HybridLoader's stream seed (every draw keyed by (seed, epoch, index)), or the drop-in's
+    per-batch reseed of ``random``/``numpy``/``torch``. A pass's state (epoch, seed) travels on
+    its tasks, never on a lane: a lane serves every pass alike.
 
     Attributes:
         seq: the batch's position in the rank's pass (``tasks[k].seq == k``).
         epoch: the epoch it belongs to.
         indices: the dataset indices of its samples, in order.
         size: the samples it counts as in the stats.
-        seed: the pass's seed for this task, or None (see above).
+        seed: the key of the task's randomness (see above).
     """
 
     seq: int
     epoch: int
     indices: np.ndarray
     size: int = 0
-    seed: int | None = None
+    seed: int = 0
 
 
 Done = Callable[[BatchTask, object], None]

@@ -25,7 +25,7 @@ class BuiltLanes:
     fallback: list[Lane] = field(default_factory=list)
 
 
-def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device,
+def build_lanes(spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device,
                 rank: int, world_size: int, pin_memory: bool) -> BuiltLanes:
     """Build the lanes ``spec`` asks for; a GPU lane that cannot run here is replaced by the
     CPU lane, with a warning."""
@@ -33,24 +33,24 @@ def build_lanes(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, d
         log.warning("%s", note)
     out = BuiltLanes()
     try:
-        gpu = _gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device) if spec.gpu else None
+        gpu = _gpu_lane(spec, source, recipe, batch_size=batch_size, device=device) if spec.gpu else None
         if gpu is not None:
             out.lanes.append(gpu)
         if gpu is not None and spec.cpu_standby:
-            standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
+            standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank,
                                 world_size=world_size, pin_memory=pin_memory)
             out.lanes.append(standby)
             out.fallback.append(standby)
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == "processes":
             from hybridload.lanes.local.process import ProcessLane
-            out.lanes.append(ProcessLane(source, recipe, seed=seed, workers=spec.threads,
+            out.lanes.append(ProcessLane(source, recipe, workers=spec.threads,
                                          batch_size=batch_size, on_error=spec.on_error, pin_memory=pin_memory,
                                          start_method=spec.start_method))
         else:
-            out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, seed=seed, rank=rank,
+            out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, rank=rank,
                                        world_size=world_size, pin_memory=pin_memory))
             if spec.actor_fallback:  # batches the cluster has no actor for run here (threads)
-                standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, seed=seed, rank=rank,
+                standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank,
                                     world_size=world_size, pin_memory=pin_memory, name=FALLBACK_NAME)
                 out.lanes.append(standby)
                 out.fallback.append(standby)
@@ -67,16 +67,16 @@ def close_lanes(lanes: list) -> None:
     close_all(take_all(lanes), "closing lanes", log=log)
 
 
-def _gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int, device: torch.device):
+def _gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device):
     from hybridload.lanes.gpu import make_gpu_lane
-    return make_gpu_lane(spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
+    return make_gpu_lane(spec, source, recipe, batch_size=batch_size, device=device)
 
 
-def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank: int, world_size: int,
+def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, rank: int, world_size: int,
               pin_memory: bool, name: str | None = None) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        lane = InProcessLane(source, recipe, seed=seed, threads=spec.threads,
+        lane = InProcessLane(source, recipe, threads=spec.threads,
                              on_error=spec.on_error, pin_memory=pin_memory)
         if name is not None:
             lane.name = name
@@ -86,7 +86,7 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, seed: int, rank
     rules = PlacementRules(placement=spec.placement, reserve_local_cpus=spec.reserve_local_cpus,
                            cpu_actors=spec.cpu_actors, rank=rank, world_size=world_size)
     pool = PoolConfig(rules=rules, ray_address=spec.ray_address, when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s)
-    return RayLane(source, recipe, pool, seed=seed, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
+    return RayLane(source, recipe, pool, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
                    pin_memory=pin_memory)
 
 

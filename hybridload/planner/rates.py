@@ -99,7 +99,7 @@ def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, bat
     lane, errors = None, []
     for name in spec.gpu_engines:
         try:
-            lane = build_engine(name, spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
+            lane = build_engine(name, spec, source, recipe, batch_size=batch_size, device=device)
             break
         except (LaneUnavailableError, ValueError) as exc:
             errors.append(f"{name}: {exc}")
@@ -111,12 +111,12 @@ def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, bat
     sync = _synchronizer(lane.device if hasattr(lane, "device") else torch.device(device))
     try:
         gen = _chunks(indices, batch_size)
-        lane.run_batch(BatchTask(0, 0, next(gen)))  # warm up
+        lane.run_batch(BatchTask(0, 0, next(gen), seed=seed))  # warm up
         sync()
         n, seq, waited = 0, 1, 0.0
         cpu0, t0 = time.process_time(), time.perf_counter()
         while True:
-            n += len(lane.run_batch(BatchTask(seq, 0, next(gen))).indices)
+            n += len(lane.run_batch(BatchTask(seq, 0, next(gen), seed=seed)).indices)
             seq += 1
             w0 = time.thread_time()
             sync()

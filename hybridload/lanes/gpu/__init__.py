@@ -56,17 +56,17 @@ class LaneFlags(TypedDict):
 LOADER_LANE_FLAGS: LaneFlags = {"normalize_output": False, "host_sync": False}
 
 
-def _dali(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
+def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.dali import DaliLane
-    return DaliLane(source, recipe, seed=seed, batch_size=batch_size, device=device,
+    return DaliLane(source, recipe, batch_size=batch_size, device=device,
                     num_threads=spec.gpu_threads, memory_budget_mb=spec.gpu_memory_budget_mb, **LOADER_LANE_FLAGS)
 
 
-def _torch(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
+def _torch(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.torch_decoders import gpu_decoder
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
     decode = gpu_decoder(device)  # torchcodec's, else torchvision's; LaneUnavailableError when neither decodes
-    return TorchGpuLane(source, recipe, seed=seed, batch_size=batch_size, device=device, decode=decode,
+    return TorchGpuLane(source, recipe, batch_size=batch_size, device=device, decode=decode,
                         memory_budget_mb=spec.gpu_memory_budget_mb, prep_threads=spec.gpu_threads,
                         **LOADER_LANE_FLAGS)
 
@@ -74,23 +74,23 @@ def _torch(spec: LaneSpec, source, recipe, *, seed, batch_size, device) -> Lane:
 ENGINES = {"dali": _dali, "torch": _torch}
 
 
-def build_engine(engine: str, spec: LaneSpec, source, recipe, *, seed: int, batch_size: int,
+def build_engine(engine: str, spec: LaneSpec, source, recipe, *, batch_size: int,
                  device: torch.device) -> Lane:
     """The lane of one named engine, with the GPU knobs of ``spec`` (threads, memory budget);
     raises LaneUnavailableError / ValueError when it cannot run."""
     if not recipe.gpu_capable:
         raise LaneUnavailableError("the recipe holds a CustomStage, which runs on CPU lanes only")
-    return ENGINES[engine](spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
+    return ENGINES[engine](spec, source, recipe, batch_size=batch_size, device=device)
 
 
-def make_gpu_lane(spec: LaneSpec, source, recipe, *, seed: int, batch_size: int,
+def make_gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int,
                   device: str | torch.device | None) -> Lane | None:
     """The first of ``spec.gpu_engines`` that builds, or None (with one RuntimeWarning) when none can run."""
     device = resolve_device(device)
     reasons = [spec.gpu_engines_note] if spec.gpu_engines_note else []
     for name in spec.gpu_engines:
         try:
-            return build_engine(name, spec, source, recipe, seed=seed, batch_size=batch_size, device=device)
+            return build_engine(name, spec, source, recipe, batch_size=batch_size, device=device)
         except (LaneUnavailableError, ValueError) as exc:
             reasons.append(f"{name}: {exc}")
             log.info("GPU engine %s unavailable: %s", name, exc)

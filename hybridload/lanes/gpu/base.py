@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from hybridload.delivery.transfer import resolve_device
-from hybridload.kernels.batch import finish_batch
+from hybridload.delivery.finish import finish_batch
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
 from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
@@ -73,11 +73,11 @@ class GpuLane(PooledLane):
     name = "gpu"
     kind = LaneKind.GPU
 
-    def __init__(self, source, recipe, *, seed: int, batch_size: int, device, memory_budget_mb: float | None = None,
+    def __init__(self, source, recipe, *, batch_size: int, device, memory_budget_mb: float | None = None,
                  normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
                  prep_kind: str = "threads"):
         super().__init__()
-        self.source, self.recipe, self.seed = source, recipe, seed
+        self.source, self.recipe = source, recipe
         self.device = resolve_device(device)
         self.on_cuda = self.device.type == "cuda"
         self._normalize, self.host_sync = normalize_output, host_sync
@@ -85,7 +85,7 @@ class GpuLane(PooledLane):
         self.parallelism = 1  # one batch at a time (an engine's own threads work inside it)
         self._stream = torch.cuda.Stream(device=self.device) if self.on_cuda else None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
-        self._prep = PrepPool(source, recipe, seed, prep_threads, prep_kind)
+        self._prep = PrepPool(source, recipe, prep_threads, prep_kind)
         self.prep_threads = self._prep.workers
         self._started: dict[int, list] = {}  # id(task) -> its preparation's futures
 
@@ -110,7 +110,7 @@ class GpuLane(PooledLane):
         with self.on_stream():
             images = self._augment(task, batch, decoded)
             if self._normalize:
-                images = finish_batch(images, self.recipe, self.seed, task.epoch, task.indices)
+                images = finish_batch(images, self.recipe, task.seed, task.epoch, task.indices)
             ready = record_ready(self._stream, self.host_sync) if self.on_cuda else None
         return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
                               self.name, ready=ready)

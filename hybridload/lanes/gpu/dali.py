@@ -66,7 +66,7 @@ class DaliLane(GpuLane):
         ValueError: the recipe does not fit the DALI chain.
     """
 
-    def __init__(self, source, recipe, *, seed: int, batch_size: int, device: torch.device,
+    def __init__(self, source, recipe, *, batch_size: int, device: torch.device,
                  num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
                  host_sync: bool = True):
         from hybridload.pipelines import build_pipeline, used_inputs
@@ -83,11 +83,11 @@ class DaliLane(GpuLane):
         self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
         try:
             self._pipe = build_pipeline(recipe, batch_size=batch_size, device_id=self.device_id,
-                                        num_threads=num_threads, seed=seed)
+                                        num_threads=num_threads)  # no random op in it: the draws come in
         except RuntimeError as exc:
             raise LaneUnavailableError(f"DALI could not build its pipeline on {device} "
                                        f"({str(exc).splitlines()[0][:300]})") from None
-        super().__init__(source, recipe, seed=seed, batch_size=batch_size, device=device,
+        super().__init__(source, recipe, batch_size=batch_size, device=device,
                          memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync)
         if self.cpu_only:
             _warn_cpu_only()

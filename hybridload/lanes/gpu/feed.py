@@ -52,9 +52,10 @@ class GpuBatchResult(BatchResult):
 MIN_PART = 16  # samples: smaller parts cost more in hand-offs than they save
 
 
-def read_batch(source, recipe, seed: int, task: BatchTask) -> BatchInput:
-    """Read and check every sample of ``task``; `Reroute` for one a GPU decoder cannot take."""
-    return read_part(source, recipe, seed, task.epoch, task.indices)
+def read_batch(source, recipe, task: BatchTask) -> BatchInput:
+    """Read and check every sample of ``task`` (its parameters keyed by the task's seed and epoch);
+    `Reroute` for one a GPU decoder cannot take."""
+    return read_part(source, recipe, task.seed, task.epoch, task.indices)
 
 
 def read_part(source, recipe, seed: int, epoch: int, indices) -> BatchInput:

@@ -25,12 +25,12 @@ PREP_KINDS = ("threads", "processes")
 _WORKER: dict = {}
 
 
-def _init_worker(source, recipe, seed: int) -> None:
-    _WORKER.update(source=source, recipe=recipe, seed=seed)
+def _init_worker(source, recipe) -> None:
+    _WORKER.update(source=source, recipe=recipe)
 
 
-def _part_in_worker(epoch: int, indices) -> object:
-    return read_part(_WORKER["source"], _WORKER["recipe"], _WORKER["seed"], epoch, indices)
+def _part_in_worker(seed: int, epoch: int, indices) -> object:
+    return read_part(_WORKER["source"], _WORKER["recipe"], seed, epoch, indices)
 
 
 class PrepPool:
@@ -40,7 +40,7 @@ class PrepPool:
         ValueError: ``kind`` is not one of PREP_KINDS.
     """
 
-    def __init__(self, source, recipe, seed: int, workers: int, kind: str = "threads"):
+    def __init__(self, source, recipe, workers: int, kind: str = "threads"):
         if kind not in PREP_KINDS:
             raise ValueError(f"prep kind must be one of {PREP_KINDS}, got {kind!r}")
         self.workers, self.kind = max(1, int(workers)), kind
@@ -49,11 +49,11 @@ class PrepPool:
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["hybridload.lanes.gpu.feed"])
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
-                                             initargs=(source, recipe, seed))
+                                             initargs=(source, recipe))
             self._part = _part_in_worker
         else:
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="hybridload-gpu-prep")
-            self._part = functools.partial(self._read_part, source, recipe, seed)
+            self._part = functools.partial(self._read_part, source, recipe)
 
     @staticmethod
     def _read_part(source, recipe, seed, epoch, indices):
@@ -62,7 +62,7 @@ class PrepPool:
 
     def start(self, task: BatchTask) -> list[Future]:
         idx = np.asarray(task.indices)
-        return [self._pool.submit(self._part, task.epoch, idx[s]) for s in parts_of(len(idx), self.workers)]
+        return [self._pool.submit(self._part, task.seed, task.epoch, idx[s]) for s in parts_of(len(idx), self.workers)]
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

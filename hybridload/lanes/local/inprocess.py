@@ -143,7 +143,6 @@ class InProcessLane(PooledLane):
     Args:
         source: the `hybridload.sources` source to read from.
         recipe: the recipe to run on each sample.
-        seed: the stream's seed (draws keyed by (seed, epoch, index)).
         threads: worker threads.
         on_error: "raise" or "skip", as ``LoaderPolicy.on_error``.
         pin_memory: write batches into pinned memory (for a CUDA device).
@@ -153,10 +152,10 @@ class InProcessLane(PooledLane):
     kind = LaneKind.CPU_LOCAL
     close_wait_s = 2.0  #: how long ``close()`` waits for running batches before leaving them
 
-    def __init__(self, source: Source, recipe: Recipe, *, seed: int, threads: int, on_error: str = "raise",
+    def __init__(self, source: Source, recipe: Recipe, *, threads: int, on_error: str = "raise",
                  pin_memory: bool = False):
         super().__init__()
-        self.source, self.recipe, self.seed = source, recipe, seed
+        self.source, self.recipe = source, recipe
         self.on_error, self.pin_memory = on_error, pin_memory
         # one batch queued behind the running ones, its reads started when it is accepted: a
         # thread that finishes a batch starts the next at once, with its remote reads (if any)
@@ -203,7 +202,7 @@ class InProcessLane(PooledLane):
             fut.cancel()
 
     def run_batch(self, task: BatchTask, started=None):
-        return process_batch(self.source, self.recipe, task.indices, self.seed, task.epoch,
+        return process_batch(self.source, self.recipe, task.indices, task.seed, task.epoch,
                              on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
                              normalize=False, started=started)  # uint8 out: the loader normalizes on its device
 

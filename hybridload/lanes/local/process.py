@@ -74,10 +74,10 @@ class ProcessLane(Lane):
     name = "processes"
     kind = LaneKind.CPU_LOCAL
 
-    def __init__(self, source, recipe, *, seed: int, workers: int, batch_size: int, on_error: str = "raise",
+    def __init__(self, source, recipe, *, workers: int, batch_size: int, on_error: str = "raise",
                  pin_memory: bool = False, tasks_per_worker: int = 2, start_method: str = "fork"):
         super().__init__()  # self._lock guards the closed flag and this lane's slots and tasks alike
-        self.source, self.recipe, self.seed = source, recipe, seed
+        self.source, self.recipe = source, recipe
         self.on_error, self.pin_memory = on_error, pin_memory
         self.parallelism = workers
         self.slots = workers * tasks_per_worker
@@ -106,7 +106,7 @@ class ProcessLane(Lane):
         """A started worker process and its task queue."""
         q = self._ctx.Queue()
         p = self._ctx.Process(target=process_worker.worker_main, name=f"hybridload-worker-{wid}", daemon=True,
-                              args=(wid, q, self._results, self.source, self.recipe, self.seed, self.on_error,
+                              args=(wid, q, self._results, self.source, self.recipe, self.on_error,
                                     [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid())),
                                     self._flags.name))
         p.start()
@@ -146,7 +146,7 @@ class ProcessLane(Lane):
             tid, self._next_id = self._next_id, self._next_id + 1
             self._inflight[wid][tid] = (task, done, slot)
             shm_view(self._flags)[slot] = 0
-            self._queues[wid].put((tid, slot, task.epoch, np.asarray(task.indices, dtype=np.int64)))
+            self._queues[wid].put((tid, slot, task.epoch, task.seed, np.asarray(task.indices, dtype=np.int64)))
 
     def cancel(self, task: BatchTask) -> None:
         """Drop ``task`` if it waits for a slot; a worker running it stops before its next sample."""

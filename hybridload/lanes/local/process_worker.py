@@ -70,7 +70,7 @@ class SlotFlag:
         return self._buf[self._k] != 0
 
 
-def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: str, slot_names: list[str],
+def worker_main(wid: int, tasks, results, source, recipe, on_error: str, slot_names: list[str],
                 trainer: tuple[int, str | None], flags_name: str) -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -83,7 +83,7 @@ def worker_main(wid: int, tasks, results, source, recipe, seed: int, on_error: s
             msg = tasks.get()
             if msg is None:
                 return
-            tid, slot, epoch, indices = msg
+            tid, slot, epoch, seed, indices = msg
             r = into = None
             try:
                 # the images are written straight into the slot (uint8, as every lane ships: the loader

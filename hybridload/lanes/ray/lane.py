@@ -101,16 +101,16 @@ def ship(source, indices) -> dict:
 class KernelWorker(PoolWorker):
     """The actor: processes batch tasks with the CPU kernels, one at a time, on one CPU."""
 
-    def __init__(self, source, recipe, seed: int, on_error: str):
+    def __init__(self, source, recipe, on_error: str):
         super().__init__()
         if not keep_freed_memory():
             log.debug("glibc's mallopt is not available: batch buffers are allocated afresh")
-        self.source, self.recipe, self.seed, self.on_error = source, recipe, seed, on_error
+        self.source, self.recipe, self.on_error = source, recipe, on_error
 
-    def run(self, epoch: int, indices: np.ndarray, payloads: dict | None = None):
+    def run(self, epoch: int, seed: int, indices: np.ndarray, payloads: dict | None = None):
         from hybridload.kernels import process_batch
         src: Any = self.source if payloads is None else _Preloaded(self.source, payloads)  # a Source or its view
-        res = process_batch(src, self.recipe, indices, self.seed, epoch, on_error=self.on_error, lane="ray",
+        res = process_batch(src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray",
                             normalize=False)  # uint8 travels: 4x fewer bytes than float32
         return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds
 
@@ -120,18 +120,18 @@ class RayLane(ActorPool):
 
     name = "ray"
 
-    def __init__(self, source, recipe, pool: PoolConfig, *, seed: int, on_error: str = "raise",
+    def __init__(self, source, recipe, pool: PoolConfig, *, on_error: str = "raise",
                  ship_bytes: bool = False, pin_memory: bool = False):
         self.source, self.pin_memory, self.ship_bytes = source, pin_memory, ship_bytes
         self._readers = (ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship")
                          if ship_bytes else None)  # closed with the lane
         self._converters = ThreadPoolExecutor(CONVERTER_THREADS, thread_name_prefix="hybridload-ray-convert")
-        super().__init__(KernelWorker, (source, recipe, seed, on_error), pool)
+        super().__init__(KernelWorker, (source, recipe, on_error), pool)
 
     def call(self, actor, task: BatchTask, payloads: dict | None = None):
         if self.ship_bytes and payloads is None:  # run_batch: the caller's thread reads
             payloads = ship(self.source, task.indices.tolist())
-        return actor.run.remote(task.epoch, task.indices, payloads)
+        return actor.run.remote(task.epoch, task.seed, task.indices, payloads)  # the pass's seed, on its task
 
     def _send(self, m: Member, task: BatchTask, done: Done) -> None:
         if self._readers is None:

@@ -1,0 +1,197 @@
+"""PassState: where a rank's pass over an epoch is, and the state dict that saves it.
+
+The one owner of the position (batches of the epoch delivered to the consumer), the epoch,
+the plan a resume left (`hybridload.sampling.resume`) and the saved format, as torchdata.nodes'
+``get_state()`` / ``reset(initial_state)``. ``HybridLoader``, the ``DistributedBatchSampler`` and
+the drop-in ``DataLoader`` all count and save here; a saved state is checked here, once, with one
+name per field. The pass a position belongs to is numbered (``pass_id``): an older pass's
+iterator, superseded by a new one or by a load, no longer moves it.
+
+Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also reshuffles every
+pass): a new pass without ``set_epoch`` advances the epoch by one; ``set_epoch(e)`` always wins;
+a resumed pass continues the saved epoch, also when ``set_epoch`` names that epoch before the
+pass; the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from hybridload.errors import OrderMismatchError, ResumeMismatchError
+from hybridload.sampling.keyed_shard_order import order_kind
+from hybridload.sampling.resume import order_fingerprint, resume_plan, saved_plan, split_of
+
+VERSION = 1
+#: the epoch's order is seeded with seed + epoch, which torch takes in 64 bits
+EPOCH_MAX = 2 ** 63 - 1
+
+#: the fields every state holds, with their kinds; a state also holds "order", "source" and the plan's
+#: fields (`saved_plan`), each optional on load (states saved before they existed)
+STATE_FIELDS: dict[str, type] = {
+    "version": int, "epoch": int, "position": int, "seed": int, "shuffle": bool, "drop_last": bool,
+    "batch_size": int, "world_size": int, "rank": int, "num_samples": int}
+#: the fields that must equal the resuming pass's own (the others may differ: elastic resume)
+SAME = ("seed", "num_samples", "shuffle", "drop_last")
+
+
+def is_int(v: Any) -> bool:
+    """An integer (Python or numpy) that is not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
+    """An epoch: an int in [0, 2**63) (the per-sample randomness is keyed by it and must be
+    non-negative; the epoch's order is seeded with seed + epoch, which torch takes in 64 bits)."""
+    if not is_int(epoch):
+        raise TypeError(f"{where}: epoch must be an int >= 0, got {epoch!r} ({type(epoch).__name__})")
+    if epoch < 0:
+        raise ValueError(f"{where}: epoch must be an int >= 0, got {epoch}; count epochs from 0 "
+                         "(e.g. set_epoch(0) for the first)")
+    if epoch > EPOCH_MAX:
+        raise ValueError(f"{where}: epoch must be below 2**63, got {epoch} (the epoch's order is seeded with "
+                         "seed + epoch, which torch takes in 64 bits); count epochs from 0, or pass epoch % 2**63")
+    return int(epoch)
+
+
+def upgraded(state: Mapping) -> dict:
+    """A state in today's format: a ``DistributedBatchSampler`` state saved before the one format
+    (the dataset size as ``n``, no ``version``) is read as version 1."""
+    out = dict(state)
+    if "n" in out and "num_samples" not in out:
+        out["num_samples"] = out.pop("n")
+        out.setdefault("version", VERSION)
+    return out
+
+
+def check_state(state: Any, where: str) -> dict:
+    """``state`` (upgraded) after checking that it is a whole state of this version, each field of
+    its kind and the epoch in range; what it must match is `PassState.reset`'s."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"{where}: state must be the dict state_dict() returned, got {type(state).__name__}")
+    state = upgraded(state)
+    missing = [k for k in STATE_FIELDS if k not in state]
+    if missing:
+        hint = (" (this is a DataLoader's state: pass its ['batch_sampler'] entry)" if "batch_sampler" in state
+                else "")
+        raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() "
+                         f"returned{hint}")
+    for key, kind in STATE_FIELDS.items():
+        v = state[key]
+        if not (isinstance(v, bool) if kind is bool else is_int(v)):
+            raise TypeError(f"{where}: {key} must be {'a bool' if kind is bool else 'an int'}, got {v!r} "
+                            f"({type(v).__name__})")
+    if state["version"] != VERSION:
+        raise ValueError(f"{where}: state version {state['version']!r} is not {VERSION}; it was saved by "
+                         "another hybridload version")
+    check_epoch(state["epoch"], where=f"{where}: field 'epoch'")
+    return state
+
+
+class PassState:
+    """Where this rank's pass is: the epoch, the batches delivered of it, the plan left by a resume.
+
+    Args:
+        num_samples: the dataset's length.
+        batch_size: samples per batch on this rank.
+        seed, shuffle, drop_last: the epoch order's settings (DistributedSampler's).
+        rank, world_size: this rank and the number of ranks.
+        order: a source's ``sample_order()`` (None: DistributedSampler's order).
+        fingerprint: what identifies the dataset beyond its size (``Source.fingerprint``), asked
+            when a state is saved or loaded; None: nothing to check.
+    """
+
+    def __init__(self, num_samples: int, batch_size: int, *, seed: int, shuffle: bool, drop_last: bool,
+                 rank: int, world_size: int, order: Any = None, fingerprint: Callable[[], str | None] | None = None):
+        self.num_samples, self.batch_size, self.seed = num_samples, batch_size, seed
+        self.shuffle, self.drop_last, self.rank, self.world_size = shuffle, drop_last, rank, world_size
+        self.order, self._fingerprint = order, fingerprint
+        self.epoch = 0
+        self.position = 0      # batches of the epoch delivered to the consumer
+        self.remaining = None  # a resumed epoch's plan (sampling.resume); None: the whole epoch
+        self.pass_id = 0       # the live pass: only its deliveries move the position
+        self._resume = 0       # where the next pass starts
+        self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
+
+    @property
+    def resuming(self) -> bool:
+        """The next pass continues a resumed epoch (from a saved position or plan)."""
+        return self._chosen and (self.remaining is not None or self._resume > 0)
+
+    @property
+    def next_start(self) -> int:
+        """The batch the next pass starts from."""
+        return self._resume if self._chosen else 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next pass is epoch ``epoch``, from its start; right after a resume into that same
+        epoch, from the resume point (the usual ``load_state_dict`` then ``set_epoch(saved_epoch)``)."""
+        if int(epoch) != self.epoch or not self._chosen:
+            self._resume = self.position = 0
+            self.remaining = None
+        self.epoch = int(epoch)
+        self._chosen = True
+
+    def begin(self) -> int:
+        """A pass begins: the batch it starts from (the resume point, used up here). Without a
+        ``set_epoch`` or a resume since the previous pass began, the epoch advances by one first."""
+        if not self._chosen:
+            self.epoch += 1
+            self._resume = 0
+            self.remaining = None
+        self._chosen = False
+        self.position, self._resume = self._resume, 0
+        self.pass_id += 1
+        return self.position
+
+    def advance(self, pass_id: int | None = None) -> None:
+        """One more batch of pass ``pass_id`` (default: the live one) reached the consumer."""
+        if pass_id is None or pass_id == self.pass_id:
+            self.position += 1
+
+    def resume_at(self, epoch: int, position: int, remaining=None) -> None:
+        """The next pass is epoch ``epoch`` from batch ``position`` of the plan ``remaining``
+        (None: the whole epoch); a live pass no longer moves the position."""
+        self.epoch, self.remaining = int(epoch), remaining
+        self.position = self._resume = int(position)
+        self._chosen = True
+        self.pass_id += 1
+
+    def fingerprint(self) -> str | None:
+        return self._fingerprint() if self._fingerprint is not None else None
+
+    def get_state(self, position: int | None = None) -> dict:
+        """The state after ``position`` batches of the epoch (default: those delivered): any rank,
+        at any world size and batch size, resumes from it."""
+        position = self.position if position is None else position
+        split = split_of(self.order)
+        plan = saved_plan(self.num_samples, self.remaining, position, world_size=self.world_size,
+                          batch_size=self.batch_size, drop_last=self.drop_last, split=split,
+                          shards=order_fingerprint(self.order))
+        return {"version": VERSION, "epoch": self.epoch, "position": position, "seed": self.seed,
+                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
+                "world_size": self.world_size, "rank": self.rank, "num_samples": self.num_samples,
+                "order": order_kind(self.order), "source": self.fingerprint(), **plan}
+
+    def reset(self, state: Any, where: str) -> None:
+        """Resume from ``state``, any rank's `get_state`, saved at any world size and batch size
+        (a `DistributedBatchSampler` state of the older format too). Another dataset, seed, order
+        or setting is refused (`ResumeMismatchError`, `OrderMismatchError`); the pass state
+        changes only once the whole state was checked."""
+        state = check_state(state, where)
+        saved, mine = state.get("order", "randperm"), order_kind(self.order)  # older states: randperm
+        if saved != mine:
+            raise OrderMismatchError(saved, mine, where)
+        for key in SAME:
+            if state[key] != getattr(self, key):
+                raise ResumeMismatchError(key, state[key], getattr(self, key), where)
+        saved_source, fingerprint = state.get("source"), self.fingerprint()
+        if saved_source is not None and fingerprint is not None and saved_source != fingerprint:
+            # another dataset of the same size (a manifest rewritten with its shards reordered or replaced)
+            raise ResumeMismatchError("source", saved_source, fingerprint, where)
+        remaining, position = resume_plan(state, n=self.num_samples, world_size=self.world_size,
+                                          batch_size=self.batch_size, drop_last=self.drop_last,
+                                          split=split_of(self.order), where=where,
+                                          shards=order_fingerprint(self.order))
+        self.resume_at(state["epoch"], position, remaining)

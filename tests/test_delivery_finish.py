@@ -1,0 +1,45 @@
+"""Delivery finishes the batch: ``hybridload.delivery.finish.finish_batch`` normalizes a lane's
+uint8 batch, then erases the recipe's boxes keyed by (seed, epoch, index); the CPU engine's whole
+job (``process_batch(normalize=True)``) gives the same pixels, and the loader and the GPU lanes
+reach the finishing step only through delivery/, never through the CPU engine's module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hybridload import recipe as R, sources
+from hybridload.delivery.finish import finish_batch
+from hybridload.kernels.batch import normalize_batch, process_batch
+from hybridload.kernels.erase import erase_batch
+
+REPO = Path(__file__).resolve().parents[1]
+REC = R.Recipe([R.Decode(), R.Resize(40), R.CenterCrop(32), R.Normalize(), R.RandomErasing(p=0.9, value="random")])
+
+
+def test_finishing_is_normalize_then_erasing_keyed_by_seed_epoch_and_index():
+    buf = torch.randint(0, 256, (6, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    idx = np.arange(40, 46)
+    got = finish_batch(buf.clone(), REC, 7, 3, idx)
+    want = erase_batch(normalize_batch(buf.clone(), REC), REC.erasing, REC.layout, 7, 3, idx)
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+    assert not torch.equal(got, finish_batch(buf.clone(), REC, 7, 4, idx))  # another epoch: other boxes
+
+
+def test_the_cpu_engines_whole_job_equals_its_uint8_batch_finished_by_delivery(photo_root):
+    src, idx = sources.ImageFolder(photo_root), np.arange(5)
+    whole = process_batch(src, REC, idx, seed=3, epoch=1).images
+    raw = process_batch(src, REC, idx, seed=3, epoch=1, normalize=False).images
+    assert raw.dtype == torch.uint8 and torch.equal(whole, finish_batch(raw, REC, 3, 1, idx))
+
+
+def test_the_loader_and_the_gpu_lanes_finish_batches_through_delivery_only():
+    for rel in ("hybridload/loader.py", "hybridload/lanes/gpu/base.py"):
+        tree = ast.parse((REPO / rel).read_text())
+        froms = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert ("hybridload.delivery.finish", "finish_batch") in froms, rel
+        assert not any(m and m.startswith("hybridload.kernels") for m, _ in froms), \
+            f"{rel} reaches into the CPU engine: a delivered batch is finished by hybridload.delivery.finish"
