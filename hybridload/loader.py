@@ -188,7 +188,7 @@ class HybridLoader:
         return active
 
     def _finish_pass(self, superseded: bool) -> None:
-        active = self._active and self._active()
+        active = self._active() if self._active is not None else None
         if active is not None:
             active.finish(superseded=superseded)
         while self._streams:  # the pass's iterator may be gone already: its stream is closed all the same
@@ -228,7 +228,7 @@ class HybridLoader:
         plan = {"mode": self.policy.mode, "gpu_share": uncapped if share is None else share,
                 "from_plan_file": self._plan is not None}
         if online is not None:
-            plan["replans"] = list(online.history)
+            plan["replans"] = list(getattr(online, "history", ()))  # the online planner's re-plans
         d = self._stats.as_dict(plan=plan)
         d.update(pool_reports(self._lanes, self._fallback, self._stats))
         d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)

@@ -21,7 +21,7 @@ from hybridload.recipe.photometric import RandomErasing, erase_generator
 
 
 def erase_boxes(stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch: int,
-                indices: Sequence[int]) -> list[tuple[tuple[int, int, int, int], np.ndarray | None] | None]:
+                indices: Sequence[int] | np.ndarray) -> list[tuple[tuple[int, int, int, int], np.ndarray | None] | None]:
     """Per sample: None (not erased) or ((top, left, h, w), noise) — noise a float32 (3, h, w)
     standard normal array for ``value="random"``, else None."""
     out: list[tuple[tuple[int, int, int, int], np.ndarray | None] | None] = []
@@ -37,7 +37,7 @@ def erase_boxes(stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch:
 
 
 def erase_batch(images: torch.Tensor, stage: RandomErasing, layout: str, seed: int, epoch: int,
-                indices: Sequence[int]) -> torch.Tensor:
+                indices: Sequence[int] | np.ndarray) -> torch.Tensor:
     """Erase, in place, the boxes of a float batch ``[B, 3, H, W]`` (or ``[B, H, W, 3]``)."""
     chw = images.permute(0, 3, 1, 2) if layout == "HWC" else images
     out_hw = (int(chw.shape[-2]), int(chw.shape[-1]))

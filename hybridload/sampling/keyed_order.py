@@ -141,17 +141,17 @@ class RankBatches(Sequence):
     """
 
     def __init__(self, count: int, per_rank: int, batch_size: int, lookup: Callable[[np.ndarray], np.ndarray]):
-        self.count, self.per_rank, self.batch_size, self._lookup = count, per_rank, batch_size, lookup
+        self.num_batches, self.per_rank, self.batch_size, self._lookup = count, per_rank, batch_size, lookup
 
     def __len__(self) -> int:
-        return self.count
+        return self.num_batches
 
     def __getitem__(self, b):
         if isinstance(b, slice):
-            return [self[k] for k in range(*b.indices(self.count))]
-        b = int(b) + (self.count if int(b) < 0 else 0)
-        if not 0 <= b < self.count:
-            raise IndexError(f"batch {b} out of range: this rank has {self.count} batches in the epoch")
+            return [self[k] for k in range(*b.indices(self.num_batches))]
+        b = int(b) + (self.num_batches if int(b) < 0 else 0)
+        if not 0 <= b < self.num_batches:
+            raise IndexError(f"batch {b} out of range: this rank has {self.num_batches} batches in the epoch")
         stop = min((b + 1) * self.batch_size, self.per_rank)
         return self._lookup(np.arange(b * self.batch_size, stop, dtype=np.int64))
 

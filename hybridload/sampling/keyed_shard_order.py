@@ -50,7 +50,7 @@ class KeyedShardOrder:
         self.buffer_shards = buffer_shards
         self.n = int(self.sizes.sum())
         self._starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
-        self._epoch = None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
+        self._epoch: tuple[tuple[int, int], tuple] | None = None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
         self._blocks: tuple = ()  # ((seed, epoch, block), permutation) of the last two blocks met
 
     def _tables(self, seed: int, epoch: int):

@@ -42,7 +42,7 @@ class DistributedBatchSampler:
         #: the one owner of this sampler's place in its epoch and of its saved state
         self.pass_state = PassState(n, batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last, rank=rank,
                                     world_size=world_size, order=order, fingerprint=fingerprint)
-        self._prepared = None   # a pass begun by prepare_pass(), taken by the next __iter__
+        self._prepared: tuple | None = None   # a pass begun by prepare_pass(), taken by the next __iter__
 
     n = property(lambda self: self.pass_state.num_samples)
     batch_size = property(lambda self: self.pass_state.batch_size)
