@@ -3,10 +3,10 @@ on_error="skip" substitutes deterministically and counts."""
 
 import os
 
+import _bad_files as testing
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from support import bad_files as testing
 from hybridload.errors import SampleError
 
 REC = recipe.imagenet_train(32)
