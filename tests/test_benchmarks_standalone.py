@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 # imports every benchmark module with only benchmarks/ added to the path, as `python benchmarks/x.py` has
@@ -29,3 +31,17 @@ def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it():
                           text=True, timeout=300, env=env)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]
 
+
+def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_path, monkeypatch):
+    """compare_revisions times each revision's own code: the package and its package-dir
+    sub-packages (hybridload.kernels = kernels/) load from the exported tree; without the
+    link the editable install would serve this checkout's kernels, and the probe says so."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import compare_revisions as cr
+    tree = tmp_path / "rev"
+    commit = cr.export("HEAD", tree)
+    assert len(commit) == 40 and (tree / "hybridload" / "kernels").is_symlink()
+    cr.check_imports_from(tree)
+    (tree / "hybridload" / "kernels").unlink()
+    with pytest.raises(RuntimeError, match="does not import its own package"):
+        cr.check_imports_from(tree)
