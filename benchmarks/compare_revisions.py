@@ -10,11 +10,12 @@ checkout serves nothing; a probe checks where ``hybridload`` and ``hybridload.ke
 from before anything is timed. Both revisions share one photo set (``--root``) and this venv.
 
 Repeat r runs base then head (head then base on odd repeats) for every benchmark, so the two
-sides of a pair ran minutes apart at most. Reported per contestant present on both sides: the
-median over repeats of each run's median images/s, head / base of those medians, and the
-per-repeat paired ratios (median, min-max); and each benchmark's own ratios (loader / raw) for
-both sides. Only ratios mean anything on a shared machine; the third-party rows of
-bench_kernels (pillow, simplejpeg) change with no revision and show the noise.
+sides of a pair ran minutes apart at most. Reported per contestant present on both sides, for
+images/s and images per CPU-second (steadier on a loaded machine): the median over repeats of
+each run's median, head / base of those medians, and the per-repeat paired ratios (median,
+min-max); and each benchmark's own ratios (loader / raw) for both sides. Only ratios mean
+anything on a shared machine; the third-party rows of bench_kernels (pillow, simplejpeg)
+change with no revision and show the noise.
 
     python benchmarks/compare_revisions.py --base main~5 --head main
 """
@@ -44,6 +45,10 @@ BENCHES = {
 }
 QUICK_ARGS = "--quick"
 GOAL = 0.97
+#: per contestant, what is compared: images/s, and images per CPU-second of the benchmark's
+#: process, which moves less when other processes take the cores (a loaded machine halves the
+#: first and leaves the second nearly alone)
+KINDS = {"images/s": "median_images_per_s", "images/CPU-s": "median_images_per_cpu_s"}
 #: where the import system finds the package and a package-dir sub-package, without running
 #: them (importing hybridload imports torch: seconds on a busy machine)
 PROBE = """
@@ -71,16 +76,18 @@ def compare(base_docs: list[dict], head_docs: list[dict], goal: float = GOAL) ->
     per contestant on both sides, then per ratio the benchmark reports on both sides."""
     rows = []
 
-    def medians(docs, name):
-        return [d["contestants"].get(name, {}).get("median_images_per_s") for d in docs]
+    def medians(docs, name, key):
+        return [d["contestants"].get(name, {}).get(key) for d in docs]
 
     names = [n for n in base_docs[0]["contestants"] if all(n in d["contestants"] for d in base_docs + head_docs)]
     for name in names:
-        b, hd = medians(base_docs, name), medians(head_docs, name)
-        bm, hm = statistics.median(v for v in b if v), statistics.median(v for v in hd if v)
-        pr = paired(b, hd)
-        rows.append({"row": name, "kind": "images/s", "base": bm, "head": hm, "head_over_base": hm / bm,
-                     "paired": pr, "met": hm / bm >= goal})
+        for kind, key in KINDS.items():
+            b, hd = medians(base_docs, name, key), medians(head_docs, name, key)
+            if not any(b) or not any(hd):
+                continue
+            bm, hm = statistics.median(v for v in b if v), statistics.median(v for v in hd if v)
+            rows.append({"row": name, "kind": kind, "base": bm, "head": hm, "head_over_base": hm / bm,
+                         "paired": paired(b, hd), "met": hm / bm >= goal})
     ratio_names = [k for k in base_docs[0].get("ratios", {})
                    if all((d.get("ratios") or {}).get(k) for d in base_docs + head_docs)]
     for k in ratio_names:
@@ -98,7 +105,7 @@ def table(rows: list[dict], goal: float = GOAL) -> list[str]:
     for r in rows:
         pr = r["paired"]
         per = f"{statistics.median(pr):.3f}x ({min(pr):.3f}-{max(pr):.3f})" if pr else "n/a"
-        fmt = "{:.1f}" if r["kind"] == "images/s" else "{:.3f}x"
+        fmt = "{:.3f}x" if r["kind"] == "ratio" else "{:.1f}"
         cells.append([r["row"], r["kind"], fmt.format(r["base"]), fmt.format(r["head"]),
                       f"{r['head_over_base']:.3f}x", per, "yes" if r["met"] else "**NO**"])
     return h.markdown_table(["row", "of", "base", "head", "head / base", "per repeat: median (min-max)",

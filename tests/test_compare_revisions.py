@@ -17,8 +17,9 @@ def cr(monkeypatch):
     return importlib.import_module("compare_revisions")
 
 
-def doc(rates: dict, ratios: dict | None = None) -> dict:
-    return {"contestants": {k: {"median_images_per_s": v} for k, v in rates.items()},
+def doc(rates: dict, ratios: dict | None = None, per_cpu_s: dict | None = None) -> dict:
+    return {"contestants": {k: {"median_images_per_s": v, "median_images_per_cpu_s": (per_cpu_s or {}).get(k)}
+                            for k, v in rates.items()},
             "ratios": {k: (None if v is None else {"of_medians": v}) for k, v in (ratios or {}).items()}}
 
 
@@ -29,11 +30,19 @@ def test_rows_pair_each_repeat_and_keep_only_what_both_sides_measured(cr):
             doc({"raw": 180, "loader": 171}, {"loader / raw": 0.95})]
     rows = {r["row"]: r for r in cr.compare(base, head, goal=0.97)}
     assert set(rows) == {"raw", "loader", "loader / raw"}  # "gone" and "new" are on one side only
+    assert all(r["kind"] != "images/CPU-s" for r in cr.compare(base, head))  # not measured: no row
     assert rows["raw"]["paired"] == pytest.approx([1.1, 0.9])
     assert rows["raw"]["base"] == 150 and rows["raw"]["head"] == 145
     assert rows["raw"]["head_over_base"] == pytest.approx(145 / 150) and not rows["raw"]["met"]
     assert rows["loader / raw"]["kind"] == "ratio" and rows["loader / raw"]["head_over_base"] == pytest.approx(1.0)
     assert rows["loader / raw"]["met"]
+
+
+def test_images_per_cpu_second_is_compared_beside_images_per_second(cr):
+    rows = cr.compare([doc({"k": 100.0}, per_cpu_s={"k": 200.0})], [doc({"k": 50.0}, per_cpu_s={"k": 198.0})])
+    by_kind = {r["kind"]: r for r in rows}
+    assert by_kind["images/s"]["head_over_base"] == pytest.approx(0.5) and not by_kind["images/s"]["met"]
+    assert by_kind["images/CPU-s"]["head_over_base"] == pytest.approx(0.99) and by_kind["images/CPU-s"]["met"]
 
 
 def test_a_ratio_a_run_could_not_compute_is_left_out_not_counted_as_zero(cr):
