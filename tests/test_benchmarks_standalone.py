@@ -45,3 +45,12 @@ def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_pat
     (tree / "hybridload" / "kernels").unlink()
     with pytest.raises(RuntimeError, match="does not import its own package"):
         cr.check_imports_from(tree)
+
+
+def test_nothing_generated_is_tracked_under_benchmarks():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    generated = [f for f in out.stdout.split() if f.lower().endswith((".jpg", ".jpeg", ".tar", ".npy", ".idx"))
+                 or "/data/" in f]
+    assert not generated, f"generated files tracked: {generated[:5]} ... ({len(generated)})"
