@@ -29,8 +29,15 @@ TIER_PATTERNS = {
 }
 
 
+#: a module whose source names Ray or processes (policies, specs, plans) but starts neither says
+#: so with ``pytestmark = pytest.mark.starts_nothing``, and stays in the fast tier
+STARTS_NOTHING = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.starts_nothing\b", re.M)
+
+
 def tiers_of(source: str) -> set[str]:
     """Pure: the tiers (markers) a test module's source puts its tests in."""
+    if STARTS_NOTHING.search(source):
+        return set()
     return {name for name, pattern in TIER_PATTERNS.items() if pattern.search(source)}
 
 

@@ -8,6 +8,9 @@ from hybridload.lanes.base import LaneKind
 from hybridload.lanes.spec import LaneCaps, plan_lanes
 from hybridload.planner.plan import Plan
 
+#: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
+pytestmark = pytest.mark.starts_nothing
+
 
 def a_plan(share):
     return Plan(gpu_share=share, local_threads=2, window=4)
