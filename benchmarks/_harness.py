@@ -17,17 +17,12 @@ import logging
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hybridload.cli.tables import format_table
 from hybridload.policy import usable_cpus
-
-# the test tree's helpers (bad files, the slow filesystem) are not in the package: benchmarks
-# import them from tests/support, as the tests do
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 LOG = logging.getLogger("benchmarks")
 OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run

@@ -2,7 +2,7 @@
 """Reading from slow storage: concurrent reads and shard streaming against per-sample reads.
 
 The photo set is copied into fsspec's memory:// store and read back through ``slowmem://``
-(support.slowfs), which sleeps ``--latency-ms`` before every request, as a round trip to
+(`_slowfs.py`), which sleeps ``--latency-ms`` before every request, as a round trip to
 object storage would. Every contestant is a ``HybridLoader`` (in-process lane, one thread per
 usable core, batch ``--batch-size``, imagenet_train at ``--size``) over the same images, built
 afresh before each round (untimed), so no shard stays cached from one round to the next:
@@ -36,7 +36,7 @@ import _harness as h
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.policy import usable_cpus
-from support.slowfs import SlowMemoryFileSystem
+from _slowfs import SlowMemoryFileSystem
 
 log = logging.getLogger("bench_storage")
 GOALS = {"folder, concurrent reads / no latency": 0.8, "tar, shard streaming / tar, sequential reads": 3.0}

@@ -7,15 +7,17 @@ Run one size per process, so one size's memory does not hide in another's. Figur
 benchmarks/RESULTS.md (docs section).
 """
 
+import argparse
 import resource
-import sys
 import time
 
 from hybridload.sampling.sampler import DistributedBatchSampler
 
 
-def main() -> None:
-    n = int(float(sys.argv[1]) if len(sys.argv) > 1 else 1e8)
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("n", nargs="?", type=float, default=1e8, help="dataset size (1e8 or 100000000)")
+    n = int(ap.parse_args(argv).n)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     sampler = DistributedBatchSampler(n, 256, seed=0, shuffle=True, rank=0, world_size=8)
     sampler.set_epoch(0)

@@ -22,7 +22,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.errors import SampleError
 from hybridload.lanes.gpu.dali import DaliLane
-from support.bad_files import make_bad_files
+from _bad_files import make_bad_files
 
 log = logging.getLogger("reliability")
 REC = recipe.imagenet_train(64)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from hybridload.cli.demo_data import make_photo_folder
-from support.bad_files import make_bad_files
+from _bad_files import make_bad_files
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -29,8 +29,15 @@ TIER_PATTERNS = {
 }
 
 
+#: a module whose source names Ray or processes (policies, specs, plans) but starts neither says
+#: so with ``pytestmark = pytest.mark.starts_nothing``, and stays in the fast tier
+STARTS_NOTHING = re.compile(r"^pytestmark\s*=.*\bpytest\.mark\.starts_nothing\b", re.M)
+
+
 def tiers_of(source: str) -> set[str]:
     """Pure: the tiers (markers) a test module's source puts its tests in."""
+    if STARTS_NOTHING.search(source):
+        return set()
     return {name for name, pattern in TIER_PATTERNS.items() if pattern.search(source)}
 
 
@@ -83,7 +90,7 @@ def photo_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bad_files(tmp_path_factory, photo_root):
-    """Named bad inputs next to one good JPEG: {kind: path} (kinds: support.bad_files)."""
+    """Named bad inputs next to one good JPEG: {kind: path} (kinds: benchmarks/_bad_files.py)."""
     good = sorted(p for d, _, fs in os.walk(photo_root) for p in (os.path.join(d, f) for f in fs)
                   if p.endswith(".jpg"))[0]
     return make_bad_files(tmp_path_factory.mktemp("bad"), good)

@@ -27,6 +27,9 @@ from hybridload.lanes.ray.elastic import Keeper
 from hybridload.lanes.ray.members import Members
 from hybridload.lanes.ray.pool_stats import PoolStats
 
+#: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
+pytestmark = pytest.mark.starts_nothing
+
 WAIT_S = 10.0
 
 

@@ -6,6 +6,9 @@ import pytest
 from hybridload.cluster.connect import NodeInfo
 from hybridload.cluster.placement import Changes, PlacementRules, elastic_target, plan_actors, reconcile
 
+#: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
+pytestmark = pytest.mark.starts_nothing
+
 
 def node(nid, cpus, trainer=False):
     return NodeInfo(node_id=nid, address="127.0.0.1", cpus=cpus, is_trainer=trainer)

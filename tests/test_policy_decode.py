@@ -9,6 +9,9 @@ from hybridload.lanes.base import LaneKind
 from hybridload.policy.decode import decode_lanes
 from hybridload.planner.plan import Plan
 
+#: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
+pytestmark = pytest.mark.starts_nothing
+
 
 def a_plan(share):
     return Plan(gpu_share=share, local_threads=2, window=4)

@@ -16,6 +16,13 @@ def test_a_module_that_starts_ray_or_processes_is_in_that_tier_and_a_plain_one_i
     assert tiers_of("subprocess.run([sys.executable, '-c', ''])\n") == {"subprocess"}
     assert tiers_of("LoaderPolicy(local_workers=\"processes\")\n") == {"subprocess"}
     assert tiers_of("from hybridload import recipe\nrecipe.imagenet_train(224)\n") == set()
+
+
+def test_a_module_that_names_ray_but_starts_nothing_says_so_and_stays_in_the_fast_tier():
+    plans = "policy = LoaderPolicy(cpu_actors=2, ray_address='embedded')\n"
+    assert tiers_of(plans) == {"ray"}
+    assert tiers_of("pytestmark = pytest.mark.starts_nothing\n" + plans) == set()
+    assert tiers_of("# not pytestmark = pytest.mark.starts_nothing\n" + plans) == {"ray"}  # a statement, not a mention
     # a word that merely contains a pattern is not one
     assert tiers_of("array = spray(x)\nmy_subprocess_count = 0\n") == set()
 

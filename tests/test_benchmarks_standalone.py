@@ -1,0 +1,56 @@
+"""benchmarks/ runs from a checkout without the test tree: no benchmark module puts tests/ on
+sys.path or imports its helpers (tests import the shared ones from benchmarks/ instead)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# imports every benchmark module with only benchmarks/ added to the path, as `python benchmarks/x.py` has
+PROBE = """
+import importlib, pathlib, sys
+bench = pathlib.Path(sys.argv[1])
+tests = str(bench.parent / "tests")
+sys.path.insert(0, str(bench))
+for p in sorted(bench.glob("*.py")):
+    importlib.import_module(p.stem)
+on_path = [e for e in sys.path if e.rstrip("/") == tests]
+from_tests = sorted(m for m, mod in sys.modules.items() if (getattr(mod, "__file__", None) or "").startswith(tests))
+assert not on_path and not from_tests, (on_path, from_tests)
+print("ok", len(list(bench.glob("*.py"))))
+"""
+
+
+def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(REPO / "benchmarks")], cwd="/", capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]
+
+
+def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_path, monkeypatch):
+    """compare_revisions times each revision's own code: the package and its package-dir
+    sub-packages (hybridload.kernels = kernels/) load from the exported tree; without the
+    link the editable install would serve this checkout's kernels, and the probe says so."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import compare_revisions as cr
+    tree = tmp_path / "rev"
+    commit = cr.export("HEAD", tree)
+    assert len(commit) == 40 and (tree / "hybridload" / "kernels").is_symlink()
+    cr.check_imports_from(tree)
+    (tree / "hybridload" / "kernels").unlink()
+    with pytest.raises(RuntimeError, match="does not import its own package"):
+        cr.check_imports_from(tree)
+
+
+def test_nothing_generated_is_tracked_under_benchmarks():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    generated = [f for f in out.stdout.split() if f.lower().endswith((".jpg", ".jpeg", ".tar", ".npy", ".idx"))
+                 or "/data/" in f]
+    assert not generated, f"generated files tracked: {generated[:5]} ... ({len(generated)})"
