@@ -26,7 +26,8 @@ KINDS = ("trainer_kill", "worker_kill", "actor_kill", "actor_kill_starting", "no
          "storage_stopped", "gpu_fault")
 
 
-def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None) -> list[dict]:
+def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None,
+                  worlds: tuple[int, ...] = WORLDS) -> list[dict]:
     """``faults`` faults drawn from ``seed`` (among ``kinds``, default all; a trainer kill ends a
     life whose lanes the next fault cannot hit):
     [{"lanes", "world", "faults": [{"kind", "gap", "delay"}, ...]}, ...]."""
@@ -35,14 +36,17 @@ def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None) 
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)}; choose among {', '.join(KINDS)}")
     rng = random.Random(seed)
-    lives = [{"lanes": rng.choice(LANES), "world": 2, "faults": []}]
+    first = sorted({NEEDS[k] for k in kinds if k in NEEDS}) if all(k in NEEDS for k in kinds) else LANES
+    lives = [{"lanes": rng.choice(first), "world": min(2, max(worlds)), "faults": []}]
     count = 0
     while count < faults:
         kind = rng.choice(kinds)
         life = lives[-1]
+        if kind == "trainer_kill" and len(kinds) > 1 and rng.random() < 0.5:
+            kind = rng.choice(kinds)  # half as likely: a kill restarts the whole job (the slowest fault)
         need = NEEDS.get(kind)
         fits = [k for k in kinds if k != "trainer_kill" and NEEDS.get(k) in (None, life["lanes"])]
-        if need is not None and need != life["lanes"] and fits and rng.random() < 0.85:
+        if need is not None and need != life["lanes"] and fits and rng.random() < 0.9:
             kind = rng.choice(fits)  # fewer kills only to change lanes
             need = NEEDS.get(kind)
         if kind == "actor_kill_starting" and life["faults"]:
@@ -50,7 +54,7 @@ def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None) 
         if kind == "trainer_kill" or (need is not None and need != life["lanes"]):
             life["faults"].append({"kind": "trainer_kill", "gap": rng.randint(1, 4), "delay": round(rng.random() * 0.5, 2)})
             count += 1
-            lives.append({"lanes": need or rng.choice(LANES), "world": rng.choice(WORLDS), "faults": []})
+            lives.append({"lanes": need or rng.choice(LANES), "world": rng.choice(worlds), "faults": []})
             if kind == "trainer_kill" or count >= faults:
                 continue
             life = lives[-1]

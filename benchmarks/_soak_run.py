@@ -120,6 +120,20 @@ class Driver:
             time.sleep(0.02)
         return True
 
+    def consumed(self, what: str, timeout: float = 30) -> bool:
+        """Whether the GPU lane met the armed device fault (its flag file gone) within ``timeout``."""
+        flags = list(self.run_dir.glob("gpu-fault-*"))
+        deadline = time.monotonic() + timeout
+        while any(f.exists() for f in flags) and time.monotonic() < deadline and not self.finished():
+            self.check_time()
+            self.note()
+            time.sleep(0.02)
+        if any(f.exists() for f in flags):
+            remove_flags(self.run_dir)
+            log.info("%s: the GPU lane ran no batch after it", what)
+            return False
+        return True
+
     def finished(self) -> bool:
         return (self.run_dir / "done.json").exists() and all(p.poll() == 0 for p in self.procs)
 
@@ -165,14 +179,17 @@ class Driver:
                         return self.to_the_end()
                     time.sleep(f["delay"])
                 self.note(force=True)
-                before, t0 = self.step(), time.monotonic()
+                before = self.step()
                 what = inject(f["kind"], f, rng=self.rng, trainers=[p.pid for p in self.procs], run_dir=self.run_dir,
                               cluster=self.cluster, storage=self.storage)
+                t0 = time.monotonic()  # recovery counts from the fault's end (a stopped server: its restart)
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()
                     nxt = lives[n + 1]
                     self.start(nxt["lanes"], nxt["world"])
                     lanes, world, before, started = nxt["lanes"], nxt["world"], -1, True
+                if f["kind"] == "gpu_fault" and not self.consumed(what):
+                    what = ""
                 if not what:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
                     continue

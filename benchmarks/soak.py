@@ -48,6 +48,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--step-s", type=float, default=0.05, help="the model's time per step (a sleep)")
     ap.add_argument("--save-every", type=int, default=3, help="checkpoint every this many steps")
     ap.add_argument("--kinds", default="", help="comma-separated fault kinds to draw from (default: all)")
+    ap.add_argument("--worlds", default="1,2,3", help="comma-separated world sizes a restarted job draws from")
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument("--data", type=Path, help="where the photos are made (default: a temporary folder)")
     args = ap.parse_args(argv)
@@ -74,8 +75,10 @@ def summary(events: list[dict]) -> str:
 
 def soak(args, kinds=None) -> dict:
     """Run one soak; the result (its ``problems`` empty when everything held)."""
-    lives = draw_schedule(args.seed, args.faults, kinds=kinds)
-    print(f"soak --seed {args.seed} --faults {args.faults}" + (f" --kinds {args.kinds}" if args.kinds else ""))
+    worlds = tuple(int(w) for w in str(args.worlds).split(","))
+    lives = draw_schedule(args.seed, args.faults, kinds=kinds, worlds=worlds)
+    print(f"soak --seed {args.seed} --faults {args.faults} --worlds {args.worlds}"
+          + (f" --kinds {args.kinds}" if args.kinds else ""))
     print(describe(lives), flush=True)
     t_start = time.monotonic()
     deadline = t_start + args.deadline_s
@@ -88,7 +91,7 @@ def soak(args, kinds=None) -> dict:
     try:
         storage = world.S3Server(paths)
         if any(life["lanes"] == "ray" for life in lives):
-            cluster = world.RayCluster(workers=2)
+            cluster = _start_cluster()
         run_dir = tmp / "run"
         run_dir.mkdir()
         driver = Driver(run_dir, seed=args.seed, epochs=epochs, paths=storage.urls, labels=labels,
@@ -138,6 +141,17 @@ def soak(args, kinds=None) -> dict:
             "counts": dict(Counter(e["kind"] for e in events)), "crash_restarts": driver.crashes if driver else [],
             "lives": driver.lives if driver else 0, "rss_growth_kib": growth, "problems": problems,
             "seconds": round(time.monotonic() - t_start, 1)}
+
+
+def _start_cluster(tries: int = 3):
+    """The Ray cluster; tried again when a node times out starting (a loaded machine)."""
+    for k in range(tries):
+        try:
+            return world.RayCluster(workers=2)
+        except Exception as e:  # Ray raises a bare Exception for a node's start timeout
+            if k + 1 == tries:
+                raise RuntimeError(f"the Ray cluster did not start in {tries} tries: {e}") from e
+            log.warning("the Ray cluster did not start (%s); trying again", e)
 
 
 def _wait_no_actors(cluster, timeout: float = 60) -> list[str]:
