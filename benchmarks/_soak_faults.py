@@ -58,6 +58,8 @@ def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None,
             if kind == "trainer_kill" or count >= faults:
                 continue
             life = lives[-1]
+            if life["lanes"] == "ray" and "actor_kill_starting" in kinds and rng.random() < 0.5:
+                kind = "actor_kill_starting"  # the new job's actors killed while they start
         gap = 0 if kind == "actor_kill_starting" else rng.randint(1, 4)
         extra = {"seconds": round(rng.uniform(1.5, 4.0), 1)} if kind == "storage_stopped" else {}
         life["faults"].append({"kind": kind, "gap": gap, "delay": round(rng.random() * 0.5, 2), **extra})
