@@ -140,6 +140,7 @@ def soak(args, kinds=None) -> dict:
     return {"seed": args.seed, "faults": args.faults, "epochs": epochs, "events": events,
             "counts": dict(Counter(e["kind"] for e in events)), "crash_restarts": driver.crashes if driver else [],
             "lives": driver.lives if driver else 0, "rss_growth_kib": growth, "problems": problems,
+            "processes_seen": len(driver.seen) if driver else 0, "shm_seen": len(driver.shm) if driver else 0,
             "seconds": round(time.monotonic() - t_start, 1)}
 
 
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
         print(f"PROBLEM: {p}")
     verdict = "held" if not result["problems"] else f"FAILED ({len(result['problems'])} problems)"
     print(f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
-          f"{result['epochs']} epochs, {result['seconds']} s; {summary(result['events'])}")
+          f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
+          f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}")
     return 0 if not result["problems"] else 1
 
 

@@ -97,6 +97,25 @@ def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_s
     result = soak.soak(_args(soak, tmp_path, 713, 4, ",".join(kinds)), kinds)
     assert result["problems"] == []
     assert result["counts"] == {kind: 1 for kind in kinds}, result["events"]
+    assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
+
+
+def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
+    import subprocess
+    from multiprocessing import shared_memory
+    check, world = importlib.import_module("_soak_check"), importlib.import_module("_soak_world")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    seg = shared_memory.SharedMemory(create=True, size=16)
+    try:
+        left = check.leftovers({proc.pid: world.start_time(proc.pid)}, {f"/dev/shm/{seg.name}"}, grace_s=0)
+        assert any(f"process {proc.pid} still alive" in x for x in left)
+        assert any(seg.name in x and "still in /dev/shm" in x for x in left)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        seg.close()
+        seg.unlink()
+    assert check.leftovers({proc.pid: world.start_time(proc.pid) or 1}, {f"/dev/shm/{seg.name}"}, grace_s=0) == []
 
 
 @pytest.mark.slow
