@@ -121,8 +121,11 @@ def inject(kind: str, fault: dict, *, rng: random.Random, trainers: list[int], r
         kill(pid)
         return f"SIGKILL worker pid {pid}"
     if kind in ("actor_kill", "actor_kill_starting"):
-        pids = _wait_for(lambda: actor_pids(cluster.raylet_pids()), 30)
+        # while starting: until the job (a few processes importing torch on a loaded machine) makes its actors
+        pids = _wait_for(lambda: actor_pids(cluster.raylet_pids()), 240 if kind == "actor_kill_starting" else 30)
         if not pids:
+            titles = sorted({cmdline(p)[:40] for r in cluster.raylet_pids() for p in children_of(r)})
+            log.info("no actor process among the raylets' children: %s", titles)
             return ""
         pid = rng.choice(pids)
         kill(pid)

@@ -37,6 +37,7 @@ class Driver:
         self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s
         self.crashes: list[str] = []
         self.statuses: list[list] = []
+        self.pending: list[tuple] = []  # faults injected while the job starts: (kind, what, when)
         self.procs: list[subprocess.Popen] = []
         self.lives = 0
         self._last_note = 0.0
@@ -170,6 +171,7 @@ class Driver:
             started, base = False, -1  # base: rank 0's step the next fault counts from
             for f in life["faults"]:
                 if f["gap"]:
+                    self.settle(lanes, world)
                     if base < 0:
                         if not self.wait_steps(0, lanes, world):
                             return self.to_the_end()
@@ -179,26 +181,41 @@ class Driver:
                         return self.to_the_end()
                     time.sleep(f["delay"])
                 self.note(force=True)
-                before = self.step()
                 what = inject(f["kind"], f, rng=self.rng, trainers=[p.pid for p in self.procs], run_dir=self.run_dir,
                               cluster=self.cluster, storage=self.storage)
-                t0 = time.monotonic()  # recovery counts from the fault's end (a stopped server: its restart)
+                t0, before = time.monotonic(), self.step()  # recovery counts from the fault's end (a restarted server)
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()
-                    nxt = lives[n + 1]
-                    self.start(nxt["lanes"], nxt["world"])
-                    lanes, world, before, started = nxt["lanes"], nxt["world"], -1, True
+                    self.start(lives[n + 1]["lanes"], lives[n + 1]["world"])
+                    self.pending.append((f["kind"], what, t0))
+                    started = True
+                    break  # a kill ends the life
                 if f["kind"] == "gpu_fault" and not self.consumed(what):
                     what = ""
                 if not what:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
-                    continue
-                rec = self.recovery(before, t0, lanes, world)
-                self.events.append({"kind": f["kind"], "what": what, "step": before, "recovery_s": round(rec, 3)})
-                log.info("fault %-20s step %4d: %s; recovered in %.2f s", f["kind"], before, what, rec)
+                elif not f["gap"]:  # while the job starts: recovered at its first step
+                    self.pending.append((f["kind"], what, t0))
+                else:
+                    self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
         return self.to_the_end()
 
+    def settle(self, lanes: str, world: int) -> None:
+        """The faults that hit the job while it started recover at its first step."""
+        if self.pending:
+            self.recovery(-1, 0.0, lanes, world)
+            now = time.monotonic()
+            for kind, what, t0 in self.pending:
+                self.record(kind, what, now - t0)
+            self.pending = []
+
+    def record(self, kind: str, what: str, recovery_s: float) -> None:
+        self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3)})
+        log.info("fault %-20s %s; recovered in %.2f s", kind, what, recovery_s)
+
     def to_the_end(self) -> None:
+        if self.pending:
+            self.settle(self._life_arg("lanes"), self._life_arg("world"))
         while not self.finished():
             self.check_time()
             self.note()

@@ -121,6 +121,10 @@ def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
 @pytest.mark.slow
 def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream(soak, tmp_path):
     kinds = ("actor_kill", "actor_kill_starting", "node_removed", "node_added")
-    result = soak.soak(_args(soak, tmp_path, 2, 5, ",".join(kinds)), kinds)
+    # seed 14: actors killed while the job starts, a node removed, two added, an actor killed
+    args = _args(soak, tmp_path, 14, 5, ",".join(kinds))
+    args.deadline_s = 400
+    result = soak.soak(args, kinds)
     assert result["problems"] == []
-    assert sum(result["counts"].values()) >= 4, result["events"]
+    # an actor exists only once the job runs: on a loaded machine the kill may find none, and is not counted
+    assert {"node_removed", "node_added"} <= set(result["counts"]) and result["counts"].get("actor_kill"), result
