@@ -128,8 +128,8 @@ def inject(kind: str, fault: dict, *, rng: random.Random, trainers: list[int], r
             log.info("no actor process among the raylets' children: %s", titles)
             return ""
         pid = rng.choice(pids)
-        kill(pid)
-        return f"SIGKILL actor pid {pid} ({cmdline(pid) or 'gone'})"
+        title = cmdline(pid)
+        return f"SIGKILL actor pid {pid} ({title})" if kill(pid) else ""
     if kind == "node_removed":
         if not cluster.workers:
             cluster.add()

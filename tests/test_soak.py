@@ -123,7 +123,7 @@ def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream
     kinds = ("actor_kill", "actor_kill_starting", "node_removed", "node_added")
     # seed 14: actors killed while the job starts, a node removed, two added, an actor killed
     args = _args(soak, tmp_path, 14, 5, ",".join(kinds))
-    args.deadline_s = 400
+    args.deadline_s, args.samples = 400, 48  # passes long enough for the pool to start its actors
     result = soak.soak(args, kinds)
     assert result["problems"] == []
     # an actor exists only once the job runs: on a loaded machine the kill may find none, and is not counted
