@@ -2,8 +2,9 @@
 
 A schedule is a list of lives: each life is one run of the trainer job (its lanes, its world
 size) and the faults injected during it, each ``gap`` training steps after the previous one
-plus ``delay`` seconds; every life but the last ends with the trainer SIGKILLed, and the next
-starts from the last checkpoint, on the lanes and world size it draws.
+plus ``delay`` seconds (``gap`` 0: ``delay`` seconds after the job starts, while it imports,
+resumes from its checkpoint and connects); every life but the last ends with the trainer
+SIGKILLed, and the next starts from the last checkpoint, on the lanes and world size it draws.
 """
 
 from __future__ import annotations
@@ -52,7 +53,11 @@ def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None,
         if kind == "actor_kill_starting" and life["faults"]:
             kind = "actor_kill"  # "while starting" is the first thing in a life
         if kind == "trainer_kill" or (need is not None and need != life["lanes"]):
-            life["faults"].append({"kind": "trainer_kill", "gap": rng.randint(1, 4), "delay": round(rng.random() * 0.5, 2)})
+            if not life["faults"] and len(lives) > 1 and rng.random() < 0.3:  # while the job resumes
+                life["faults"].append({"kind": "trainer_kill", "gap": 0, "delay": round(rng.uniform(0.5, 8.0), 1)})
+            else:
+                life["faults"].append({"kind": "trainer_kill", "gap": rng.randint(1, 4),
+                                       "delay": round(rng.random() * 0.5, 2)})
             count += 1
             lives.append({"lanes": need or rng.choice(LANES), "world": rng.choice(worlds), "faults": []})
             if kind == "trainer_kill" or count >= faults:

@@ -179,7 +179,7 @@ class Driver:
                     base += f["gap"]
                     if not self.wait_steps(base, lanes, world):
                         return self.to_the_end()
-                    time.sleep(f["delay"])
+                time.sleep(f["delay"])
                 self.note(force=True)
                 what = inject(f["kind"], f, rng=self.rng, trainers=[p.pid for p in self.procs], run_dir=self.run_dir,
                               cluster=self.cluster, storage=self.storage)
