@@ -12,6 +12,8 @@ no process, actor or shared-memory segment is left, file descriptors and RSS fla
 
 Exits 0 when everything held, 1 otherwise; prints the seed and the schedule first (the same
 command replays it) and, last, a line with the counts per fault kind and the recovery times.
+``--json FILE`` keeps the result; ``python benchmarks/soak.py --table A.json B.json`` prints the
+table of several.
 """
 
 from __future__ import annotations
@@ -164,8 +166,31 @@ def _wait_no_actors(cluster, timeout: float = 60) -> list[str]:
         time.sleep(1)
 
 
+def table(results: list[dict]) -> str:
+    """A markdown table of several soaks' ``--json`` results: per fault kind, the count and the
+    recovery times; then the totals and whether every invariant held."""
+    by = defaultdict(list)
+    for r in results:
+        for e in r["events"]:
+            by[e["kind"]].append(e["recovery_s"])
+    rows = ["| fault | injected | recovery median (s) | recovery max (s) |", "| --- | --- | --- | --- |"]
+    rows += [f"| {k} | {len(v)} | {statistics.median(v):.2f} | {max(v):.2f} |" for k, v in sorted(by.items())]
+    every = [x for v in by.values() for x in v]
+    rows.append(f"| all | {len(every)} | {statistics.median(every):.2f} | {max(every):.2f} |")
+    held = sum(not r["problems"] for r in results)
+    rows.append(f"\n{len(results)} soaks (seeds {', '.join(str(r['seed']) for r in results)}), {held} held every "
+                f"invariant; {sum(r['epochs'] for r in results)} epochs, {sum(r['lives'] for r in results)} job "
+                f"starts, {sum(len(r['crash_restarts']) for r in results)} crash restarts, "
+                f"{sum(r['seconds'] for r in results) / 60:.0f} minutes")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--table"]:  # soak.py --table a.json b.json: the RESULTS.md table of several soaks
+        print(table([json.loads(Path(p).read_text()) for p in argv[1:]]))
+        return 0
     args = parse(argv)
     kinds = tuple(k for k in args.kinds.split(",") if k) or None
     result = soak(args, kinds)
