@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import shutil
 import statistics
 import sys
@@ -93,21 +94,25 @@ def soak(args, kinds=None) -> dict:
     try:
         storage = world.S3Server(paths)
         if any(life["lanes"] == "ray" for life in lives):
-            cluster = _start_cluster()
-        run_dir = tmp / "run"
-        run_dir.mkdir()
-        driver = Driver(run_dir, seed=args.seed, epochs=epochs, paths=storage.urls, labels=labels,
-                        storage=storage, cluster=cluster, deadline=deadline, step_s=args.step_s,
-                        save_every=args.save_every)
-        try:
-            driver.run(lives)
-        except Deadline:
-            problems.append(f"the deadline ({args.deadline_s} s) passed before the job finished")
-            driver.stop_all()
-        driver.note(force=True)
-        if cluster is not None:
-            alive = _wait_no_actors(cluster)
-            problems += [f"Ray actor {a} alive after the job ended" for a in alive]
+            try:
+                cluster = _start_cluster()
+            except RuntimeError as e:  # a machine too loaded for Ray: a failed soak, said so
+                problems.append(str(e))
+        if not problems:
+            run_dir = tmp / "run"
+            run_dir.mkdir()
+            driver = Driver(run_dir, seed=args.seed, epochs=epochs, paths=storage.urls, labels=labels,
+                            storage=storage, cluster=cluster, deadline=deadline, step_s=args.step_s,
+                            save_every=args.save_every)
+            try:
+                driver.run(lives)
+            except Deadline:
+                problems.append(f"the deadline ({args.deadline_s} s) passed before the job finished")
+                driver.stop_all()
+            driver.note(force=True)
+            if cluster is not None:
+                alive = _wait_no_actors(cluster)
+                problems += [f"Ray actor {a} alive after the job ended" for a in alive]
     finally:
         if driver is not None:
             driver.stop_all()
@@ -149,9 +154,12 @@ def soak(args, kinds=None) -> dict:
 def _start_cluster(tries: int = 3):
     """The Ray cluster; tried again when a node times out starting (a loaded machine)."""
     for k in range(tries):
+        before = set(world.children_of(os.getpid()))
         try:
             return world.RayCluster(workers=2)
         except Exception as e:  # Ray raises a bare Exception for a node's start timeout
+            for pid in set(world.children_of(os.getpid())) - before:  # what the failed start left running
+                world.kill(pid)
             if k + 1 == tries:
                 raise RuntimeError(f"the Ray cluster did not start in {tries} tries: {e}") from e
             log.warning("the Ray cluster did not start (%s); trying again", e)
