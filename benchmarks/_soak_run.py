@@ -25,6 +25,9 @@ class Deadline(Exception):
 
 
 class Driver:
+    """One soak's job: its trainer processes (one per rank), the faults injected into it, the
+    recovery each took, the crashes it restarted after, what it started (for the leak check)."""
+
     def __init__(self, run_dir: Path, *, seed: int, epochs: int, paths: list[str], labels: list[int],
                  storage, cluster, deadline: float, step_s: float = 0.05, save_every: int = 3):
         self.run_dir, self.storage, self.cluster, self.deadline = run_dir, storage, cluster, deadline
