@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -91,6 +92,7 @@ def proc_status() -> tuple[int, int]:
 
 
 def main(life_path: str, rank: int) -> int:
+    logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(name)s %(levelname)s %(message)s")
     life = json.loads(Path(life_path).read_text())
     world, run = life["world"], Path(life["run_dir"])
     ckpt_path = run / "checkpoint.json"
