@@ -40,7 +40,7 @@ class Driver:
         self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s
         self.crashes: list[str] = []
         self.statuses: list[list] = []
-        self.pending: list[tuple] = []  # faults injected while the job starts: (kind, what, when)
+        self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
         self.procs: list[subprocess.Popen] = []
         self.lives = 0
         self._last_note = 0.0
@@ -190,15 +190,13 @@ class Driver:
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()
                     self.start(lives[n + 1]["lanes"], lives[n + 1]["world"])
-                    self.pending.append((f["kind"], what, t0))
+                    self.pending.append((f["kind"], what, time.time()))  # recovered at the new job's first step
                     started = True
                     break  # a kill ends the life
                 if f["kind"] == "gpu_fault" and not self.consumed(what):
                     what = ""
                 if not what:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
-                elif not f["gap"]:  # while the job starts: recovered at its first step
-                    self.pending.append((f["kind"], what, t0))
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
         return self.to_the_end()
@@ -207,9 +205,12 @@ class Driver:
         """The faults that hit the job while it started recover at its first step."""
         if self.pending:
             self.recovery(-1, 0.0, lanes, world)
-            now = time.monotonic()
+            try:  # when the job's first step ended (the trainer notes it: this wait may come later)
+                first = json.loads((self.run_dir / "progress-0.json").read_text())["t_first"]
+            except (OSError, ValueError, KeyError):
+                first = time.time()
             for kind, what, t0 in self.pending:
-                self.record(kind, what, now - t0)
+                self.record(kind, what, max(0.0, first - t0))
             self.pending = []
 
     def record(self, kind: str, what: str, recovery_s: float) -> None:

@@ -117,7 +117,8 @@ def main(life_path: str, rank: int) -> int:
             segments.append([step, world, epoch])
     progress = run / f"progress-{rank}.json"
     mine: list = []
-    status = []
+    status: list = []
+    t_first = None  # when this job's first step ended (time.time())
 
     def save(next_epoch: int) -> None:
         nonlocal mine
@@ -143,13 +144,14 @@ def main(life_path: str, rank: int) -> int:
                     dist.all_reduce(torch.ones(4))
                 time.sleep(life["step_s"])
                 step += 1
-                write_json(progress, {"step": step, "pid": os.getpid(), "status": status})
+                t_first = t_first or time.time()
+                write_json(progress, {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first})
                 if step % life["save_every"] == 0:
                     save(epoch)
             epoch += 1
             save(epoch)
             status.append(proc_status())
-            write_json(progress, {"step": step, "pid": os.getpid(), "status": status})
+            write_json(progress, {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first})
     if rank == 0:
         write_json(run / "done.json", {"step": step, "status": status})
     if dist is not None:

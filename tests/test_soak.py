@@ -87,7 +87,7 @@ def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_
 
 
 def _args(soak, tmp_path, seed, faults, kinds, worlds="1,2"):
-    return argparse.Namespace(seed=seed, faults=faults, samples=16, deadline_s=170, step_s=0.03, save_every=3,
+    return argparse.Namespace(seed=seed, faults=faults, samples=16, deadline_s=300, step_s=0.03, save_every=3,
                               kinds=kinds, worlds=worlds, json=None, data=tmp_path / "photos")
 
 
