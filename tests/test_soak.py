@@ -91,6 +91,7 @@ def _args(soak, tmp_path, seed, faults, kinds, worlds="1,2"):
                               kinds=kinds, worlds=worlds, json=None, data=tmp_path / "photos")
 
 
+@pytest.mark.slow  # 80-120 s here (make test runs it; make test-fast does not)
 def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_stream(soak, tmp_path):
     kinds = ("trainer_kill", "worker_kill", "storage_stopped", "gpu_fault")
     # seed 713: the GPU lane on 2 ranks (S3 stopped, a device fault), killed, resumed on 1 rank's worker processes
@@ -118,7 +119,7 @@ def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
     assert check.leftovers({proc.pid: world.start_time(proc.pid) or 1}, {f"/dev/shm/{seg.name}"}, grace_s=0) == []
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # about 2 minutes here
 def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream(soak, tmp_path):
     kinds = ("actor_kill", "actor_kill_starting", "node_removed", "node_added")
     # seed 14: actors killed while the job starts, a node removed, two added, an actor killed
