@@ -157,6 +157,15 @@ def inject(kind: str, fault: dict, *, rng: random.Random, trainers: list[int], r
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
+def done_kind(kind: str, what: str) -> str:
+    """The kind of what was done: a node removal that found none added one, and the reverse."""
+    if kind == "node_removed" and what.endswith("one added"):
+        return "node_added"
+    if kind == "node_added" and what.endswith("one removed"):
+        return "node_removed"
+    return kind
+
+
 def remove_flags(run_dir) -> None:
     for p in run_dir.glob("gpu-fault-*"):
         os.unlink(p)

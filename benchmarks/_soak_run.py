@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from _soak_faults import inject, remove_flags
+from _soak_faults import done_kind, inject, remove_flags
 from _soak_world import children_of, free_port, kill, shm_segments, start_time
 
 log = logging.getLogger("soak")
@@ -214,6 +214,7 @@ class Driver:
             self.pending = []
 
     def record(self, kind: str, what: str, recovery_s: float) -> None:
+        kind = done_kind(kind, what)
         self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3)})
         log.info("fault %-20s %s; recovered in %.2f s", kind, what, recovery_s)
 

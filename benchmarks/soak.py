@@ -33,7 +33,7 @@ from pathlib import Path
 
 import _soak_world as world
 from _soak_check import compare, fd_count, leftovers, reference, rss_growth
-from _soak_faults import describe, draw_schedule, steps_needed
+from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
 from _soak_trainer import BATCH
 
@@ -180,7 +180,7 @@ def table(results: list[dict]) -> str:
     by = defaultdict(list)
     for r in results:
         for e in r["events"]:
-            by[e["kind"]].append(e["recovery_s"])
+            by[done_kind(e["kind"], e["what"])].append(e["recovery_s"])
     rows = ["| fault | injected | recovery median (s) | recovery max (s) |", "| --- | --- | --- | --- |"]
     rows += [f"| {k} | {len(v)} | {statistics.median(v):.2f} | {max(v):.2f} |" for k, v in sorted(by.items())]
     every = [x for v in by.values() for x in v]
