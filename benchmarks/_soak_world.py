@@ -1,0 +1,177 @@
+"""What the soak runs in: a small photo set on disk and on a moto S3 server on 127.0.0.1, a
+simulated Ray cluster on loopback, and what /proc says about the processes they start."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read by Ray at import: loopback only
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+
+log = logging.getLogger("soak")
+CREDS = {"key": "test", "secret": "test"}
+STORE = 120 * 2 ** 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tiny_photos(root: Path, n: int) -> tuple[list[Path], list[int]]:
+    """``n`` small JPEGs (80x60 crops of the demo's photos, re-encoded) under ``root``: (paths, labels)."""
+    from PIL import Image
+
+    from hybridload.cli.demo_data import make_photo_folder
+    big = make_photo_folder(root / "full", n, num_classes=3)
+    out = root / "tiny"
+    out.mkdir(exist_ok=True)
+    paths, labels = [], []
+    for k, src in enumerate(sorted(big.glob("class_*/*.jpg"))):
+        dst = out / f"{k:04d}.jpg"
+        if not dst.exists():
+            Image.open(src).convert("RGB").resize((80, 60)).save(dst, "JPEG", quality=90)
+        paths.append(dst)
+        labels.append(int(src.parent.name.split("_")[1]))
+    return paths, labels
+
+
+class S3Server:
+    """A moto S3 server in its own process on 127.0.0.1 holding the photos in bucket ``photos``."""
+
+    def __init__(self, files: list[Path]):
+        import s3fs
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.close()
+                    raise RuntimeError(f"moto server did not listen on 127.0.0.1:{self.port} within 60 s")
+                time.sleep(0.1)
+        # the clients' own retries off: the source's ReadRetry does the retrying
+        self.options = {"endpoint_url": f"http://127.0.0.1:{self.port}", **CREDS,
+                        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 4}}
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options)
+        fs.mkdir("photos")
+        for p in files:
+            fs.pipe(f"photos/{p.name}", p.read_bytes())
+        self.urls = [f"s3://photos/{p.name}" for p in files]
+
+    def stop_for(self, seconds: float) -> None:
+        """The server stopped (SIGSTOP: it answers nothing, connections hang) then continued."""
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+class RayCluster:
+    """A head (1 CPU) and ``workers`` nodes of 1 CPU on 127.0.0.1 (``ray.cluster_utils.Cluster``)."""
+
+    def __init__(self, workers: int = 2):
+        from ray.cluster_utils import Cluster
+        self.cluster = Cluster(initialize_head=True, connect=False, head_node_args=dict(
+            num_cpus=1, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=STORE))
+        self.workers: list = []
+        for _ in range(workers):
+            self.add()
+        self.cluster.wait_for_nodes(timeout=60)
+        self.address = self.cluster.address
+
+    def add(self):
+        node = self.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=STORE)
+        self.workers.append(node)
+        return node
+
+    def remove(self, k: int) -> None:
+        self.cluster.remove_node(self.workers.pop(k), allow_graceful=False)
+
+    def raylet_pids(self) -> list[int]:
+        nodes = [self.cluster.head_node, *self.workers]
+        return [p.process.pid for n in nodes if n is not None
+                for p in n.all_processes.get("raylet", [])]
+
+    def actors_alive(self) -> list[str]:
+        """hybridload's actors the cluster's GCS holds alive (this process connects to ask)."""
+        import ray
+        ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                    if a["name"].startswith("hybridload-")]
+        finally:
+            ray.shutdown()
+
+    def close(self) -> None:
+        self.cluster.shutdown()
+
+
+# ------------------------------------------------------------------ /proc
+
+
+def children_of(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (read from /proc, no psutil here)."""
+    parent: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parent.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        kids = parent.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks (a pid reused later has another)."""
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def shm_segments(pid: int) -> set[str]:
+    """The /dev/shm files ``pid`` has mapped."""
+    try:
+        return {line.split()[-1] for line in open(f"/proc/{pid}/maps") if "/dev/shm/" in line}
+    except OSError:
+        return set()
+
+
+def kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False

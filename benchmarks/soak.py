@@ -1,0 +1,217 @@
+"""Chaos soak: a training-like job over a small real photo set (on a moto S3 server on
+127.0.0.1) for many epochs, with a fault schedule drawn from ``--seed`` injected at random
+moments: the trainer SIGKILLed and restarted from its last checkpoint (on 1, 2 or 3 gloo ranks),
+a process-lane worker SIGKILLed, a Ray actor SIGKILLed (also while the job starts), a Ray node
+removed or added, the S3 server stopped for seconds, a GPU-lane device fault (DALI's CPU-only
+stand-in, the recorded CUDA message). What the job trained on (its checkpoints' record of each
+sample's index, label and pixels) must equal an uninterrupted run with the same world sizes:
+nothing lost, nothing repeated beyond the padding, the same order, the same pixels; and after it
+no process, actor or shared-memory segment is left, file descriptors and RSS flat.
+
+    python benchmarks/soak.py --seed 3 --faults 12
+
+Exits 0 when everything held, 1 otherwise; prints the seed and the schedule first (the same
+command replays it) and, last, a line with the counts per fault kind and the recovery times.
+``--json FILE`` keeps the result; ``python benchmarks/soak.py --table A.json B.json`` prints the
+table of several.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import _soak_world as world
+from _soak_check import compare, fd_count, leftovers, reference, rss_growth
+from _soak_faults import describe, done_kind, draw_schedule, steps_needed
+from _soak_run import Deadline, Driver
+from _soak_trainer import BATCH
+
+log = logging.getLogger("soak")
+RSS_TOLERANCE_KIB = 64 * 1024  # a trainer's RSS may grow this much from its first epoch's end to its last
+FD_TOLERANCE = 2
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0, help="draws the fault schedule (the same seed replays it)")
+    ap.add_argument("--faults", type=int, default=12, help="faults to inject")
+    ap.add_argument("--samples", type=int, default=48, help="photos in the data set")
+    ap.add_argument("--deadline-s", type=float, default=1800, help="give up (exit 1) after this many seconds")
+    ap.add_argument("--step-s", type=float, default=0.05, help="the model's time per step (a sleep)")
+    ap.add_argument("--save-every", type=int, default=3, help="checkpoint every this many steps")
+    ap.add_argument("--kinds", default="", help="comma-separated fault kinds to draw from (default: all)")
+    ap.add_argument("--worlds", default="1,2,3", help="comma-separated world sizes a restarted job draws from")
+    ap.add_argument("--json", type=Path, help="also write the result here")
+    ap.add_argument("--data", type=Path, help="where the photos are made (default: a temporary folder)")
+    args = ap.parse_args(argv)
+    if args.faults < 0 or args.samples < 8:
+        ap.error("--faults must be >= 0 and --samples >= 8")
+    return args
+
+
+def epochs_for(lives: list[dict], samples: int) -> int:
+    """Enough epochs for the schedule's steps at the largest world size (3 ranks)."""
+    per_epoch = math.ceil(samples / 3 / BATCH)
+    return max(2, math.ceil(steps_needed(lives) / per_epoch) + 1)
+
+
+def summary(events: list[dict]) -> str:
+    by = defaultdict(list)
+    for e in events:
+        by[e["kind"]].append(e["recovery_s"])
+    counts = " ".join(f"{k}={len(v)}" for k, v in sorted(by.items()))
+    rec = [e["recovery_s"] for e in events]
+    times = f"recovery median {statistics.median(rec):.2f} s max {max(rec):.2f} s" if rec else "no recovery"
+    return f"faults {len(events)}: {counts}; {times}"
+
+
+def soak(args, kinds=None) -> dict:
+    """Run one soak; the result (its ``problems`` empty when everything held)."""
+    worlds = tuple(int(w) for w in str(args.worlds).split(","))
+    lives = draw_schedule(args.seed, args.faults, kinds=kinds, worlds=worlds)
+    print(f"soak --seed {args.seed} --faults {args.faults} --worlds {args.worlds}"
+          + (f" --kinds {args.kinds}" if args.kinds else ""))
+    print(describe(lives), flush=True)
+    t_start = time.monotonic()
+    deadline = t_start + args.deadline_s
+    tmp = Path(tempfile.mkdtemp(prefix="hybridload-soak-"))
+    paths, labels = world.tiny_photos(args.data or tmp / "photos", args.samples)
+    epochs = epochs_for(lives, args.samples)
+    storage = cluster = None
+    problems: list[str] = []
+    driver = None
+    try:
+        storage = world.S3Server(paths)
+        if any(life["lanes"] == "ray" for life in lives):
+            try:
+                cluster = _start_cluster()
+            except RuntimeError as e:  # a machine too loaded for Ray: a failed soak, said so
+                problems.append(str(e))
+        if not problems:
+            run_dir = tmp / "run"
+            run_dir.mkdir()
+            driver = Driver(run_dir, seed=args.seed, epochs=epochs, paths=storage.urls, labels=labels,
+                            storage=storage, cluster=cluster, deadline=deadline, step_s=args.step_s,
+                            save_every=args.save_every)
+            try:
+                driver.run(lives)
+            except Deadline:
+                problems.append(f"the deadline ({args.deadline_s} s) passed before the job finished")
+                driver.stop_all()
+            driver.note(force=True)
+            if cluster is not None:
+                alive = _wait_no_actors(cluster)
+                problems += [f"Ray actor {a} alive after the job ended" for a in alive]
+    finally:
+        if driver is not None:
+            driver.stop_all()
+        if cluster is not None:
+            cluster.close()
+        if storage is not None:
+            storage.close()
+    events = driver.events if driver else []
+    statuses = driver.statuses if driver else []
+    if not problems:
+        ckpt = json.loads((run_dir / "checkpoint.json").read_text())
+        fd0 = fd_count()
+        want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=epochs,
+                         segments=ckpt["segments"])
+        if fd_count() > fd0 + FD_TOLERANCE:  # the reference's loaders, in this process, all closed
+            problems.append(f"{fd_count() - fd0} more file descriptors open after the reference's loaders closed")
+        problems += compare(ckpt["records"], want, num_samples=len(paths))
+        got_epochs = {r[0] for r in ckpt["records"]}
+        if got_epochs != set(range(epochs)):
+            problems.append(f"the job trained epochs {sorted(got_epochs)}, not 0..{epochs - 1}")
+    problems += leftovers(driver.seen if driver else {}, driver.shm if driver else set())
+    growth = rss_growth(statuses)
+    if growth > RSS_TOLERANCE_KIB:
+        problems.append(f"a trainer's RSS grew {growth // 1024} MiB between epoch ends")
+    fd_growth = max([s[-1][0] - s[0][0] for s in statuses if len(s) >= 2] or [0])
+    if fd_growth > FD_TOLERANCE:
+        problems.append(f"a trainer holds {fd_growth} more file descriptors at its last epoch end than its first")
+    if problems or (driver and driver.crashes):
+        print(f"kept the run's folder (logs, checkpoint): {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"seed": args.seed, "faults": args.faults, "epochs": epochs, "events": events,
+            "counts": dict(Counter(e["kind"] for e in events)), "crash_restarts": driver.crashes if driver else [],
+            "lives": driver.lives if driver else 0, "rss_growth_kib": growth, "problems": problems,
+            "processes_seen": len(driver.seen) if driver else 0, "shm_seen": len(driver.shm) if driver else 0,
+            "seconds": round(time.monotonic() - t_start, 1)}
+
+
+def _start_cluster(tries: int = 3):
+    """The Ray cluster; tried again when a node times out starting (a loaded machine)."""
+    for k in range(tries):
+        before = set(world.children_of(os.getpid()))
+        try:
+            return world.RayCluster(workers=2)
+        except Exception as e:  # Ray raises a bare Exception for a node's start timeout
+            for pid in set(world.children_of(os.getpid())) - before:  # what the failed start left running
+                world.kill(pid)
+            if k + 1 == tries:
+                raise RuntimeError(f"the Ray cluster did not start in {tries} tries: {e}") from e
+            log.warning("the Ray cluster did not start (%s); trying again", e)
+
+
+def _wait_no_actors(cluster, timeout: float = 60) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = cluster.actors_alive()
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(1)
+
+
+def table(results: list[dict]) -> str:
+    """A markdown table of several soaks' ``--json`` results: per fault kind, the count and the
+    recovery times; then the totals and whether every invariant held."""
+    by = defaultdict(list)
+    for r in results:
+        for e in r["events"]:
+            by[done_kind(e["kind"], e["what"])].append(e["recovery_s"])
+    rows = ["| fault | injected | recovery median (s) | recovery max (s) |", "| --- | --- | --- | --- |"]
+    rows += [f"| {k} | {len(v)} | {statistics.median(v):.2f} | {max(v):.2f} |" for k, v in sorted(by.items())]
+    every = [x for v in by.values() for x in v]
+    rows.append(f"| all | {len(every)} | {statistics.median(every):.2f} | {max(every):.2f} |")
+    held = sum(not r["problems"] for r in results)
+    rows.append(f"\n{len(results)} soaks (seeds {', '.join(str(r['seed']) for r in results)}), {held} held every "
+                f"invariant; {sum(r['epochs'] for r in results)} epochs, {sum(r['lives'] for r in results)} job "
+                f"starts, {sum(len(r['crash_restarts']) for r in results)} crash restarts, "
+                f"{sum(r['seconds'] for r in results) / 60:.0f} minutes")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--table"]:  # soak.py --table a.json b.json: the RESULTS.md table of several soaks
+        print(table([json.loads(Path(p).read_text()) for p in argv[1:]]))
+        return 0
+    args = parse(argv)
+    kinds = tuple(k for k in args.kinds.split(",") if k) or None
+    result = soak(args, kinds)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    for p in result["problems"]:
+        print(f"PROBLEM: {p}")
+    verdict = "held" if not result["problems"] else f"FAILED ({len(result['problems'])} problems)"
+    print(f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
+          f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
+          f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}")
+    return 0 if not result["problems"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The chaos soak (benchmarks/soak.py) at CI size: fixed seeds, faults at drawn moments (the
+trainer SIGKILLed and resumed on another world size, a process-lane worker SIGKILLed, the S3
+server stopped, a GPU-lane device fault; Ray actors and nodes in the slow tier), and what the job
+trained on equals an uninterrupted run, nothing left behind. And the soak's own comparison fails
+on a doctored record, its schedule is a function of the seed."""
+
+import argparse
+import copy
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def soak():
+    sys.path.insert(0, str(BENCH))  # the soak runs as `python benchmarks/soak.py`
+    try:
+        yield importlib.import_module("soak")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+@pytest.fixture(scope="module")
+def tiny(soak, tmp_path_factory):
+    """16 small photos: (paths, labels)."""
+    world = importlib.import_module("_soak_world")
+    paths, labels = world.tiny_photos(tmp_path_factory.mktemp("soak-photos"), 16)
+    return [str(p) for p in paths], labels
+
+
+def test_the_soak_schedule_is_a_function_of_the_seed_and_reaches_every_fault_kind(soak):
+    faults = importlib.import_module("_soak_faults")
+    assert faults.draw_schedule(5, 20) == faults.draw_schedule(5, 20)
+    assert faults.draw_schedule(5, 20) != faults.draw_schedule(6, 20)
+    seen = set()
+    for seed in range(10):
+        lives = faults.draw_schedule(seed, 20)
+        assert sum(len(life["faults"]) for life in lives) == 20
+        assert all(life["faults"][-1]["kind"] == "trainer_kill" for life in lives[:-1])  # a life ends in a kill
+        for life in lives:
+            for f in life["faults"]:
+                assert faults.NEEDS.get(f["kind"], life["lanes"]) == life["lanes"], (f, life["lanes"])
+                seen.add(f["kind"])
+    assert seen == set(faults.KINDS)
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        faults.draw_schedule(0, 3, kinds=("meteor",))
+
+
+def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_sample(soak, tiny):
+    check = importlib.import_module("_soak_check")
+    paths, labels = tiny
+    # 2 ranks (2 steps an epoch), 3 from step 3 (mid epoch 1), 1 from step 4 (epoch 2)
+    segments = [[0, 2, 0], [3, 3, 1], [4, 1, 2]]
+    want = check.reference(paths, labels, seed=4, epochs=3, segments=segments)
+    assert check.compare(copy.deepcopy(want), want, num_samples=16) == []
+    assert {r[0] for r in want} == {0, 1, 2} and {r[1] for r in want} == {0, 1, 2}
+    for epoch in (0, 1, 2):  # the reference itself: every sample each epoch
+        assert {r[4] for r in want if r[0] == epoch} == set(range(16))
+
+    dropped = copy.deepcopy(want)
+    del dropped[5]
+    assert any("indices differ" in p for p in check.compare(dropped, want, num_samples=16))
+    duplicated = copy.deepcopy(want)
+    duplicated.insert(6, list(duplicated[5]))
+    assert any("indices differ" in p for p in check.compare(duplicated, want, num_samples=16))
+    swapped = copy.deepcopy(want)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    assert any("indices differ" in p for p in check.compare(swapped, want, num_samples=16))
+    changed = copy.deepcopy(want)
+    changed[7][6] = "0" * 32
+    assert any("pixels differ" in p for p in check.compare(changed, want, num_samples=16))
+    relabeled = copy.deepcopy(want)
+    relabeled[3][5] += 1
+    assert any("label" in p for p in check.compare(relabeled, want, num_samples=16))
+    # a GPU-engine row: pixels within the tolerance pass, beyond it fail
+    near, far = copy.deepcopy(want), copy.deepcopy(want)
+    for rows, delta in ((near, check.THUMB_TOLERANCE), (far, check.THUMB_TOLERANCE + 1)):
+        rows[4][6] = "f" * 32
+        rows[4][7] = [min(255, v + delta) if v + delta <= 255 else v - delta for v in rows[4][7]]
+        rows[4].append(True)
+    assert check.compare(near, want, num_samples=16) == []
+    assert any("pixels differ" in p for p in check.compare(far, want, num_samples=16))
+
+
+def _args(soak, tmp_path, seed, faults, kinds, worlds="1,2"):
+    return argparse.Namespace(seed=seed, faults=faults, samples=16, deadline_s=300, step_s=0.03, save_every=3,
+                              kinds=kinds, worlds=worlds, json=None, data=tmp_path / "photos")
+
+
+@pytest.mark.slow  # 80-120 s here (make test runs it; make test-fast does not)
+def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_stream(soak, tmp_path):
+    kinds = ("trainer_kill", "worker_kill", "storage_stopped", "gpu_fault")
+    # seed 713: the GPU lane on 2 ranks (S3 stopped, a device fault), killed, resumed on 1 rank's worker processes
+    result = soak.soak(_args(soak, tmp_path, 713, 4, ",".join(kinds)), kinds)
+    assert result["problems"] == []
+    assert result["counts"] == {kind: 1 for kind in kinds}, result["events"]
+    assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
+
+
+def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
+    import subprocess
+    from multiprocessing import shared_memory
+    check, world = importlib.import_module("_soak_check"), importlib.import_module("_soak_world")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    seg = shared_memory.SharedMemory(create=True, size=16)
+    try:
+        left = check.leftovers({proc.pid: world.start_time(proc.pid)}, {f"/dev/shm/{seg.name}"}, grace_s=0)
+        assert any(f"process {proc.pid} still alive" in x for x in left)
+        assert any(seg.name in x and "still in /dev/shm" in x for x in left)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        seg.close()
+        seg.unlink()
+    assert check.leftovers({proc.pid: world.start_time(proc.pid) or 1}, {f"/dev/shm/{seg.name}"}, grace_s=0) == []
+
+
+@pytest.mark.slow  # about 2 minutes here
+def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream(soak, tmp_path):
+    kinds = ("actor_kill", "actor_kill_starting", "node_removed", "node_added")
+    # seed 14: actors killed while the job starts, a node removed, two added, an actor killed
+    args = _args(soak, tmp_path, 14, 5, ",".join(kinds))
+    args.deadline_s, args.samples = 400, 48  # passes long enough for the pool to start its actors
+    result = soak.soak(args, kinds)
+    assert result["problems"] == []
+    # an actor kill finds an actor only once the job's pool made one (on a loaded machine it may find
+    # none, and is not counted); the nodes are always there to remove and add
+    assert {"node_removed", "node_added"} <= set(result["counts"]), result
