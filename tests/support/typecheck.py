@@ -15,12 +15,21 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: where setuptools puts a top-level source folder inside the package (pyproject.toml's package-dir)
-MAPPED = {"kernels": "kernels", "pipelines": "pipelines", "torchops": "torchops"}
+
+def package_dirs(root: Path) -> dict[str, str]:
+    """Where setuptools puts a top-level source folder inside the package: pyproject.toml's
+    package-dir, as {name inside hybridload: folder}."""
+    table = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-dir", {})
+    return {name.removeprefix("hybridload."): folder for name, folder in table.items()
+            if name.startswith("hybridload.") and name.count(".") == 1}
+
+
+MAPPED = package_dirs(ROOT)
 
 
 def link_tree(root: Path, tree: Path) -> Path:
@@ -34,7 +43,8 @@ def link_tree(root: Path, tree: Path) -> Path:
         if entry.name != "__pycache__" and entry.name not in MAPPED:
             (package / entry.name).symlink_to(entry)
     for name, folder in MAPPED.items():
-        (package / name).symlink_to(root / folder)
+        if (root / folder).is_dir():
+            (package / name).symlink_to(root / folder)
     return tree
 
 
