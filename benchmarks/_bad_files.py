@@ -27,9 +27,9 @@ def huge_header(jpeg: bytes, side: int = 20000) -> bytes:
     data = bytearray(jpeg)
     k = 2
     while k + 9 <= len(data):
-        marker, length = data[k + 1], struct.unpack(">H", data[k + 2:k + 4])[0]
+        marker, length = data[k + 1], struct.unpack(">H", data[k + 2 : k + 4])[0]
         if marker in (0xC0, 0xC2):
-            data[k + 5:k + 9] = struct.pack(">HH", side, side)
+            data[k + 5 : k + 9] = struct.pack(">HH", side, side)
             return bytes(data)
         k += 2 + length
     raise ValueError("no SOF0/SOF2 marker found: pass a baseline or progressive JPEG")
@@ -54,7 +54,7 @@ def make_bad_files(root: str | os.PathLike, good_jpeg_path: str | os.PathLike) -
     img = Image.open(io.BytesIO(data)).convert("RGB")
     corrupt = bytearray(data)
     mid = len(corrupt) // 2
-    corrupt[mid:mid + 400] = np.random.default_rng(0).bytes(400)
+    corrupt[mid : mid + 400] = np.random.default_rng(0).bytes(400)
     payloads = {
         "truncated.jpg": data[: len(data) // 3],
         "zero.jpg": b"",

@@ -31,15 +31,15 @@ class Batches(Contestant):
         raise NotImplementedError
 
     def run(self, epoch: int) -> int:
-        return sum(b[0].shape[0] for e in range(epoch * self.epochs, (epoch + 1) * self.epochs)
-                   for b in self.batches(e))
+        return sum(
+            b[0].shape[0] for e in range(epoch * self.epochs, (epoch + 1) * self.epochs) for b in self.batches(e)
+        )
 
 
 def max_abs_diff(a: Batches, b: Batches, epoch: int) -> float:
     """Untimed: the largest pixel difference between the batches two contestants deliver for
     ``epoch``; raises unless they deliver as many batches, of the same shapes and labels."""
-    got, want = ([(torch.as_tensor(x[0]).cpu(), torch.as_tensor(x[1]).cpu()) for x in c.batches(epoch)]
-                 for c in (a, b))
+    got, want = ([(torch.as_tensor(x[0]).cpu(), torch.as_tensor(x[1]).cpu()) for x in c.batches(epoch)] for c in (a, b))
     if len(got) != len(want) or any(x[0].shape != y[0].shape or not torch.equal(x[1], y[1]) for x, y in zip(got, want)):
         raise RuntimeError(f"{a.name} and {b.name} delivered different batches (shapes or labels) in epoch {epoch}")
     return max(float((x[0].int() - y[0].int()).abs().max()) for x, y in zip(got, want))
@@ -49,8 +49,17 @@ class Loader(Batches):
     """``HybridLoader(..., policy=..., seed=0)``, built once; a run iterates ``epochs`` epochs;
     ``finish`` adds the consumer's stall seconds and each lane's share of the images."""
 
-    def __init__(self, name: str, source, rec, batch_size: int, policy: LoaderPolicy, threads: int,
-                 device: str | None = "cpu", epochs: int = 1):
+    def __init__(
+        self,
+        name: str,
+        source,
+        rec,
+        batch_size: int,
+        policy: LoaderPolicy,
+        threads: int,
+        device: str | None = "cpu",
+        epochs: int = 1,
+    ):
         self.name, self.threads, self.epochs = name, threads, epochs
         self.loader = HybridLoader(source, rec, batch_size, policy=policy, seed=0, device=device)
 
@@ -65,8 +74,10 @@ class Loader(Batches):
         before, after = self._before, self.loader.stats()
         done = {k: v["images"] - before["lanes"].get(k, {}).get("images", 0) for k, v in after["lanes"].items()}
         total = sum(done.values())
-        return {"stall_s": float(after["stall_s"] - before["stall_s"]),
-                "lane_share": {k: (v / total if total else 0.0) for k, v in done.items()}}
+        return {
+            "stall_s": float(after["stall_s"] - before["stall_s"]),
+            "lane_share": {k: (v / total if total else 0.0) for k, v in done.items()},
+        }
 
     def close(self) -> None:
         self.loader.close()
@@ -77,8 +88,17 @@ class KernelBatches(Batches):
     (seed 0; epoch 0 unshuffled when ``shuffle`` is False): a loop on this thread, or a
     ThreadPoolExecutor(threads) when ``threads > 1`` or ``pooled``, consumed in order."""
 
-    def __init__(self, name: str, source, rec, batch_size: int, threads: int = 1, shuffle: bool = True,
-                 epochs: int = 1, pooled: bool = False):
+    def __init__(
+        self,
+        name: str,
+        source,
+        rec,
+        batch_size: int,
+        threads: int = 1,
+        shuffle: bool = True,
+        epochs: int = 1,
+        pooled: bool = False,
+    ):
         self.name, self.threads, self.epochs = name, threads, epochs
         self.source, self.rec, self.batch_size, self.shuffle = source, rec, batch_size, shuffle
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bench-{name}") if threads > 1 or pooled else None
@@ -89,8 +109,9 @@ class KernelBatches(Batches):
 
     def batches(self, epoch: int) -> Iterator[tuple]:
         e = epoch if self.shuffle else 0
-        order = sharding.rank_batches(len(self.source), batch_size=self.batch_size, seed=0, epoch=e,
-                                      shuffle=self.shuffle)
+        order = sharding.rank_batches(
+            len(self.source), batch_size=self.batch_size, seed=0, epoch=e, shuffle=self.shuffle
+        )
         one = functools.partial(self.one, epoch=e)
         return map(one, order) if self.pool is None else self.pool.map(one, order)
 
@@ -107,8 +128,16 @@ class DaliFiles(Contestant):
 
     pads = True
 
-    def __init__(self, folder: Path, n: int, threads: int, batch_size: int, size: int,
-                 iterations: int | None = None, name: str = "dali"):
+    def __init__(
+        self,
+        folder: Path,
+        n: int,
+        threads: int,
+        batch_size: int,
+        size: int,
+        iterations: int | None = None,
+        name: str = "dali",
+    ):
         self.name, self.threads = name, threads
         self.folder, self.n, self.batch_size, self.size = folder, n, batch_size, size
         self.iterations = iterations or math.ceil(n / batch_size)
@@ -116,6 +145,7 @@ class DaliFiles(Contestant):
 
     def prepare(self) -> None:
         from nvidia.dali import fn, pipeline_def, types
+
         root, size = str(self.folder), self.size
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.threads, device_id=None)
@@ -123,8 +153,9 @@ class DaliFiles(Contestant):
             jpegs, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
             images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB)
             images = fn.resize(images, resize_x=size, resize_y=size)
-            images = fn.crop_mirror_normalize(images, mirror=fn.random.coin_flip(), dtype=types.UINT8,
-                                              output_layout="CHW")
+            images = fn.crop_mirror_normalize(
+                images, mirror=fn.random.coin_flip(), dtype=types.UINT8, output_layout="CHW"
+            )
             return images, labels
 
         self._pipe = pipe = rrc_pipeline()
@@ -184,6 +215,7 @@ def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) 
     """map_batches fn: decode + augment each row's bytes with hybridload's kernels. (It must not
     name the ``torch`` global: cloudpickle would take ``params.ops`` for ``torch.ops``.)"""
     from hybridload.kernels import apply_ops, decode_image
+
     one_torch_thread()
     h, w = rec.out_hw
     out, labels = np.empty((len(batch["bytes"]), 3, h, w), np.uint8), np.empty(len(batch["bytes"]), np.int64)
@@ -219,7 +251,10 @@ class RayData(Contestant):
 
     def run(self, epoch: int) -> int:
         kw = {} if self.blocks is None else {"override_num_blocks": self.blocks}
-        ds = (self._ray_data.read_binary_files(self.paths, include_paths=True, **kw)
-              .map_batches(ray_data_decode, batch_size=self.batch_size, batch_format="numpy",
-                           fn_kwargs={"rec": self.rec, "index_of": self.index_of, "seed": 0, "epoch": epoch}))
+        ds = self._ray_data.read_binary_files(self.paths, include_paths=True, **kw).map_batches(
+            ray_data_decode,
+            batch_size=self.batch_size,
+            batch_format="numpy",
+            fn_kwargs={"rec": self.rec, "index_of": self.index_of, "seed": 0, "epoch": epoch},
+        )
         return sum(b["image"].shape[0] for b in ds.iter_torch_batches(batch_size=self.batch_size, device="cpu"))

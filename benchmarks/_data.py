@@ -16,7 +16,7 @@ from hybridload import sources
 from hybridload.cli.demo_data import make_photo_folder
 
 DEFAULT_PHOTO_ROOT = Path(__file__).resolve().parents[1] / "data" / "bench-photos"
-MB = 2 ** 20
+MB = 2**20
 
 
 def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple[Path, sources.ImageFolder]:
@@ -25,8 +25,9 @@ def photo_source(root: Path, n: int, log: logging.Logger | None = None) -> tuple
     number of images (a stale set: delete it to regenerate)."""
     folder, t0 = Path(root) / f"n{n}", time.perf_counter()
     make_photo_folder(folder, n)
-    (log or logging.getLogger("benchmarks")).info("photo set: %s (%d images; ready in %.1f s)", folder, n,
-                                                  time.perf_counter() - t0)
+    (log or logging.getLogger("benchmarks")).info(
+        "photo set: %s (%d images; ready in %.1f s)", folder, n, time.perf_counter() - t0
+    )
     source = sources.ImageFolder(folder)
     if len(source) != n:
         raise SystemExit(f"{folder} holds {len(source)} images, expected {n}; delete it to regenerate")
@@ -48,18 +49,27 @@ def check_ray_loopback(ray) -> list[str]:
 
 
 @contextlib.contextmanager
-def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200,
-                     connect: bool = True):
+def loopback_cluster(
+    head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200, connect: bool = True
+):
     """A simulated multi-node Ray cluster on 127.0.0.1 (``ray.cluster_utils.Cluster``): a head
     and ``workers`` worker nodes; yields (cluster, worker nodes), this process connected if
     ``connect``. Shut down on exit."""
     import ray
     from ray.cluster_utils import Cluster
-    cl = Cluster(initialize_head=True, connect=False, head_node_args=dict(
-        num_cpus=head_cpus, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB))
+
+    cl = Cluster(
+        initialize_head=True,
+        connect=False,
+        head_node_args=dict(
+            num_cpus=head_cpus, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB
+        ),
+    )
     try:
-        nodes = [cl.add_node(num_cpus=worker_cpus, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB)
-                 for _ in range(workers)]
+        nodes = [
+            cl.add_node(num_cpus=worker_cpus, node_ip_address="127.0.0.1", object_store_memory=store_mb * MB)
+            for _ in range(workers)
+        ]
         cl.wait_for_nodes(timeout=60)
         if connect:
             ray.init(address=cl.address, logging_level=logging.WARNING, log_to_driver=False)
@@ -74,8 +84,11 @@ def loopback_cluster(head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1,
 COMMON_FLAGS = {  # flags several scripts take: (type, help); a script gives its default
     "batch_size": (int, "images per batch"),
     "size": (int, "output size of imagenet_train"),
-    "workers": (int, "workers of each contestant (Ray actors, threads, DataLoader workers, Ray tasks, Ray Data "
-                     "CPUs or DALI threads)"),
+    "workers": (
+        int,
+        "workers of each contestant (Ray actors, threads, DataLoader workers, Ray tasks, Ray Data "
+        "CPUs or DALI threads)",
+    ),
     "gpu_threads": (int, "DALI threads of the GPU lane"),
     "torch_threads": (int, "torch.set_num_threads in this process"),
     "object_store_mb": (int, "object store of the embedded Ray"),
@@ -101,8 +114,10 @@ class BenchParser(argparse.ArgumentParser):
         if self.contestants:
             ns.contestants = [c for c in ns.contestants.split(",") if c]
             if set(ns.contestants) - set(self.contestants):
-                self.error(f"unknown contestants {sorted(set(ns.contestants) - set(self.contestants))}; "
-                           f"known: {', '.join(self.contestants)}")
+                self.error(
+                    f"unknown contestants {sorted(set(ns.contestants) - set(self.contestants))}; "
+                    f"known: {', '.join(self.contestants)}"
+                )
         for k, v in vars(ns).items():
             number = isinstance(v, (int, float)) and not isinstance(v, bool)
             if number and (v < 0 or v == 0 and k not in self.nonnegative):
@@ -111,8 +126,17 @@ class BenchParser(argparse.ArgumentParser):
         return ns
 
 
-def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 1024, rounds: int = 5,
-           contestants: Sequence[str] = (), nonnegative: Sequence[str] = (), **common) -> BenchParser:
+def parser(
+    doc: str,
+    *,
+    quick: dict | str = "",
+    photos: bool = True,
+    n: int = 1024,
+    rounds: int = 5,
+    contestants: Sequence[str] = (),
+    nonnegative: Sequence[str] = (),
+    **common,
+) -> BenchParser:
     """A parser with the flags every benchmark shares: --quick (``quick``: the flags it sets, or
     what the script itself shrinks) and --out; with ``photos``, --root --n --rounds --warmup-rounds; with ``contestants``,
     --contestants (a subset of them); each of ``common`` (a name from COMMON_FLAGS: its default)."""
@@ -122,8 +146,12 @@ def parser(doc: str, *, quick: dict | str = "", photos: bool = True, n: int = 10
     ap.add_argument("--quick", action="store_true", help=f"smoke run: {shown or 'small n, one round'}")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     if photos:
-        ap.add_argument("--root", type=Path, default=DEFAULT_PHOTO_ROOT,
-                        help="where photo sets live; the set of N images is ROOT/nN (generated on first use)")
+        ap.add_argument(
+            "--root",
+            type=Path,
+            default=DEFAULT_PHOTO_ROOT,
+            help="where photo sets live; the set of N images is ROOT/nN (generated on first use)",
+        )
         ap.add_argument("--n", type=int, default=n, help="number of photo JPEGs")
         ap.add_argument("--rounds", type=int, default=rounds, help="interleaved timed rounds (median reported)")
         ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed rounds before the timed ones")

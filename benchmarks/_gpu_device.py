@@ -32,13 +32,27 @@ FAULT = "Failed to decode batch: 5"
 def _loader(src, rec, bs, device, **policy):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return HybridLoader(src, rec, bs, device=device, seed=0, return_indices=True,
-                            policy=LoaderPolicy(cpu_actors=0, threads=2, **policy))
+        return HybridLoader(
+            src,
+            rec,
+            bs,
+            device=device,
+            seed=0,
+            return_indices=True,
+            policy=LoaderPolicy(cpu_actors=0, threads=2, **policy),
+        )
 
 
 def delivery_syncs(src, size: int, bs: int, device, batches: int = 20) -> dict:
-    rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(size), recipe.HorizontalFlip(),
-                         recipe.Normalize(), recipe.RandomErasing(p=0.5, value="random")])
+    rec = recipe.Recipe(
+        [
+            recipe.Decode(),
+            recipe.RandomResizedCrop(size),
+            recipe.HorizontalFlip(),
+            recipe.Normalize(),
+            recipe.RandomErasing(p=0.5, value="random"),
+        ]
+    )
     consumer, seen, real_show = threading.current_thread(), [], warnings.showwarning  # gpu_check's section thread
 
     def show(message, category, *args, **kwargs):
@@ -47,7 +61,7 @@ def delivery_syncs(src, size: int, bs: int, device, batches: int = 20) -> dict:
 
     with _loader(src, rec, bs, device, mode="gpu", gpu_engine="torch") as ld:
         it = iter(ld)
-        next(it)                                   # start-up (pipelines, first allocations) is not delivery
+        next(it)  # start-up (pipelines, first allocations) is not delivery
         torch.cuda.synchronize(device)
         torch.cuda.set_sync_debug_mode("warn")
         try:
@@ -55,14 +69,20 @@ def delivery_syncs(src, size: int, bs: int, device, batches: int = 20) -> dict:
                 warnings.simplefilter("always")
                 warnings.showwarning = show
                 for _n, (images, _labels, _idx) in zip(range(batches), it):
-                    images.add_(0)                 # the consumer touches the batch on its own stream
+                    images.add_(0)  # the consumer touches the batch on its own stream
         finally:
             torch.cuda.set_sync_debug_mode(0)
             warnings.showwarning = real_show
         gpu_batches = ld.stats()["lanes"].get("gpu", {}).get("batches", 0)
     if not gpu_batches:
         return no_gpu_decode("the GPU lane took no batch", batches=batches)
-    return {"gpu_batches": gpu_batches, "batches": batches, "syncs_on_the_consumer_thread": len(seen), "first": seen[:3], "ok": not seen}
+    return {
+        "gpu_batches": gpu_batches,
+        "batches": batches,
+        "syncs_on_the_consumer_thread": len(seen),
+        "first": seen[:3],
+        "ok": not seen,
+    }
 
 
 def injected_fault(src, size: int, bs: int, device, engine: str, lane_cls) -> dict:
@@ -88,8 +108,13 @@ def injected_fault(src, size: int, bs: int, device, engine: str, lane_cls) -> di
     gpu_batches = stats["lanes"].get("gpu", {}).get("batches", 0)
     if not gpu_batches and not calls["n"]:
         return no_gpu_decode(f"the {engine} GPU lane took no batch", engine=engine)
-    return {"engine": engine, "stream_complete": got == want, "gpu_batches": gpu_batches,
-            "decode_calls": calls["n"], "ok": got == want and gpu_batches == 2 and calls["n"] < len(want)}
+    return {
+        "engine": engine,
+        "stream_complete": got == want,
+        "gpu_batches": gpu_batches,
+        "decode_calls": calls["n"],
+        "ok": got == want and gpu_batches == 2 and calls["n"] < len(want),
+    }
 
 
 def auto_share(src, size: int, bs: int, device, step, batches: int = 300, time_left=None) -> dict:

@@ -46,14 +46,16 @@ def gpu_figure(rate: float, lanes: dict[str, int], mode: str) -> dict:
     batch of is withheld (``img_s`` None), never reported as the GPU lane's."""
     record = {"img_s": rate, "lanes": lanes}
     if mode in ("gpu", "split", "auto") and not lanes.get("gpu"):
-        record.update(img_s=None, measured_img_s=rate,
-                      note=f"the GPU lane ran no batch (lanes: {lanes}): not a GPU figure")
+        record.update(
+            img_s=None, measured_img_s=rate, note=f"the GPU lane ran no batch (lanes: {lanes}): not a GPU figure"
+        )
     return record
 
 
 def raw_ceiling(payloads: list[bytes], decode, params, device, reps: int = 5) -> dict:
     """Images/s of the decoder alone on the list, and of decode + each sample's ops (``params``)."""
     from hybridload.torchops.ops import apply_ops, stack
+
     datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in payloads]
     decode(datas)  # warm: the decoder's set-up is not the ceiling
     sync(device)
@@ -86,6 +88,7 @@ def run_as_dispatched(lane, tasks) -> list:
 def lane_alone(lane, n_images: int, bs: int, batches: int, device, warm: int = 2) -> float:
     """Images/s of the lane fed as the dispatcher feeds it (:func:`run_as_dispatched`), after ``warm``."""
     from hybridload.lanes.base import BatchTask
+
     tasks = [BatchTask(k, 0, np.arange(k * bs, (k + 1) * bs) % n_images) for k in range(warm + batches)]
     run_as_dispatched(lane, tasks[:warm])
     sync(device)
@@ -117,6 +120,7 @@ def shm_gb() -> float | None:
 def driver_version() -> str | None:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         try:
             v = pynvml.nvmlSystemGetDriverVersion()
@@ -132,6 +136,7 @@ def decoder_record() -> dict:
     out: dict = {}
     try:
         import torchvision
+
         out["torchvision"] = torchvision.__version__
         try:
             out["torchvision_image_extension"] = hasattr(torch.ops.image, "decode_jpegs_cuda")
@@ -141,6 +146,7 @@ def decoder_record() -> dict:
         out["torchvision"] = f"not installed ({type(exc).__name__})"
     try:
         import torchcodec
+
         out["torchcodec"] = getattr(torchcodec, "__version__", "installed")
     except Exception as exc:
         out["torchcodec"] = f"not installed ({type(exc).__name__})"
@@ -148,6 +154,12 @@ def decoder_record() -> dict:
 
 
 def environment_record(device) -> dict:
-    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, **decoder_record(),
-            "driver": driver_version(), "cpu_model": cpu_model(), "dev_shm_gb": shm_gb(),
-            "python": platform.python_version()}
+    return {
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        **decoder_record(),
+        "driver": driver_version(),
+        "cpu_model": cpu_model(),
+        "dev_shm_gb": shm_gb(),
+        "python": platform.python_version(),
+    }

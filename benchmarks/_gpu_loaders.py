@@ -24,6 +24,7 @@ from _gpu_headline import gpu_figure, lanes_used, sync
 def has_torchvision() -> bool:
     try:
         import torchvision  # noqa: F401
+
         return True
     except Exception:
         return False
@@ -39,10 +40,16 @@ def model_and_step(device, quick):
     """A training step on images: torchvision's ResNet-50 (AMP, channels_last) or a small CNN."""
     if has_torchvision() and not quick:
         from torchvision.models import resnet50
+
         model = resnet50(num_classes=1000)
     else:
-        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                    torch.nn.Flatten(), torch.nn.Linear(16, 1000))
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, 2, 1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(16, 1000),
+        )
     model = model.to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     amp = device.type == "cuda"  # bf16 autocast: no loss scaling needed
@@ -56,6 +63,7 @@ def model_and_step(device, quick):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -99,8 +107,14 @@ def forever(dl):
 
 
 def loader_for(src, rec, bs, device, mode, share=None, threads=None, local_workers="threads"):
-    policy = LoaderPolicy(mode=mode, gpu_share=share, gpu_engine="torch", cpu_actors=0,
-                          threads=threads or usable_cpus(), local_workers=local_workers)
+    policy = LoaderPolicy(
+        mode=mode,
+        gpu_share=share,
+        gpu_engine="torch",
+        cpu_actors=0,
+        threads=threads or usable_cpus(),
+        local_workers=local_workers,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return HybridLoader(src, rec, bs, policy=policy, device=device, seed=0, return_indices=True)
@@ -117,6 +131,7 @@ def loader_figure(src, rec, bs, device, mode, step, n, time_left=None, share=Non
 def torch_dataloader(src, rec, bs, workers):
     """torch's DataLoader over the same files with Pillow (torchvision transforms where present)."""
     from PIL import Image
+
     size = rec.out_hw
 
     class DS(torch.utils.data.Dataset):
@@ -127,8 +142,16 @@ def torch_dataloader(src, rec, bs, workers):
             ref = src.ref(i)
             im = Image.open(ref.location).convert("RGB").resize((size[1], size[0]), Image.BILINEAR)
             return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1), int(ref.label)
-    return torch.utils.data.DataLoader(DS(), batch_size=bs, shuffle=True, num_workers=workers, drop_last=True,
-                                       pin_memory=torch.cuda.is_available(), persistent_workers=workers > 0)
+
+    return torch.utils.data.DataLoader(
+        DS(),
+        batch_size=bs,
+        shuffle=True,
+        num_workers=workers,
+        drop_last=True,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=workers > 0,
+    )
 
 
 def local_sweep(src, rec, bs, nb, counts, time_left=None):
@@ -141,6 +164,10 @@ def local_sweep(src, rec, bs, nb, counts, time_left=None):
         with loader_for(src, rec, bs, cpu, "cpu", threads=n, local_workers="processes") as ld:
             proc_rate = trainer_rate(endless(ld), idle, cpu, nb, warm, time_left)
         dl_rate = trainer_rate(forever(torch_dataloader(src, rec, bs, n)), idle, cpu, nb, warm, time_left)
-        out[str(n)] = {"hybridload_threads": lane_rate, "hybridload_processes": proc_rate,
-                       "torch_dataloader_workers": dl_rate, "warm_batches": warm}
+        out[str(n)] = {
+            "hybridload_threads": lane_rate,
+            "hybridload_processes": proc_rate,
+            "torch_dataloader_workers": dl_rate,
+            "warm_batches": warm,
+        }
     return out

@@ -48,6 +48,7 @@ def cuda_stall(lane, cycles: int = SLEEP_CYCLES):
     def stalled(task, batch, decoded):
         torch.cuda._sleep(cycles)
         return real(task, batch, decoded)
+
     lane._augment = stalled
 
 
@@ -56,7 +57,7 @@ def _run(make_lane, tasks, stall, sync) -> list[torch.Tensor]:
     try:
         if stall is not None:
             stall(lane)
-        results = [lane.run_batch(t) for t in tasks]   # no host wait between batches
+        results = [lane.run_batch(t) for t in tasks]  # no host wait between batches
         sync(lane)
         return [r.images.cpu().clone() for r in results]
     finally:
@@ -67,8 +68,9 @@ def _differing(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[int]:
     return [k for k, (x, y) in enumerate(zip(a, b)) if x.shape != y.shape or not torch.equal(x, y)]
 
 
-def stalled_ordering(make_lane, n_images: int, bs: int, *, stall, sync, unguarded=without_the_wait,
-                     batches: int = 8, tries: int = 3) -> dict:
+def stalled_ordering(
+    make_lane, n_images: int, bs: int, *, stall, sync, unguarded=without_the_wait, batches: int = 8, tries: int = 3
+) -> dict:
     """The section: a stalled run of the lane equal to an unstalled one, batch for batch; the control."""
     tasks = [BatchTask(k, 0, np.arange(k * bs, (k + 1) * bs) % n_images) for k in range(batches)]
     reference = _run(make_lane, tasks, None, sync)
@@ -83,6 +85,13 @@ def stalled_ordering(make_lane, n_images: int, bs: int, *, stall, sync, unguarde
             break
     if control is None:
         control = f"hazard not seen in {tries} tries"
-    return {"status": "fail" if bad else "ok", "batches": batches, "equal_batches": batches - len(bad),
-            "differing_batches": bad, "control": control, "control_corrupted_on_try": corrupted_at,
-            "tries": tries, **({"reason": f"batches {bad} changed under a stalled stream"} if bad else {})}
+    return {
+        "status": "fail" if bad else "ok",
+        "batches": batches,
+        "equal_batches": batches - len(bad),
+        "differing_batches": bad,
+        "control": control,
+        "control_corrupted_on_try": corrupted_at,
+        "tries": tries,
+        **({"reason": f"batches {bad} changed under a stalled stream"} if bad else {}),
+    }

@@ -56,14 +56,19 @@ def diff_stats(hist: np.ndarray) -> dict:
         return {"mean": None, "p99": None, "max": None, "pixels": 0}
     levels = np.arange(len(hist))
     cum = np.cumsum(hist)
-    return {"mean": float((hist * levels).sum() / n), "p99": int(np.searchsorted(cum, 0.99 * n)),
-            "max": int(levels[hist > 0].max()), "pixels": n}
+    return {
+        "mean": float((hist * levels).sum() / n),
+        "p99": int(np.searchsorted(cum, 0.99 * n)),
+        "max": int(levels[hist > 0].max()),
+        "pixels": n,
+    }
 
 
 def engine_vs_cpu(make_lane, src, rec, bs) -> dict:
     """|diff| statistics of a GPU engine's uint8 batches against the CPU lane's, over the folder."""
     from hybridload.kernels import process_batch
     from hybridload.lanes.base import BatchTask
+
     lane = make_lane(src, rec, bs)
     hist = np.zeros(256, np.int64)
     try:
@@ -83,8 +88,10 @@ def judge(row: dict, documented: float = DOCUMENTED_MEAN) -> tuple[str, bool]:
     if row["mean"] is None:
         return "no pixels compared", False
     if row["mean"] > GROSS_MEAN or row["p99"] > GROSS_P99:
-        return (f"fault: mean {row['mean']:.3f} / p99 {row['p99']} is beyond rounding and upsampling "
-                f"(> {GROSS_MEAN} / {GROSS_P99}): a wrong box, flip or batch"), True
+        return (
+            f"fault: mean {row['mean']:.3f} / p99 {row['p99']} is beyond rounding and upsampling "
+            f"(> {GROSS_MEAN} / {GROSS_P99}): a wrong box, flip or batch"
+        ), True
     if row["mean"] > documented:
         return f"above the documented {documented}: state the measured {row['mean']:.2f} in the docs", False
     return f"within the documented {documented}", False
@@ -96,8 +103,8 @@ def tolerance(folders: dict[str, str], rec, bs, engines: dict) -> dict:
     ``engines``: {name: lane factory (src, rec, bs) -> lane, or a reason string when it cannot run}.
     """
     from hybridload import sources
-    out: dict = {"documented_mean": DOCUMENTED_MEAN, "gross_mean": GROSS_MEAN, "gross_p99": GROSS_P99,
-                 "engines": {}}
+
+    out: dict = {"documented_mean": DOCUMENTED_MEAN, "gross_mean": GROSS_MEAN, "gross_p99": GROSS_P99, "engines": {}}
     faults, ran = [], False
     for engine, make in engines.items():
         if isinstance(make, str):
@@ -119,8 +126,11 @@ def tolerance(folders: dict[str, str], rec, bs, engines: dict) -> dict:
                 faults.append(f"{engine} on {name}: {rows[name]['verdict']}")
         out["engines"][engine] = rows
     if not ran:
-        return {**out, "gpu_decode_ran": False, "why": "; ".join(
-            f"{k}: {v.get('reason')}" for k, v in out["engines"].items())}
+        return {
+            **out,
+            "gpu_decode_ran": False,
+            "why": "; ".join(f"{k}: {v.get('reason')}" for k, v in out["engines"].items()),
+        }
     if faults:
         out.update(status="fail", reason="; ".join(faults))
     return out
@@ -129,6 +139,7 @@ def tolerance(folders: dict[str, str], rec, bs, engines: dict) -> dict:
 def nvjpeg_version() -> str | None:
     """The installed nvJPEG wheel's version (nvidia-nvjpeg-cu12 / -cu13), or None."""
     from importlib import metadata
+
     for dist in ("nvidia-nvjpeg-cu13", "nvidia-nvjpeg-cu12", "nvidia-nvjpeg"):
         try:
             return metadata.version(dist)
@@ -160,10 +171,13 @@ def _dali_variant(device_id, bs, roi: bool, fancy: bool):
         dev = "cpu" if device_id is None else "mixed"
         opts = dict(output_type=types.RGB, jpeg_fancy_upsampling=fancy, adjust_orientation=False)
         if roi:
-            return fn.decoders.image_slice(enc, anchor, shape, device=dev, normalized_anchor=False,
-                                           normalized_shape=False, **opts)
-        return fn.slice(fn.decoders.image(enc, device=dev, **opts), anchor, shape,
-                        normalized_anchor=False, normalized_shape=False)
+            return fn.decoders.image_slice(
+                enc, anchor, shape, device=dev, normalized_anchor=False, normalized_shape=False, **opts
+            )
+        return fn.slice(
+            fn.decoders.image(enc, device=dev, **opts), anchor, shape, normalized_anchor=False, normalized_shape=False
+        )
+
     pipe = graph()
     pipe.build()
     return pipe
@@ -175,12 +189,19 @@ def dali_decoders(folders: dict[str, str], bs: int, device_id: int | None, reps:
     ``device_id=None`` runs DALI's CPU-only mode (the tests' stand-in)."""
     import nvidia.dali
     from hybridload.kernels import decode_image
+
     nvj = nvjpeg_version()
-    out: dict = {"dali": nvidia.dali.__version__, "nvjpeg": nvj,
-                 "lane_decoder": "decoders.image_slice(jpeg_fancy_upsampling=True), pipelines/builder.py",
-                 "variants": {}}
-    variants = {"full_decode_then_slice_fancy": (False, True), "roi_decode_fancy": (True, True),
-                "roi_decode_no_fancy": (True, False)}
+    out: dict = {
+        "dali": nvidia.dali.__version__,
+        "nvjpeg": nvj,
+        "lane_decoder": "decoders.image_slice(jpeg_fancy_upsampling=True), pipelines/builder.py",
+        "variants": {},
+    }
+    variants = {
+        "full_decode_then_slice_fancy": (False, True),
+        "roi_decode_fancy": (True, True),
+        "roi_decode_no_fancy": (True, False),
+    }
     for vname, (roi, fancy) in variants.items():
         pipe, rows = _dali_variant(device_id, bs, roi, fancy), {}
         for sname, folder in folders.items():
@@ -202,14 +223,16 @@ def dali_decoders(folders: dict[str, str], bs: int, device_id: int | None, reps:
             diffs = []
             for k, r in enumerate(refs):
                 (x, y), (w, h) = anchors[k].astype(int), shapes[k].astype(int)
-                d = np.abs(np.asarray(got.at(k)).astype(int) - r[y:y + h, x:x + w].astype(int))
+                d = np.abs(np.asarray(got.at(k)).astype(int) - r[y : y + h, x : x + w].astype(int))
                 diffs.append((float(d.mean()), int(d.max())))
-            rows[sname] = {"mean_abs_diff": float(np.mean([m for m, _ in diffs])),
-                           "max_abs_diff": max(x for _, x in diffs), "images_per_s": rate,
-                           "expected_backend": "CPU (DALI CPU-only mode)" if device_id is None
-                           else expected_backend(fancy, sname, nvj)}
+            rows[sname] = {
+                "mean_abs_diff": float(np.mean([m for m, _ in diffs])),
+                "max_abs_diff": max(x for _, x in diffs),
+                "images_per_s": rate,
+                "expected_backend": "CPU (DALI CPU-only mode)"
+                if device_id is None
+                else expected_backend(fancy, sname, nvj),
+            }
         out["variants"][vname] = rows
         del pipe
     return out
-
-

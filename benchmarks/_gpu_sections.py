@@ -28,9 +28,17 @@ import traceback
 
 log = logging.getLogger("gpu_check")
 
-OPTIONAL = {"ray": "ray", "nvidia": "nvidia-dali", "torchvision": "torchvision", "torchcodec": "torchcodec",
-            "skimage": "scikit-image", "matplotlib": "matplotlib", "sklearn": "scikit-learn",
-            "pynvml": "nvidia-ml-py", "cupy": "cupy"}
+OPTIONAL = {
+    "ray": "ray",
+    "nvidia": "nvidia-dali",
+    "torchvision": "torchvision",
+    "torchcodec": "torchcodec",
+    "skimage": "scikit-image",
+    "matplotlib": "matplotlib",
+    "sklearn": "scikit-learn",
+    "pynvml": "nvidia-ml-py",
+    "cupy": "cupy",
+}
 
 
 def skipped(reason: str) -> dict:
@@ -84,8 +92,9 @@ class Sections:
         grace_s: how long past its limit a section may take to notice :meth:`time_left` and end.
     """
 
-    def __init__(self, out: str, budget_s: float | None = None, section_s: float = 150.0, show=None,
-                 grace_s: float = 30.0):
+    def __init__(
+        self, out: str, budget_s: float | None = None, section_s: float = 150.0, show=None, grace_s: float = 30.0
+    ):
         self.out, self.budget_s, self.section_s, self.t0 = out, budget_s, section_s, time.monotonic()
         self.grace_s = grace_s
         self.report: dict = {}
@@ -139,8 +148,11 @@ class Sections:
         if worker.is_alive():
             self.hung.append(name)
             log.error("section %s still running after %.0f s: left behind", name, limit + self.grace_s)
-            value = {"status": "error", "error": f"watchdog: still running after {limit + self.grace_s:.0f} s",
-                     "stack": _stack_of(worker)}
+            value = {
+                "status": "error",
+                "error": f"watchdog: still running after {limit + self.grace_s:.0f} s",
+                "stack": _stack_of(worker),
+            }
         elif "exc" in box:
             pkg = missing_optional(box["exc"])
             exc = box["exc"]
@@ -160,6 +172,7 @@ class Sections:
 
 # -- the table: each section's rows, printed as it ends and all together at the end
 
+
 def _status(v) -> str:
     return f"{v.get('status')}: {v.get('reason', v.get('error', ''))}"[:160]
 
@@ -171,23 +184,31 @@ def _fig(v, fmt="{:,.0f}") -> str:
 def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
     """The printed rows of one section (a skipped or failed one says why)."""
     if name == "environment":
-        return [("device", str(v.get("device_name", "?"))),
-                ("stack", f"torch {v.get('torch')}, torchvision {v.get('torchvision')}, "
-                          f"decoder {v.get('decoder_backend')}")]
+        return [
+            ("device", str(v.get("device_name", "?"))),
+            (
+                "stack",
+                f"torch {v.get('torch')}, torchvision {v.get('torchvision')}, decoder {v.get('decoder_backend')}",
+            ),
+        ]
     status = v.get("status")
     if status not in ("ok", "fail"):
         return [(name, _status(v))]
     rows = [(name, status)]
     if name == "correctness":
         px = v["pixels"]
-        rows += [("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f} ({px['engine']})"),
-                 ("index streams identical", str(v["index_streams_identical"]))]
+        rows += [
+            ("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f} ({px['engine']})"),
+            ("index streams identical", str(v["index_streams_identical"])),
+        ]
         for k in ("device_after_set_device", "gpu_memory"):
             if k in v:
                 rows.append((k, json.dumps(v[k])[:160]))
     elif name == "ordering":
-        rows += [("stalled run == unstalled run", f"{v['equal_batches']}/{v['batches']} batches equal"),
-                 ("without the wait", v["control"])]
+        rows += [
+            ("stalled run == unstalled run", f"{v['equal_batches']}/{v['batches']} batches equal"),
+            ("without the wait", v["control"]),
+        ]
     elif name == "tolerance":
         for engine, by_set in v.get("engines", {}).items():
             if by_set.get("status") == "skipped":
@@ -195,16 +216,31 @@ def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
                 continue
             for sub, r in by_set.items():
                 if isinstance(r, dict) and "mean" in r:
-                    rows.append((f"tolerance {engine} {sub}", f"mean {r['mean']:.3f}, p99 {r['p99']}, "
-                                                              f"max {r['max']}: {r['verdict']}"))
+                    rows.append(
+                        (
+                            f"tolerance {engine} {sub}",
+                            f"mean {r['mean']:.3f}, p99 {r['p99']}, max {r['max']}: {r['verdict']}",
+                        )
+                    )
     elif name == "headline":
-        rows += [(k, _fig(v.get(k))) for k in ("raw_decode_img_s", "raw_decode_resize_img_s", "lane_alone_img_s",
-                                                "lane_alone_prep_processes_img_s")]
+        rows += [
+            (k, _fig(v.get(k)))
+            for k in (
+                "raw_decode_img_s",
+                "raw_decode_resize_img_s",
+                "lane_alone_img_s",
+                "lane_alone_prep_processes_img_s",
+            )
+        ]
         rows.append(("lane alone / raw decode+resize", _fig(v.get("lane_vs_raw"), "{:.2f}")))
     elif name == "speed":
         for k, r in v.get("runs", {}).items():
-            rows.append((f"trainer img/s: {k}", f"{_fig(r.get('img_s'))} ({_fig(r.get('vs_ceiling'), '{:.2f}')}x "
-                                                f"ceiling; lanes {r.get('lanes')})"))
+            rows.append(
+                (
+                    f"trainer img/s: {k}",
+                    f"{_fig(r.get('img_s'))} ({_fig(r.get('vs_ceiling'), '{:.2f}')}x ceiling; lanes {r.get('lanes')})",
+                )
+            )
     elif name == "plan":
         rows.append(("planned share / best swept", f"{v['planned_share']:.2f} / {v['best_swept_share']:.2f}"))
     elif name == "device":
@@ -215,9 +251,15 @@ def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
     elif name == "local_sweep":
         for n, r in v.items():
             if isinstance(r, dict):
-                rows.append((f"local {n}: threads / processes / DataLoader",
-                             " / ".join(_fig(r.get(k)) for k in ("hybridload_threads", "hybridload_processes",
-                                                                  "torch_dataloader_workers"))))
+                rows.append(
+                    (
+                        f"local {n}: threads / processes / DataLoader",
+                        " / ".join(
+                            _fig(r.get(k))
+                            for k in ("hybridload_threads", "hybridload_processes", "torch_dataloader_workers")
+                        ),
+                    )
+                )
     else:
         rows.append((name, json.dumps({k: x for k, x in v.items() if k not in ("status", "seconds")})[:160]))
     return rows

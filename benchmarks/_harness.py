@@ -27,13 +27,16 @@ from hybridload.policy import usable_cpus
 LOG = logging.getLogger("benchmarks")
 OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run
 _CLK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-CONTENTION_NOTE = ("CPU util: CPU seconds / wall seconds of this process (with children: and its descendants, "
-                   "e.g. Ray workers, DataLoader workers). Other load: cores used by every other process meanwhile "
-                   "(/proc/stat, steal included); a round is contended when that exceeds the cores the contestant "
-                   f"leaves free by {OTHER_LOAD_WARN}.")
+CONTENTION_NOTE = (
+    "CPU util: CPU seconds / wall seconds of this process (with children: and its descendants, "
+    "e.g. Ray workers, DataLoader workers). Other load: cores used by every other process meanwhile "
+    "(/proc/stat, steal included); a round is contended when that exceeds the cores the contestant "
+    f"leaves free by {OTHER_LOAD_WARN}."
+)
 
 
 # --------------------------------------------------------------------------- measuring
+
 
 def machine_busy_s() -> float | None:
     """CPU seconds the whole machine has been busy (steal included), from /proc/stat."""
@@ -60,7 +63,7 @@ def tree_cpu_s() -> float | None:
                 stat = f.read()
         except OSError:
             continue
-        rest = stat[stat.rindex(")") + 2:].split()  # fields from 3 (state) on
+        rest = stat[stat.rindex(")") + 2 :].split()  # fields from 3 (state) on
         times[int(e)] = sum(int(x) for x in rest[11:15]) / _CLK  # utime, stime, cutime, cstime
         children.setdefault(int(rest[1]), []).append(int(e))
     total, todo = 0.0, [os.getpid()]
@@ -82,11 +85,21 @@ def timed(fn: Callable, *a) -> dict:
     images = extra.pop("images")
     tree = cpu if k0 is None or k1 is None else max(cpu, k1 - k0)
     other = None if m0 is None or m1 is None else max(0.0, (m1 - m0 - tree) / wall)
-    return {"images": images, "wall_s": wall, "cpu_s": cpu, "tree_cpu_s": tree, "images_per_s": images / wall,
-            "cpu_util": cpu / wall, "tree_cpu_util": tree / wall, "other_load": other, **extra}
+    return {
+        "images": images,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "tree_cpu_s": tree,
+        "images_per_s": images / wall,
+        "cpu_util": cpu / wall,
+        "tree_cpu_util": tree / wall,
+        "other_load": other,
+        **extra,
+    }
 
 
 # --------------------------------------------------------------------------- contestants and rounds
+
 
 class Contestant:
     """One thing to time: ``run(epoch)`` (a method, or given: ``Contestant(name, run)``) does one round's
@@ -143,9 +156,16 @@ def warm_up(contestants: Sequence[Contestant], epoch: int = 10_000, log: logging
         (log or LOG).info("%s: set up and warmed up in %.1f s", c.name, time.perf_counter() - t0)
 
 
-def run_rounds(contestants: Sequence[Contestant], rounds: int, warmup_rounds: int = 1, *,
-               epoch: Callable[[int], int] = warmup_epoch, expect: int | None = None,
-               log: logging.Logger | None = None, label: str = "") -> dict[str, list[dict]]:
+def run_rounds(
+    contestants: Sequence[Contestant],
+    rounds: int,
+    warmup_rounds: int = 1,
+    *,
+    epoch: Callable[[int], int] = warmup_epoch,
+    expect: int | None = None,
+    log: logging.Logger | None = None,
+    label: str = "",
+) -> dict[str, list[dict]]:
     """Interleaved rounds: {name: [round record, ...]}; warm-up rounds are run and discarded.
     ``expect``: the images a run must deliver (a contestant that ``pads`` may deliver more)."""
     log = log or LOG
@@ -160,18 +180,28 @@ def run_rounds(contestants: Sequence[Contestant], rounds: int, warmup_rounds: in
             if expect is not None and r["images"] != expect and not (c.pads and r["images"] > expect):
                 raise RuntimeError(f"{c.name} delivered {r['images']} images, expected {expect}")
             per_round[c.name].append(r)
-            log.info("%sround %d/%d  %-24s %7.0f img/s  (CPU util %.2f, with children %.2f; other load %s)", label,
-                     rnd + 1, rounds, c.name, r["images_per_s"], r["cpu_util"], r["tree_cpu_util"],
-                     fmt(r["other_load"], ".2f"))
+            log.info(
+                "%sround %d/%d  %-24s %7.0f img/s  (CPU util %.2f, with children %.2f; other load %s)",
+                label,
+                rnd + 1,
+                rounds,
+                c.name,
+                r["images_per_s"],
+                r["cpu_util"],
+                r["tree_cpu_util"],
+                fmt(r["other_load"], ".2f"),
+            )
     return per_round
 
 
 def per_item(name: str, fn: Callable, items: Sequence) -> Contestant:
     """A contestant that calls ``fn(item)`` for every item, one thread."""
+
     def run(epoch: int) -> int:
         for x in items:
             fn(x)
         return len(items)
+
     return Contestant(name, run)
 
 
@@ -185,8 +215,9 @@ def dali_version(skip: bool, log: logging.Logger | None = None) -> str | None:
     return None if skip else dali.__version__
 
 
-def set_up_and_run(contestants: Sequence[Contestant], rounds: int, warmup_rounds: int,
-                   log: logging.Logger | None = None, **kw) -> dict[str, dict]:
+def set_up_and_run(
+    contestants: Sequence[Contestant], rounds: int, warmup_rounds: int, log: logging.Logger | None = None, **kw
+) -> dict[str, dict]:
     """Set every contestant up, run the interleaved rounds, close them all: the summaries."""
     try:
         for c in contestants:
@@ -208,6 +239,7 @@ def close_all(contestants: Sequence, log: logging.Logger | None = None) -> None:
 
 # --------------------------------------------------------------------------- summary
 
+
 def contended(other_load: float | None, threads: int) -> bool:
     """Other processes wanted more than the cores this contestant leaves free."""
     return other_load is not None and other_load > max(0, usable_cpus() - threads) + OTHER_LOAD_WARN
@@ -217,12 +249,18 @@ def summarize(rounds: list[dict], threads: int) -> dict:
     rates = [r["images_per_s"] for r in rounds]
     per_cpu = [r["images"] / r["cpu_s"] for r in rounds if r["cpu_s"] > 0]
     other = [r["other_load"] for r in rounds if r.get("other_load") is not None]
-    return {"threads": threads, "median_images_per_s": statistics.median(rates), "min_images_per_s": min(rates),
-            "max_images_per_s": max(rates), "median_cpu_util": statistics.median(r["cpu_util"] for r in rounds),
-            "median_tree_cpu_util": statistics.median(r["tree_cpu_util"] for r in rounds),
-            "median_images_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
-            "median_other_load": statistics.median(other) if other else None,
-            "contended_rounds": sum(contended(o, threads) for o in other), "rounds": rounds}
+    return {
+        "threads": threads,
+        "median_images_per_s": statistics.median(rates),
+        "min_images_per_s": min(rates),
+        "max_images_per_s": max(rates),
+        "median_cpu_util": statistics.median(r["cpu_util"] for r in rounds),
+        "median_tree_cpu_util": statistics.median(r["tree_cpu_util"] for r in rounds),
+        "median_images_per_cpu_s": statistics.median(per_cpu) if per_cpu else None,
+        "median_other_load": statistics.median(other) if other else None,
+        "contended_rounds": sum(contended(o, threads) for o in other),
+        "rounds": rounds,
+    }
 
 
 def summarize_all(per_round: dict[str, list[dict]], contestants: Sequence[Contestant]) -> dict[str, dict]:
@@ -234,21 +272,32 @@ def ratio(results: dict, a: str, b: str, field: str = "images_per_s") -> dict | 
     """a / b: the ratio of the medians, and the median, min and max of the per-round ratios."""
     if a not in results or b not in results:
         return None
-    va, vb = ([r["images"] / r["cpu_s"] if field == "images_per_cpu_s" else r[field]
-               for r in results[k]["rounds"]] for k in (a, b))
+    va, vb = (
+        [r["images"] / r["cpu_s"] if field == "images_per_cpu_s" else r[field] for r in results[k]["rounds"]]
+        for k in (a, b)
+    )
     paired = [x / y for x, y in zip(va, vb)]
-    return {"of_medians": statistics.median(va) / statistics.median(vb), "paired_median": statistics.median(paired),
-            "paired_min": min(paired), "paired_max": max(paired), "paired": paired}
+    return {
+        "of_medians": statistics.median(va) / statistics.median(vb),
+        "paired_median": statistics.median(paired),
+        "paired_min": min(paired),
+        "paired_max": max(paired),
+        "paired": paired,
+    }
 
 
 def goals_met(ratios: dict[str, dict | None], goals: dict[str, float]) -> dict[str, dict | None]:
     """Per goal (ratio name -> minimum, on the ratio of the medians): min, value, met; None if not run."""
-    return {k: None if ratios.get(k) is None else
-            {"min": g, "value": ratios[k]["of_medians"], "met": ratios[k]["of_medians"] >= g}
-            for k, g in goals.items()}
+    return {
+        k: None
+        if ratios.get(k) is None
+        else {"min": g, "value": ratios[k]["of_medians"], "met": ratios[k]["of_medians"] >= g}
+        for k, g in goals.items()
+    }
 
 
 # --------------------------------------------------------------------------- report
+
 
 def fmt(x, spec: str = ".0f") -> str:
     return "n/a" if x is None else format(x, spec)
@@ -265,8 +314,10 @@ COLUMNS: dict[str, tuple[str, Callable[[dict], object]]] = {
     "median": ("median img/s", lambda r: f"{r['median_images_per_s']:.0f}"),
     "min": ("min", lambda r: f"{r['min_images_per_s']:.0f}"),
     "max": ("max", lambda r: f"{r['max_images_per_s']:.0f}"),
-    "cpu": ("CPU util (process / with children)", lambda r: f"{r['median_cpu_util']:.2f} / "
-                                                            f"{r['median_tree_cpu_util']:.2f}"),
+    "cpu": (
+        "CPU util (process / with children)",
+        lambda r: f"{r['median_cpu_util']:.2f} / {r['median_tree_cpu_util']:.2f}",
+    ),
     "per_cpu": ("img per CPU-s", lambda r: fmt(r["median_images_per_cpu_s"])),
     "other": ("other load", lambda r: fmt(r["median_other_load"], ".2f")),
     "contended": ("contended rounds", lambda r: f"{r['contended_rounds']}/{len(r['rounds'])}"),
@@ -274,8 +325,12 @@ COLUMNS: dict[str, tuple[str, Callable[[dict], object]]] = {
 STANDARD = ("threads", "median", "min", "max", "cpu", "per_cpu", "other", "contended")
 
 
-def results_table(results: dict[str, dict], columns: Sequence[str | tuple] = STANDARD,
-                  first: str = "contestant", skipped: dict[str, str] | None = None) -> list[str]:
+def results_table(
+    results: dict[str, dict],
+    columns: Sequence[str | tuple] = STANDARD,
+    first: str = "contestant",
+    skipped: dict[str, str] | None = None,
+) -> list[str]:
     """One row per contestant; columns named from ``COLUMNS`` or given as (title, fn of summary)."""
     cols = [COLUMNS[c] if isinstance(c, str) else c for c in columns]
     rows = [[name, *(fn(r) for _t, fn in cols)] for name, r in results.items()]
@@ -289,26 +344,39 @@ def ratio_table(ratios: dict[str, dict | None], goals: dict[str, float] | None =
     rows = []
     for k, r in ratios.items():
         g = goals.get(k)
-        cells = ["n/a", "n/a"] if r is None else [
-            f"{r['of_medians']:.2f}x", f"{r['paired_median']:.2f}x ({r['paired_min']:.2f}-{r['paired_max']:.2f})"]
+        cells = (
+            ["n/a", "n/a"]
+            if r is None
+            else [f"{r['of_medians']:.2f}x", f"{r['paired_median']:.2f}x ({r['paired_min']:.2f}-{r['paired_max']:.2f})"]
+        )
         met = "" if g is None else "n/a" if r is None else ("yes" if r["of_medians"] >= g else "**NO**")
         rows.append([k, *cells, *([f">= {g}" if g else "", met] if goals else [])])
-    return markdown_table(["ratio", "of medians", "per round: median (min-max)", *(["goal", "met"] if goals else [])],
-                          rows)
+    return markdown_table(
+        ["ratio", "of medians", "per round: median (min-max)", *(["goal", "met"] if goals else [])], rows
+    )
 
 
 def environment(**extra) -> dict:
     import torch
-    return {"python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cpus": usable_cpus(), "loadavg_start": os.getloadavg(), **extra}
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpus": usable_cpus(),
+        "loadavg_start": os.getloadavg(),
+        **extra,
+    }
 
 
 def environment_line(env: dict) -> str:
     env.setdefault("loadavg_end", os.getloadavg())
     extra = "".join(f", {k} {env[k]}" for k in ("dali", "ray") if env.get(k))
-    return (f"Python {env['python']}, torch {env['torch']} ({env['torch_threads']} intra-op thread(s)){extra}; "
-            f"{env['cpus']} CPUs usable; load average {env['loadavg_start'][0]:.2f} at start, "
-            f"{env['loadavg_end'][0]:.2f} at end.\n")
+    return (
+        f"Python {env['python']}, torch {env['torch']} ({env['torch_threads']} intra-op thread(s)){extra}; "
+        f"{env['cpus']} CPUs usable; load average {env['loadavg_start'][0]:.2f} at start, "
+        f"{env['loadavg_end'][0]:.2f} at end.\n"
+    )
 
 
 def emit(lines: Sequence[str], args: argparse.Namespace, doc: dict, log: logging.Logger | None = None) -> None:

@@ -68,8 +68,14 @@ class TorchPil(_Keyed):
     def __init__(self, *args):
         super().__init__(*args)
         self.epoch = 0
-        self.dl = tud.DataLoader(self.sample, batch_size=self.batch_size, sampler=self, num_workers=self.threads,
-                                 persistent_workers=True, worker_init_fn=one_torch_thread)
+        self.dl = tud.DataLoader(
+            self.sample,
+            batch_size=self.batch_size,
+            sampler=self,
+            num_workers=self.threads,
+            persistent_workers=True,
+            worker_init_fn=one_torch_thread,
+        )
 
     def __iter__(self):
         return iter(self.keys(self.epoch))
@@ -89,8 +95,14 @@ class TorchdataNodes(_Keyed):
 
     def batches(self, epoch: int):
         import torchdata.nodes as tn
-        node = tn.ParallelMapper(tn.IterableWrapper(self.keys(epoch)), map_fn=self.sample,
-                                 num_workers=self.threads, in_order=True, method="thread")
+
+        node = tn.ParallelMapper(
+            tn.IterableWrapper(self.keys(epoch)),
+            map_fn=self.sample,
+            num_workers=self.threads,
+            in_order=True,
+            method="thread",
+        )
         node = tn.Mapper(tn.Batcher(node, batch_size=self.batch_size, drop_last=False), tud.default_collate)
         return tn.Loader(node)
 
@@ -100,9 +112,15 @@ class Spdl(_Keyed):
 
     def batches(self, epoch: int):
         from spdl.pipeline import PipelineBuilder
-        pipe = (PipelineBuilder().add_source(self.keys(epoch))
-                .pipe(self.sample, concurrency=self.threads, output_order="input")
-                .aggregate(self.batch_size).pipe(tud.default_collate).add_sink(3)
-                .build(num_threads=self.threads))
+
+        pipe = (
+            PipelineBuilder()
+            .add_source(self.keys(epoch))
+            .pipe(self.sample, concurrency=self.threads, output_order="input")
+            .aggregate(self.batch_size)
+            .pipe(tud.default_collate)
+            .add_sink(3)
+            .build(num_threads=self.threads)
+        )
         with pipe.auto_stop():
             yield from pipe.get_iterator(timeout=300)

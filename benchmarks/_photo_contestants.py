@@ -23,34 +23,58 @@ from hybridload.kernels.erase import erase_batch
 
 BLUR_K = 23
 #: The per-image values each DALI graph takes (DALI drops the unused inputs).
-USES = {"brightness": ("b",), "contrast": ("c",), "contrast-mean": ("c",), "saturation": ("s",), "hue": ("h",),
-        "colorjitter": ("b", "c", "s", "h"), "colorjitter-ops": ("b", "c", "s", "h"),
-        "grayscale": (), "blur": ("sigma",), "erase": ()}
-NOTE = ("Photometric rows: the same decoded, centre-cropped --size images and per-image values on both sides, "
-        "one thread each (torch.set_num_threads(1); DALI CPU-only, num_threads=1), each side warmed up once "
-        "untimed. Where DALI's operator does another job: fn.contrast blends around a fixed 128 by default, the "
-        "kernel around the image's mean grey level (torchvision's), so `contrast-mean` gives DALI that job too "
-        "(contrast_center = fn.reductions.mean of its GRAY conversion, per sample); fn.saturation, fn.hue and "
-        "fn.color_twist (`colorjitter`, all four in one op) apply one 3 x 3 colour matrix per image (hue a "
-        "rotation in YIQ, an approximation of torchvision's HSV hue), while the kernel runs torchvision's "
-        "formulas, each adjustment in turn; `colorjitter-ops` chains fn.brightness, the mean-centred "
-        "fn.contrast, fn.saturation and fn.hue, the kernel's order. A run of colour ops that mixes channels per "
-        "pixel (saturation, hue, grayscale, blur) returns an HWC view of planar memory, which the default "
-        "CHW layout then copies as it is (an HWC-layout recipe transposes it there).")
+USES = {
+    "brightness": ("b",),
+    "contrast": ("c",),
+    "contrast-mean": ("c",),
+    "saturation": ("s",),
+    "hue": ("h",),
+    "colorjitter": ("b", "c", "s", "h"),
+    "colorjitter-ops": ("b", "c", "s", "h"),
+    "grayscale": (),
+    "blur": ("sigma",),
+    "erase": (),
+}
+NOTE = (
+    "Photometric rows: the same decoded, centre-cropped --size images and per-image values on both sides, "
+    "one thread each (torch.set_num_threads(1); DALI CPU-only, num_threads=1), each side warmed up once "
+    "untimed. Where DALI's operator does another job: fn.contrast blends around a fixed 128 by default, the "
+    "kernel around the image's mean grey level (torchvision's), so `contrast-mean` gives DALI that job too "
+    "(contrast_center = fn.reductions.mean of its GRAY conversion, per sample); fn.saturation, fn.hue and "
+    "fn.color_twist (`colorjitter`, all four in one op) apply one 3 x 3 colour matrix per image (hue a "
+    "rotation in YIQ, an approximation of torchvision's HSV hue), while the kernel runs torchvision's "
+    "formulas, each adjustment in turn; `colorjitter-ops` chains fn.brightness, the mean-centred "
+    "fn.contrast, fn.saturation and fn.hue, the kernel's order. A run of colour ops that mixes channels per "
+    "pixel (saturation, hue, grayscale, blur) returns an HWC view of planar memory, which the default "
+    "CHW layout then copies as it is (an HWC-layout recipe transposes it there)."
+)
 ERASE = recipe.RandomErasing(p=1.0)
 
 
 def _values(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     g = np.random.default_rng(seed)
-    return {"b": g.uniform(0.6, 1.4, n), "c": g.uniform(0.6, 1.4, n), "s": g.uniform(0.6, 1.4, n),
-            "h": g.uniform(-0.1, 0.1, n), "sigma": g.uniform(0.1, 2.0, n)}
+    return {
+        "b": g.uniform(0.6, 1.4, n),
+        "c": g.uniform(0.6, 1.4, n),
+        "s": g.uniform(0.6, 1.4, n),
+        "h": g.uniform(-0.1, 0.1, n),
+        "sigma": g.uniform(0.1, 2.0, n),
+    }
 
 
 def _kernel_ops(v: dict, k: int) -> dict[str, list]:
     cj = [O.Brightness(v["b"][k]), O.Contrast(v["c"][k]), O.Saturation(v["s"][k]), O.Hue(v["h"][k])]
-    return {"brightness": cj[:1], "contrast": cj[1:2], "contrast-mean": cj[1:2], "saturation": cj[2:3],
-            "hue": cj[3:], "colorjitter": cj, "colorjitter-ops": cj, "grayscale": [O.Grayscale(True)],
-            "blur": [O.Blur(BLUR_K, v["sigma"][k])]}
+    return {
+        "brightness": cj[:1],
+        "contrast": cj[1:2],
+        "contrast-mean": cj[1:2],
+        "saturation": cj[2:3],
+        "hue": cj[3:],
+        "colorjitter": cj,
+        "colorjitter-ops": cj,
+        "grayscale": [O.Grayscale(True)],
+        "blur": [O.Blur(BLUR_K, v["sigma"][k])],
+    }
 
 
 class KernelOp(h.Contestant):
@@ -93,14 +117,16 @@ class DaliOp(h.Contestant):
 
     def setup(self) -> None:
         from nvidia.dali import fn, pipeline_def, types
+
         op = self.op
 
         def mean_contrast(img, c):  # the kernel's job: blend around the image's mean grey level
             grey = fn.color_space_conversion(img, image_type=types.RGB, output_type=types.GRAY)
             return fn.contrast(img, contrast=c, contrast_center=fn.reductions.mean(grey))
 
-        @pipeline_def(batch_size=self.batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1,
-                      exec_dynamic=True)
+        @pipeline_def(
+            batch_size=self.batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1, exec_dynamic=True
+        )
         def graph():
             img = fn.external_source(name="image", dtype=types.UINT8, ndim=3, layout="HWC")
             v = {k: fn.external_source(name=k, dtype=types.FLOAT, ndim=0) for k in ("b", "c", "s", "h", "sigma")}
@@ -126,8 +152,9 @@ class DaliOp(h.Contestant):
                 return fn.gaussian_blur(img, window_size=BLUR_K, sigma=v["sigma"])
             shape = fn.external_source(name="shape", dtype=types.FLOAT, ndim=1)
             anchor = fn.external_source(name="anchor", dtype=types.FLOAT, ndim=1)
-            return fn.erase(fn.cast(img, dtype=types.FLOAT), anchor=anchor, shape=shape, axis_names="HW",
-                            fill_value=0.0)
+            return fn.erase(
+                fn.cast(img, dtype=types.FLOAT), anchor=anchor, shape=shape, axis_names="HW", fill_value=0.0
+            )
 
         self._pipe = graph()
         self._pipe.build()
@@ -137,9 +164,9 @@ class DaliOp(h.Contestant):
         n, bs = len(self.images), self.batch_size
         done = 0
         for start in range(0, n - bs + 1, bs):
-            self._pipe.feed_input("image", self.images[start:start + bs])
+            self._pipe.feed_input("image", self.images[start : start + bs])
             for k in USES[self.op]:
-                self._pipe.feed_input(k, [np.float32(x) for x in self.values[k][start:start + bs]])
+                self._pipe.feed_input(k, [np.float32(x) for x in self.values[k][start : start + bs]])
             if self.op == "erase":
                 hw = self.images[0].shape[:2]
                 boxes = [ERASE.draw(hw, np.random.default_rng((epoch, start + j))) or (0, 0, 1, 1) for j in range(bs)]
@@ -153,8 +180,18 @@ class DaliOp(h.Contestant):
         self._pipe = None
 
 
-NAMES = ("brightness", "contrast", "contrast-mean", "saturation", "hue", "colorjitter", "colorjitter-ops",
-         "grayscale", "blur", "erase")
+NAMES = (
+    "brightness",
+    "contrast",
+    "contrast-mean",
+    "saturation",
+    "hue",
+    "colorjitter",
+    "colorjitter-ops",
+    "grayscale",
+    "blur",
+    "erase",
+)
 RATIOS = {f"{n} kernel / DALI, 1 thread": (f"{n}/kernel", f"{n}/dali", "images_per_s") for n in NAMES}
 GOALS = {k: 1.0 for k in RATIOS}
 RATIOS.update({f"{n} kernel / DALI per CPU-second": (f"{n}/kernel", f"{n}/dali", "images_per_cpu_s") for n in NAMES})
@@ -164,7 +201,7 @@ def photo_contestants(images: list[np.ndarray], batch_size: int, dali: bool) -> 
     """Each op's kernel and (when ``dali``) DALI's operator, side by side."""
     values = _values(len(images))
     batch_size = min(batch_size, len(images))
-    images = images[:len(images) // batch_size * batch_size]  # whole batches for both sides
+    images = images[: len(images) // batch_size * batch_size]  # whole batches for both sides
     out: list[h.Contestant] = []
     for name in NAMES:
         out.append(KernelErase(images, batch_size) if name == "erase" else KernelOp(name, images, values))

@@ -40,7 +40,7 @@ class SlowMemoryFileSystem(MemoryFileSystem):
     @classmethod
     def _strip_protocol(cls, path):
         if isinstance(path, str) and path.startswith(f"{PROTOCOL}://"):
-            path = "memory://" + path[len(PROTOCOL) + 3:]
+            path = "memory://" + path[len(PROTOCOL) + 3 :]
         return super()._strip_protocol(path)
 
     @classmethod

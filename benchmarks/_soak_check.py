@@ -19,13 +19,25 @@ def reference(paths: list[str], labels: list[int], *, seed: int, epochs: int, se
     (``segments``: [first step, world size, epoch] as the job's checkpoint records them): each
     world's ranks in step in this process (threads), rank 0's state handed to the next world."""
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+
     src = sources.FileList(paths, labels)
     rows, state, step, epoch = [], None, 0, 0
     for k, (_first, world, _epoch) in enumerate(segments):
         end = segments[k + 1][0] if k + 1 < len(segments) else None
-        loaders = [HybridLoader(src, recipe.imagenet_train(SIZE), BATCH, seed=seed, rank=r, world_size=world,
-                                policy=LoaderPolicy(cpu_actors=0, threads=1), return_indices=True, device="cpu")
-                   for r in range(world)]
+        loaders = [
+            HybridLoader(
+                src,
+                recipe.imagenet_train(SIZE),
+                BATCH,
+                seed=seed,
+                rank=r,
+                world_size=world,
+                policy=LoaderPolicy(cpu_actors=0, threads=1),
+                return_indices=True,
+                device="cpu",
+            )
+            for r in range(world)
+        ]
         try:
             if state is not None:
                 for ld in loaders:
@@ -73,8 +85,10 @@ def compare(got: list[list], want: list[list], *, num_samples: int) -> list[str]
         if [r[4] for r in ga] != [r[4] for r in wb]:
             lost = Counter(r[4] for r in wb) - Counter(r[4] for r in ga)
             extra = Counter(r[4] for r in ga) - Counter(r[4] for r in wb)
-            problems.append(f"{where}: indices differ from the reference (lost {sorted(lost.elements())}, "
-                            f"extra {sorted(extra.elements())}, {len(ga)} vs {len(wb)} delivered)")
+            problems.append(
+                f"{where}: indices differ from the reference (lost {sorted(lost.elements())}, "
+                f"extra {sorted(extra.elements())}, {len(ga)} vs {len(wb)} delivered)"
+            )
             continue
         for x, y in zip(ga, wb):
             if x[5] != y[5]:
@@ -115,8 +129,9 @@ def leftovers(seen: dict[int, int | None], shm: set[str], *, grace_s: float = 20
         if (not procs and not segs) or time.monotonic() > deadline:
             break
         time.sleep(0.25)
-    return ([f"process {pid} still alive: {_cmd(pid)}" for pid in procs]
-            + [f"shared memory {s} still in /dev/shm" for s in segs])
+    return [f"process {pid} still alive: {_cmd(pid)}" for pid in procs] + [
+        f"shared memory {s} still in /dev/shm" for s in segs
+    ]
 
 
 def _cmd(pid: int) -> str:

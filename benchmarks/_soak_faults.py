@@ -21,14 +21,29 @@ log = logging.getLogger("soak")
 LANES = ("threads", "processes", "ray", "gpu")
 WORLDS = (1, 2, 3)
 #: the lanes a fault needs the trainer to run
-NEEDS = {"worker_kill": "processes", "actor_kill": "ray", "actor_kill_starting": "ray", "node_removed": "ray",
-         "node_added": "ray", "gpu_fault": "gpu"}
-KINDS = ("trainer_kill", "worker_kill", "actor_kill", "actor_kill_starting", "node_removed", "node_added",
-         "storage_stopped", "gpu_fault")
+NEEDS = {
+    "worker_kill": "processes",
+    "actor_kill": "ray",
+    "actor_kill_starting": "ray",
+    "node_removed": "ray",
+    "node_added": "ray",
+    "gpu_fault": "gpu",
+}
+KINDS = (
+    "trainer_kill",
+    "worker_kill",
+    "actor_kill",
+    "actor_kill_starting",
+    "node_removed",
+    "node_added",
+    "storage_stopped",
+    "gpu_fault",
+)
 
 
-def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None,
-                  worlds: tuple[int, ...] = WORLDS) -> list[dict]:
+def draw_schedule(
+    seed: int, faults: int, kinds: tuple[str, ...] | None = None, worlds: tuple[int, ...] = WORLDS
+) -> list[dict]:
     """``faults`` faults drawn from ``seed`` (among ``kinds``, default all; a trainer kill ends a
     life whose lanes the next fault cannot hit):
     [{"lanes", "world", "faults": [{"kind", "gap", "delay"}, ...]}, ...]."""
@@ -56,8 +71,9 @@ def draw_schedule(seed: int, faults: int, kinds: tuple[str, ...] | None = None,
             if not life["faults"] and len(lives) > 1 and rng.random() < 0.3:  # while the job resumes
                 life["faults"].append({"kind": "trainer_kill", "gap": 0, "delay": round(rng.uniform(0.5, 8.0), 1)})
             else:
-                life["faults"].append({"kind": "trainer_kill", "gap": rng.randint(1, 4),
-                                       "delay": round(rng.random() * 0.5, 2)})
+                life["faults"].append(
+                    {"kind": "trainer_kill", "gap": rng.randint(1, 4), "delay": round(rng.random() * 0.5, 2)}
+                )
             count += 1
             lives.append({"lanes": need or rng.choice(LANES), "world": rng.choice(worlds), "faults": []})
             if kind == "trainer_kill" or count >= faults:
@@ -100,15 +116,21 @@ def _wait_for(find, timeout: float):
 
 def worker_pids(trainer_pids: list[int]) -> list[int]:
     """The process lane's workers: the trainers' children other than Python's helpers."""
-    return [p for t in trainer_pids for p in children_of(t)
-            if "resource_tracker" not in cmdline(p) and "forkserver" not in cmdline(p) and cmdline(p)]
+    return [
+        p
+        for t in trainer_pids
+        for p in children_of(t)
+        if "resource_tracker" not in cmdline(p) and "forkserver" not in cmdline(p) and cmdline(p)
+    ]
 
 
 def actor_pids(raylets: list[int]) -> list[int]:
     """Ray worker processes running an actor (their title is ``ray::Class...``; ``ray::IDLE`` waits)."""
+
     def is_actor(title: str) -> bool:
         name = title[5:].split(".")[0].split(" ")[0]
         return title.startswith("ray::") and name != "IDLE" and not name.endswith("Agent")
+
     return [p for r in raylets for p in children_of(r) if is_actor(cmdline(p))]
 
 

@@ -28,12 +28,32 @@ class Driver:
     """One soak's job: its trainer processes (one per rank), the faults injected into it, the
     recovery each took, the crashes it restarted after, what it started (for the leak check)."""
 
-    def __init__(self, run_dir: Path, *, seed: int, epochs: int, paths: list[str], labels: list[int],
-                 storage, cluster, deadline: float, step_s: float = 0.05, save_every: int = 3):
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        seed: int,
+        epochs: int,
+        paths: list[str],
+        labels: list[int],
+        storage,
+        cluster,
+        deadline: float,
+        step_s: float = 0.05,
+        save_every: int = 3,
+    ):
         self.run_dir, self.storage, self.cluster, self.deadline = run_dir, storage, cluster, deadline
-        self.base = dict(run_dir=str(run_dir), seed=seed, epochs=epochs, paths=paths, labels=labels,
-                         storage_options=storage.options if storage else None, step_s=step_s, save_every=save_every,
-                         ray_address=cluster.address if cluster else None)
+        self.base = dict(
+            run_dir=str(run_dir),
+            seed=seed,
+            epochs=epochs,
+            paths=paths,
+            labels=labels,
+            storage_options=storage.options if storage else None,
+            step_s=step_s,
+            save_every=save_every,
+            ray_address=cluster.address if cluster else None,
+        )
         self.rng = random.Random(seed * 7919 + 1)
         self.seen: dict[int, int | None] = {}  # every descendant seen: pid -> start time
         self.shm: set[str] = set()
@@ -82,8 +102,11 @@ class Driver:
         self.procs = []
         for rank in range(world):
             out = open(logs / f"life-{self.lives}-rank-{rank}.log", "w")
-            self.procs.append(subprocess.Popen([sys.executable, str(TRAINER), str(path), str(rank)],
-                                               stdout=out, stderr=subprocess.STDOUT))
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(TRAINER), str(path), str(rank)], stdout=out, stderr=subprocess.STDOUT
+                )
+            )
             out.close()
         log.info("life %d: lanes=%s world=%d pids=%s", self.lives, lanes, world, [p.pid for p in self.procs])
         self.lives += 1
@@ -184,8 +207,15 @@ class Driver:
                         return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
-                what = inject(f["kind"], f, rng=self.rng, trainers=[p.pid for p in self.procs], run_dir=self.run_dir,
-                              cluster=self.cluster, storage=self.storage)
+                what = inject(
+                    f["kind"],
+                    f,
+                    rng=self.rng,
+                    trainers=[p.pid for p in self.procs],
+                    run_dir=self.run_dir,
+                    cluster=self.cluster,
+                    storage=self.storage,
+                )
                 t0, before = time.monotonic(), self.step()  # recovery counts from the fault's end (a restarted server)
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()

@@ -33,29 +33,49 @@ def thumbnail(image: torch.Tensor) -> list[int]:
 
 def entries(epoch: int, seg: int, world: int, rank: int, images, labels, idx) -> list[list]:
     """One record row per sample: [epoch, world segment, world, rank, index, label, md5, thumbnail]."""
-    return [[epoch, seg, world, rank, int(i), int(labels[k]), hashlib.md5(images[k].numpy().tobytes()).hexdigest(),
-             thumbnail(images[k])] for k, i in enumerate(idx.tolist())]
+    return [
+        [
+            epoch,
+            seg,
+            world,
+            rank,
+            int(i),
+            int(labels[k]),
+            hashlib.md5(images[k].numpy().tobytes()).hexdigest(),
+            thumbnail(images[k]),
+        ]
+        for k, i in enumerate(idx.tolist())
+    ]
 
 
 def make_source(life: dict):
     from hybridload import sources
     from hybridload.sources.read_retry import ReadRetry
-    return sources.FileList(life["paths"], life["labels"], storage_options=life.get("storage_options"),
-                            io_threads=2, read_retry=ReadRetry(attempts=10, backoff_s=0.25, max_backoff_s=2.0))
+
+    return sources.FileList(
+        life["paths"],
+        life["labels"],
+        storage_options=life.get("storage_options"),
+        io_threads=2,
+        read_retry=ReadRetry(attempts=10, backoff_s=0.25, max_backoff_s=2.0),
+    )
 
 
 def make_policy(lanes: str, ray_address: str | None):
     """The lane configuration a life runs (the stream is the same under each)."""
     from hybridload import LoaderPolicy
+
     common = dict(batch_timeout_s=120, window=3)
     if lanes == "ray":
-        return LoaderPolicy(ray_address=ray_address, mode="cpu", cpu_actors=2, reserve_local_cpus=1,
-                            on_no_actors="local", **common)
+        return LoaderPolicy(
+            ray_address=ray_address, mode="cpu", cpu_actors=2, reserve_local_cpus=1, on_no_actors="local", **common
+        )
     if lanes == "processes":
         return LoaderPolicy(mode="cpu", cpu_actors=0, local_workers="processes", threads=2, **common)
     if lanes == "gpu":  # DALI's CPU-only stand-in, a CPU lane on stand-by
-        return LoaderPolicy(mode="gpu", gpu_engine="dali", cpu_actors=0, threads=1, gpu_threads=1,
-                            break_after=3, **common)
+        return LoaderPolicy(
+            mode="gpu", gpu_engine="dali", cpu_actors=0, threads=1, gpu_threads=1, break_after=3, **common
+        )
     return LoaderPolicy(mode="cpu", cpu_actors=0, threads=2, **common)
 
 
@@ -65,6 +85,7 @@ def arm_gpu_faults(flag: Path) -> None:
     tests/test_gpu_failures.py), once per flag."""
     from hybridload.lanes.gpu.dali import DaliLane
     from hybridload.lanes.gpu.failures import rerouting
+
     real = DaliLane._decode
 
     def decode(self, task, batch):
@@ -73,8 +94,11 @@ def arm_gpu_faults(flag: Path) -> None:
         except FileNotFoundError:
             return real(self, task, batch)
         with rerouting(f"DALI on batch {task.seq}"):
-            raise RuntimeError("Error in MIXED operator `nvidia.dali.fn.decoders.image` ... CUDA runtime API error "
-                               "cudaErrorIllegalAddress (700): an illegal memory access was encountered")
+            raise RuntimeError(
+                "Error in MIXED operator `nvidia.dali.fn.decoders.image` ... CUDA runtime API error "
+                "cudaErrorIllegalAddress (700): an illegal memory access was encountered"
+            )
+
     DaliLane._decode = decode
 
 
@@ -99,15 +123,30 @@ def main(life_path: str, rank: int) -> int:
     dist = None
     if world > 1:
         import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{life['port']}", rank=rank,
-                                world_size=world, timeout=timedelta(seconds=60))
+
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{life['port']}",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=60),
+        )
     from hybridload import HybridLoader, recipe
+
     ckpt = json.loads(ckpt_path.read_text()) if ckpt_path.exists() else None
     if life["lanes"] == "gpu":
         arm_gpu_faults(run / f"gpu-fault-{rank}")
-    loader = HybridLoader(make_source(life), recipe.imagenet_train(SIZE), BATCH, seed=life["seed"], rank=rank,
-                          world_size=world, policy=make_policy(life["lanes"], life.get("ray_address")),
-                          return_indices=True, device="cpu")
+    loader = HybridLoader(
+        make_source(life),
+        recipe.imagenet_train(SIZE),
+        BATCH,
+        seed=life["seed"],
+        rank=rank,
+        world_size=world,
+        policy=make_policy(life["lanes"], life.get("ray_address")),
+        return_indices=True,
+        device="cpu",
+    )
     step, epoch, records = 0, 0, []
     segments = [[0, world, 0]]
     if ckpt is not None:
@@ -129,8 +168,17 @@ def main(life_path: str, rank: int) -> int:
             dist.all_gather_object(got, mine)
         if rank == 0:
             records.extend(row for part in got for row in part)
-            write_json(ckpt_path, {"state": state, "step": step, "next_epoch": next_epoch, "records": records,
-                                   "segments": segments, "lanes": life["lanes"]})
+            write_json(
+                ckpt_path,
+                {
+                    "state": state,
+                    "step": step,
+                    "next_epoch": next_epoch,
+                    "records": records,
+                    "segments": segments,
+                    "lanes": life["lanes"],
+                },
+            )
         mine = []
         if dist is not None:
             dist.barrier()
@@ -139,7 +187,10 @@ def main(life_path: str, rank: int) -> int:
         while epoch < life["epochs"]:
             loader.set_epoch(epoch)
             for images, labels, idx in loader:
-                mine.extend(row + [life["lanes"] == "gpu"] for row in entries(epoch, len(segments) - 1, world, rank, images, labels, idx))
+                mine.extend(
+                    row + [life["lanes"] == "gpu"]
+                    for row in entries(epoch, len(segments) - 1, world, rank, images, labels, idx)
+                )
                 if dist is not None:
                     dist.all_reduce(torch.ones(4))
                 time.sleep(life["step_s"])

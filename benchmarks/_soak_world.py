@@ -17,7 +17,7 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 log = logging.getLogger("soak")
 CREDS = {"key": "test", "secret": "test"}
-STORE = 120 * 2 ** 20
+STORE = 120 * 2**20
 
 
 def free_port() -> int:
@@ -31,6 +31,7 @@ def tiny_photos(root: Path, n: int) -> tuple[list[Path], list[int]]:
     from PIL import Image
 
     from hybridload.cli.demo_data import make_photo_folder
+
     big = make_photo_folder(root / "full", n, num_classes=3)
     out = root / "tiny"
     out.mkdir(exist_ok=True)
@@ -49,9 +50,13 @@ class S3Server:
 
     def __init__(self, files: list[Path]):
         import s3fs
+
         self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -63,8 +68,11 @@ class S3Server:
                     raise RuntimeError(f"moto server did not listen on 127.0.0.1:{self.port} within 60 s")
                 time.sleep(0.1)
         # the clients' own retries off: the source's ReadRetry does the retrying
-        self.options = {"endpoint_url": f"http://127.0.0.1:{self.port}", **CREDS,
-                        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 4}}
+        self.options = {
+            "endpoint_url": f"http://127.0.0.1:{self.port}",
+            **CREDS,
+            "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 4},
+        }
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options)
         fs.mkdir("photos")
         for p in files:
@@ -90,8 +98,14 @@ class RayCluster:
 
     def __init__(self, workers: int = 2):
         from ray.cluster_utils import Cluster
-        self.cluster = Cluster(initialize_head=True, connect=False, head_node_args=dict(
-            num_cpus=1, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=STORE))
+
+        self.cluster = Cluster(
+            initialize_head=True,
+            connect=False,
+            head_node_args=dict(
+                num_cpus=1, include_dashboard=False, node_ip_address="127.0.0.1", object_store_memory=STORE
+            ),
+        )
         self.workers: list = []
         for _ in range(workers):
             self.add()
@@ -108,16 +122,19 @@ class RayCluster:
 
     def raylet_pids(self) -> list[int]:
         nodes = [self.cluster.head_node, *self.workers]
-        return [p.process.pid for n in nodes if n is not None
-                for p in n.all_processes.get("raylet", [])]
+        return [p.process.pid for n in nodes if n is not None for p in n.all_processes.get("raylet", [])]
 
     def actors_alive(self) -> list[str]:
         """hybridload's actors the cluster's GCS holds alive (this process connects to ask)."""
         import ray
+
         ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
         try:
-            return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                    if a["name"].startswith("hybridload-")]
+            return [
+                a["name"]
+                for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["name"].startswith("hybridload-")
+            ]
         finally:
             ray.shutdown()
 

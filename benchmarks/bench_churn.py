@@ -41,13 +41,15 @@ class Churn:
 
     def __call__(self, lane) -> None:
         import ray
+
         self.t["loss"] = time.perf_counter()
         gone = self.node.node_id
         self.cluster.remove_node(self.node, allow_graceful=self.graceful)
         _wait(lambda: not any(n["NodeID"] == gone and n["Alive"] for n in ray.nodes()), 120)
         self.t["dead"] = time.perf_counter()
-        self.new_node = self.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1",
-                                              object_store_memory=self.store_mb << 20)
+        self.new_node = self.cluster.add_node(
+            num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=self.store_mb << 20
+        )
         self.cluster.wait_for_nodes(timeout=120)
         self.t["joined"] = time.perf_counter()
         target = lane.stats()["target"] or 1
@@ -55,6 +57,7 @@ class Churn:
         def recovered():
             ready = [m.node_id for m in lane.members() if m.state.value == "ready"]
             return len(ready) >= target and self.new_node.node_id in ready
+
         _wait(recovered, 120)
         self.t["recovered"] = time.perf_counter()
 
@@ -112,9 +115,13 @@ def one_round(src, rec, policy, args, cluster, node) -> tuple[dict, object]:
     t, times = churn.t, churned["times"]
     lo = int(len(times) * args.churn_at)
     hi = max(lo + 1, sum(x <= t.get("recovered", times[-1]) for x in times))
-    row = {"dead_s": t["dead"] - t["loss"], "joined_s": t["joined"] - t["loss"],
-           "recovery_s": t["recovered"] - t["loss"] if "recovered" in t else None,
-           "batches_during": hi - lo, "batches_after": len(times) - hi}
+    row = {
+        "dead_s": t["dead"] - t["loss"],
+        "joined_s": t["joined"] - t["loss"],
+        "recovery_s": t["recovered"] - t["loss"] if "recovered" in t else None,
+        "batches_during": hi - lo,
+        "batches_after": len(times) - hi,
+    }
     for name, r in (("free", free), ("churn", churned)):
         row[f"{name}_during"] = rate(r["times"], lo, hi)
         row[f"{name}_after"] = rate(r["times"], hi, len(r["times"]))
@@ -142,6 +149,7 @@ def main(argv=None) -> int:
     logging.getLogger("hybridload").setLevel(logging.ERROR)
     if args.poll_s is not None:
         import os
+
         os.environ["HYBRIDLOAD_NODE_POLL_S"] = str(args.poll_s)
     _folder, src = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
@@ -149,6 +157,7 @@ def main(argv=None) -> int:
     rows = []
     with loopback_cluster(head_cpus=2, worker_cpus=1, workers=args.workers, store_mb=args.store_mb) as (cluster, nodes):
         import ray
+
         env["ray"] = ray.__version__
         policy = LoaderPolicy(ray_address="embedded", reserve_local_cpus=2, batch_timeout_s=300)
         node = nodes[-1]
@@ -160,18 +169,46 @@ def main(argv=None) -> int:
         vals = [r[key] for r in rows if r.get(key) is not None]
         return statistics.median(vals) if vals else None
 
-    lines = [f"## bench_churn: {args.n} photo JPEGs, imagenet_train({args.size}), batch {BS}, {args.epochs} epoch(s) "
-             f"a run, {args.workers} worker nodes, node {'stopped (SIGTERM)' if args.graceful else 'killed'} after "
-             f"{args.churn_at:.0%} of the batches, {args.rounds} paired round(s)\n", h.environment_line(env)]
+    lines = [
+        f"## bench_churn: {args.n} photo JPEGs, imagenet_train({args.size}), batch {BS}, {args.epochs} epoch(s) "
+        f"a run, {args.workers} worker nodes, node {'stopped (SIGTERM)' if args.graceful else 'killed'} after "
+        f"{args.churn_at:.0%} of the batches, {args.rounds} paired round(s)\n",
+        h.environment_line(env),
+    ]
     lines += h.markdown_table(
-        ["round", "Ray declared dead (s)", "new node joined (s)", "full capacity (s)", "free during", "churn during",
-         "ratio during", "free after", "churn after", "ratio after"],
-        [[i, h.fmt(r["dead_s"], ".1f"), h.fmt(r["joined_s"], ".1f"), h.fmt(r["recovery_s"], ".1f"),
-          h.fmt(r["free_during"]), h.fmt(r["churn_during"]), h.fmt(r["ratio_during"], ".2f"),
-          h.fmt(r["free_after"]), h.fmt(r["churn_after"]), h.fmt(r["ratio_after"], ".2f")] for i, r in enumerate(rows)])
-    lines.append(f"\nmedian: full capacity {h.fmt(med('recovery_s'), '.1f')} s after the loss; images/s during the "
-                 f"churn {h.fmt(med('ratio_during'), '.2f')} x, after it {h.fmt(med('ratio_after'), '.2f')} x the "
-                 "fault-free run's over the same batches.")
+        [
+            "round",
+            "Ray declared dead (s)",
+            "new node joined (s)",
+            "full capacity (s)",
+            "free during",
+            "churn during",
+            "ratio during",
+            "free after",
+            "churn after",
+            "ratio after",
+        ],
+        [
+            [
+                i,
+                h.fmt(r["dead_s"], ".1f"),
+                h.fmt(r["joined_s"], ".1f"),
+                h.fmt(r["recovery_s"], ".1f"),
+                h.fmt(r["free_during"]),
+                h.fmt(r["churn_during"]),
+                h.fmt(r["ratio_during"], ".2f"),
+                h.fmt(r["free_after"]),
+                h.fmt(r["churn_after"]),
+                h.fmt(r["ratio_after"], ".2f"),
+            ]
+            for i, r in enumerate(rows)
+        ],
+    )
+    lines.append(
+        f"\nmedian: full capacity {h.fmt(med('recovery_s'), '.1f')} s after the loss; images/s during the "
+        f"churn {h.fmt(med('ratio_during'), '.2f')} x, after it {h.fmt(med('ratio_after'), '.2f')} x the "
+        "fault-free run's over the same batches."
+    )
     h.emit(lines, args, {"benchmark": "bench_churn", "environment": env, "rounds": rows}, log)
     return 0
 

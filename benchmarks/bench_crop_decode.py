@@ -47,13 +47,17 @@ NV: dict = {}  # the nvImageCodec module and its CPU-only decoder, made on first
 def _nv():
     if not NV:
         from nvidia import nvimgcodec as nv
-        NV.update(mod=nv, dec=nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
-                                         backends=[nv.Backend(nv.BackendKind.CPU_ONLY)]))
+
+        NV.update(
+            mod=nv,
+            dec=nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.BackendKind.CPU_ONLY)]),
+        )
     return NV["mod"], NV["dec"]
 
 
 def _have_nvimgcodec() -> bool:
     import importlib.util
+
     try:
         return importlib.util.find_spec("nvidia.nvimgcodec") is not None
     except ModuleNotFoundError:
@@ -79,6 +83,7 @@ def _window(dct: bool):
     def run(item):
         got = crop_window.window_decode(item[0], (item[2], item[3]), item[1], dct)
         return apply_ops(*got) if got is not None else route_full(item)
+
     return run
 
 
@@ -89,8 +94,14 @@ def route_nv(item):
     return apply_ops(np.asarray(img.cpu()), (type(c)(0, 0, c.w, c.h), *ops[1:]))
 
 
-ROUTES = {"alone": route_alone, "full": route_full, "full+dct": route_full_dct, "turbo": _window(False),
-          "turbo+dct": _window(True), "nvimgcodec": route_nv}
+ROUTES = {
+    "alone": route_alone,
+    "full": route_full,
+    "full+dct": route_full_dct,
+    "turbo": _window(False),
+    "turbo+dct": _window(True),
+    "nvimgcodec": route_nv,
+}
 
 
 def reencode(data: bytes, progressive: bool) -> bytes:
@@ -124,8 +135,12 @@ def main(argv=None) -> int:
     for label, src in (("photos", photos), ("12MP", large)):
         for mode in ("base", "prog"):
             sets[f"{label}/{mode}"] = items_of(src, args.draws, mode == "prog")
-    cs = [h.per_item(f"{s}/{r}", fn, items) for s, items in sets.items() for r, fn in ROUTES.items()
-          if r != "nvimgcodec" or _have_nvimgcodec()]
+    cs = [
+        h.per_item(f"{s}/{r}", fn, items)
+        for s, items in sets.items()
+        for r, fn in ROUTES.items()
+        if r != "nvimgcodec" or _have_nvimgcodec()
+    ]
     results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {}
     for s in sets:
@@ -133,10 +148,17 @@ def main(argv=None) -> int:
             ratios[f"{s}: {r} / full"] = h.ratio(results, f"{s}/{r}", f"{s}/full", "images_per_cpu_s")
         for r in ("full", "turbo", "turbo+dct"):
             ratios[f"{s}: {r} / alone"] = h.ratio(results, f"{s}/{r}", f"{s}/alone", "images_per_cpu_s")
-    lines = [f"## bench_crop_decode: {args.n} photos + {args.large} 12 MP photos, {args.draws} boxes each, "
-             f"{args.rounds} interleaved rounds, RandomResizedCrop(224) + flip, 1 thread\n",
-             h.environment_line(h.environment()), *h.results_table(results), "", h.CONTENTION_NOTE, "",
-             *h.ratio_table(ratios), ""]
+    lines = [
+        f"## bench_crop_decode: {args.n} photos + {args.large} 12 MP photos, {args.draws} boxes each, "
+        f"{args.rounds} interleaved rounds, RandomResizedCrop(224) + flip, 1 thread\n",
+        h.environment_line(h.environment()),
+        *h.results_table(results),
+        "",
+        h.CONTENTION_NOTE,
+        "",
+        *h.ratio_table(ratios),
+        "",
+    ]
     h.emit(lines, args, {"benchmark": "bench_crop_decode", "contestants": results, "ratios": ratios}, log)
     return 0
 

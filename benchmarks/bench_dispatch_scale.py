@@ -31,6 +31,7 @@ from _data import check_ray_loopback, parser, photo_source
 
 from hybridload.execution.retry import StragglerRule
 from hybridload.execution.stream import BatchStream
+
 try:
     from hybridload.execution.pass_config import PassConfig
 except ImportError:  # a checkout from before PassConfig (to time the old dispatcher): its keywords
@@ -107,12 +108,18 @@ class DispatchAt(h.Contestant):
         lane = PacedLane(self.k, self.rate)
         idx = np.zeros(1, dtype=np.int64)
         count = self.batches + self.k + 1
-        tasks = ([BatchTask(k, epoch, idx, size=1) for k in range(count)] if LazyTasks is None else
-                 LazyTasks(range(count), lambda k, _b: BatchTask(k, epoch, idx, size=1)))
+        tasks = (
+            [BatchTask(k, epoch, idx, size=1) for k in range(count)]
+            if LazyTasks is None
+            else LazyTasks(range(count), lambda k, _b: BatchTask(k, epoch, idx, size=1))
+        )
         before = set(threading.enumerate())
         settings = dict(timeout_s=120, stragglers=self.rule)
-        stream = (BatchStream([lane], tasks, **settings) if PassConfig is None else
-                  BatchStream([lane], tasks, PassConfig(**settings)))
+        stream = (
+            BatchStream([lane], tasks, **settings)
+            if PassConfig is None
+            else BatchStream([lane], tasks, PassConfig(**settings))
+        )
         try:
             dispatcher = next(t for t in set(threading.enumerate()) - before if t.name == "hybridload-dispatch")
             clock = time.pthread_getcpuclockid(dispatcher.ident)  # the dispatcher thread's own CPU clock
@@ -125,8 +132,13 @@ class DispatchAt(h.Contestant):
             stream.close()
             lane.close()
         trainer = (d1 - d0) + (c1 - c0)
-        return {"images": self.batches, "trainer_cpu_ms_per_batch": 1e3 * trainer / self.batches,
-                "dispatcher_cpu_s": d1 - d0, "consumer_cpu_s": c1 - c0, "batches_per_s": self.batches / wall}
+        return {
+            "images": self.batches,
+            "trainer_cpu_ms_per_batch": 1e3 * trainer / self.batches,
+            "dispatcher_cpu_s": d1 - d0,
+            "consumer_cpu_s": c1 - c0,
+            "batches_per_s": self.batches / wall,
+        }
 
 
 def member_cost_us(k_actors: int, reps: int = 20_000) -> float:
@@ -145,8 +157,15 @@ def member_cost_us(k_actors: int, reps: int = 20_000) -> float:
 
 def first_batch_s(actors: int, folder_source, args) -> float:
     from hybridload import HybridLoader, LoaderPolicy, recipe
-    policy = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=actors, reserve_local_cpus=0,
-                          placement="any", batch_timeout_s=300)
+
+    policy = LoaderPolicy(
+        ray_address="embedded",
+        mode="cpu",
+        cpu_actors=actors,
+        reserve_local_cpus=0,
+        placement="any",
+        batch_timeout_s=300,
+    )
     loader = HybridLoader(folder_source, recipe.imagenet_train(64), 8, policy=policy, device="cpu")
     try:
         t0 = time.perf_counter()
@@ -158,10 +177,17 @@ def first_batch_s(actors: int, folder_source, args) -> float:
 
 def ray_rounds(args) -> tuple[dict, list[str]]:
     import ray
+
     counts = [int(a) for a in args.actors.split(",")]
     _, source = photo_source(args.root, 64, log)
-    ray.init(address="local", num_cpus=max(counts) + 1, include_dashboard=False, _node_ip_address="127.0.0.1",
-             logging_level=logging.WARNING, log_to_driver=False)
+    ray.init(
+        address="local",
+        num_cpus=max(counts) + 1,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
     nodes = check_ray_loopback(ray)
     times: dict[int, list[float]] = {a: [] for a in counts}
     try:
@@ -184,8 +210,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=500.0, help="the fake lane's batches/s at every k")
     ap.add_argument("--actors", default="", help="e.g. 1,16: also time the first batch with real Ray actors")
     ap.add_argument("--ray-rounds", type=int, default=2, help="rounds of the first-batch comparison")
-    ap.add_argument("--root", default=Path(__file__).resolve().parents[1] / "data" / "bench-photos",
-                    type=Path, help="where the photo set for --actors lives")
+    ap.add_argument(
+        "--root",
+        default=Path(__file__).resolve().parents[1] / "data" / "bench-photos",
+        type=Path,
+        help="where the photo set for --actors lives",
+    )
     args = ap.parse_args(argv)
     ks = [int(k) for k in args.slots.split(",")]
     env = h.environment()
@@ -193,32 +223,64 @@ def main(argv=None) -> int:
     cs += [DispatchAt(k, args.batches, args.rate, False) for k in (ks[0], ks[-1])]
     per_round = h.run_rounds(cs, args.rounds, warmup_rounds=1, log=log)
     results = h.summarize_all(per_round, cs)
-    med = {name: {f: statistics.median(r[f] for r in res["rounds"])
-                  for f in ("trainer_cpu_ms_per_batch", "batches_per_s")} for name, res in results.items()}
-    rows = [[name, f"{m['batches_per_s']:.0f}", f"{m['trainer_cpu_ms_per_batch']:.3f}",
-             f"{results[name]['median_cpu_util']:.2f}"] for name, m in med.items()]
+    med = {
+        name: {f: statistics.median(r[f] for r in res["rounds"]) for f in ("trainer_cpu_ms_per_batch", "batches_per_s")}
+        for name, res in results.items()
+    }
+    rows = [
+        [
+            name,
+            f"{m['batches_per_s']:.0f}",
+            f"{m['trainer_cpu_ms_per_batch']:.3f}",
+            f"{results[name]['median_cpu_util']:.2f}",
+        ]
+        for name, m in med.items()
+    ]
     small, large = f"k={ks[0]}", f"k={ks[-1]}"
     ratios = {f"CPU per batch {small} / {large}": h.ratio(results, small, large, "trainer_cpu_ms_per_batch")}
     goals = {f"CPU per batch {small} / {large}": round(1 / 1.5, 2)}
     members = [[f"{k // 2}", f"{statistics.median(member_cost_us(k // 2) for _ in range(3)):.1f}"] for k in ks]
-    lines = [f"## bench_dispatch_scale: {args.batches} batches in steady state, fake lane at {args.rate:g} "
-             f"batches/s, {args.rounds} interleaved rounds\n", h.environment_line(env),
-             *h.markdown_table(["slots", "batches/s", "trainer CPU ms/batch (dispatcher + consumer threads)",
-                                "process CPU util (incl. the fake lane's timer)"], rows), "",
-             *h.ratio_table(ratios, goals), "",
-             *h.markdown_table(["actors (2 slots each)", "member pick + release, µs"], members), ""]
-    doc = {"benchmark": "bench_dispatch_scale", "environment": env, "contestants": results, "ratios": ratios,
-           "goals": h.goals_met(ratios, goals), "member_pick_release_us": members}
+    lines = [
+        f"## bench_dispatch_scale: {args.batches} batches in steady state, fake lane at {args.rate:g} "
+        f"batches/s, {args.rounds} interleaved rounds\n",
+        h.environment_line(env),
+        *h.markdown_table(
+            [
+                "slots",
+                "batches/s",
+                "trainer CPU ms/batch (dispatcher + consumer threads)",
+                "process CPU util (incl. the fake lane's timer)",
+            ],
+            rows,
+        ),
+        "",
+        *h.ratio_table(ratios, goals),
+        "",
+        *h.markdown_table(["actors (2 slots each)", "member pick + release, µs"], members),
+        "",
+    ]
+    doc = {
+        "benchmark": "bench_dispatch_scale",
+        "environment": env,
+        "contestants": results,
+        "ratios": ratios,
+        "goals": h.goals_met(ratios, goals),
+        "member_pick_release_us": members,
+    }
     if args.actors:
         times, nodes = ray_rounds(args)
         a0, a1 = min(times), max(times)
         rows = [[str(a), " / ".join(f"{t:.1f}" for t in ts), f"{statistics.median(ts):.1f}"] for a, ts in times.items()]
         ratio = statistics.median(times[a1]) / statistics.median(times[a0])
-        lines += [f"First batch with real Ray actors (embedded Ray on {nodes}, HybridLoader's Ray lane, "
-                  f"{args.ray_rounds} alternating rounds after a warm-up):\n",
-                  *h.markdown_table(["actors", "seconds to the first batch, per round", "median"], rows), "",
-                  f"first batch at {a1} / at {a0} actor(s): {ratio:.2f}x (goal <= 2: "
-                  f"{'met' if ratio <= 2 else '**NOT MET**'})", ""]
+        lines += [
+            f"First batch with real Ray actors (embedded Ray on {nodes}, HybridLoader's Ray lane, "
+            f"{args.ray_rounds} alternating rounds after a warm-up):\n",
+            *h.markdown_table(["actors", "seconds to the first batch, per round", "median"], rows),
+            "",
+            f"first batch at {a1} / at {a0} actor(s): {ratio:.2f}x (goal <= 2: "
+            f"{'met' if ratio <= 2 else '**NOT MET**'})",
+            "",
+        ]
         doc.update(first_batch_s={str(k): v for k, v in times.items()}, first_batch_ratio=ratio)
     h.emit(lines, args, doc, log)
     return 0

@@ -62,12 +62,13 @@ def main(argv=None) -> int:
     _, src = photo_source(args.root, args.n, log)
     rec, bs, cores = recipe.imagenet_train(224), args.batch_size, usable_cpus()
     pools = {kind: PrepPool(src, rec, args.threads, kind) for kind in ("threads", "processes")}
-    contestants = {"serial": (1, lambda t: serial(src, rec, t)),
-                   **{f"{kind}-{args.threads}": (args.threads, functools.partial(pooled, pool))
-                      for kind, pool in pools.items()}}
+    contestants = {
+        "serial": (1, lambda t: serial(src, rec, t)),
+        **{f"{kind}-{args.threads}": (args.threads, functools.partial(pooled, pool)) for kind, pool in pools.items()},
+    }
     rates: dict[str, list[float]] = {k: [] for k in contestants}
     for r in range(args.warmup_rounds + args.rounds):
-        names = list(contestants)[r % len(contestants):] + list(contestants)[:r % len(contestants)]
+        names = list(contestants)[r % len(contestants) :] + list(contestants)[: r % len(contestants)]
         for name in names:
             tasks = tasks_for(len(src), bs, args.batches, r)
             t0 = time.perf_counter()
@@ -77,8 +78,14 @@ def main(argv=None) -> int:
     for pool in pools.values():
         pool.shutdown()
     base = statistics.median(rates["serial"])
-    rows = {k: {"img_s": statistics.median(v), "per_core": statistics.median(v) / min(contestants[k][0], cores),
-                "vs_serial": statistics.median(v) / base} for k, v in rates.items()}
+    rows = {
+        k: {
+            "img_s": statistics.median(v),
+            "per_core": statistics.median(v) / min(contestants[k][0], cores),
+            "vs_serial": statistics.median(v) / base,
+        }
+        for k, v in rates.items()
+    }
     print(f"| contestant | images/s | per core | vs serial |  (batch {bs}, {len(src)} photos, {cores} cores)")
     print("| --- | --- | --- | --- |")
     for k, v in rows.items():

@@ -39,6 +39,7 @@ class Producer:
 
     def ready(self) -> str:
         import ray
+
         return ray.get_runtime_context().get_node_id()
 
     def produce(self) -> np.ndarray:
@@ -86,21 +87,36 @@ def raw_get(ray, actor, batches: int, inflight: int, copy: bool) -> int:
 def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: int = 100, rounds: int = 5) -> dict:
     """The three paths on a fresh 2-node loopback cluster: {results, ratios, info, ...}."""
     import ray
+
     shape, t0 = (BATCH, 3, size, size), time.perf_counter()
     nbytes, info = int(np.prod(shape)), {}
     with loopback_cluster(store_mb=store_mb, connect=False) as (cl, _nodes):
-        pool = IngestPool(Producer, (shape,), PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1),
-                                                         ray_address=cl.address, tasks_per_actor=inflight))
+        pool = IngestPool(
+            Producer,
+            (shape,),
+            PoolConfig(
+                rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1),
+                ray_address=cl.address,
+                tasks_per_actor=inflight,
+            ),
+        )
         try:
             info["nodes"] = check_ray_loopback(ray)
             if pool.nodes[0] == ray.get_runtime_context().get_node_id():
                 raise RuntimeError("the producer actor landed on the driver's node; the ingest test needs it remote")
-            log.info("2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
-                     info["nodes"], time.perf_counter() - t0, pool.slots, nbytes / 1e6)
+            log.info(
+                "2-node cluster on %s up in %.1f s; producer on the worker node; %d in flight, %.1f MB per batch",
+                info["nodes"],
+                time.perf_counter() - t0,
+                pool.slots,
+                nbytes / 1e6,
+            )
             actor = pool.actors[0]
-            cs = [h.Contestant("hybridload ActorPool", lambda _e: drive(pool, batches)),
-                  h.Contestant("raw ray.get", lambda _e: raw_get(ray, actor, batches, inflight, False)),
-                  h.Contestant("raw ray.get + copy", lambda _e: raw_get(ray, actor, batches, inflight, True))]
+            cs = [
+                h.Contestant("hybridload ActorPool", lambda _e: drive(pool, batches)),
+                h.Contestant("raw ray.get", lambda _e: raw_get(ray, actor, batches, inflight, False)),
+                h.Contestant("raw ray.get + copy", lambda _e: raw_get(ray, actor, batches, inflight, True)),
+            ]
             h.warm_up(cs, log=log)
             per_round = h.run_rounds(cs, rounds, 0, expect=batches * BATCH, log=log, label="ingest ")
         finally:
@@ -112,8 +128,16 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
         r["median_gb_per_s"] = r["median_batches_per_s"] * nbytes / 1e9
     pooled, raw, copied = (c.name for c in cs)
     ratios = {f"{a} / {b}": h.ratio(results, a, b) for a, b in ((pooled, raw), (pooled, copied), (copied, raw))}
-    return {"batch_shape": list(shape), "batch_bytes": nbytes, "inflight": inflight, "batches_per_round": batches,
-            "object_store_mb": store_mb, "info": info, "results": results, "ratios": ratios}
+    return {
+        "batch_shape": list(shape),
+        "batch_bytes": nbytes,
+        "inflight": inflight,
+        "batches_per_round": batches,
+        "object_store_mb": store_mb,
+        "info": info,
+        "results": results,
+        "ratios": ratios,
+    }
 
 
 def main(argv=None) -> int:
@@ -123,15 +147,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     env = h.environment()
     res = measure(args.size, args.ingest_store_mb, args.ingest_inflight, args.ingest_batches, args.rounds)
-    lines = [f"## bench_ingest: 2-node loopback cluster, one producer actor on the worker node, "
-             f"{res['batch_bytes'] / 1e6:.1f} MB uint8 batches {tuple(res['batch_shape'])}, {res['inflight']} in "
-             f"flight, {res['batches_per_round']} batches per round, {args.rounds} interleaved rounds\n",
-             h.environment_line(env),
-             *h.results_table(res["results"], (("median batches/s", lambda r: f"{r['median_batches_per_s']:.1f}"),
-                                               ("min", lambda r: f"{r['min_batches_per_s']:.1f}"),
-                                               ("max", lambda r: f"{r['max_batches_per_s']:.1f}"),
-                                               ("median GB/s", lambda r: f"{r['median_gb_per_s']:.2f}"), "other"),
-                              first="path"), "", *h.ratio_table(res["ratios"]), ""]
+    lines = [
+        f"## bench_ingest: 2-node loopback cluster, one producer actor on the worker node, "
+        f"{res['batch_bytes'] / 1e6:.1f} MB uint8 batches {tuple(res['batch_shape'])}, {res['inflight']} in "
+        f"flight, {res['batches_per_round']} batches per round, {args.rounds} interleaved rounds\n",
+        h.environment_line(env),
+        *h.results_table(
+            res["results"],
+            (
+                ("median batches/s", lambda r: f"{r['median_batches_per_s']:.1f}"),
+                ("min", lambda r: f"{r['min_batches_per_s']:.1f}"),
+                ("max", lambda r: f"{r['max_batches_per_s']:.1f}"),
+                ("median GB/s", lambda r: f"{r['median_gb_per_s']:.2f}"),
+                "other",
+            ),
+            first="path",
+        ),
+        "",
+        *h.ratio_table(res["ratios"]),
+        "",
+    ]
     h.emit(lines, args, {"benchmark": "bench_ingest", "environment": env, "ingest": res}, log)
     return 0
 

@@ -44,11 +44,14 @@ RATIOS = {  # name: (a, b, field)
 
 def pillow_reference(source, rec):
     """The straightforward Pillow pipeline, torchvision style, with the kernels' crop boxes."""
+
     def one(i: int) -> torch.Tensor:
         with Image.open(source.ref(i).location) as im:
             img = im.convert("RGB")
         for op in rec.sample_params(0, 0, i, img.width, img.height).ops:
-            kind, a = (op[0], op[1:]) if isinstance(op, tuple) else (type(op).__name__.lower(), tuple(vars(op).values()))
+            kind, a = (
+                (op[0], op[1:]) if isinstance(op, tuple) else (type(op).__name__.lower(), tuple(vars(op).values()))
+            )
             if kind == "crop":
                 img = img.crop((a[0], a[1], a[0] + a[2], a[1] + a[3]))
             elif kind == "resize":
@@ -56,6 +59,7 @@ def pillow_reference(source, rec):
             elif kind == "flip":
                 img = img.transpose(Image.FLIP_LEFT_RIGHT)
         return torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous()  # as torchvision's pil_to_tensor
+
     return one
 
 
@@ -83,28 +87,55 @@ def main(argv=None) -> int:
     def dali_c(t):
         return [DaliFiles(folder, args.n, t, args.batch_size, args.size, name=f"dali/{t}t")] if env.get("dali") else []
 
-    cs = [] if args.photometric_only else [
-          h.per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
-          *dali_c(1), KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False), *dali_c(2),
-          h.per_item("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
-          h.per_item("pillow-decode/1t", pillow_decode, payloads),
-          h.per_item("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads)]
+    cs = (
+        []
+        if args.photometric_only
+        else [
+            h.per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
+            *dali_c(1),
+            KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False),
+            *dali_c(2),
+            h.per_item("pillow-ref/1t", pillow_reference(source, rec), range(args.n)),
+            h.per_item("pillow-decode/1t", pillow_decode, payloads),
+            h.per_item("simplejpeg-decode/1t", lambda d: simplejpeg.decode_jpeg(d, colorspace="RGB"), payloads),
+        ]
+    )
     ratio_defs, goals = ({}, {}) if args.photometric_only else (dict(RATIOS), dict(GOALS))
     if not args.no_photometric:
-        crop = recipe.make([recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size),
-                            recipe.ToTensor(layout="HWC")])
+        crop = recipe.make(
+            [recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size), recipe.ToTensor(layout="HWC")]
+        )
         decoded = [kernels.process_sample(source, crop, i, seed=0, epoch=0)[0].numpy() for i in range(args.n)]
         cs += photo_contestants(decoded, args.batch_size, dali=bool(env.get("dali")))
         ratio_defs.update(PHOTO_RATIOS if env.get("dali") else {})
         goals.update(PHOTO_GOALS if env.get("dali") else {})
     results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in ratio_defs.items()}
-    lines = [f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
-             f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),
-             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, goals), "",
-             *([] if args.no_photometric else [PHOTO_NOTE, ""])]
-    h.emit(lines, args, {"benchmark": "bench_kernels", "dataset": str(folder), "environment": env,
-                         "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, goals)}, log)
+    lines = [
+        f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
+        f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n",
+        h.environment_line(env),
+        *h.results_table(results),
+        "",
+        h.CONTENTION_NOTE,
+        "",
+        *h.ratio_table(ratios, goals),
+        "",
+        *([] if args.no_photometric else [PHOTO_NOTE, ""]),
+    ]
+    h.emit(
+        lines,
+        args,
+        {
+            "benchmark": "bench_kernels",
+            "dataset": str(folder),
+            "environment": env,
+            "contestants": results,
+            "ratios": ratios,
+            "goals": h.goals_met(ratios, goals),
+        },
+        log,
+    )
     return 0
 
 

@@ -52,16 +52,24 @@ def main() -> None:
         for t, own in names:
             got[(t, own)].append(rate(args.root, t, own, args.seconds, args.batch_size))
     med = {k: statistics.median(v) for k, v in got.items()}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads in the trainer; "
-          f"{args.rounds} rounds of {args.seconds:g} s, batch {args.batch_size}, imagenet_train(224)\n")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads in the trainer; "
+        f"{args.rounds} rounds of {args.seconds:g} s, batch {args.batch_size}, imagenet_train(224)\n"
+    )
     print("| lane threads | torch ops on | median images/s | rounds |\n| ---: | --- | ---: | --- |")
     for (t, own), m in med.items():
-        print(f"| {t} | {'one intra-op thread each' if own else 'the shared intra-op threads'} | "
-              f"{m:.0f} | {' / '.join(f'{r:.0f}' for r in got[(t, own)])} |")
-    print(f"\n- one lane thread / two, both shared (the lane before): {med[(1, False)] / med[(2, False)]:.2f}x; "
-          f"one own / two shared (the lane now): {med[(1, True)] / med[(2, False)]:.2f}x")
-    print(f"- own / shared: 1 lane thread {med[(1, True)] / med[(1, False)]:.2f}x, "
-          f"2 lane threads {med[(2, True)] / med[(2, False)]:.2f}x")
+        print(
+            f"| {t} | {'one intra-op thread each' if own else 'the shared intra-op threads'} | "
+            f"{m:.0f} | {' / '.join(f'{r:.0f}' for r in got[(t, own)])} |"
+        )
+    print(
+        f"\n- one lane thread / two, both shared (the lane before): {med[(1, False)] / med[(2, False)]:.2f}x; "
+        f"one own / two shared (the lane now): {med[(1, True)] / med[(2, False)]:.2f}x"
+    )
+    print(
+        f"- own / shared: 1 lane thread {med[(1, True)] / med[(1, False)]:.2f}x, "
+        f"2 lane threads {med[(2, True)] / med[(2, False)]:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ from _data import parser, photo_source
 from hybridload import kernels, recipe, sources
 
 log = logging.getLogger("bench_large_photos")
-GOALS = {"large: dct / full, 1 thread": 2.0, "large: dct / full, 2 threads": 2.0,
-         "large: dct / DALI, 2 threads": 1.5}
+GOALS = {"large: dct / full, 1 thread": 2.0, "large: dct / full, 2 threads": 2.0, "large: dct / DALI, 2 threads": 1.5}
 RATIOS = {
     "large: dct / full, 1 thread": ("large/dct/1t", "large/full/1t", "images_per_s"),
     "large: dct / full, 2 threads": ("large/dct/2t", "large/full/2t", "images_per_s"),
@@ -90,20 +89,47 @@ def main(argv=None) -> int:
     cs = []
     for label, src in (("large", large), ("photos", photos)):
         for kind, rec in (("full", full), ("dct", dct)):
-            cs += [per_item(f"{label}/{kind}/1t", src, rec),
-                   KernelBatches(f"{label}/{kind}/2t", src, rec, args.batch_size, threads=2, shuffle=False)]
+            cs += [
+                per_item(f"{label}/{kind}/1t", src, rec),
+                KernelBatches(f"{label}/{kind}/2t", src, rec, args.batch_size, threads=2, shuffle=False),
+            ]
     if env.get("dali"):
         cs.append(DaliFiles(large_root, args.n, 2, args.batch_size, args.size, name="large/dali/2t"))
     results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in RATIOS.items()}
-    pixels = h.markdown_table(["set", "mean abs(dct - full), average", "worst image", "largest"],
-                              [["large (12 MP)", *pixel_rows(large, full, dct, args.n)],
-                               [f"photos (first {args.n})", *pixel_rows(photos, full, dct, args.n)]])
-    lines = [f"## bench_large_photos: {args.n} large (4000x3000) and {len(photos)} photo-set JPEGs, {args.rounds} "
-             f"interleaved rounds, RandomResizedCrop({args.size}) + flip, uint8 CHW\n", h.environment_line(env),
-             *h.results_table(results), "", h.CONTENTION_NOTE, "", *h.ratio_table(ratios, GOALS), "", *pixels, ""]
-    h.emit(lines, args, {"benchmark": "bench_large_photos", "dataset": str(large_root), "environment": env,
-                         "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, GOALS)}, log)
+    pixels = h.markdown_table(
+        ["set", "mean abs(dct - full), average", "worst image", "largest"],
+        [
+            ["large (12 MP)", *pixel_rows(large, full, dct, args.n)],
+            [f"photos (first {args.n})", *pixel_rows(photos, full, dct, args.n)],
+        ],
+    )
+    lines = [
+        f"## bench_large_photos: {args.n} large (4000x3000) and {len(photos)} photo-set JPEGs, {args.rounds} "
+        f"interleaved rounds, RandomResizedCrop({args.size}) + flip, uint8 CHW\n",
+        h.environment_line(env),
+        *h.results_table(results),
+        "",
+        h.CONTENTION_NOTE,
+        "",
+        *h.ratio_table(ratios, GOALS),
+        "",
+        *pixels,
+        "",
+    ]
+    h.emit(
+        lines,
+        args,
+        {
+            "benchmark": "bench_large_photos",
+            "dataset": str(large_root),
+            "environment": env,
+            "contestants": results,
+            "ratios": ratios,
+            "goals": h.goals_met(ratios, GOALS),
+        },
+        log,
+    )
     return 0
 
 

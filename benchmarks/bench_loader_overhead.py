@@ -30,8 +30,11 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs-per-round", type=int, default=1, help="epochs each contestant runs per round")
     ap.add_argument("--threads", "-T", type=int, default=2, help="threads of both contestants")
     ap.add_argument("--batch-size", "-B", type=int, default=64, help="batch size")
-    ap.add_argument("--device", default="cpu",
-                    help="the loader's device; cpu keeps it like-for-like with the raw loop (no host-to-device copy)")
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="the loader's device; cpu keeps it like-for-like with the raw loop (no host-to-device copy)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
     folder, source = photo_source(args.root, args.n, log)
@@ -53,16 +56,35 @@ def main(argv=None) -> int:
     ratios = {"loader / raw": h.ratio(results, "loader", "raw")}
     stall = [r["stall_s"] for r in per_round["loader"]]
     wall = sum(r["wall_s"] for r in per_round["loader"])
-    lines = [f"## bench_loader_overhead: {args.n} photo JPEGs, T={T} threads, B={B}, {args.rounds} interleaved rounds "
-             f"x {E} epoch(s), after {args.warmup_rounds} untimed\n", h.environment_line(env),
-             *h.results_table(results, ("median", "min", "max", "cpu", "other", "contended")), "", h.CONTENTION_NOTE,
-             "", *h.ratio_table(ratios, GOALS), "",
-             f"- loader stats()['stall_s']: {stall_total:.2f} s in all (warm-up included), {sum(stall):.2f} s over the "
-             f"timed epochs = {sum(stall) / wall:.0%} of the loader's timed wall time (the consumer does no work, so it "
-             "waits on nearly everything)", ""]
-    h.emit(lines, args, {"benchmark": "bench_loader_overhead", "dataset": str(folder), "environment": env,
-                         "contestants": results, "ratios": ratios, "goals": h.goals_met(ratios, GOALS),
-                         "loader_stall_s": {"total": stall_total, "timed": sum(stall), "per_round": stall}}, log)
+    lines = [
+        f"## bench_loader_overhead: {args.n} photo JPEGs, T={T} threads, B={B}, {args.rounds} interleaved rounds "
+        f"x {E} epoch(s), after {args.warmup_rounds} untimed\n",
+        h.environment_line(env),
+        *h.results_table(results, ("median", "min", "max", "cpu", "other", "contended")),
+        "",
+        h.CONTENTION_NOTE,
+        "",
+        *h.ratio_table(ratios, GOALS),
+        "",
+        f"- loader stats()['stall_s']: {stall_total:.2f} s in all (warm-up included), {sum(stall):.2f} s over the "
+        f"timed epochs = {sum(stall) / wall:.0%} of the loader's timed wall time (the consumer does no work, so it "
+        "waits on nearly everything)",
+        "",
+    ]
+    h.emit(
+        lines,
+        args,
+        {
+            "benchmark": "bench_loader_overhead",
+            "dataset": str(folder),
+            "environment": env,
+            "contestants": results,
+            "ratios": ratios,
+            "goals": h.goals_met(ratios, GOALS),
+            "loader_stall_s": {"total": stall_total, "timed": sum(stall), "per_round": stall},
+        },
+        log,
+    )
     return 0
 
 

@@ -44,6 +44,7 @@ class PillowDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         from PIL import Image
+
         ref = self.src.ref(i)
         with Image.open(ref.location) as im:
             im = im.convert("RGB")
@@ -80,8 +81,9 @@ class TorchLoader(Batches):
 
     def __init__(self, name: str, dataset, batch_size: int, workers: int):
         self.name, self.threads = name, workers
-        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
-                                                  num_workers=workers, persistent_workers=workers > 0)
+        self.loader = torch.utils.data.DataLoader(
+            dataset, batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0
+        )
 
     def batches(self, epoch: int):
         return self.loader
@@ -102,19 +104,28 @@ def compare(src, args, w: int, pipeline: str) -> tuple[dict, dict]:
     Returns (summaries by contestant, ratios)."""
     dataset_cls, normalize = PIPELINES[pipeline]
     rec = recipe.imagenet_train(args.size, normalize=normalize)
-    contestants = [Loader(k, src, rec, args.batch_size, LoaderPolicy(threads=w, local_workers=k), threads=w)
-                   for k in KINDS]
+    contestants = [
+        Loader(k, src, rec, args.batch_size, LoaderPolicy(threads=w, local_workers=k), threads=w) for k in KINDS
+    ]
     contestants.append(TorchLoader("torch", dataset_cls(src, args.size), args.batch_size, w))
     results = set_up_and_run(contestants, args.rounds, args.warmup_rounds, label=f"[{pipeline}, {w} workers] ")
-    ratios = {"threads / torch": ratio(results, "threads", "torch"),
-              "processes / torch": ratio(results, "processes", "torch"),
-              "processes / threads": ratio(results, "processes", "threads")}
+    ratios = {
+        "threads / torch": ratio(results, "threads", "torch"),
+        "processes / torch": ratio(results, "processes", "torch"),
+        "processes / threads": ratio(results, "processes", "threads"),
+    }
     return results, ratios
 
 
 def main(argv=None) -> dict:
-    ap = parser(__doc__, quick={"n": 64, "rounds": 1, "workers_list": "1", "pipelines": "uint8"}, n=256,
-                rounds=3, batch_size=32, size=224)
+    ap = parser(
+        __doc__,
+        quick={"n": 64, "rounds": 1, "workers_list": "1", "pipelines": "uint8"},
+        n=256,
+        rounds=3,
+        batch_size=32,
+        size=224,
+    )
     ap.add_argument("--workers-list", default="1,2", help="the worker counts to compare, comma-separated")
     ap.add_argument("--pipelines", default="uint8,normalized", help=f"any of {', '.join(PIPELINES)}")
     args = ap.parse_args(argv)
@@ -124,17 +135,30 @@ def main(argv=None) -> dict:
         ap.error(f"--pipelines: unknown {', '.join(unknown)}; write any of {', '.join(PIPELINES)}")
     _folder, src = photo_source(args.root, args.n)
     env = environment()
-    doc = {"benchmark": "bench_local_lanes", "environment": env,
-           "first_batch_s_default": first_batch_s(src, recipe.imagenet_train(args.size), args.batch_size),
-           "runs": {}}
-    lines = ["# The local lane: threads, worker processes and torch's DataLoader", "",
-             f"First batch of HybridLoader(..., policy=LoaderPolicy()): {doc['first_batch_s_default']:.2f} s", ""]
+    doc = {
+        "benchmark": "bench_local_lanes",
+        "environment": env,
+        "first_batch_s_default": first_batch_s(src, recipe.imagenet_train(args.size), args.batch_size),
+        "runs": {},
+    }
+    lines = [
+        "# The local lane: threads, worker processes and torch's DataLoader",
+        "",
+        f"First batch of HybridLoader(..., policy=LoaderPolicy()): {doc['first_batch_s_default']:.2f} s",
+        "",
+    ]
     for w in [int(x) for x in args.workers_list.split(",")]:
         for pipe in pipelines:
             results, ratios = compare(src, args, w, pipe)
             doc["runs"][f"workers={w},{pipe}"] = {"contestants": results, "ratios": ratios}
-            lines += [f"## {pipe}, {w} worker(s), batch {args.batch_size}, {args.n} photos", "",
-                      *results_table(results), "", *ratio_table(ratios), ""]
+            lines += [
+                f"## {pipe}, {w} worker(s), batch {args.batch_size}, {args.n} photos",
+                "",
+                *results_table(results),
+                "",
+                *ratio_table(ratios),
+                "",
+            ]
     lines.append(environment_line(env))
     emit(lines, args, dict(doc))
     return doc

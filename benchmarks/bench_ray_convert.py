@@ -28,6 +28,7 @@ def main() -> None:
     lane = RayLane.__new__(RayLane)  # the conversion alone: no actors
     lane.pin_memory, lane.name = False, "ray"
     from concurrent.futures import ThreadPoolExecutor
+
     lane._converters = ThreadPoolExecutor(1, thread_name_prefix="hybridload-ray-convert")
     images = np.random.default_rng(0).integers(0, 255, (args.batch, 3, args.size, args.size), dtype=np.uint8)
     raw = (images, np.arange(args.batch), np.arange(args.batch), [], 0.1)
@@ -42,9 +43,11 @@ def main() -> None:
         fut.result()
     lane._converters.shutdown()
     b, n = statistics.median(before) * 1e3, statistics.median(now) * 1e3
-    print(f"batch {args.batch} x 3 x {args.size} x {args.size} uint8 ({images.nbytes / 2**20:.1f} MiB), "
-          f"{args.rounds} rounds: Ray's callback thread held {b:.3f} ms a batch before (the copy), "
-          f"{n:.3f} ms now (median): {b / n:.0f}x less")
+    print(
+        f"batch {args.batch} x 3 x {args.size} x {args.size} uint8 ({images.nbytes / 2**20:.1f} MiB), "
+        f"{args.rounds} rounds: Ray's callback thread held {b:.3f} ms a batch before (the copy), "
+        f"{n:.3f} ms now (median): {b / n:.0f}x less"
+    )
 
 
 if __name__ == "__main__":

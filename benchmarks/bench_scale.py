@@ -48,6 +48,7 @@ def label_of(index: int, real: int) -> int:
 def make_real_shards(root: Path, real: int) -> None:
     import numpy as np
     from PIL import Image
+
     rng = np.random.default_rng(0)
     jpegs = []
     for _ in range(16):
@@ -61,7 +62,10 @@ def make_real_shards(root: Path, real: int) -> None:
             continue
         with tarfile.open(path, "w") as tf:
             for j in range(PER_SHARD):
-                for name, data in ((f"s{j:04d}.jpg", jpegs[j % 16]), (f"s{j:04d}.cls", str(label_of(r * PER_SHARD + j, real)).encode())):
+                for name, data in (
+                    (f"s{j:04d}.jpg", jpegs[j % 16]),
+                    (f"s{j:04d}.cls", str(label_of(r * PER_SHARD + j, real)).encode()),
+                ):
                     info = tarfile.TarInfo(name)
                     info.size, info.mtime = len(data), 1_700_000_000
                     tf.addfile(info, io.BytesIO(data))
@@ -74,6 +78,7 @@ def shard_path(root: Path, s: int) -> Path:
 def make_links(root: Path, shards: int, real: int) -> None:
     """Shard files 0 .. shards-1 as hard links to the real shards, each with its sidecar."""
     from hybridload.sources.tar.tar_index import SIDECAR_SUFFIX, index_shard, write_sidecar
+
     for r in range(real):
         src = str(root / "real" / f"real-{r}.tar")
         if not os.path.exists(src + SIDECAR_SUFFIX):
@@ -95,8 +100,12 @@ def make_links(root: Path, shards: int, real: int) -> None:
 def manifest(root: Path, shards: int) -> Path:
     path = root / f"manifest-{shards}.json"
     if not path.exists():
-        doc = {"wids_version": 1, "shardlist": [{"url": str(shard_path(root, s).relative_to(root)),
-                                                 "nsamples": PER_SHARD} for s in range(shards)]}
+        doc = {
+            "wids_version": 1,
+            "shardlist": [
+                {"url": str(shard_path(root, s).relative_to(root)), "nsamples": PER_SHARD} for s in range(shards)
+            ],
+        }
         path.write_text(json.dumps(doc, separators=(",", ":")))
     return path
 
@@ -139,8 +148,14 @@ print("RESULT", json.dumps({"n": len(src), "build_s": build, "pickled": pickled,
 def measure(tree: Path, spec: str, keyed: bool, real: int, timeout: float) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
-    run = subprocess.run([sys.executable, "-c", CHILD, spec, "keyed" if keyed else "randperm", str(real)],
-                         env=env, capture_output=True, text=True, timeout=timeout, cwd=str(tree))
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, spec, "keyed" if keyed else "randperm", str(real)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(tree),
+    )
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         raise SystemExit(f"the measurement of {spec} failed:\n{run.stderr[-8000:]}")
@@ -169,24 +184,34 @@ def index_rate(root: Path, shards: int) -> dict:
         if p.exists():
             p.unlink()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "hybridload", "index", pattern(root, shards), "-o", str(out), "--quiet"],
-                   env={**os.environ, "PYTHONPATH": str(REPO)}, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "hybridload", "index", pattern(root, shards), "-o", str(out), "--quiet"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+    )
     return {"shards": shards, "seconds": time.perf_counter() - t0}
 
 
 def plot(rows: list[dict], path: Path) -> None:
     """Bytes per sample against N (log-log): the trainer's RSS above its imports, and the pickled source."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for name, style in (("today", "o-"), ("manifest", "s-")):
         got = sorted((r for r in rows if r["path"] == name), key=lambda r: r["n"])
         if not got:
             continue
         ns = [r["n"] for r in got]
-        ax.plot(ns, [max(r["peak_kb"] - r["rss0_kb"], 1) * 1024 / r["n"] for r in got], style,
-                label=f"{name}: trainer RSS above imports")
+        ax.plot(
+            ns,
+            [max(r["peak_kb"] - r["rss0_kb"], 1) * 1024 / r["n"] for r in got],
+            style,
+            label=f"{name}: trainer RSS above imports",
+        )
         ax.plot(ns, [r["pickled"] / r["n"] for r in got], style.replace("-", "--"), label=f"{name}: pickled source")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -205,8 +230,9 @@ def main() -> None:
     ap.add_argument("--points", default="100000,1000000,10000000,1000000000", help="sample counts, comma-separated")
     ap.add_argument("--old-points", default="100000,1000000", help="points also measured on today's path")
     ap.add_argument("--old-commit", default="863aaa7", help="the commit of today's path")
-    ap.add_argument("--real", type=int, default=32,
-                    help="real shards the links point to (ext4 allows 65,000 links to one file)")
+    ap.add_argument(
+        "--real", type=int, default=32, help="real shards the links point to (ext4 allows 65,000 links to one file)"
+    )
     ap.add_argument("--index-shards", type=int, default=1000, help="shards `hybridload index` is timed on (0: skip)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
@@ -234,10 +260,19 @@ def main() -> None:
             got = measure(tree, spec, keyed, args.real, args.timeout)
             got.update(path=path, shards=shards)
             rows.append(got)
-            log.info("%s N=%d: build %.2f s, pickled %.2f MB, peak RSS %.0f MB (%.0f after imports), first batch "
-                     "%.2f s, next epoch %.2f s, labels %s", path, got["n"], got["build_s"], got["pickled"] / 1e6,
-                     got["peak_kb"] / 1024, got["rss0_kb"] / 1024, got["first_s"], got["next_s"],
-                     "right" if got["labels_ok"] else "WRONG")
+            log.info(
+                "%s N=%d: build %.2f s, pickled %.2f MB, peak RSS %.0f MB (%.0f after imports), first batch "
+                "%.2f s, next epoch %.2f s, labels %s",
+                path,
+                got["n"],
+                got["build_s"],
+                got["pickled"] / 1e6,
+                got["peak_kb"] / 1024,
+                got["rss0_kb"] / 1024,
+                got["first_s"],
+                got["next_s"],
+                "right" if got["labels_ok"] else "WRONG",
+            )
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "index": index}, indent=1))
     if args.plot:

@@ -47,14 +47,16 @@ def to_memory(folder: sources.ImageFolder, shard_size: int) -> str:
     base, mem = f"/bench-storage-{uuid.uuid4().hex[:8]}", fsspec.filesystem("memory")
     for i in range(len(folder)):
         ref = folder.ref(i)
-        rel = ref.location[len(folder.root) + 1:]
+        rel = ref.location[len(folder.root) + 1 :]
         mem.pipe_file(f"{base}/folder/{rel}", folder.read(ref)[0])
     for s in range(0, len(folder), shard_size):
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tf:
             for i in range(s, min(s + shard_size, len(folder))):
-                for name, data in ((f"{i:07d}.jpg", folder.read(folder.ref(i))[0]),
-                                   (f"{i:07d}.cls", str(folder.ref(i).label).encode())):
+                for name, data in (
+                    (f"{i:07d}.jpg", folder.read(folder.ref(i))[0]),
+                    (f"{i:07d}.cls", str(folder.ref(i).label).encode()),
+                ):
                     info = tarfile.TarInfo(name)
                     info.size = len(data)
                     tf.addfile(info, io.BytesIO(data))
@@ -71,8 +73,14 @@ class Reader(h.Contestant):
 
     def prepare(self) -> None:
         self.close()
-        self.loader = HybridLoader(self.make(), self.rec, self.batch_size, seed=0, device="cpu",
-                                   policy=LoaderPolicy(cpu_actors=0, threads=self.threads))
+        self.loader = HybridLoader(
+            self.make(),
+            self.rec,
+            self.batch_size,
+            seed=0,
+            device="cpu",
+            policy=LoaderPolicy(cpu_actors=0, threads=self.threads),
+        )
         SlowMemoryFileSystem.reset_counts()
 
     def run(self, epoch: int) -> dict:
@@ -91,12 +99,14 @@ def contestants(base: str, n_shards: int, args) -> list[Reader]:
     tars = f"slowmem://{base}/shards/{{00000..{n_shards - 1:05d}}}.tar"
     makes = {
         "no latency": lambda: sources.ImageFolder(f"memory://{base}/folder"),
-        "folder, sequential reads": lambda: sources.ImageFolder(f"slowmem://{base}/folder", storage_options=slow,
-                                                                io_threads=1),
+        "folder, sequential reads": lambda: sources.ImageFolder(
+            f"slowmem://{base}/folder", storage_options=slow, io_threads=1
+        ),
         "folder, concurrent reads": lambda: sources.ImageFolder(f"slowmem://{base}/folder", storage_options=slow),
         "tar, sequential reads": lambda: sources.TarShards(tars, storage_options=slow, io_threads=1),
-        "tar, shard streaming": lambda: sources.TarShards(tars, storage_options=slow, read="shard",
-                                                          buffer_shards=args.buffer_shards),
+        "tar, shard streaming": lambda: sources.TarShards(
+            tars, storage_options=slow, read="shard", buffer_shards=args.buffer_shards
+        ),
     }
     return [Reader(name, make, args.batch_size, args.size) for name, make in makes.items()]
 
@@ -123,18 +133,37 @@ def main(argv=None) -> int:
         h.close_all(cs, log)
         fsspec.filesystem("memory").rm(base, recursive=True)
     results = h.summarize_all(per_round, cs)
-    pairs = [("folder, concurrent reads", "no latency"), ("tar, shard streaming", "tar, sequential reads"),
-             ("folder, concurrent reads", "folder, sequential reads"), ("tar, shard streaming", "no latency")]
+    pairs = [
+        ("folder, concurrent reads", "no latency"),
+        ("tar, shard streaming", "tar, sequential reads"),
+        ("folder, concurrent reads", "folder, sequential reads"),
+        ("tar, shard streaming", "no latency"),
+    ]
     ratios = {f"{a} / {b}": h.ratio(results, a, b) for a, b in pairs}
     requests = ("requests per round", lambda r: r["rounds"][-1].get("storage_requests", "n/a"))
-    lines = [f"#### bench_storage: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
-             f"{args.latency_ms:g} ms per request, shards of {args.shard_size}, buffer_shards {args.buffer_shards}, "
-             f"{args.rounds} interleaved rounds (after {args.warmup_rounds} untimed)", "",
-             h.environment_line(env),
-             *h.results_table(results, ("threads", "median", "min", "max", "cpu", requests, "other", "contended")),
-             "", *h.ratio_table(ratios, GOALS), ""]
-    h.emit(lines, args, {"benchmark": "bench_storage", "environment": env, "results": results, "ratios": ratios,
-                         "goals": h.goals_met(ratios, GOALS)}, log)
+    lines = [
+        f"#### bench_storage: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
+        f"{args.latency_ms:g} ms per request, shards of {args.shard_size}, buffer_shards {args.buffer_shards}, "
+        f"{args.rounds} interleaved rounds (after {args.warmup_rounds} untimed)",
+        "",
+        h.environment_line(env),
+        *h.results_table(results, ("threads", "median", "min", "max", "cpu", requests, "other", "contended")),
+        "",
+        *h.ratio_table(ratios, GOALS),
+        "",
+    ]
+    h.emit(
+        lines,
+        args,
+        {
+            "benchmark": "bench_storage",
+            "environment": env,
+            "results": results,
+            "ratios": ratios,
+            "goals": h.goals_met(ratios, GOALS),
+        },
+        log,
+    )
     return 0
 
 

@@ -66,6 +66,7 @@ print(pathlib.Path(top.origin).parent, pathlib.Path(sub.origin).parent)
 
 # --------------------------------------------------------------------------- pure
 
+
 def paired(base: list[float | None], head: list[float | None]) -> list[float]:
     """Pure: head / base for each repeat where both sides measured a positive rate."""
     return [hv / bv for bv, hv in zip(base, head) if bv and hv]
@@ -86,16 +87,35 @@ def compare(base_docs: list[dict], head_docs: list[dict], goal: float = GOAL) ->
             if not any(b) or not any(hd):
                 continue
             bm, hm = statistics.median(v for v in b if v), statistics.median(v for v in hd if v)
-            rows.append({"row": name, "kind": kind, "base": bm, "head": hm, "head_over_base": hm / bm,
-                         "paired": paired(b, hd), "met": hm / bm >= goal})
-    ratio_names = [k for k in base_docs[0].get("ratios", {})
-                   if all((d.get("ratios") or {}).get(k) for d in base_docs + head_docs)]
+            rows.append(
+                {
+                    "row": name,
+                    "kind": kind,
+                    "base": bm,
+                    "head": hm,
+                    "head_over_base": hm / bm,
+                    "paired": paired(b, hd),
+                    "met": hm / bm >= goal,
+                }
+            )
+    ratio_names = [
+        k for k in base_docs[0].get("ratios", {}) if all((d.get("ratios") or {}).get(k) for d in base_docs + head_docs)
+    ]
     for k in ratio_names:
         b = [d["ratios"][k]["of_medians"] for d in base_docs]
         hd = [d["ratios"][k]["of_medians"] for d in head_docs]
         bm, hm = statistics.median(b), statistics.median(hd)
-        rows.append({"row": k, "kind": "ratio", "base": bm, "head": hm, "head_over_base": hm / bm,
-                     "paired": paired(b, hd), "met": hm / bm >= goal})
+        rows.append(
+            {
+                "row": k,
+                "kind": "ratio",
+                "base": bm,
+                "head": hm,
+                "head_over_base": hm / bm,
+                "paired": paired(b, hd),
+                "met": hm / bm >= goal,
+            }
+        )
     return rows
 
 
@@ -106,10 +126,20 @@ def table(rows: list[dict], goal: float = GOAL) -> list[str]:
         pr = r["paired"]
         per = f"{statistics.median(pr):.3f}x ({min(pr):.3f}-{max(pr):.3f})" if pr else "n/a"
         fmt = "{:.3f}x" if r["kind"] == "ratio" else "{:.1f}"
-        cells.append([r["row"], r["kind"], fmt.format(r["base"]), fmt.format(r["head"]),
-                      f"{r['head_over_base']:.3f}x", per, "yes" if r["met"] else "**NO**"])
-    return h.markdown_table(["row", "of", "base", "head", "head / base", "per repeat: median (min-max)",
-                             f">= {goal}"], cells)
+        cells.append(
+            [
+                r["row"],
+                r["kind"],
+                fmt.format(r["base"]),
+                fmt.format(r["head"]),
+                f"{r['head_over_base']:.3f}x",
+                per,
+                "yes" if r["met"] else "**NO**",
+            ]
+        )
+    return h.markdown_table(
+        ["row", "of", "base", "head", "head / base", "per repeat: median (min-max)", f">= {goal}"], cells
+    )
 
 
 def order(repeat: int) -> tuple[str, str]:
@@ -118,6 +148,7 @@ def order(repeat: int) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------- trees and runs
+
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True, timeout=120).stdout
@@ -146,8 +177,9 @@ def tree_env(tree: Path) -> dict:
 
 def check_imports_from(tree: Path) -> None:
     """Fail unless ``hybridload`` and ``hybridload.kernels`` import from ``tree`` with its environment."""
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=tree, env=tree_env(tree), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=300
+    )
     got = out.stdout.split()
     if out.returncode or len(got) != 2 or any(not Path(p).resolve().is_relative_to(tree.resolve()) for p in got):
         raise RuntimeError(f"the revision in {tree} does not import its own package: {out.stdout}{out.stderr[-2000:]}")
@@ -163,17 +195,28 @@ def run_bench(tree: Path, script: str, args: list[str], out: Path, timeout_s: fl
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     ap.add_argument("--base", required=True, help="the revision before (any git revision: main~5, a tag, a commit)")
     ap.add_argument("--head", default="HEAD", help="the revision after")
     ap.add_argument("--benches", default=",".join(BENCHES), help=f"comma-separated subset of {', '.join(BENCHES)}")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each benchmark per revision, alternating")
-    ap.add_argument("--bench-args", nargs=2, action="append", default=[], metavar=("BENCH", "ARGS"),
-                    help="replace a benchmark's arguments, e.g. --bench-args kernels '--n 64 --no-dali'")
+    ap.add_argument(
+        "--bench-args",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("BENCH", "ARGS"),
+        help="replace a benchmark's arguments, e.g. --bench-args kernels '--n 64 --no-dali'",
+    )
     ap.add_argument("--quick", action="store_true", help=f"each benchmark with {QUICK_ARGS}, one repeat")
-    ap.add_argument("--root", type=Path, default=REPO / "data" / "bench-photos",
-                    help="the photo sets both revisions read (generated on first use)")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=REPO / "data" / "bench-photos",
+        help="the photo sets both revisions read (generated on first use)",
+    )
     ap.add_argument("--goal", type=float, default=GOAL, help="head / base wanted at least")
     ap.add_argument("--run-timeout", type=float, default=1800, help="seconds one benchmark run may take")
     ap.add_argument("--out", type=Path, default=None, help="write the runs and rows as JSON here")
@@ -200,18 +243,30 @@ def main(argv=None) -> int:
                 for side in order(r):
                     out = Path(tmp) / f"{b}-{side}-{r}.json"
                     extra = ["--root", str(args.root.resolve())]
-                    docs[b][side].append(run_bench(trees[side], BENCHES[b][0], bench_args[b] + extra, out,
-                                                   args.run_timeout))
+                    docs[b][side].append(
+                        run_bench(trees[side], BENCHES[b][0], bench_args[b] + extra, out, args.run_timeout)
+                    )
     rows = {b: compare(docs[b]["base"], docs[b]["head"], args.goal) for b in benches}
-    lines = [f"## compare_revisions: head {args.head} ({commits['head'][:10]}) / base {args.base} "
-             f"({commits['base'][:10]}), {repeats} alternating repeat(s)\n"]
+    lines = [
+        f"## compare_revisions: head {args.head} ({commits['head'][:10]}) / base {args.base} "
+        f"({commits['base'][:10]}), {repeats} alternating repeat(s)\n"
+    ]
     for b in benches:
         lines += [f"### {BENCHES[b][0]} {shlex.join(bench_args[b])}\n", *table(rows[b], args.goal), ""]
     lines.append(h.environment_line(h.environment()))
     print("\n".join(lines), flush=True)
     if args.out:
-        h.write_json(args.out, {"benchmark": "compare_revisions", "base": commits["base"], "head": commits["head"],
-                                "bench_args": bench_args, "rows": rows, "runs": docs})
+        h.write_json(
+            args.out,
+            {
+                "benchmark": "compare_revisions",
+                "base": commits["base"],
+                "head": commits["head"],
+                "bench_args": bench_args,
+                "rows": rows,
+                "runs": docs,
+            },
+        )
     return 0
 
 

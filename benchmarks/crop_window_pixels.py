@@ -48,8 +48,11 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     _, photos = photo_source(args.root, max(args.n, 64), log)
     full = _rec(crop_window=False)
-    variants = {"window": _rec(), "window+dct": _rec(dct_scaling=True),
-                "window+dct gap 1": _rec(dct_scaling=True, reducing_gap=1.0)}
+    variants = {
+        "window": _rec(),
+        "window+dct": _rec(dct_scaling=True),
+        "window+dct gap 1": _rec(dct_scaling=True, reducing_gap=1.0),
+    }
     rows = []
     for scale in (1, 4):
         for name, sub in SUBSAMPLING.items():
@@ -66,11 +69,21 @@ def main(argv=None) -> int:
                         for k, rec in variants.items():
                             diffs[k].append((process_payload(ref, data, rec, 0, d).float() - a).abs())
             for k, ds in diffs.items():
-                rows.append([f"{'photo set' if scale == 1 else 'photo set x4'}", name, k,
-                             f"{np.mean([x.mean().item() for x in ds]):.3f}", f"{max(x.max().item() for x in ds):.0f}"])
-    lines = [f"## crop_window_pixels: {args.n} photos x {args.draws} boxes, baseline + progressive, "
-             "RandomResizedCrop(224) + flip, against Decode(crop_window=False)\n",
-             *h.markdown_table(["images", "subsampling", "decode", "mean abs diff", "max abs diff"], rows), ""]
+                rows.append(
+                    [
+                        f"{'photo set' if scale == 1 else 'photo set x4'}",
+                        name,
+                        k,
+                        f"{np.mean([x.mean().item() for x in ds]):.3f}",
+                        f"{max(x.max().item() for x in ds):.0f}",
+                    ]
+                )
+    lines = [
+        f"## crop_window_pixels: {args.n} photos x {args.draws} boxes, baseline + progressive, "
+        "RandomResizedCrop(224) + flip, against Decode(crop_window=False)\n",
+        *h.markdown_table(["images", "subsampling", "decode", "mean abs diff", "max abs diff"], rows),
+        "",
+    ]
     h.emit(lines, args, {"benchmark": "crop_window_pixels", "rows": rows}, log)
     return 0
 

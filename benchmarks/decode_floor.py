@@ -36,17 +36,21 @@ def _rows(payloads: list[bytes]) -> dict[str, callable]:
         size = jpeg_size(data)
         arr, ops = window_decode(data, size, rec.sample_params(0, 0, i, *size).ops)
         windows.append((torch.from_numpy(arr), ops))
+
     def each(fn):  # one call per image, nothing kept (a list of 36 MB images would time page faults)
         return lambda: [fn(i, p) and None for i, p in enumerate(payloads)]
 
     rows = {"full decode alone (simplejpeg)": each(lambda i, p: decode_image(p).shape)}
     for d in DENOMINATORS:  # the whole image as one window, at 1/d
         rows[f"libjpeg-turbo 3, whole image at 1/{d}"] = each(
-            lambda i, p, d=d: turbo.decode_window(p, 0, 0, *(-(-s // d) for s in jpeg_size(p)), d)[0].shape)
+            lambda i, p, d=d: turbo.decode_window(p, 0, 0, *(-(-s // d) for s in jpeg_size(p)), d)[0].shape
+        )
     rows["crop window (RandomResizedCrop box)"] = each(
-        lambda i, p: window_decode(p, jpeg_size(p), rec.sample_params(0, 0, i, *jpeg_size(p)).ops)[0].shape)
-    rows["resize of the window's crop to 224"] = each(lambda i, p: resize(crop(*windows[i][:1], windows[i][1][0]),
-                                                                          windows[i][1][1]).shape)
+        lambda i, p: window_decode(p, jpeg_size(p), rec.sample_params(0, 0, i, *jpeg_size(p)).ops)[0].shape
+    )
+    rows["resize of the window's crop to 224"] = each(
+        lambda i, p: resize(crop(*windows[i][:1], windows[i][1][0]), windows[i][1][1]).shape
+    )
     return rows
 
 
@@ -70,9 +74,13 @@ def main(argv=None) -> int:
                 best[name] = min(best.get(name, np.inf), (time.thread_time() - t0) / len(payloads))
         alone = best["full decode alone (simplejpeg)"]
         table += [[label, name, f"{v * 1e3:.3f}", f"{v / alone:.2f}"] for name, v in best.items()]
-    lines = [f"## decode_floor: {args.n} photos + {args.large} 12 MP photos, min of {args.rounds} rounds, "
-             "1 thread, CPU ms per image\n", h.environment_line(h.environment()),
-             *h.markdown_table(["set", "what", "ms per image", "x the full decode alone"], table), ""]
+    lines = [
+        f"## decode_floor: {args.n} photos + {args.large} 12 MP photos, min of {args.rounds} rounds, "
+        "1 thread, CPU ms per image\n",
+        h.environment_line(h.environment()),
+        *h.markdown_table(["set", "what", "ms per image", "x the full decode alone"], table),
+        "",
+    ]
     h.emit(lines, args, {"benchmark": "decode_floor", "rows": table}, log)
     return 0
 

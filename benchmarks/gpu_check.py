@@ -74,16 +74,35 @@ from hybridload.policy import usable_cpus
 
 from _gpu_device import auto_share, delivery_syncs, injected_fault
 from _gpu_headline import environment_record, host_images, lane_alone, raw_ceiling
-from _gpu_loaders import (forever, loader_figure, loader_for, local_sweep, model_and_step, pipeline_depth,
-                          torch_dataloader, trainer_rate, endless)
+from _gpu_loaders import (
+    forever,
+    loader_figure,
+    loader_for,
+    local_sweep,
+    model_and_step,
+    pipeline_depth,
+    torch_dataloader,
+    trainer_rate,
+    endless,
+)
 from _gpu_ordering import cuda_stall, stalled_ordering
 from _gpu_pixels import subsampled_folders, tolerance
 from _gpu_sections import Sections, no_gpu_decode, skipped, table
 
 log = logging.getLogger("gpu_check")
 
-GPU_SECTIONS = ("correctness", "ordering", "tolerance", "dali_decoders", "headline", "speed", "nvml", "plan",
-                "device", "local_sweep")
+GPU_SECTIONS = (
+    "correctness",
+    "ordering",
+    "tolerance",
+    "dali_decoders",
+    "headline",
+    "speed",
+    "nvml",
+    "plan",
+    "device",
+    "local_sweep",
+)
 
 
 def cpu_decoder(datas):
@@ -96,6 +115,7 @@ def torch_unavailable(device) -> str | None:
     if device.type != "cuda":
         return None
     from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+
     try:
         gpu_decoder(device)
     except Exception as exc:
@@ -145,9 +165,14 @@ def device_memory_over(make_loader, device, batches: int = 150, time_left=None) 
     ld.close()
     torch.cuda.empty_cache()
     after = used_bytes(device)
-    return {"batches": n, "at_20_mb": (mem[20] - base) / 2**20, "at_end_mb": (mem["end"] - base) / 2**20,
-            "after_close_mb": (after - base) / 2**20, "flat": mem["end"] <= mem[20] + 64 * 2**20,
-            "back_to_baseline": after <= base + 64 * 2**20}
+    return {
+        "batches": n,
+        "at_20_mb": (mem[20] - base) / 2**20,
+        "at_end_mb": (mem["end"] - base) / 2**20,
+        "after_close_mb": (after - base) / 2**20,
+        "flat": mem["end"] <= mem[20] + 64 * 2**20,
+        "back_to_baseline": after <= base + 64 * 2**20,
+    }
 
 
 def check_correctness(src, rec, bs, device, nb, time_left=None):
@@ -176,11 +201,18 @@ def check_correctness(src, rec, bs, device, nb, time_left=None):
             img = next(iter(ld))[0]
             out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
         torch.cuda.set_device(device)
-        out["gpu_memory"] = device_memory_over(lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device,
-                                               time_left=time_left)
-    bad = [k for k, v in [("index streams", out["index_streams_identical"]),
-                          ("set_device", out.get("device_after_set_device", {}).get("ok", True)),
-                          ("memory flat", out.get("gpu_memory", {}).get("flat", True))] if not v]
+        out["gpu_memory"] = device_memory_over(
+            lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device, time_left=time_left
+        )
+    bad = [
+        k
+        for k, v in [
+            ("index streams", out["index_streams_identical"]),
+            ("set_device", out.get("device_after_set_device", {}).get("ok", True)),
+            ("memory flat", out.get("gpu_memory", {}).get("flat", True)),
+        ]
+        if not v
+    ]
     if device.type == "cuda" and not ran["gpu"].get("gpu"):
         return no_gpu_decode(f"the loader in mode gpu ran no batch on the GPU lane (lanes: {ran['gpu']})", **out)
     return {**out, **({"status": "fail", "reason": ", ".join(bad)} if bad else {})}
@@ -191,11 +223,17 @@ def nvml_reader(device, box: dict, window_s: float = 2.0):
         r = read_gpu(window_s=window_s, interval_s=0.1, device=device)
         reading = {"available": bool(getattr(r, "available", False))}
         if r.available:
-            reading.update(name=r.name, util_mean=r.util_mean, util_max=r.util_max,
-                           mem_free_gb=r.mem_free_bytes / 2**30, engines=r.engine_utils())
+            reading.update(
+                name=r.name,
+                util_mean=r.util_mean,
+                util_max=r.util_max,
+                mem_free_gb=r.mem_free_bytes / 2**30,
+                engines=r.engine_utils(),
+            )
         else:
             reading["reason"] = r.reason
         box.update(reading)
+
     return read
 
 
@@ -209,6 +247,7 @@ def training_beside(step, bs, hw, device):
     def loop():
         while not stop.is_set():
             step(x, y)
+
     t = threading.Thread(target=loop, daemon=True)
     t.start()
     try:
@@ -224,9 +263,13 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small data and model (the CI smoke test)")
     ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
     ap.add_argument("--out", default="gpu_check.json")
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="the whole run's seconds (default 330 on CUDA): later sections are skipped "
-                         "(reason 'budget'), running ones cut their measurements short")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="the whole run's seconds (default 330 on CUDA): later sections are skipped "
+        "(reason 'budget'), running ones cut their measurements short",
+    )
     ap.add_argument("--section-s", type=float, default=120.0, help="the watchdog's limit per section")
     ap.add_argument("--sweep", action="store_true", help="also run the CPU-only local sweep, last")
     args = ap.parse_args(argv)
@@ -234,11 +277,18 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     budget = args.budget_s if args.budget_s is not None else (330.0 if device.type == "cuda" else None)
     run = Sections(args.out, budget, args.section_s)
-    env = {**environment_record(device), "device": str(device), "cpus": usable_cpus(), "quick": args.quick,
-           "budget_s": budget}
+    env = {
+        **environment_record(device),
+        "device": str(device),
+        "cpus": usable_cpus(),
+        "quick": args.quick,
+        "budget_s": budget,
+    }
     if device.type == "cuda" and not torch.cuda.is_available():
-        reason = (f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda}: "
-                  "torch.cuda.is_available() is False); --device cpu runs the CPU stand-ins")
+        reason = (
+            f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda}: "
+            "torch.cuda.is_available() is False); --device cpu runs the CPU stand-ins"
+        )
         log.warning("%s: every GPU section skipped", reason)
         run.set("environment", {**env, "status": "ok", "device_name": "none"})
         for name in GPU_SECTIONS:
@@ -253,13 +303,21 @@ def main(argv=None) -> int:
     data = {}
 
     def environment():
-        root = args.data or make_photo_folder(os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"),
-                                              n_img, num_classes=10, seed=0)
+        root = args.data or make_photo_folder(
+            os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"), n_img, num_classes=10, seed=0
+        )
         data["src"], data["rec"] = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
         from hybridload.lanes.gpu.torch_decoders import backend_name
-        return {**env, "device": str(device), "batch_size": bs, "images": len(data["src"]), "data": str(root),
-                "decoder_backend": backend_name() if device.type == "cuda" else "CPU kernels (stand-in)",
-                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+
+        return {
+            **env,
+            "device": str(device),
+            "batch_size": bs,
+            "images": len(data["src"]),
+            "data": str(root),
+            "decoder_backend": backend_name() if device.type == "cuda" else "CPU kernels (stand-in)",
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        }
 
     if run.run("environment", environment, budgeted=False)["status"] != "ok":
         for name in GPU_SECTIONS:
@@ -274,27 +332,52 @@ def main(argv=None) -> int:
         return (lambda: skipped(f"the torch engine cannot run: {why_torch}")) if why_torch else fn
 
     run.run("correctness", needs_torch(lambda: check_correctness(src, rec8, bs, device, 4 if not quick else nb, left)))
-    run.run("ordering", needs_torch(lambda: stalled_ordering(
-        lambda: loader_lane(src, rec8, tol_bs, device), len(src), tol_bs, stall=cuda_stall,
-        sync=lambda lane: torch.cuda.synchronize(device))) if device.type == "cuda"
-        else lambda: skipped("needs a CUDA device (torch.cuda._sleep stalls a CUDA stream); "
-                             "tests/test_gpu_check.py runs its logic on a fake stream"))
+    run.run(
+        "ordering",
+        needs_torch(
+            lambda: stalled_ordering(
+                lambda: loader_lane(src, rec8, tol_bs, device),
+                len(src),
+                tol_bs,
+                stall=cuda_stall,
+                sync=lambda lane: torch.cuda.synchronize(device),
+            )
+        )
+        if device.type == "cuda"
+        else lambda: skipped(
+            "needs a CUDA device (torch.cuda._sleep stalls a CUDA stream); "
+            "tests/test_gpu_check.py runs its logic on a fake stream"
+        ),
+    )
 
     def folders():
         if "folders" not in data:
             data["folders"] = subsampled_folders(src, Path(tempfile.mkdtemp(prefix="gpu-check-sub-")), 2 * tol_bs)
         return data["folders"]
-    engines = {"torch": why_torch or (lambda s, r, b: loader_lane(s, r, b, device)),
-               "dali": dali_unavailable(device) or (lambda s, r, b: build_engine(
-                   "dali", LoaderPolicy(gpu_engine="dali", cpu_actors=0).lane_spec(device=device, recipe=r),
-                   s, r, batch_size=b, device=device))}
+
+    engines = {
+        "torch": why_torch or (lambda s, r, b: loader_lane(s, r, b, device)),
+        "dali": dali_unavailable(device)
+        or (
+            lambda s, r, b: build_engine(
+                "dali",
+                LoaderPolicy(gpu_engine="dali", cpu_actors=0).lane_spec(device=device, recipe=r),
+                s,
+                r,
+                batch_size=b,
+                device=device,
+            )
+        ),
+    }
     run.run("tolerance", lambda: tolerance(folders(), rec8, tol_bs, engines))
 
     def dali_section():
         if dali_unavailable(device):
             return skipped(dali_unavailable(device))
         from _gpu_pixels import dali_decoders
+
         return dali_decoders(folders(), tol_bs, device.index)
+
     run.run("dali_decoders", dali_section)
 
     def headline():
@@ -302,6 +385,7 @@ def main(argv=None) -> int:
         idx = np.arange(head_bs)
         batch = read_batch(src, rec8, BatchTask(0, 0, idx))
         from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+
         decode = gpu_decoder(device) if device.type == "cuda" else cpu_decoder
         box: dict = {}
         reader = threading.Thread(target=nvml_reader(device, box, 1.0), daemon=True) if device.type == "cuda" else None
@@ -319,8 +403,16 @@ def main(argv=None) -> int:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
         procs = min(8, usable_cpus())  # the host preparation in worker processes: cores, not one GIL
-        lane = TorchGpuLane(src, rec8, batch_size=head_bs, device=device, decode=decode,
-                            prep_threads=procs, prep_kind="processes", **LOADER_LANE_FLAGS)
+        lane = TorchGpuLane(
+            src,
+            rec8,
+            batch_size=head_bs,
+            device=device,
+            decode=decode,
+            prep_threads=procs,
+            prep_kind="processes",
+            **LOADER_LANE_FLAGS,
+        )
         try:
             out["lane_alone_prep_processes_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
             out["prep_processes"] = procs
@@ -328,6 +420,7 @@ def main(argv=None) -> int:
             lane.close()
         out["batch"] = head_bs
         return out
+
     run.run("headline", needs_torch(headline))
     state = {}
 
@@ -342,51 +435,87 @@ def main(argv=None) -> int:
         runs["hybridload_gpu"] = loader_figure(src, rec, bs, device, "gpu", step, nb, left, during=during)
         runs["hybridload_cpu"] = loader_figure(src, rec, bs, device, "cpu", step, nb, left)
         workers = min(16, usable_cpus())
-        runs["torch_dataloader"] = {"img_s": trainer_rate(forever(torch_dataloader(src, rec, bs, workers)), step,
-                                                          device, nb, pipeline_depth(workers), left),
-                                    "lanes": f"{workers} DataLoader workers"}
+        runs["torch_dataloader"] = {
+            "img_s": trainer_rate(
+                forever(torch_dataloader(src, rec, bs, workers)), step, device, nb, pipeline_depth(workers), left
+            ),
+            "lanes": f"{workers} DataLoader workers",
+        }
         for r in runs.values():
             r["vs_ceiling"] = r["img_s"] / ceiling if r.get("img_s") else None
         if runs["hybridload_gpu"]["img_s"] is None:
             return no_gpu_decode(runs["hybridload_gpu"]["note"], runs=runs)
         return {"runs": runs, "gpu_lane_cost_to_step": 1 - runs["hybridload_gpu"]["img_s"] / ceiling}
+
     sp = run.run("speed", needs_torch(speed))
-    run.run("nvml", lambda: ({**state["nvml"], "read": "while the GPU lane fed the training step"}
-                             if state.get("nvml") else skipped("read during the speed section, which did not run")))
+    run.run(
+        "nvml",
+        lambda: (
+            {**state["nvml"], "read": "while the GPU lane fed the training step"}
+            if state.get("nvml")
+            else skipped("read during the speed section, which did not run")
+        ),
+    )
 
     def plan():
         from hybridload.cli.profile import run_profile
+
         step = state.get("step") or model_and_step(device, quick)
         with training_beside(step, bs, rec.out_hw, device), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prof = run_profile(src, rec, batch_size=bs, seconds=0.5 if quick else 3.0, sample=min(256, len(src)),
-                               check_points=False, device=device)
+            prof = run_profile(
+                src,
+                rec,
+                batch_size=bs,
+                seconds=0.5 if quick else 3.0,
+                sample=min(256, len(src)),
+                check_points=False,
+                device=device,
+            )
         shares = sorted({0.0, 0.5, 1.0, round(prof.plan.gpu_share, 2)})
         swept = {s: loader_figure(src, rec, bs, device, "split", step, nb, left, share=s) for s in shares}
         rates = {s: r["img_s"] or 0.0 for s, r in swept.items()}
         if not any(r["lanes"].get("gpu") for r in swept.values()):
-            return no_gpu_decode("no swept share ran a batch on the GPU lane", planned_share=prof.plan.gpu_share,
-                                 swept=swept)
+            return no_gpu_decode(
+                "no swept share ran a batch on the GPU lane", planned_share=prof.plan.gpu_share, swept=swept
+            )
         best_single = max(rates.get(0.0, 0.0), rates.get(1.0, 0.0))
-        out = {"planned_share": prof.plan.gpu_share, "planned_beside_training_step": True, "swept": swept,
-               "best_swept_share": max(rates, key=rates.get), "reason": prof.plan.reason,
-               "split_vs_best_single_lane": rates[round(prof.plan.gpu_share, 2)] / best_single if best_single else None}
+        out = {
+            "planned_share": prof.plan.gpu_share,
+            "planned_beside_training_step": True,
+            "swept": swept,
+            "best_swept_share": max(rates, key=rates.get),
+            "reason": prof.plan.reason,
+            "split_vs_best_single_lane": rates[round(prof.plan.gpu_share, 2)] / best_single if best_single else None,
+        }
         if sp.get("status") == "ok":
             out["at_plan_vs_ceiling"] = rates[round(prof.plan.gpu_share, 2)] / sp["runs"]["ceiling_synthetic"]["img_s"]
         return out
+
     run.run("plan", needs_torch(plan))
 
     def device_section():
         from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
         from _gpu_sections import verdict
-        parts = {"syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
-                 "auto_share": auto_share(src, size, bs, device, state.get("step") or model_and_step(device, quick),
-                                          30 if quick else 150, time_left=left)}
+
+        parts = {
+            "syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
+            "auto_share": auto_share(
+                src,
+                size,
+                bs,
+                device,
+                state.get("step") or model_and_step(device, quick),
+                30 if quick else 150,
+                time_left=left,
+            ),
+        }
         faults = {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}
         if dali_unavailable(device):
             faults["dali"] = skipped(dali_unavailable(device))
         else:
             from hybridload.lanes.gpu.dali import DaliLane
+
             faults["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
         parts = {k: verdict(v) for k, v in parts.items()}
         faults = {k: verdict(v) for k, v in faults.items()}
@@ -395,10 +524,19 @@ def main(argv=None) -> int:
             return no_gpu_decode("no part ran a GPU decode", **parts, faults=faults)
         bad = [k for k, v in judged if not v.get("ok")]
         return {**parts, "faults": faults, "status": "fail" if bad else "ok", "failed": bad}
-    run.run("device", needs_torch(device_section) if device.type == "cuda"
-            else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"))
-    run.run("local_sweep", (lambda: local_sweep(src, rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
-            if args.sweep else lambda: skipped("optional: --sweep runs it"))
+
+    run.run(
+        "device",
+        needs_torch(device_section)
+        if device.type == "cuda"
+        else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"),
+    )
+    run.run(
+        "local_sweep",
+        (lambda: local_sweep(src, rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
+        if args.sweep
+        else lambda: skipped("optional: --sweep runs it"),
+    )
     print(table(run.report), flush=True)
     code = 1 if run.failed() else 0
     if run.failed():

@@ -30,9 +30,23 @@ from _peer_loaders import Spdl, TorchdataNodes, TorchPil
 from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
-CONTESTANTS = ("hybridload", "hybridload-inprocess", "hybridload-processes", "torch-dataloader", "dpex-style",
-               "ray-data", "dali", "torch-pil", "torchdata-nodes", "spdl")
-FORKS = {"torch-dataloader", "hybridload-processes", "torch-pil"}  # fork their workers: built and warmed up before Ray starts
+CONTESTANTS = (
+    "hybridload",
+    "hybridload-inprocess",
+    "hybridload-processes",
+    "torch-dataloader",
+    "dpex-style",
+    "ray-data",
+    "dali",
+    "torch-pil",
+    "torchdata-nodes",
+    "spdl",
+)
+FORKS = {
+    "torch-dataloader",
+    "hybridload-processes",
+    "torch-pil",
+}  # fork their workers: built and warmed up before Ray starts
 NEEDS_RAY = {"hybridload", "dpex-style", "ray-data"}
 
 
@@ -53,6 +67,7 @@ class DpexStyleLoader(tud.DataLoader):
 
     def __iter__(self):
         import ray
+
         if self.dataset_ref is None:
             self.dataset_ref, self.fetch = ray.put(self.dataset), ray.remote(num_cpus=1)(fetch)
         pending: deque = deque()
@@ -70,6 +85,7 @@ class DpexStyleLoader(tud.DataLoader):
 
 def plot(results: dict, path: Path) -> None:
     from matplotlib.figure import Figure  # no pyplot: no GUI backend, nothing global to close
+
     names = list(results)
     rates = [results[n]["median_images_per_s"] for n in names]
     ax = Figure(figsize=(8, 4), dpi=110).subplots()
@@ -85,13 +101,15 @@ def plot(results: dict, path: Path) -> None:
     ax.figure.savefig(path)
 
 
-def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: int = 224,
-                blocks: int | None = None) -> tuple[Path, dict, dict, dict]:
+def run_contest(
+    args, log: logging.Logger, *, batches: int | None = None, size: int = 224, blocks: int | None = None
+) -> tuple[Path, dict, dict, dict]:
     """Each loader of ``args.contestants`` over the first ``batches`` x ``args.batch_size`` photos
     (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
     ``blocks`` blocks), in interleaved rounds; one that cannot be imported is skipped. Returns
     (photo folder, environment, results, {skipped name: why})."""
     import ray
+
     torch.set_num_threads(1)  # the raw kernel loop and the driver's copies use one core each
     folder, whole = photo_source(args.root, args.n, log)
     B, W = args.batch_size, args.workers
@@ -100,34 +118,60 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
     source = sources.FileList([r.location for r in refs], [r.label for r in refs])
     rec = recipe.imagenet_train(size)
     ray_lane = LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=W, reserve_local_cpus=0, placement="any")
-    makers = {"hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
-              "hybridload-inprocess": lambda: Loader("hybridload-inprocess", source, rec, B,
-                                                     LoaderPolicy(cpu_actors=0, threads=W), W),
-              "hybridload-processes": lambda: Loader("hybridload-processes", source, rec, B, LoaderPolicy(
-                  cpu_actors=0, threads=W, local_workers="processes"), W),
-              "torch-dataloader": lambda: SampledLoader("torch-dataloader", source, rec, W, lambda ds, s: (
-                  tud.DataLoader(ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True,
-                                 worker_init_fn=one_torch_thread))),
-              "dpex-style": lambda: SampledLoader("dpex-style", source, rec, W, lambda ds, sampler: DpexStyleLoader(
-                  ds, ray_workers=W, batch_size=B, sampler=sampler)),
-              "ray-data": lambda: RayData(source, rec, B, W, blocks),
-              "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
-              "torch-pil": lambda: TorchPil("torch-pil", source, rec, B, W),   # their own Pillow pipelines
-              "torchdata-nodes": lambda: TorchdataNodes("torchdata-nodes", source, rec, B, W),
-              "spdl": lambda: Spdl("spdl", source, rec, B, W),
-              "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
-              "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True)}
+    makers = {
+        "hybridload": lambda: Loader("hybridload", source, rec, B, ray_lane, W),
+        "hybridload-inprocess": lambda: Loader(
+            "hybridload-inprocess", source, rec, B, LoaderPolicy(cpu_actors=0, threads=W), W
+        ),
+        "hybridload-processes": lambda: Loader(
+            "hybridload-processes", source, rec, B, LoaderPolicy(cpu_actors=0, threads=W, local_workers="processes"), W
+        ),
+        "torch-dataloader": lambda: SampledLoader(
+            "torch-dataloader",
+            source,
+            rec,
+            W,
+            lambda ds, s: tud.DataLoader(
+                ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True, worker_init_fn=one_torch_thread
+            ),
+        ),
+        "dpex-style": lambda: SampledLoader(
+            "dpex-style",
+            source,
+            rec,
+            W,
+            lambda ds, sampler: DpexStyleLoader(ds, ray_workers=W, batch_size=B, sampler=sampler),
+        ),
+        "ray-data": lambda: RayData(source, rec, B, W, blocks),
+        "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
+        "torch-pil": lambda: TorchPil("torch-pil", source, rec, B, W),  # their own Pillow pipelines
+        "torchdata-nodes": lambda: TorchdataNodes("torchdata-nodes", source, rec, B, W),
+        "spdl": lambda: Spdl("spdl", source, rec, B, W),
+        "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
+        "raw-kernels-pool": lambda: KernelBatches("raw-kernels-pool", source, rec, B, threads=W, pooled=True),
+    }
     env, chosen, built, skipped = h.environment(), [k for k in makers if k in args.contestants], {}, {}
     try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
         for k in sorted(chosen, key=lambda k: k not in FORKS):
             if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
                 t0 = time.perf_counter()  # an embedded Ray: on 127.0.0.1, no dashboard
-                ray.init(address="local", num_cpus=2 * W, include_dashboard=False,
-                         _node_ip_address="127.0.0.1", object_store_memory=args.object_store_mb * MB,
-                         logging_level=logging.WARNING, log_to_driver=False)
+                ray.init(
+                    address="local",
+                    num_cpus=2 * W,
+                    include_dashboard=False,
+                    _node_ip_address="127.0.0.1",
+                    object_store_memory=args.object_store_mb * MB,
+                    logging_level=logging.WARNING,
+                    log_to_driver=False,
+                )
                 env["ray_nodes"], env["ray"] = check_ray_loopback(ray), ray.__version__
-                log.info("Ray %s started on %s in %.1f s (%d logical CPUs)", env["ray"], env["ray_nodes"],
-                         time.perf_counter() - t0, 2 * W)
+                log.info(
+                    "Ray %s started on %s in %.1f s (%d logical CPUs)",
+                    env["ray"],
+                    env["ray_nodes"],
+                    time.perf_counter() - t0,
+                    2 * W,
+                )
             try:
                 built[k] = makers[k]()
                 h.warm_up([built[k]], log=log)
@@ -147,10 +191,22 @@ def run_contest(args, log: logging.Logger, *, batches: int | None = None, size: 
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, rounds=3, quick=dict(n=128, batch_size=64, batches=2, rounds=1, warmup_rounds=0),
-                contestants=CONTESTANTS, batch_size=64, workers=2, object_store_mb=512, plot=None)
-    ap.add_argument("--batches", type=int, default=None,
-                    help="batches per contestant per round (default: the whole set, ceil(n / batch size))")
+    ap = parser(
+        __doc__,
+        rounds=3,
+        quick=dict(n=128, batch_size=64, batches=2, rounds=1, warmup_rounds=0),
+        contestants=CONTESTANTS,
+        batch_size=64,
+        workers=2,
+        object_store_mb=512,
+        plot=None,
+    )
+    ap.add_argument(
+        "--batches",
+        type=int,
+        default=None,
+        help="batches per contestant per round (default: the whole set, ceil(n / batch size))",
+    )
     args = ap.parse_args(argv)
     if args.batches is not None and args.batches > args.n // args.batch_size:
         ap.error(f"--batches {args.batches} needs {args.batches * args.batch_size} images; --n is {args.n}")
@@ -161,17 +217,34 @@ def main(argv=None) -> int:
     peers = [n for n in results if not n.startswith("hybridload")]
     local = ("hybridload-inprocess", "hybridload-processes")
     ratios = {f"{a} / {p}": h.ratio(results, a, p) for a in ("hybridload", *local) for p in peers if a in results}
-    ratios.update({f"hybridload / {a}": h.ratio(results, "hybridload", a) for a in local
-                   if {a, "hybridload"} <= set(results)})
+    ratios.update(
+        {f"hybridload / {a}": h.ratio(results, "hybridload", a) for a in local if {a, "hybridload"} <= set(results)}
+    )
     min_max = ("min-max", lambda r: f"{r['min_images_per_s']:.0f}-{r['max_images_per_s']:.0f}")
-    lines = [f"## peers: {images} of {args.n} photo JPEGs per round ({batches} batches of {B}), imagenet_train(224), "
-             f"{W} workers each, {args.rounds} interleaved round(s) after {args.warmup_rounds} untimed\n",
-             h.environment_line(env),
-             *h.results_table(results, ("median", min_max, "other", "contended"), first="loader",
-                              skipped=skipped), "", *h.ratio_table(ratios), ""]
-    h.emit(lines, args, {"benchmark": "peers", "batches_per_round": batches, "images_per_round": images,
-                         "dataset": str(folder), "environment": env, "results": results, "ratios": ratios,
-                         "skipped": skipped}, log)
+    lines = [
+        f"## peers: {images} of {args.n} photo JPEGs per round ({batches} batches of {B}), imagenet_train(224), "
+        f"{W} workers each, {args.rounds} interleaved round(s) after {args.warmup_rounds} untimed\n",
+        h.environment_line(env),
+        *h.results_table(results, ("median", min_max, "other", "contended"), first="loader", skipped=skipped),
+        "",
+        *h.ratio_table(ratios),
+        "",
+    ]
+    h.emit(
+        lines,
+        args,
+        {
+            "benchmark": "peers",
+            "batches_per_round": batches,
+            "images_per_round": images,
+            "dataset": str(folder),
+            "environment": env,
+            "results": results,
+            "ratios": ratios,
+            "skipped": skipped,
+        },
+        log,
+    )
     if args.plot:
         plot(results, args.plot)
         log.info("wrote %s", args.plot)

@@ -42,15 +42,24 @@ STAGES = ("header", "decode", "crop", "resize", "flip+layout")
 
 
 #: name: (crop_window, dct_scaling, reducing_gap)
-VARIANTS = {"full": (False, False, 2.0), "window": (True, False, 2.0), "window+dct": (True, True, 2.0),
-            "window+dct gap 1": (True, True, 1.0)}
+VARIANTS = {
+    "full": (False, False, 2.0),
+    "window": (True, False, 2.0),
+    "window+dct": (True, True, 2.0),
+    "window+dct gap 1": (True, True, 1.0),
+}
 
 
 @functools.lru_cache(maxsize=None)
 def _rec(window: bool, dct: bool, gap: float) -> recipe.Recipe:
     """One recipe per variant, built once (every call of a run reuses it, as a loader does)."""
-    return recipe.Recipe([recipe.Decode(crop_window=window, dct_scaling=dct, reducing_gap=gap),
-                          recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
+    return recipe.Recipe(
+        [
+            recipe.Decode(crop_window=window, dct_scaling=dct, reducing_gap=gap),
+            recipe.RandomResizedCrop(224),
+            recipe.HorizontalFlip(1.0),
+        ]
+    )
 
 
 def stage_times(data: bytes, i: int, rec: recipe.Recipe, variant: tuple, out: torch.Tensor) -> list[float]:
@@ -111,8 +120,16 @@ def kernel_loop_time(source, rec) -> float:
 def loader_time(source, rec) -> float:
     """Process CPU seconds per image of the loader's passes 1..EPOCHS, after an untimed pass 0
     (the lane's start is not per image; each pass's own start is counted)."""
-    with HybridLoader(source, rec, 32, shuffle=False, drop_last=False, device="cpu", seed=0,
-                      policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=1)) as ld:
+    with HybridLoader(
+        source,
+        rec,
+        32,
+        shuffle=False,
+        drop_last=False,
+        device="cpu",
+        seed=0,
+        policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
+    ) as ld:
         for _ in ld:
             pass
         t0 = time.process_time()
@@ -147,14 +164,37 @@ def main(argv=None) -> int:
                 per.setdefault(key, []).append(v)
         for name in VARIANTS:
             med = {k: float(np.median(per[(name, k)])) * 1e3 for k in (*STAGES, "kernel", "lane", "loader", "alone")}
-            rows.append([label, name, *(f"{med[k]:.2f}" for k in (*STAGES, "kernel", "lane")),
-                         f"{100 * med['lane'] / med['kernel']:.0f}%", f"{med['alone']:.2f}",
-                         f"{med['alone'] / med['kernel']:.2f}x", f"{med['alone'] / med['loader']:.2f}x"])
-    lines = [f"## profile_crop_stages: {args.n} photos + {args.large} 12 MP photos, {args.rounds} rounds, "
-             "RandomResizedCrop(224) + flip, 1 thread, CPU ms per image (median of rounds)\n",
-             h.environment_line(h.environment()),
-             *h.markdown_table(["set", "decode", *STAGES, "kernel", "lane overhead", "lane / kernel", "full decode alone",
-                                "kernel speed / decode alone", "loader speed / decode alone"], rows), ""]
+            rows.append(
+                [
+                    label,
+                    name,
+                    *(f"{med[k]:.2f}" for k in (*STAGES, "kernel", "lane")),
+                    f"{100 * med['lane'] / med['kernel']:.0f}%",
+                    f"{med['alone']:.2f}",
+                    f"{med['alone'] / med['kernel']:.2f}x",
+                    f"{med['alone'] / med['loader']:.2f}x",
+                ]
+            )
+    lines = [
+        f"## profile_crop_stages: {args.n} photos + {args.large} 12 MP photos, {args.rounds} rounds, "
+        "RandomResizedCrop(224) + flip, 1 thread, CPU ms per image (median of rounds)\n",
+        h.environment_line(h.environment()),
+        *h.markdown_table(
+            [
+                "set",
+                "decode",
+                *STAGES,
+                "kernel",
+                "lane overhead",
+                "lane / kernel",
+                "full decode alone",
+                "kernel speed / decode alone",
+                "loader speed / decode alone",
+            ],
+            rows,
+        ),
+        "",
+    ]
     h.emit(lines, args, {"benchmark": "profile_crop_stages", "rows": rows}, log)
     return 0
 

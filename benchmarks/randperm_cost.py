@@ -25,8 +25,10 @@ def main(argv=None) -> None:
     next(iter(sampler))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"n={n:.0e}, rank 0 of 8, batch 256: first batch after {wall:.1f} s ({cpu:.1f} s of CPU), "
-          f"peak RSS {peak / 2**20:.2f} GiB ({(peak - base) / 2**20:.2f} GiB above the imports)")
+    print(
+        f"n={n:.0e}, rank 0 of 8, batch 256: first batch after {wall:.1f} s ({cpu:.1f} s of CPU), "
+        f"peak RSS {peak / 2**20:.2f} GiB ({(peak - base) / 2**20:.2f} GiB above the imports)"
+    )
 
 
 if __name__ == "__main__":

@@ -53,13 +53,21 @@ def row(name, ref, got, stats, gap, pixels: bool = True):
     """The fault's row against the fault-free run ``ref``; ``pixels=False``: compare the indices only."""
     want, have = Counter(r[0] for r in ref), Counter(g[0] for g in got)
     same = got == ref if pixels else [g[0] for g in got] == [r[0] for r in ref]
-    return {"fault": name, "batches": len(got), "retried": stats["retries"], "reissued": stats["reissued"],
-            "lost": sum((want - have).values()), "duplicates_delivered": sum((have - want).values()),
-            "stream_identical": same, "max_gap_after_fault_s": round(gap, 2)}
+    return {
+        "fault": name,
+        "batches": len(got),
+        "retried": stats["retries"],
+        "reissued": stats["reissued"],
+        "lost": sum((want - have).values()),
+        "duplicates_delivered": sum((have - want).values()),
+        "stream_identical": same,
+        "max_gap_after_fault_s": round(gap, 2),
+    }
 
 
 def faults(root, cluster):
     import ray
+
     src = sources.ImageFolder(root)
     ref, _, _ = run(src, LoaderPolicy(cpu_actors=0, threads=2))
     rows = []
@@ -93,8 +101,13 @@ def faults(root, cluster):
         return real(self, task)
 
     with mock.patch.object(DaliLane, "run_batch", flaky):
-        for policy, how in ((LoaderPolicy(mode="gpu"), "mode gpu"), (LoaderPolicy(
-                ray_address="embedded", mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1), "split + Ray")):
+        for policy, how in (
+            (LoaderPolicy(mode="gpu"), "mode gpu"),
+            (
+                LoaderPolicy(ray_address="embedded", mode="split", gpu_share=0.6, cpu_actors=2, reserve_local_cpus=1),
+                "split + Ray",
+            ),
+        ):
             calls["n"] = 0  # DALI's pixels differ by rounding: compare the indices
             rows.append(row(f"GPU lane raises from its 4th batch ({how})", ref, *run(src, policy), pixels=False))
     return rows
@@ -103,9 +116,11 @@ def faults(root, cluster):
 def bad_inputs(root, tmp, ray_lane: bool = True):
     rows, paths0 = [], sources.ImageFolder(root).paths[:8]
     files = make_bad_files(os.path.join(tmp, "bad"), paths0[0])
-    lanes = {"in-process": LoaderPolicy(cpu_actors=0),
-             **({"ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)} if ray_lane else {}),
-             "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu")}
+    lanes = {
+        "in-process": LoaderPolicy(cpu_actors=0),
+        **({"ray": LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)} if ray_lane else {}),
+        "gpu (DALI CPU-only)": LoaderPolicy(mode="gpu"),
+    }
     for kind in BAD_KINDS:
         r = {"input": kind}
         for lane, policy in lanes.items():
@@ -132,7 +147,12 @@ def memory(root):
         return float(line.split("Plasma memory usage")[-1].split("MiB")[0] or 0)
 
     out = {}
-    with HybridLoader(sources.ImageFolder(root), REC, 16, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(root),
+        REC,
+        16,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1),
+    ) as ld:
         for epoch in range(50):
             ld.set_epoch(epoch)
             for _ in ld:
@@ -140,8 +160,11 @@ def memory(root):
             if epoch in (0, 49):
                 gc.collect()
                 time.sleep(1.0)
-                out[epoch + 1] = {"rss_mb": round(rss(), 1), "object_store_mb": store(),
-                                  "actors": ld._lanes[0].parallelism}
+                out[epoch + 1] = {
+                    "rss_mb": round(rss(), 1),
+                    "object_store_mb": store(),
+                    "actors": ld._lanes[0].parallelism,
+                }
     return out
 
 
@@ -157,12 +180,19 @@ def main(argv=None) -> int:
         else:
             with loopback_cluster(head_cpus=2, worker_cpus=1, workers=2, store_mb=150) as (cluster, _w):
                 report = {"faults": faults(root, cluster), "bad_inputs": bad_inputs(root, tmp), "memory": memory(root)}
-    titles = {"faults": "Faults", "bad_inputs": "Bad inputs per lane", "memory": "Memory, 50 epochs (Ray lane, 2 actors)"}
+    titles = {
+        "faults": "Faults",
+        "bad_inputs": "Bad inputs per lane",
+        "memory": "Memory, 50 epochs (Ray lane, 2 actors)",
+    }
     rows = {k: [{"epoch": e, **v} for e, v in r.items()] if k == "memory" else r for k, r in report.items()}
-    tables = {k: h.markdown_table(list(r[0]), [[x.get(c, "") for c in r[0]] for x in r])
-              for k, r in rows.items()}
-    h.emit([f"### {titles[k]}\n\n" + "\n".join(tables[k]) + "\n" for k in titles if k in rows], args,
-           {"benchmark": "reliability", **report}, log)
+    tables = {k: h.markdown_table(list(r[0]), [[x.get(c, "") for c in r[0]] for x in r]) for k, r in rows.items()}
+    h.emit(
+        [f"### {titles[k]}\n\n" + "\n".join(tables[k]) + "\n" for k in titles if k in rows],
+        args,
+        {"benchmark": "reliability", **report},
+        log,
+    )
     return 0
 
 

@@ -43,7 +43,9 @@ FD_TOLERANCE = 2
 
 
 def parse(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seed", type=int, default=0, help="draws the fault schedule (the same seed replays it)")
     ap.add_argument("--faults", type=int, default=12, help="faults to inject")
     ap.add_argument("--samples", type=int, default=48, help="photos in the data set")
@@ -80,8 +82,10 @@ def soak(args, kinds=None) -> dict:
     """Run one soak; the result (its ``problems`` empty when everything held)."""
     worlds = tuple(int(w) for w in str(args.worlds).split(","))
     lives = draw_schedule(args.seed, args.faults, kinds=kinds, worlds=worlds)
-    print(f"soak --seed {args.seed} --faults {args.faults} --worlds {args.worlds}"
-          + (f" --kinds {args.kinds}" if args.kinds else ""))
+    print(
+        f"soak --seed {args.seed} --faults {args.faults} --worlds {args.worlds}"
+        + (f" --kinds {args.kinds}" if args.kinds else "")
+    )
     print(describe(lives), flush=True)
     t_start = time.monotonic()
     deadline = t_start + args.deadline_s
@@ -101,9 +105,18 @@ def soak(args, kinds=None) -> dict:
         if not problems:
             run_dir = tmp / "run"
             run_dir.mkdir()
-            driver = Driver(run_dir, seed=args.seed, epochs=epochs, paths=storage.urls, labels=labels,
-                            storage=storage, cluster=cluster, deadline=deadline, step_s=args.step_s,
-                            save_every=args.save_every)
+            driver = Driver(
+                run_dir,
+                seed=args.seed,
+                epochs=epochs,
+                paths=storage.urls,
+                labels=labels,
+                storage=storage,
+                cluster=cluster,
+                deadline=deadline,
+                step_s=args.step_s,
+                save_every=args.save_every,
+            )
             try:
                 driver.run(lives)
             except Deadline:
@@ -125,8 +138,7 @@ def soak(args, kinds=None) -> dict:
     if not problems:
         ckpt = json.loads((run_dir / "checkpoint.json").read_text())
         fd0 = fd_count()
-        want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=epochs,
-                         segments=ckpt["segments"])
+        want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=epochs, segments=ckpt["segments"])
         if fd_count() > fd0 + FD_TOLERANCE:  # the reference's loaders, in this process, all closed
             problems.append(f"{fd_count() - fd0} more file descriptors open after the reference's loaders closed")
         problems += compare(ckpt["records"], want, num_samples=len(paths))
@@ -144,11 +156,20 @@ def soak(args, kinds=None) -> dict:
         print(f"kept the run's folder (logs, checkpoint): {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"seed": args.seed, "faults": args.faults, "epochs": epochs, "events": events,
-            "counts": dict(Counter(e["kind"] for e in events)), "crash_restarts": driver.crashes if driver else [],
-            "lives": driver.lives if driver else 0, "rss_growth_kib": growth, "problems": problems,
-            "processes_seen": len(driver.seen) if driver else 0, "shm_seen": len(driver.shm) if driver else 0,
-            "seconds": round(time.monotonic() - t_start, 1)}
+    return {
+        "seed": args.seed,
+        "faults": args.faults,
+        "epochs": epochs,
+        "events": events,
+        "counts": dict(Counter(e["kind"] for e in events)),
+        "crash_restarts": driver.crashes if driver else [],
+        "lives": driver.lives if driver else 0,
+        "rss_growth_kib": growth,
+        "problems": problems,
+        "processes_seen": len(driver.seen) if driver else 0,
+        "shm_seen": len(driver.shm) if driver else 0,
+        "seconds": round(time.monotonic() - t_start, 1),
+    }
 
 
 def _start_cluster(tries: int = 3):
@@ -186,10 +207,12 @@ def table(results: list[dict]) -> str:
     every = [x for v in by.values() for x in v]
     rows.append(f"| all | {len(every)} | {statistics.median(every):.2f} | {max(every):.2f} |")
     held = sum(not r["problems"] for r in results)
-    rows.append(f"\n{len(results)} soaks (seeds {', '.join(str(r['seed']) for r in results)}), {held} held every "
-                f"invariant; {sum(r['epochs'] for r in results)} epochs, {sum(r['lives'] for r in results)} job "
-                f"starts, {sum(len(r['crash_restarts']) for r in results)} crash restarts, "
-                f"{sum(r['seconds'] for r in results) / 60:.0f} minutes")
+    rows.append(
+        f"\n{len(results)} soaks (seeds {', '.join(str(r['seed']) for r in results)}), {held} held every "
+        f"invariant; {sum(r['epochs'] for r in results)} epochs, {sum(r['lives'] for r in results)} job "
+        f"starts, {sum(len(r['crash_restarts']) for r in results)} crash restarts, "
+        f"{sum(r['seconds'] for r in results) / 60:.0f} minutes"
+    )
     return "\n".join(rows)
 
 
@@ -207,9 +230,11 @@ def main(argv=None) -> int:
     for p in result["problems"]:
         print(f"PROBLEM: {p}")
     verdict = "held" if not result["problems"] else f"FAILED ({len(result['problems'])} problems)"
-    print(f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
-          f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
-          f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}")
+    print(
+        f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
+        f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
+        f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}"
+    )
     return 0 if not result["problems"] else 1
 
 

@@ -24,10 +24,16 @@ except PackageNotFoundError:  # pragma: no cover - a source tree that was never 
     __version__ = "0.0.0+unknown"
 
 #: public name -> (module, attribute; None: the module itself)
-_LAZY = {"HybridLoader": ("hybridload.loader", "HybridLoader"), "DataLoader": ("hybridload.dataloader", "DataLoader"),
-         "LoaderPolicy": ("hybridload.policy", "LoaderPolicy"), "Plan": ("hybridload.planner", "Plan"),
-         "PlanFormatError": ("hybridload.planner", "PlanFormatError"), "recipe": ("hybridload.recipe", None),
-         "sources": ("hybridload.sources", None), "sharding": ("hybridload.sampling.sharding", None)}
+_LAZY = {
+    "HybridLoader": ("hybridload.loader", "HybridLoader"),
+    "DataLoader": ("hybridload.dataloader", "DataLoader"),
+    "LoaderPolicy": ("hybridload.policy", "LoaderPolicy"),
+    "Plan": ("hybridload.planner", "Plan"),
+    "PlanFormatError": ("hybridload.planner", "PlanFormatError"),
+    "recipe": ("hybridload.recipe", None),
+    "sources": ("hybridload.sources", None),
+    "sharding": ("hybridload.sampling.sharding", None),
+}
 
 if TYPE_CHECKING:  # what type checkers and the API reference see
     from hybridload import recipe, sources
@@ -52,9 +58,22 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["HybridLoader", "DataLoader", "LoaderPolicy", "Plan", "PlanFormatError", "recipe", "sources",
-           "sharding", "SampleError", "StorageError", "BatchTimeoutError", "HybridLoadError", "LaneUnavailableError",
-           "__version__"]
+__all__ = [
+    "HybridLoader",
+    "DataLoader",
+    "LoaderPolicy",
+    "Plan",
+    "PlanFormatError",
+    "recipe",
+    "sources",
+    "sharding",
+    "SampleError",
+    "StorageError",
+    "BatchTimeoutError",
+    "HybridLoadError",
+    "LaneUnavailableError",
+    "__version__",
+]
 
 
 #: the process is the ``hybridload`` command (its console script), which needs no torch to parse

@@ -47,10 +47,15 @@ class StorageError(SampleError):
 
     def __init__(self, index: int, path: str, reason: str, attempts: int, seconds: float):
         self.attempts, self.seconds = attempts, seconds
-        super().__init__(index, path, "read", f"{reason} (failed {attempts} times over {seconds:.1f} s: the "
-                                              "storage or network failed, not this sample, so on_error='skip' "
-                                              "does not skip it; check the storage, or give the source "
-                                              "read_retry=ReadRetry(attempts=...) to wait longer)")
+        super().__init__(
+            index,
+            path,
+            "read",
+            f"{reason} (failed {attempts} times over {seconds:.1f} s: the "
+            "storage or network failed, not this sample, so on_error='skip' "
+            "does not skip it; check the storage, or give the source "
+            "read_retry=ReadRetry(attempts=...) to wait longer)",
+        )
         self.reason = reason
 
     def __reduce__(self):
@@ -63,8 +68,10 @@ class OrderMismatchError(HybridLoadError, ValueError):
 
     def __init__(self, saved: str, mine: str, where: str):
         self.saved, self.mine = saved, mine
-        super().__init__(f"{where}: the state was saved with order={saved!r} but this one has order={mine!r}; "
-                         f"build it with order={saved!r} to resume (the orders give different streams)")
+        super().__init__(
+            f"{where}: the state was saved with order={saved!r} but this one has order={mine!r}; "
+            f"build it with order={saved!r} to resume (the orders give different streams)"
+        )
 
     def __reduce__(self):
         return (type(self), (self.saved, self.mine, str(self).split(":", 1)[0]))
@@ -83,8 +90,10 @@ class ResumeMismatchError(HybridLoadError, ValueError):
 
     def __init__(self, field: str, saved, mine, where: str):
         self.field, self.saved, self.mine = field, saved, mine
-        super().__init__(f"{where}: the state was saved with {field}={saved!r} but this one has {field}={mine!r}; "
-                         f"build it with {field}={saved!r} (the same dataset and seed) to resume")
+        super().__init__(
+            f"{where}: the state was saved with {field}={saved!r} but this one has {field}={mine!r}; "
+            f"build it with {field}={saved!r} (the same dataset and seed) to resume"
+        )
 
     def __reduce__(self):
         return (type(self), (self.field, self.saved, self.mine, str(self).split(":", 1)[0]))
@@ -104,8 +113,14 @@ class BatchTimeoutError(HybridLoadError, RuntimeError):
         knob: the setting that raises the timeout.
     """
 
-    def __init__(self, seq: int | str, timeout_s: float | None = None, detail: str = "",
-                 loader: str = "HybridLoader", knob: str = "LoaderPolicy(batch_timeout_s=...)"):
+    def __init__(
+        self,
+        seq: int | str,
+        timeout_s: float | None = None,
+        detail: str = "",
+        loader: str = "HybridLoader",
+        knob: str = "LoaderPolicy(batch_timeout_s=...)",
+    ):
         self.detail, self.loader, self.knob = detail, loader, knob
         self.seq: int | None = None
         self.timeout_s: float | None = None
@@ -238,8 +253,9 @@ class ShutdownError(HybridLoadError, ExceptionGroup):
 
     def __new__(cls, what: str, failures: list):
         names = "; ".join(f"{name} ({type(exc).__name__}: {exc})" for name, exc in failures)
-        self = super().__new__(cls, f"{what}: {len(failures)} part(s) failed to close: {names}",
-                               [exc for _name, exc in failures])
+        self = super().__new__(
+            cls, f"{what}: {len(failures)} part(s) failed to close: {names}", [exc for _name, exc in failures]
+        )
         self.what, self.failures = what, list(failures)
         return self
 

@@ -34,12 +34,19 @@ def install_hint(extra: str, fallback: str = "") -> str:
             req, _, marker = line.partition(";")
             if re.search(rf"""extra\s*==\s*["']{re.escape(name)}["']""", marker):
                 inner = re.fullmatch(r"\s*hybridload\[([\w,-]+)\]\s*", req)
-                out += [r for e in inner.group(1).split(",") for r in of(e, depth + 1)] if inner and depth < 3 \
+                out += (
+                    [r for e in inner.group(1).split(",") for r in of(e, depth + 1)]
+                    if inner and depth < 3
                     else [req.strip().replace(" ", "")]
+                )
         return out
+
     reqs = of(extra) or ([fallback] if fallback else [])
-    return f"pip install {' '.join(repr(r) for r in reqs)} (hybridload's [{extra}] extra)" if reqs else \
-        f"install hybridload with its [{extra}] extra"
+    return (
+        f"pip install {' '.join(repr(r) for r in reqs)} (hybridload's [{extra}] extra)"
+        if reqs
+        else f"install hybridload with its [{extra}] extra"
+    )
 
 
 def require(module: str, extra: str, purpose: str, package: str | None = None) -> ModuleType:
@@ -49,5 +56,4 @@ def require(module: str, extra: str, purpose: str, package: str | None = None) -
         return importlib.import_module(module)
     except ImportError as exc:
         name = package or module.split(".")[0]
-        raise MissingExtraError(f"{purpose} needs {name}, which is not installed: "
-                                f"{install_hint(extra, name)}") from exc
+        raise MissingExtraError(f"{purpose} needs {name}, which is not installed: {install_hint(extra, name)}") from exc

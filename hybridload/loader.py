@@ -66,14 +66,28 @@ class HybridLoader:
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
     """
 
-    def __init__(self, source: Source, recipe: Recipe, batch_size: int, *,
-                 policy: LoaderPolicy | None = None, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None,
-                 device: str | torch.device | None = None, return_indices: bool = False,
-                 batch_transform: BatchTransform | None = None, order: str = "randperm"):
+    def __init__(
+        self,
+        source: Source,
+        recipe: Recipe,
+        batch_size: int,
+        *,
+        policy: LoaderPolicy | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device: str | torch.device | None = None,
+        return_indices: bool = False,
+        batch_transform: BatchTransform | None = None,
+        order: str = "randperm",
+    ):
         if not isinstance(source, Source):
-            raise TypeError(f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
-                            "wrap a torch dataset in sources.TorchDataset(ds)")
+            raise TypeError(
+                f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
+                "wrap a torch dataset in sources.TorchDataset(ds)"
+            )
         if not isinstance(recipe, Recipe):
             raise TypeError(f"HybridLoader: recipe must be a hybridload.recipe.Recipe, got {type(recipe).__name__}")
         if policy is None:
@@ -87,17 +101,25 @@ class HybridLoader:
             except RuntimeError as e:
                 raise ValueError(f"HybridLoader: device={device!r} is not a device torch knows: {e}") from None
         rank, world_size = sharding.resolve_rank(rank, world_size)
-        sharding.num_batches(len(source), batch_size=batch_size, world_size=world_size,
-                             drop_last=drop_last)  # validates batch_size, rank, world_size
+        sharding.num_batches(
+            len(source), batch_size=batch_size, world_size=world_size, drop_last=drop_last
+        )  # validates batch_size, rank, world_size
         if not 0 <= rank < world_size:
             raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
         self.source, self.recipe, self.batch_size, self.policy = source, recipe, int(batch_size), policy
         self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
         sharding.check_order_size(len(source), order, "HybridLoader")
         self._sampler = DistributedBatchSampler(
-            len(source), self.batch_size, seed=seed, shuffle=bool(shuffle), drop_last=bool(drop_last), rank=rank,
-            world_size=world_size, order=keyed_order_for(source_order) if order == "keyed" else source_order,
-            fingerprint=source.fingerprint)
+            len(source),
+            self.batch_size,
+            seed=seed,
+            shuffle=bool(shuffle),
+            drop_last=bool(drop_last),
+            rank=rank,
+            world_size=world_size,
+            order=keyed_order_for(source_order) if order == "keyed" else source_order,
+            fingerprint=source.fingerprint,
+        )
         self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
         fn = check_batch_transform(batch_transform)
@@ -117,8 +139,14 @@ class HybridLoader:
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
-            log.warning("HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, "
-                        "drop_last=%s)", rank, len(source), batch_size, world_size, drop_last)
+            log.warning(
+                "HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, drop_last=%s)",
+                rank,
+                len(source),
+                batch_size,
+                world_size,
+                drop_last,
+            )
 
     # ----------------------------------------------------------------- the sampler's state
     seed = property(lambda self: self._sampler.seed)
@@ -153,18 +181,31 @@ class HybridLoader:
         if self._lanes:
             return self._lanes
         spec = self.lane_spec
-        built = build_lanes(spec, self.source, self.recipe, batch_size=self.batch_size, device=self.device,
-                            rank=self.rank, world_size=self.world_size, pin_memory=self._mover.pin_memory)
+        built = build_lanes(
+            spec,
+            self.source,
+            self.recipe,
+            batch_size=self.batch_size,
+            device=self.device,
+            rank=self.rank,
+            world_size=self.world_size,
+            pin_memory=self._mover.pin_memory,
+        )
         self._lanes.extend(built.lanes)
         self._fallback = built.fallback
         gpu, steer = any(lane.kind is LaneKind.GPU for lane in self._lanes), None
         if gpu and spec.auto:
             from hybridload.planner.online import OnlinePlanner
-            log.info("auto mode: starting at GPU share %.2f (%s)", spec.start_share,
-                     "from the plan" if self._plan is not None else "in-line start")
+
+            log.info(
+                "auto mode: starting at GPU share %.2f (%s)",
+                spec.start_share,
+                "from the plan" if self._plan is not None else "in-line start",
+            )
             steer = OnlinePlanner.start(self._lanes, self.policy.replan_every, self.policy.max_gpu_util, self.device)
-        self._admission = ShareAdmission({LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {},
-                                         steer=steer)  # from here on written by the passes' dispatchers only
+        self._admission = ShareAdmission(
+            {LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {}, steer=steer
+        )  # from here on written by the passes' dispatchers only
         return self._lanes
 
     def describe_lanes(self, used_only: bool = False) -> str:
@@ -180,8 +221,15 @@ class HybridLoader:
         epoch, seed, pass_id = self.epoch, self.seed, self._pass.pass_id  # the pass's own, on its tasks
         tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
         stats = self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
-        stream = BatchStream(lanes, tasks, self._pass_config, start=start, hooks=stats, admission=self._admission,
-                             fallback=self._fallback)
+        stream = BatchStream(
+            lanes,
+            tasks,
+            self._pass_config,
+            start=start,
+            hooks=stats,
+            admission=self._admission,
+            fallback=self._fallback,
+        )
         self._streams[:] = [stream]
         active = _Pass(self, stream, pass_id, epoch, seed)
         self._active = weakref.ref(active)
@@ -225,8 +273,11 @@ class HybridLoader:
         gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
         uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
         share, online = self._admission.share(LaneKind.GPU), self._admission.steer
-        plan = {"mode": self.policy.mode, "gpu_share": uncapped if share is None else share,
-                "from_plan_file": self._plan is not None}
+        plan = {
+            "mode": self.policy.mode,
+            "gpu_share": uncapped if share is None else share,
+            "from_plan_file": self._plan is not None,
+        }
         if online is not None:
             plan["replans"] = list(getattr(online, "history", ()))  # the online planner's re-plans
         d = self._stats.as_dict(plan=plan)
@@ -243,8 +294,14 @@ class HybridLoader:
         when one fails to; a `ShutdownError` then names each that did."""
         self._closed = True
         self._finalizer.detach()
-        close_all([("the current pass", lambda: self._finish_pass(superseded=False)), self._admission.steer,
-                   *take_all(self._lanes)], "HybridLoader.close()")
+        close_all(
+            [
+                ("the current pass", lambda: self._finish_pass(superseded=False)),
+                self._admission.steer,
+                *take_all(self._lanes),
+            ],
+            "HybridLoader.close()",
+        )
 
     def __enter__(self) -> "HybridLoader":
         return self

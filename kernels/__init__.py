@@ -20,5 +20,15 @@ from hybridload.kernels.batch import process_batch, process_sample, start_reads
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
 from hybridload.kernels.geometry import apply_ops
 
-__all__ = ["BatchResult", "process_batch", "process_sample", "start_reads", "decode_image", "image_size", "check_pixels",
-           "DecodeError", "apply_ops", "MAX_IMAGE_PIXELS"]
+__all__ = [
+    "BatchResult",
+    "process_batch",
+    "process_sample",
+    "start_reads",
+    "decode_image",
+    "image_size",
+    "check_pixels",
+    "DecodeError",
+    "apply_ops",
+    "MAX_IMAGE_PIXELS",
+]

@@ -27,8 +27,9 @@ log = logging.getLogger("hybridload.kernels")
 _TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
 
 
-def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch: int,
-                   out: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+def process_sample(
+    source: Source, recipe: Recipe, index: int, seed: int, epoch: int, out: torch.Tensor | None = None
+) -> tuple[torch.Tensor, int]:
     """Read and process one sample. Writes into ``out`` (HWC or CHW per the recipe) when
     given. Returns (image, label); raises `SampleError` naming index, path, stage."""
     ref = source.ref(index)
@@ -36,8 +37,9 @@ def process_sample(source: Source, recipe: Recipe, index: int, seed: int, epoch:
     return process_payload(ref, payload, recipe, seed, epoch, out), label
 
 
-def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
-                    out: torch.Tensor | None = None) -> torch.Tensor:
+def process_payload(
+    ref, payload, recipe: Recipe, seed: int, epoch: int, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Decode and process one sample's read payload (see `process_sample`)."""
     try:
         arr, ops, stages = _decode(ref, payload, recipe, seed, epoch)
@@ -46,11 +48,13 @@ def process_payload(ref, payload, recipe: Recipe, seed: int, epoch: int,
     try:
         img = apply_ops(arr, ops, stages)
     except Exception as exc:
-        raise SampleError(ref.index, ref.location, getattr(exc, "stage", "geometry"),
-                          f"{type(exc).__name__}: {exc}") from None
+        raise SampleError(
+            ref.index, ref.location, getattr(exc, "stage", "geometry"), f"{type(exc).__name__}: {exc}"
+        ) from None
     if tuple(img.shape[:2]) != recipe.out_hw:
-        raise SampleError(ref.index, ref.location, "ToTensor",
-                          f"produced {tuple(img.shape[:2])}, expected {recipe.out_hw}")
+        raise SampleError(
+            ref.index, ref.location, "ToTensor", f"produced {tuple(img.shape[:2])}, expected {recipe.out_hw}"
+        )
     chw = recipe.layout == "CHW"
     if out is None:
         return img.permute(2, 0, 1).contiguous() if chw else img.contiguous()
@@ -108,10 +112,19 @@ def start_reads(source: Source, indices) -> tuple[list, Reads]:
     return refs, read_many(source, refs)
 
 
-def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int,
-                  on_error: str = "raise", pin_memory: bool = False, lane: str = "",
-                  normalize: bool = True, started: tuple[list, Reads] | None = None,
-                  out: torch.Tensor | None = None) -> BatchResult:
+def process_batch(
+    source: Source,
+    recipe: Recipe,
+    indices,
+    seed: int,
+    epoch: int,
+    on_error: str = "raise",
+    pin_memory: bool = False,
+    lane: str = "",
+    normalize: bool = True,
+    started: tuple[list, Reads] | None = None,
+    out: torch.Tensor | None = None,
+) -> BatchResult:
     """Process a batch of dataset indices into one stacked tensor.
 
     With ``on_error="raise"`` the first bad sample raises `SampleError`; with
@@ -126,8 +139,9 @@ def process_batch(source: Source, recipe: Recipe, indices, seed: int, epoch: int
     idx = np.asarray(indices, dtype=np.int64)
     shape = recipe.output_shape(len(idx))
     if out is not None and (tuple(out.shape) != tuple(shape) or out.dtype != torch.uint8):
-        raise ValueError(f"process_batch: out must be a uint8 tensor of shape {tuple(shape)}, "
-                         f"got {out.dtype} {tuple(out.shape)}")
+        raise ValueError(
+            f"process_batch: out must be a uint8 tensor of shape {tuple(shape)}, got {out.dtype} {tuple(out.shape)}"
+        )
     buf = out if out is not None else torch.empty(shape, dtype=torch.uint8, pin_memory=pin_memory)
     labels = np.empty(len(idx), dtype=np.int64)
     skipped = []

@@ -38,8 +38,9 @@ MARGIN = 2
 _EOI = b"\xff\xd9"
 
 
-def window_decode(data: bytes, size: tuple[int, int], ops: Sequence[SampleOp],
-                  dct_scaling: bool = False, gap: float = 2.0) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
+def window_decode(
+    data: bytes, size: tuple[int, int], ops: Sequence[SampleOp], dct_scaling: bool = False, gap: float = 2.0
+) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
     """(pixels, ops on them) decoding only the window of the JPEG ``data`` (``size``: its
     width and height from the header) that ``ops``' leading Crop keeps; None where the
     full decode must run instead (see the module's docstring). ``gap``: the DCT scale's

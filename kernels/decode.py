@@ -71,8 +71,10 @@ def _decoded_array(payload: Any) -> np.ndarray:
             t = t.permute(1, 2, 0)
         arr = t.numpy()
     else:
-        raise DecodeError(f"unsupported payload type {type(payload).__name__}; give bytes, a PIL image, "
-                          "an HWC uint8 array or a CHW uint8 tensor")
+        raise DecodeError(
+            f"unsupported payload type {type(payload).__name__}; give bytes, a PIL image, "
+            "an HWC uint8 array or a CHW uint8 tensor"
+        )
     if arr.dtype != np.uint8:
         raise DecodeError(f"decoded images must be uint8, got {arr.dtype}")
     if arr.ndim == 2:

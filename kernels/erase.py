@@ -20,8 +20,9 @@ import torch
 from hybridload.recipe.photometric import RandomErasing, erase_generator
 
 
-def erase_boxes(stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch: int,
-                indices: Sequence[int] | np.ndarray) -> list[tuple[tuple[int, int, int, int], np.ndarray | None] | None]:
+def erase_boxes(
+    stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch: int, indices: Sequence[int] | np.ndarray
+) -> list[tuple[tuple[int, int, int, int], np.ndarray | None] | None]:
     """Per sample: None (not erased) or ((top, left, h, w), noise) — noise a float32 (3, h, w)
     standard normal array for ``value="random"``, else None."""
     out: list[tuple[tuple[int, int, int, int], np.ndarray | None] | None] = []
@@ -36,8 +37,9 @@ def erase_boxes(stage: RandomErasing, out_hw: tuple[int, int], seed: int, epoch:
     return out
 
 
-def erase_batch(images: torch.Tensor, stage: RandomErasing, layout: str, seed: int, epoch: int,
-                indices: Sequence[int] | np.ndarray) -> torch.Tensor:
+def erase_batch(
+    images: torch.Tensor, stage: RandomErasing, layout: str, seed: int, epoch: int, indices: Sequence[int] | np.ndarray
+) -> torch.Tensor:
     """Erase, in place, the boxes of a float batch ``[B, 3, H, W]`` (or ``[B, H, W, 3]``)."""
     chw = images.permute(0, 3, 1, 2) if layout == "HWC" else images
     out_hw = (int(chw.shape[-2]), int(chw.shape[-1]))
@@ -48,14 +50,14 @@ def erase_batch(images: torch.Tensor, stage: RandomErasing, layout: str, seed: i
         noise = _on_device(np.concatenate([n.ravel() for _k, _box, n in boxes if n is not None]), images.device)
         offset = 0
         for k, (top, left, h, w), _n in boxes:
-            region = chw[k, :, top:top + h, left:left + w]
-            region.copy_(noise[offset:offset + 3 * h * w].view(3, h, w))
+            region = chw[k, :, top : top + h, left : left + w]
+            region.copy_(noise[offset : offset + 3 * h * w].view(3, h, w))
             offset += 3 * h * w
         return images
     fill = cast("tuple[float, float, float]", stage.value)  # not "random": __post_init__ made it three numbers
     for k, (top, left, h, w), _n in boxes:
         for c, v in enumerate(fill):
-            chw[k, c, top:top + h, left:left + w].fill_(v)
+            chw[k, c, top : top + h, left : left + w].fill_(v)
     return images
 
 

@@ -25,12 +25,12 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
     x, y, w, h = op.x, op.y, op.w, op.h
     H, W = img.shape[0], img.shape[1]
     if x >= 0 and y >= 0 and x + w <= W and y + h <= H:
-        return img[y:y + h, x:x + w]
+        return img[y : y + h, x : x + w]
     out = img.new_zeros((h, w, img.shape[2]))
     sx0, sy0 = max(x, 0), max(y, 0)
     sx1, sy1 = min(x + w, W), min(y + h, H)
     if sx1 > sx0 and sy1 > sy0:
-        out[sy0 - y:sy1 - y, sx0 - x:sx1 - x] = img[sy0:sy1, sx0:sx1]
+        out[sy0 - y : sy1 - y, sx0 - x : sx1 - x] = img[sy0:sy1, sx0:sx1]
     return out
 
 
@@ -52,13 +52,20 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
 
 #: The CPU engine's kernel of each op type (the colour ones from `photometric`); the user's
 #: function (`CustomOp`) runs here only (a recipe holding one is not ``gpu_capable``).
-OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
-                                                                        **PHOTO_FUNCTIONS, CustomOp: apply_custom}
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {
+    Crop: crop,
+    Resize: resize,
+    Flip: flip,
+    **PHOTO_FUNCTIONS,
+    CustomOp: apply_custom,
+}
 #: Op types the CPU engine does not run, and why: none (it is every recipe's reference).
 UNSUPPORTED: dict[type, str] = {}
 
 
-def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: Sequence[str] | None = None) -> torch.Tensor:
+def apply_ops(
+    arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: Sequence[str] | None = None
+) -> torch.Tensor:
     """Apply ``ops`` (see SampleParams) in order; returns an HWC uint8 tensor (maybe a view).
 
     On failure the exception carries the failing stage's name in ``stage``.
@@ -80,8 +87,9 @@ def apply_ops(arr: np.ndarray | torch.Tensor, ops: Sequence[SampleOp], stages: S
             else:
                 fn = OP_FUNCTIONS.get(type(op))
                 if fn is None:
-                    raise ValueError(f"unknown operation {op!r}; the kernels know "
-                                     f"{', '.join(t.__name__ for t in OP_FUNCTIONS)}")
+                    raise ValueError(
+                        f"unknown operation {op!r}; the kernels know {', '.join(t.__name__ for t in OP_FUNCTIONS)}"
+                    )
                 img = fn(img, op)
         except Exception as exc:
             exc.stage = stages[k] if stages else type(op).__name__  # type: ignore[attr-defined]

@@ -35,7 +35,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Op, Posterize, Saturation, Solarize
+from hybridload.recipe.ops import (
+    AutoContrast,
+    Blur,
+    Brightness,
+    Contrast,
+    Grayscale,
+    Hue,
+    Op,
+    Posterize,
+    Saturation,
+    Solarize,
+)
 
 from hybridload.kernels.scratch import scratch
 
@@ -205,7 +216,7 @@ def _correlate(xp: np.ndarray, w: np.ndarray, axis: int, n: int) -> np.ndarray:
     k = len(w)
 
     def tap(i):
-        return xp[:, i:i + n] if axis == 1 else xp[:, :, i:i + n]
+        return xp[:, i : i + n] if axis == 1 else xp[:, :, i : i + n]
 
     acc = tap(k // 2) * w[k // 2]
     for i in range(k // 2):  # w[i] == w[k - 1 - i]: one multiply per pair of taps
@@ -243,8 +254,16 @@ def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
 #: The float32 function of each photometric op type, on a (3, H, W) image (see the module's text).
 #: (Any: each function takes the op of the type it is registered under, found by ``type(op)``)
 FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Any], np.ndarray]] = {
-    Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
-    Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
+    Brightness: brightness,
+    Contrast: contrast,
+    Saturation: saturation,
+    Hue: hue,
+    Grayscale: grayscale,
+    Blur: blur,
+    Posterize: posterize,
+    Solarize: solarize,
+    AutoContrast: autocontrast,
+}
 #: Ops that work on each value alone, given per-image values (contrast's mean grey level from
 #: `channel_sums`): they run on a view of HWC memory.
 ELEMENTWISE = (Brightness, Contrast, Posterize, Solarize, AutoContrast)

@@ -71,8 +71,14 @@ def _load():
     lib.tj3DecompressHeader.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
     lib.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _Scale]
-    lib.tj3Decompress8.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
-                                   ctypes.c_int, ctypes.c_int]
+    lib.tj3Decompress8.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
     return lib
 
 
@@ -111,8 +117,9 @@ def _fail(h, what: str) -> TurboError:
     return TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
 
 
-def decode_window(data: bytes, x: int, y: int, w: int, h: int, denominator: int = 1,
-                  margin: int = 0) -> tuple[np.ndarray, int, int] | None:
+def decode_window(
+    data: bytes, x: int, y: int, w: int, h: int, denominator: int = 1, margin: int = 0
+) -> tuple[np.ndarray, int, int] | None:
     """The window (x, y, w, h) of the JPEG decoded at 1/``denominator`` (coordinates in that
     scaled image), widened by ``margin`` pixels on each side where the image has them and on
     the left to the scaled iMCU's edge (libjpeg-turbo starts a window there).
@@ -125,8 +132,12 @@ def decode_window(data: bytes, x: int, y: int, w: int, h: int, denominator: int 
     if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
         raise _fail(t, "corrupt JPEG header")
     sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
-    if (_LIB.tj3Get(t, _TJPARAM_PRECISION) != 8 or _LIB.tj3Get(t, _TJPARAM_LOSSLESS) == 1 or not 0 <= sub < 6
-            or _LIB.tj3Get(t, _TJPARAM_COLORSPACE) not in _RGB_COLORSPACES):
+    if (
+        _LIB.tj3Get(t, _TJPARAM_PRECISION) != 8
+        or _LIB.tj3Get(t, _TJPARAM_LOSSLESS) == 1
+        or not 0 <= sub < 6
+        or _LIB.tj3Get(t, _TJPARAM_COLORSPACE) not in _RGB_COLORSPACES
+    ):
         return None
     d = denominator
     sw = -(-_LIB.tj3Get(t, _TJPARAM_JPEGWIDTH) // d)

@@ -8,8 +8,16 @@ imported only inside `build_pipeline`, so ``import hybridload`` works without it
 from hybridload.pipelines.builder import INPUTS, build_photo_pipeline, build_pipeline, used_inputs
 from hybridload.pipelines.params import Chain, ChainParams, chain_for, chain_params
 
-__all__ = ["INPUTS", "build_pipeline", "build_photo_pipeline", "used_inputs", "Chain", "ChainParams", "chain_for",
-           "chain_params"]
+__all__ = [
+    "INPUTS",
+    "build_pipeline",
+    "build_photo_pipeline",
+    "used_inputs",
+    "Chain",
+    "ChainParams",
+    "chain_for",
+    "chain_params",
+]
 
 
 def dali_available() -> bool:

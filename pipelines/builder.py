@@ -46,8 +46,15 @@ def used_inputs(rec: Recipe) -> tuple[str, ...]:
     return tuple(names) + photo_inputs(rec)
 
 
-def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_threads: int = 2,
-                   prefetch_queue_depth: int = 1, seed: int = 0):
+def build_pipeline(
+    rec: Recipe,
+    *,
+    batch_size: int,
+    device_id: int | None,
+    num_threads: int = 2,
+    prefetch_queue_depth: int = 1,
+    seed: int = 0,
+):
     """A built DALI pipeline for ``rec``; feed it the `used_inputs` with ``feed_input``."""
     import nvidia.dali.math as dmath
     from nvidia.dali import fn, pipeline_def, types
@@ -62,16 +69,28 @@ def build_pipeline(rec: Recipe, *, batch_size: int, device_id: int | None, num_t
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
 
     # DALI's .pyi overloads of pipeline_def omit exec_dynamic, which it takes (**pipeline_kwargs)
-    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
-                  prefetch_queue_depth=prefetch_queue_depth, seed=seed, exec_dynamic=True)
+    @pipeline_def(
+        batch_size=batch_size,
+        num_threads=num_threads,
+        device_id=device_id,  # type: ignore[call-overload]
+        prefetch_queue_depth=prefetch_queue_depth,
+        seed=seed,
+        exec_dynamic=True,
+    )
     def graph():
         encoded = source("encoded", dt.UINT8, 1)
         decoder_device = "mixed" if gpu else "cpu"
         img: Any  # a DataNode (DALI's .pyi also allows a list of them, or None)
         if chain.crop1:
-            img = fn.decoders.image_slice(encoded, source("anchor1", dt.FLOAT, 1), source("shape1", dt.FLOAT, 1),
-                                          device=decoder_device, normalized_anchor=False, normalized_shape=False,
-                                          **decoder_options(types))
+            img = fn.decoders.image_slice(
+                encoded,
+                source("anchor1", dt.FLOAT, 1),
+                source("shape1", dt.FLOAT, 1),
+                device=decoder_device,
+                normalized_anchor=False,
+                normalized_shape=False,
+                **decoder_options(types),
+            )
         else:
             img = fn.decoders.image(encoded, device=decoder_device, **decoder_options(types))
         if chain.resize:
@@ -96,8 +115,13 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     def source(name, dtype, ndim):
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
 
-    @pipeline_def(batch_size=batch_size, num_threads=num_threads, device_id=device_id,  # type: ignore[call-overload]
-                  prefetch_queue_depth=1, exec_dynamic=True)  # (exec_dynamic: as above)
+    @pipeline_def(
+        batch_size=batch_size,
+        num_threads=num_threads,
+        device_id=device_id,  # type: ignore[call-overload]
+        prefetch_queue_depth=1,
+        exec_dynamic=True,
+    )  # (exec_dynamic: as above)
     def graph():
         img = fn.external_source(name="image", dtype=dt.UINT8, ndim=3, layout="HWC")
         return photo_graph(img, rec, source, fn, types, dmath)

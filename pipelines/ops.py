@@ -16,8 +16,20 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from hybridload.recipe.custom import CustomOp
-from hybridload.recipe.ops import (AutoContrast, Blur, Brightness, Contrast, Crop, Flip, Grayscale, Hue, Posterize,
-                                   Resize, Saturation, Solarize)
+from hybridload.recipe.ops import (
+    AutoContrast,
+    Blur,
+    Brightness,
+    Contrast,
+    Crop,
+    Flip,
+    Grayscale,
+    Hue,
+    Posterize,
+    Resize,
+    Saturation,
+    Solarize,
+)
 
 
 class Dali:
@@ -42,8 +54,9 @@ class Dali:
 # ------------------------------------------------------------------ the chain's geometric steps
 def crop(d: Dali, img, anchor, shape, stage=None):
     """A crop after the first step (the first is decoded as a region: `builder`); zeros outside."""
-    return d.fn.slice(img, anchor, shape, normalized_anchor=False, normalized_shape=False,
-                      out_of_bounds_policy="pad", fill_values=0)
+    return d.fn.slice(
+        img, anchor, shape, normalized_anchor=False, normalized_shape=False, out_of_bounds_policy="pad", fill_values=0
+    )
 
 
 def resize(d: Dali, img, size, stage=None):
@@ -115,11 +128,22 @@ def blur(d: Dali, img, sigma, stage):
 
 #: The graph function of each op type.
 OP_FUNCTIONS: dict[type, Callable[..., Any]] = {
-    Crop: crop, Resize: resize, Flip: flip,
-    Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
-    Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
+    Crop: crop,
+    Resize: resize,
+    Flip: flip,
+    Brightness: brightness,
+    Contrast: contrast,
+    Saturation: saturation,
+    Hue: hue,
+    Grayscale: grayscale,
+    Blur: blur,
+    Posterize: posterize,
+    Solarize: solarize,
+    AutoContrast: autocontrast,
+}
 #: Colour ops that take the uint8 image instead of the float32 one.
 UINT8_OPS = (Blur,)
 #: Op types the DALI engine does not run, and why (their batches go to the CPU lanes).
 UNSUPPORTED: dict[type, str] = {
-    CustomOp: "a user's Python function runs in the CPU lanes only (a recipe holding one is not gpu_capable)"}
+    CustomOp: "a user's Python function runs in the CPU lanes only (a recipe holding one is not gpu_capable)"
+}

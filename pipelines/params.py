@@ -37,8 +37,10 @@ def chain_for(rec: R.Recipe) -> Chain:
     """The DALI chain of a recipe; ValueError when its geometric stages do not fit it."""
     kinds = "".join(_STAGE_KINDS.get(type(s), "") for s in rec.stages)
     if not _CHAIN.match(kinds):
-        raise ValueError(f"the GPU lane runs recipes of the form [crop] [resize] [crop] [flip]; "
-                         f"{rec.describe()} does not fit (its tasks go to the CPU lanes)")
+        raise ValueError(
+            f"the GPU lane runs recipes of the form [crop] [resize] [crop] [flip]; "
+            f"{rec.describe()} does not fit (its tasks go to the CPU lanes)"
+        )
     # assign the first crop to crop1 only if it comes before the resize
     crop1 = kinds.startswith("c")
     resize = "r" in kinds
@@ -50,12 +52,12 @@ def chain_for(rec: R.Recipe) -> Chain:
 class ChainParams:
     """One sample's inputs to the chain (DALI's "WH" axis order for anchors and shapes)."""
 
-    anchor1: np.ndarray   # float32 [x, y]
-    shape1: np.ndarray    # float32 [w, h]
-    size: np.ndarray      # float32 [h, w] (resize output, layout order)
-    anchor2: np.ndarray   # float32 [x, y]
-    shape2: np.ndarray    # float32 [w, h]
-    flip: np.ndarray      # int32 scalar
+    anchor1: np.ndarray  # float32 [x, y]
+    shape1: np.ndarray  # float32 [w, h]
+    size: np.ndarray  # float32 [h, w] (resize output, layout order)
+    anchor2: np.ndarray  # float32 [x, y]
+    shape2: np.ndarray  # float32 [w, h]
+    flip: np.ndarray  # int32 scalar
     photo: tuple[np.ndarray, ...] = ()  # float32 vector per photometric stage, fed as "photo<j>"
 
     def __getattr__(self, name: str):
@@ -100,6 +102,12 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
     if c2 is None:
         c2 = (0, 0, size[1], size[0])
     f32 = np.float32
-    return ChainParams(np.array(c1[:2], f32), np.array(c1[2:], f32), np.array(size, f32),
-                       np.array(c2[:2], f32), np.array(c2[2:], f32), np.array(flip, np.int32),
-                       photo_vectors(params))
+    return ChainParams(
+        np.array(c1[:2], f32),
+        np.array(c1[2:], f32),
+        np.array(size, f32),
+        np.array(c2[:2], f32),
+        np.array(c2[2:], f32),
+        np.array(flip, np.int32),
+        photo_vectors(params),
+    )

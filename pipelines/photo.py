@@ -67,7 +67,7 @@ def photo_vectors(params: R.SampleParams) -> tuple[np.ndarray, ...]:
     while k < len(ops):
         stage = ops[k][1]
         n = WIDTH[stage]
-        out.append(np.array(_vector(stage, [op for op, _ in ops[k:k + n]]), np.float32))
+        out.append(np.array(_vector(stage, [op for op, _ in ops[k : k + n]]), np.float32))
         k += n
     return tuple(out)
 

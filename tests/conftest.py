@@ -22,10 +22,14 @@ WEDGED_S = 900
 #: what puts a test module in a tier of its own: it starts Ray (a cluster, an actor pool, a
 #: drop-in on actors), or processes of its own (gloo ranks, torchrun, mp.spawn, the CLI)
 TIER_PATTERNS = {
-    "ray": re.compile(r"\bimport ray\b|\bray_cluster\b|\bray\.init\b|\bCluster\(|\bcpu_actors\s*=\s*[1-9]"
-                      r"|distribute_mode\s*=\s*True|\bRAY_ADDRESS\b|\bray_address\b"),
-    "subprocess": re.compile(r"\bsubprocess\b|\bmultiprocessing\b|\bmp\.spawn\b|\btorchrun\b"
-                             r"|\brun_job\b|\brun_ranks\b|\bPopen\b|\bos\.fork\b|local_workers\s*=\s*\"processes\""),
+    "ray": re.compile(
+        r"\bimport ray\b|\bray_cluster\b|\bray\.init\b|\bCluster\(|\bcpu_actors\s*=\s*[1-9]"
+        r"|distribute_mode\s*=\s*True|\bRAY_ADDRESS\b|\bray_address\b"
+    ),
+    "subprocess": re.compile(
+        r"\bsubprocess\b|\bmultiprocessing\b|\bmp\.spawn\b|\btorchrun\b"
+        r"|\brun_job\b|\brun_ranks\b|\bPopen\b|\bos\.fork\b|local_workers\s*=\s*\"processes\""
+    ),
 }
 
 
@@ -59,6 +63,7 @@ def _torch_worker_info_back():
     """A test that runs a drop-in worker in this process sets torch's ``get_worker_info()`` for
     it; put it back, or a later test's torch or webdataset code believes it runs in a worker."""
     import torch.utils.data._utils.worker as torch_worker
+
     saved = torch_worker._worker_info
     yield
     torch_worker._worker_info = saved
@@ -78,6 +83,7 @@ def ray_cluster():
     """A simulated 3-node Ray cluster on loopback, shared by every test that asks for it:
     (cluster, [worker nodes]); the driver is connected to the head (the trainer's node)."""
     from support.ray_fixtures import three_node_cluster
+
     with three_node_cluster(head_cpus=2, worker_cpus=1) as c:
         yield c
 
@@ -91,6 +97,7 @@ def photo_root(tmp_path_factory):
 @pytest.fixture(scope="session")
 def bad_files(tmp_path_factory, photo_root):
     """Named bad inputs next to one good JPEG: {kind: path} (kinds: benchmarks/_bad_files.py)."""
-    good = sorted(p for d, _, fs in os.walk(photo_root) for p in (os.path.join(d, f) for f in fs)
-                  if p.endswith(".jpg"))[0]
+    good = sorted(
+        p for d, _, fs in os.walk(photo_root) for p in (os.path.join(d, f) for f in fs) if p.endswith(".jpg")
+    )[0]
     return make_bad_files(tmp_path_factory.mktemp("bad"), good)

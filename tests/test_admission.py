@@ -30,8 +30,8 @@ def handed_out(admission: ShareAdmission, n: int) -> int:
 def test_a_capped_kind_takes_its_share_of_the_batches_and_never_more(cap):
     for n in (1, 7, 40, 1000):
         gpu = handed_out(ShareAdmission({GPU: cap}), n)
-        assert gpu <= cap * n + 1e-9            # never past the cap
-        assert gpu >= math.floor(cap * n) - 1    # and asked first, it takes what the cap allows
+        assert gpu <= cap * n + 1e-9  # never past the cap
+        assert gpu >= math.floor(cap * n) - 1  # and asked first, it takes what the cap allows
 
 
 def test_an_uncapped_kind_may_always_take():
@@ -64,13 +64,16 @@ def test_without_a_steering_hook_the_caps_stay_and_snapshots_are_copies():
     assert admission.snapshot() == {GPU: 0.4} and admission.share(CPU) is None and admission.steer is None
 
 
-@pytest.mark.parametrize("caps,message", [
-    ({GPU: 1.5}, r"the cap of <LaneKind.GPU.*must be a share in \[0, 1\].*got 1.5"),
-    ({GPU: float("nan")}, r"must be a share in \[0, 1\].*got nan"),
-    ({GPU: True}, r"must be a share in \[0, 1\].*got True"),
-    ({GPU: "0.5"}, r"must be a share in \[0, 1\].*got '0.5'"),
-    ({"gpu": 0.5}, r"a cap's key must be a LaneKind \(e.g. LaneKind.GPU\), got 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "caps,message",
+    [
+        ({GPU: 1.5}, r"the cap of <LaneKind.GPU.*must be a share in \[0, 1\].*got 1.5"),
+        ({GPU: float("nan")}, r"must be a share in \[0, 1\].*got nan"),
+        ({GPU: True}, r"must be a share in \[0, 1\].*got True"),
+        ({GPU: "0.5"}, r"must be a share in \[0, 1\].*got '0.5'"),
+        ({"gpu": 0.5}, r"a cap's key must be a LaneKind \(e.g. LaneKind.GPU\), got 'gpu'"),
+    ],
+)
 def test_a_bad_cap_is_refused_naming_the_kind_and_what_to_write(caps, message):
     with pytest.raises(ValueError, match=message):
         ShareAdmission(caps)
@@ -89,30 +92,46 @@ def test_a_steering_hook_answering_a_bad_share_is_refused_and_the_caps_stay():
 
 def test_pass_config_defaults_are_the_streams_former_defaults():
     config = PassConfig()
-    assert (config.window, config.timeout_s, config.rules, config.stragglers, config.device_budget_bytes,
-            config.tick_s) == (None, 300.0, RetryRules(), StragglerRule(), None, 0.05)
+    assert (
+        config.window,
+        config.timeout_s,
+        config.rules,
+        config.stragglers,
+        config.device_budget_bytes,
+        config.tick_s,
+    ) == (None, 300.0, RetryRules(), StragglerRule(), None, 0.05)
     with pytest.raises(AttributeError):
         config.window = 3  # frozen
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("window", 0, r"window must be None \(two per lane slot\) or an int >= 1, got 0"),
-    ("window", 2.5, r"window must be None .* got 2.5"),
-    ("timeout_s", 0, r"timeout_s must be a positive finite number of seconds .* got 0"),
-    ("timeout_s", float("inf"), r"timeout_s must be .* got inf"),
-    ("rules", (3, 2), r"rules must be a RetryRules\(max_retries=..., break_after=...\), got \(3, 2\)"),
-    ("stragglers", None, r"stragglers must be a StragglerRule\(factor=..., min_s=...\) \(StragglerRule\(None\) "
-                         r"turns re-issuing off\), got None"),
-    ("device_budget_bytes", 0, r"device_budget_bytes must be None \(unbounded\) or an int >= 1 \(bytes\), got 0"),
-    ("device_budget_bytes", True, r"device_budget_bytes must be .* got True"),
-    ("tick_s", -1, r"tick_s must be a positive finite number of seconds .* got -1"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("window", 0, r"window must be None \(two per lane slot\) or an int >= 1, got 0"),
+        ("window", 2.5, r"window must be None .* got 2.5"),
+        ("timeout_s", 0, r"timeout_s must be a positive finite number of seconds .* got 0"),
+        ("timeout_s", float("inf"), r"timeout_s must be .* got inf"),
+        ("rules", (3, 2), r"rules must be a RetryRules\(max_retries=..., break_after=...\), got \(3, 2\)"),
+        (
+            "stragglers",
+            None,
+            r"stragglers must be a StragglerRule\(factor=..., min_s=...\) \(StragglerRule\(None\) "
+            r"turns re-issuing off\), got None",
+        ),
+        ("device_budget_bytes", 0, r"device_budget_bytes must be None \(unbounded\) or an int >= 1 \(bytes\), got 0"),
+        ("device_budget_bytes", True, r"device_budget_bytes must be .* got True"),
+        ("tick_s", -1, r"tick_s must be a positive finite number of seconds .* got -1"),
+    ],
+)
 def test_a_bad_pass_setting_is_refused_naming_it_and_what_to_write(field, value, message):
     with pytest.raises(ValueError, match=r"PassConfig: " + message):
         PassConfig(**{field: value})
 
 
 def test_a_stream_given_settings_that_are_not_a_pass_config_says_what_to_write():
-    with pytest.raises(TypeError, match=r"BatchStream: config must be a PassConfig\(window=..., timeout_s=...\), "
-                                        r"got int"):
+    with pytest.raises(
+        TypeError,
+        match=r"BatchStream: config must be a PassConfig\(window=..., timeout_s=...\), "
+        r"got int",
+    ):
         BatchStream([], [], 4)

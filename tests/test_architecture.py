@@ -16,8 +16,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # package directory -> dotted prefix (the engines kernels/, pipelines/ and torchops/ install as hybridload.*)
-ROOTS = {REPO / "hybridload": "hybridload", REPO / "pipelines": "hybridload.pipelines",
-         REPO / "kernels": "hybridload.kernels", REPO / "torchops": "hybridload.torchops"}
+ROOTS = {
+    REPO / "hybridload": "hybridload",
+    REPO / "pipelines": "hybridload.pipelines",
+    REPO / "kernels": "hybridload.kernels",
+    REPO / "torchops": "hybridload.torchops",
+}
 MAX_LINES = 300
 
 
@@ -63,18 +67,16 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
 # The floors, top to bottom: a module may import units on its own floor (the cycle test keeps
 # those acyclic) and on lower floors, never one above. A unit is a package (its subpackages included) or a top-level module.
 FLOORS = (
-    ("hybridload", "hybridload.__main__", "hybridload.cli"),               # the faces: API, CLI
-    ("hybridload.loader", "hybridload.dataloader", "hybridload.policy",
-     "hybridload.loader_checks"),                                          # what users build
-    ("hybridload.planner",),                                               # decides the split
-    ("hybridload.execution",),                                             # one pass: dispatch, merge
-    ("hybridload.lanes",),                                                 # the engines' drivers
-    ("hybridload.delivery", "hybridload.cluster"),                         # device moves; Ray nodes
-    ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"), # CPU, DALI and torch engines
-    ("hybridload.recipe", "hybridload.sources"),                           # what to do, to what
-    ("hybridload.sampling",),                                              # which indices, in order
-    ("hybridload.errors", "hybridload.extras", "hybridload.compat",
-     "hybridload.batch_result"),                                           # shared by every floor
+    ("hybridload", "hybridload.__main__", "hybridload.cli"),  # the faces: API, CLI
+    ("hybridload.loader", "hybridload.dataloader", "hybridload.policy", "hybridload.loader_checks"),  # what users build
+    ("hybridload.planner",),  # decides the split
+    ("hybridload.execution",),  # one pass: dispatch, merge
+    ("hybridload.lanes",),  # the engines' drivers
+    ("hybridload.delivery", "hybridload.cluster"),  # device moves; Ray nodes
+    ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"),  # CPU, DALI and torch engines
+    ("hybridload.recipe", "hybridload.sources"),  # what to do, to what
+    ("hybridload.sampling",),  # which indices, in order
+    ("hybridload.errors", "hybridload.extras", "hybridload.compat", "hybridload.batch_result"),  # shared by every floor
 )
 MAX_TOP_MODULES = 8
 
@@ -115,11 +117,12 @@ def test_the_package_top_holds_at_most_8_modules():
 
 def test_no_test_helper_in_the_package():
     offenders = [m for m in modules() if m.rpartition(".")[2] in ("testing", "slowfs", "bad_files", "fixtures")]
-    offenders += [f"{m} imports the test tree" for m, p in modules().items()
-                  if re.search(r"^\s*(from|import) (support|tests)\b", p.read_text(), re.M)]
+    offenders += [
+        f"{m} imports the test tree"
+        for m, p in modules().items()
+        if re.search(r"^\s*(from|import) (support|tests)\b", p.read_text(), re.M)
+    ]
     assert not offenders, offenders
-
-
 
 
 def test_no_import_cycle_inside_the_package():
@@ -135,7 +138,7 @@ def test_no_import_cycle_inside_the_package():
         stack.append(m)
         for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
-                cycle = stack[stack.index(d):] + [d]
+                cycle = stack[stack.index(d) :] + [d]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if d not in state:
                 visit(d)
@@ -158,13 +161,18 @@ def test_nothing_imports_another_modules_private_names():
     for mod, path in modules().items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                offenders += [f"{mod}: from {node.module} import {a.name}" for a in node.names
-                              if a.name.startswith("_") and not a.name.startswith("__")]
+                offenders += [
+                    f"{mod}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not offenders, offenders
 
 
-LANE_NAME_BRANCH = re.compile(r"""(==|!=|\bin)\s*\(?\s*["'](gpu|ray|inprocess|ray-dataset)["']|"""
-                              r"""["'](gpu|ray|inprocess)["']\s*(==|!=)|\.get\(\s*["'](gpu|ray|inprocess)["']""")
+LANE_NAME_BRANCH = re.compile(
+    r"""(==|!=|\bin)\s*\(?\s*["'](gpu|ray|inprocess|ray-dataset)["']|"""
+    r"""["'](gpu|ray|inprocess)["']\s*(==|!=)|\.get\(\s*["'](gpu|ray|inprocess)["']"""
+)
 
 
 def test_no_branching_on_a_lane_name_outside_lanes():
@@ -203,15 +211,19 @@ def test_the_drop_in_reaches_the_core_only_through_its_public_faces():
                 target, names = None, [a.name for a in node.names]
             else:
                 continue
-            for name in ([target] if target is not None else names):
+            for name in [target] if target is not None else names:
                 if not name.startswith("hybridload") or name.startswith("hybridload.dataloader"):
                     continue
                 face = known.get(name)
-                if face is None or not (face.name == "__init__.py" or name in ("hybridload.errors",
-                                                                               "hybridload.extras")):
+                if face is None or not (
+                    face.name == "__init__.py" or name in ("hybridload.errors", "hybridload.extras")
+                ):
                     offenders.append(f"{mod} imports {name}, not a package's face")
                     continue
                 public = _all_of(face)
-                offenders += [f"{mod} imports {n} from {name}, not in its __all__" for n in (names if target else ())
-                              if public is not None and n not in public]
+                offenders += [
+                    f"{mod} imports {n} from {name}, not in its __all__"
+                    for n in (names if target else ())
+                    if public is not None and n not in public
+                ]
     assert not offenders, "\n".join(offenders)

@@ -62,7 +62,7 @@ def test_skip_substitutes_and_counts_in_every_lane(photo_root, bad_files, lane_p
 def test_png_grayscale_cmyk_and_16_bit_decode_in_every_lane(photo_root, bad_files, lane_policy):
     """Every decodable oddity in one pass per lane (a Ray pass starts its actors: seconds each)."""
     at = {kind: 2 * k + 1 for k, kind in enumerate(DECODABLE)}  # one per batch of 2
-    paths = list(sources.ImageFolder(photo_root).paths[:2 * len(DECODABLE)])
+    paths = list(sources.ImageFolder(photo_root).paths[: 2 * len(DECODABLE)])
     for kind, i in at.items():
         paths[i] = bad_files[kind]
     src = sources.FileList(paths, list(range(len(paths))))

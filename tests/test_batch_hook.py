@@ -25,14 +25,18 @@ def mixup(images, labels, gen):
 
 
 def loader(src, **kw):
-    return HybridLoader(src, REC, 9, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=2, return_indices=True,
-                        device="cpu", **kw)
+    return HybridLoader(
+        src, REC, 9, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=2, return_indices=True, device="cpu", **kw
+    )
 
 
 def digest(batch):
     images, labels, indices = batch
-    return (tuple(indices.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest(),
-            hashlib.md5(labels.numpy().tobytes()).hexdigest())
+    return (
+        tuple(indices.tolist()),
+        hashlib.md5(images.numpy().tobytes()).hexdigest(),
+        hashlib.md5(labels.numpy().tobytes()).hexdigest(),
+    )
 
 
 def test_mixup_hook_gives_the_same_batches_after_a_mid_epoch_resume(photo_root):
@@ -51,9 +55,9 @@ def test_the_hook_runs_on_the_normalized_delivered_batch(photo_root):
     with loader(src) as plain, loader(src, batch_transform=spy) as hooked:
         a, b = next(iter(plain)), next(iter(hooked))
     assert seen[0] == (torch.float32, torch.device("cpu"), torch.device("cpu"), torch.int64)
-    assert torch.equal(a[2], b[2])                       # same indices: the hook does not touch the stream
+    assert torch.equal(a[2], b[2])  # same indices: the hook does not touch the stream
     assert b[1].shape == (9, CLASSES) and torch.allclose(b[1].sum(1), torch.ones(9))  # soft labels
-    assert not torch.equal(a[0], b[0])                   # images were mixed
+    assert not torch.equal(a[0], b[0])  # images were mixed
 
 
 def test_the_generator_is_keyed_by_position_epoch_rank_and_seed():
@@ -84,17 +88,22 @@ def test_the_loader_hands_each_position_its_own_generator_and_the_same_in_a_reru
     first, again = run(), run()
     assert first == again and len(first) == 7
     assert len(set(first)) == len(first)  # every position draws differently
-    assert first == [torch.rand((), generator=batch_generator(2, 1, 0, p, torch.device("cpu"))).item()
-                     for p in range(7)]
+    assert first == [
+        torch.rand((), generator=batch_generator(2, 1, 0, p, torch.device("cpu"))).item() for p in range(7)
+    ]
 
 
-@pytest.mark.parametrize("bad,msg", [
-    (lambda im, lab: im, "returned Tensor"),
-    (lambda im, lab: (im,), "returned a tuple of 1"),
-    (lambda im, lab: (im, lab.tolist()), r"returned \(Tensor, list\)"),
-    (lambda im, lab: (im[:-1], lab), "images of shape"),
-    (lambda im, lab: (im, lab[0]), "labels of shape"),
-], ids=["tensor", "one-tuple", "list-labels", "short-images", "scalar-label"])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        (lambda im, lab: im, "returned Tensor"),
+        (lambda im, lab: (im,), "returned a tuple of 1"),
+        (lambda im, lab: (im, lab.tolist()), r"returned \(Tensor, list\)"),
+        (lambda im, lab: (im[:-1], lab), "images of shape"),
+        (lambda im, lab: (im, lab[0]), "labels of shape"),
+    ],
+    ids=["tensor", "one-tuple", "list-labels", "short-images", "scalar-label"],
+)
 def test_a_bad_return_is_an_error_naming_batch_transform(bad, msg):
     images, labels = torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.int64)
     with pytest.raises((TypeError, ValueError), match=msg) as info:

@@ -15,15 +15,42 @@ def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
     Plan(gpu_share=0.3, local_threads=1).save(plan)
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # multi-node: an embedded cluster
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "bench", photo_root, "--plan", str(plan),
-                           "--modes", "single-gpu,multi-node,cpu,gpu", "--batches", "6", "--batch-size", "4",
-                           "--step-ms", "5", "--recipe", "imagenet_train:48", "--threads", "1",
-                           "--out", str(out), "--plot", str(png), "--quiet"],
-                          capture_output=True, text=True, timeout=400, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybridload",
+            "bench",
+            photo_root,
+            "--plan",
+            str(plan),
+            "--modes",
+            "single-gpu,multi-node,cpu,gpu",
+            "--batches",
+            "6",
+            "--batch-size",
+            "4",
+            "--step-ms",
+            "5",
+            "--recipe",
+            "imagenet_train:48",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+            "--plot",
+            str(png),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads(out.read_text())
     modes = {m["mode"]: m for m in data["modes"]}
-    assert list(modes) == ["single-gpu", "multi-node", "cpu", "gpu"]   # "gpu": the policy's mode name
+    assert list(modes) == ["single-gpu", "multi-node", "cpu", "gpu"]  # "gpu": the policy's mode name
     for m in modes.values():
         assert m["images_per_s"] > 0 and m["batches"] == 6 and m["images"] == 24
         assert 0 <= m["wait_fraction"] <= 1 and m["step_ms"] == 5
@@ -39,5 +66,5 @@ def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
     with Image.open(png) as im:
         im.verify()
     table = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
-    assert len(table) == 6 and len({len(ln) for ln in table}) == 1, proc.stdout   # aligned columns
+    assert len(table) == 6 and len({len(ln) for ln in table}) == 1, proc.stdout  # aligned columns
     assert "| single-gpu |" in proc.stdout and "what ran" in proc.stdout

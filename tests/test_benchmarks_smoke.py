@@ -51,8 +51,16 @@ def test_rounds_rotate_who_goes_first_and_discard_warm_up(harness):
     cs = make_contestants(harness, log)
     per_round = harness.run_rounds(cs, rounds=3, warmup_rounds=1)
     order = [e for e in log if e[0] in ("base", "double")]
-    assert order == [("double", 19_999), ("base", 19_999), ("base", 0), ("double", 0), ("double", 1), ("base", 1),
-                     ("base", 2), ("double", 2)]
+    assert order == [
+        ("double", 19_999),
+        ("base", 19_999),
+        ("base", 0),
+        ("double", 0),
+        ("double", 1),
+        ("base", 1),
+        ("base", 2),
+        ("double", 2),
+    ]
     assert [r["note"] for r in per_round["base"]] == [0, 1, 2]  # extra fields kept, warm-up dropped
     assert all(r["finished"] and r["images"] == 100 for r in per_round["base"])
     assert log[:3] == [("prepare", "double"), ("double", 19_999), ("finish", "double")]
@@ -66,11 +74,15 @@ def test_expected_image_count_is_enforced(harness):
 
 def test_paired_ratios_pair_rounds_against_the_baseline(harness):
     def rounds(rates):
-        return [{"images": 10, "images_per_s": r, "cpu_s": 1.0, "cpu_util": 1.0, "tree_cpu_util": 1.0,
-                 "other_load": 0.0} for r in rates]
+        return [
+            {"images": 10, "images_per_s": r, "cpu_s": 1.0, "cpu_util": 1.0, "tree_cpu_util": 1.0, "other_load": 0.0}
+            for r in rates
+        ]
 
-    results = {"base": harness.summarize(rounds([100, 50, 200]), 1),
-               "fast": harness.summarize(rounds([110, 100, 220]), 1)}
+    results = {
+        "base": harness.summarize(rounds([100, 50, 200]), 1),
+        "fast": harness.summarize(rounds([110, 100, 220]), 1),
+    }
     r = harness.ratio(results, "fast", "base")
     assert r["paired"] == pytest.approx([1.1, 2.0, 1.1])
     assert r["paired_median"] == pytest.approx(1.1) and r["paired_max"] == pytest.approx(2.0)
@@ -93,8 +105,17 @@ def test_measured_run_table_has_the_named_columns_and_json_round_trips(harness, 
     assert len(ratios["double / base"]["paired"]) == 2  # one ratio per round
     table = harness.results_table(results, skipped={"absent": "not installed"})
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in table]
-    assert cells[0] == ["contestant", "threads", "median img/s", "min", "max", "CPU util (process / with children)",
-                        "img per CPU-s", "other load", "contended rounds"]
+    assert cells[0] == [
+        "contestant",
+        "threads",
+        "median img/s",
+        "min",
+        "max",
+        "CPU util (process / with children)",
+        "img per CPU-s",
+        "other load",
+        "contended rounds",
+    ]
     assert cells[2][:2] == ["base", "1"] and cells[-1][:2] == ["absent", "skipped: not installed"]
     assert all(line.count("|") == table[0].count("|") for line in table)
     rt = harness.ratio_table(ratios, {"double / base": 1.5})
@@ -112,10 +133,27 @@ def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_s
     import random
 
     import torch
+
     monkeypatch.syspath_prepend(str(BENCH))
     bench = importlib.import_module("bench_local_lanes")
-    out = bench.main(["--root", str(tmp_path), "--n", "16", "--batch-size", "8", "--size", "32",
-                      "--workers-list", "1", "--rounds", "1", "--warmup-rounds", "0"])
+    out = bench.main(
+        [
+            "--root",
+            str(tmp_path),
+            "--n",
+            "16",
+            "--batch-size",
+            "8",
+            "--size",
+            "32",
+            "--workers-list",
+            "1",
+            "--rounds",
+            "1",
+            "--warmup-rounds",
+            "0",
+        ]
+    )
     assert set(out["runs"]) == {"workers=1,uint8", "workers=1,normalized"}
     for run in out["runs"].values():
         for name in ("threads", "processes", "torch"):

@@ -27,8 +27,14 @@ print("ok", len(list(bench.glob("*.py"))))
 
 def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(REPO / "benchmarks")], cwd="/", capture_output=True,
-                          text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO / "benchmarks")],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
@@ -38,6 +44,7 @@ def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_pat
     link the editable install would serve this checkout's kernels, and the probe says so."""
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import compare_revisions as cr
+
     tree = tmp_path / "rev"
     commit = cr.export("HEAD", tree)
     assert len(commit) == 40 and (tree / "hybridload" / "kernels").is_symlink()
@@ -51,6 +58,7 @@ def test_nothing_generated_is_tracked_under_benchmarks():
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
     out = subprocess.run(["git", "ls-files", "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=60)
-    generated = [f for f in out.stdout.split() if f.lower().endswith((".jpg", ".jpeg", ".tar", ".npy", ".idx"))
-                 or "/data/" in f]
+    generated = [
+        f for f in out.stdout.split() if f.lower().endswith((".jpg", ".jpeg", ".tar", ".npy", ".idx")) or "/data/" in f
+    ]
     assert not generated, f"generated files tracked: {generated[:5]} ... ({len(generated)})"

@@ -18,16 +18,36 @@ from hybridload.policy import LoaderPolicy
 
 def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the embedded cluster
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(tmp_path / "d"),
-                           "--images", "48", "--batch-size", "8", "--size", "64", "--epochs", "2", "--quiet",
-                           "--ray"],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybridload",
+            "demo",
+            "--data",
+            str(tmp_path / "d"),
+            "--images",
+            "48",
+            "--batch-size",
+            "8",
+            "--size",
+            "64",
+            "--epochs",
+            "2",
+            "--quiet",
+            "--ray",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"\| epoch 1 images/s +\| \d+ \(48 images in", proc.stdout), proc.stdout
     assert "GPU cap" in proc.stdout and "GPU share (realised)" in proc.stdout
-    assert "Token authentication" not in proc.stderr + proc.stdout    # Ray's banner, silenced for the embedded cluster
+    assert "Token authentication" not in proc.stderr + proc.stdout  # Ray's banner, silenced for the embedded cluster
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
-    assert len({len(ln) for ln in lines}) == 1, proc.stdout             # the table's columns line up
+    assert len({len(ln) for ln in lines}) == 1, proc.stdout  # the table's columns line up
     shares = re.search(r"lane shares \(realised\) +\| ([^|]*)\|", proc.stdout).group(1)
     ran = re.search(r"what ran[^|]*\| ([^|]*)\|", proc.stdout).group(1)
     assert ("Ray lane" in ran) == ("ray:" in shares) and ("GPU lane" in ran) == ("gpu:" in shares)
@@ -41,9 +61,31 @@ def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path)
 def in_process_demo(tmp_path_factory):
     """One in-process demo run the tests below read: 40 images in batches of 32 (drop_last=False)."""
     data = tmp_path_factory.mktemp("demo") / "d"
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(data),
-                           "--images", "40", "--batch-size", "32", "--size", "32", "--epochs", "1", "--quiet",
-                           "--in-process", "--mode", "cpu"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybridload",
+            "demo",
+            "--data",
+            str(data),
+            "--images",
+            "40",
+            "--batch-size",
+            "32",
+            "--size",
+            "32",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--in-process",
+            "--mode",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -72,8 +114,13 @@ def places(tmp_path):
     bad_json.write_text("{not json")
     old_plan = tmp_path / "old.json"
     old_plan.write_text('{"gpu_share": 0.5}')
-    return {"missing": str(tmp_path / "missing"), "empty": str(empty), "file": str(afile),
-            "bad_json": str(bad_json), "old_plan": str(old_plan)}
+    return {
+        "missing": str(tmp_path / "missing"),
+        "empty": str(empty),
+        "file": str(afile),
+        "bad_json": str(bad_json),
+        "old_plan": str(old_plan),
+    }
 
 
 ERRORS = [  # (argv with {placeholders}, words the one line must hold)
@@ -110,8 +157,12 @@ def test_a_user_error_is_one_line_on_stderr_and_a_non_zero_exit(argv, words, pla
 
 
 def test_a_user_error_in_a_real_process_has_no_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "bench", str(tmp_path / "nowhere"), "--quiet"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridload", "bench", str(tmp_path / "nowhere"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "nowhere" in proc.stderr
 
@@ -166,11 +217,13 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
     from tqdm.contrib.logging import _TqdmLoggingHandler  # what logging_redirect_tqdm installs
 
     import hybridload.cli.commands as cli
+
     seen = {}
 
     def fake_demo(args):
         seen["handlers"] = [type(h) for h in logging.getLogger().handlers]
         return 0
+
     monkeypatch.setattr(cli.demo, "run", fake_demo)
     assert main(["demo", "--quiet"]) == 0
     assert _TqdmLoggingHandler in seen["handlers"]
@@ -178,12 +231,14 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
 
 
 def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
-    code = ("import warnings, hybridload.cli.commands as cli\n"
-            "def fake(args):\n"
-            "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
-            "    return 0\n"
-            "cli.demo.run = fake\n"
-            "raise SystemExit(cli.main(['demo', '--quiet']))\n")
+    code = (
+        "import warnings, hybridload.cli.commands as cli\n"
+        "def fake(args):\n"
+        "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
+        "    return 0\n"
+        "cli.demo.run = fake\n"
+        "raise SystemExit(cli.main(['demo', '--quiet']))\n"
+    )
     script = tmp_path / "warns.py"  # from a file, so Python could show the warning's source line
     script.write_text(code)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
@@ -193,9 +248,18 @@ def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
 
 
 #: what a user types that must answer at once: help, the version, usage mistakes
-FAST_CALLS = [["--help"], ["--version"], ["bench", "--help"], ["profile", "--help"], ["demo", "--help"],
-              ["index", "--help"], [], ["bench", "/no/such/dir"], ["profile", ".", "--batch-size", "0"],
-              ["demo", "--no-such-flag"]]
+FAST_CALLS = [
+    ["--help"],
+    ["--version"],
+    ["bench", "--help"],
+    ["profile", "--help"],
+    ["demo", "--help"],
+    ["index", "--help"],
+    [],
+    ["bench", "/no/such/dir"],
+    ["profile", ".", "--batch-size", "0"],
+    ["demo", "--no-such-flag"],
+]
 
 
 #: runs each call of argv lists (JSON, argv[1]) in turn in one process, writing after each what
@@ -218,8 +282,9 @@ def test_help_version_and_usage_errors_answer_without_importing_torch():
     """torch's import alone takes 3-12 s on a loaded machine; these answers need none of it.
     Checked by what the process imported (a wall-time bound would be noise here), all the calls
     in one process (one interpreter start instead of one per call), in the order of FAST_CALLS."""
-    proc = subprocess.run([sys.executable, "-c", FAST_PROBE, json.dumps(FAST_CALLS)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", FAST_PROBE, json.dumps(FAST_CALLS)], capture_output=True, text=True, timeout=120
+    )
     seen = re.findall(r"IMPORTED (\[.*\]) STATUS (\S+) AFTER (\[.*\])", proc.stderr)
     assert [json.loads(argv) for _, _, argv in seen] == FAST_CALLS, proc.stderr[-2000:]
     for heavy, status, argv in seen:
@@ -230,6 +295,7 @@ def test_help_version_and_usage_errors_answer_without_importing_torch():
 def test_help_needs_no_torch_within_a_generous_time_bound():
     """The installed command, as a user runs it: well under the 3 s torch's import alone takes here."""
     import time
+
     exe = os.path.join(os.path.dirname(sys.executable), "hybridload")
     t0 = time.perf_counter()
     proc = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
@@ -241,11 +307,13 @@ def test_profiles_flag_defaults_are_loader_policys_own():
     from dataclasses import fields
 
     from hybridload.cli.commands import POLICY_DEFAULTS
+
     assert POLICY_DEFAULTS == {f.name: f.default for f in fields(LoaderPolicy) if f.name in POLICY_DEFAULTS}
 
 
 def test_index_help_names_tarshards_image_extensions():
     from hybridload.sources.tar.tarshards import IMAGE_EXTS
+
     ix = build_parser()._subparsers._group_actions[0].choices["index"]
     assert f"default: TarShards's, {','.join(IMAGE_EXTS)}" in ix.format_help()
 
@@ -277,6 +345,7 @@ def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_
     import pkgutil
 
     from hybridload.cli import commands
+
     modules = {m.name for m in pkgutil.iter_modules(commands.__path__)}
     assert modules == {c.__name__.rpartition(".")[2] for c in commands.COMMANDS}, "a command module not in COMMANDS"
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))

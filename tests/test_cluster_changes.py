@@ -77,11 +77,17 @@ def test_batches_run_on_the_stand_in_while_the_ray_lane_has_no_worker_and_move_b
 
 def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the_ray_lane_is_empty():
     from hybridload.execution.admission import ShareAdmission
+
     gpu = ThreadLane("gpu", slots=2)
     gpu.kind = LaneKind.GPU
     ray_lane, local = ThreadLane("ray", slots=0, why="no node"), ThreadLane("local-fallback", slots=2)
-    with BatchStream([gpu, ray_lane, local], tasks(10), PassConfig(window=4, timeout_s=WAIT_S),
-                     fallback=[local], admission=ShareAdmission({LaneKind.GPU: 0.5})) as s:
+    with BatchStream(
+        [gpu, ray_lane, local],
+        tasks(10),
+        PassConfig(window=4, timeout_s=WAIT_S),
+        fallback=[local],
+        admission=ShareAdmission({LaneKind.GPU: 0.5}),
+    ) as s:
         got = list(s)
     assert [seq for seq, _ in got] == list(range(10))
     assert gpu.ran and local.ran and len(gpu.ran) <= 6  # the cap holds; the stand-in ran the rest
@@ -100,10 +106,14 @@ def test_a_batch_no_lane_can_take_names_each_lanes_reason_and_what_to_do():
 
 def test_a_broken_lane_is_named_with_its_last_error():
     only = ThreadLane("only", slots=1, fail=RuntimeError("decoder crashed"))
-    with BatchStream([only], tasks(3), PassConfig(window=1, timeout_s=WAIT_S,
-                                                  rules=RetryRules(max_retries=5, break_after=2))) as s:
-        with pytest.raises(NoLaneError, match=r"lane 'only': broken after 2 failed batches in a row "
-                                               r"\(last: RuntimeError: decoder crashed\).*max_retries"):
+    with BatchStream(
+        [only], tasks(3), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
+    ) as s:
+        with pytest.raises(
+            NoLaneError,
+            match=r"lane 'only': broken after 2 failed batches in a row "
+            r"\(last: RuntimeError: decoder crashed\).*max_retries",
+        ):
             next(s)
 
 
@@ -120,8 +130,9 @@ RULES = PlacementRules(placement="remote-first", reserve_local_cpus=1, cpu_actor
 
 def capacity(when_empty, wait_s=60.0, hold=None):
     members = Members(PoolStats(), hold=when_empty != "local" if hold is None else hold)
-    return Capacity(when_empty=when_empty, wait_s=wait_s, rules=RULES, members=members, stats=members.stats,
-                    name="ray"), members
+    return Capacity(
+        when_empty=when_empty, wait_s=wait_s, rules=RULES, members=members, stats=members.stats, name="ray"
+    ), members
 
 
 def test_no_capacity_at_start_under_local_starts_empty_with_one_warning_naming_what_is_missing(caplog):
@@ -138,8 +149,11 @@ def test_no_capacity_at_start_under_local_starts_empty_with_one_warning_naming_w
 
 def test_no_capacity_at_start_under_raise_is_a_named_error_at_once():
     cap, _ = capacity("raise")
-    with pytest.raises(NoActorsError, match=r"cpu_actors=1 but rank 0 has 0 CPU slots.*nodes now: 192.0.2.1 1 CPU "
-                                            r"\(trainer\).*on_no_actors='local'"):
+    with pytest.raises(
+        NoActorsError,
+        match=r"cpu_actors=1 but rank 0 has 0 CPU slots.*nodes now: 192.0.2.1 1 CPU "
+        r"\(trainer\).*on_no_actors='local'",
+    ):
         cap.first_target(lambda: [TRAINER])
 
 
@@ -182,10 +196,17 @@ def test_the_keeper_reports_joins_losses_and_drains_and_the_pool_keeps_the_lost_
     cap, members = capacity("local")
     table = {"nodes": [TRAINER, node("B" * 8)], "draining": set()}
     spawned = []
-    keeper = Keeper(members, target=lambda n, d: elastic_target(n, d, RULES),
-                    spawn=lambda nid: spawned.append(nid) or members.add(lambda k, i: "h", nid, initial=False),
-                    stop=lambda m: None, flush=lambda: None, table=lambda: (table["nodes"], table["draining"]),
-                    after_step=cap.after_step, on_node=cap.on_node, known=[TRAINER])
+    keeper = Keeper(
+        members,
+        target=lambda n, d: elastic_target(n, d, RULES),
+        spawn=lambda nid: spawned.append(nid) or members.add(lambda k, i: "h", nid, initial=False),
+        stop=lambda m: None,
+        flush=lambda: None,
+        table=lambda: (table["nodes"], table["draining"]),
+        after_step=cap.after_step,
+        on_node=cap.on_node,
+        known=[TRAINER],
+    )
     keeper.step()  # B joined
     table["nodes"] = [TRAINER, node("B" * 8), node("C" * 8, address="192.0.2.3")]
     table["draining"] = {"C" * 8}
@@ -193,8 +214,14 @@ def test_the_keeper_reports_joins_losses_and_drains_and_the_pool_keeps_the_lost_
     table["nodes"], table["draining"] = [TRAINER], set()
     keeper.step()  # B and C left: the target is empty
     events = [(e["event"], e["node"]) for e in members.stats.as_dict()["node_events"]]
-    assert events == [("joined", "B" * 8), ("joined", "C" * 8), ("draining", "C" * 8), ("left", "B" * 8),
-                      ("left", "C" * 8), ("no actor", "")]
+    assert events == [
+        ("joined", "B" * 8),
+        ("joined", "C" * 8),
+        ("draining", "C" * 8),
+        ("left", "B" * 8),
+        ("left", "C" * 8),
+        ("no actor", ""),
+    ]
     assert spawned == ["B" * 8]
     why = cap.unavailable()
     assert "node BBBBBBBB (192.0.2.2) lost at" in why and "no node with a free CPU for rank 0" in why
@@ -220,5 +247,6 @@ def test_on_no_actors_must_be_one_of_its_choices(bad):
 def test_the_ray_lane_gets_a_local_stand_in_only_under_on_no_actors_local():
     def spec(**kw):
         return LoaderPolicy(ray_address="embedded", **kw).lane_spec()
+
     assert spec().actor_fallback and not spec(on_no_actors="raise").actor_fallback
     assert not spec(on_no_actors="wait").actor_fallback and not spec(cpu_actors=0).actor_fallback

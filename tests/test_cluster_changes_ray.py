@@ -31,17 +31,32 @@ def fast_poll(monkeypatch):
 
 
 def loader(root, **policy):
-    return HybridLoader(sources.ImageFolder(root), REC, BS, seed=3, return_indices=True, **RANK,
-                        policy=LoaderPolicy(ray_address="embedded", reserve_local_cpus=2, batch_timeout_s=120,
-                                            **policy))
+    return HybridLoader(
+        sources.ImageFolder(root),
+        REC,
+        BS,
+        seed=3,
+        return_indices=True,
+        **RANK,
+        policy=LoaderPolicy(ray_address="embedded", reserve_local_cpus=2, batch_timeout_s=120, **policy),
+    )
 
 
 def test_a_rank_without_actors_runs_locally_moves_to_a_node_that_joins_and_back_when_it_leaves(
-        ray_cluster, photo_root, fast_poll, caplog):
+    ray_cluster, photo_root, fast_poll, caplog
+):
     from support.streams import batch_digest
+
     cluster, _ = ray_cluster
-    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=3, return_indices=True, **RANK,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ref:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        BS,
+        seed=3,
+        return_indices=True,
+        **RANK,
+        policy=LoaderPolicy(cpu_actors=0, threads=2),
+    ) as ref:
         expected = stream(ref, (0, 1))
     got, extra = [], None
     try:
@@ -93,13 +108,15 @@ def test_under_on_no_actors_wait_a_rank_without_actors_fails_after_the_bound(ray
     assert time.monotonic() - t0 < 30
 
 
-def test_rank_1_of_2_on_a_2_cpu_node_with_one_reserved_runs_locally_instead_of_stopping(ray_cluster, photo_root,
-                                                                                         caplog):
+def test_rank_1_of_2_on_a_2_cpu_node_with_one_reserved_runs_locally_instead_of_stopping(
+    ray_cluster, photo_root, caplog
+):
     """The 2-ranks-on-2-cores case: the trainer's node has 2 CPUs, 1 reserved, so its one slot
     goes to rank 0 and rank 1 gets none ("no CPU left for rank 1's actors" before)."""
     kw = dict(seed=3, return_indices=True, rank=1, world_size=2)
-    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, policy=LoaderPolicy(cpu_actors=0, threads=2),
-                      **kw) as ref:
+    with HybridLoader(
+        sources.ImageFolder(photo_root), REC, BS, policy=LoaderPolicy(cpu_actors=0, threads=2), **kw
+    ) as ref:
         expected = stream(ref)
     policy = LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1)
     with caplog.at_level(logging.WARNING, logger="hybridload.lanes.ray.capacity"):
@@ -112,12 +129,21 @@ def test_rank_1_of_2_on_a_2_cpu_node_with_one_reserved_runs_locally_instead_of_s
     assert "no CPU in the Ray cluster for rank 1's actors" in warning and "reserve_local_cpus=1" in warning
 
 
-def test_under_on_no_actors_wait_the_loader_starts_on_a_node_that_joins_within_the_bound(ray_cluster, photo_root,
-                                                                                         fast_poll):
+def test_under_on_no_actors_wait_the_loader_starts_on_a_node_that_joins_within_the_bound(
+    ray_cluster, photo_root, fast_poll
+):
     import threading
+
     cluster, _ = ray_cluster
-    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=3, return_indices=True, **RANK,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ref:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        BS,
+        seed=3,
+        return_indices=True,
+        **RANK,
+        policy=LoaderPolicy(cpu_actors=0, threads=2),
+    ) as ref:
         expected = stream(ref)
     out: dict = {}
 
@@ -147,8 +173,10 @@ def test_under_on_no_actors_wait_the_loader_starts_on_a_node_that_joins_within_t
 
 
 def test_under_on_no_actors_raise_losing_the_last_node_mid_epoch_names_it_in_a_no_lane_error(
-        ray_cluster, photo_root, fast_poll):
+    ray_cluster, photo_root, fast_poll
+):
     from hybridload.errors import NoLaneError
+
     cluster, _ = ray_cluster
     extra = cluster.add_node(num_cpus=1, object_store_memory=STORE, node_ip_address="127.0.0.1")
     try:

@@ -15,23 +15,29 @@ from hybridload.cluster.ray_start import StartRecord, auto_address, gcs_started_
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.mark.parametrize("env, record, uid, expected", [
-    ("10.0.0.1:6379", StartRecord("127.0.0.1:6379", 0, "f"), 0, "10.0.0.1:6379"),   # RAY_ADDRESS wins
-    (None, StartRecord("127.0.0.1:6379", 0, "f"), 0, "127.0.0.1:6379"),             # this user's ray start
-    (None, StartRecord("127.0.0.1:6379", 1234, "f"), 0, None),                      # another user's
-    (None, None, 0, None),                                                          # nothing started
-    ("", None, 0, None),
-])
+@pytest.mark.parametrize(
+    "env, record, uid, expected",
+    [
+        ("10.0.0.1:6379", StartRecord("127.0.0.1:6379", 0, "f"), 0, "10.0.0.1:6379"),  # RAY_ADDRESS wins
+        (None, StartRecord("127.0.0.1:6379", 0, "f"), 0, "127.0.0.1:6379"),  # this user's ray start
+        (None, StartRecord("127.0.0.1:6379", 1234, "f"), 0, None),  # another user's
+        (None, None, 0, None),  # nothing started
+        ("", None, 0, None),
+    ],
+)
 def test_auto_joins_ray_address_or_this_users_ray_start_record_only(env, record, uid, expected):
     assert auto_address(env, record, uid) == expected
 
 
-@pytest.mark.parametrize("cmdline, expected", [
-    (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], True),
-    (["/venv/bin/ray", "start", "--address=10.0.0.1:6379"], True),
-    (["/usr/bin/python3", "train.py", "start"], False),
-    (["/usr/bin/python3", "-m", "pytest", "tests/"], False),
-])
+@pytest.mark.parametrize(
+    "cmdline, expected",
+    [
+        (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], True),
+        (["/venv/bin/ray", "start", "--address=10.0.0.1:6379"], True),
+        (["/usr/bin/python3", "train.py", "start"], False),
+        (["/usr/bin/python3", "-m", "pytest", "tests/"], False),
+    ],
+)
 def test_is_ray_start_command_recognises_the_cli_only(cmdline, expected):
     assert is_ray_start_command(cmdline) is expected
 
@@ -45,18 +51,27 @@ def _fake_proc(root, pid, cmdline, ppid, listening_inode=None):
         os.symlink(f"socket:[{listening_inode}]", d / "fd" / "7")
 
 
-@pytest.mark.parametrize("parent, expected", [
-    (["/usr/bin/python3", "-m", "pytest"], True),                       # a test's Cluster / a ray.init() driver
-    (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], False),
-    (None, False),                                                       # orphaned: `ray start` returned
-])
+@pytest.mark.parametrize(
+    "parent, expected",
+    [
+        (["/usr/bin/python3", "-m", "pytest"], True),  # a test's Cluster / a ray.init() driver
+        (["/usr/bin/python3", "/venv/bin/ray", "start", "--head", "--block"], False),
+        (None, False),  # orphaned: `ray start` returned
+    ],
+)
 def test_a_gcs_whose_parent_is_a_live_driver_is_another_processs_cluster(tmp_path, parent, expected):
     (tmp_path / "net").mkdir()
     header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
     (tmp_path / "net" / "tcp").write_text(  # 127.0.0.1:6379 listening (0A), inode 4242
-        header + "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242\n")
-    _fake_proc(tmp_path, 50, ["/venv/lib/ray/core/src/ray/gcs/gcs_server", "--gcs_server_port=0"],
-               1 if parent is None else 40, listening_inode=4242)
+        header + "   0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242\n"
+    )
+    _fake_proc(
+        tmp_path,
+        50,
+        ["/venv/lib/ray/core/src/ray/gcs/gcs_server", "--gcs_server_port=0"],
+        1 if parent is None else 40,
+        listening_inode=4242,
+    )
     if parent is not None:
         _fake_proc(tmp_path, 40, parent, 1)
     assert gcs_started_by_another_process("127.0.0.1:6379", proc=str(tmp_path)) is expected
@@ -66,8 +81,12 @@ def test_a_gcs_whose_parent_is_a_live_driver_is_another_processs_cluster(tmp_pat
 def _env(tmp: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     # no token: nothing but the rule below keeps another process's cluster out of reach
-    env.update(RAY_TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", PYTHONPATH=os.pathsep.join(
-        p for p in (HERE, env.get("PYTHONPATH")) if p))
+    env.update(
+        RAY_TMPDIR=tmp,
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_AUTH_MODE="disabled",
+        PYTHONPATH=os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p),
+    )
     return env
 
 
@@ -109,18 +128,24 @@ def test_auto_does_not_attach_to_a_cluster_another_process_started(how):
     the drop-in falls back to its own loopback cluster."""
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
         env = _env(tmp)
-        other = subprocess.Popen([sys.executable, "-c", OTHER_PROCESSES[how]], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, env=env)
+        other = subprocess.Popen(
+            [sys.executable, "-c", OTHER_PROCESSES[how]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         try:
             theirs = other.stdout.readline().strip()
             assert ":" in theirs, "the other process did not start its cluster"
-            for stale_record in ((False, True) if how == "ray.init" else (True,)):
+            for stale_record in (False, True) if how == "ray.init" else (True,):
                 if stale_record and how == "ray.init":  # a record naming the ray.init() cluster
                     os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
                     with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
                         f.write(theirs)
-                proc = subprocess.run([sys.executable, "-c", DROP_IN], capture_output=True, text=True, env=env,
-                                      timeout=300)
+                proc = subprocess.run(
+                    [sys.executable, "-c", DROP_IN], capture_output=True, text=True, env=env, timeout=300
+                )
                 assert proc.returncode == 0, proc.stderr[-3000:]
                 mine = json.loads(proc.stdout.strip().splitlines()[-1])
                 assert mine["gcs"] != theirs, "the drop-in attached to another process's cluster"
@@ -161,8 +186,9 @@ FD_GROWTH, RSS_GROWTH_MB = 2, 16
 
 def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory():
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        proc = subprocess.run([sys.executable, "-c", CYCLES], capture_output=True, text=True, env=_env(tmp),
-                              timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", CYCLES], capture_output=True, text=True, env=_env(tmp), timeout=600
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     cycles = got["cycles"]

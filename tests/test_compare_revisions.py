@@ -18,16 +18,23 @@ def cr(monkeypatch):
 
 
 def doc(rates: dict, ratios: dict | None = None, per_cpu_s: dict | None = None) -> dict:
-    return {"contestants": {k: {"median_images_per_s": v, "median_images_per_cpu_s": (per_cpu_s or {}).get(k)}
-                            for k, v in rates.items()},
-            "ratios": {k: (None if v is None else {"of_medians": v}) for k, v in (ratios or {}).items()}}
+    return {
+        "contestants": {
+            k: {"median_images_per_s": v, "median_images_per_cpu_s": (per_cpu_s or {}).get(k)} for k, v in rates.items()
+        },
+        "ratios": {k: (None if v is None else {"of_medians": v}) for k, v in (ratios or {}).items()},
+    }
 
 
 def test_rows_pair_each_repeat_and_keep_only_what_both_sides_measured(cr):
-    base = [doc({"raw": 100, "loader": 90, "gone": 5}, {"loader / raw": 0.9}),
-            doc({"raw": 200, "loader": 190, "gone": 5}, {"loader / raw": 0.95})]
-    head = [doc({"raw": 110, "loader": 99, "new": 7}, {"loader / raw": 0.9}),
-            doc({"raw": 180, "loader": 171}, {"loader / raw": 0.95})]
+    base = [
+        doc({"raw": 100, "loader": 90, "gone": 5}, {"loader / raw": 0.9}),
+        doc({"raw": 200, "loader": 190, "gone": 5}, {"loader / raw": 0.95}),
+    ]
+    head = [
+        doc({"raw": 110, "loader": 99, "new": 7}, {"loader / raw": 0.9}),
+        doc({"raw": 180, "loader": 171}, {"loader / raw": 0.95}),
+    ]
     rows = {r["row"]: r for r in cr.compare(base, head, goal=0.97)}
     assert set(rows) == {"raw", "loader", "loader / raw"}  # "gone" and "new" are on one side only
     assert all(r["kind"] != "images/CPU-s" for r in cr.compare(base, head))  # not measured: no row

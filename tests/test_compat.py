@@ -20,8 +20,10 @@ PACKAGE_DIRS = ("hybridload", "kernels", "pipelines", "torchops")
 def test_each_private_api_the_package_uses_exists_in_the_installed_version(api):
     obj = importlib.import_module(api.module)
     for part in api.attribute.split("."):
-        assert hasattr(obj, part), (f"{api.module}.{api.attribute} is gone from the installed version "
-                                    f"(used for: {api.used_for}); mend hybridload/compat")
+        assert hasattr(obj, part), (
+            f"{api.module}.{api.attribute} is gone from the installed version "
+            f"(used for: {api.used_for}); mend hybridload/compat"
+        )
         obj = getattr(obj, part)
 
 
@@ -58,15 +60,22 @@ def private_uses(path: Path, root: Path = REPO) -> list[str]:
 
 def test_no_module_outside_compat_uses_a_private_ray_or_torch_name():
     compat_dir = REPO / "hybridload" / "compat"
-    offenders = [use for d in PACKAGE_DIRS for path in sorted((REPO / d).rglob("*.py"))
-                 if compat_dir not in path.parents for use in private_uses(path)]
+    offenders = [
+        use
+        for d in PACKAGE_DIRS
+        for path in sorted((REPO / d).rglob("*.py"))
+        if compat_dir not in path.parents
+        for use in private_uses(path)
+    ]
     assert not offenders, "private Ray/torch names used outside hybridload/compat:\n" + "\n".join(offenders)
 
 
 def test_the_private_name_scan_sees_imports_and_attribute_reads(tmp_path):
     probe = tmp_path / "probe.py"
-    probe.write_text("import ray\nfrom torch.utils.data._utils import worker\nfrom ray._raylet import X\n"
-                     "import torch.utils.data._utils.fetch\nx = ray._private.state.jobs()\ny = torch.cuda.is_available()\n")
+    probe.write_text(
+        "import ray\nfrom torch.utils.data._utils import worker\nfrom ray._raylet import X\n"
+        "import torch.utils.data._utils.fetch\nx = ray._private.state.jobs()\ny = torch.cuda.is_available()\n"
+    )
     uses = [u.split(":", 1)[1] for u in private_uses(probe, tmp_path)]
     assert "torch.utils.data._utils.worker" in uses and "ray._raylet.X" in uses
     assert "torch.utils.data._utils.fetch" in uses and "ray._private.state.jobs" in uses

@@ -61,8 +61,10 @@ def test_concurrent_reads_give_the_pixels_of_sequential_and_local_reads(slow_roo
 
 def test_concurrent_reads_overlap_their_requests_and_sequential_ones_do_not(slow_root, slow_shards):
     idx = list(range(16))
-    for make in (lambda k: sources.ImageFolder(slow_root, storage_options=SLOW, io_threads=k),
-                 lambda k: sources.TarShards(slow_shards, storage_options=SLOW, io_threads=k)):
+    for make in (
+        lambda k: sources.ImageFolder(slow_root, storage_options=SLOW, io_threads=k),
+        lambda k: sources.TarShards(slow_shards, storage_options=SLOW, io_threads=k),
+    ):
         for k, overlap in ((1, False), (8, True)):
             src = make(k)
             SlowMemoryFileSystem.reset_counts()
@@ -75,9 +77,12 @@ def test_concurrent_reads_overlap_their_requests_and_sequential_ones_do_not(slow
 
 def test_a_loader_over_slow_storage_streams_what_it_streams_over_local_files(slow_root, photo_root):
     policy = LoaderPolicy(cpu_actors=0, threads=2)
-    with HybridLoader(sources.ImageFolder(slow_root, storage_options=SLOW), REC, 7, seed=3, return_indices=True,
-                      policy=policy) as a, \
-            HybridLoader(sources.ImageFolder(photo_root), REC, 7, seed=3, return_indices=True, policy=policy) as b:
+    with (
+        HybridLoader(
+            sources.ImageFolder(slow_root, storage_options=SLOW), REC, 7, seed=3, return_indices=True, policy=policy
+        ) as a,
+        HybridLoader(sources.ImageFolder(photo_root), REC, 7, seed=3, return_indices=True, policy=policy) as b,
+    ):
         assert stream(a, (0, 1)) == stream(b, (0, 1))
 
 
@@ -103,8 +108,9 @@ def test_ordered_reads_yield_in_input_order_whatever_order_reads_finish_in():
         return (i, i)
 
     out = list(ordered_reads(read, list(range(10)), width=10))
-    assert [o if isinstance(o, tuple) else ("err", o.index) for o in out] == \
-        [(i, i) if i != 4 else ("err", 4) for i in range(10)]
+    assert [o if isinstance(o, tuple) else ("err", o.index) for o in out] == [
+        (i, i) if i != 4 else ("err", 4) for i in range(10)
+    ]
 
 
 def test_ordered_reads_keep_at_most_width_in_flight():

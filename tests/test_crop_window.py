@@ -65,11 +65,18 @@ def test_window_pixels_equal_the_full_decodes_crop_on_every_subsampling(kind, pr
 def test_windows_touching_each_edge_equal_the_full_decodes_crop():
     data = _photo("420", False)
     full = torch.from_numpy(decode_image(data)).permute(2, 0, 1)
-    for x, y, w, h in ((0, 0, 17, 9), (1186, 0, 17, 33), (0, 892, 40, 9), (1186, 892, 17, 9), (0, 0, 1203, 901),
-                       (15, 17, 1, 1), (16, 16, 1, 1)):
+    for x, y, w, h in (
+        (0, 0, 17, 9),
+        (1186, 0, 17, 33),
+        (0, 892, 40, 9),
+        (1186, 892, 17, 9),
+        (0, 0, 1203, 901),
+        (15, 17, 1, 1),
+        (16, 16, 1, 1),
+    ):
         arr, ops = crop_window.window_decode(data, (1203, 901), [Crop(x, y, w, h), Resize(h, w)])
-        got = torch.from_numpy(arr)[ops[0].y:ops[0].y + h, ops[0].x:ops[0].x + w].permute(2, 0, 1)
-        assert torch.equal(got, full[:, y:y + h, x:x + w]), (x, y, w, h)
+        got = torch.from_numpy(arr)[ops[0].y : ops[0].y + h, ops[0].x : ops[0].x + w].permute(2, 0, 1)
+        assert torch.equal(got, full[:, y : y + h, x : x + w]), (x, y, w, h)
 
 
 def test_the_window_decoded_is_the_crop_not_the_image():
@@ -84,7 +91,7 @@ def test_no_window_where_the_full_decode_must_run():
     ops = [Crop(0, 0, 100, 100), Resize(24, 24)]
     assert crop_window.window_decode(data, (1203, 901), [Resize(24, 24), Crop(0, 0, 10, 10)]) is None
     assert crop_window.window_decode(data, (1203, 901), [Crop(-4, 0, 100, 100), Resize(24, 24)]) is None
-    assert crop_window.window_decode(data[: len(data) // 2], (1203, 901), ops) is None   # truncated
+    assert crop_window.window_decode(data[: len(data) // 2], (1203, 901), ops) is None  # truncated
     cmyk = io.BytesIO()
     Image.open(io.BytesIO(data)).convert("CMYK").save(cmyk, "JPEG")
     assert crop_window.window_decode(cmyk.getvalue(), (1203, 901), ops) is None
@@ -110,13 +117,15 @@ def test_the_ray_lane_gives_the_in_process_lanes_window_stream(ray_cluster, phot
 
     src = sources.FileList(sources.ImageFolder(photo_root).paths[:24], list(range(24)))
     runs, lanes = [], []
-    for policy in (LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
-                   LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=2)):
+    for policy in (
+        LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
+        LoaderPolicy(ray_address="embedded", mode="cpu", cpu_actors=2, reserve_local_cpus=2),
+    ):
         with HybridLoader(src, WINDOW, 8, seed=3, device="cpu", return_indices=True, policy=policy) as ld:
             runs.append(stream(ld, (0, 1)))
             lanes.append({k for k, v in ld.stats()["lanes"].items() if v["images"]})
     assert runs[0] == runs[1] and len(runs[0]) == 6
-    assert any("ray" in name for name in lanes[1]), lanes   # the Ray actors decoded windows too
+    assert any("ray" in name for name in lanes[1]), lanes  # the Ray actors decoded windows too
 
 
 @pytest.mark.parametrize("kind", ["truncated", "corrupt", "huge", "text", "zero", "cmyk", "gray", "gray16", "png"])
@@ -138,7 +147,7 @@ def test_bad_and_unusual_files_are_handled_as_by_the_full_decode(bad_files, kind
 def test_exif_orientation_is_ignored_by_the_window_as_by_the_full_decode():
     im = Image.open(io.BytesIO(_photo("420", False)))
     exif = Image.Exif()
-    exif[0x0112] = 6   # "rotate 90 CW to display": neither decode applies it
+    exif[0x0112] = 6  # "rotate 90 CW to display": neither decode applies it
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=90, exif=exif.tobytes())
     data = buf.getvalue()

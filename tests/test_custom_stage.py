@@ -37,7 +37,7 @@ def test_the_stage_gets_the_decoded_image_and_its_keyed_generator(photo_root):
     src = sources.ImageFolder(photo_root)
     plain = recipe.Recipe([recipe.Decode(), recipe.Resize((32, 32))])
     base = pixels(src, plain, 4, epoch=2).transpose(1, 2, 0)  # HWC, as the function sees it
-    want = noise(base.copy(), custom_generator(3, 2, 4, 2))   # stage position 2 in FIXED
+    want = noise(base.copy(), custom_generator(3, 2, 4, 2))  # stage position 2 in FIXED
     assert np.array_equal(pixels(src, FIXED, 4, epoch=2).transpose(1, 2, 0), want)
 
 
@@ -66,14 +66,23 @@ def test_process_lane_is_bit_identical_to_the_in_process_lane(photo_root):
 
 def test_ray_lane_is_bit_identical_to_the_in_process_lane(photo_root):
     import support.ray_fixtures  # noqa: F401  (loopback only; workers can import this test module)
+
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5, return_indices=True,
-                      device="cpu") as ld:
+    with HybridLoader(
+        src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5, return_indices=True, device="cpu"
+    ) as ld:
         local = stream(ld, epochs=(0,))
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=0,
-                                                       batch_timeout_s=120), seed=5, return_indices=True,
-                      device="cpu") as ld:
+    with HybridLoader(
+        src,
+        REC,
+        7,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=0, batch_timeout_s=120),
+        seed=5,
+        return_indices=True,
+        device="cpu",
+    ) as ld:
         import ray
+
         remote = stream(ld, epochs=(0,))
         assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes() if n["Alive"]), "Ray left loopback"
         assert ld.stats()["lanes"]["ray"]["images"] == 60  # every sample ran on the actors
@@ -90,14 +99,18 @@ def test_the_decoding_turns_the_gpu_lane_off_for_a_recipe_with_a_custom_stage(mo
     assert not decode_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), recipe=REC).notes
 
 
-@pytest.mark.parametrize("policy,cpus,ships", [
-    (LoaderPolicy(cpu_actors=0, local_workers="threads"), 2, None),
-    (LoaderPolicy(local_workers="processes", start_method="fork"), 2, None),  # forked: nothing is pickled
-    (LoaderPolicy(local_workers="processes", start_method="forkserver"), 2, ("pickle", "worker processes")),
-    (LoaderPolicy(local_workers="auto", start_method="spawn"), 16, ("pickle", "worker processes")),
-    (LoaderPolicy(ray_address="embedded"), 2, ("cloudpickle", "Ray actors")),
-    (LoaderPolicy(mode="gpu", local_workers="processes", start_method="spawn"), 2, None),  # stand-by: threads
-], ids=["threads", "fork", "forkserver", "auto-many-cpus-spawn", "ray", "gpu-standby"])
+@pytest.mark.parametrize(
+    "policy,cpus,ships",
+    [
+        (LoaderPolicy(cpu_actors=0, local_workers="threads"), 2, None),
+        (LoaderPolicy(local_workers="processes", start_method="fork"), 2, None),  # forked: nothing is pickled
+        (LoaderPolicy(local_workers="processes", start_method="forkserver"), 2, ("pickle", "worker processes")),
+        (LoaderPolicy(local_workers="auto", start_method="spawn"), 16, ("pickle", "worker processes")),
+        (LoaderPolicy(ray_address="embedded"), 2, ("cloudpickle", "Ray actors")),
+        (LoaderPolicy(mode="gpu", local_workers="processes", start_method="spawn"), 2, None),  # stand-by: threads
+    ],
+    ids=["threads", "fork", "forkserver", "auto-many-cpus-spawn", "ray", "gpu-standby"],
+)
 def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, ships):
     assert decode_lanes(policy, cpus=cpus).ships_recipe == ships
 
@@ -105,15 +118,23 @@ def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, 
 def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog):
     src = sources.ImageFolder(photo_root)
     with caplog.at_level(logging.WARNING, logger="hybridload"):
-        with HybridLoader(src, REC, 7, policy=LoaderPolicy(mode="gpu", cpu_actors=0, threads=2), seed=5,
-                          return_indices=True, device="cpu") as ld:
+        with HybridLoader(
+            src,
+            REC,
+            7,
+            policy=LoaderPolicy(mode="gpu", cpu_actors=0, threads=2),
+            seed=5,
+            return_indices=True,
+            device="cpu",
+        ) as ld:
             got = stream(ld, epochs=(0, 1))
             described = ld.describe_lanes()
     warned = [r for r in caplog.records if "GPU lane is disabled" in r.getMessage()]
     assert len(warned) == 1 and "CustomStage(noise)" in warned[0].getMessage()
     assert "DALI" not in described
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=2), seed=5,
-                      return_indices=True, device="cpu") as ld:
+    with HybridLoader(
+        src, REC, 7, policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=2), seed=5, return_indices=True, device="cpu"
+    ) as ld:
         assert stream(ld, epochs=(0, 1)) == got
 
 
@@ -121,11 +142,17 @@ def test_a_lambda_is_refused_for_worker_processes_that_import_it_naming_it(photo
     rec = recipe.Recipe([recipe.Decode(), recipe.Resize((32, 32)), recipe.CustomStage(lambda im, rng: im)])
     src = sources.ImageFolder(photo_root)
     with pytest.raises(ValueError, match=r"<lambda> cannot be sent to worker processes .*define it at module level"):
-        HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers="processes", start_method="forkserver"),
-                     device="cpu")
+        HybridLoader(
+            src,
+            rec,
+            7,
+            policy=LoaderPolicy(threads=2, local_workers="processes", start_method="forkserver"),
+            device="cpu",
+        )
     for workers in ("threads", "processes"):  # in this process, or in forked ones, it runs
-        with HybridLoader(src, rec, 7, policy=LoaderPolicy(threads=2, local_workers=workers, start_method="fork"),
-                          device="cpu") as ld:
+        with HybridLoader(
+            src, rec, 7, policy=LoaderPolicy(threads=2, local_workers=workers, start_method="fork"), device="cpu"
+        ) as ld:
             assert next(iter(ld))[0].shape == (7, 3, 32, 32)
 
 
@@ -138,8 +165,7 @@ def test_a_function_that_cannot_travel_to_ray_actors_is_refused_naming_it(photo_
 
     rec = recipe.Recipe([recipe.Decode(), recipe.Resize((32, 32)), recipe.CustomStage(locked)])
     with pytest.raises(ValueError, match=r"locked cannot be sent to Ray actors .*lock.*define it at module level"):
-        HybridLoader(sources.ImageFolder(photo_root), rec, 7, policy=LoaderPolicy(ray_address="embedded"),
-                     device="cpu")
+        HybridLoader(sources.ImageFolder(photo_root), rec, 7, policy=LoaderPolicy(ray_address="embedded"), device="cpu")
 
 
 def test_a_bad_return_names_the_sample_and_the_stage(photo_root):
@@ -149,12 +175,19 @@ def test_a_bad_return_names_the_sample_and_the_stage(photo_root):
     assert info.value.index == 2 and info.value.stage == "CustomStage(as_float)"
 
 
-@pytest.mark.parametrize("make,msg", [
-    (lambda: recipe.CustomStage(3), "fn must be a function"),
-    (lambda: recipe.CustomStage(noise, name=5), "name must be a str"),
-    (lambda: recipe.Recipe([recipe.Decode(), recipe.Resize((8, 8)), recipe.Normalize(), recipe.CustomStage(noise)]),
-     "CustomStage at position 3 comes after Normalize"),
-])
+@pytest.mark.parametrize(
+    "make,msg",
+    [
+        (lambda: recipe.CustomStage(3), "fn must be a function"),
+        (lambda: recipe.CustomStage(noise, name=5), "name must be a str"),
+        (
+            lambda: recipe.Recipe(
+                [recipe.Decode(), recipe.Resize((8, 8)), recipe.Normalize(), recipe.CustomStage(noise)]
+            ),
+            "CustomStage at position 3 comes after Normalize",
+        ),
+    ],
+)
 def test_bad_custom_stages_get_a_clear_error(make, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
         make()
@@ -169,8 +202,14 @@ def test_no_gpu_engine_builds_for_a_recipe_with_a_custom_stage(photo_root, engin
     from hybridload.lanes.gpu import build_engine
 
     with pytest.raises(LaneUnavailableError, match="CustomStage"):
-        build_engine(engine, LoaderPolicy().lane_spec(), sources.ImageFolder(photo_root), REC, batch_size=4,
-                     device=torch.device("cpu"))
+        build_engine(
+            engine,
+            LoaderPolicy().lane_spec(),
+            sources.ImageFolder(photo_root),
+            REC,
+            batch_size=4,
+            device=torch.device("cpu"),
+        )
 
 
 def test_a_custom_stage_may_sit_among_geometric_or_photometric_stages_but_not_after_normalize():

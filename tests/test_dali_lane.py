@@ -91,7 +91,10 @@ def test_a_gpu_lane_that_raises_mid_epoch_hands_over_to_the_cpu_lane(photo_root,
         return real(self, task)
 
     monkeypatch.setattr(DaliLane, "run_batch", flaky)
-    for policy in (LoaderPolicy(mode="gpu", gpu_engine="dali"), LoaderPolicy(mode="split", gpu_share=0.7, gpu_engine="dali", cpu_actors=0)):
+    for policy in (
+        LoaderPolicy(mode="gpu", gpu_engine="dali"),
+        LoaderPolicy(mode="split", gpu_share=0.7, gpu_engine="dali", cpu_actors=0),
+    ):
         calls["n"] = 0
         got, stats = run(src, policy)
         assert [(i, lab) for i, lab, _ in got] == [(i, lab) for i, lab, _ in ref]
@@ -108,8 +111,9 @@ def test_missing_dali_falls_back_to_the_cpu_lane_with_a_warning(photo_root, monk
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # import nvidia.dali now raises ImportError
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*DALI"):
         got, stats = run(src, LoaderPolicy(mode="split", gpu_share=0.5, gpu_engine="dali", cpu_actors=0))
-    assert [(i, lab, torch.equal(img, r)) for (i, lab, img), (_, _, r) in zip(got, ref)] == \
-        [(i, lab, True) for i, lab, _ in ref]
+    assert [(i, lab, torch.equal(img, r)) for (i, lab, img), (_, _, r) in zip(got, ref)] == [
+        (i, lab, True) for i, lab, _ in ref
+    ]
     assert list(stats["lanes"]) == ["inprocess"]
 
 
@@ -125,7 +129,9 @@ def test_bad_input_on_the_gpu_lane_ends_in_the_cpu_lanes_exact_error(photo_root,
                 got.append(lab.tolist())
     assert got == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert (info.value.index, info.value.path) == (8, bad_files[kind])
-    with HybridLoader(src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="gpu", gpu_engine="dali", on_error="skip")) as ld:
+    with HybridLoader(
+        src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="gpu", gpu_engine="dali", on_error="skip")
+    ) as ld:
         batches = list(ld)
         assert len(batches) == 3 and ld.stats()["skipped"] == 1
 
@@ -134,8 +140,10 @@ def test_a_png_batch_is_rerouted_to_the_cpu_lane_and_decoded_there(photo_root, b
     paths = list(sources.ImageFolder(photo_root).paths[:12])
     paths[8] = bad_files["png"]
     src = sources.FileList(paths, list(range(12)))
-    with HybridLoader(src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="gpu", gpu_engine="dali")) as gpu_ld, \
-            HybridLoader(src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="cpu", cpu_actors=0)) as cpu_ld:
+    with (
+        HybridLoader(src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="gpu", gpu_engine="dali")) as gpu_ld,
+        HybridLoader(src, REC, 4, shuffle=False, policy=LoaderPolicy(mode="cpu", cpu_actors=0)) as cpu_ld,
+    ):
         gpu, cpu = list(gpu_ld), list(cpu_ld)
         assert torch.equal(gpu[2][0], cpu[2][0])  # the PNG's batch was made by the CPU lane
         assert gpu_ld.stats()["lanes"]["inprocess"]["batches"] == 1

@@ -37,29 +37,40 @@ def collate_pairs(items):
 
 
 def batches(loader):
-    return [(b["x"].clone(), b["y"].clone()) if isinstance(b, dict) else tuple(torch.as_tensor(t).clone() for t in b)
-            for b in loader]
+    return [
+        (b["x"].clone(), b["y"].clone()) if isinstance(b, dict) else tuple(torch.as_tensor(t).clone() for t in b)
+        for b in loader
+    ]
 
 
 def same(a, b):
     return len(a) == len(b) and all(all(torch.equal(x, y) for x, y in zip(p, q)) for p, q in zip(a, b))
 
 
-@pytest.mark.parametrize("kw", [dict(batch_size=8, shuffle=True), dict(batch_size=7, shuffle=True, drop_last=True),
-                                dict(batch_size=6, collate_fn=collate_pairs), dict(batch_size=None)],
-                         ids=["shuffle", "drop_last", "collate_fn", "no-batching"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(batch_size=8, shuffle=True),
+        dict(batch_size=7, shuffle=True, drop_last=True),
+        dict(batch_size=6, collate_fn=collate_pairs),
+        dict(batch_size=None),
+    ],
+    ids=["shuffle", "drop_last", "collate_fn", "no-batching"],
+)
 def test_distribute_mode_true_and_false_yield_the_same_batches(ray_cluster, kw):
     plain = hybridload.DataLoader(Squares(), generator=torch.Generator().manual_seed(3), **kw)
-    with hybridload.DataLoader(Squares(), generator=torch.Generator().manual_seed(3), distribute_mode=True,
-                               num_actors=2, **kw) as ray_loader:
+    with hybridload.DataLoader(
+        Squares(), generator=torch.Generator().manual_seed(3), distribute_mode=True, num_actors=2, **kw
+    ) as ray_loader:
         assert same(batches(plain), batches(ray_loader))
         assert len(ray_loader) == len(plain)
 
 
 def test_every_batch_gets_its_own_seed_and_reruns_repeat(ray_cluster):
     def run():
-        with hybridload.DataLoader(Noisy(), batch_size=4, distribute_mode=True, num_actors=2,
-                                   generator=torch.Generator().manual_seed(11)) as ld:
+        with hybridload.DataLoader(
+            Noisy(), batch_size=4, distribute_mode=True, num_actors=2, generator=torch.Generator().manual_seed(11)
+        ) as ld:
             return [x for x, _ in ld]
 
     first, second = run(), run()
@@ -86,11 +97,19 @@ def interleaved(a, b):
 
 def test_two_live_iterators_of_a_persistent_loader_keep_their_own_seeds(ray_cluster):
     kw = dict(batch_size=3, shuffle=False)  # a lazy shuffle draws at other moments in torch: only base seeds drawn
-    plain = torch.utils.data.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), num_workers=1,
-                                        multiprocessing_context="forkserver", **kw)  # no fork of a Ray driver
+    plain = torch.utils.data.DataLoader(
+        Seeds(), generator=torch.Generator().manual_seed(5), num_workers=1, multiprocessing_context="forkserver", **kw
+    )  # no fork of a Ray driver
     ref = [x.clone() for x in plain]  # torch's iterator draws its base_seed when it is made
-    with hybridload.DataLoader(Seeds(), generator=torch.Generator().manual_seed(5), distribute_mode=True,
-                               num_workers=2, persistent_workers=True, window=4, **kw) as ld:
+    with hybridload.DataLoader(
+        Seeds(),
+        generator=torch.Generator().manual_seed(5),
+        distribute_mode=True,
+        num_workers=2,
+        persistent_workers=True,
+        window=4,
+        **kw,
+    ) as ld:
         got = interleaved(iter(ld), iter(ld))  # both live: the first's batches are in flight as the second starts
     for p, mine in enumerate(got):
         assert len(mine) == len(ref) == 4
@@ -104,11 +123,11 @@ def test_two_live_iterators_of_a_persistent_loader_keep_their_own_seeds(ray_clus
 
 def test_ddp_style_distributed_sampler_is_respected(ray_cluster):
     from torch.utils.data import DistributedSampler
+
     seen = []
     for rank in range(2):
         sampler = DistributedSampler(Squares(), num_replicas=2, rank=rank, shuffle=True, seed=1)
-        with hybridload.DataLoader(Squares(), batch_size=5, sampler=sampler, distribute_mode=True,
-                                   num_actors=1) as ld:
+        with hybridload.DataLoader(Squares(), batch_size=5, sampler=sampler, distribute_mode=True, num_actors=1) as ld:
             got = torch.cat([y for _, y in ld]).tolist()
         assert got == list(sampler)
         seen += got

@@ -45,6 +45,7 @@ def test_get_worker_info_and_worker_init_fn_are_seen_by_getitem_in_the_worker():
 
 def test_a_user_error_names_batch_and_sample_with_the_original_traceback():
     import pickle
+
     w = DatasetWorker((Broken(), default_collate, None), True)
     failure = w.run([3, 4, 5], seed=0, seq=2)  # the batch's outcome: a value, the pass goes on
     assert isinstance(failure, UserFailure)
@@ -64,8 +65,9 @@ def test_prefetch_factor_sets_the_window():
 def test_num_workers_beyond_the_free_slots_runs_what_fits_with_one_warning(ray_cluster):
     plain = [b.tolist() for b in hybridload.DataLoader(Broken(), batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7])]
     with pytest.warns(UserWarning, match="100 workers asked for"):
-        with hybridload.DataLoader(Broken(), batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7], distribute_mode=True,
-                                   num_workers=100) as ld:
+        with hybridload.DataLoader(
+            Broken(), batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7], distribute_mode=True, num_workers=100
+        ) as ld:
             assert [b.tolist() for b in ld] == plain
 
 
@@ -82,11 +84,13 @@ def test_a_user_error_surfaces_once_not_retried_and_the_pass_goes_on(ray_cluster
 
 def _actor_names():
     from support.ray_fixtures import alive_actors
+
     return sorted(alive_actors())
 
 
 def _wait_for(cond, timeout_s=30.0):
     import time
+
     deadline = time.monotonic() + timeout_s
     while not cond() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -115,9 +119,17 @@ def test_persistent_workers_true_keeps_the_actors_false_gives_each_pass_its_own(
 def test_a_drop_in_loader_dropped_without_close_logs_no_lane_failures(ray_cluster, caplog):
     import gc
     import logging
+
     caplog.set_level(logging.INFO, logger="hybridload")
-    ld = hybridload.DataLoader(Broken(), batch_size=1, sampler=[0, 1, 2, 3, 5, 6, 7, 8], distribute_mode=True,
-                               num_workers=2, persistent_workers=True, window=6)
+    ld = hybridload.DataLoader(
+        Broken(),
+        batch_size=1,
+        sampler=[0, 1, 2, 3, 5, 6, 7, 8],
+        distribute_mode=True,
+        num_workers=2,
+        persistent_workers=True,
+        window=6,
+    )
     it = iter(ld)
     next(it)
     del it, ld
@@ -128,16 +140,19 @@ def test_a_drop_in_loader_dropped_without_close_logs_no_lane_failures(ray_cluste
 
 def test_in_order_and_pin_memory_device_are_honoured_in_both_modes(ray_cluster, monkeypatch):
     import torch.utils.data._utils.pin_memory as pm
+
     kw = dict(batch_size=3, sampler=[0, 1, 2, 3, 5, 6, 7], in_order=False)
-    plain = [b.tolist() for b in hybridload.DataLoader(Broken(), num_workers=2, **kw,
-                                                       multiprocessing_context="forkserver")]  # no fork of a Ray driver
+    plain = [
+        b.tolist() for b in hybridload.DataLoader(Broken(), num_workers=2, **kw, multiprocessing_context="forkserver")
+    ]  # no fork of a Ray driver
     assert sorted(plain) == [[0, 1, 2], [3, 5, 6], [7]]  # torch's workers: any order allowed
     pinned = []
     # no CUDA here: record torch's pin call (stand-in for torch.cuda, which cannot exist on this box)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(pm, "pin_memory", lambda data, device=None: pinned.append(device) or data)
-    with hybridload.DataLoader(Broken(), distribute_mode=True, num_workers=2, pin_memory=True,
-                               pin_memory_device="cuda:1", **kw) as ld:
+    with hybridload.DataLoader(
+        Broken(), distribute_mode=True, num_workers=2, pin_memory=True, pin_memory_device="cuda:1", **kw
+    ) as ld:
         assert [b.tolist() for b in ld] == [[0, 1, 2], [3, 5, 6], [7]]  # sampler order: in_order=False allows more
     assert pinned == ["cuda:1"] * 3
 
@@ -177,19 +192,29 @@ def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its
 def mark_init(folder, worker_id):
     """worker_init_fn: leaves a file per worker id it ran for (the nodes share this machine's disk)."""
     import os
+
     open(os.path.join(folder, f"init-{worker_id}-{os.getpid()}"), "w").close()
 
 
 def test_fewer_cpu_slots_than_num_workers_still_runs_worker_init_fn_for_every_worker_id(ray_cluster, tmp_path):
     import functools
     import os
+
     with pytest.warns(UserWarning, match="8 workers asked for"):  # the shared cluster has 4 CPUs
-        with hybridload.DataLoader(Broken(), batch_size=1, sampler=[0, 1, 2, 3], distribute_mode=True,
-                                   num_workers=8, worker_init_fn=functools.partial(mark_init, str(tmp_path)),
-                                   persistent_workers=True, timeout=120) as loader:
+        with hybridload.DataLoader(
+            Broken(),
+            batch_size=1,
+            sampler=[0, 1, 2, 3],
+            distribute_mode=True,
+            num_workers=8,
+            worker_init_fn=functools.partial(mark_init, str(tmp_path)),
+            persistent_workers=True,
+            timeout=120,
+        ) as loader:
             assert [b.tolist() for b in loader] == [[0], [1], [2], [3]]
 
             def ids():
                 return sorted(int(name.split("-")[1]) for name in os.listdir(tmp_path))
+
             assert _wait_for(lambda: ids() == list(range(8)), timeout_s=90), ids()  # every actor started: each id once
             assert len({name.split("-")[2] for name in os.listdir(tmp_path)}) < 8  # in fewer processes than ids

@@ -42,10 +42,11 @@ class TrainingSampler(Sampler):
 def test_an_infinite_sampler_gives_torchs_first_batches_drawing_only_the_window_ahead(ray_cluster):
     steps, bs, window = 25, 4, 4
     first = list(itertools.islice(iter(TrainingSampler(50)), steps * bs))
-    expected = [torch.stack([Squares()[i] for i in first[k:k + bs]]).tolist() for k in range(0, len(first), bs)]
+    expected = [torch.stack([Squares()[i] for i in first[k : k + bs]]).tolist() for k in range(0, len(first), bs)]
     sampler = TrainingSampler(50)
-    with hybridload.DataLoader(Squares(), batch_size=bs, sampler=sampler, distribute_mode=True, num_workers=2,
-                               window=window, timeout=120) as loader:  # timeout: the deadline of every next()
+    with hybridload.DataLoader(
+        Squares(), batch_size=bs, sampler=sampler, distribute_mode=True, num_workers=2, window=window, timeout=120
+    ) as loader:  # timeout: the deadline of every next()
         it = iter(loader)
         got = [next(it).tolist() for _ in range(steps)]
         assert got == expected  # torch's batches, in the sampler's order
@@ -76,8 +77,10 @@ def test_a_collate_fn_returning_a_generator_delivers_every_sample_as_torch_does(
         got = list(mine_loader)
     assert all(type(b).__name__ == "generator" for b in got)  # what torch returns
     mine = [list(b) for b in got]
+
     def plain(x):
         return x.tolist() if isinstance(x, torch.Tensor) else x
+
     assert [[plain(x) for x in b] for b in mine] == [[plain(x) for x in b] for b in torchs]
     assert sum(len(b) for b in mine) == (8 if isinstance(dataset, Squares) else 7)
 
@@ -94,6 +97,7 @@ class Unsplit(torch.utils.data.IterableDataset):
 
 def test_an_iterable_dataset_with_num_workers_0_runs_once_in_process_as_torch(ray_cluster):
     from support.ray_fixtures import alive_actors
+
     kw = dict(batch_size=4)
     torchs = [b.tolist() for b in torch.utils.data.DataLoader(Unsplit(), **kw)]
     with hybridload.DataLoader(Unsplit(), distribute_mode=True, num_workers=0, **kw) as loader:
@@ -106,11 +110,14 @@ def test_an_iterable_dataset_with_num_workers_0_runs_once_in_process_as_torch(ra
 
 def test_multiprocessing_context_is_accepted_with_one_warning_and_the_actors_run_the_pass(ray_cluster):
     import warnings
+
     kw = dict(batch_size=3, sampler=list(range(8)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # Python's default: a warning once per place
-        loaders = [hybridload.DataLoader(Squares(), distribute_mode=True, num_workers=2,
-                                         multiprocessing_context=ctx, **kw) for ctx in ("spawn", "forkserver")]
+        loaders = [
+            hybridload.DataLoader(Squares(), distribute_mode=True, num_workers=2, multiprocessing_context=ctx, **kw)
+            for ctx in ("spawn", "forkserver")
+        ]
     said = [w for w in caught if "multiprocessing_context" in str(w.message)]
     assert len(said) == 1 and "ignored" in str(said[0].message) and "Ray actors" in str(said[0].message)
     torchs = [b.tolist() for b in torch.utils.data.DataLoader(Squares(), **kw)]
@@ -130,14 +137,17 @@ class Segfaults(Dataset):
         if i == 5:
             import os
             import signal
+
             os.kill(os.getpid(), signal.SIGSEGV)
         return torch.tensor(i)
 
 
 def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worker_and_signal(ray_cluster):
     import time
-    with hybridload.DataLoader(Segfaults(), batch_size=2, sampler=list(range(8)), distribute_mode=True,
-                               num_workers=2, timeout=120) as loader:
+
+    with hybridload.DataLoader(
+        Segfaults(), batch_size=2, sampler=list(range(8)), distribute_mode=True, num_workers=2, timeout=120
+    ) as loader:
         it = iter(loader)
         assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]
         t0 = time.monotonic()
@@ -153,6 +163,7 @@ def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worke
 def lock_for_batch_1(samples):
     """A collate_fn whose batch holding sample 2 is a value Ray cannot send back (a lock)."""
     import threading
+
     if any(int(s[0]) == 2 for s in samples):
         return threading.Lock()
     return torch.stack(samples)
@@ -173,7 +184,10 @@ def test_a_failing_collate_fn_reaches_the_loop_with_its_own_class_and_no_colour_
         assert next(it).tolist() == [[0, 0], [1, 1]]
         with pytest.raises(TypeError, match="could not send back what collate_fn returned") as unsent:
             next(it)
-        assert next(it).tolist() == [[4, 16], [5, 25]]  # the user's error is raised once, the pass goes on (torch's rule)
+        assert next(it).tolist() == [
+            [4, 16],
+            [5, 25],
+        ]  # the user's error is raised once, the pass goes on (torch's rule)
         assert loader.stats()["retries"] == 0  # deterministic: never retried
     assert "cannot pickle" in str(unsent.value) and "\x1b[" not in str(unsent.value)
 
@@ -183,6 +197,7 @@ class Locked(Dataset):
 
     def __init__(self):
         import threading
+
         self.lock = threading.Lock()
 
     def __len__(self):
@@ -217,8 +232,9 @@ class NamedTupleDataset(Dataset):
 
 
 def test_namedtuples_of_the_users_module_come_back_as_the_same_classes(ray_cluster):
-    with hybridload.DataLoader(NamedTupleDataset(), batch_size=2, distribute_mode=True, num_workers=1,
-                               timeout=120) as loader:
+    with hybridload.DataLoader(
+        NamedTupleDataset(), batch_size=2, distribute_mode=True, num_workers=1, timeout=120
+    ) as loader:
         batches = list(loader)
     torchs = list(torch.utils.data.DataLoader(NamedTupleDataset(), batch_size=2))
     assert len(batches) == len(torchs) == 2

@@ -63,8 +63,10 @@ def both(dataset, seed=None, **kw):
     """torch's DataLoader and the drop-in on Ray actors, on the same arguments (each its own
     generator seeded ``seed``, when given)."""
     gen = (lambda: torch.Generator().manual_seed(seed)) if seed is not None else (lambda: None)
-    return (torch.utils.data.DataLoader(dataset, generator=gen(), multiprocessing_context=FORKSERVER, **kw),
-            hybridload.DataLoader(dataset, distribute_mode=True, generator=gen(), **kw))
+    return (
+        torch.utils.data.DataLoader(dataset, generator=gen(), multiprocessing_context=FORKSERVER, **kw),
+        hybridload.DataLoader(dataset, distribute_mode=True, generator=gen(), **kw),
+    )
 
 
 class Batched(Dataset):
@@ -107,11 +109,13 @@ EXTRA_MODULE = textwrap.dedent("""
 """)
 
 
-def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(ray_cluster, tmp_path, monkeypatch,
-                                                                             caplog):
+def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(
+    ray_cluster, tmp_path, monkeypatch, caplog
+):
     """The script's folder of helpers on sys.path (not on the Ray workers' path): torch's workers
     import the module; the drop-in ships it by value instead of losing every actor."""
     from hybridload.cluster.shipping import importable_by_workers, worker_search_path
+
     (tmp_path / "parity_extra_mod.py").write_text(EXTRA_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("parity_extra_mod")
@@ -122,8 +126,10 @@ def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(r
         got = outcomes(mine)
     want = outcomes(theirs)
     same_outcomes(got, want)
-    assert [o[1] for o in got] == [("tensor", "torch.int64", [1000, 1003, 1006, 1009]),
-                                   ("tensor", "torch.int64", [1012, 1015])]
+    assert [o[1] for o in got] == [
+        ("tensor", "torch.int64", [1000, 1003, 1006, 1009]),
+        ("tensor", "torch.int64", [1012, 1015]),
+    ]
     assert "'parity_extra_mod' is not importable by the Ray workers" in caplog.text
 
 
@@ -157,7 +163,11 @@ def test_user_errors_keep_their_class_name_the_batch_and_the_pass_goes_on_as_in_
     want = outcomes(theirs)
     same_outcomes(got, want)
     assert [o[1] if o[0] == "error" else "batch" for o in got] == [
-        "batch", KeyError, hybridload.errors.UserCodeError, ValueError]  # 12 samples, 4 batches, 3 raise
+        "batch",
+        KeyError,
+        hybridload.errors.UserCodeError,
+        ValueError,
+    ]  # 12 samples, 4 batches, 3 raise
     key_msg = got[1][2]
     assert "Caught KeyError in DataLoader worker" in key_msg and "raise KeyError" in key_msg  # worker's traceback
     assert "batch 1 (indices [3, 4, 5]), sample 4: dataset[4]" in key_msg
@@ -173,6 +183,7 @@ def test_an_error_in_worker_init_fn_keeps_its_class_at_the_first_batch_as_in_tor
     import time
 
     from support.ray_fixtures import alive_actors
+
     theirs, mine = both(Faulty(), batch_size=2, num_workers=2, worker_init_fn=init_refusing)
     with mine:
         gc.disable()  # the failed pool's handles may sit in a reference cycle: its actors must go without GC
@@ -220,7 +231,7 @@ def test_worker_init_fn_bound_to_the_dataset_and_worker_info_are_as_in_torch(ray
         rows = torch.cat(batches)
         assert rows[:, 0].tolist() == list(range(8))
         assert torch.equal(rows[:, 1], rows[:, 2])  # the init set the dataset the worker reads
-        assert set(rows[:, 3].tolist()) == {2}      # num_workers: what was asked
+        assert set(rows[:, 3].tolist()) == {2}  # num_workers: what was asked
     assert ds.worker_id == -1  # the driver's dataset is untouched, in both
 
 
@@ -229,8 +240,9 @@ def test_worker_info_reports_the_workers_asked_when_fewer_actors_run(ray_cluster
     workers' worth of batches reports 3 too (the other case, 2 actors for 2, is above), and runs
     as each of the three ids, each on the dataset copy its worker_init_fn set up."""
     ds = Marked()
-    with hybridload.DataLoader(ds, batch_size=2, num_workers=3, num_actors=1, distribute_mode=True,
-                               worker_init_fn=ds.init) as mine:
+    with hybridload.DataLoader(
+        ds, batch_size=2, num_workers=3, num_actors=1, distribute_mode=True, worker_init_fn=ds.init
+    ) as mine:
         rows = torch.cat(list(mine))
     assert rows[:, 0].tolist() == list(range(8)) and set(rows[:, 3].tolist()) == {3}
     assert set(rows[:, 2].tolist()) == {0, 1, 2}  # the one actor hosts every worker id, as torch's 3 workers
@@ -239,6 +251,7 @@ def test_worker_info_reports_the_workers_asked_when_fewer_actors_run(ray_cluster
 
 def test_named_errors_are_runtime_errors_where_torch_raises_runtime_error():
     from hybridload.errors import BatchTimeoutError, UserCodeError, WorkerLost
+
     assert all(issubclass(c, RuntimeError) for c in (BatchTimeoutError, WorkerLost, UserCodeError))
 
 
@@ -299,8 +312,11 @@ class Shards(IterableDataset):
             yield torch.tensor([w * 100 + j, info.seed % 1000 if info else 0]), torch.rand(2)
 
 
-@pytest.mark.parametrize("kw", [dict(batch_size=4), dict(batch_size=None), dict(batch_size=4, drop_last=True)],
-                         ids=["batched", "unbatched", "drop_last"])
+@pytest.mark.parametrize(
+    "kw",
+    [dict(batch_size=4), dict(batch_size=None), dict(batch_size=4, drop_last=True)],
+    ids=["batched", "unbatched", "drop_last"],
+)
 def test_an_iterable_dataset_runs_on_actors_as_torch_runs_it_on_workers(ray_cluster, kw):
     theirs, mine = both(Shards(), num_workers=2, seed=1, **kw)
     with mine:
@@ -311,10 +327,21 @@ def test_an_iterable_dataset_runs_on_actors_as_torch_runs_it_on_workers(ray_clus
 
 
 def test_an_iterable_dataset_on_fewer_actors_than_workers_keeps_each_workers_stream(ray_cluster):
-    theirs = torch.utils.data.DataLoader(Shards(), batch_size=2, num_workers=3, multiprocessing_context=FORKSERVER,
-                                         generator=torch.Generator().manual_seed(2))
-    with hybridload.DataLoader(Shards(), batch_size=2, num_workers=3, num_actors=2, distribute_mode=True,
-                               generator=torch.Generator().manual_seed(2)) as mine:
+    theirs = torch.utils.data.DataLoader(
+        Shards(),
+        batch_size=2,
+        num_workers=3,
+        multiprocessing_context=FORKSERVER,
+        generator=torch.Generator().manual_seed(2),
+    )
+    with hybridload.DataLoader(
+        Shards(),
+        batch_size=2,
+        num_workers=3,
+        num_actors=2,
+        distribute_mode=True,
+        generator=torch.Generator().manual_seed(2),
+    ) as mine:
         same_outcomes(outcomes(mine), outcomes(theirs))  # two workers on one actor: their random states apart
 
 
@@ -334,6 +361,7 @@ class Late(Dataset):
 
     def __getitem__(self, i):
         import time
+
         time.sleep(4 if i == 2 else 0)
         return i
 
@@ -354,6 +382,7 @@ class Dying(IterableDataset):
     def __iter__(self):
         import os
         import time
+
         info = get_worker_info()
         for j in range(4):
             if info.id == 1 and j == 2:
@@ -381,7 +410,7 @@ def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster):
         got, mine_error = until_error(mine)
     want, torch_error = until_error(theirs)
     assert got == [[0], [0], [1], [1], [2]]  # in turn, until worker 1's process ends
-    assert want == got[:len(want)]  # torch raises as soon as it notices the dead worker: a prefix
+    assert want == got[: len(want)]  # torch raises as soon as it notices the dead worker: a prefix
     assert torch_error is RuntimeError, torch_error  # "DataLoader worker (pid ...) exited unexpectedly"
     assert mine_error is hybridload.errors.WorkerLost and issubclass(mine_error, RuntimeError)
 
@@ -399,6 +428,7 @@ class DiesOnce(Dataset):
     def __getitem__(self, i):
         import os
         import time
+
         if i == 5 and not os.path.exists(self.marker):
             open(self.marker, "w").close()
             time.sleep(0.5)  # what the worker sent before is flushed (torch's queue)
@@ -409,12 +439,12 @@ class DiesOnce(Dataset):
 def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_again(ray_cluster, tmp_path):
     """The documented difference: torch's loop gets a RuntimeError; the drop-in hands the lost
     actor's batch to another actor and delivers every batch once, in order."""
-    theirs = torch.utils.data.DataLoader(DiesOnce(tmp_path / "torch"), batch_size=2, num_workers=2,
-                                         multiprocessing_context=FORKSERVER)
+    theirs = torch.utils.data.DataLoader(
+        DiesOnce(tmp_path / "torch"), batch_size=2, num_workers=2, multiprocessing_context=FORKSERVER
+    )
     want, torch_error = until_error(theirs)
-    assert torch_error is RuntimeError and want == [[0, 1], [2, 3]][:len(want)]
-    with hybridload.DataLoader(DiesOnce(tmp_path / "mine"), batch_size=2, num_workers=2,
-                               distribute_mode=True) as mine:
+    assert torch_error is RuntimeError and want == [[0, 1], [2, 3]][: len(want)]
+    with hybridload.DataLoader(DiesOnce(tmp_path / "mine"), batch_size=2, num_workers=2, distribute_mode=True) as mine:
         got, mine_error = until_error(mine)
     assert mine_error is None and got == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert (tmp_path / "mine").exists()  # an actor did die on sample 5
@@ -458,18 +488,23 @@ SPAWN_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(ray_cluster,
-                                                                                                  tmp_path):
+def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(ray_cluster, tmp_path):
     """The PyTorch DDP tutorial's pattern: the Dataset and collate_fn in the script, the loop in a
     child of ``torch.multiprocessing.spawn`` (where the script is the module ``__mp_main__``,
     which the Ray workers cannot import): the drop-in gives torch's batches."""
     import json
     import subprocess
     import sys
+
     script, out = tmp_path / "train_spawn.py", tmp_path / "out.json"
     script.write_text(SPAWN_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), ray_cluster[0].address, str(out)], capture_output=True,
-                          text=True, timeout=240, cwd=tmp_path.parent)
+    proc = subprocess.run(
+        [sys.executable, str(script), ray_cluster[0].address, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path.parent,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["module"] == "__mp_main__"

@@ -50,8 +50,9 @@ def _result(script: str) -> list[str]:
     """Run ``script`` in a child process with its own embedded cluster: the words of its RESULT line."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150,
-                         env=env, cwd=str(REPO))  # the deadline: well under the 120 s a wait for CPUs took
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=150, env=env, cwd=str(REPO)
+    )  # the deadline: well under the 120 s a wait for CPUs took
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
     assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
     return line[0].split()[1:]

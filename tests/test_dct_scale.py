@@ -28,17 +28,20 @@ SCALED = recipe.Recipe([recipe.Decode(dct_scaling=True), recipe.RandomResizedCro
 FULL = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(24), recipe.HorizontalFlip()])
 
 
-@pytest.mark.parametrize("crop, out, want", [
-    (Crop(0, 0, 2000, 2000), Resize(224, 224), 4),      # 2000/4 = 500 >= 2 * 224; 2000/8 = 250 is not
-    (Crop(0, 0, 2000, 1600), Resize(224, 224), 2),      # 1600/4 = 400 < 448: the height decides
-    (Crop(0, 0, 3600, 3600), Resize(224, 224), 8),
-    (Crop(10, 10, 900, 900), Resize(224, 224), 2),
-    (Crop(10, 10, 895, 900), Resize(224, 224), None),   # 895 // 2 = 447 < 448
-    (Crop(0, 0, 4000, 500), Resize(224, 224), None),    # wide enough, not tall enough
-    (Crop(-5, 0, 2000, 2000), Resize(224, 224), None),  # reaches outside the image: full decode
-    (Crop(2001, 2000, 2000, 2000), Resize(224, 224), 4),  # touches the right and bottom edges
-    (Crop(2002, 0, 2000, 2000), Resize(224, 224), None),  # one pixel past the right edge
-])
+@pytest.mark.parametrize(
+    "crop, out, want",
+    [
+        (Crop(0, 0, 2000, 2000), Resize(224, 224), 4),  # 2000/4 = 500 >= 2 * 224; 2000/8 = 250 is not
+        (Crop(0, 0, 2000, 1600), Resize(224, 224), 2),  # 1600/4 = 400 < 448: the height decides
+        (Crop(0, 0, 3600, 3600), Resize(224, 224), 8),
+        (Crop(10, 10, 900, 900), Resize(224, 224), 2),
+        (Crop(10, 10, 895, 900), Resize(224, 224), None),  # 895 // 2 = 447 < 448
+        (Crop(0, 0, 4000, 500), Resize(224, 224), None),  # wide enough, not tall enough
+        (Crop(-5, 0, 2000, 2000), Resize(224, 224), None),  # reaches outside the image: full decode
+        (Crop(2001, 2000, 2000, 2000), Resize(224, 224), 4),  # touches the right and bottom edges
+        (Crop(2002, 0, 2000, 2000), Resize(224, 224), None),  # one pixel past the right edge
+    ],
+)
 def test_the_plan_takes_the_largest_factor_that_keeps_the_margin(crop, out, want):
     plan = plan_scaled_decode(4001, 4000, [crop, out, Flip()])
     assert (plan.denominator if plan else None) == want
@@ -47,14 +50,17 @@ def test_the_plan_takes_the_largest_factor_that_keeps_the_margin(crop, out, want
         assert crop.w // want >= MARGIN * out.w and crop.h // want >= MARGIN * out.h
 
 
-@pytest.mark.parametrize("crop, gap, want", [
-    (Crop(0, 0, 2000, 2000), 1.0, 8),     # 2000 // 8 = 250 >= 224: the smallest scale covering the output
-    (Crop(0, 0, 1792, 1792), 1.0, 8),     # exactly 224 at 1/8
-    (Crop(0, 0, 1791, 1791), 1.0, 4),     # 223 at 1/8: one short
-    (Crop(0, 0, 300, 300), 1.0, None),    # 150 at 1/2 < 224: the full decode
-    (Crop(0, 0, 2000, 2000), 1.5, 4),     # 2000 // 4 = 500 >= 336; 250 < 336
-    (Crop(0, 0, 2000, 2000), 2.0, 4),     # the default gap (MARGIN)
-])
+@pytest.mark.parametrize(
+    "crop, gap, want",
+    [
+        (Crop(0, 0, 2000, 2000), 1.0, 8),  # 2000 // 8 = 250 >= 224: the smallest scale covering the output
+        (Crop(0, 0, 1792, 1792), 1.0, 8),  # exactly 224 at 1/8
+        (Crop(0, 0, 1791, 1791), 1.0, 4),  # 223 at 1/8: one short
+        (Crop(0, 0, 300, 300), 1.0, None),  # 150 at 1/2 < 224: the full decode
+        (Crop(0, 0, 2000, 2000), 1.5, 4),  # 2000 // 4 = 500 >= 336; 250 < 336
+        (Crop(0, 0, 2000, 2000), 2.0, 4),  # the default gap (MARGIN)
+    ],
+)
 def test_the_plan_keeps_the_recipes_reducing_gap(crop, gap, want):
     plan = plan_scaled_decode(4001, 4000, [crop, Resize(224, 224)], gap)
     assert (plan.denominator if plan else None) == want
@@ -109,8 +115,9 @@ def _photo(subsampling: str, gray: bool = False, size=(1203, 901)) -> bytes:
 def test_scaled_pixels_stay_close_to_the_full_decode_on_every_subsampling(subsampling, gray, gap):
     data = _photo(subsampling, gray)
     means, scaled = [], 0
-    rec = recipe.Recipe([recipe.Decode(dct_scaling=True, reducing_gap=gap), recipe.RandomResizedCrop(24),
-                         recipe.HorizontalFlip()])
+    rec = recipe.Recipe(
+        [recipe.Decode(dct_scaling=True, reducing_gap=gap), recipe.RandomResizedCrop(24), recipe.HorizontalFlip()]
+    )
     for i in range(24):
         ref = SampleRef(i, "photo.jpg", 0)
         full = process_payload(ref, data, FULL, 0, 0).float()
@@ -118,7 +125,7 @@ def test_scaled_pixels_stay_close_to_the_full_decode_on_every_subsampling(subsam
         params = rec.sample_params(0, 0, i, 1203, 901)
         scaled += plan_scaled_decode(1203, 901, params.ops, gap) is not None
         means.append((full - fast).abs().mean().item())
-    assert scaled >= 12                      # most crops of a 1203x901 photo to 24 px are scaled
+    assert scaled >= 12  # most crops of a 1203x901 photo to 24 px are scaled
     assert np.mean(means) <= 2.0 and max(means) <= 6.0, means
 
 
@@ -149,13 +156,27 @@ def test_the_default_keeps_the_full_decodes_exact_pixels(photo_root):
 def test_every_cpu_lane_gives_the_same_scaled_stream(photo_root):
     runs, _ = local_lane_streams(sources.ImageFolder(photo_root), SCALED, 7, seed=5, epochs=(0,), threads=2)
     assert runs["processes"] == runs["threads"] and len(runs["threads"]) == 9
-    with HybridLoader(sources.ImageFolder(photo_root), FULL, 7, seed=5, device="cpu", return_indices=True,
-                      policy=LoaderPolicy(local_workers="threads", threads=2)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        FULL,
+        7,
+        seed=5,
+        device="cpu",
+        return_indices=True,
+        policy=LoaderPolicy(local_workers="threads", threads=2),
+    ) as ld:
         full = [images for images, _labels, _idx in ld]
-    with HybridLoader(sources.ImageFolder(photo_root), SCALED, 7, seed=5, device="cpu", return_indices=True,
-                      policy=LoaderPolicy(local_workers="threads", threads=2)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        SCALED,
+        7,
+        seed=5,
+        device="cpu",
+        return_indices=True,
+        policy=LoaderPolicy(local_workers="threads", threads=2),
+    ) as ld:
         fast = [images for images, _labels, _idx in ld]
-    assert any(not torch.equal(a, b) for a, b in zip(full, fast))   # the option does something here
+    assert any(not torch.equal(a, b) for a, b in zip(full, fast))  # the option does something here
 
 
 @pytest.mark.parametrize("kind", ["truncated", "corrupt", "huge", "text", "zero"])

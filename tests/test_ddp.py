@@ -17,12 +17,19 @@ def _worker(rank: int, port: int, root: str, out: str, drop_last: bool) -> None:
 
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, timeout=timedelta(seconds=60)
+    )
     try:
-        loader = HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(32), 7,
-                              policy=LoaderPolicy(cpu_actors=0, threads=1), seed=11, drop_last=drop_last,
-                              return_indices=True)  # rank and world size from torch.distributed
+        loader = HybridLoader(
+            sources.ImageFolder(root),
+            recipe.imagenet_train(32),
+            7,
+            policy=LoaderPolicy(cpu_actors=0, threads=1),
+            seed=11,
+            drop_last=drop_last,
+            return_indices=True,
+        )  # rank and world size from torch.distributed
         result = {"rank": loader.rank, "world": loader.world_size, "epochs": []}
         for epoch in range(EPOCHS):
             loader.set_epoch(epoch)

@@ -41,5 +41,6 @@ def test_the_loader_and_the_gpu_lanes_finish_batches_through_delivery_only():
         tree = ast.parse((REPO / rel).read_text())
         froms = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert ("hybridload.delivery.finish", "finish_batch") in froms, rel
-        assert not any(m and m.startswith("hybridload.kernels") for m, _ in froms), \
+        assert not any(m and m.startswith("hybridload.kernels") for m, _ in froms), (
             f"{rel} reaches into the CPU engine: a delivered batch is finished by hybridload.delivery.finish"
+        )

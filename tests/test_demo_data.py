@@ -22,8 +22,12 @@ def test_a_users_directory_is_never_written_into(tmp_path):
 def test_the_demo_command_refuses_an_existing_dataset_with_a_message(tmp_path):
     user = tmp_path / "mine"
     (user / "cats").mkdir(parents=True)
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "demo", "--data", str(user), "--images", "8"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hybridload", "demo", "--data", str(user), "--images", "8"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0 and "was not made by hybridload" in proc.stderr
     assert [p.name for p in user.iterdir()] == ["cats"]
 

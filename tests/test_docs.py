@@ -26,9 +26,19 @@ import hybridload.errors
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 #: the packages whose ``__all__`` the API reference renders (docs/api/*.md)
-PACKAGES = ("hybridload", "hybridload.recipe", "hybridload.sources", "hybridload.sampling", "hybridload.planner",
-            "hybridload.errors", "hybridload.execution", "hybridload.lanes", "hybridload.delivery",
-            "hybridload.cluster", "hybridload.cli")
+PACKAGES = (
+    "hybridload",
+    "hybridload.recipe",
+    "hybridload.sources",
+    "hybridload.sampling",
+    "hybridload.planner",
+    "hybridload.errors",
+    "hybridload.execution",
+    "hybridload.lanes",
+    "hybridload.delivery",
+    "hybridload.cluster",
+    "hybridload.cli",
+)
 FENCE = re.compile(r"(?:<!-- docs-test: ([\w-]+)( ray)? -->\s*\n)?```(\w*)\n(.*?)\n```", re.S)
 INCLUDE = re.compile(r'^--8<-- "([^":]+)(?::[\w-]+)?"$')
 #: files whose code the suite runs elsewhere, so a page may include them
@@ -64,8 +74,11 @@ def parameters(obj) -> list[str]:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return []
-    return [p.name for p in sig.parameters.values()
-            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return [
+        p.name
+        for p in sig.parameters.values()
+        if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
 
 def undocumented(obj) -> list[str]:
@@ -90,7 +103,8 @@ def test_described_names_reads_args_and_attributes_sections():
 def test_every_public_name_has_a_docstring_that_describes_every_argument():
     missing = {name: why for name, obj in public_objects() if (why := undocumented(obj))}
     assert not missing, "document these (Google style: an Args or Attributes section):\n" + "\n".join(
-        f"  {name}: {', '.join(why)}" for name, why in sorted(missing.items()))
+        f"  {name}: {', '.join(why)}" for name, why in sorted(missing.items())
+    )
 
 
 def pages() -> list[Path]:
@@ -116,12 +130,15 @@ def test_every_python_block_is_run_or_included_from_code_the_suite_runs():
             assert not unrun, f"{page} includes {unrun}, which no test runs"
         elif name is None:
             unmarked.append(f"{page}: {lines[0] if lines else '(empty)'}")
-    assert not unmarked, ("mark each Python block <!-- docs-test: NAME --> (it is then run) or include it "
-                          "from code the suite runs:\n" + "\n".join(unmarked))
+    assert not unmarked, (
+        "mark each Python block <!-- docs-test: NAME --> (it is then run) or include it "
+        "from code the suite runs:\n" + "\n".join(unmarked)
+    )
 
 
-RUNNABLE = [pytest.param(code, ray, id=f"{page.stem}-{name}") for page, name, ray, code in python_blocks()
-            if name is not None]
+RUNNABLE = [
+    pytest.param(code, ray, id=f"{page.stem}-{name}") for page, name, ray, code in python_blocks() if name is not None
+]
 
 
 @pytest.mark.parametrize("code, needs_ray", RUNNABLE)
@@ -132,16 +149,21 @@ def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path,
         env["RAY_ADDRESS"] = request.getfixturevalue("ray_cluster")[0].address
     script = tmp_path / "snippet.py"
     script.write_text(code + "\n")
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
 def error_classes() -> list[type]:
     from hybridload.extras import MissingExtraError
     from hybridload.planner import PlanFormatError
-    found = [obj for obj in vars(hybridload.errors).values()
-             if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "hybridload.errors"]
+
+    found = [
+        obj
+        for obj in vars(hybridload.errors).values()
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "hybridload.errors"
+    ]
     return found + [PlanFormatError, MissingExtraError]
 
 
@@ -160,15 +182,18 @@ def test_every_test_a_guarantee_cites_exists():
     text = (DOCS / "guide" / "guarantees.md").read_text()
     cited = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", text)
     assert len(cited) >= 10
-    gone = [f"{path}::{name}" for path, name in cited
-            if not re.search(rf"^\s*def {name}\(", (ROOT / path).read_text(), re.M)]
+    gone = [
+        f"{path}::{name}"
+        for path, name in cited
+        if not re.search(rf"^\s*def {name}\(", (ROOT / path).read_text(), re.M)
+    ]
     assert not gone, f"docs/guide/guarantees.md cites tests that are gone: {gone}"
 
 
 def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
     def entries(nav):
         for item in nav:
-            for value in (item.values() if isinstance(item, dict) else [item]):
+            for value in item.values() if isinstance(item, dict) else [item]:
                 yield from (entries(value) if isinstance(value, list) else [value])
 
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
@@ -182,6 +207,7 @@ def test_except_hybridloaderror_catches_every_error_the_troubleshooting_page_nam
     assert not outside, f"not HybridLoadErrors, though the troubleshooting page says all are: {outside}"
     from hybridload.extras import MissingExtraError
     from hybridload.planner import PlanFormatError
+
     assert issubclass(PlanFormatError, ValueError) and issubclass(MissingExtraError, ImportError)  # old bases kept
 
 
@@ -233,6 +259,7 @@ def test_each_package_docstring_names_every_module_of_the_package():
     """A package's docstring is its map: each module and sub-package in it by name (the top-level
     package's map is CONTRIBUTING.md's)."""
     import ast
+
     stale = []
     for init in sorted([*(ROOT / "hybridload").rglob("__init__.py"), ROOT / "kernels" / "__init__.py"]):
         folder = init.parent
@@ -256,8 +283,14 @@ def test_no_page_of_the_built_site_shows_a_sphinx_role(tmp_path):
     """The API pages render docstrings as Markdown (mkdocstrings, Google style): a reST role such as
     :class:`X` would show literally. Builds the site, strict, and reads every page. About 20-60 s."""
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     shown = {}
     for page in (tmp_path / "site").rglob("*.html"):
@@ -282,7 +315,12 @@ def stats_keys(d: dict, prefix: str = "") -> set[str]:
 
 def test_stats_keys_names_nested_keys_as_the_api_page_does():
     assert stats_keys({"a": 1, "lanes": {"gpu": {"share": 1}}, "plan": {"mode": "auto"}}) == {
-        "a", "lanes", "lanes.NAME.share", "plan", "plan.mode"}
+        "a",
+        "lanes",
+        "lanes.NAME.share",
+        "plan",
+        "plan.mode",
+    }
 
 
 def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
@@ -314,9 +352,14 @@ def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
     for row in re.findall(r"^\| (`actor_pools\.NAME\.[^|]*)\|", table, re.M):  # `a.NAME.x`, `.y`: siblings of x
         head = re.match(r"`(actor_pools\.NAME\.)", row).group(1)
         written |= {head + k for k in re.findall(r"`\.?(?:actor_pools\.NAME\.)?(\w+)`", row)}
-    written |= {f"fallback.{k}" for k in ("lanes", "batches", "images", "busy_s", "without_actors_s")
-                if f"`{k}`" in table.split("| `fallback` |", 1)[1].split("\n", 1)[0]}
-    written |= {f"{a}" for row in re.findall(r"^\| (`rank`, `world_size`)", table, re.M) for a in ("rank", "world_size")}
+    written |= {
+        f"fallback.{k}"
+        for k in ("lanes", "batches", "images", "busy_s", "without_actors_s")
+        if f"`{k}`" in table.split("| `fallback` |", 1)[1].split("\n", 1)[0]
+    }
+    written |= {
+        f"{a}" for row in re.findall(r"^\| (`rank`, `world_size`)", table, re.M) for a in ("rank", "world_size")
+    }
     missing = sorted(keys - written)
     assert not missing, f"stats() keys not described on docs/api/index.md: {missing}"
 
@@ -338,12 +381,16 @@ def test_the_examples_page_names_the_flags_each_example_takes():
         said = re.search(rf"`{script}` also `--epochs", page) is not None
         assert epochs == said, f"{script}: takes --epochs: {epochs}; the examples page says so: {said}"
     assert set(named) | {"dpex_single.py", "dpex_dataparallel.py", "dpex_ddp.py"} >= {
-        p.name for p in examples.glob("*.py") if not p.name.startswith("_")}, "an example the page does not place"
+        p.name for p in examples.glob("*.py") if not p.name.startswith("_")
+    }, "an example the page does not place"
 
 
 def test_every_hybridload_environment_variable_in_the_code_is_on_the_environment_page():
-    code = "\n".join(p.read_text() for folder in ("hybridload", "pipelines", "kernels", "examples")
-                     for p in (ROOT / folder).rglob("*.py"))
+    code = "\n".join(
+        p.read_text()
+        for folder in ("hybridload", "pipelines", "kernels", "examples")
+        for p in (ROOT / folder).rglob("*.py")
+    )
     used = set(re.findall(r"\bHYBRIDLOAD_[A-Z0-9_]*[A-Z0-9]\b", code))
     assert len(used) >= 4, used
     page = (DOCS / "reference" / "environment.md").read_text()
@@ -357,6 +404,7 @@ def test_the_cli_page_lists_every_argument_of_every_command_with_its_default():
     import argparse
 
     from hybridload.cli.commands import build_parser
+
     page = (DOCS / "reference" / "cli.md").read_text()
     commands = build_parser()._subparsers._group_actions[0].choices
     assert set(commands) == set(re.findall(r"^## hybridload (\w+)$", page, re.M))
@@ -369,8 +417,11 @@ def test_the_cli_page_lists_every_argument_of_every_command_with_its_default():
                 continue
             key = action.option_strings[0] if action.option_strings else action.metavar
             default = action.default
-            want = "required" if not action.option_strings else (
-                "—" if default is None or default is False else f"`{default}`")
+            want = (
+                "required"
+                if not action.option_strings
+                else ("—" if default is None or default is False else f"`{default}`")
+            )
             if rows.get(key) != want:
                 wrong.append(f"hybridload {name} {key}: the page says {rows.get(key)!r}, the parser {want!r}")
     assert not wrong, "\n".join(wrong)
@@ -385,7 +436,9 @@ def test_the_site_and_the_changelog_name_the_version_pyproject_builds():
 
 def test_the_architecture_picture_is_what_its_script_draws():
     import runpy
+
     script = runpy.run_path(str(DOCS / "figures" / "architecture.py"))
-    assert (DOCS / "figures" / "architecture.svg").read_text() == script["svg"](), \
+    assert (DOCS / "figures" / "architecture.svg").read_text() == script["svg"](), (
         "run python docs/figures/architecture.py and commit the SVG"
+    )
     assert "figures/architecture.svg" in (DOCS / "index.md").read_text()

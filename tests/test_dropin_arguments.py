@@ -16,20 +16,26 @@ class Squares(torch.utils.data.Dataset):
         return i * i
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(placement="remote"), r"hybridload.DataLoader: placement must be one of 'remote-first', 'any', 'local'; "
-                               r"got 'remote'"),
-    (dict(reserve_local_cpus=-1), r"hybridload.DataLoader: reserve_local_cpus must be a whole number of CPUs >= 0"),
-    (dict(num_actors=-2), r"hybridload.DataLoader: num_actors must be a whole number >= 0, or None .*got -2"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (
+            dict(placement="remote"),
+            r"hybridload.DataLoader: placement must be one of 'remote-first', 'any', 'local'; "
+            r"got 'remote'",
+        ),
+        (dict(reserve_local_cpus=-1), r"hybridload.DataLoader: reserve_local_cpus must be a whole number of CPUs >= 0"),
+        (dict(num_actors=-2), r"hybridload.DataLoader: num_actors must be a whole number >= 0, or None .*got -2"),
+    ],
+)
 def test_a_bad_ray_argument_of_the_drop_in_is_refused_when_the_loader_is_made(kw, words):
     with pytest.raises(ValueError, match=words):
         hybridload.DataLoader(Squares(), batch_size=2, distribute_mode=True, **kw)
 
 
-
 def test_a_pass_on_actors_waits_the_default_bound_for_timeout_0_and_the_users_seconds_otherwise():
     from hybridload.dataloader.passes import DEFAULT_TIMEOUT_S, PassSettings
+
     assert PassSettings(window=None, timeout=0, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S == 300.0
     assert PassSettings(window=4, timeout=-1, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S
     assert PassSettings(window=4, timeout=12.5, prefetch=2).timeout_s == 12.5

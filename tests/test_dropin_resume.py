@@ -27,8 +27,9 @@ def job(world, batch, state=None, limit=None, **kw):
     """Each rank's delivered indices (up to ``limit`` batches) and rank 0's state after them."""
     delivered, states = [], []
     for rank in range(world):
-        with hybridload.DataLoader(Indexed(), batch_sampler=DistributedBatchSampler(N, batch, seed=3, rank=rank,
-                                                                                     world_size=world), **kw) as ld:
+        with hybridload.DataLoader(
+            Indexed(), batch_sampler=DistributedBatchSampler(N, batch, seed=3, rank=rank, world_size=world), **kw
+        ) as ld:
             if state is not None:
                 ld.load_state_dict(state)  # every rank loads rank 0's state
             ld.batch_sampler.set_epoch(EPOCH)
@@ -75,6 +76,7 @@ def test_a_dropin_without_a_stateful_batch_sampler_says_what_to_pass():
 
 def test_the_batch_sampler_refuses_a_state_missing_seed_or_its_size_as_hybridloader_does():
     from hybridload.errors import ResumeMismatchError
+
     state = DistributedBatchSampler(N, 3, seed=3).state_dict()
     for key in ("seed", "num_samples", "epoch", "position"):
         partial = {k: v for k, v in state.items() if k != key}
@@ -92,9 +94,11 @@ def test_the_batch_sampler_refuses_a_state_missing_seed_or_its_size_as_hybridloa
 def test_the_batch_sampler_refuses_a_hybridloader_state_of_another_dataset_size(photo_root):
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
     from hybridload.errors import ResumeMismatchError
+
     src = sources.ImageFolder(photo_root)  # 60 samples
-    with HybridLoader(src, recipe.imagenet_eval(32), 4, policy=LoaderPolicy(mode="cpu", cpu_actors=0),
-                      seed=3) as loader:
+    with HybridLoader(
+        src, recipe.imagenet_eval(32), 4, policy=LoaderPolicy(mode="cpu", cpu_actors=0), seed=3
+    ) as loader:
         saved = loader.state_dict()
     with pytest.raises(ResumeMismatchError, match="num_samples=60 but this one has num_samples=61"):
         DistributedBatchSampler(61, 4, seed=3).load_state_dict(saved)

@@ -24,10 +24,16 @@ class Pool:
     def __init__(self, *nodes):
         self.members = Members(PoolStats())
         self.table, self.draining, self.stopped, self.flushes = table_of(*nodes), set(), [], 0
-        self.keeper = Keeper(self.members, target=lambda n, d: elastic_target(
-            n, d, PlacementRules(placement="remote-first", reserve_local_cpus=2)),
-            spawn=self.spawn, stop=self.stopped.append, flush=self.flush,
-            table=lambda: (self.table, self.draining), poll_s=0.5, name="test")
+        self.keeper = Keeper(
+            self.members,
+            target=lambda n, d: elastic_target(n, d, PlacementRules(placement="remote-first", reserve_local_cpus=2)),
+            spawn=self.spawn,
+            stop=self.stopped.append,
+            flush=self.flush,
+            table=lambda: (self.table, self.draining),
+            poll_s=0.5,
+            name="test",
+        )
         for nid in nodes:
             self.members.ready(self.spawn(nid, initial=True))
 

@@ -31,8 +31,9 @@ def digest(batch):
 
 
 def reference(root, epochs):
-    with HybridLoader(sources.ImageFolder(root), REC, BS, seed=2, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(root), REC, BS, seed=2, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)
+    ) as ld:
         out = []
         for e in epochs:
             ld.set_epoch(e)
@@ -51,7 +52,8 @@ def ready_nodes(lane):
 
 
 def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_target_on_new_nodes(
-        ray_cluster, photo_root, fast_poll):
+    ray_cluster, photo_root, fast_poll
+):
     cluster, workers = ray_cluster
     epochs = range(CHURNS + 1)
     expected = reference(photo_root, epochs)
@@ -59,8 +61,7 @@ def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_tar
     target = len(workers) + 1
     got, new_nodes = [], []
     try:
-        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True,
-                          policy=POLICY) as ld:
+        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True, policy=POLICY) as ld:
             for epoch in epochs:
                 ld.set_epoch(epoch)
                 for k, batch in enumerate(ld):
@@ -69,17 +70,26 @@ def test_five_node_churns_mid_epoch_keep_the_stream_and_the_pool_regains_its_tar
                     if k == 2 and epoch < CHURNS:  # a worker node leaves mid-epoch, a fresh one joins
                         # every actor joined (the pool starts at its first ready actor, the rest join as they come
                         # up): the lost node's batches go to the other actors, not to the local stand-in
-                        wait_until(lambda: len(ready_nodes(lane)) == target and extra.node_id in ready_nodes(lane),
-                                   60, f"{target} ready actors, one on the extra node (have {ready_nodes(lane)})")
+                        wait_until(
+                            lambda: len(ready_nodes(lane)) == target and extra.node_id in ready_nodes(lane),
+                            60,
+                            f"{target} ready actors, one on the extra node (have {ready_nodes(lane)})",
+                        )
                         cluster.remove_node(extra, allow_graceful=True)
                         extra = add_node(cluster)
                         new_nodes.append(extra.node_id)
                 if epoch < CHURNS:  # by the next epoch: the target again, one actor on the new node
-                    wait_until(lambda: len(ready_nodes(lane)) == target and extra.node_id in ready_nodes(lane),
-                               60, f"{target} ready actors, one on the new node (have {ready_nodes(lane)})")
+                    wait_until(
+                        lambda: len(ready_nodes(lane)) == target and extra.node_id in ready_nodes(lane),
+                        60,
+                        f"{target} ready actors, one on the new node (have {ready_nodes(lane)})",
+                    )
                     # no leak: the cluster runs exactly the pool's actors
-                    wait_until(lambda: len(alive_actors()) == target, 30,
-                               f"{target} hybridload actors alive in the cluster (have {alive_actors()})")
+                    wait_until(
+                        lambda: len(alive_actors()) == target,
+                        30,
+                        f"{target} hybridload actors alive in the cluster (have {alive_actors()})",
+                    )
             stats = ld.stats()
         assert got == expected  # same indices, labels and pixels: nothing lost or repeated
         pool = stats["actor_pools"]["ray"]
@@ -99,8 +109,7 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
     expected = reference(photo_root, [0])
     extra = add_node(cluster)
     try:
-        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True,
-                          policy=POLICY) as ld:
+        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True, policy=POLICY) as ld:
             got = []
             for k, batch in enumerate(ld):
                 got.append(digest(batch))
@@ -110,8 +119,11 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
                 if k == 1:
                     gcs = ray._raylet.GcsClient(address=cluster.address)
                     accepted, why = gcs.drain_node(
-                        extra.node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
-                        "test drain", 0)
+                        extra.node_id,
+                        autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+                        "test drain",
+                        0,
+                    )
                     assert accepted, why
                     wait_until(lambda: extra.node_id not in lane.nodes, 30, "the drained node's actor stopped")
             stats = ld.stats()
@@ -126,10 +138,18 @@ def test_a_drained_node_finishes_its_batches_then_its_actor_stops_without_a_retr
 
 def test_losing_the_only_actor_holds_its_batches_until_the_replacement_is_ready(ray_cluster, photo_root, fast_poll):
     import ray
+
     expected = reference(photo_root, [0])
     # no local stand-in (on_no_actors="raise"): the pool holds the batches while the replacement starts
-    policy = LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1,
-                          batch_timeout_s=120, window=3, on_no_actors="raise")
+    policy = LoaderPolicy(
+        ray_address="embedded",
+        placement="local",
+        reserve_local_cpus=1,
+        cpu_actors=1,
+        batch_timeout_s=120,
+        window=3,
+        on_no_actors="raise",
+    )
     with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
         got = []
         for k, batch in enumerate(ld):

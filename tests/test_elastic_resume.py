@@ -28,8 +28,12 @@ def _deliver(loader, limit=None):
     return out
 
 
-CASES = [{"order": order, "source": source, "boundary": boundary, "saved": 8 if boundary else 2}
-         for boundary in (False, True) for order in ("randperm", "keyed") for source in ("folder", "shards")]
+CASES = [
+    {"order": order, "source": source, "boundary": boundary, "saved": 8 if boundary else 2}
+    for boundary in (False, True)
+    for order in ("randperm", "keyed")
+    for source in ("folder", "shards")
+]
 # saved: batches per rank before the save; 8 = the whole epoch at 2 ranks of batch 4 (30 samples each)
 
 
@@ -37,8 +41,9 @@ def _worker(rank: int, port: int, root: str, shard_pattern: str, out: str) -> No
     """One job of 4 gloo processes runs every case (a job of W ranks is the first W processes)."""
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=PROCS,
-                            timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=PROCS, timeout=timedelta(seconds=120)
+    )
     try:
         results = [_case(rank, root, shard_pattern, case) for case in CASES]
         if rank == 0:
@@ -54,10 +59,22 @@ def _case(rank: int, root: str, shard_pattern: str, case: dict) -> list:
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
     def make(world, source):
-        src = (sources.TarShards(shard_pattern, read="shard", buffer_shards=3) if source == "shards"
-               else sources.ImageFolder(root))
-        return HybridLoader(src, recipe.imagenet_train(32), B, seed=5, order=case["order"], rank=rank,
-                            world_size=world, policy=LoaderPolicy(cpu_actors=0, threads=1), return_indices=True)
+        src = (
+            sources.TarShards(shard_pattern, read="shard", buffer_shards=3)
+            if source == "shards"
+            else sources.ImageFolder(root)
+        )
+        return HybridLoader(
+            src,
+            recipe.imagenet_train(32),
+            B,
+            seed=5,
+            order=case["order"],
+            rank=rank,
+            world_size=world,
+            policy=LoaderPolicy(cpu_actors=0, threads=1),
+            return_indices=True,
+        )
 
     def share(obj):  # rank 0's object on every rank (a checkpoint written by rank 0, read by all)
         box = [obj]
@@ -103,14 +120,19 @@ def _case(rank: int, root: str, shard_pattern: str, case: dict) -> list:
 @pytest.fixture(scope="module")
 def shard_pattern(tmp_path_factory, photo_root):
     from hybridload import sources
+
     folder = sources.ImageFolder(photo_root)
     d = tmp_path_factory.mktemp("elastic_shards")
     start = 0
     for s, size in enumerate(SIZES):
-        write_shard(d / f"part-{s:02d}.tar",
-                    [m for i in range(start, start + size)
-                     for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]),
-                               (f"k{i:03d}.cls", str(i % 3).encode()))])
+        write_shard(
+            d / f"part-{s:02d}.tar",
+            [
+                m
+                for i in range(start, start + size)
+                for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]), (f"k{i:03d}.cls", str(i % 3).encode()))
+            ],
+        )
         start += size
     return f"{d}/part-{{00..{len(SIZES) - 1:02d}}}.tar"
 
@@ -139,9 +161,11 @@ def job(photo_root, shard_pattern, tmp_path_factory):
     return json.load(open(out))
 
 
-@pytest.mark.parametrize("k", range(len(CASES)),
-                         ids=["{}-{}-{}".format("epoch-end" if c["boundary"] else "mid-epoch", c["order"], c["source"])
-                              for c in CASES])
+@pytest.mark.parametrize(
+    "k",
+    range(len(CASES)),
+    ids=["{}-{}-{}".format("epoch-end" if c["boundary"] else "mid-epoch", c["order"], c["source"]) for c in CASES],
+)
 def test_a_state_saved_at_two_ranks_resumes_at_one_to_four_ranks_each_sample_once(job, k):
     gathered, boundary, saved = job[k], CASES[k]["boundary"], CASES[k]["saved"]
     s0, s1 = gathered[0]["states"]

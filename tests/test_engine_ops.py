@@ -16,8 +16,7 @@ from hybridload.recipe import ops
 from hybridload.recipe.custom import CustomOp
 
 #: The engines, by the module that holds each one's table.
-ENGINES = {"cpu": "hybridload.kernels.geometry", "dali": "hybridload.pipelines.ops",
-           "torch": "hybridload.torchops.ops"}
+ENGINES = {"cpu": "hybridload.kernels.geometry", "dali": "hybridload.pipelines.ops", "torch": "hybridload.torchops.ops"}
 
 
 def op_types() -> list[type]:
@@ -36,8 +35,10 @@ def test_each_engine_has_a_function_for_each_op_type_or_says_why_not(engine, op)
     table = importlib.import_module(ENGINES[engine])
     fn, why = table.OP_FUNCTIONS.get(op), table.UNSUPPORTED.get(op)
     assert (fn is None) != (why is None), (
-        f"the {engine} engine ({ENGINES[engine]}) has " + ("both a function and a reason" if fn else "no function")
-        + f" for {op.__name__}: add one to OP_FUNCTIONS, or its reason to UNSUPPORTED")
+        f"the {engine} engine ({ENGINES[engine]}) has "
+        + ("both a function and a reason" if fn else "no function")
+        + f" for {op.__name__}: add one to OP_FUNCTIONS, or its reason to UNSUPPORTED"
+    )
     assert fn is None or callable(fn)
     assert why is None or len(why) > 20, f"{engine}: say why {op.__name__} is unsupported"
 
@@ -56,6 +57,7 @@ def test_the_dali_chain_names_the_reason_for_an_op_it_cannot_run():
     from hybridload import recipe as R
     from hybridload.pipelines import chain_params
     from hybridload.recipe.custom import CustomStage
+
     params = R.SampleParams(ops=(CustomOp(CustomStage(_same), (0, 0, 0, 1)),), stages=("mine",), out_hw=(8, 8))
     with pytest.raises(ValueError, match="CPU lanes only"):
         chain_params(params, 8, 8)

@@ -19,9 +19,12 @@ def reference(images, stage, layout, seed, epoch, indices):
         if item is None:
             continue
         (top, left, h, w), noise = item
-        region = chw[k, :, top:top + h, left:left + w]
-        fill = torch.from_numpy(noise) if noise is not None else \
-            torch.tensor(stage.value, dtype=images.dtype).view(3, 1, 1).expand_as(region)
+        region = chw[k, :, top : top + h, left : left + w]
+        fill = (
+            torch.from_numpy(noise)
+            if noise is not None
+            else torch.tensor(stage.value, dtype=images.dtype).view(3, 1, 1).expand_as(region)
+        )
         region.copy_(fill)
     return images
 
@@ -37,7 +40,7 @@ def test_erasing_writes_the_reference_pixels(value, layout, dtype):
     got = erase_batch(base.clone(), stage, layout, 5, 2, indices)
     want = reference(base.clone(), stage, layout, 5, 2, indices)
     assert torch.equal(got, want)
-    assert not torch.equal(got, base)           # something was erased
+    assert not torch.equal(got, base)  # something was erased
 
 
 def test_no_box_in_the_batch_leaves_it_untouched():

@@ -35,8 +35,11 @@ def fields(exc) -> dict:
 
 
 def test_the_examples_cover_every_error_class():
-    classes = {c for c in vars(E).values() if inspect.isclass(c) and issubclass(c, BaseException)
-               and c.__module__ == E.__name__}
+    classes = {
+        c
+        for c in vars(E).values()
+        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == E.__name__
+    }
     assert classes == set(EXAMPLES)
 
 
@@ -71,6 +74,7 @@ def test_the_drop_ins_carried_failures_survive_pickling():
         raise KeyError("record 4")
     except KeyError:
         import sys
+
         failure = UserFailure(sys.exc_info(), "in DataLoader worker 0, batch 2")
     init = pickle.loads(pickle.dumps(InitFailed(failure)))
     assert type(init) is InitFailed and str(init) == "in DataLoader worker 0, batch 2: KeyError: 'record 4'"

@@ -28,17 +28,45 @@ def test_single_process_examples_train_a_few_steps(ray_cluster, script):
 
 def test_ddp_example_runs_under_torchrun(ray_cluster):
     port = free_port()
-    out = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-                "127.0.0.1", "--master_port", str(port), "dpex_ddp.py", "--steps", "2", "--epochs", "1"],
-               {"RAY_ADDRESS": ray_cluster[0].address})
+    out = _run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(port),
+            "dpex_ddp.py",
+            "--steps",
+            "2",
+            "--epochs",
+            "1",
+        ],
+        {"RAY_ADDRESS": ray_cluster[0].address},
+    )
     assert "epoch 0 step 2 loss" in out
 
 
 # ----------------------------------------------------------------------------- HybridLoader examples
 
+
 def _torchrun(script, *args):
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-            "--master_port", str(free_port()), script, *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        script,
+        *args,
+    ]
 
 
 @pytest.mark.parametrize("script", ["single_gpu.py", "dataparallel.py"])
@@ -49,8 +77,10 @@ def test_hybridloader_single_process_examples_train_a_few_steps_per_epoch(photo_
 
 
 def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root):
-    out = _run([sys.executable, "single_gpu.py", "--data", photo_root, "--steps", "2", "--ray"],
-               {"RAY_ADDRESS": ray_cluster[0].address})
+    out = _run(
+        [sys.executable, "single_gpu.py", "--data", photo_root, "--steps", "2", "--ray"],
+        {"RAY_ADDRESS": ray_cluster[0].address},
+    )
     assert "epoch 0 step 2 loss" in out
     assert "(per lane: {'ray'" in out
     assert re.search(r"(\d+) batches delivered to the loop; the lanes made (\d+) images", out)  # not "loaded"
@@ -58,13 +88,29 @@ def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root)
 
 def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_root, tmp_path):
     import json
+
     ckpt = tmp_path / "ckpt"
-    _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "1", "--epochs", "1",
-                   "--checkpoint", str(ckpt)), {})
+    _run(
+        _torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "1", "--epochs", "1", "--checkpoint", str(ckpt)),
+        {},
+    )
     states = [json.loads((ckpt / f"loader-rank{r}.json").read_text()) for r in range(2)]
     assert [(s["rank"], s["world_size"], s["epoch"], s["position"]) for s in states] == [(0, 2, 0, 1), (1, 2, 0, 1)]
-    out = _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "2", "--epochs", "2",
-                         "--checkpoint", str(ckpt), "--resume"), {})
+    out = _run(
+        _torchrun(
+            "ddp_torchrun.py",
+            "--data",
+            photo_root,
+            "--steps",
+            "2",
+            "--epochs",
+            "2",
+            "--checkpoint",
+            str(ckpt),
+            "--resume",
+        ),
+        {},
+    )
     assert "resumed at epoch 0, batch 1 of 2" in out
     assert "epoch 0 step 1 loss" in out and "epoch 0 step 2 loss" not in out  # only the batch not yet seen
     assert "epoch 1 step 2 loss" in out and out.count("lanes used: ['inprocess']") == 2
@@ -72,8 +118,21 @@ def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_r
 
 
 def test_ddp_torchrun_example_with_ray_shares_one_cluster(ray_cluster, photo_root, tmp_path):
-    out = _run(_torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "2", "--epochs", "1", "--ray",
-                         "--checkpoint", str(tmp_path)), {"RAY_ADDRESS": ray_cluster[0].address})
+    out = _run(
+        _torchrun(
+            "ddp_torchrun.py",
+            "--data",
+            photo_root,
+            "--steps",
+            "2",
+            "--epochs",
+            "1",
+            "--ray",
+            "--checkpoint",
+            str(tmp_path),
+        ),
+        {"RAY_ADDRESS": ray_cluster[0].address},
+    )
     assert "epoch 0 step 2 loss" in out
     assert out.count("lanes used: ['ray']") == 2
 

@@ -25,8 +25,14 @@ def digest(batch):
 
 @pytest.fixture(scope="module")
 def reference(photo_root):
-    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        BS,
+        seed=1,
+        return_indices=True,
+        policy=LoaderPolicy(cpu_actors=0, threads=2),
+    ) as ld:
         return [digest(b) for b in ld]
 
 
@@ -54,6 +60,7 @@ KILL_AT = [0, 1, 2, 5, 9]
 @pytest.mark.parametrize("kill_at", KILL_AT)
 def test_an_actor_killed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_root, reference, kill_at, caplog):
     import ray
+
     caplog.set_level(logging.WARNING, logger="hybridload")
     # a small window keeps work queued after the kill, so the dead actor is always noticed
     policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, batch_timeout_s=60, window=3)
@@ -98,9 +105,16 @@ def two_epochs(loader, on_batch=lambda k: None):
 
 def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_root, caplog):
     import ray
+
     cluster, _workers = ray_cluster
-    with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        BS,
+        seed=1,
+        return_indices=True,
+        policy=LoaderPolicy(cpu_actors=0, threads=2),
+    ) as ld:
         reference = two_epochs(ld)
     caplog.set_level(logging.WARNING, logger="hybridload")
     extra = cluster.add_node(num_cpus=1, object_store_memory=150 * 1024 * 1024, node_ip_address="127.0.0.1")
@@ -108,8 +122,7 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
     removed = False
     try:
         policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=2, batch_timeout_s=90)
-        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True,
-                          policy=policy) as ld:
+        with HybridLoader(sources.ImageFolder(photo_root), REC, BS, seed=1, return_indices=True, policy=policy) as ld:
             lane = ld._ensure_lanes()[0]
 
             def on_extra():
@@ -128,8 +141,10 @@ def test_a_node_removed_mid_epoch_loses_and_repeats_nothing(ray_cluster, photo_r
                     # the training step takes a while: long enough for Ray to declare the node dead
                     deadline = time.monotonic() + 60
                     while time.monotonic() < deadline and any(
-                            n["NodeID"] == extra.node_id and n["Alive"] for n in ray.nodes()):
+                        n["NodeID"] == extra.node_id and n["Alive"] for n in ray.nodes()
+                    ):
                         time.sleep(0.2)
+
             got = two_epochs(ld, remove)
             stats = ld.stats()
         assert removed, "the actor on the extra node never held work"
@@ -155,6 +170,7 @@ class SlowOnOneActor(sources.FileList):
     def read(self, ref):
         try:
             import ray
+
             name = ray.get_runtime_context().get_actor_name() or ""
         except Exception:
             name = ""
@@ -166,8 +182,14 @@ class SlowOnOneActor(sources.FileList):
 def test_a_slowed_actor_does_not_hold_the_stream_back(ray_cluster, photo_root, reference):
     src0 = sources.ImageFolder(photo_root)
     src = SlowOnOneActor(src0.paths, src0._labels, delay=2.0)  # a batch on actor 0 takes >= 8 s
-    policy = LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, straggler_factor=3.0, straggler_min_s=1.0,
-                          batch_timeout_s=60)
+    policy = LoaderPolicy(
+        ray_address="embedded",
+        cpu_actors=3,
+        reserve_local_cpus=1,
+        straggler_factor=3.0,
+        straggler_min_s=1.0,
+        batch_timeout_s=60,
+    )
     t0 = time.monotonic()
     with HybridLoader(src, REC, BS, seed=1, return_indices=True, policy=policy) as ld:
         # the pool works from its first ready actor on: wait for all three, so the slow one takes its share

@@ -20,11 +20,16 @@ NODE_A, NODE_B = "3f9a" * 14, "7c2b" * 14
 
 def foreign_plan(**kw) -> Plan:
     """A plan as `hybridload profile` writes it on an 8-node H100 cluster (recorded fields)."""
-    fields = dict(gpu_share=0.6, cpu_actors={NODE_A: 100, NODE_B: 24}, local_threads=0, window=None,
-                  predicted={"gpu": 6000.0, "cpu_local": 0.0, "cpu_remote": 4000.0, "total": 10000.0},
-                  bottleneck="the CPUs", reason="recorded",
-                  measurements={"gpu_available": True, "gpu_name": H100, "gpu_label": "DALI on cuda:0",
-                                "gpu_time_bound": True})
+    fields = dict(
+        gpu_share=0.6,
+        cpu_actors={NODE_A: 100, NODE_B: 24},
+        local_threads=0,
+        window=None,
+        predicted={"gpu": 6000.0, "cpu_local": 0.0, "cpu_remote": 4000.0, "total": 10000.0},
+        bottleneck="the CPUs",
+        reason="recorded",
+        measurements={"gpu_available": True, "gpu_name": H100, "gpu_label": "DALI on cuda:0", "gpu_time_bound": True},
+    )
     fields.update(kw)
     return Plan(**fields)
 
@@ -100,6 +105,7 @@ def test_from_plan_on_a_real_cluster_names_its_unknown_nodes_and_clamps_to_its_s
     """The shared 3-node loopback cluster (2 + 1 + 1 CPUs, the trainer's reserve of 1 out):
     the plan's 124 actors on another cluster's node ids become the 3 this one holds."""
     import ray
+
     cluster, _workers = ray_cluster
     with pytest.warns(UserWarning) as got:
         policy = LoaderPolicy.from_plan(foreign_plan(), ray_address=cluster.address)

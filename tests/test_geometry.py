@@ -24,16 +24,22 @@ def reference_crop(arr: np.ndarray, x: int, y: int, w: int, h: int) -> np.ndarra
     """Pad generously with zeros, then slice: parts outside the image read as zeros."""
     pad = max(arr.shape) + abs(x) + abs(y) + w + h
     big = np.zeros((arr.shape[0] + 2 * pad, arr.shape[1] + 2 * pad, 3), np.uint8)
-    big[pad:pad + arr.shape[0], pad:pad + arr.shape[1]] = arr
-    return big[pad + y:pad + y + h, pad + x:pad + x + w]
+    big[pad : pad + arr.shape[0], pad : pad + arr.shape[1]] = arr
+    return big[pad + y : pad + y + h, pad + x : pad + x + w]
 
 
-@pytest.mark.parametrize("box", [
-    (0, 0, 53, 37), (5, 7, 20, 10),            # inside
-    (-4, 3, 20, 10), (40, 30, 20, 10),         # partly outside, left / bottom-right
-    (-10, -10, 80, 60),                        # larger than the image on every side
-    (100, 100, 8, 8), (-30, 0, 10, 5),         # entirely outside
-])
+@pytest.mark.parametrize(
+    "box",
+    [
+        (0, 0, 53, 37),
+        (5, 7, 20, 10),  # inside
+        (-4, 3, 20, 10),
+        (40, 30, 20, 10),  # partly outside, left / bottom-right
+        (-10, -10, 80, 60),  # larger than the image on every side
+        (100, 100, 8, 8),
+        (-30, 0, 10, 5),  # entirely outside
+    ],
+)
 def test_crop_matches_zero_padded_slice(box):
     arr = image()
     got = crop(torch.from_numpy(arr), ops.Crop(*box))
@@ -65,6 +71,7 @@ def test_resize_to_the_same_size_returns_the_image_unchanged():
 
 def test_every_op_type_has_a_kernel():
     from hybridload.recipe.custom import CustomOp
+
     assert set(OP_FUNCTIONS) == set(typing.get_args(ops.Op)) | {CustomOp}
 
 

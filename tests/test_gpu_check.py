@@ -22,30 +22,60 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "gpu_check.py"
-HELPERS = ("gpu_check.py", "_gpu_sections.py", "_gpu_ordering.py", "_gpu_device.py", "_gpu_pixels.py",
-           "_gpu_headline.py", "_gpu_loaders.py")
-GPU_SECTIONS = {"correctness", "ordering", "tolerance", "dali_decoders", "headline", "speed", "nvml", "plan",
-                "device", "local_sweep"}
+HELPERS = (
+    "gpu_check.py",
+    "_gpu_sections.py",
+    "_gpu_ordering.py",
+    "_gpu_device.py",
+    "_gpu_pixels.py",
+    "_gpu_headline.py",
+    "_gpu_loaders.py",
+)
+GPU_SECTIONS = {
+    "correctness",
+    "ordering",
+    "tolerance",
+    "dali_decoders",
+    "headline",
+    "speed",
+    "nvml",
+    "plan",
+    "device",
+    "local_sweep",
+}
 
 
 @pytest.fixture
 def bench(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     import _gpu_sections
+
     return _gpu_sections
 
 
 def test_gpu_check_quick_on_cpu_passes_and_says_why_each_gpu_section_is_skipped(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # its own photo folder: another run may be rewriting /tmp's
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--sweep", "--out", str(out)],
-                          capture_output=True, text=True, timeout=400, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--sweep", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert set(report) == {"environment"} | GPU_SECTIONS
     status = {k: v["status"] for k, v in report.items()}
-    assert status == {**dict.fromkeys(report, "ok"), "ordering": "skipped", "dali_decoders": "skipped",
-                      "device": "skipped", "speed": "skipped", "nvml": "skipped", "plan": "skipped"}, status
+    assert status == {
+        **dict.fromkeys(report, "ok"),
+        "ordering": "skipped",
+        "dali_decoders": "skipped",
+        "device": "skipped",
+        "speed": "skipped",
+        "nvml": "skipped",
+        "plan": "skipped",
+    }, status
     # no torchvision here: the loader's GPU lane falls back, and that is never reported as a GPU figure
     assert "not a GPU figure" in report["speed"]["reason"]
     assert report["speed"]["runs"]["hybridload_gpu"]["img_s"] is None
@@ -62,9 +92,13 @@ def test_gpu_check_quick_on_cpu_passes_and_says_why_each_gpu_section_is_skipped(
 
 def test_sections_past_the_budget_are_skipped_and_the_json_is_written(tmp_path):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--budget-s", "0",
-                           "--out", str(out)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--budget-s", "0", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["environment"]["status"] == "ok"
@@ -115,8 +149,12 @@ def _expose(dist, site: Path) -> None:
         if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith(".data"):
             continue
         root = Path(dist.locate_file(parts[0]))
-        if root.is_dir() and not (root / "__init__.py").exists() and len(parts) > 2 \
-                and not parts[0].endswith((".dist-info", ".libs")):
+        if (
+            root.is_dir()
+            and not (root / "__init__.py").exists()
+            and len(parts) > 2
+            and not parts[0].endswith((".dist-info", ".libs"))
+        ):
             tops.add((parts[0], parts[1]))
         else:
             tops.add((parts[0],))
@@ -132,8 +170,10 @@ def _copy_source(dst: Path) -> None:
     dst.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, dst / name)
+
     def skip(d, names):
         return [n for n in names if n == "__pycache__" or os.path.islink(os.path.join(d, n))]
+
     for name in ("hybridload", "kernels", "pipelines"):
         shutil.copytree(REPO / name, dst / name, ignore=skip)
 
@@ -152,9 +192,23 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     except metadata.PackageNotFoundError:
         new_enough = False
     build = ["--no-build-isolation", "--no-index"] if new_enough else []
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *build, "-w",
-                           str(tmp_path / "wheels"), str(tmp_path / "src")], capture_output=True, text=True,
-                          timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            *build,
+            "-w",
+            str(tmp_path / "wheels"),
+            str(tmp_path / "src"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = (tmp_path / "wheels").glob("hybridload-*.whl")
 
@@ -163,34 +217,56 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     py = str(venv / "bin" / "python")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONNOUSERSITE="1", PYTHONUNBUFFERED="1", CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
-    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], env=env,
-                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+    )
     for dist in _closure(BARE).values():
         _expose(dist, site)
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index",
-                           str(wheel)], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     run = tmp_path / "run"
     run.mkdir()
     for name in HELPERS:
         shutil.copy(REPO / "benchmarks" / name, run / name)
-    probe = ("import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml; "
-             f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])")
+    probe = (
+        "import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml; "
+        f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])"
+    )
     proc = subprocess.run([py, "-c", probe], cwd=run, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     where, present = proc.stdout.split("\n")[:2]
     assert where.startswith(str(site)) and present == "[]", proc.stdout  # the wheel, and nothing optional
 
-    proc = subprocess.run([py, "gpu_check.py", "--out", "all.json"], cwd=run, env=env, capture_output=True,
-                          text=True, timeout=180)
+    proc = subprocess.run(
+        [py, "gpu_check.py", "--out", "all.json"], cwd=run, env=env, capture_output=True, text=True, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no CUDA device" in proc.stderr and "Traceback" not in proc.stderr
     report = json.loads((run / "all.json").read_text())
     assert {k: v["status"] for k, v in report.items() if k in GPU_SECTIONS} == dict.fromkeys(GPU_SECTIONS, "skipped")
 
-    proc = subprocess.run([py, "gpu_check.py", "--device", "cpu", "--quick", "--out", "cpu.json"], cwd=run,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [py, "gpu_check.py", "--device", "cpu", "--quick", "--out", "cpu.json"],
+        cwd=run,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "drawing photo-like images instead" in proc.stderr  # no scikit-image: drawn photos
     report = json.loads((run / "cpu.json").read_text())
@@ -201,8 +277,8 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     assert report["correctness"]["pixels"]["mean_abs_diff_max"] <= 0.5
 
 
-
 # -- 1. the exit status says a real fault only
+
 
 def test_a_section_where_no_gpu_decode_ran_is_skipped_never_passed_or_failed(tmp_path, bench):
     run = bench.Sections(str(tmp_path / "r.json"), show=lambda text: None)
@@ -226,11 +302,13 @@ def test_an_engine_that_is_not_installed_is_a_reason_not_a_lane(monkeypatch, ben
     """The old device section imported DaliLane (whose DALI import is lazy, so it succeeded), let the
     loader fall back to the CPU lane and failed the fault test: exit 1 with nothing wrong."""
     import gpu_check
-    monkeypatch.setitem(sys.modules, "nvidia.dali", None)   # DALI not installed
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # DALI not installed
     why = gpu_check.dali_unavailable(torch.device("cuda", 0))
     assert why and "needs nvidia-dali" in why
     assert gpu_check.dali_unavailable(torch.device("cpu")).startswith("DALI runs here only in its CPU-only mode")
     import _gpu_device
+
     assert bench.verdict(_gpu_device.no_gpu_decode("the dali GPU lane took no batch"))["status"] == "skipped"
 
 
@@ -239,7 +317,7 @@ def test_the_watchdog_leaves_a_hung_section_behind_and_the_run_goes_on(tmp_path,
     seen_left = []
 
     def honours_budget():
-        while run.time_left() > 0:            # a section that reads its budget ends in time
+        while run.time_left() > 0:  # a section that reads its budget ends in time
             time.sleep(0.05)
         seen_left.append(run.time_left())
         return {"stopped": True}
@@ -255,6 +333,7 @@ def test_the_watchdog_leaves_a_hung_section_behind_and_the_run_goes_on(tmp_path,
 
 
 # -- 2. the ordering test can fail: a fake stream that defers queued work, a decoder that reuses memory
+
 
 class DeferringStream:
     """Work queued on it runs only when it is synchronised, as on a stalled CUDA stream."""
@@ -276,6 +355,7 @@ class ReusingDecoder:
 
     def __call__(self, datas):
         from hybridload.kernels import decode_image
+
         out = []
         for k, d in enumerate(datas):
             img = torch.from_numpy(decode_image(d.numpy().tobytes())).permute(2, 0, 1)
@@ -293,6 +373,7 @@ def _deferring_stall(lane):
         out = torch.empty(lane.recipe.output_shape(len(batch.payloads)), dtype=torch.uint8)
         stream.queue.append(lambda: out.copy_(real(task, batch, decoded)))
         return out
+
     lane._augment = deferred
 
 
@@ -307,13 +388,16 @@ def ordering_lane(photo_root, monkeypatch):
     from hybridload import recipe, sources
     from hybridload.lanes.gpu import LOADER_LANE_FLAGS
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
-    return len(src), lambda: TorchGpuLane(src, rec, batch_size=4, device="cpu", decode=ReusingDecoder(),
-                                          **LOADER_LANE_FLAGS)
+    return len(src), lambda: TorchGpuLane(
+        src, rec, batch_size=4, device="cpu", decode=ReusingDecoder(), **LOADER_LANE_FLAGS
+    )
 
 
 def test_the_stalled_lane_equals_its_unstalled_run_and_the_control_shows_the_hazard(ordering_lane):
     import _gpu_ordering as o
+
     n, make = ordering_lane
     got = o.stalled_ordering(make, n, 4, stall=_deferring_stall, sync=_sync, batches=4, tries=2)
     assert got["status"] == "ok" and got["equal_batches"] == 4
@@ -324,15 +408,18 @@ def test_the_ordering_check_fails_a_lane_without_the_wait(ordering_lane):
     """Without the wait before each decode, the lane's queued ops read the next batch's pixels: the
     check must see it (the old check compared with the CPU lane under host_sync=True, and could not)."""
     import _gpu_ordering as o
+
     n, make = ordering_lane
     with o.without_the_wait():
-        got = o.stalled_ordering(make, n, 4, stall=_deferring_stall, sync=_sync, batches=4, tries=1,
-                                 unguarded=contextlib.nullcontext)
+        got = o.stalled_ordering(
+            make, n, 4, stall=_deferring_stall, sync=_sync, batches=4, tries=1, unguarded=contextlib.nullcontext
+        )
     assert got["status"] == "fail" and got["equal_batches"] < 4 and "changed under a stalled stream" in got["reason"]
 
 
 def test_a_lane_whose_hazard_never_shows_is_reported_as_not_seen_in_n_tries(ordering_lane):
     import _gpu_ordering as o
+
     n, make = ordering_lane
     got = o.stalled_ordering(make, n, 4, stall=lambda lane: None, sync=_sync, batches=3, tries=2)
     assert got["status"] == "ok" and got["control"] == "hazard not seen in 2 tries"
@@ -344,9 +431,12 @@ def test_gpu_check_builds_its_lane_as_the_loader_does(photo_root, monkeypatch, b
     import gpu_check
     from hybridload import LoaderPolicy, recipe, sources
     from hybridload.lanes.gpu import build_engine, torch_decoders
+
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     monkeypatch.setattr(torch_decoders, "gpu_decoder", lambda device: gpu_check.cpu_decoder)
-    loader_built = build_engine("torch", LoaderPolicy(gpu_engine="torch").lane_spec(), src, rec, batch_size=4, device=torch.device("cpu"))
+    loader_built = build_engine(
+        "torch", LoaderPolicy(gpu_engine="torch").lane_spec(), src, rec, batch_size=4, device=torch.device("cpu")
+    )
     ours = gpu_check.loader_lane(src, rec, 4, torch.device("cpu"))
     try:
         assert (ours.host_sync, ours._normalize) == (loader_built.host_sync, loader_built._normalize) == (False, False)
@@ -357,23 +447,34 @@ def test_gpu_check_builds_its_lane_as_the_loader_does(photo_root, monkeypatch, b
 
 # -- 3. tolerance: measured, then judged
 
-@pytest.mark.parametrize("row, fault, says", [
-    ({"mean": 0.09, "p99": 1, "max": 1}, False, "within the documented 0.5"),
-    ({"mean": 0.23, "p99": 2, "max": 6}, False, "within the documented 0.5"),      # 4:2:0 without fancy upsampling
-    ({"mean": 0.77, "p99": 4, "max": 12}, False, "state the measured 0.77 in the docs"),  # the worst image of the proxy
-    ({"mean": 3.0, "p99": 3, "max": 3}, True, "fault"),                              # every pixel 3 off: not rounding
-    ({"mean": 0.4, "p99": 60, "max": 255}, True, "fault"),                           # a wrong box on a few images
-], ids=["rounding", "no-fancy-420-mean", "no-fancy-420-worst", "shifted", "wrong-box"])
+
+@pytest.mark.parametrize(
+    "row, fault, says",
+    [
+        ({"mean": 0.09, "p99": 1, "max": 1}, False, "within the documented 0.5"),
+        ({"mean": 0.23, "p99": 2, "max": 6}, False, "within the documented 0.5"),  # 4:2:0 without fancy upsampling
+        (
+            {"mean": 0.77, "p99": 4, "max": 12},
+            False,
+            "state the measured 0.77 in the docs",
+        ),  # the worst image of the proxy
+        ({"mean": 3.0, "p99": 3, "max": 3}, True, "fault"),  # every pixel 3 off: not rounding
+        ({"mean": 0.4, "p99": 60, "max": 255}, True, "fault"),  # a wrong box on a few images
+    ],
+    ids=["rounding", "no-fancy-420-mean", "no-fancy-420-worst", "shifted", "wrong-box"],
+)
 def test_a_rounding_difference_is_stated_never_failed_and_a_gross_one_fails(row, fault, says, bench):
     import _gpu_pixels as p
+
     verdict, is_fault = p.judge(row)
     assert is_fault is fault and says in verdict
 
 
 def test_the_difference_statistics_come_from_the_whole_histogram(bench):
     import _gpu_pixels as p
+
     hist = np.zeros(256, np.int64)
-    hist[0], hist[1], hist[7] = 980, 19, 1          # 1000 pixels
+    hist[0], hist[1], hist[7] = 980, 19, 1  # 1000 pixels
     assert p.diff_stats(hist) == {"mean": (19 + 7) / 1000, "p99": 1, "max": 7, "pixels": 1000}
 
 
@@ -402,6 +503,7 @@ def test_tolerance_measures_each_subsampling_and_fails_only_a_gross_difference(t
 
             def close(self):
                 pass
+
         return Off
 
     tol = p.tolerance(folders, rec, 2, {"exact": engine(0), "off": engine(3), "absent": "needs nvidia-dali"})
@@ -415,12 +517,16 @@ def test_tolerance_measures_each_subsampling_and_fails_only_a_gross_difference(t
 
 # -- 4. which lane ran each loader figure
 
+
 def test_a_loader_figure_the_gpu_lane_took_no_batch_of_is_never_a_gpu_figure(bench):
     import _gpu_headline as h
+
     stats = {"lanes": {"inprocess": {"batches": 10, "images": 80}}}
     assert h.lanes_used(stats) == {"inprocess": 10}
     fell_back = h.gpu_figure(1234.0, h.lanes_used(stats), "gpu")
-    assert fell_back["img_s"] is None and fell_back["measured_img_s"] == 1234.0 and "not a GPU figure" in fell_back["note"]
+    assert (
+        fell_back["img_s"] is None and fell_back["measured_img_s"] == 1234.0 and "not a GPU figure" in fell_back["note"]
+    )
     assert h.gpu_figure(900.0, {"gpu": 6, "inprocess": 4}, "split")["img_s"] == 900.0
     assert h.gpu_figure(500.0, {"inprocess": 10}, "cpu")["img_s"] == 500.0
 
@@ -428,9 +534,10 @@ def test_a_loader_figure_the_gpu_lane_took_no_batch_of_is_never_a_gpu_figure(ben
 def test_the_warm_up_is_deeper_than_the_pipeline(bench):
     import _gpu_loaders as lo
     from hybridload import LoaderPolicy
+
     for workers in (1, 8, 16):
         assert lo.pipeline_depth(workers) > 2 * workers  # hybridload's default window, DataLoader's prefetch
-    assert LoaderPolicy().window is None                # None means 2 per worker (policy.py)
+    assert LoaderPolicy().window is None  # None means 2 per worker (policy.py)
 
 
 def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
@@ -440,6 +547,7 @@ def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
     import _gpu_pixels as p
     from hybridload import recipe, sources
     from hybridload.kernels import process_batch
+
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
 
     class Late:
@@ -453,6 +561,7 @@ def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
             class Ready:
                 def synchronize(self):
                     pending.copy_(final)
+
             done.images, done.ready = pending, Ready()
             return done
 

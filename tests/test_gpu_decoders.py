@@ -32,11 +32,11 @@ def test_without_exif_drops_only_the_exif_segment():
     data = _jpeg_with_exif()
     plain = td.without_exif(data)
     assert b"Exif\x00\x00" in data and b"Exif\x00\x00" not in plain and len(plain) < len(data)
-    assert np.array_equal(decode_image(plain), decode_image(data))   # the pixels, byte for byte
+    assert np.array_equal(decode_image(plain), decode_image(data))  # the pixels, byte for byte
     with Image.open(io.BytesIO(plain)) as im:
-        assert im.getexif().get(0x0112) is None                     # no orientation left to apply
+        assert im.getexif().get(0x0112) is None  # no orientation left to apply
     no_exif = td.without_exif(plain)
-    assert no_exif is plain                                          # nothing to drop: unchanged
+    assert no_exif is plain  # nothing to drop: unchanged
     assert td.without_exif(b"not a jpeg") == b"not a jpeg"
 
 
@@ -47,30 +47,39 @@ def _maker(name, calls, fail=None):
             if fail:
                 raise RuntimeError(fail)
             return [torch.zeros(3, 2, 2, dtype=torch.uint8) for _ in datas]
+
         return decode
+
     return make
 
 
 def test_torchcodec_is_chosen_where_it_decodes():
     calls = []
-    dec = td.gpu_decoder("cpu", makers={"torchcodec": _maker("torchcodec", calls),
-                                        "torchvision": _maker("torchvision", calls)})
+    dec = td.gpu_decoder(
+        "cpu", makers={"torchcodec": _maker("torchcodec", calls), "torchvision": _maker("torchvision", calls)}
+    )
     assert dec.backend == "torchcodec" and calls == ["torchcodec"]
 
 
 def test_torchvision_is_chosen_where_torchcodec_cannot_decode_on_the_device():
     calls = []
     msg = "decode_jpeg: torchcodec was not compiled with nvJPEG support, so JPEG images cannot be decoded"
-    dec = td.gpu_decoder("cpu", makers={"torchcodec": _maker("torchcodec", calls, fail=msg),
-                                        "torchvision": _maker("torchvision", calls)})
+    dec = td.gpu_decoder(
+        "cpu", makers={"torchcodec": _maker("torchcodec", calls, fail=msg), "torchvision": _maker("torchvision", calls)}
+    )
     assert dec.backend == "torchvision" and calls == ["torchcodec", "torchvision"]
 
 
 def test_no_working_backend_is_one_error_naming_each_reason():
     calls = []
     with pytest.raises(LaneUnavailableError, match="torchcodec: RuntimeError: a.*torchvision: RuntimeError: b"):
-        td.gpu_decoder("cpu", makers={"torchcodec": _maker("torchcodec", calls, fail="a"),
-                                      "torchvision": _maker("torchvision", calls, fail="b")})
+        td.gpu_decoder(
+            "cpu",
+            makers={
+                "torchcodec": _maker("torchcodec", calls, fail="a"),
+                "torchvision": _maker("torchvision", calls, fail="b"),
+            },
+        )
 
 
 def test_the_torchcodec_adapter_passes_the_batch_without_exif_as_rgb_on_the_indexed_device(monkeypatch):
@@ -80,6 +89,7 @@ def test_the_torchcodec_adapter_passes_the_batch_without_exif_as_rgb_on_the_inde
     def decode_jpeg(source, *, mode, device):
         seen.update(source=source, mode=mode, device=device)
         return [torch.zeros(3, 1, 1, dtype=torch.uint8) for _ in source]
+
     fake.decode_jpeg = decode_jpeg
     monkeypatch.setitem(sys.modules, "torchcodec", types.ModuleType("torchcodec"))
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", fake)

@@ -33,22 +33,22 @@ from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 WRAP = "Error while decoding JPEG images: "
 TORCHVISION = [
     # the image's: a header step, or a decode step with an image status
-    ("Failed to get image info: 3", IMAGE),                       # NVJPEG_STATUS_BAD_JPEG
-    ("Failed to get image info: 2", IMAGE),                       # INVALID_PARAMETER on one image's header
-    ("Failed to parse jpeg stream: 4", IMAGE),                    # JPEG_NOT_SUPPORTED
+    ("Failed to get image info: 3", IMAGE),  # NVJPEG_STATUS_BAD_JPEG
+    ("Failed to get image info: 2", IMAGE),  # INVALID_PARAMETER on one image's header
+    ("Failed to parse jpeg stream: 4", IMAGE),  # JPEG_NOT_SUPPORTED
     ("Unknown chroma subsampling", IMAGE),
     ("Expected a non empty 1-dimensional tensor", IMAGE),
     ("Failed to decode batch: 3", IMAGE),
-    ("Failed to decode jpeg stream: 10", IMAGE),                  # INCOMPLETE_BITSTREAM
-    (WRAP + "Failed to decode batch: 9", IMAGE),                  # IMPLEMENTATION_NOT_SUPPORTED
+    ("Failed to decode jpeg stream: 10", IMAGE),  # INCOMPLETE_BITSTREAM
+    (WRAP + "Failed to decode batch: 9", IMAGE),  # IMPLEMENTATION_NOT_SUPPORTED
     # the device's
-    ("Failed to decode batch: 5", DEVICE),                        # ALLOCATOR_FAILURE
+    ("Failed to decode batch: 5", DEVICE),  # ALLOCATOR_FAILURE
     (WRAP + "Failed to decode batch: 5", DEVICE),
-    ("Failed to decode jpeg stream: 6", DEVICE),                  # EXECUTION_FAILED
-    ("Failed to decode batch: 8", DEVICE),                        # INTERNAL_ERROR
-    ("Failed to get image info: 1", DEVICE),                      # NOT_INITIALIZED, even on a header step
-    ("Failed to synchronize CUDA stream: 700", DEVICE),           # cudaErrorIllegalAddress
-    ("Failed to synchronize CUDA stream: 2", DEVICE),             # cudaErrorMemoryAllocation
+    ("Failed to decode jpeg stream: 6", DEVICE),  # EXECUTION_FAILED
+    ("Failed to decode batch: 8", DEVICE),  # INTERNAL_ERROR
+    ("Failed to get image info: 1", DEVICE),  # NOT_INITIALIZED, even on a header step
+    ("Failed to synchronize CUDA stream: 700", DEVICE),  # cudaErrorIllegalAddress
+    ("Failed to synchronize CUDA stream: 2", DEVICE),  # cudaErrorMemoryAllocation
     ("Failed to initialize nvjpeg with hardware backend: 5", DEVICE),
     ("Failed to initialize nvjpeg with default backend: 7", DEVICE),
     ("Failed to create nvjpeg decoder: 1", DEVICE),
@@ -60,10 +60,10 @@ TORCHVISION = [
     ("decode_jpegs_cuda: torchvision not compiled with nvJPEG support", DEVICE),
 ]
 TORCHCODEC = [
-    ("nvjpegDecode failed: 3", IMAGE),                            # BAD_JPEG on the software path (progressive)
-    ("nvjpegDecode failed: 10", IMAGE),                           # INCOMPLETE_BITSTREAM
-    ("nvjpegDecode failed: 5", DEVICE),                           # ALLOCATOR_FAILURE
-    ("nvjpegDecode failed: 6", DEVICE),                           # EXECUTION_FAILED
+    ("nvjpegDecode failed: 3", IMAGE),  # BAD_JPEG on the software path (progressive)
+    ("nvjpegDecode failed: 10", IMAGE),  # INCOMPLETE_BITSTREAM
+    ("nvjpegDecode failed: 5", DEVICE),  # ALLOCATOR_FAILURE
+    ("nvjpegDecode failed: 6", DEVICE),  # EXECUTION_FAILED
     ("Failed to get image info: 3", IMAGE),
     ("Failed to decode batch: 4", IMAGE),
     ("Failed to decode batch: 8", DEVICE),
@@ -72,8 +72,11 @@ TORCHCODEC = [
     ("Failed to create jpeg stream: 5", DEVICE),
     ("Failed to create nvjpeg decode state: 5", DEVICE),
     ("Failed to synchronize CUDA stream: 700", DEVICE),
-    ("decode_jpeg: torchcodec was not compiled with nvJPEG support, so JPEG images cannot be decoded on a "
-     "CUDA device.", DEVICE),
+    (
+        "decode_jpeg: torchcodec was not compiled with nvJPEG support, so JPEG images cannot be decoded on a "
+        "CUDA device.",
+        DEVICE,
+    ),
     ("Input tensor must be 1-dimensional and non-empty, got 1 dims  and 0 numels.", IMAGE),
 ]
 DALI = [
@@ -81,14 +84,20 @@ DALI = [
     ('NVJPEG error "4" img_017.jpg', IMAGE),
     ('NVJPEG error "5"', DEVICE),
     ('NVJPEG error "6" img_017.jpg', DEVICE),
-    ("Error in CPU operator `nvidia.dali.fn.decoders.image`, which was used in the pipeline definition "
-     "with the following traceback: ... encountered: Failed to decode sample #0 : ", IMAGE),      # recorded here
+    (
+        "Error in CPU operator `nvidia.dali.fn.decoders.image`, which was used in the pipeline definition "
+        "with the following traceback: ... encountered: Failed to decode sample #0 : ",
+        IMAGE,
+    ),  # recorded here
     ("Error in CPU operator `nvidia.dali.fn.decoders.image`, ... encountered: nvImageCodec failure: '#4'", IMAGE),
     ("Error in MIXED operator `nvidia.dali.fn.decoders.image_slice` ... nvImageCodec failure: '#3'", IMAGE),
     ("Error in MIXED operator `nvidia.dali.fn.decoders.image` ... nvImageCodec failure: '#5'", DEVICE),
     ("Error in MIXED operator `nvidia.dali.fn.decoders.image` ... nvImageCodec failure: '#21'", DEVICE),
-    ("Error in MIXED operator `nvidia.dali.fn.decoders.image` ... CUDA runtime API error "
-     "cudaErrorIllegalAddress (700): an illegal memory access was encountered", DEVICE),
+    (
+        "Error in MIXED operator `nvidia.dali.fn.decoders.image` ... CUDA runtime API error "
+        "cudaErrorIllegalAddress (700): an illegal memory access was encountered",
+        DEVICE,
+    ),
     ("[/opt/dali/...] Error in MIXED operator nvidia.dali.fn.decoders.image: nvJPEG failed", IMAGE),
     ("Can't allocate 1024 bytes on device 0: cudaMalloc failed", DEVICE),
 ]
@@ -106,19 +115,31 @@ def test_each_recorded_decoder_message_is_classified_as_upstream_means_it(messag
 def test_out_of_memory_is_the_device_and_a_bug_is_neither():
     assert classify(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == DEVICE
     assert classify(KeyError("bug")) == OTHER
-    assert not is_sample_decode_problem(KeyError("decoders."))   # only decode errors (RuntimeError, ValueError)
+    assert not is_sample_decode_problem(KeyError("decoders."))  # only decode errors (RuntimeError, ValueError)
 
 
-@pytest.mark.parametrize("message, rerouted", [("Failed to decode batch: 3", True),
-                                               ("Failed to decode batch: 5", False),
-                                               ("Failed to synchronize CUDA stream: 700", False)])
+@pytest.mark.parametrize(
+    "message, rerouted",
+    [
+        ("Failed to decode batch: 3", True),
+        ("Failed to decode batch: 5", False),
+        ("Failed to synchronize CUDA stream: 700", False),
+    ],
+)
 def test_the_torch_engine_reroutes_a_bad_image_and_raises_a_device_fault(photo_root, message, rerouted):
     """A device fault leaves run_batch as it was raised, so the dispatcher counts it against
     the lane (and breaks it after ``break_after``); a bad image leaves as Reroute."""
+
     def decode(datas):
         raise RuntimeError(message)
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                        device=torch.device("cpu"), decode=decode)
+
+    lane = TorchGpuLane(
+        sources.ImageFolder(photo_root),
+        recipe.imagenet_train(32),
+        batch_size=4,
+        device=torch.device("cpu"),
+        decode=decode,
+    )
     try:
         with pytest.raises(Reroute if rerouted else RuntimeError) as info:
             lane.run_batch(BatchTask(0, 0, np.arange(4)))
@@ -153,10 +174,10 @@ def test_a_device_fault_breaks_the_gpu_lane_and_the_cpu_lane_finishes_the_stream
 
     monkeypatch.setattr(DaliLane, "_decode", faulty)
     got, stats = stream(LoaderPolicy(mode="gpu", gpu_engine="dali", cpu_actors=0, break_after=2))
-    assert got == want                                     # every batch, in order, once
-    assert stats["lanes"]["gpu"]["batches"] == 2           # the lane broke after its faults
-    assert calls["n"] < len(want)                          # not handed every batch (as when each was rerouted)
-    assert calls["n"] <= 2 + 2 + 2                         # two good, two faults to break, two already in flight
+    assert got == want  # every batch, in order, once
+    assert stats["lanes"]["gpu"]["batches"] == 2  # the lane broke after its faults
+    assert calls["n"] < len(want)  # not handed every batch (as when each was rerouted)
+    assert calls["n"] <= 2 + 2 + 2  # two good, two faults to break, two already in flight
 
 
 def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(photo_root):
@@ -166,6 +187,7 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
     about to reuse. On a GPU, gpu_check's ``ordering`` section stalls the stream and compares
     pixels."""
     from hybridload.kernels.decode import decode_image
+
     events = []
 
     class FakeStream:
@@ -176,8 +198,13 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
         events.append("decode")
         return [torch.from_numpy(decode_image(bytes(d.numpy()))).permute(2, 0, 1) for d in datas]
 
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                        device=torch.device("cpu"), decode=decode)
+    lane = TorchGpuLane(
+        sources.ImageFolder(photo_root),
+        recipe.imagenet_train(32),
+        batch_size=4,
+        device=torch.device("cpu"),
+        decode=decode,
+    )
     lane._stream = FakeStream()
     try:
         for seq in range(3):
@@ -193,6 +220,7 @@ def test_the_dali_lane_copies_a_batch_out_before_its_pipeline_runs_again(photo_r
     was queued), and each batch's images stay what they were after later batches ran."""
     import warnings
     from hybridload.lanes.gpu.dali import DaliLane
+
     events = []
 
     class FakeStream:
@@ -201,13 +229,13 @@ def test_the_dali_lane_copies_a_batch_out_before_its_pipeline_runs_again(photo_r
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lane = DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                        device="cpu")
+        lane = DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4, device="cpu")
     real_run = lane._pipe.run
 
     def run():
         events.append("run")
         return real_run()
+
     lane._pipe.run, lane._stream = run, FakeStream()
     try:
         first = lane.run_batch(BatchTask(0, 0, np.arange(4))).images
@@ -226,6 +254,7 @@ def test_the_torchvision_decoder_is_always_asked_for_the_same_indexed_device(mon
     import sys
     import types
     from hybridload.lanes.gpu.torch_lane import torchvision_decoder
+
     seen = []
     fake_io = types.ModuleType("torchvision.io")
     fake_io.ImageReadMode = types.SimpleNamespace(RGB="RGB")
@@ -241,8 +270,9 @@ def test_the_torchvision_decoder_is_always_asked_for_the_same_indexed_device(mon
 
 # -- DALI's causeless "Failed to decode sample #k": the CPU kernels settle whose fault it is
 
-AMBIGUOUS = ("Error in MIXED operator `nvidia.dali.fn.decoders.image_slice` ... encountered: "
-             "Failed to decode sample #1 : ")
+AMBIGUOUS = (
+    "Error in MIXED operator `nvidia.dali.fn.decoders.image_slice` ... encountered: Failed to decode sample #1 : "
+)
 
 
 def _payloads(photo_root, n=3):
@@ -252,21 +282,23 @@ def _payloads(photo_root, n=3):
 
 def test_a_sample_the_gpu_fails_and_the_cpu_decodes_is_a_device_fault(photo_root):
     from hybridload.lanes.gpu.failures import DeviceDecodeFault, confirm_on_cpu
+
     payloads = _payloads(photo_root)
     with pytest.raises(DeviceDecodeFault, match=r"sample\(s\) \[1\] of the batch, which the CPU decodes"):
         confirm_on_cpu(RuntimeError(AMBIGUOUS), payloads, "DALI on batch 0")
-    assert not issubclass(DeviceDecodeFault, Reroute)   # a lane failure, counted against the lane
+    assert not issubclass(DeviceDecodeFault, Reroute)  # a lane failure, counted against the lane
 
 
 def test_a_sample_the_cpu_cannot_decode_either_is_rerouted_to_be_named(photo_root):
     from hybridload.lanes.gpu.failures import confirm_on_cpu
+
     payloads = _payloads(photo_root)
-    payloads[1] = payloads[1][:200] + b"\xff\xd9"   # cut short, end marker kept: the CPU decoder refuses it
+    payloads[1] = payloads[1][:200] + b"\xff\xd9"  # cut short, end marker kept: the CPU decoder refuses it
     with pytest.raises(Reroute, match="sample #1 of the batch fails on the CPU too"):
         confirm_on_cpu(RuntimeError(AMBIGUOUS), payloads, "DALI on batch 0")
-    with pytest.raises(Reroute):                     # a status that names the image: rerouted as before
+    with pytest.raises(Reroute):  # a status that names the image: rerouted as before
         confirm_on_cpu(RuntimeError("nvImageCodec failure: '#4'"), payloads, "DALI on batch 0")
-    with pytest.raises(RuntimeError, match='NVJPEG error "6"'):   # a device status: raised as it was
+    with pytest.raises(RuntimeError, match='NVJPEG error "6"'):  # a device status: raised as it was
         confirm_on_cpu(RuntimeError('NVJPEG error "6"'), payloads, "DALI on batch 0")
 
 
@@ -295,13 +327,14 @@ def test_two_causeless_dali_failures_in_a_row_break_the_lane_and_the_cpu_lane_fi
 
         def run():
             runs["n"] += 1
-            if runs["n"] > 2:   # the real DALI (CPU-only) message, on images the CPU decodes
+            if runs["n"] > 2:  # the real DALI (CPU-only) message, on images the CPU decodes
                 raise RuntimeError(AMBIGUOUS)
             return real_run()
+
         self._pipe.run = run
 
     monkeypatch.setattr(DaliLane, "__init__", init)
     got, stats = stream(LoaderPolicy(mode="gpu", gpu_engine="dali", cpu_actors=0, break_after=2))
-    assert got == want                                     # every batch, in order, once
-    assert stats["lanes"]["gpu"]["batches"] == 2           # broken after two faults in a row
-    assert runs["n"] <= 2 + 2 + 2                          # two good, two faults to break, two in flight
+    assert got == want  # every batch, in order, once
+    assert stats["lanes"]["gpu"]["batches"] == 2  # broken after two faults in a row
+    assert runs["n"] <= 2 + 2 + 2  # two good, two faults to break, two in flight

@@ -23,10 +23,17 @@ def cpu_decode(datas):
     return [torch.from_numpy(decode_image(bytes(d.numpy()))).permute(2, 0, 1) for d in datas]
 
 
-@pytest.mark.parametrize("n, workers, sizes", [
-    (256, 4, [64, 64, 64, 64]), (256, 1, [256]), (40, 4, [20, 20]), (10, 4, [10]), (0, 4, [0]),
-    (255, 4, [64, 64, 63, 64]),
-])
+@pytest.mark.parametrize(
+    "n, workers, sizes",
+    [
+        (256, 4, [64, 64, 64, 64]),
+        (256, 1, [256]),
+        (40, 4, [20, 20]),
+        (10, 4, [10]),
+        (0, 4, [0]),
+        (255, 4, [64, 64, 63, 64]),
+    ],
+)
 def test_a_batch_is_cut_into_contiguous_parts_of_at_least_min_part(n, workers, sizes):
     parts = parts_of(n, workers)
     assert [s.stop - s.start for s in parts] == sizes
@@ -36,8 +43,7 @@ def test_a_batch_is_cut_into_contiguous_parts_of_at_least_min_part(n, workers, s
 
 
 def _lane(src, rec, prep_threads):
-    return TorchGpuLane(src, rec, batch_size=40, device="cpu", decode=cpu_decode,
-                        prep_threads=prep_threads)
+    return TorchGpuLane(src, rec, batch_size=40, device="cpu", decode=cpu_decode, prep_threads=prep_threads)
 
 
 def test_prepared_in_parts_the_batches_equal_one_thread_one_image_at_a_time(photo_root):
@@ -57,28 +63,31 @@ def test_prepared_in_parts_the_batches_equal_one_thread_one_image_at_a_time(phot
 
 def test_the_preparation_starts_when_the_lane_accepts_the_task(photo_root, monkeypatch):
     from hybridload.lanes.gpu import feed
+
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     names, real = [], feed.read_part
 
     def spy(*args):
         names.append(threading.current_thread().name)
         return real(*args)
+
     monkeypatch.setattr(feed, "read_part", spy)
     lane = _lane(src, rec, 2)
     try:
         task = BatchTask(0, 0, np.arange(40) % len(src))
-        run = lane.runner(task)                          # what the dispatcher calls on accepting it
+        run = lane.runner(task)  # what the dispatcher calls on accepting it
         parts = lane._started[id(task)]
-        assert [f.result(timeout=60) for f in parts]     # done before the lane's thread ran the batch
+        assert [f.result(timeout=60) for f in parts]  # done before the lane's thread ran the batch
         assert len(names) == 2 and all(n.startswith("hybridload-gpu-prep") for n in names)
         assert run(task).images.shape == (40, 3, 32, 32) and not lane._started
-        assert len(names) == 2                           # not prepared a second time
+        assert len(names) == 2  # not prepared a second time
     finally:
         lane.close()
 
 
 def test_a_bad_sample_in_a_later_part_is_rerouted_naming_it(photo_root, bad_files):
     from hybridload.sources import FileList
+
     good = sources.ImageFolder(photo_root)
     src = FileList([good.ref(i % len(good)).location for i in range(39)] + [bad_files["text"]], [0] * 40)
     lane = _lane(src, recipe.imagenet_train(32), 4)
@@ -91,22 +100,23 @@ def test_a_bad_sample_in_a_later_part_is_rerouted_naming_it(photo_root, bad_file
 
 def test_same_shape_resizes_are_one_launch_and_the_same_pixels(photo_root, monkeypatch):
     src = sources.ImageFolder(photo_root)
-    imgs = [cpu_decode([torch.frombuffer(bytearray(src.read(src.ref(i))[0]), dtype=torch.uint8)])[0]
-            for i in range(6)]
-    imgs = [img[:, :40, :60] for img in imgs]           # one shape, as an eval recipe's images of one size
-    ops = [[torch_ops.Crop(2, 3, 50, 30), torch_ops.Resize(24, 24)] + ([torch_ops.Flip()] if k % 2 else [])
-           for k in range(6)]
+    imgs = [cpu_decode([torch.frombuffer(bytearray(src.read(src.ref(i))[0]), dtype=torch.uint8)])[0] for i in range(6)]
+    imgs = [img[:, :40, :60] for img in imgs]  # one shape, as an eval recipe's images of one size
+    ops = [
+        [torch_ops.Crop(2, 3, 50, 30), torch_ops.Resize(24, 24)] + ([torch_ops.Flip()] if k % 2 else [])
+        for k in range(6)
+    ]
     same_kinds = [[torch_ops.Crop(2, 3, 50, 30), torch_ops.Resize(24, 24)] for _ in range(6)]
     calls = []
     real = torch_ops.F.interpolate
     monkeypatch.setattr(torch_ops.F, "interpolate", lambda x, **kw: calls.append(x.shape[0]) or real(x, **kw))
     batched = torch_ops.apply_ops_batch(imgs, same_kinds)
-    assert calls == [6]                                  # one launch for the six
+    assert calls == [6]  # one launch for the six
     calls.clear()
     alone = [torch_ops.apply_ops(img, o) for img, o in zip(imgs, same_kinds)]
     assert calls == [1] * 6
     assert all(torch.equal(a, b) for a, b in zip(batched, alone))
-    mixed = torch_ops.apply_ops_batch(imgs, ops)         # op types differ (flip or not): one by one
+    mixed = torch_ops.apply_ops_batch(imgs, ops)  # op types differ (flip or not): one by one
     assert all(torch.equal(a, torch_ops.apply_ops(img, o)) for a, img, o in zip(mixed, imgs, ops))
 
 
@@ -115,6 +125,7 @@ def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
     Same samples, labels, parameters and order either way; a bad kind is named."""
     from hybridload.lanes.gpu.feed import join_batch
     from hybridload.lanes.gpu.prep import PrepPool
+
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     task = BatchTask(0, 2, (np.arange(40) * 5) % len(src), seed=3)
     threads, procs = PrepPool(src, rec, 2, "threads"), PrepPool(src, rec, 2, "processes")
@@ -131,10 +142,18 @@ def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
 
 def test_a_bad_sample_prepared_in_a_worker_process_is_rerouted_naming_it(photo_root, bad_files):
     from hybridload.sources import FileList
+
     good = sources.ImageFolder(photo_root)
     src = FileList([good.ref(i % len(good)).location for i in range(39)] + [bad_files["text"]], [0] * 40)
-    lane = TorchGpuLane(src, recipe.imagenet_train(32), batch_size=40, device="cpu", decode=cpu_decode,
-                        prep_threads=2, prep_kind="processes")
+    lane = TorchGpuLane(
+        src,
+        recipe.imagenet_train(32),
+        batch_size=40,
+        device="cpu",
+        decode=cpu_decode,
+        prep_threads=2,
+        prep_kind="processes",
+    )
     try:
         with pytest.raises(Reroute, match=r"sample 39 \(.*\) is not a JPEG"):
             lane.run_batch(BatchTask(0, 0, np.arange(40)))

@@ -92,14 +92,17 @@ class FakeCuda:
 
 
 # ------------------------------------------------------------------ fix 1: which device
-@pytest.mark.parametrize("device,env,want", [
-    ("cuda", {}, "cuda:2"),                      # no index: the current device, not GPU 0
-    ("cuda", {"LOCAL_RANK": "3"}, "cuda:2"),      # an explicit "cuda" follows set_device, as torch does
-    (None, {}, "cuda:2"),                        # no LOCAL_RANK: the current device
-    (None, {"LOCAL_RANK": "5"}, "cuda:1"),        # a launcher's LOCAL_RANK, modulo the visible GPUs
-    ("cuda:3", {}, "cuda:3"),
-    ("cpu", {}, "cpu"),
-])
+@pytest.mark.parametrize(
+    "device,env,want",
+    [
+        ("cuda", {}, "cuda:2"),  # no index: the current device, not GPU 0
+        ("cuda", {"LOCAL_RANK": "3"}, "cuda:2"),  # an explicit "cuda" follows set_device, as torch does
+        (None, {}, "cuda:2"),  # no LOCAL_RANK: the current device
+        (None, {"LOCAL_RANK": "5"}, "cuda:1"),  # a launcher's LOCAL_RANK, modulo the visible GPUs
+        ("cuda:3", {}, "cuda:3"),
+        ("cpu", {}, "cpu"),
+    ],
+)
 def test_cuda_without_an_index_means_the_current_device(device, env, want):
     assert resolve_device(device, env=env, cuda=FakeCuda()) == torch.device(want)
 
@@ -108,18 +111,19 @@ def test_no_cuda_means_cpu():
     class NoCuda(FakeCuda):
         def is_available(self):
             return False
+
     assert resolve_device(None, env={"LOCAL_RANK": "1"}, cuda=NoCuda()) == torch.device("cpu")
 
 
 def test_dali_device_id_is_the_resolved_device(photo_root, monkeypatch):
     import hybridload.pipelines as pipelines
+
     fake = FakeCuda(current=3)
     for name in ("current_device", "device_count", "is_available", "Stream"):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
     seen = {}
     monkeypatch.setattr(pipelines, "build_pipeline", lambda rec, **kw: seen.update(kw) or object())
-    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                             device="cuda")
+    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4, device="cuda")
     assert seen["device_id"] == 3 and lane.describe() == "GPU lane: DALI on cuda:3" and lane.kind is LaneKind.GPU
     lane._pool.shutdown()
 
@@ -130,15 +134,27 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
 
     def broken(rec, **kw):
         raise RuntimeError("nvJPEG initialization failed: CUDA driver version is insufficient")
+
     monkeypatch.setattr(pipelines, "build_pipeline", broken)
     src = sources.ImageFolder(photo_root)
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*could not build.*CPU lanes"):
-        assert make_gpu_lane(LoaderPolicy(gpu_engine="dali").lane_spec(), src, recipe.imagenet_train(32), batch_size=4, device="cpu") is None
+        assert (
+            make_gpu_lane(
+                LoaderPolicy(gpu_engine="dali").lane_spec(), src, recipe.imagenet_train(32), batch_size=4, device="cpu"
+            )
+            is None
+        )
     rec = recipe.imagenet_train(32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with HybridLoader(src, rec, 8, policy=LoaderPolicy(mode="split", gpu_share=0.5, gpu_engine="dali",
-                                                           cpu_actors=0), seed=1, return_indices=True) as ld:
+        with HybridLoader(
+            src,
+            rec,
+            8,
+            policy=LoaderPolicy(mode="split", gpu_share=0.5, gpu_engine="dali", cpu_actors=0),
+            seed=1,
+            return_indices=True,
+        ) as ld:
             got = [idx.tolist() for _i, _l, idx in ld]
             assert list(ld.stats()["lanes"]) == ["inprocess"]
     assert got == [b.tolist() for b in ld.batch_indices(0)]
@@ -147,11 +163,23 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
 def test_the_torch_engine_without_torchvision_falls_back_with_a_warning(photo_root, monkeypatch):
     def missing(device):
         raise torch_decoders_mod.LaneUnavailableError("the torch GPU engine needs torchvision")
+
     monkeypatch.setattr(torch_decoders_mod, "MAKERS", {"torchcodec": missing, "torchvision": missing})
-    with pytest.warns(RuntimeWarning, match="torch: no JPEG decoder works .*torchvision: LaneUnavailableError: "
-                                            "the torch GPU engine needs torchvision"):
-        assert make_gpu_lane(LoaderPolicy(gpu_engine="torch").lane_spec(), sources.ImageFolder(photo_root),
-                             recipe.imagenet_train(32), batch_size=4, device="cpu") is None
+    with pytest.warns(
+        RuntimeWarning,
+        match="torch: no JPEG decoder works .*torchvision: LaneUnavailableError: "
+        "the torch GPU engine needs torchvision",
+    ):
+        assert (
+            make_gpu_lane(
+                LoaderPolicy(gpu_engine="torch").lane_spec(),
+                sources.ImageFolder(photo_root),
+                recipe.imagenet_train(32),
+                batch_size=4,
+                device="cpu",
+            )
+            is None
+        )
 
 
 # ------------------------------------------------------------------ fix 4: stream safety
@@ -160,8 +188,13 @@ def test_the_consumer_stream_waits_on_the_lanes_event_before_the_batch_is_handed
     monkeypatch.setattr(torch.cuda, "Stream", fake.Stream)
     monkeypatch.setattr(torch.cuda, "Event", fake.Event)
     monkeypatch.setattr(torch.cuda, "stream", fake.stream)
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                        device=torch.device("cuda", 0), decode=cpu_decode)
+    lane = TorchGpuLane(
+        sources.ImageFolder(photo_root),
+        recipe.imagenet_train(32),
+        batch_size=4,
+        device=torch.device("cuda", 0),
+        decode=cpu_decode,
+    )
     result = lane.run_batch(BatchTask(0, 0, np.arange(4)))
     lane.close()
     assert result.ready is not None and result.ready.stream is not fake.current_s  # recorded on the lane's stream
@@ -188,11 +221,13 @@ def test_wait_for_nothing_is_a_no_op_and_cpu_delivery_copies_nothing():
     class Loud:
         def wait_event(self, e):
             raise AssertionError("waited")
+
     wait_for(None, Loud())
     images = torch.zeros(2, 3, 4, 4, dtype=torch.uint8)
 
     class Result:
         labels, indices, ready = np.array([1, 2]), np.array([5, 6]), None
+
     Result.images = images
     out = DeviceMover(torch.device("cpu")).deliver(Result(), with_indices=True)
     assert out[0] is images and out[2].tolist() == [5, 6]
@@ -206,15 +241,18 @@ def test_normalize_on_the_device_equals_the_cpu_kernels_arithmetic():
 
 
 # ------------------------------------------------------------------ fix 6: Reroute vs lane failure
-@pytest.mark.parametrize("exc,sample", [
-    (RuntimeError("[/opt/dali/...] Error in MIXED operator nvidia.dali.fn.decoders.image: nvJPEG failed"), True),
-    (RuntimeError("Error while decoding JPEG images"), True),
-    (ValueError("Unsupported image format"), True),
-    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), False),
-    (RuntimeError("decoders.image: CUDA error: an illegal memory access was encountered"), False),
-    (RuntimeError("Can't allocate 1024 bytes on device 0: cudaMalloc failed"), False),
-    (KeyError("bug"), False),
-])
+@pytest.mark.parametrize(
+    "exc,sample",
+    [
+        (RuntimeError("[/opt/dali/...] Error in MIXED operator nvidia.dali.fn.decoders.image: nvJPEG failed"), True),
+        (RuntimeError("Error while decoding JPEG images"), True),
+        (ValueError("Unsupported image format"), True),
+        (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), False),
+        (RuntimeError("decoders.image: CUDA error: an illegal memory access was encountered"), False),
+        (RuntimeError("Can't allocate 1024 bytes on device 0: cudaMalloc failed"), False),
+        (KeyError("bug"), False),
+    ],
+)
 def test_only_a_samples_decode_problem_is_rerouted(exc, sample):
     assert is_sample_decode_problem(exc) is sample
     if not sample and not isinstance(exc, KeyError):
@@ -222,12 +260,12 @@ def test_only_a_samples_decode_problem_is_rerouted(exc, sample):
 
 
 def test_cuda_oom_in_the_dali_lane_is_a_lane_failure_not_a_reroute(photo_root):
-    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                             device="cpu")
+    lane = dali_mod.DaliLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4, device="cpu")
     oom = torch.cuda.OutOfMemoryError("CUDA out of memory")
 
     def run():
         raise oom
+
     lane._pipe.run = run
     with pytest.raises(torch.cuda.OutOfMemoryError):
         lane.run_batch(BatchTask(0, 0, np.arange(4)))
@@ -237,13 +275,21 @@ def test_cuda_oom_in_the_dali_lane_is_a_lane_failure_not_a_reroute(photo_root):
     lane.close()
 
 
-@pytest.mark.parametrize("exc,want", [(RuntimeError("CUDA out of memory"), RuntimeError),
-                                      (RuntimeError("Error while decoding JPEG images"), Reroute)])
+@pytest.mark.parametrize(
+    "exc,want",
+    [(RuntimeError("CUDA out of memory"), RuntimeError), (RuntimeError("Error while decoding JPEG images"), Reroute)],
+)
 def test_torch_engine_reroutes_decode_problems_and_raises_the_rest(photo_root, exc, want):
     def decode(datas):
         raise exc
-    lane = TorchGpuLane(sources.ImageFolder(photo_root), recipe.imagenet_train(32), batch_size=4,
-                        device=torch.device("cpu"), decode=decode)
+
+    lane = TorchGpuLane(
+        sources.ImageFolder(photo_root),
+        recipe.imagenet_train(32),
+        batch_size=4,
+        device=torch.device("cpu"),
+        decode=decode,
+    )
     with pytest.raises(want) as info:
         lane.run_batch(BatchTask(0, 0, np.arange(4)))
     assert (info.type is Reroute) == (want is Reroute)
@@ -277,8 +323,11 @@ def test_exif_orientation_is_ignored_by_the_cpu_lane_dali_and_the_torch_engine(e
         dali = dali_mod.DaliLane(exif_source, rec, batch_size=4, device="cpu")
     dali_imgs = dali.run_batch(BatchTask(0, 0, idx)).images
     dali.close()
-    torch_imgs = TorchGpuLane(exif_source, rec, batch_size=4, device=torch.device("cpu"),
-                              decode=cpu_decode).run_batch(BatchTask(0, 0, idx)).images
+    torch_imgs = (
+        TorchGpuLane(exif_source, rec, batch_size=4, device=torch.device("cpu"), decode=cpu_decode)
+        .run_batch(BatchTask(0, 0, idx))
+        .images
+    )
     for got in (dali_imgs, torch_imgs):
         assert got.shape == cpu.shape
         assert (got.int() - cpu.int()).abs().float().mean() < 1.0  # a rotated decode differs by tens
@@ -300,15 +349,19 @@ def test_dali_cpu_only_mode_warns_once_per_process(photo_root, monkeypatch):
 
 # ------------------------------------------------------------------ the torch engine's pixels and stream
 def test_as_op_takes_tuples_and_typed_ops_alike():
-    assert [as_op(o) for o in (("crop", 1, 2, 3, 4), ("resize", 5, 6), ("flip",))] == [Crop(1, 2, 3, 4),
-                                                                                    Resize(5, 6), Flip()]
+    assert [as_op(o) for o in (("crop", 1, 2, 3, 4), ("resize", 5, 6), ("flip",))] == [
+        Crop(1, 2, 3, 4),
+        Resize(5, 6),
+        Flip(),
+    ]
     assert as_op(Resize(2, 3)) == Resize(2, 3)
     with pytest.raises(ValueError, match="unknown operation"):
         as_op(("rotate", 9))
 
 
-@pytest.mark.parametrize("rec", [recipe.imagenet_train(64), recipe.imagenet_eval(48, normalize=True)],
-                         ids=["train", "eval-normalized"])
+@pytest.mark.parametrize(
+    "rec", [recipe.imagenet_train(64), recipe.imagenet_eval(48, normalize=True)], ids=["train", "eval-normalized"]
+)
 def test_torch_engine_index_stream_equals_cpu_lane_and_pixels_within_tolerance(photo_root, monkeypatch, rec):
     monkeypatch.setattr(torch_decoders_mod, "gpu_decoder", lambda device: cpu_decode)
     src = sources.ImageFolder(photo_root)

@@ -19,8 +19,8 @@ def tree(root, bad_files, classes):
 
 def test_a_symlink_loop_is_not_followed_and_labels_stay_put(tmp_path, bad_files):
     root = tree(tmp_path / "d", bad_files, {"a": 2, "b": 3})
-    os.symlink(root, root / "a" / "loop")          # a -> the root: would relabel b's images as a
-    os.symlink(root / "a", root / "a" / "self")    # a -> itself
+    os.symlink(root, root / "a" / "loop")  # a -> the root: would relabel b's images as a
+    os.symlink(root / "a", root / "a" / "self")  # a -> itself
     src = sources.ImageFolder(root)
     labels = [src.ref(i).label for i in range(len(src))]
     assert labels == [0, 0, 1, 1, 1]

@@ -25,8 +25,7 @@ def index(pattern, out, *extra):
     return main(["index", str(pattern), "-o", str(out), "--quiet", *extra])
 
 
-def test_a_relative_pattern_with_the_manifest_elsewhere_gives_a_usable_manifest(shard_dir, tmp_path,
-                                                                                monkeypatch):
+def test_a_relative_pattern_with_the_manifest_elsewhere_gives_a_usable_manifest(shard_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(shard_dir.parent)
     (tmp_path / "elsewhere").mkdir()
     out = tmp_path / "elsewhere" / "m.json"
@@ -42,8 +41,10 @@ def test_a_manifest_directory_that_cannot_be_written_is_one_line_with_status_2(s
     assert index(shard_dir / "shard-000.tar", "/sys/hl-manifest.json", "--workers", "1") == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "Traceback" not in err
-    assert err.startswith("hybridload index: -o /sys/hl-manifest.json: cannot write /sys/hl-manifest.json.partial "
-                          "there (Permission denied); pick a directory you can write")
+    assert err.startswith(
+        "hybridload index: -o /sys/hl-manifest.json: cannot write /sys/hl-manifest.json.partial "
+        "there (Permission denied); pick a directory you can write"
+    )
 
 
 def test_a_pattern_that_names_only_missing_shards_leaves_no_partial_file(tmp_path, capsys):
@@ -56,8 +57,10 @@ def test_a_pattern_that_names_only_missing_shards_leaves_no_partial_file(tmp_pat
 def test_the_failure_line_names_the_first_failed_shard_in_order_and_counts_in_words():
     urls = [f"s-{i}.tar" for i in range(4)]
     line = index_cmd.failure_line(urls, [("s-3.tar", "bad three"), ("s-1.tar", "bad one")], 1, "m.json.partial")
-    assert line == ("2 of 4 shards could not be indexed (first: s-1.tar: bad one); fix them and run the same command "
-                    "again: the 1 shard indexed is kept in m.json.partial")
+    assert line == (
+        "2 of 4 shards could not be indexed (first: s-1.tar: bad one); fix them and run the same command "
+        "again: the 1 shard indexed is kept in m.json.partial"
+    )
     assert "the 2 shards indexed are kept" in index_cmd.failure_line(urls, [("s-0.tar", "x")], 2, "p")
 
 
@@ -87,9 +90,24 @@ def _alive(pid):
 def test_index_worker_processes_end_when_the_command_is_killed(shard_dir, tmp_path, sig):
     for i in range(300):  # enough shards that the workers are busy when the command dies
         os.link(shard_dir / "shard-000.tar", tmp_path / f"s-{i:03d}.tar")
-    proc = subprocess.Popen([sys.executable, "-m", "hybridload", "index", str(tmp_path / "s-{000..299}.tar"), "-o",
-                             str(tmp_path / "m.json"), "--workers", "2", "--quiet", "--no-sidecars"],
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hybridload",
+            "index",
+            str(tmp_path / "s-{000..299}.tar"),
+            "-o",
+            str(tmp_path / "m.json"),
+            "--workers",
+            "2",
+            "--quiet",
+            "--no-sidecars",
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers = set()
     try:
         deadline = time.monotonic() + 60

@@ -56,8 +56,14 @@ def _ctrl_c_reaches_python():
 def test_ctrl_c_while_a_sample_takes_a_minute_exits_within_seconds(workers):
     token = f"slow-sample-{os.getpid()}-{workers}"  # in the script's text: its forked workers carry it too
     script = f"# {token}\nWORKERS = {workers!r}\n" + SLOW_SAMPLE
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": HERE}, preexec_fn=_ctrl_c_reaches_python)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": HERE},
+        preexec_fn=_ctrl_c_reaches_python,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:

@@ -35,9 +35,11 @@ def pillow_reference(path, params):
     return np.asarray(im).transpose(2, 0, 1).astype(np.int16)
 
 
-@pytest.mark.parametrize("rec", [R.imagenet_train(224), R.imagenet_eval(224),
-                                 R.Recipe([R.Decode(), R.Resize((96, 128)), R.HorizontalFlip(1.0)])],
-                         ids=["train", "eval", "resize-flip"])
+@pytest.mark.parametrize(
+    "rec",
+    [R.imagenet_train(224), R.imagenet_eval(224), R.Recipe([R.Decode(), R.Resize((96, 128)), R.HorizontalFlip(1.0)])],
+    ids=["train", "eval", "resize-flip"],
+)
 def test_kernels_agree_with_pillow_reference(photo_root, rec):
     src = sources.ImageFolder(photo_root)
     for i in range(0, len(src), 3):
@@ -55,7 +57,7 @@ def test_same_seed_epoch_index_same_pixels_whatever_the_thread_count(photo_root)
     rec = R.imagenet_train(64)
     idx = list(range(0, 40))
     serial = process_batch(src, rec, idx, seed=3, epoch=2).images
-    batches = [idx[k:k + 5] for k in range(0, 40, 5)]
+    batches = [idx[k : k + 5] for k in range(0, 40, 5)]
     for threads in (2, 4):
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(lambda b: process_batch(src, rec, b, seed=3, epoch=2).images, batches))
@@ -77,8 +79,10 @@ def test_normalize_matches_formula(photo_root):
     torch.testing.assert_close(norm, (plain.float() / 255 - mean) / std, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kind,stage", [("truncated", "Decode"), ("zero", "Decode"), ("text", "Decode"),
-                                        ("corrupt", "Decode"), ("missing", "read")])
+@pytest.mark.parametrize(
+    "kind,stage",
+    [("truncated", "Decode"), ("zero", "Decode"), ("text", "Decode"), ("corrupt", "Decode"), ("missing", "read")],
+)
 def test_bad_input_error_names_index_path_and_stage(bad_files, kind, stage):
     src = sources.FileList([bad_files["good"], bad_files[kind]], [0, 1])
     with pytest.raises(SampleError) as info:
@@ -146,6 +150,7 @@ def test_torch_dataset_errors_name_the_item():
 
 def test_pixel_limit_is_one_check_refusing_empty_and_oversized_images():
     from hybridload.kernels import MAX_IMAGE_PIXELS, DecodeError, check_pixels
+
     check_pixels(1, 1)
     check_pixels(MAX_IMAGE_PIXELS, 1)
     with pytest.raises(DecodeError, match="exceeds the limit"):

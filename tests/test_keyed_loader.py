@@ -27,15 +27,19 @@ def indices(loader, epoch):
 
 def test_a_keyed_loader_serves_the_keyed_batches_with_their_labels(photo_root):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 8, seed=4, order="keyed", return_indices=True, policy=POLICY, rank=1,
-                      world_size=2) as ld, HybridLoader(src, REC, 8, seed=4, return_indices=True, policy=POLICY,
-                                                        rank=1, world_size=2) as plain:
+    with (
+        HybridLoader(
+            src, REC, 8, seed=4, order="keyed", return_indices=True, policy=POLICY, rank=1, world_size=2
+        ) as ld,
+        HybridLoader(src, REC, 8, seed=4, return_indices=True, policy=POLICY, rank=1, world_size=2) as plain,
+    ):
         assert ld.order == "keyed" and plain.order == "randperm"
         for epoch in (0, 1):
             ld.set_epoch(epoch)
             got = [(idx.tolist(), lab.tolist()) for _, lab, idx in ld]
-            want = KeyedOrder().rank_batches(60, batch_size=8, seed=4, epoch=epoch, world_size=2, rank=1,
-                                             shuffle=True, drop_last=False)
+            want = KeyedOrder().rank_batches(
+                60, batch_size=8, seed=4, epoch=epoch, world_size=2, rank=1, shuffle=True, drop_last=False
+            )
             assert [g[0] for g in got] == [b.tolist() for b in want]
             assert all(lab == [src.ref(i).label for i in idx] for idx, lab in got)
             assert len(got) == len(plain) == sharding.num_batches(60, batch_size=8, world_size=2)
@@ -49,14 +53,19 @@ def test_a_keyed_loader_resumes_exactly(photo_root):
         images, labels, idx = batch
         return (tuple(idx.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
 
-    check_resume(lambda: HybridLoader(src, REC, 9, policy=POLICY, seed=2, order="keyed", return_indices=True),
-                 key=key, close=lambda ld: ld.close())
+    check_resume(
+        lambda: HybridLoader(src, REC, 9, policy=POLICY, seed=2, order="keyed", return_indices=True),
+        key=key,
+        close=lambda ld: ld.close(),
+    )
 
 
 def test_a_checkpoint_of_one_order_is_refused_by_a_loader_of_the_other(photo_root):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 8, policy=POLICY, order="keyed") as keyed, \
-            HybridLoader(src, REC, 8, policy=POLICY) as plain:
+    with (
+        HybridLoader(src, REC, 8, policy=POLICY, order="keyed") as keyed,
+        HybridLoader(src, REC, 8, policy=POLICY) as plain,
+    ):
         state = keyed.state_dict()
         assert state["order"] == "keyed"
         with pytest.raises(OrderMismatchError, match="order='keyed' but this one has order='randperm'"):
@@ -74,8 +83,9 @@ def test_keyed_shard_streaming_serves_the_keyed_shard_aware_order(many_shards): 
     src = shards(many_shards, read="shard", buffer_shards=3)
     with HybridLoader(src, REC, 8, seed=7, order="keyed", return_indices=True, policy=POLICY) as ld:
         got = indices(ld, 1)
-        want = KeyedShardOrder(src.shard_sizes, 3).rank_indices(60, seed=7, epoch=1, world_size=1, rank=0,
-                                                                shuffle=True, drop_last=False)
+        want = KeyedShardOrder(src.shard_sizes, 3).rank_indices(
+            60, seed=7, epoch=1, world_size=1, rank=0, shuffle=True, drop_last=False
+        )
         assert [i for b in got for i in b] == want.tolist()
         assert sorted(want.tolist()) == list(range(60))
 
@@ -84,7 +94,7 @@ class _Billion:
     """10^9 samples in name only: nothing here reads them."""
 
     def __len__(self):
-        return 10 ** 9
+        return 10**9
 
     def __getitem__(self, i):
         raise AssertionError("no sample is read")
@@ -94,10 +104,12 @@ def test_a_billion_samples_with_the_default_order_are_refused_at_once_naming_key
     """order="randperm" at 10^9 samples gave no first batch in 600 s (a permutation of 10^9);
     refused within seconds, naming what to pass; order="keyed" starts at once."""
     import time
+
     src, policy = sources.TorchDataset(_Billion()), LoaderPolicy(cpu_actors=0, local_workers="threads")
     t0 = time.monotonic()
-    with pytest.raises(ValueError, match="1,000,000,000 samples are too many for order='randperm'.*order='keyed'.*"
-                                         "read='shard'"):
+    with pytest.raises(
+        ValueError, match="1,000,000,000 samples are too many for order='randperm'.*order='keyed'.*read='shard'"
+    ):
         HybridLoader(src, recipe.imagenet_eval(32), 256, policy=policy, device="cpu")
     assert time.monotonic() - t0 < 10
     with HybridLoader(src, recipe.imagenet_eval(32), 256, policy=policy, device="cpu", order="keyed") as ld:

@@ -31,7 +31,7 @@ def test_the_keyed_permutation_is_a_bijection_for_every_small_n():
 
 
 def test_the_permutation_at_a_billion_is_undone_by_its_inverse_on_samples():
-    n = 10 ** 9
+    n = 10**9
     perm = KeyedPermutation(n, derive_key(123, 4))
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.integers(0, n, 200_000), [0, 1, n - 2, n - 1]])
@@ -69,11 +69,12 @@ def test_ranks_take_the_keyed_order_as_distributed_sampler_takes_its_own(n, worl
     padded = sharding.pad_order(order, per_rank * world)
     parts = []
     for rank in range(world):
-        batches = sharding.rank_batches(n, batch_size=bs, seed=9, epoch=2, world_size=world, rank=rank,
-                                        drop_last=drop_last, order=KeyedOrder())
+        batches = sharding.rank_batches(
+            n, batch_size=bs, seed=9, epoch=2, world_size=world, rank=rank, drop_last=drop_last, order=KeyedOrder()
+        )
         assert len(batches) == sharding.num_batches(n, batch_size=bs, world_size=world, drop_last=drop_last)
         flat = np.concatenate(list(batches)) if len(batches) else np.empty(0, np.int64)
-        assert flat.tolist() == padded[rank::world].tolist()[:len(flat)]
+        assert flat.tolist() == padded[rank::world].tolist()[: len(flat)]
         if drop_last:
             assert all(len(b) == bs for b in batches)
         parts.append(flat)
@@ -90,16 +91,18 @@ def test_ranks_take_the_keyed_order_as_distributed_sampler_takes_its_own(n, worl
 def test_unshuffled_keyed_order_is_distributed_samplers_order(n, world, drop_last):
     for rank in range(world):
         want = sharding.rank_indices(n, world_size=world, rank=rank, shuffle=False, drop_last=drop_last)
-        got = KeyedOrder().rank_indices(n, seed=0, epoch=0, world_size=world, rank=rank, shuffle=False,
-                                        drop_last=drop_last)
+        got = KeyedOrder().rank_indices(
+            n, seed=0, epoch=0, world_size=world, rank=rank, shuffle=False, drop_last=drop_last
+        )
         assert got.tolist() == want.tolist()
 
 
 def test_a_batch_at_a_billion_samples_is_computed_without_the_epoch():
     """Batch b of rank 3 of 8 at n = 10^9: O(batch) work, and it agrees with the permutation."""
-    n, world, rank, bs = 10 ** 9, 8, 3, 64
-    batches = KeyedOrder().rank_batches(n, batch_size=bs, seed=5, epoch=1, world_size=world, rank=rank,
-                                        shuffle=True, drop_last=False)
+    n, world, rank, bs = 10**9, 8, 3, 64
+    batches = KeyedOrder().rank_batches(
+        n, batch_size=bs, seed=5, epoch=1, world_size=world, rank=rank, shuffle=True, drop_last=False
+    )
     assert len(batches) == sharding.num_batches(n, batch_size=bs, world_size=world)
     last = batches[-1]
     assert len(last) == sharding.samples_per_rank(n, world, False) - (len(batches) - 1) * bs
@@ -110,13 +113,17 @@ def test_a_batch_at_a_billion_samples_is_computed_without_the_epoch():
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_a_keyed_sampler_resumes_exactly_mid_epoch(drop_last):
-    check_resume(lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2,
-                                                          order=KeyedOrder()), key=tuple)
+    check_resume(
+        lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2, order=KeyedOrder()),
+        key=tuple,
+    )
 
 
 def test_a_keyed_shard_sampler_resumes_exactly_mid_epoch():
-    check_resume(lambda: DistributedBatchSampler(sum(SIZES), 3, seed=2, rank=2, world_size=3,
-                                                          order=KeyedShardOrder(SIZES, 3)), key=tuple)
+    check_resume(
+        lambda: DistributedBatchSampler(sum(SIZES), 3, seed=2, rank=2, world_size=3, order=KeyedShardOrder(SIZES, 3)),
+        key=tuple,
+    )
 
 
 def test_a_checkpoint_of_one_order_is_refused_by_the_other():
@@ -172,24 +179,25 @@ def test_the_keyed_shard_order_is_a_permutation_whose_blocks_are_contiguous(buff
         owner = shard_of(SIZES)[full]
         for b in range(0, len(SIZES), buffer_shards):
             lo, hi = starts[b], starts[min(b + buffer_shards, len(SIZES))]
-            assert set(owner[lo:hi].tolist()) == {int(s) for s in shards[b:b + buffer_shards] if SIZES[s]}
+            assert set(owner[lo:hi].tolist()) == {int(s) for s in shards[b : b + buffer_shards] if SIZES[s]}
         assert max(active_shards(full, SIZES)) <= buffer_shards
     assert (order.shard_sequence(seed=4, epoch=0) != order.shard_sequence(seed=4, epoch=1)).any()
 
 
-@pytest.mark.parametrize("world,drop_last,shuffle", list(itertools.product([1, 2, 3, 5, 7], [False, True],
-                                                                           [False, True])))
+@pytest.mark.parametrize(
+    "world,drop_last,shuffle", list(itertools.product([1, 2, 3, 5, 7], [False, True], [False, True]))
+)
 def test_keyed_shard_ranks_get_contiguous_spans_as_the_shard_aware_order(world, drop_last, shuffle):
     keyed = KeyedShardOrder(SIZES, 3)
     full = keyed.positions(np.arange(N), seed=1, epoch=4, shuffle=shuffle)
     per_rank = sharding.samples_per_rank(N, world, drop_last)
     padded = sharding.pad_order(full, per_rank * world)
     for rank in range(world):
-        got = keyed.rank_indices(N, seed=1, epoch=4, world_size=world, rank=rank, shuffle=shuffle,
-                                 drop_last=drop_last)
-        assert got.tolist() == padded[rank * per_rank:(rank + 1) * per_rank].tolist()
-        plain = ShardOrder(SIZES, 3).rank_indices(N, seed=1, epoch=4, world_size=world, rank=rank,
-                                                  shuffle=shuffle, drop_last=drop_last)
+        got = keyed.rank_indices(N, seed=1, epoch=4, world_size=world, rank=rank, shuffle=shuffle, drop_last=drop_last)
+        assert got.tolist() == padded[rank * per_rank : (rank + 1) * per_rank].tolist()
+        plain = ShardOrder(SIZES, 3).rank_indices(
+            N, seed=1, epoch=4, world_size=world, rank=rank, shuffle=shuffle, drop_last=drop_last
+        )
         assert len(got) == len(plain)
         if not shuffle:
             assert got.tolist() == plain.tolist()
@@ -197,8 +205,9 @@ def test_keyed_shard_ranks_get_contiguous_spans_as_the_shard_aware_order(world, 
 
 def test_keyed_shard_order_refuses_another_sources_size():
     with pytest.raises(ValueError, match=f"{N + 1} samples but the shards hold {N}"):
-        KeyedShardOrder(SIZES, 2).rank_batches(N + 1, batch_size=4, seed=0, epoch=0, world_size=1, rank=0,
-                                               shuffle=True, drop_last=False)
+        KeyedShardOrder(SIZES, 2).rank_batches(
+            N + 1, batch_size=4, seed=0, epoch=0, world_size=1, rank=0, shuffle=True, drop_last=False
+        )
 
 
 def test_the_keyed_streams_are_unchanged():
@@ -209,8 +218,9 @@ def test_the_keyed_streams_are_unchanged():
     def digest(a):
         return hashlib.sha256(np.asarray(a).astype("<i8").tobytes()).hexdigest()[:16]
 
-    plain = KeyedOrder().rank_indices(10 ** 5, seed=3, epoch=2, world_size=3, rank=1, shuffle=True, drop_last=False)
+    plain = KeyedOrder().rank_indices(10**5, seed=3, epoch=2, world_size=3, rank=1, shuffle=True, drop_last=False)
     sizes = list(SIZES) * 50
-    shard = KeyedShardOrder(sizes, 3).rank_indices(sum(sizes), seed=3, epoch=2, world_size=3, rank=1, shuffle=True,
-                                                   drop_last=False)
+    shard = KeyedShardOrder(sizes, 3).rank_indices(
+        sum(sizes), seed=3, epoch=2, world_size=3, rank=1, shuffle=True, drop_last=False
+    )
     assert (digest(plain), digest(shard)) == ("d99f1036cece8152", "14b631cbce4f9400")

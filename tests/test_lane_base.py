@@ -78,6 +78,7 @@ def test_every_hybridload_lane_is_built_on_the_template():
     from hybridload.lanes.local.process import ProcessLane
     from hybridload.lanes.ray.actor_pool import ActorPool
     from hybridload.lanes.ray.lane import RayLane
+
     assert issubclass(InProcessLane, PooledLane) and issubclass(GpuLane, PooledLane)
     assert all(issubclass(c, GpuLane) for c in (DaliLane, TorchGpuLane))
     assert all(issubclass(c, Lane) for c in (ProcessLane, ActorPool, RayLane))
@@ -165,6 +166,7 @@ class SizesEngine(GpuLane):
 
     def _decode(self, task, batch):
         from hybridload.lanes.gpu.failures import rerouting
+
         with rerouting(f"decoding batch {task.seq}"):
             if self.trouble is not None:
                 raise self.trouble
@@ -243,8 +245,13 @@ class Part:
 
 def test_close_all_closes_every_part_past_failures_and_names_each_failure():
     log: list = []
-    parts = [Part("a", log=log), Part("b", fail=True, log=log), None, ("step c", lambda: log.append("c")),
-             Part("d", fail=True, log=log)]
+    parts = [
+        Part("a", log=log),
+        Part("b", fail=True, log=log),
+        None,
+        ("step c", lambda: log.append("c")),
+        Part("d", fail=True, log=log),
+    ]
     with pytest.raises(ShutdownError) as info:
         close_all(parts, "closing the test's parts")
     assert log == ["a", "b", "c", "d"]
@@ -278,8 +285,9 @@ def test_close_lanes_closes_every_lane_and_warns_naming_the_one_that_failed(capl
 
 
 def test_hybrid_loader_close_closes_every_lane_past_one_that_fails(photo_root):
-    ld = HybridLoader(sources.ImageFolder(photo_root), REC, 4,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2, local_workers="threads"))
+    ld = HybridLoader(
+        sources.ImageFolder(photo_root), REC, 4, policy=LoaderPolicy(cpu_actors=0, threads=2, local_workers="threads")
+    )
     it = iter(ld)
     next(it)
     real = ld._lanes[0]

@@ -43,9 +43,16 @@ BREAK_AFTER_TWO_STEPS = textwrap.dedent("""
 def test_close_leaves_no_lane_thread_and_the_process_exits_0():
     """5 runs at once of the user's `with HybridLoader(...threads=1) as loader:` + `break`: each
     exits 0 with no lane thread left (before: rc 134, 'terminate called without an active exception')."""
-    procs = [subprocess.Popen([sys.executable, "-c", BREAK_AFTER_TWO_STEPS], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": HERE})
-             for _ in range(5)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BREAK_AFTER_TWO_STEPS],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": HERE},
+        )
+        for _ in range(5)
+    ]
     outs = []
     try:
         for p in procs:
@@ -91,9 +98,15 @@ def _alive(pid: int) -> bool:
 def test_process_lane_workers_exit_when_the_trainer_is_killed(photo_root, start):
     """SIGKILL the trainer (as the OOM killer does): its workers (and a forkserver's helpers) exit within 15 s."""
     script = f"START = {start!r}\n" + KILLED_TRAINER
-    proc = subprocess.Popen([sys.executable, "-c", script, photo_root], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": HERE}, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, photo_root],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": HERE},
+        start_new_session=True,
+    )
     try:
         line = ""
         deadline = time.monotonic() + 120
@@ -114,7 +127,9 @@ def test_process_lane_workers_exit_when_the_trainer_is_killed(photo_root, start)
             proc.wait(timeout=30)
     for w in left:  # do not leak them from the test either
         os.kill(w, signal.SIGKILL)
-    assert not left, f"worker processes {[(w, open(f'/proc/{w}/cmdline').read()[:80]) for w in left]} outlived their killed trainer by 15 s"
+    assert not left, (
+        f"worker processes {[(w, open(f'/proc/{w}/cmdline').read()[:80]) for w in left]} outlived their killed trainer by 15 s"
+    )
 
 
 class _SleepySamples:
@@ -125,6 +140,7 @@ class _SleepySamples:
 
     def __getitem__(self, i):
         import numpy as np
+
         time.sleep(0.25)
         return np.full((40, 40, 3), i, np.uint8), i
 
@@ -135,9 +151,11 @@ def test_a_given_up_pass_does_not_hold_back_the_next_passs_first_batch(workers):
     their next sample, so the next epoch's first batch takes about one batch's time (2 s), not
     the old pass's batches first (before: 6.0 s with threads)."""
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+
     policy = LoaderPolicy(local_workers=workers, threads=1, cpu_actors=0, start_method="fork")
-    with HybridLoader(sources.TorchDataset(_SleepySamples()), recipe.imagenet_eval(32), 8, device="cpu",
-                      policy=policy) as ld:
+    with HybridLoader(
+        sources.TorchDataset(_SleepySamples()), recipe.imagenet_eval(32), 8, device="cpu", policy=policy
+    ) as ld:
         next(iter(ld))  # one batch, and the pass is given up with one batch running and one queued
         ld.set_epoch(1)
         t0 = time.monotonic()

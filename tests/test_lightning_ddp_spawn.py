@@ -21,7 +21,7 @@ from support.jobs import run_job
 ROOT = Path(__file__).resolve().parents[1]
 BATCH, EPOCHS, SIZE = 8, 2, 32
 
-SCRIPT = '''
+SCRIPT = """
 import json, logging, os, sys
 logging.basicConfig(level=logging.WARNING)  # module level: the spawned ranks run it too
 sys.path.insert(0, %(examples)r)
@@ -43,26 +43,39 @@ if __name__ == "__main__":
     trainer = L.Trainer(strategy="ddp_spawn", accelerator="cpu", devices=2, max_epochs=%(epochs)d, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Recording(len(sources.ImageFolder(root).classes)), datamodule=data)
-''' % {"examples": str(ROOT / "examples"), "batch": BATCH, "size": SIZE, "epochs": EPOCHS}
+""" % {"examples": str(ROOT / "examples"), "batch": BATCH, "size": SIZE, "epochs": EPOCHS}
 
 
 def _expected(root, rank, epoch):
-    with HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(SIZE, normalize=True), BATCH, seed=0,
-                      shuffle=True, drop_last=True, rank=rank, world_size=2, device="cpu",
-                      policy=LoaderPolicy(cpu_actors=0)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(root),
+        recipe.imagenet_train(SIZE, normalize=True),
+        BATCH,
+        seed=0,
+        shuffle=True,
+        drop_last=True,
+        rank=rank,
+        world_size=2,
+        device="cpu",
+        policy=LoaderPolicy(cpu_actors=0),
+    ) as ld:
         return [b.tolist() for b in ld.batch_indices(epoch)]
 
 
 @pytest.mark.timeout(300)
-def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or_without_actors(
-        photo_root, tmp_path):
+def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or_without_actors(photo_root, tmp_path):
     pytest.importorskip("lightning")
     script = tmp_path / "train_spawn.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
-    out = run_job([sys.executable, str(script), photo_root, str(tmp_path)], cwd=tmp_path, env=env,
-                  what="Lightning ddp_spawn with the Ray lane", deadline_s=240)
+    out = run_job(
+        [sys.executable, str(script), photo_root, str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        what="Lightning ddp_spawn with the Ray lane",
+        deadline_s=240,
+    )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rank, record in enumerate(ranks):
         for epoch in range(EPOCHS):

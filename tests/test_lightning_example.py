@@ -18,8 +18,17 @@ BATCH = 8
 
 
 def _expected(root, epoch):
-    with HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(64, normalize=True), BATCH, seed=0,
-                      shuffle=True, drop_last=True, rank=0, world_size=1, device="cpu") as ld:
+    with HybridLoader(
+        sources.ImageFolder(root),
+        recipe.imagenet_train(64, normalize=True),
+        BATCH,
+        seed=0,
+        shuffle=True,
+        drop_last=True,
+        rank=0,
+        world_size=1,
+        device="cpu",
+    ) as ld:
         return [b.tolist() for b in ld.batch_indices(epoch)]
 
 
@@ -38,7 +47,7 @@ def test_each_lightning_epoch_gets_that_epochs_batches(photo_root):
     assert sorted(model.seen) == [0, 1]
     for epoch in (0, 1):
         assert model.seen[epoch] == _expected(photo_root, epoch)
-    assert model.seen[0] != model.seen[1]   # the epoch really changed the order
+    assert model.seen[0] != model.seen[1]  # the epoch really changed the order
 
 
 def test_a_lightning_checkpoint_resumes_with_the_next_epoch(photo_root, tmp_path):

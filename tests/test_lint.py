@@ -14,8 +14,14 @@ CHECKED = ["hybridload", "kernels", "pipelines", "torchops", "benchmarks", "test
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ruff", *args, "--no-cache", *CHECKED], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache", *CHECKED],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def test_the_package_benchmarks_and_tests_pass_the_lint_rules():
@@ -26,5 +32,9 @@ def test_the_package_benchmarks_and_tests_pass_the_lint_rules():
 def test_the_package_benchmarks_and_tests_are_laid_out_as_ruff_format_lays_them_out():
     proc = ruff("format", "--check")
     assert proc.returncode == 0, (
-        "`.venv/bin/python -m ruff format " + " ".join(CHECKED) + "` lays these out:\n"
-        + proc.stdout[-4000:] + proc.stderr[-2000:])
+        "`.venv/bin/python -m ruff format "
+        + " ".join(CHECKED)
+        + "` lays these out:\n"
+        + proc.stdout[-4000:]
+        + proc.stderr[-2000:]
+    )

@@ -41,8 +41,9 @@ def test_stream_identical_whatever_threads_and_window(photo_root):
     src = sources.ImageFolder(photo_root)
     runs = []
     for threads, window in [(1, 1), (2, None), (3, 2), (4, 16)]:
-        with HybridLoader(src, REC, 7, policy=inproc(threads=threads, window=window), seed=9,
-                          return_indices=True) as ld:
+        with HybridLoader(
+            src, REC, 7, policy=inproc(threads=threads, window=window), seed=9, return_indices=True
+        ) as ld:
             runs.append(stream(ld, epochs=(0, 1)))
     assert all(r == runs[0] for r in runs[1:])
     assert runs[0][:9] != runs[0][9:]  # epochs differ
@@ -55,8 +56,11 @@ def test_resume_mid_epoch_and_at_epoch_end_gives_the_uninterrupted_stream(photo_
         images, labels, indices = batch
         return (tuple(indices.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
 
-    check_resume(lambda: HybridLoader(src, REC, 9, policy=inproc(threads=2), seed=2, return_indices=True),
-                 key=key, close=lambda ld: ld.close())
+    check_resume(
+        lambda: HybridLoader(src, REC, 9, policy=inproc(threads=2), seed=2, return_indices=True),
+        key=key,
+        close=lambda ld: ld.close(),
+    )
 
 
 def test_load_state_dict_refuses_another_seed_or_dataset(photo_root):
@@ -117,8 +121,13 @@ def test_slow_batch_ends_in_a_timeout_naming_it():
             time.sleep(1.5 if i == 0 else 0)
             return np.zeros((8, 8, 3), np.uint8), i
 
-    ld = HybridLoader(sources.TorchDataset(Slow()), recipe.Recipe([recipe.Decode(), recipe.CenterCrop(8)]), 2,
-                      policy=inproc(threads=1, batch_timeout_s=0.3), shuffle=False)
+    ld = HybridLoader(
+        sources.TorchDataset(Slow()),
+        recipe.Recipe([recipe.Decode(), recipe.CenterCrop(8)]),
+        2,
+        policy=inproc(threads=1, batch_timeout_s=0.3),
+        shuffle=False,
+    )
     t0 = time.monotonic()
     with pytest.raises(BatchTimeoutError, match="batch 0 did not arrive within 0.3 s"):
         next(iter(ld))
@@ -168,19 +177,22 @@ def test_normalized_output_is_float_on_cpu_device(photo_root):
         assert images.dtype == torch.float32 and images.device.type == "cpu" and labels.dtype == torch.int64
 
 
-@pytest.mark.parametrize("make,exc,msg", [
-    (lambda s: HybridLoader(s, REC, 0), ValueError, "batch_size must be a positive int"),
-    (lambda s: HybridLoader(s, REC, -3), ValueError, "batch_size must be a positive int"),
-    (lambda s: HybridLoader(s, REC, 4, rank=2, world_size=2), ValueError, "rank"),
-    (lambda s: HybridLoader("folder", REC, 4), TypeError, "sources.TorchDataset"),
-    (lambda s: HybridLoader(s, "imagenet", 4), TypeError, "Recipe"),
-    (lambda s: LoaderPolicy(mode="fast"), ValueError, "mode must be one of"),
-    (lambda s: LoaderPolicy(on_error="ignore"), ValueError, "on_error"),
-    (lambda s: LoaderPolicy(gpu_share=1.5), ValueError, "gpu_share"),
-    (lambda s: LoaderPolicy(mode="split"), ValueError, "gpu_share"),
-    (lambda s: LoaderPolicy(window=0), ValueError, "window"),
-    (lambda s: LoaderPolicy(placement="near"), ValueError, "placement"),
-])
+@pytest.mark.parametrize(
+    "make,exc,msg",
+    [
+        (lambda s: HybridLoader(s, REC, 0), ValueError, "batch_size must be a positive int"),
+        (lambda s: HybridLoader(s, REC, -3), ValueError, "batch_size must be a positive int"),
+        (lambda s: HybridLoader(s, REC, 4, rank=2, world_size=2), ValueError, "rank"),
+        (lambda s: HybridLoader("folder", REC, 4), TypeError, "sources.TorchDataset"),
+        (lambda s: HybridLoader(s, "imagenet", 4), TypeError, "Recipe"),
+        (lambda s: LoaderPolicy(mode="fast"), ValueError, "mode must be one of"),
+        (lambda s: LoaderPolicy(on_error="ignore"), ValueError, "on_error"),
+        (lambda s: LoaderPolicy(gpu_share=1.5), ValueError, "gpu_share"),
+        (lambda s: LoaderPolicy(mode="split"), ValueError, "gpu_share"),
+        (lambda s: LoaderPolicy(window=0), ValueError, "window"),
+        (lambda s: LoaderPolicy(placement="near"), ValueError, "placement"),
+    ],
+)
 def test_bad_configuration_gets_a_clear_error(photo_root, make, exc, msg):
     with pytest.raises(exc, match=msg):
         make(sources.ImageFolder(photo_root))

@@ -11,8 +11,7 @@ from hybridload.sampling.pass_state import PassState
 from hybridload.sampling.sharding import resolve_rank
 
 REC = recipe.imagenet_train(32)
-MINE = {"seed": 0, "shuffle": True, "drop_last": False, "batch_size": 8, "world_size": 1, "rank": 0,
-        "num_samples": 60}
+MINE = {"seed": 0, "shuffle": True, "drop_last": False, "batch_size": 8, "world_size": 1, "rank": 0, "num_samples": 60}
 
 
 def good_state(**kw):
@@ -33,19 +32,23 @@ def test_a_good_state_resumes_its_epoch_and_position():
         assert (ps.epoch, ps.begin()) == (2, position)
 
 
-@pytest.mark.parametrize("state, field", [
-    (None, "state must be the dict"), ([1], "state must be the dict"),
-    ({k: v for k, v in good_state().items() if k != "position"}, "lacks position"),
-    (good_state(position=-3), "position must be in \\[0, 8\\]"),
-    (good_state(position=999), "position must be in \\[0, 8\\]"),
-    (good_state(position=2.0), "position must be an int"),
-    (good_state(epoch=-1), "epoch must be an int >= 0"),
-    (good_state(epoch="1"), "epoch must be an int"),
-    (good_state(epoch=2 ** 70), "field 'epoch': epoch must be below 2\\*\\*63"),
-    (good_state(shuffle=1), "shuffle must be a bool"),
-    (good_state(version=7), "version 7"),
-    (good_state(seed=5), "saved with seed=5"),
-])
+@pytest.mark.parametrize(
+    "state, field",
+    [
+        (None, "state must be the dict"),
+        ([1], "state must be the dict"),
+        ({k: v for k, v in good_state().items() if k != "position"}, "lacks position"),
+        (good_state(position=-3), "position must be in \\[0, 8\\]"),
+        (good_state(position=999), "position must be in \\[0, 8\\]"),
+        (good_state(position=2.0), "position must be an int"),
+        (good_state(epoch=-1), "epoch must be an int >= 0"),
+        (good_state(epoch="1"), "epoch must be an int"),
+        (good_state(epoch=2**70), "field 'epoch': epoch must be below 2\\*\\*63"),
+        (good_state(shuffle=1), "shuffle must be a bool"),
+        (good_state(version=7), "version 7"),
+        (good_state(seed=5), "saved with seed=5"),
+    ],
+)
 def test_a_state_with_a_bad_field_is_refused_naming_it_and_changes_nothing(state, field):
     ps = mine()
     before = ps.get_state()
@@ -78,21 +81,26 @@ def test_negative_epoch_is_refused_with_a_message_and_the_loader_still_works(pho
 
 def test_an_epoch_beyond_what_the_seed_takes_is_refused_naming_it_and_the_largest_one_runs(photo_root):
     """set_epoch(2**64+5) once passed and the pass died in manual_seed naming nothing."""
-    with HybridLoader(sources.ImageFolder(photo_root), REC, 16, seed=2 ** 63 - 1,
-                      policy=LoaderPolicy(cpu_actors=0, local_workers="threads")) as ld:
-        for bad in (2 ** 64 + 5, 2 ** 63):
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        16,
+        seed=2**63 - 1,
+        policy=LoaderPolicy(cpu_actors=0, local_workers="threads"),
+    ) as ld:
+        for bad in (2**64 + 5, 2**63):
             with pytest.raises(ValueError, match="HybridLoader.set_epoch: epoch must be below 2\\*\\*63"):
                 ld.set_epoch(bad)
         with pytest.raises(ValueError, match="field 'epoch'"):
-            ld.load_state_dict(dict(ld.state_dict(), epoch=2 ** 70))
-        ld.set_epoch(2 ** 63 - 1)  # the largest epoch, with the largest seed: its pass and the next one run
+            ld.load_state_dict(dict(ld.state_dict(), epoch=2**70))
+        ld.set_epoch(2**63 - 1)  # the largest epoch, with the largest seed: its pass and the next one run
         assert len(list(ld)) == len(ld) and len(list(ld)) == len(ld)
 
 
 def test_a_seed_beyond_64_bits_is_refused_with_a_message():
     with pytest.raises(ValueError, match="seed must fit in 64 bits"):
-        check_seed(2 ** 70)
-    assert check_seed(2 ** 63 - 1) == 2 ** 63 - 1
+        check_seed(2**70)
+    assert check_seed(2**63 - 1) == 2**63 - 1
     with pytest.raises(TypeError, match="seed must be an int"):
         check_seed(1.0)
 
@@ -103,19 +111,27 @@ def test_cuda_device_without_cuda_is_refused_with_a_message(photo_root):
         HybridLoader(sources.ImageFolder(photo_root), REC, 8, policy=LoaderPolicy(cpu_actors=0), device="cuda")
 
 
-@pytest.mark.parametrize("rank, world, name", [(True, 2, "rank"), (0, 2.7, "world_size"), (-1, 2, "rank"),
-                                               (0, 0, "world_size"), (0, math.nan, "world_size")])
+@pytest.mark.parametrize(
+    "rank, world, name",
+    [(True, 2, "rank"), (0, 2.7, "world_size"), (-1, 2, "rank"), (0, 0, "world_size"), (0, math.nan, "world_size")],
+)
 def test_resolve_rank_refuses_bools_floats_and_out_of_range(rank, world, name):
     with pytest.raises(ValueError, match=f"{name} must be None or an int"):
         resolve_rank(rank, world)
 
 
-@pytest.mark.parametrize("kw, field", [
-    (dict(batch_timeout_s=math.nan), "batch_timeout_s"), (dict(batch_timeout_s=math.inf), "batch_timeout_s"),
-    (dict(batch_timeout_s=True), "batch_timeout_s"), (dict(straggler_min_s="x"), "straggler_min_s"),
-    (dict(straggler_min_s=math.nan), "straggler_min_s"), (dict(ship_bytes="no"), "ship_bytes"),
-    (dict(straggler_factor=math.inf), "straggler_factor"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        (dict(batch_timeout_s=math.nan), "batch_timeout_s"),
+        (dict(batch_timeout_s=math.inf), "batch_timeout_s"),
+        (dict(batch_timeout_s=True), "batch_timeout_s"),
+        (dict(straggler_min_s="x"), "straggler_min_s"),
+        (dict(straggler_min_s=math.nan), "straggler_min_s"),
+        (dict(ship_bytes="no"), "ship_bytes"),
+        (dict(straggler_factor=math.inf), "straggler_factor"),
+    ],
+)
 def test_policy_refuses_nan_inf_strings_and_non_bools_naming_the_field(kw, field):
     with pytest.raises(ValueError, match=f"LoaderPolicy: {field} must be"):
         LoaderPolicy(**kw)
@@ -124,6 +140,7 @@ def test_policy_refuses_nan_inf_strings_and_non_bools_naming_the_field(kw, field
 def test_a_plan_asking_more_threads_than_cpus_runs_what_fits_with_a_warning():
     from hybridload.planner.plan import Plan
     from hybridload.policy import usable_cpus
+
     with pytest.warns(UserWarning, match="asks for 400 local threads"):
         policy = LoaderPolicy.from_plan(Plan(gpu_share=0.0, cpu_actors={}, local_threads=400))
     assert policy.threads == usable_cpus()

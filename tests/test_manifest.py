@@ -51,8 +51,10 @@ def test_index_then_load_serves_the_samples_labels_and_stream_of_the_pattern(sha
     assert scans.calls == 0
     for kw in ({}, {"read": "shard", "buffer_shards": 2}):
         a, b = (sources.TarShards(src, **kw) for src in (pattern, str(d / "manifest.json")))
-        with HybridLoader(a, REC, 8, seed=3, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as la, \
-                HybridLoader(b, REC, 8, seed=3, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as lb:
+        with (
+            HybridLoader(a, REC, 8, seed=3, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as la,
+            HybridLoader(b, REC, 8, seed=3, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as lb,
+        ):
             assert stream(lb, (0, 1)) == stream(la, (0, 1))
 
 
@@ -61,32 +63,50 @@ def test_building_from_a_manifest_touches_no_shard(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps(doc))
     src = sources.TarShards(str(tmp_path / "m.json"))  # none of these shards exists
     assert len(src) == 5_000_000 and src.urls[4999] == str(tmp_path / "gone-4999.tar")
-    with pytest.raises(ShardIndexError, match=r"shard 4321 \('.*gone-4321.tar'\) of manifest .*m.json.* does not exist"):
+    with pytest.raises(
+        ShardIndexError, match=r"shard 4321 \('.*gone-4321.tar'\) of manifest .*m.json.* does not exist"
+    ):
         src.ref(4_321_999)
 
 
 def test_relative_urls_resolve_against_the_manifest_or_its_base(tmp_path):
     (tmp_path / "sub").mkdir()
-    doc = {"wids_version": 1, "shardlist": [{"url": "../a.tar", "nsamples": 1}, {"url": "/abs/b.tar", "nsamples": 1},
-                                            {"url": "memory://bucket/c.tar", "nsamples": 1}]}
+    doc = {
+        "wids_version": 1,
+        "shardlist": [
+            {"url": "../a.tar", "nsamples": 1},
+            {"url": "/abs/b.tar", "nsamples": 1},
+            {"url": "memory://bucket/c.tar", "nsamples": 1},
+        ],
+    }
     (tmp_path / "sub" / "m.json").write_text(json.dumps(doc))
     assert sources.TarShards(str(tmp_path / "sub" / "m.json")).urls == [
-        str(tmp_path / "a.tar"), "/abs/b.tar", "memory://bucket/c.tar"]
-    fsspec.filesystem("memory").pipe_file("/hl-manifest/set/m.json", json.dumps(
-        {"wids_version": 1, "base": "shards", "shardlist": [{"url": "x-0.tar", "nsamples": 2}]}).encode())
+        str(tmp_path / "a.tar"),
+        "/abs/b.tar",
+        "memory://bucket/c.tar",
+    ]
+    fsspec.filesystem("memory").pipe_file(
+        "/hl-manifest/set/m.json",
+        json.dumps({"wids_version": 1, "base": "shards", "shardlist": [{"url": "x-0.tar", "nsamples": 2}]}).encode(),
+    )
     assert sources.TarShards("memory://hl-manifest/set/m.json").urls == ["memory://hl-manifest/set/shards/x-0.tar"]
 
 
-@pytest.mark.parametrize("text, match", [
-    (None, r"manifest '.*m.json' does not exist; write it with `hybridload index"),
-    ("{not json", r"manifest '.*m.json' is not valid JSON"),
-    ('{"wids_version": 1}', r"has no \"shardlist\" list"),
-    ('{"wids_version": 2, "shardlist": []}', r"wids_version=2"),
-    ('{"shardlist": [{"url": "a.tar", "nsamples": 3}, {"url": "b.tar"}]}',
-     r"shardlist\[1\] \('b.tar'\) has nsamples=None"),
-    ('{"shardlist": [{"nsamples": 3}]}', r"shardlist\[0\] .* needs a \"url\" string"),
-    ('{"shardlist": []}', r"lists no shards"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (None, r"manifest '.*m.json' does not exist; write it with `hybridload index"),
+        ("{not json", r"manifest '.*m.json' is not valid JSON"),
+        ('{"wids_version": 1}', r"has no \"shardlist\" list"),
+        ('{"wids_version": 2, "shardlist": []}', r"wids_version=2"),
+        (
+            '{"shardlist": [{"url": "a.tar", "nsamples": 3}, {"url": "b.tar"}]}',
+            r"shardlist\[1\] \('b.tar'\) has nsamples=None",
+        ),
+        ('{"shardlist": [{"nsamples": 3}]}', r"shardlist\[0\] .* needs a \"url\" string"),
+        ('{"shardlist": []}', r"lists no shards"),
+    ],
+)
 def test_a_bad_manifest_is_a_named_error(tmp_path, text, match):
     if text is not None:
         (tmp_path / "m.json").write_text(text)
@@ -102,8 +122,11 @@ def test_a_count_that_disagrees_with_the_shard_stops_the_epoch_by_name(shards):
     (d / "m.json").write_text(json.dumps(doc))
     src = sources.TarShards(str(d / "m.json"))
     assert len(src) == 61 and src.read(src.ref(0))[0]  # shard 0 agrees
-    with pytest.raises(ShardIndexError, match=r"shard 1 .*shard-001.tar.* holds 20 samples but the manifest says "
-                                              r"nsamples=21; reading on would give a short or shifted epoch"):
+    with pytest.raises(
+        ShardIndexError,
+        match=r"shard 1 .*shard-001.tar.* holds 20 samples but the manifest says "
+        r"nsamples=21; reading on would give a short or shifted epoch",
+    ):
         src.ref(25)
     # also under on_error="skip": never a silently short or shifted epoch
     with HybridLoader(src, REC, 8, shuffle=False, policy=LoaderPolicy(cpu_actors=0, threads=1, on_error="skip")) as ld:
@@ -141,13 +164,18 @@ def test_each_process_holds_at_most_index_cache_shards(shards):
 
 def test_the_pickled_source_grows_with_shards_not_samples(tmp_path):
     def pickled(shards, per_shard):
-        doc = {"wids_version": 1, "shardlist": [{"url": f"s3://bucket/train/shard-{s:07d}.tar", "nsamples": per_shard}
-                                                for s in range(shards)]}
+        doc = {
+            "wids_version": 1,
+            "shardlist": [
+                {"url": f"s3://bucket/train/shard-{s:07d}.tar", "nsamples": per_shard} for s in range(shards)
+            ],
+        }
         (tmp_path / "m.json").write_text(json.dumps(doc))
         src = sources.TarShards(str(tmp_path / "m.json"))
         clone = pickle.loads(pickle.dumps(src))
         assert len(clone) == shards * per_shard and clone.urls == src.urls
         return len(pickle.dumps(src))
+
     small, many_samples, many_shards = pickled(1000, 10), pickled(1000, 100_000), pickled(20_000, 10)
     assert many_samples < small + 200  # 10^4 times the samples: the same bytes
     assert many_shards < 20 * small and many_shards / 20_000 < 16  # O(shards), a few bytes each
@@ -198,6 +226,7 @@ def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeyp
 
     def refuse(url, *a, **kw):
         raise PermissionError(13, "Permission denied")
+
     monkeypatch.setattr(tar_index, "write_sidecar", refuse)
     d, pattern = shards
     assert index(pattern, d / "m.json", "--workers", "1") == 0
@@ -208,12 +237,15 @@ def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeyp
 
 def test_streamed_shards_without_sidecars_are_indexed_from_their_one_whole_read(shards, tmp_path):
     from _slowfs import SlowMemoryFileSystem
+
     d, pattern = shards
     fs = fsspec.filesystem("memory")
     for s in range(3):
         fs.pipe_file(f"/hl-stream/shard-{s:03d}.tar", (d / f"shard-{s:03d}.tar").read_bytes())
-    doc = {"wids_version": 1, "shardlist": [{"url": f"slowmem://hl-stream/shard-{s:03d}.tar", "nsamples": 20}
-                                            for s in range(3)]}
+    doc = {
+        "wids_version": 1,
+        "shardlist": [{"url": f"slowmem://hl-stream/shard-{s:03d}.tar", "nsamples": 20} for s in range(3)],
+    }
     (tmp_path / "m.json").write_text(json.dumps(doc))
     try:
         SlowMemoryFileSystem.reset_counts()

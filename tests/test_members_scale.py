@@ -46,6 +46,7 @@ def test_dead_and_draining_members_are_never_picked_and_indices_are_reused_lowes
 
 def test_pick_and_release_cost_does_not_grow_with_the_pool():
     """1,000 pick+release at 4 and at 4,096 members: within 3x (the old scan was ~100x)."""
+
     def cost(k):
         members, _ = pool(k)
         t0 = time.perf_counter()
@@ -96,7 +97,11 @@ class RecordedRay:
 
 def test_the_pool_starts_at_its_first_ready_actor_and_the_rest_report_later(monkeypatch):
     ray = RecordedRay()
-    refs = {Ref("slow", 40.0): "m-slow", Ref("fails", 0.5, RuntimeError("no CPU")): "m-fails", Ref("fast", 1.5): "m-fast"}
+    refs = {
+        Ref("slow", 40.0): "m-slow",
+        Ref("fails", 0.5, RuntimeError("no CPU")): "m-fails",
+        Ref("fast", 1.5): "m-fast",
+    }
     seen = []
     await_first_ready(ray, refs, lambda m, exc: seen.append((m, exc)), 120.0, ["A", "B", "C"])
     assert ray.now == 1.5  # not the 40 s of the slow one

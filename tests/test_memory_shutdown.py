@@ -37,6 +37,7 @@ def settled_store_mb(timeout_s: float = 10.0) -> float:
 def store_used_mb() -> float:
     """Plasma bytes in use across the cluster (Ray's memory summary; needs grpcio)."""
     from ray._private.internal_api import memory_summary
+
     text = memory_summary(stats_only=True)
     for line in text.splitlines():
         if "Plasma memory usage" in line:
@@ -47,12 +48,16 @@ def store_used_mb() -> float:
 def hybridload_threads():
     """hybridload's threads, less the process-wide I/O pool (one per process, shared by every
     loader, like the Ray connection: it is not a loader's to stop; bounded by io_pool_bounded)."""
-    return sorted(t.name for t in threading.enumerate()
-                  if t.name.startswith("hybridload") and not t.name.startswith("hybridload-io"))
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith("hybridload") and not t.name.startswith("hybridload-io")
+    )
 
 
 def test_io_pool_is_one_bounded_pool_per_process():
     from hybridload.sources.reads import POOL_THREADS, io_pool
+
     assert io_pool() is io_pool()
     io_threads = [t for t in threading.enumerate() if t.name.startswith("hybridload-io")]
     assert len(io_threads) <= POOL_THREADS
@@ -66,8 +71,11 @@ RSS_GROWTH_MB = 64
 
 @pytest.mark.parametrize("lane", ["inprocess", "ray"])
 def test_fifty_epochs_keep_memory_actors_and_threads_flat(photo_root, lane, request):
-    policy = LoaderPolicy(cpu_actors=0, threads=2) if lane == "inprocess" else \
-        LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)
+    policy = (
+        LoaderPolicy(cpu_actors=0, threads=2)
+        if lane == "inprocess"
+        else LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1)
+    )
     if lane == "ray":
         request.getfixturevalue("ray_cluster")
     src = sources.ImageFolder(photo_root)
@@ -93,7 +101,9 @@ def test_fifty_epochs_keep_memory_actors_and_threads_flat(photo_root, lane, requ
 
 def test_a_consumer_that_stops_reading_does_not_grow_memory_on_the_ray_lane(ray_cluster, photo_root):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 4, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1, window=3)) as ld:
+    with HybridLoader(
+        src, REC, 4, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=1, window=3)
+    ) as ld:
         it = iter(ld)
         next(it)
         time.sleep(2.0)

@@ -42,9 +42,24 @@ class Cluster:
             self.b = "up"
 
     def train(self, data: str, nodes: int, at: int = -1, action: str = "none", wait: str = "none") -> dict:
-        argv = [sys.executable, TRAINER, "--data", data, "--state", json.dumps(self.hosts.state()),
-                "--nodes", str(nodes), "--at", str(at), "--action", action, "--wait", wait,
-                "--deadline", str(DEADLINE_S)]
+        argv = [
+            sys.executable,
+            TRAINER,
+            "--data",
+            data,
+            "--state",
+            json.dumps(self.hosts.state()),
+            "--nodes",
+            str(nodes),
+            "--at",
+            str(at),
+            "--action",
+            action,
+            "--wait",
+            wait,
+            "--deadline",
+            str(DEADLINE_S),
+        ]
         done = self.hosts.run("a", argv, timeout_s=RUN_TIMEOUT_S)
         self.b = {"kill-b": "down", "start-b": "up", "drain-b": "drained"}.get(action, self.b)
         assert done.returncode == 0, f"the trainer failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"

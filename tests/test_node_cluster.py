@@ -14,15 +14,20 @@ from support.streams import free_port, run_rank_scripts
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "abc"},
-     "abc|127.0.0.1:29500"),
-    ({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "|h:1"),
-    ({"LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "8", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),  # one rank here
-    ({"WORLD_SIZE": "2"}, None),   # no job to key it by
-    ({}, None),
-    ({"WORLD_SIZE": "two", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        (
+            {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "abc"},
+            "abc|127.0.0.1:29500",
+        ),
+        ({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, "|h:1"),
+        ({"LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "8", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),  # one rank here
+        ({"WORLD_SIZE": "2"}, None),  # no job to key it by
+        ({}, None),
+        ({"WORLD_SIZE": "two", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),
+    ],
+)
 def test_job_key_is_shared_by_the_ranks_of_one_job_on_one_machine_only(env, expected):
     assert job_key(env) == expected
 
@@ -59,8 +64,16 @@ RANK = textwrap.dedent("""
 def test_two_ranks_on_one_machine_share_one_embedded_cluster_with_disjoint_actors():
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-        env.update(RAY_TMPDIR=tmp, TMPDIR=tmp, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=HERE, WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), TORCHELASTIC_RUN_ID="node-cluster-test")
+        env.update(
+            RAY_TMPDIR=tmp,
+            TMPDIR=tmp,
+            RAY_USAGE_STATS_ENABLED="0",
+            PYTHONPATH=HERE,
+            WORLD_SIZE="2",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(free_port()),
+            TORCHELASTIC_RUN_ID="node-cluster-test",
+        )
         outs = run_rank_scripts(RANK, [{**env, "RANK": str(r), "LOCAL_RANK": str(r)} for r in range(2)])
     assert outs[0]["gcs"] == outs[1]["gcs"], "each rank started its own Ray cluster"
     assert outs[0]["raylets"] == outs[1]["raylets"] == 1

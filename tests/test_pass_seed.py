@@ -14,22 +14,33 @@ from hybridload import HybridLoader, LoaderPolicy, recipe as R, sources
 from hybridload.kernels import decode_image, process_batch
 from hybridload.lanes.base import BatchTask
 
-REC = R.make([R.Decode(), R.RandomResizedCrop(32), R.HorizontalFlip(), R.ColorJitter(0.4, 0.4, 0.4),
-              R.Normalize(), R.RandomErasing(p=0.9, value="random")])
+REC = R.make(
+    [
+        R.Decode(),
+        R.RandomResizedCrop(32),
+        R.HorizontalFlip(),
+        R.ColorJitter(0.4, 0.4, 0.4),
+        R.Normalize(),
+        R.RandomErasing(p=0.9, value="random"),
+    ]
+)
 IDX = np.arange(6)
 
 
 def _cpu_lane(kind, src):
     if kind == "threads":
         from hybridload.lanes.local.inprocess import InProcessLane
+
         return InProcessLane(src, REC, threads=2)
     from hybridload.lanes.local.process import ProcessLane
+
     return ProcessLane(src, REC, workers=1, batch_size=len(IDX))
 
 
 def _run(lane, task, timeout_s=120.0):
     """``task``'s result through the lane's asynchronous path (submit/done), as the dispatcher runs it."""
     import threading
+
     got, arrived = [], threading.Event()
     lane.submit(task, lambda t, out: (got.append(out), arrived.set()))
     assert arrived.wait(timeout_s), f"no result within {timeout_s} s"
@@ -53,6 +64,7 @@ def test_one_cpu_lane_keys_each_task_by_the_seed_it_carries(photo_root, kind):
 
 def test_the_torch_engine_prepares_each_task_with_the_seed_it_carries(photo_root):
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+
     src = sources.ImageFolder(photo_root)
 
     def cpu_decode(datas):

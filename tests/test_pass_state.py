@@ -15,8 +15,7 @@ WHERE = "test"
 
 
 def make(n=23, batch=3, rank=0, world=2, **kw):
-    return PassState(n, batch, seed=kw.pop("seed", 5), shuffle=True, drop_last=False, rank=rank, world_size=world,
-                     **kw)
+    return PassState(n, batch, seed=kw.pop("seed", 5), shuffle=True, drop_last=False, rank=rank, world_size=world, **kw)
 
 
 def test_the_position_moves_once_per_delivered_batch_of_the_live_pass_only():
@@ -70,6 +69,7 @@ def test_a_state_round_trips_through_json_and_holds_every_field():
 
 def test_the_sampler_and_hybridloader_save_one_format(photo_root):
     from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+
     src = sources.ImageFolder(photo_root)
     with HybridLoader(src, recipe.imagenet_eval(32), 4, policy=LoaderPolicy(cpu_actors=0), seed=3) as ld:
         loader_state = ld.state_dict()
@@ -80,9 +80,22 @@ def test_the_sampler_and_hybridloader_save_one_format(photo_root):
 
 def test_a_sampler_state_of_the_format_before_loads_and_resumes_the_same_batches():
     """Saved by the DistributedBatchSampler before the one format: the size as ``n``, no version."""
-    saved = {"epoch": 4, "position": 2, "seed": 5, "n": 23, "world_size": 2, "rank": 1, "batch_size": 3,
-             "shuffle": True, "drop_last": False, "order": "randperm", "remaining": None, "delivered": 12,
-             "split": "strided", "shards": None}
+    saved = {
+        "epoch": 4,
+        "position": 2,
+        "seed": 5,
+        "n": 23,
+        "world_size": 2,
+        "rank": 1,
+        "batch_size": 3,
+        "shuffle": True,
+        "drop_last": False,
+        "order": "randperm",
+        "remaining": None,
+        "delivered": 12,
+        "split": "strided",
+        "shards": None,
+    }
     s = DistributedBatchSampler(23, 3, seed=5, rank=1, world_size=2)
     s.load_state_dict(saved)
     s.set_epoch(4)
@@ -94,19 +107,39 @@ def test_a_sampler_state_of_the_format_before_loads_and_resumes_the_same_batches
 
 def test_a_sampler_state_of_shards_before_the_one_format_loads():
     from hybridload.sampling.shard_order import ShardOrder
-    saved = {"epoch": 0, "position": 1, "seed": 1, "n": 19, "world_size": 1, "rank": 0, "batch_size": 2,
-             "shuffle": True, "drop_last": False, "order": "randperm", "remaining": None, "delivered": 2,
-             "split": "contiguous", "shards": "4 shards (sizes crc32 38b0c266), buffer_shards=2"}
+
+    saved = {
+        "epoch": 0,
+        "position": 1,
+        "seed": 1,
+        "n": 19,
+        "world_size": 1,
+        "rank": 0,
+        "batch_size": 2,
+        "shuffle": True,
+        "drop_last": False,
+        "order": "randperm",
+        "remaining": None,
+        "delivered": 2,
+        "split": "contiguous",
+        "shards": "4 shards (sizes crc32 38b0c266), buffer_shards=2",
+    }
     s = DistributedBatchSampler(19, 2, order=ShardOrder((4, 7, 3, 5), 2), seed=1)
     s.load_state_dict(saved)
     assert s.state_dict()["shards"] == saved["shards"] and len(s) == 9
 
 
-@pytest.mark.parametrize("field, value, error", [
-    ("seed", 6, ResumeMismatchError), ("num_samples", 24, ResumeMismatchError),
-    ("shuffle", False, ResumeMismatchError), ("drop_last", True, ResumeMismatchError),
-    ("order", "keyed", OrderMismatchError), ("source", "other shards", ResumeMismatchError),
-])
+@pytest.mark.parametrize(
+    "field, value, error",
+    [
+        ("seed", 6, ResumeMismatchError),
+        ("num_samples", 24, ResumeMismatchError),
+        ("shuffle", False, ResumeMismatchError),
+        ("drop_last", True, ResumeMismatchError),
+        ("order", "keyed", OrderMismatchError),
+        ("source", "other shards", ResumeMismatchError),
+    ],
+)
 def test_a_state_of_another_dataset_seed_order_or_setting_is_refused_naming_the_field(field, value, error):
     ps = make(fingerprint=lambda: "these shards")
     state = dict(ps.get_state(), **{field: value})

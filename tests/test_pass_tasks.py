@@ -41,7 +41,7 @@ class CountingBatches:
 
 
 def test_a_pass_over_lazy_tasks_makes_only_what_the_window_reached():
-    batches = CountingBatches(10 ** 9)  # a billion batches: a listed epoch could not be made
+    batches = CountingBatches(10**9)  # a billion batches: a listed epoch could not be made
     lane = ScriptedLane("a", slots=2, auto=ok)
     with BatchStream([lane], LazyTasks(batches, make), PassConfig(window=4, timeout_s=10)) as stream:
         got = [next(stream) for _ in range(20)]
@@ -137,14 +137,13 @@ def test_the_drop_in_on_ray_pulls_its_batch_sampler_as_it_goes(ray_cluster):
 
     class Ints(torch.utils.data.Dataset):
         def __len__(self):
-            return 10 ** 6
+            return 10**6
 
         def __getitem__(self, i):
             return i
 
-    sampler = CountingSampler(10 ** 6, 4)  # 250,000 batches
-    with hybridload.DataLoader(Ints(), batch_sampler=sampler, distribute_mode=True, num_actors=1,
-                               window=3) as loader:
+    sampler = CountingSampler(10**6, 4)  # 250,000 batches
+    with hybridload.DataLoader(Ints(), batch_sampler=sampler, distribute_mode=True, num_actors=1, window=3) as loader:
         it = iter(loader)
         first = [next(it).tolist() for _ in range(3)]
         assert first == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]

@@ -12,14 +12,35 @@ REPO = Path(__file__).resolve().parent.parent
 def test_peers_script_quick_run_measures_every_contestant(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = tmp_path / "peers.json"
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "peers.py"), "--quick", "--root",
-                           str(tmp_path / "photos"), "--out", str(out), "--plot", str(tmp_path / "peers.png")],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "peers.py"),
+            "--quick",
+            "--root",
+            str(tmp_path / "photos"),
+            "--out",
+            str(out),
+            "--plot",
+            str(tmp_path / "peers.png"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(out.read_text())
     results = report["results"]
-    for name in ("hybridload", "hybridload-inprocess", "torch-dataloader", "dpex-style", "ray-data", "dali",
-                 "torch-pil"):
+    for name in (
+        "hybridload",
+        "hybridload-inprocess",
+        "torch-dataloader",
+        "dpex-style",
+        "ray-data",
+        "dali",
+        "torch-pil",
+    ):
         assert results[name]["median_images_per_s"] > 0, name
     for name in ("torchdata-nodes", "spdl"):  # the 'peers' extra: measured where installed, else named as skipped
         assert results.get(name, {}).get("median_images_per_s", 0) > 0 or name in report["skipped"], name

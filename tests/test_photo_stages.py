@@ -17,23 +17,26 @@ def test_color_jitter_reads_numbers_and_pairs_as_torchvision_does():
     assert R.ColorJitter().brightness is None and R.ColorJitter(hue=0).hue is None  # identity: no draw
 
 
-@pytest.mark.parametrize("stage, words", [
-    (lambda: R.ColorJitter(hue=0.6), "hue"),
-    (lambda: R.ColorJitter(hue=(-0.7, 0.1)), "hue"),
-    (lambda: R.ColorJitter(brightness=-0.1), "brightness"),
-    (lambda: R.ColorJitter(contrast=(1.5, 0.5)), "contrast"),
-    (lambda: R.ColorJitter(saturation="lots"), "saturation"),
-    (lambda: R.GaussianBlur(4), "odd"),
-    (lambda: R.GaussianBlur(0), "odd"),
-    (lambda: R.GaussianBlur((3, 5)), "kernel_size"),
-    (lambda: R.GaussianBlur(5, sigma=(2.0, 1.0)), "sigma"),
-    (lambda: R.GaussianBlur(5, sigma=0), "sigma"),
-    (lambda: R.RandomGrayscale(1.5), "p must be a probability"),
-    (lambda: R.RandomErasing(p=-0.1), "p must be a probability"),
-    (lambda: R.RandomErasing(scale=(0.5, 0.1)), "scale"),
-    (lambda: R.RandomErasing(ratio=(0, 3)), "ratio"),
-    (lambda: R.RandomErasing(value="noise"), "'random'"),
-])
+@pytest.mark.parametrize(
+    "stage, words",
+    [
+        (lambda: R.ColorJitter(hue=0.6), "hue"),
+        (lambda: R.ColorJitter(hue=(-0.7, 0.1)), "hue"),
+        (lambda: R.ColorJitter(brightness=-0.1), "brightness"),
+        (lambda: R.ColorJitter(contrast=(1.5, 0.5)), "contrast"),
+        (lambda: R.ColorJitter(saturation="lots"), "saturation"),
+        (lambda: R.GaussianBlur(4), "odd"),
+        (lambda: R.GaussianBlur(0), "odd"),
+        (lambda: R.GaussianBlur((3, 5)), "kernel_size"),
+        (lambda: R.GaussianBlur(5, sigma=(2.0, 1.0)), "sigma"),
+        (lambda: R.GaussianBlur(5, sigma=0), "sigma"),
+        (lambda: R.RandomGrayscale(1.5), "p must be a probability"),
+        (lambda: R.RandomErasing(p=-0.1), "p must be a probability"),
+        (lambda: R.RandomErasing(scale=(0.5, 0.1)), "scale"),
+        (lambda: R.RandomErasing(ratio=(0, 3)), "ratio"),
+        (lambda: R.RandomErasing(value="noise"), "'random'"),
+    ],
+)
 def test_bad_arguments_are_refused_with_what_to_write(stage, words):
     with pytest.raises(ValueError, match=words) as info:
         stage()
@@ -47,14 +50,31 @@ def test_random_erasing_needs_normalize_before_it_and_photometric_stages_follow_
         R.make([R.Decode(), R.ColorJitter(0.1), R.CenterCrop(8)])
     with pytest.raises(ValueError, match="out of order"):
         R.make([R.Decode(), R.CenterCrop(8), R.Normalize(), R.ColorJitter(0.1)])
-    rec = R.make([R.Decode(), R.RandomResizedCrop(8), R.ColorJitter(0.1), R.GaussianBlur(3), R.Normalize(),
-                  R.RandomErasing(), R.ToTensor()])
+    rec = R.make(
+        [
+            R.Decode(),
+            R.RandomResizedCrop(8),
+            R.ColorJitter(0.1),
+            R.GaussianBlur(3),
+            R.Normalize(),
+            R.RandomErasing(),
+            R.ToTensor(),
+        ]
+    )
     assert rec.erasing == R.RandomErasing()
 
 
 def test_each_photometric_stage_emits_a_fixed_number_of_ops_and_draws_are_keyed():
-    rec = R.make([R.Decode(), R.CenterCrop(16), R.ColorJitter(0.4, 0.4, 0.4, 0.1), R.RandomGrayscale(0.5),
-                  R.GaussianBlur(5), R.TrivialAugmentWide()])
+    rec = R.make(
+        [
+            R.Decode(),
+            R.CenterCrop(16),
+            R.ColorJitter(0.4, 0.4, 0.4, 0.1),
+            R.RandomGrayscale(0.5),
+            R.GaussianBlur(5),
+            R.TrivialAugmentWide(),
+        ]
+    )
     seen_ta = set()
     for i in range(200):
         p = rec.sample_params(3, 1, i, 40, 30)
@@ -73,8 +93,10 @@ def test_adding_a_photometric_stage_leaves_the_geometric_draws_unchanged():
     base = R.make([R.Decode(), R.RandomResizedCrop(16), R.HorizontalFlip()])
     more = R.make([R.Decode(), R.RandomResizedCrop(16), R.HorizontalFlip(), R.ColorJitter(0.4)])
     for i in range(50):
-        assert more.sample_params(0, 0, i, 64, 48).ops[:len(base.sample_params(0, 0, i, 64, 48).ops)] == \
-            base.sample_params(0, 0, i, 64, 48).ops
+        assert (
+            more.sample_params(0, 0, i, 64, 48).ops[: len(base.sample_params(0, 0, i, 64, 48).ops)]
+            == base.sample_params(0, 0, i, 64, 48).ops
+        )
 
 
 def test_erasing_boxes_follow_torchvision_bounds_and_depend_only_on_seed_epoch_index():

@@ -19,9 +19,22 @@ from hybridload.kernels.geometry import apply_ops
 from hybridload.kernels.photometric import gaussian_kernel
 from hybridload.torchops.ops import apply_ops as torch_apply
 
-OPS = [O.Brightness(1.37), O.Brightness(0.55), O.Contrast(1.6), O.Contrast(0.45), O.Saturation(1.8),
-       O.Saturation(0.2), O.Hue(0.12), O.Hue(-0.4), O.Grayscale(True), O.Blur(5, 1.3), O.Blur(23, 3.1),
-       O.Posterize(3), O.Solarize(128.0), O.AutoContrast()]
+OPS = [
+    O.Brightness(1.37),
+    O.Brightness(0.55),
+    O.Contrast(1.6),
+    O.Contrast(0.45),
+    O.Saturation(1.8),
+    O.Saturation(0.2),
+    O.Hue(0.12),
+    O.Hue(-0.4),
+    O.Grayscale(True),
+    O.Blur(5, 1.3),
+    O.Blur(23, 3.1),
+    O.Posterize(3),
+    O.Solarize(128.0),
+    O.AutoContrast(),
+]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +60,7 @@ def _blur_ref(a, k, sigma):
     w2 = np.outer(w, w) / np.outer(w, w).sum()
     p = k // 2
     x = np.pad(a.astype(np.float64), ((p, p), (p, p), (0, 0)), mode="reflect")
-    acc = sum(w2[i, j] * x[i:i + a.shape[0], j:j + a.shape[1]] for i in range(k) for j in range(k))
+    acc = sum(w2[i, j] * x[i : i + a.shape[0], j : j + a.shape[1]] for i in range(k) for j in range(k))
     return np.clip(np.rint(acc), 0, 255).astype(np.uint8)
 
 
@@ -74,8 +87,9 @@ def reference(a: np.ndarray, op) -> np.ndarray:
 
 
 def diffs(images, engine, op):
-    d = np.concatenate([np.abs(engine(a, op).astype(int) - apply_ops(a, [op]).numpy().astype(int)).ravel()
-                        for a in images])
+    d = np.concatenate(
+        [np.abs(engine(a, op).astype(int) - apply_ops(a, [op]).numpy().astype(int)).ravel() for a in images]
+    )
     return d.mean(), d.max()
 
 
@@ -106,14 +120,22 @@ TORCH_MEAN_TOL, TORCH_MAX_TOL = 0.001, 1
 def test_torch_engine_matches_the_kernels(images, op):
     def engine(a, op):
         return torch_apply(torch.from_numpy(a).permute(2, 0, 1), [op]).permute(1, 2, 0).numpy()
+
     mean, mx = diffs(images, engine, op)
     assert mean <= TORCH_MEAN_TOL and mx <= TORCH_MAX_TOL, (mean, mx)
 
 
-STAGES = {"brightness": R.ColorJitter(brightness=0.6), "contrast": R.ColorJitter(contrast=0.6),
-          "saturation": R.ColorJitter(saturation=0.8), "hue": R.ColorJitter(hue=0.5),
-          "colorjitter": R.ColorJitter(0.4, 0.4, 0.4, 0.1), "grayscale": R.RandomGrayscale(0.5),
-          "blur": R.GaussianBlur(9), "blur23": R.GaussianBlur(23, (0.1, 5.0)), "trivialaugment": R.TrivialAugmentWide()}
+STAGES = {
+    "brightness": R.ColorJitter(brightness=0.6),
+    "contrast": R.ColorJitter(contrast=0.6),
+    "saturation": R.ColorJitter(saturation=0.8),
+    "hue": R.ColorJitter(hue=0.5),
+    "colorjitter": R.ColorJitter(0.4, 0.4, 0.4, 0.1),
+    "grayscale": R.RandomGrayscale(0.5),
+    "blur": R.GaussianBlur(9),
+    "blur23": R.GaussianBlur(23, (0.1, 5.0)),
+    "trivialaugment": R.TrivialAugmentWide(),
+}
 
 # Stated tolerance, DALI (CPU-only mode, its arithmetic operators, reductions and
 # gaussian_blur) against the kernels on the same input and the same drawn values; measured
@@ -127,6 +149,7 @@ def test_dali_photometric_graph_matches_the_kernels(images, name):
     pytest.importorskip("nvidia.dali")
     from hybridload.pipelines import build_photo_pipeline
     from hybridload.pipelines.photo import photo_inputs, photo_vectors
+
     rec = R.make([R.Decode(), R.CenterCrop(40), STAGES[name]])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -150,8 +173,18 @@ def test_dali_photometric_graph_matches_the_kernels(images, name):
 
 
 def test_a_run_of_colour_ops_equals_the_ops_one_by_one(images):
-    ops = [O.Brightness(1.2), O.Contrast(0.7), O.Saturation(1.3), O.Hue(0.2), O.Grayscale(False), O.Blur(3, 0.8),
-           O.Posterize(5), O.Solarize(200.0), O.AutoContrast(), O.Grayscale(True)]
+    ops = [
+        O.Brightness(1.2),
+        O.Contrast(0.7),
+        O.Saturation(1.3),
+        O.Hue(0.2),
+        O.Grayscale(False),
+        O.Blur(3, 0.8),
+        O.Posterize(5),
+        O.Solarize(200.0),
+        O.AutoContrast(),
+        O.Grayscale(True),
+    ]
     for a in images:
         one_by_one = a
         for op in ops:
@@ -162,4 +195,4 @@ def test_a_run_of_colour_ops_equals_the_ops_one_by_one(images):
 def test_gaussian_kernel_is_torchvisions_normalized_sampled_gaussian():
     w = gaussian_kernel(5, 1.0)
     x = np.arange(-2, 3)
-    assert np.allclose(w, np.exp(-0.5 * x ** 2) / np.exp(-0.5 * x ** 2).sum(), atol=1e-7)
+    assert np.allclose(w, np.exp(-0.5 * x**2) / np.exp(-0.5 * x**2).sum(), atol=1e-7)

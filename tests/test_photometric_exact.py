@@ -58,7 +58,7 @@ def _blur(x, op):
         pad = [(0, 0)] * 3
         pad[axis] = (p, p)
         xp, n = np.pad(x, pad, mode="reflect"), x.shape[axis]
-        tap = (lambda i: xp[i:i + n]) if axis == 0 else (lambda i: xp[:, i:i + n])
+        tap = (lambda i: xp[i : i + n]) if axis == 0 else (lambda i: xp[:, i : i + n])
         x = tap(p) * w[p]
         for i in range(p):
             x += (tap(i) + tap(op.ksize - 1 - i)) * w[i]
@@ -108,16 +108,24 @@ def _image(rng, photo):
     if kind == 2:
         return rng.choice(np.array([0, 1, 254, 255], np.uint8), (h, w, 3))  # the ends of the range
     y, x = (int(v) for v in rng.integers(0, 40, 2))
-    view = photo[y:y + h, x:x + w]
+    view = photo[y : y + h, x : x + w]
     return view if kind == 3 else np.ascontiguousarray(view)  # a strided view, as a crop gives
 
 
 def _op(rng):
     f = float(rng.choice([rng.uniform(0, 2), rng.uniform(0, 6), 0.0, 1.0 + rng.uniform(-1e-3, 1e-3)]))
-    return [O.Brightness(f), O.Contrast(f), O.Saturation(f), O.Hue(float(rng.uniform(-0.5, 0.5))),
-            O.Hue(float(rng.choice([-0.5, 0.5, 1 / 6, -1 / 3]))), O.Grayscale(bool(rng.integers(2))),
-            O.Blur(int(rng.choice([1, 3, 5, 9])), float(rng.uniform(0.1, 3))), O.Posterize(int(rng.integers(1, 9))),
-            O.Solarize(float(rng.integers(0, 256))), O.AutoContrast()][rng.integers(0, 10)]
+    return [
+        O.Brightness(f),
+        O.Contrast(f),
+        O.Saturation(f),
+        O.Hue(float(rng.uniform(-0.5, 0.5))),
+        O.Hue(float(rng.choice([-0.5, 0.5, 1 / 6, -1 / 3]))),
+        O.Grayscale(bool(rng.integers(2))),
+        O.Blur(int(rng.choice([1, 3, 5, 9])), float(rng.uniform(0.1, 3))),
+        O.Posterize(int(rng.integers(1, 9))),
+        O.Solarize(float(rng.integers(0, 256))),
+        O.AutoContrast(),
+    ][rng.integers(0, 10)]
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,17 @@ STAGES = {
     "erasing": [R.Normalize(), R.RandomErasing(p=0.7, value="random")],
     "trivialaugment": [R.TrivialAugmentWide()],
 }
-ALL = R.make(GEOMETRY + [R.ColorJitter(0.4, 0.4, 0.4, 0.1), R.RandomGrayscale(0.2), R.GaussianBlur(5),
-                         R.TrivialAugmentWide(), R.Normalize(), R.RandomErasing(p=0.7)])
+ALL = R.make(
+    GEOMETRY
+    + [
+        R.ColorJitter(0.4, 0.4, 0.4, 0.1),
+        R.RandomGrayscale(0.2),
+        R.GaussianBlur(5),
+        R.TrivialAugmentWide(),
+        R.Normalize(),
+        R.RandomErasing(p=0.7),
+    ]
+)
 BS = 10
 
 # Stated tolerance, DALI lane and torch engine against the CPU lanes, per batch: mean
@@ -77,8 +86,10 @@ def test_dali_lane_is_within_tolerance_of_the_cpu_lane(photo_root, name):
     pytest.importorskip("nvidia.dali")
     src, rec = sources.ImageFolder(photo_root), R.make(GEOMETRY + STAGES[name])
     out = {}
-    for mode, policy in (("cpu", LoaderPolicy(mode="cpu", cpu_actors=0, threads=2)),
-                         ("gpu", LoaderPolicy(mode="gpu", gpu_engine="dali"))):
+    for mode, policy in (
+        ("cpu", LoaderPolicy(mode="cpu", cpu_actors=0, threads=2)),
+        ("gpu", LoaderPolicy(mode="gpu", gpu_engine="dali")),
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with _loader(src, rec, policy) as ld:
@@ -94,7 +105,7 @@ def test_dali_lane_is_within_tolerance_of_the_cpu_lane(photo_root, name):
             for k, item in enumerate(boxes):
                 if item is not None:
                     (top, left, h, w), _ = item
-                    assert torch.equal(a[k, :, top:top + h, left:left + w], b[k, :, top:top + h, left:left + w])
+                    assert torch.equal(a[k, :, top : top + h, left : left + w], b[k, :, top : top + h, left : left + w])
 
 
 def cpu_decode(datas):
@@ -104,8 +115,7 @@ def cpu_decode(datas):
 @pytest.mark.parametrize("name", list(STAGES))
 def test_torch_engine_is_within_tolerance_of_the_cpu_lane(photo_root, name):
     src, rec = sources.ImageFolder(photo_root), R.make(GEOMETRY + STAGES[name])
-    lane = TorchGpuLane(src, rec, batch_size=BS, device=torch.device("cpu"), decode=cpu_decode,
-                        normalize_output=False)
+    lane = TorchGpuLane(src, rec, batch_size=BS, device=torch.device("cpu"), decode=cpu_decode, normalize_output=False)
     try:
         for epoch in (0, 1):
             idx = np.arange(epoch * BS, epoch * BS + BS)

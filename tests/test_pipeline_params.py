@@ -25,7 +25,7 @@ def test_crop_resize_flip_map_onto_crop1_resize_and_mirror():
 def test_resize_then_crop_maps_the_crop_after_the_resize():
     rec = R.imagenet_eval(224)
     p = chain_params(rec.sample_params(0, 0, 0, 500, 375), 500, 375)
-    np.testing.assert_array_equal(p.shape1, [500, 375])      # no first crop: the whole image
+    np.testing.assert_array_equal(p.shape1, [500, 375])  # no first crop: the whole image
     np.testing.assert_array_equal(p.size, [256, 341])
     np.testing.assert_array_equal(p.anchor2, [58, 16])
     np.testing.assert_array_equal(p.shape2, [224, 224])

@@ -41,8 +41,7 @@ def test_any_placement_alternates_remote_and_trainer_slots():
 
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_ranks_get_disjoint_fair_shares_of_the_slots(world):
-    shares = [plan_actors(CLUSTER, PlacementRules(placement="any", rank=r, world_size=world))
-              for r in range(world)]
+    shares = [plan_actors(CLUSTER, PlacementRules(placement="any", rank=r, world_size=world)) for r in range(world)]
     sizes = [len(s) for s in shares]
     assert sum(sizes) == 7 and max(sizes) - min(sizes) <= 1
     slots = plan_actors(CLUSTER, PlacementRules(placement="any"))
@@ -85,12 +84,14 @@ def test_elastic_target_leaves_out_nodes_being_drained():
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_elastic_targets_of_ranks_stay_disjoint_and_fair_after_churn(world):
     for table in (BEFORE, B_LOST_C_JOINED, CLUSTER):
-        shares = [elastic_target(table, (), PlacementRules(placement="any", rank=r, world_size=world))
-                  for r in range(world)]
+        shares = [
+            elastic_target(table, (), PlacementRules(placement="any", rank=r, world_size=world)) for r in range(world)
+        ]
         sizes = [len(s) for s in shares]
         assert max(sizes) - min(sizes) <= 1
         assert sorted(x for s in shares for x in s) == sorted(
-            elastic_target(table, (), PlacementRules(placement="any")))
+            elastic_target(table, (), PlacementRules(placement="any"))
+        )
 
 
 def test_reconcile_replaces_the_lost_node_with_the_new_one_and_keeps_the_rest():
@@ -118,14 +119,17 @@ def test_an_unknown_placement_is_refused_naming_the_three_placements_instead_of_
         PlacementRules(placement="remote")
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("reserve_local_cpus", -1, r"reserve_local_cpus must be a whole number of CPUs >= 0"),
-    ("reserve_local_cpus", 1.5, r"reserve_local_cpus must be a whole number of CPUs >= 0 .*got 1.5"),
-    ("cpu_actors", -1, r"cpu_actors must be a whole number of actors >= 0, or None"),
-    ("cpu_actors", True, r"cpu_actors must be a whole number .*got True"),
-    ("world_size", 0, r"world_size must be a whole number of ranks >= 1"),
-    ("rank", 2, r"rank must be a whole number from 0 to world_size - 1 = 1; got 2"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("reserve_local_cpus", -1, r"reserve_local_cpus must be a whole number of CPUs >= 0"),
+        ("reserve_local_cpus", 1.5, r"reserve_local_cpus must be a whole number of CPUs >= 0 .*got 1.5"),
+        ("cpu_actors", -1, r"cpu_actors must be a whole number of actors >= 0, or None"),
+        ("cpu_actors", True, r"cpu_actors must be a whole number .*got True"),
+        ("world_size", 0, r"world_size must be a whole number of ranks >= 1"),
+        ("rank", 2, r"rank must be a whole number from 0 to world_size - 1 = 1; got 2"),
+    ],
+)
 def test_placement_rules_refuse_a_bad_value_naming_the_field_and_what_to_write(field, value, words):
     kw = {"world_size": 2} if field == "rank" else {}
     with pytest.raises(ValueError, match=words):

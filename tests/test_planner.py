@@ -11,25 +11,68 @@ import pytest
 from hybridload.policy import usable_cpus
 
 from hybridload import LoaderPolicy
-from hybridload.planner import (GpuUnavailable, Limits, Measurements, NodeRate, Plan, PlanFormatError, predict,
-                                read_gpu, solve, sweep)
+from hybridload.planner import (
+    GpuUnavailable,
+    Limits,
+    Measurements,
+    NodeRate,
+    Plan,
+    PlanFormatError,
+    predict,
+    read_gpu,
+    solve,
+    sweep,
+)
 from hybridload.planner.online import LaneSample, rebalance
 
 # ---------------------------------------------------------------- recorded measurement sets
 NO_GPU = Measurements(nodes=(NodeRate("local", 6, 300.0, True),), gpu_label="none: NVML not found")
-CPU_BOUND = Measurements(nodes=(NodeRate("local", 4, 320.0, True), NodeRate("n1", 8, 300.0)),
-                         gpu_rate=900.0, gpu_util=0.85, gpu_available=True, gpu_cpu_cost=0.3, gpu_label="A100")
-GPU_BOUND = Measurements(nodes=(NodeRate("local", 2, 310.0, True),), gpu_rate=4000.0, gpu_util=0.3,
-                         gpu_available=True, gpu_cpu_cost=0.6, gpu_label="H100")
-MANY_REMOTE = Measurements(nodes=(NodeRate("local", 4, 330.0, True),) +
-                           tuple(NodeRate(f"n{k}", 32, 290.0 + k) for k in range(6)),
-                           gpu_rate=3500.0, gpu_util=0.5, gpu_available=True, gpu_cpu_cost=0.5, gpu_label="H100")
-STAND_IN = Measurements(nodes=(NodeRate("local", 2, 259.0, True),), gpu_rate=450.0, gpu_available=True,
-                        gpu_cpu_cost=1.82, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
-SETS = {"no-gpu": NO_GPU, "cpu-bound": CPU_BOUND, "gpu-bound": GPU_BOUND, "many-remote": MANY_REMOTE,
-        "stand-in": STAND_IN}
-LIMITS = [Limits(), Limits(max_gpu_util=0.6), Limits(demand=800.0), Limits(demand=50000.0),
-          Limits(prefer=("gpu", "local", "remote"))]
+CPU_BOUND = Measurements(
+    nodes=(NodeRate("local", 4, 320.0, True), NodeRate("n1", 8, 300.0)),
+    gpu_rate=900.0,
+    gpu_util=0.85,
+    gpu_available=True,
+    gpu_cpu_cost=0.3,
+    gpu_label="A100",
+)
+GPU_BOUND = Measurements(
+    nodes=(NodeRate("local", 2, 310.0, True),),
+    gpu_rate=4000.0,
+    gpu_util=0.3,
+    gpu_available=True,
+    gpu_cpu_cost=0.6,
+    gpu_label="H100",
+)
+MANY_REMOTE = Measurements(
+    nodes=(NodeRate("local", 4, 330.0, True),) + tuple(NodeRate(f"n{k}", 32, 290.0 + k) for k in range(6)),
+    gpu_rate=3500.0,
+    gpu_util=0.5,
+    gpu_available=True,
+    gpu_cpu_cost=0.5,
+    gpu_label="H100",
+)
+STAND_IN = Measurements(
+    nodes=(NodeRate("local", 2, 259.0, True),),
+    gpu_rate=450.0,
+    gpu_available=True,
+    gpu_cpu_cost=1.82,
+    gpu_label="DALI CPU-only mode",
+    gpu_time_bound=False,
+)
+SETS = {
+    "no-gpu": NO_GPU,
+    "cpu-bound": CPU_BOUND,
+    "gpu-bound": GPU_BOUND,
+    "many-remote": MANY_REMOTE,
+    "stand-in": STAND_IN,
+}
+LIMITS = [
+    Limits(),
+    Limits(max_gpu_util=0.6),
+    Limits(demand=800.0),
+    Limits(demand=50000.0),
+    Limits(prefer=("gpu", "local", "remote")),
+]
 
 
 def capacity(m, lim):
@@ -49,15 +92,14 @@ def test_plan_never_exceeds_demand_or_capacity_and_respects_caps(name, lim):
     assert pred["total"] <= total_cap + 1e-6
     if lim.demand is not None:
         assert pred["total"] <= lim.demand + 1e-6
-    assert pred["gpu"] <= gpu_cap + 1e-6                      # max_gpu_util / lane rate respected
+    assert pred["gpu"] <= gpu_cap + 1e-6  # max_gpu_util / lane rate respected
     local = next(n for n in m.nodes if n.is_trainer)
     assert pred["cpu_local"] <= local.cpus * local.per_core + 1e-6
-    assert plan.local_threads <= local.cpus                   # the reserve is already out of local.cpus
+    assert plan.local_threads <= local.cpus  # the reserve is already out of local.cpus
     for node, count in plan.cpu_actors.items():
         assert count <= next(n.cpus for n in m.nodes if n.node_id == node)
     assert 0 <= plan.gpu_share <= 1
-    assert math.isclose(pred["gpu"] + pred["cpu_local"] + pred["cpu_remote"], pred["total"], rel_tol=1e-6,
-                        abs_tol=0.05)
+    assert math.isclose(pred["gpu"] + pred["cpu_local"] + pred["cpu_remote"], pred["total"], rel_tol=1e-6, abs_tol=0.05)
     assert plan.reason and plan.bottleneck
     # the chosen share is the best of the sweep
     assert pred["total"] >= max(t for _, t in sweep(m, lim)) - 0.05
@@ -111,13 +153,16 @@ def test_plan_json_round_trip(tmp_path):
     assert again.gpu_share == plan.gpu_share and again.cpu_actors == plan.cpu_actors and again.window == 12
 
 
-@pytest.mark.parametrize("mutate,msg", [
-    (lambda d: d.update(format_version=99), "format_version 99"),
-    (lambda d: d.pop("format_version"), "format_version None"),
-    (lambda d: d.update(gpu_share=1.5), "gpu_share must be in"),
-    (lambda d: d.update(surprise=1), "unknown fields"),
-    (lambda d: d.update(cpu_actors={"n": -1}), "cpu_actors"),
-])
+@pytest.mark.parametrize(
+    "mutate,msg",
+    [
+        (lambda d: d.update(format_version=99), "format_version 99"),
+        (lambda d: d.pop("format_version"), "format_version None"),
+        (lambda d: d.update(gpu_share=1.5), "gpu_share must be in"),
+        (lambda d: d.update(surprise=1), "unknown fields"),
+        (lambda d: d.update(cpu_actors={"n": -1}), "cpu_actors"),
+    ],
+)
 def test_bad_plan_files_get_a_clear_error(tmp_path, mutate, msg):
     d = solve(NO_GPU).to_dict()
     mutate(d)
@@ -129,6 +174,7 @@ def test_bad_plan_files_get_a_clear_error(tmp_path, mutate, msg):
 
 def test_a_pickle_is_not_a_plan(tmp_path):
     import pickle
+
     path = tmp_path / "plan.json"
     path.write_bytes(pickle.dumps(solve(NO_GPU)))
     with pytest.raises((PlanFormatError, UnicodeDecodeError)):
@@ -202,6 +248,7 @@ class FakeNVML:
 
         class U:
             gpu = seq[k % len(seq)]
+
         return U()
 
     def nvmlDeviceGetMemoryInfo(self, h):
@@ -209,6 +256,7 @@ class FakeNVML:
 
         class M:
             free, total = d["free"], d["total"]
+
         return M()
 
     def nvmlDeviceGetUUID(self, h):
@@ -224,8 +272,10 @@ class FakeNVML:
         return (12, 167000)
 
 
-DEVICES = [dict(uuid="GPU-aaaa", name="NVIDIA H100", util=[10, 20, 30, 40], free=70 << 30, total=80 << 30),
-           dict(uuid="GPU-bbbb", name="NVIDIA H100", util=[90, 95, 100, 95], free=10 << 30, total=80 << 30)]
+DEVICES = [
+    dict(uuid="GPU-aaaa", name="NVIDIA H100", util=[10, 20, 30, 40], free=70 << 30, total=80 << 30),
+    dict(uuid="GPU-bbbb", name="NVIDIA H100", util=[90, 95, 100, 95], free=10 << 30, total=80 << 30),
+]
 
 
 def fake_read(nvml, env, torch_uuid=lambda r: None):
@@ -242,12 +292,15 @@ def test_nvml_reading_averages_a_window_of_samples():
     assert nvml.shutdown_called
 
 
-@pytest.mark.parametrize("env,uuid", [
-    ({"CUDA_VISIBLE_DEVICES": "1"}, "GPU-bbbb"),
-    ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "1"}, "GPU-aaaa"),
-    ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, "GPU-bbbb"),
-    ({"LOCAL_RANK": "1"}, "GPU-bbbb"),
-])
+@pytest.mark.parametrize(
+    "env,uuid",
+    [
+        ({"CUDA_VISIBLE_DEVICES": "1"}, "GPU-bbbb"),
+        ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "1"}, "GPU-aaaa"),
+        ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, "GPU-bbbb"),
+        ({"LOCAL_RANK": "1"}, "GPU-bbbb"),
+    ],
+)
 def test_the_trainers_gpu_is_found_honouring_cuda_visible_devices_and_local_rank(env, uuid):
     assert fake_read(FakeNVML(DEVICES), env).uuid == uuid
 
@@ -257,28 +310,41 @@ def test_torch_uuid_wins_over_index_order():
     assert r.uuid == "GPU-bbbb"
 
 
-@pytest.mark.parametrize("nvml,env,msg", [
-    (FakeNVML(DEVICES, fail_init=FakeNVML.NVMLError("NVML Shared Library Not Found")), {}, "NVML is not usable"),
-    (FakeNVML([]), {}, "NVML sees no GPU"),
-    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": ""}, "CUDA_VISIBLE_DEVICES is empty"),
-    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "MIG-1234"}, "MIG instance"),
-    (FakeNVML(DEVICES, mig=True), {}, "MIG is enabled"),
-    (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "7"}, "not among NVML's 2 devices"),
-])
+@pytest.mark.parametrize(
+    "nvml,env,msg",
+    [
+        (FakeNVML(DEVICES, fail_init=FakeNVML.NVMLError("NVML Shared Library Not Found")), {}, "NVML is not usable"),
+        (FakeNVML([]), {}, "NVML sees no GPU"),
+        (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": ""}, "CUDA_VISIBLE_DEVICES is empty"),
+        (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "MIG-1234"}, "MIG instance"),
+        (FakeNVML(DEVICES, mig=True), {}, "MIG is enabled"),
+        (FakeNVML(DEVICES), {"CUDA_VISIBLE_DEVICES": "7"}, "not among NVML's 2 devices"),
+    ],
+)
 def test_gpu_unavailable_cases_are_reported_plainly(nvml, env, msg):
     r = fake_read(nvml, env)
     assert not r.available and msg in r.reason and r.headroom(0.9) == 0
 
 
-@pytest.mark.parametrize("env,device,uuid", [
-    ({"CUDA_VISIBLE_DEVICES": "GPU-bb"}, None, "GPU-bbbb"),               # a unique UUID prefix, as CUDA takes
-    ({"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb"}, 1, "GPU-bbbb"),       # UUID entries, the loader's device 1
-    ({"LOCAL_RANK": "0"}, "cuda:1", "GPU-bbbb"),                          # the loader's device, not LOCAL_RANK
-    ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "0"}, "cuda:1", "GPU-aaaa"),
-])
+@pytest.mark.parametrize(
+    "env,device,uuid",
+    [
+        ({"CUDA_VISIBLE_DEVICES": "GPU-bb"}, None, "GPU-bbbb"),  # a unique UUID prefix, as CUDA takes
+        ({"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb"}, 1, "GPU-bbbb"),  # UUID entries, the loader's device 1
+        ({"LOCAL_RANK": "0"}, "cuda:1", "GPU-bbbb"),  # the loader's device, not LOCAL_RANK
+        ({"CUDA_VISIBLE_DEVICES": "1,0", "LOCAL_RANK": "0"}, "cuda:1", "GPU-aaaa"),
+    ],
+)
 def test_the_loaders_device_is_read_through_uuids_prefixes_and_its_index(env, device, uuid):
-    r = read_gpu(window_s=0.5, interval_s=0.25, device=device, nvml=FakeNVML(DEVICES), env=env,
-                 torch_uuid=lambda i: None, sleep=lambda s: None)
+    r = read_gpu(
+        window_s=0.5,
+        interval_s=0.25,
+        device=device,
+        nvml=FakeNVML(DEVICES),
+        env=env,
+        torch_uuid=lambda i: None,
+        sleep=lambda s: None,
+    )
     assert r.available and r.uuid == uuid
 
 
@@ -308,8 +374,8 @@ def test_no_nvml_here_for_real():
 
 # ---------------------------------------------------------------- online re-planning
 def test_rebalance_moves_toward_the_faster_lane_and_respects_gpu_time():
-    fast_gpu = LaneSample(images=640, busy_s=1.0, parallelism=1)     # 640 images/s
-    slow_cpu = LaneSample(images=320, busy_s=2.0, parallelism=2)     # 320 images/s
+    fast_gpu = LaneSample(images=640, busy_s=1.0, parallelism=1)  # 640 images/s
+    slow_cpu = LaneSample(images=320, busy_s=2.0, parallelism=2)  # 320 images/s
     new = rebalance(0.5, fast_gpu, slow_cpu)
     assert 0.5 < new < 640 / 960 + 1e-9
     assert rebalance(0.5, fast_gpu, slow_cpu, gpu_util=0.99, max_gpu_util=0.8) < 0.5
@@ -326,6 +392,7 @@ class _FakeLane:
 def test_the_online_planner_answers_new_caps_from_what_the_dispatcher_tells_it_and_converges():
     from hybridload.lanes.base import LaneKind
     from hybridload.planner.online import OnlinePlanner
+
     lanes = [_FakeLane("gpu", LaneKind.GPU, 1), _FakeLane("cpu", LaneKind.CPU_LOCAL, 2)]
     planner = OnlinePlanner(lanes, replan_every=4, max_gpu_util=0.9)
     caps, answers, seq = {LaneKind.GPU: 0.5}, [], 0
@@ -345,8 +412,15 @@ def test_the_online_planner_answers_new_caps_from_what_the_dispatcher_tells_it_a
 
 def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
     from hybridload.cli.profile import trust_measurements
-    m = Measurements(nodes=(NodeRate("local", 2, 240.0, True),), gpu_rate=500.0, gpu_available=True,
-                     gpu_cpu_cost=1.8, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
+
+    m = Measurements(
+        nodes=(NodeRate("local", 2, 240.0, True),),
+        gpu_rate=500.0,
+        gpu_available=True,
+        gpu_cpu_cost=1.8,
+        gpu_label="DALI CPU-only mode",
+        gpu_time_bound=False,
+    )
     plan = solve(m)
     assert plan.gpu_share > 0.5  # a noisy low CPU reading makes the model favour the GPU lane
     fixed = trust_measurements(plan, m, Limits(), [(0.0, 700.0), (plan.gpu_share, 610.0), (1.0, 480.0)])
@@ -357,6 +431,7 @@ def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
 
 def test_workers_for_covers_the_predicted_cpu_rates_fastest_remote_nodes_first():
     from hybridload.planner.solver import workers_for
+
     m = Measurements(nodes=(NodeRate("local", 4, 100.0, True), NodeRate("slow", 8, 50.0), NodeRate("fast", 2, 200.0)))
     got = workers_for(m, {"cpu_local": 250.0, "cpu_remote": 500.0})
     assert got == {"local": 3, "fast": 2, "slow": 2}  # 3 x 100 >= 250; 2 x 200 + 2 x 50 = 500
@@ -372,6 +447,7 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
 
     import hybridload.lanes.gpu as gpu
     from hybridload.planner.rates import gpu_lane_rate
+
     events = []
 
     class SleepyLane:  # the host waits (sleep: no CPU); the "GPU" work is finished by synchronize
@@ -386,6 +462,7 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
 
             class R:
                 indices = np.asarray(task.indices)
+
             return R()
 
         def close(self):
@@ -400,8 +477,9 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
     monkeypatch.setattr(gpu, "build_engine", lambda *a, **kw: SleepyLane())
     monkeypatch.setattr(torch.cuda, "synchronize", spin)
     spec = LoaderPolicy().lane_spec(device="cuda:0")
-    rate, cores, label = gpu_lane_rate(None, None, list(range(8)), 0.2, batch_size=4, device=torch.device("cuda", 0),
-                                       spec=spec)
+    rate, cores, label = gpu_lane_rate(
+        None, None, list(range(8)), 0.2, batch_size=4, device=torch.device("cuda", 0), spec=spec
+    )
     assert label == "fake GPU lane" and rate > 0
     assert events[:2] == ["batch", "sync"] and events.count("sync") == events.count("batch")
     assert cores < 0.4  # the spinning waits (half the wall time) are not charged as CPU work
@@ -412,17 +490,17 @@ def test_a_busy_trainer_does_not_starve_the_gpu_lane_on_recorded_readings():
     are 95 % and the GPU lane's own decode 5 %. Charging the whole overshoot to the lane (the
     old rule) shrinks the share every re-plan until it is gone; judged by the lane's own GPU
     time, the share holds. A lane whose own time is past the budget still backs off."""
-    gpu, cpu = LaneSample(640, 1.0, 1), LaneSample(640, 2.0, 2)          # equal capacities: target 0.5
+    gpu, cpu = LaneSample(640, 1.0, 1), LaneSample(640, 2.0, 2)  # equal capacities: target 0.5
     share = old_rule = 0.5
     for _ in range(30):
         share = rebalance(share, gpu, cpu, gpu_util=1.0, lane_util=0.05, max_gpu_util=0.9)
         old_rule = rebalance(old_rule, gpu, cpu, gpu_util=1.0, max_gpu_util=0.9)
     assert share == pytest.approx(0.5)
-    assert old_rule < 0.05                                               # what starved the lane
+    assert old_rule < 0.05  # what starved the lane
     hungry = rebalance(0.5, gpu, cpu, gpu_util=1.0, lane_util=0.4, max_gpu_util=0.9)
-    assert hungry == pytest.approx(0.5 * 0.3 / 0.4)                      # trainer 0.6: the lane may have 0.3
+    assert hungry == pytest.approx(0.5 * 0.3 / 0.4)  # trainer 0.6: the lane may have 0.3
     past = rebalance(0.5, gpu, cpu, gpu_util=1.0, lane_util=0.2, max_gpu_util=0.9)
-    assert past == pytest.approx(0.5 * 0.1 / 0.2)                        # trainer 0.8: the 10 % slack
+    assert past == pytest.approx(0.5 * 0.1 / 0.2)  # trainer 0.8: the 10 % slack
     assert rebalance(0.5, gpu, cpu, gpu_util=0.7, lane_util=0.3, max_gpu_util=0.9) == pytest.approx(0.5)
 
 
@@ -431,7 +509,7 @@ def test_the_online_planner_measures_the_lanes_own_gpu_time_per_wall_second():
     from hybridload.planner.online import OnlinePlanner
 
     class Monitor:
-        util = 1.0                       # a trainer keeping the GPU busy all the time
+        util = 1.0  # a trainer keeping the GPU busy all the time
 
         def stop(self):
             pass
@@ -440,19 +518,25 @@ def test_the_online_planner_measures_the_lanes_own_gpu_time_per_wall_second():
     lanes = [_FakeLane("gpu", LaneKind.GPU, 1), _FakeLane("cpu", LaneKind.CPU_LOCAL, 2)]
     planner = OnlinePlanner(lanes, replan_every=4, max_gpu_util=0.9, monitor=Monitor(), clock=lambda: now[0])
     caps, seq = {LaneKind.GPU: 0.5}, 0
-    for _ in range(20):                  # the GPU lane busy 0.05 s of each second: 5 % of the device
+    for _ in range(20):  # the GPU lane busy 0.05 s of each second: 5 % of the device
         for lane, seconds in (("gpu", 0.025), ("cpu", 0.1), ("gpu", 0.025), ("cpu", 0.1)):
             now[0] += 0.25
             answer = planner.batch_done(seq, lane, 16, seconds, dict(caps))
             seq += 1
             caps.update(answer or {})
-    assert caps[LaneKind.GPU] > 0.5      # it moved toward the faster GPU lane instead of decaying
+    assert caps[LaneKind.GPU] > 0.5  # it moved toward the faster GPU lane instead of decaying
 
 
 # readings recorded by `hybridload profile` on the 2-core CI machine (DALI's CPU-only stand-in): the
 # CPU lane on 1 thread, the GPU lane batch by batch, then the loader checked at shares 0 and 1
-RECORDED = Measurements(nodes=(NodeRate("local", 1, 600.0, True),), gpu_rate=600.0, gpu_available=True,
-                        gpu_cpu_cost=1.23, gpu_label="DALI CPU-only mode", gpu_time_bound=False)
+RECORDED = Measurements(
+    nodes=(NodeRate("local", 1, 600.0, True),),
+    gpu_rate=600.0,
+    gpu_available=True,
+    gpu_cpu_cost=1.23,
+    gpu_label="DALI CPU-only mode",
+    gpu_time_bound=False,
+)
 RECORDED_POINTS = [(0.0, 600.0), (1.0, 926.0)]
 
 
@@ -462,6 +546,7 @@ def test_profile_prediction_measurement_and_bottleneck_agree_on_recorded_reading
     solved, explained and compared from that one model."""
     from hybridload.cli.profile import trust_measurements
     from hybridload.planner.calibrate import calibrate, predict_check
+
     lim = Limits()
     m = calibrate(RECORDED, RECORDED_POINTS)
     for share, measured in RECORDED_POINTS:
@@ -481,6 +566,7 @@ def test_profile_prediction_measurement_and_bottleneck_agree_on_recorded_reading
 @pytest.mark.parametrize("name,lim", list(itertools.product(SETS, LIMITS)))
 def test_the_bottleneck_names_the_bound_that_sets_the_predicted_total(name, lim):
     from hybridload.planner.solver import bounds, plan_at
+
     m = SETS[name]
     for share in (0.0, 0.3, 0.7, 1.0):
         plan = plan_at(m, lim, share)

@@ -11,8 +11,10 @@ from hybridload.planner import Limits, Measurements, NodeRate, solve
 from hybridload.planner.nvml import GpuUnavailable
 from hybridload.cli.results import Profile
 
-LONG_GPU_LABEL = ("DALI CPU-only mode, no GPU visible, 2 threads, batch 64, decoders.image_random_crop with "
-                  "libjpeg-turbo fancy upsampling on a machine whose name is deliberately very long indeed")
+LONG_GPU_LABEL = (
+    "DALI CPU-only mode, no GPU visible, 2 threads, batch 64, decoders.image_random_crop with "
+    "libjpeg-turbo fancy upsampling on a machine whose name is deliberately very long indeed"
+)
 
 
 def _flat(text: str) -> str:
@@ -24,11 +26,16 @@ def _texts(fig) -> str:
 
 
 def _profile(points):
-    m = Measurements(nodes=(NodeRate("local", 2, 300.0, True),), gpu_rate=700.0, gpu_available=True,
-                     gpu_cpu_cost=0.5, gpu_label=LONG_GPU_LABEL, gpu_time_bound=False)
+    m = Measurements(
+        nodes=(NodeRate("local", 2, 300.0, True),),
+        gpu_rate=700.0,
+        gpu_available=True,
+        gpu_cpu_cost=0.5,
+        gpu_label=LONG_GPU_LABEL,
+        gpu_time_bound=False,
+    )
     lim = Limits()
-    return Profile(plan=solve(m, lim), measurements=m, limits=lim, gpu=GpuUnavailable("no NVML here"),
-                   points=points)
+    return Profile(plan=solve(m, lim), measurements=m, limits=lim, gpu=GpuUnavailable("no NVML here"), points=points)
 
 
 def test_the_profile_plot_carries_the_whole_gpu_label_and_marks_the_choice(tmp_path):
@@ -44,7 +51,7 @@ def test_the_profile_plot_carries_the_whole_gpu_label_and_marks_the_choice(tmp_p
     fig.canvas.draw()
     box = chosen_label.get_window_extent()
     curve_top = ax.transData.transform((0, max(prof.plan.predicted["total"], 600.0)))[1]
-    assert box.y0 > curve_top          # the choice's label sits above every curve and point
+    assert box.y0 > curve_top  # the choice's label sits above every curve and point
     assert not any("Note:" in t for t in plots.figure_texts(fig))
     path = tmp_path / "p.png"
     plots.save(fig, str(path))
@@ -65,11 +72,15 @@ def test_disagreements_only_beyond_the_factor():
 
 
 def test_the_bench_plot_names_what_ran_in_every_mode_whole(tmp_path):
-    labels = {"single-gpu": "GPU lane: " + LONG_GPU_LABEL + "; in-process lane: 2 threads",
-              "multi-node": "Ray lane: 6 actors on 3 node(s); GPU lane: " + LONG_GPU_LABEL,
-              "cpu": "in-process lane: 2 threads"}
-    results = [ModeResult(mode=k, label=v, images_per_s=100.0 + i, batches=5, images=20, step_ms=3)
-               for i, (k, v) in enumerate(labels.items())]
+    labels = {
+        "single-gpu": "GPU lane: " + LONG_GPU_LABEL + "; in-process lane: 2 threads",
+        "multi-node": "Ray lane: 6 actors on 3 node(s); GPU lane: " + LONG_GPU_LABEL,
+        "cpu": "in-process lane: 2 threads",
+    }
+    results = [
+        ModeResult(mode=k, label=v, images_per_s=100.0 + i, batches=5, images=20, step_ms=3)
+        for i, (k, v) in enumerate(labels.items())
+    ]
     fig = plots.bench_figure(results)
     text = _texts(fig)
     for mode, label in labels.items():
@@ -87,6 +98,8 @@ def test_wrap_keeps_every_character():
 
 
 def test_a_missing_extra_names_it_in_one_line():
-    with pytest.raises(MissingExtraError, match=r"pip install 'matplotlib>=3.7' \(hybridload's \[plot\] extra\)") as info:
+    with pytest.raises(
+        MissingExtraError, match=r"pip install 'matplotlib>=3.7' \(hybridload's \[plot\] extra\)"
+    ) as info:
         require("matplotlib_not_installed_anywhere", "plot", "writing a plot (--plot)")
     assert "\n" not in str(info.value)

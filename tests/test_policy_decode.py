@@ -17,34 +17,67 @@ def a_plan(share):
     return Plan(gpu_share=share, local_threads=2, window=4)
 
 
-@pytest.mark.parametrize("policy,plan,expected", [
-    (LoaderPolicy(mode="cpu", cpu_actors=0), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="cpu"), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="cpu", ray_address="embedded"), None, (False, None, False, LaneKind.CPU_ACTORS, False)),
-    (LoaderPolicy(mode="gpu", cpu_actors=0), None, (True, None, False, LaneKind.CPU_LOCAL, True)),
-    (LoaderPolicy(mode="split", gpu_share=0.3, cpu_actors=0), None, (True, 0.3, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="split", gpu_share=0.0, cpu_actors=0), None, (False, 0.0, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="split", plan=a_plan(0.7), cpu_actors=0), a_plan(0.7),
-     (True, 0.7, False, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0), None, (True, 0.5, True, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0), a_plan(0.2), (True, 0.2, True, LaneKind.CPU_LOCAL, False)),
-    (LoaderPolicy(mode="auto", gpu_engine="dali", gpu_share=0.9, cpu_actors=0), a_plan(0.2), (True, 0.9, True, LaneKind.CPU_LOCAL, False)),
-], ids=["cpu-local", "cpu-default-local", "cpu-actors-embedded", "gpu", "split", "split-zero", "split-from-plan", "auto", "auto-plan",
-        "auto-policy-wins"])
+@pytest.mark.parametrize(
+    "policy,plan,expected",
+    [
+        (LoaderPolicy(mode="cpu", cpu_actors=0), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
+        (LoaderPolicy(mode="cpu"), None, (False, None, False, LaneKind.CPU_LOCAL, False)),
+        (LoaderPolicy(mode="cpu", ray_address="embedded"), None, (False, None, False, LaneKind.CPU_ACTORS, False)),
+        (LoaderPolicy(mode="gpu", cpu_actors=0), None, (True, None, False, LaneKind.CPU_LOCAL, True)),
+        (LoaderPolicy(mode="split", gpu_share=0.3, cpu_actors=0), None, (True, 0.3, False, LaneKind.CPU_LOCAL, False)),
+        (LoaderPolicy(mode="split", gpu_share=0.0, cpu_actors=0), None, (False, 0.0, False, LaneKind.CPU_LOCAL, False)),
+        (
+            LoaderPolicy(mode="split", plan=a_plan(0.7), cpu_actors=0),
+            a_plan(0.7),
+            (True, 0.7, False, LaneKind.CPU_LOCAL, False),
+        ),
+        (
+            LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0),
+            None,
+            (True, 0.5, True, LaneKind.CPU_LOCAL, False),
+        ),
+        (
+            LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0),
+            a_plan(0.2),
+            (True, 0.2, True, LaneKind.CPU_LOCAL, False),
+        ),
+        (
+            LoaderPolicy(mode="auto", gpu_engine="dali", gpu_share=0.9, cpu_actors=0),
+            a_plan(0.2),
+            (True, 0.9, True, LaneKind.CPU_LOCAL, False),
+        ),
+    ],
+    ids=[
+        "cpu-local",
+        "cpu-default-local",
+        "cpu-actors-embedded",
+        "gpu",
+        "split",
+        "split-zero",
+        "split-from-plan",
+        "auto",
+        "auto-plan",
+        "auto-policy-wins",
+    ],
+)
 def test_the_decoding_follows_the_mode_table(policy, plan, expected):
     spec = decode_lanes(policy, plan)
     assert (spec.gpu, spec.gpu_share, spec.auto, spec.cpu, spec.cpu_standby) == expected
     assert not spec.notes
 
 
-@pytest.mark.parametrize("policy,env,kind", [
-    (LoaderPolicy(), None, LaneKind.CPU_LOCAL),
-    (LoaderPolicy(), "10.0.0.1:6379", LaneKind.CPU_ACTORS),
-    (LoaderPolicy(cpu_actors=0), "10.0.0.1:6379", LaneKind.CPU_LOCAL),
-    (LoaderPolicy(ray_address="auto"), None, LaneKind.CPU_ACTORS),
-    (LoaderPolicy(ray_address="10.0.0.1:6379"), None, LaneKind.CPU_ACTORS),
-    (LoaderPolicy(ray_address="embedded", cpu_actors=2), None, LaneKind.CPU_ACTORS),
-], ids=["default-no-ray", "ray-address-env", "cpu-actors-0-wins", "auto", "host-port", "embedded"])
+@pytest.mark.parametrize(
+    "policy,env,kind",
+    [
+        (LoaderPolicy(), None, LaneKind.CPU_LOCAL),
+        (LoaderPolicy(), "10.0.0.1:6379", LaneKind.CPU_ACTORS),
+        (LoaderPolicy(cpu_actors=0), "10.0.0.1:6379", LaneKind.CPU_LOCAL),
+        (LoaderPolicy(ray_address="auto"), None, LaneKind.CPU_ACTORS),
+        (LoaderPolicy(ray_address="10.0.0.1:6379"), None, LaneKind.CPU_ACTORS),
+        (LoaderPolicy(ray_address="embedded", cpu_actors=2), None, LaneKind.CPU_ACTORS),
+    ],
+    ids=["default-no-ray", "ray-address-env", "cpu-actors-0-wins", "auto", "host-port", "embedded"],
+)
 def test_ray_is_used_only_when_a_cluster_is_configured_or_asked_for(policy, env, kind):
     spec = decode_lanes(policy, None, ray_address_env=env)
     assert spec.cpu is kind and not spec.notes
@@ -72,31 +105,49 @@ def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
     assert not decode_lanes(LoaderPolicy(mode="cpu", cpu_actors=0), None, ray_installed=False).notes
 
 
-@pytest.mark.parametrize("asked,available,platform,expected", [
-    ("auto", ("fork", "spawn", "forkserver"), "linux", "fork"),
-    ("auto", ("spawn", "fork", "forkserver"), "darwin", "forkserver"),
-    ("auto", ("spawn",), "win32", "spawn"),
-    ("forkserver", ("fork", "spawn", "forkserver"), "linux", "forkserver"),
-    ("spawn", ("fork", "spawn", "forkserver"), "linux", "spawn"),
-], ids=["linux", "macos", "windows", "asked-forkserver", "asked-spawn"])
-def test_worker_processes_fork_on_linux_as_torch_dataloader_and_what_is_asked_wins(asked, available, platform,
-                                                                                   expected):
+@pytest.mark.parametrize(
+    "asked,available,platform,expected",
+    [
+        ("auto", ("fork", "spawn", "forkserver"), "linux", "fork"),
+        ("auto", ("spawn", "fork", "forkserver"), "darwin", "forkserver"),
+        ("auto", ("spawn",), "win32", "spawn"),
+        ("forkserver", ("fork", "spawn", "forkserver"), "linux", "forkserver"),
+        ("spawn", ("fork", "spawn", "forkserver"), "linux", "spawn"),
+    ],
+    ids=["linux", "macos", "windows", "asked-forkserver", "asked-spawn"],
+)
+def test_worker_processes_fork_on_linux_as_torch_dataloader_and_what_is_asked_wins(
+    asked, available, platform, expected
+):
     from hybridload.policy.decode import resolve_start_method
+
     assert resolve_start_method(asked, available=available, platform=platform) == expected
 
 
-@pytest.mark.parametrize("policy,cpus,processes", [
-    (LoaderPolicy(), 1, False),                                   # one CPU: nothing to gain
-    (LoaderPolicy(), 2, True),                                    # forked processes from 2 CPUs
-    (LoaderPolicy(start_method="forkserver"), 2, False),          # main-script import: only where threads stop
-    (LoaderPolicy(start_method="forkserver"), 8, True),
-    (LoaderPolicy(cpu_actors=0), 16, False),                      # cpu_actors=0: the in-process lane
-    (LoaderPolicy(cpu_actors=0, local_workers="processes"), 2, True),
-    (LoaderPolicy(local_workers="threads"), 16, False),
-], ids=["1cpu", "2cpus-fork", "2cpus-forkserver", "8cpus-forkserver", "cpu-actors-0", "asked-processes",
-        "asked-threads"])
+@pytest.mark.parametrize(
+    "policy,cpus,processes",
+    [
+        (LoaderPolicy(), 1, False),  # one CPU: nothing to gain
+        (LoaderPolicy(), 2, True),  # forked processes from 2 CPUs
+        (LoaderPolicy(start_method="forkserver"), 2, False),  # main-script import: only where threads stop
+        (LoaderPolicy(start_method="forkserver"), 8, True),
+        (LoaderPolicy(cpu_actors=0), 16, False),  # cpu_actors=0: the in-process lane
+        (LoaderPolicy(cpu_actors=0, local_workers="processes"), 2, True),
+        (LoaderPolicy(local_workers="threads"), 16, False),
+    ],
+    ids=[
+        "1cpu",
+        "2cpus-fork",
+        "2cpus-forkserver",
+        "8cpus-forkserver",
+        "cpu-actors-0",
+        "asked-processes",
+        "asked-threads",
+    ],
+)
 def test_the_default_local_lane_runs_processes_where_they_fork(policy, cpus, processes):
     import sys
+
     if sys.platform != "linux" and policy.start_method == "auto":
         pytest.skip("auto forks on Linux only")
     spec = decode_lanes(policy, cpus=cpus, ray_address_env=None)
@@ -109,16 +160,21 @@ def test_a_start_method_the_platform_lacks_is_refused_naming_the_argument():
 
 
 # ------------------------------------------------------------------ everything a lane needs, decoded once
-@pytest.mark.parametrize("asked,device,engines,noted", [
-    ("auto", "cuda:0", ("dali", "torch"), False),
-    ("auto", "cpu", ("dali",), True),                  # never the torch engine on CPU tensors; said why
-    ("dali", "cuda:1", ("dali",), False),
-    ("dali", "cpu", ("dali",), False),                 # DALI's CPU-only stand-in, as asked
-    ("torch", "cuda:0", ("torch",), False),
-    ("torch", "cpu", ("torch",), False),
-], ids=["auto-cuda", "auto-cpu", "dali-cuda", "dali-cpu", "torch-cuda", "torch-cpu"])
+@pytest.mark.parametrize(
+    "asked,device,engines,noted",
+    [
+        ("auto", "cuda:0", ("dali", "torch"), False),
+        ("auto", "cpu", ("dali",), True),  # never the torch engine on CPU tensors; said why
+        ("dali", "cuda:1", ("dali",), False),
+        ("dali", "cpu", ("dali",), False),  # DALI's CPU-only stand-in, as asked
+        ("torch", "cuda:0", ("torch",), False),
+        ("torch", "cpu", ("torch",), False),
+    ],
+    ids=["auto-cuda", "auto-cpu", "dali-cuda", "dali-cpu", "torch-cuda", "torch-cpu"],
+)
 def test_the_gpu_engines_to_try_follow_the_policy_and_the_device(asked, device, engines, noted):
     import torch
+
     spec = decode_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=device)
     assert spec.gpu_engines == engines and ("not a CUDA device" in spec.gpu_engines_note) is noted
     assert decode_lanes(LoaderPolicy(mode="gpu", gpu_engine=asked), device=torch.device(device)) == spec
@@ -131,27 +187,38 @@ def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, exp
     assert spec.gpu_threads == 3
 
 
-@pytest.mark.parametrize("policy,cpus,local,actors", [
-    (LoaderPolicy(cpu_actors=0), 6, 6, 0),                      # the in-process lane on every usable CPU
-    (LoaderPolicy(cpu_actors=0, threads=3), 6, 3, 0),           # threads asked: as asked
-    (LoaderPolicy(ray_address="embedded"), 4, 4, None),         # None: as many as the cluster allows
-    (LoaderPolicy(ray_address="embedded", cpu_actors=5), 4, 4, 5),
-], ids=["local-default", "local-asked", "actors-default", "actors-asked"])
+@pytest.mark.parametrize(
+    "policy,cpus,local,actors",
+    [
+        (LoaderPolicy(cpu_actors=0), 6, 6, 0),  # the in-process lane on every usable CPU
+        (LoaderPolicy(cpu_actors=0, threads=3), 6, 3, 0),  # threads asked: as asked
+        (LoaderPolicy(ray_address="embedded"), 4, 4, None),  # None: as many as the cluster allows
+        (LoaderPolicy(ray_address="embedded", cpu_actors=5), 4, 4, 5),
+    ],
+    ids=["local-default", "local-asked", "actors-default", "actors-asked"],
+)
 def test_actor_counts_and_local_threads_are_in_the_spec(policy, cpus, local, actors):
     spec = decode_lanes(policy, cpus=cpus, ray_address_env=None)
     assert (spec.threads, spec.cpu_actors) == (local, actors)
 
 
 def test_the_spec_carries_every_knob_the_cpu_lanes_take():
-    policy = LoaderPolicy(ray_address="10.0.0.1:6379", placement="any", reserve_local_cpus=2, ship_bytes=True,
-                          on_error="skip")
+    policy = LoaderPolicy(
+        ray_address="10.0.0.1:6379", placement="any", reserve_local_cpus=2, ship_bytes=True, on_error="skip"
+    )
     spec = decode_lanes(policy)
     assert (spec.ray_address, spec.placement, spec.reserve_local_cpus, spec.ship_bytes, spec.on_error) == (
-        "10.0.0.1:6379", "any", 2, True, "skip")
+        "10.0.0.1:6379",
+        "any",
+        2,
+        True,
+        "skip",
+    )
 
 
 def test_a_spec_is_frozen():
     import dataclasses
+
     with pytest.raises(dataclasses.FrozenInstanceError):
         decode_lanes(LoaderPolicy()).gpu_threads = 4
 
@@ -160,20 +227,27 @@ def test_policy_lane_spec_is_the_decoding_with_this_process_facts(monkeypatch, t
     import importlib.util
 
     from hybridload.policy import usable_cpus
+
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     path = tmp_path / "plan.json"
     a_plan(0.3).save(path)
     policy = LoaderPolicy(mode="auto", plan=str(path))
     assert policy.lane_spec(device="cuda:0") == decode_lanes(
-        policy, a_plan(0.3), ray_installed=importlib.util.find_spec("ray") is not None,
-        ray_address_env="10.0.0.1:6379", cpus=usable_cpus(), device="cuda:0")
-    assert policy.lane_spec(device="cuda:0").gpu_share == 0.3               # the policy's plan file, read
+        policy,
+        a_plan(0.3),
+        ray_installed=importlib.util.find_spec("ray") is not None,
+        ray_address_env="10.0.0.1:6379",
+        cpus=usable_cpus(),
+        device="cuda:0",
+    )
+    assert policy.lane_spec(device="cuda:0").gpu_share == 0.3  # the policy's plan file, read
     assert policy.lane_spec(a_plan(0.6), device="cuda:0").gpu_share == 0.6  # a plan passed in wins
 
 
 # ------------------------------------------------------------------ the loader, bench, rates and profiler agree
 def _loader_spec(photo_root, policy, rec, device="cpu"):
     from hybridload import HybridLoader, sources
+
     with HybridLoader(sources.ImageFolder(photo_root), rec, 4, policy=policy, device=device) as ld:
         return ld.lane_spec  # decoded at construction: no lane is started
 
@@ -184,6 +258,7 @@ def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(phot
     from hybridload import recipe
     from hybridload.cli.bench import policy_for
     from hybridload.policy.decode import START_SHARE
+
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     rec = recipe.imagenet_train(32)
     plan = None if share is None else a_plan(share)
@@ -203,6 +278,7 @@ def test_the_rate_probe_tries_the_loaders_engines_with_the_loaders_spec(photo_ro
     from hybridload import recipe
     from hybridload.errors import LaneUnavailableError
     from hybridload.planner.rates import gpu_lane_rate
+
     rec = recipe.imagenet_train(32)
     spec = _loader_spec(photo_root, LoaderPolicy(mode="gpu", gpu_threads=3, gpu_memory_budget_mb=64), rec)
     tried = []
@@ -210,6 +286,7 @@ def test_the_rate_probe_tries_the_loaders_engines_with_the_loaders_spec(photo_ro
     def unavailable(name, got, *a, **kw):
         tried.append((name, got))
         raise LaneUnavailableError(f"{name} is not here")
+
     monkeypatch.setattr(gpu, "build_engine", unavailable)
     with pytest.raises(LaneUnavailableError, match="dali: dali is not here"):
         gpu_lane_rate(None, rec, [0, 1], 0.1, batch_size=2, device=torch.device("cpu"), spec=spec)
@@ -223,32 +300,48 @@ def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_
     from hybridload.cli import profile
     from hybridload.planner.nvml import GpuUnavailable
     from hybridload.policy import usable_cpus
+
     rec = recipe.imagenet_train(32)
     seen = {}
 
     def rate(source, recipe_, indices, seconds, *, batch_size, device, spec, seed=0):
         seen["spec"] = spec
         return 100.0, 0.1, "fake GPU lane"
+
     monkeypatch.setattr(profile, "read_gpu", lambda **kw: GpuUnavailable("no NVML in this test"))
     monkeypatch.setattr(profile, "cpu_rate_per_core", lambda *a, **kw: 50.0)
     monkeypatch.setattr(profile, "measure_loader", lambda *a, **kw: 50.0)
     monkeypatch.setattr(profile, "gpu_lane_rate", rate)
-    profile.run_profile(sources.ImageFolder(photo_root), rec, batch_size=4, seconds=0.1, sample=8, gpu_threads=3,
-                        check_points=False, device=torch.device("cpu"))
+    profile.run_profile(
+        sources.ImageFolder(photo_root),
+        rec,
+        batch_size=4,
+        seconds=0.1,
+        sample=8,
+        gpu_threads=3,
+        check_points=False,
+        device=torch.device("cpu"),
+    )
     cpus = usable_cpus()  # reserve_local_cpus=0
     assert seen["spec"] == _loader_spec(photo_root, profile.profile_policy(1.0, threads=cpus, gpu_threads=3), rec)
     at_half = profile.profile_policy(0.5, threads=cpus, gpu_threads=3).lane_spec(device="cpu", recipe=rec)
     assert (seen["spec"].gpu_engines, seen["spec"].gpu_threads, seen["spec"].gpu_memory_budget_mb) == (
-        at_half.gpu_engines, at_half.gpu_threads, at_half.gpu_memory_budget_mb)   # what measure_loader runs
+        at_half.gpu_engines,
+        at_half.gpu_threads,
+        at_half.gpu_memory_budget_mb,
+    )  # what measure_loader runs
 
 
-@pytest.mark.parametrize("mode,engine,device,gpu", [
-    ("auto", "auto", "cpu", False),      # auto builds a GPU lane only on a GPU (one note, no stand-in)
-    ("auto", "auto", "cuda:0", True),
-    ("auto", "dali", "cpu", True),       # a named engine is asked for: DALI's CPU-only stand-in
-    ("gpu", "auto", "cpu", True),        # an explicit "gpu" / "split" keeps the stand-in (with its loud warning)
-    ("split", "auto", "cpu", True),
-])
+@pytest.mark.parametrize(
+    "mode,engine,device,gpu",
+    [
+        ("auto", "auto", "cpu", False),  # auto builds a GPU lane only on a GPU (one note, no stand-in)
+        ("auto", "auto", "cuda:0", True),
+        ("auto", "dali", "cpu", True),  # a named engine is asked for: DALI's CPU-only stand-in
+        ("gpu", "auto", "cpu", True),  # an explicit "gpu" / "split" keeps the stand-in (with its loud warning)
+        ("split", "auto", "cpu", True),
+    ],
+)
 def test_auto_mode_builds_no_gpu_lane_without_a_cuda_device(mode, engine, device, gpu):
     policy = LoaderPolicy(mode=mode, gpu_engine=engine, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
     spec = decode_lanes(policy, device=device)
@@ -268,9 +361,19 @@ def test_every_lane_knob_keeps_the_policys_name_and_the_value_as_written():
 
     from hybridload.lanes.spec import LaneSpec
     from hybridload.policy.decode import DECODED
-    written = dict(gpu_threads=5, gpu_memory_budget_mb=64.0, cpu_actors=3, ray_address="10.0.0.1:6379",
-                   placement="any", reserve_local_cpus=2, on_no_actors="wait", actor_wait_s=7.0, ship_bytes=True,
-                   on_error="skip")
+
+    written = dict(
+        gpu_threads=5,
+        gpu_memory_budget_mb=64.0,
+        cpu_actors=3,
+        ray_address="10.0.0.1:6379",
+        placement="any",
+        reserve_local_cpus=2,
+        on_no_actors="wait",
+        actor_wait_s=7.0,
+        ship_bytes=True,
+        on_error="skip",
+    )
     shared = {f.name for f in dataclasses.fields(LaneSpec)} & {f.name for f in dataclasses.fields(LoaderPolicy)}
     assert shared - set(DECODED) == set(written)  # a new shared knob: add it here with a value other than its default
     assert all(written[k] != f.default for f in dataclasses.fields(LoaderPolicy) for k in written if f.name == k)
@@ -280,39 +383,55 @@ def test_every_lane_knob_keeps_the_policys_name_and_the_value_as_written():
     assert (local.threads, local.local_workers, local.start_method) == (3, "processes", "spawn")
 
 
-@pytest.mark.parametrize("cpus,start,expected", [
-    (1, "fork", "threads"), (2, "fork", "processes"), (7, "spawn", "threads"), (8, "forkserver", "processes"),
-])
+@pytest.mark.parametrize(
+    "cpus,start,expected",
+    [
+        (1, "fork", "threads"),
+        (2, "fork", "processes"),
+        (7, "spawn", "threads"),
+        (8, "forkserver", "processes"),
+    ],
+)
 def test_auto_local_workers_decode_to_the_policys_own_words(cpus, start, expected):
     from hybridload.policy.decode import LOCAL_WORKERS_DECODED, local_workers
+
     assert local_workers("auto", cpus, start) == expected and expected in LOCAL_WORKERS_DECODED
     assert local_workers("threads", 16) == "threads" and local_workers("processes", 1) == "processes"
 
 
-@pytest.mark.parametrize("policy,plan,share", [
-    (LoaderPolicy(mode="split", gpu_share=0.3), a_plan(0.8), 0.3),     # the policy's own share wins
-    (LoaderPolicy(mode="split", plan=a_plan(0.8)), a_plan(0.8), 0.8),   # else the plan's
-    (LoaderPolicy(mode="auto"), None, 0.5),                             # else auto's in-line start
-])
+@pytest.mark.parametrize(
+    "policy,plan,share",
+    [
+        (LoaderPolicy(mode="split", gpu_share=0.3), a_plan(0.8), 0.3),  # the policy's own share wins
+        (LoaderPolicy(mode="split", plan=a_plan(0.8)), a_plan(0.8), 0.8),  # else the plan's
+        (LoaderPolicy(mode="auto"), None, 0.5),  # else auto's in-line start
+    ],
+)
 def test_the_start_share_is_read_in_one_place(policy, plan, share):
     from hybridload.policy.decode import start_share
+
     assert start_share(policy, plan) == share
 
 
-@pytest.mark.parametrize("share,actors,threads,mode,expected_share", [
-    (0.0, 0, 4, "cpu", None),
-    (1.0, 0, 0, "gpu", None),        # the plan's GPU takes all and there is no CPU lane in the plan
-    (1.0, 0, 4, "split", 1.0),
-    (0.4, 6, 0, "split", 0.4),
-])
+@pytest.mark.parametrize(
+    "share,actors,threads,mode,expected_share",
+    [
+        (0.0, 0, 4, "cpu", None),
+        (1.0, 0, 0, "gpu", None),  # the plan's GPU takes all and there is no CPU lane in the plan
+        (1.0, 0, 4, "split", 1.0),
+        (0.4, 6, 0, "split", 0.4),
+    ],
+)
 def test_a_fitted_plan_decodes_to_the_policy_settings_that_carry_it_out(share, actors, threads, mode, expected_share):
     from hybridload.planner.fit import Fitted
     from hybridload.policy.decode import plan_settings
+
     plan = Plan(gpu_share=share, local_threads=threads, cpu_actors={"n": actors} if actors else {}, window=6)
     kw = plan_settings(plan, Fitted(gpu_share=share, cpu_actors=actors, threads=max(1, threads)))
     assert (kw["mode"], kw["gpu_share"], kw["window"], kw["plan"]) == (mode, expected_share, 6, plan)
     assert (kw["cpu_actors"], kw.get("threads"), kw.get("placement")) == (
-        (actors, None, "remote-first") if actors else (0, max(1, threads), None))
+        (actors, None, "remote-first") if actors else (0, max(1, threads), None)
+    )
     LoaderPolicy(**kw)  # a valid policy
 
 
@@ -320,9 +439,21 @@ def test_each_pass_runs_the_settings_the_policy_decodes_to():
     from hybridload.execution.pass_config import PassConfig
     from hybridload.execution.retry import RetryRules, StragglerRule
     from hybridload.policy.decode import pass_config
-    policy = LoaderPolicy(window=3, batch_timeout_s=7.0, max_retries=1, break_after=4, straggler_factor=None,
-                          straggler_min_s=0.5, gpu_memory_budget_mb=2)
+
+    policy = LoaderPolicy(
+        window=3,
+        batch_timeout_s=7.0,
+        max_retries=1,
+        break_after=4,
+        straggler_factor=None,
+        straggler_min_s=0.5,
+        gpu_memory_budget_mb=2,
+    )
     assert pass_config(policy, decode_lanes(policy)) == PassConfig(
-        window=3, timeout_s=7.0, rules=RetryRules(1, 4), stragglers=StragglerRule(None, 0.5),
-        device_budget_bytes=2 * 2**20)
+        window=3,
+        timeout_s=7.0,
+        rules=RetryRules(1, 4),
+        stragglers=StragglerRule(None, 0.5),
+        device_budget_bytes=2 * 2**20,
+    )
     assert pass_config(LoaderPolicy(), decode_lanes(LoaderPolicy())) == PassConfig()  # the defaults agree

@@ -15,21 +15,31 @@ from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
 def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had():
     config = PoolConfig()
     assert config.rules == PlacementRules()
-    assert (config.ray_address, config.fallback_embedded, config.tasks_per_actor, config.ready_timeout_s,
-            config.node_poll_s, config.when_empty, config.wait_s) == (None, False, 2, 120.0, None, "raise", 120.0)
+    assert (
+        config.ray_address,
+        config.fallback_embedded,
+        config.tasks_per_actor,
+        config.ready_timeout_s,
+        config.node_poll_s,
+        config.when_empty,
+        config.wait_s,
+    ) == (None, False, 2, 120.0, None, "raise", 120.0)
     with pytest.raises(AttributeError):
         config.tasks_per_actor = 4
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(tasks_per_actor=0), r"tasks_per_actor must be a whole number >= 1 \(2: one call running, one queued\)"),
-    (dict(tasks_per_actor=1.5), r"tasks_per_actor must be a whole number >= 1 .*got 1.5"),
-    (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0; got 0"),
-    (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0; got nan"),
-    (dict(node_poll_s=-1), r"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S"),
-    (dict(when_empty="fallback"), r"when_empty must be one of 'local', 'wait', 'raise'; got 'fallback'"),
-    (dict(wait_s=-5), r"wait_s must be a number of seconds >= 0; got -5"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(tasks_per_actor=0), r"tasks_per_actor must be a whole number >= 1 \(2: one call running, one queued\)"),
+        (dict(tasks_per_actor=1.5), r"tasks_per_actor must be a whole number >= 1 .*got 1.5"),
+        (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0; got 0"),
+        (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0; got nan"),
+        (dict(node_poll_s=-1), r"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S"),
+        (dict(when_empty="fallback"), r"when_empty must be one of 'local', 'wait', 'raise'; got 'fallback'"),
+        (dict(wait_s=-5), r"wait_s must be a number of seconds >= 0; got -5"),
+    ],
+)
 def test_a_pool_config_refuses_a_bad_value_naming_the_field_and_what_to_write(kw, words):
     with pytest.raises(ValueError, match=words):
         PoolConfig(**kw)

@@ -7,7 +7,6 @@ from hybridload import recipe
 from hybridload.recipe.presets import COLOR_JITTER, RANDOM_ERASE_P
 
 
-
 def names(rec):
     return [type(s).__name__ for s in rec.stages]
 
@@ -15,7 +14,8 @@ def names(rec):
 @pytest.mark.parametrize("normalize", [False, True])
 def test_basic_is_the_recipe_as_it_always_was(normalize):
     old = [recipe.Decode(), recipe.RandomResizedCrop(64), recipe.HorizontalFlip(0.5)] + (
-        [recipe.Normalize()] if normalize else [])
+        [recipe.Normalize()] if normalize else []
+    )
     assert recipe.imagenet_train(64, normalize=normalize) == recipe.Recipe(old)
     assert recipe.imagenet_train(64, normalize=normalize, augment="basic") == recipe.Recipe(old)
 
@@ -29,14 +29,21 @@ def test_an_unknown_augment_lists_the_choices():
 def test_color_adds_timms_color_jitter_after_the_flip(normalize):
     rec = recipe.imagenet_train(64, normalize=normalize, augment="color")
     assert names(rec) == ["Decode", "RandomResizedCrop", "HorizontalFlip", "ColorJitter"] + (
-        ["Normalize"] if normalize else [])
+        ["Normalize"] if normalize else []
+    )
     assert rec.stages[3] == recipe.ColorJitter(*COLOR_JITTER)
 
 
 def test_trivialaugment_adds_torchvisions_policy_and_random_erasing_last():
     rec = recipe.imagenet_train(64, normalize=True, augment="trivialaugment")
-    assert names(rec) == ["Decode", "RandomResizedCrop", "HorizontalFlip", "TrivialAugmentWide", "Normalize",
-                          "RandomErasing"]
+    assert names(rec) == [
+        "Decode",
+        "RandomResizedCrop",
+        "HorizontalFlip",
+        "TrivialAugmentWide",
+        "Normalize",
+        "RandomErasing",
+    ]
     assert rec.stages[-1] == recipe.RandomErasing(p=RANDOM_ERASE_P)
 
 

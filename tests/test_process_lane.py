@@ -19,8 +19,9 @@ REC = recipe.imagenet_train(48)
 
 @pytest.mark.parametrize("start_method", ["fork", "forkserver"])
 def test_process_lane_stream_is_bit_identical_to_the_in_process_lane(photo_root, start_method):
-    runs, lanes = local_lane_streams(sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2,
-                                     start_method=start_method)
+    runs, lanes = local_lane_streams(
+        sources.ImageFolder(photo_root), REC, 7, seed=5, epochs=(0, 1), threads=2, start_method=start_method
+    )
     assert {w: d.startswith("process lane") for w, d in lanes.items()} == {"threads": False, "processes": True}
     assert f"({start_method})" in lanes["processes"]
     assert runs["processes"] == runs["threads"] and len(runs["threads"]) == 18
@@ -65,13 +66,15 @@ def test_close_stops_every_worker_and_frees_the_slots(photo_root):
 
 
 def _some(root, n):
-    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
-                  if f.endswith(".jpg"))[:n]
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs if f.endswith(".jpg")
+    )[:n]
 
 
 @pytest.mark.parametrize("start_method", ["auto", "forkserver"])
-def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_otherwise(photo_root, tmp_path,
-                                                                                      start_method):
+def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_otherwise(
+    photo_root, tmp_path, start_method
+):
     """Forked workers (the default on Linux, as torch's DataLoader) import nothing, so a script with
     no ``if __name__ == "__main__":`` guard runs; forkserver workers import the main script, which
     kills them, and the error says what to write."""
@@ -85,7 +88,8 @@ def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_oth
         f"policy = LoaderPolicy(local_workers='processes', threads=1, start_method={start_method!r})\n"
         "with HybridLoader(src, recipe.imagenet_train(32), 4, policy=policy, device='cpu') as ld:\n"
         "    images = next(iter(ld))[0]\n"
-        "    print(ld.describe_lanes(), tuple(images.shape))\n")
+        "    print(ld.describe_lanes(), tuple(images.shape))\n"
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     if start_method == "auto":
         assert out.returncode == 0, out.stderr
@@ -102,6 +106,7 @@ class IoPoolSource(sources.ImageFolder):
 
     def read(self, ref):
         from hybridload.sources.reads import io_pool
+
         return io_pool().submit(super().read, ref).result(timeout=60)
 
 
@@ -140,6 +145,7 @@ class SlowSource(sources.ImageFolder):
 
     def read(self, ref):
         import time
+
         time.sleep(0.05)
         return super().read(ref)
 
@@ -148,18 +154,19 @@ def test_a_pass_given_up_mid_epoch_leaves_the_next_pass_whole(photo_root):
     """The slots an abandoned pass's batches still hold are not the next pass's error: its tasks
     wait for them (before: 'more than N tasks in flight' twice, and the lane broke)."""
     from hybridload import HybridLoader, LoaderPolicy
+
     policy = LoaderPolicy(cpu_actors=0, threads=2, local_workers="processes", start_method="fork")
-    with HybridLoader(SlowSource(photo_root), recipe.imagenet_train(32), 4, seed=0, return_indices=True,
-                      policy=policy) as ld:
+    with HybridLoader(
+        SlowSource(photo_root), recipe.imagenet_train(32), 4, seed=0, return_indices=True, policy=policy
+    ) as ld:
         first = iter(ld)
-        next(first)                                   # the pass runs, its window fills the slots
+        next(first)  # the pass runs, its window fills the slots
         second = [idx.tolist() for _i, _l, idx in ld]  # a new pass at once: the first one is given up
         stats = ld.stats()
         want = [b.tolist() for b in ld.batch_indices(stats["epoch"])]
     assert sorted(i for b in second for i in b) == list(range(60))  # the whole epoch, each sample once
     assert second == want
     assert stats["lanes"]["processes"]["batches"] >= 15 and not stats.get("broken")
-
 
 
 def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(photo_root):
@@ -170,6 +177,7 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
     cleared, and the new task went to the old queue."""
     import logging
     import time
+
     lane = ProcessLane(SlowSource(photo_root), recipe.imagenet_eval(32), workers=2, batch_size=2)
     in_handler = threading.Event()
 
@@ -178,6 +186,7 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
             if "died" in record.getMessage():
                 in_handler.set()
                 time.sleep(1.0)
+
     handler = SlowHandler(logging.WARNING)
     logger = logging.getLogger("hybridload.lanes.local.process")
     logger.addHandler(handler)
@@ -188,6 +197,7 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
         with arrived:
             reports[task.seq] = out
             arrived.notify_all()
+
     try:
         lane.run_batch(BatchTask(0, 0, np.arange(2)))  # both workers up
         for k in range(1, 4):  # load: batches on both workers
@@ -196,13 +206,16 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
         assert in_handler.wait(30), "the lane did not notice its worker's death within 30 s"
         lane.submit(BatchTask(9, 0, np.array([9, 10])), done)
         with arrived:
-            assert arrived.wait_for(lambda: len(reports) == 4, timeout=20), \
+            assert arrived.wait_for(lambda: len(reports) == 4, timeout=20), (
                 f"batches {sorted({1, 2, 3, 9} - set(reports))} never came back"
+            )
     finally:
         logger.removeHandler(handler)
         lane.close()
     assert reports[9].indices.tolist() == [9, 10]
-    assert all(isinstance(out, WorkerLost) or out.indices.tolist() == [k, k + 1] for k, out in reports.items() if k != 9)
+    assert all(
+        isinstance(out, WorkerLost) or out.indices.tolist() == [k, k + 1] for k, out in reports.items() if k != 9
+    )
 
 
 def test_shared_memory_slots_hold_a_uint8_batch_not_four_times_it(photo_root):

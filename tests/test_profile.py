@@ -14,29 +14,59 @@ from hybridload.planner import Plan
 
 def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
     out, png = tmp_path / "plan.json", tmp_path / "plan.png"
-    proc = subprocess.run([sys.executable, "-m", "hybridload", "profile", photo_root, "--recipe",
-                           "imagenet_train:64", "--batch-size", "8", "--seconds", "0.5", "--sample", "24",
-                           "--out", str(out), "--plot", str(png), "--quiet"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hybridload",
+            "profile",
+            photo_root,
+            "--recipe",
+            "imagenet_train:64",
+            "--batch-size",
+            "8",
+            "--seconds",
+            "0.5",
+            "--sample",
+            "24",
+            "--out",
+            str(out),
+            "--plot",
+            str(png),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     plan = Plan.load(out)
     assert 0 <= plan.gpu_share <= 1 and plan.predicted["total"] > 0
     meas = json.loads(out.read_text())["measurements"]
-    assert "DALI CPU-only mode" in meas["gpu_label"]                 # labelled as the stand-in
-    assert any("NVML" in n for n in meas["notes"])                   # the no-NVML path, said plainly
+    assert "DALI CPU-only mode" in meas["gpu_label"]  # labelled as the stand-in
+    assert any("NVML" in n for n in meas["notes"])  # the no-NVML path, said plainly
     assert len(meas["checked_points"]) >= 1
     with Image.open(png) as im:
         im.verify()
     with Image.open(png) as im:
         assert im.format == "PNG" and im.size[0] > 300
-    for needle in ("chosen GPU share", "bottleneck", "why", "GPU (NVML)", "none: NVML is not usable",
-                   "--seconds 0.5 is too short to trust"):  # 0.5 s: a warning row says so
+    for needle in (
+        "chosen GPU share",
+        "bottleneck",
+        "why",
+        "GPU (NVML)",
+        "none: NVML is not usable",
+        "--seconds 0.5 is too short to trust",
+    ):  # 0.5 s: a warning row says so
         assert needle in proc.stdout
     # one model: at the shares that set its rates (0 and 1) it predicts what the loader measured, and the
     # plan's prediction at its share is that measurement when the share is one of them
     points = dict(map(tuple, meas["checked_points"]))
-    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in proc.stdout.splitlines()
-            if line.startswith("| measured at share")}
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip()
+        for line in proc.stdout.splitlines()
+        if line.startswith("| measured at share")
+    }
     for share in (0.0, 1.0):
         model = float(rows[f"measured at share {share:.2f}"].split("the model: ")[1].split(",")[0])
         assert model == pytest.approx(points[share], rel=0.01, abs=1)
@@ -48,10 +78,11 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
 
 def test_profile_warns_when_its_measurements_cannot_be_trusted():
     from hybridload.cli.profile import trust_warnings
+
     assert trust_warnings(3.0, [(0.0, 190, 190), (0.4, 120, 139)]) == []
-    short, = trust_warnings(1.0, [(0.0, 190, 190)])
+    (short,) = trust_warnings(1.0, [(0.0, 190, 190)])
     assert "--seconds 1 is too short to trust" in short and "--seconds 2" in short
-    disagree, = trust_warnings(3.0, [(0.0, 190, 190), (0.26, 305, 126)])  # seen at --seconds 1
+    (disagree,) = trust_warnings(3.0, [(0.0, 190, 190), (0.26, 305, 126)])  # seen at --seconds 1
     assert "at share 0.26 measured 305 images/s, predicted 126" in disagree and "longer --seconds" in disagree
 
 
@@ -80,8 +111,12 @@ def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
     path = tmp_path / "plan.json"
     Plan(gpu_share=0.25, local_threads=1).save(path)
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, recipe.imagenet_train(48), 4, policy=LoaderPolicy(mode="auto", gpu_engine="dali", plan=str(path),
-                                                                           cpu_actors=0, replan_every=1000)) as ld:
+    with HybridLoader(
+        src,
+        recipe.imagenet_train(48),
+        4,
+        policy=LoaderPolicy(mode="auto", gpu_engine="dali", plan=str(path), cpu_actors=0, replan_every=1000),
+    ) as ld:
         list(ld)
         st = ld.stats()
     assert st["plan"]["gpu_share"] == 0.25 and st["plan"]["from_plan_file"]
@@ -93,6 +128,7 @@ def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, mo
 
     from hybridload.execution.admission import ShareAdmission
     from hybridload.planner.online import OnlinePlanner
+
     writers, hook_threads = [], set()
     real_write, real_done = ShareAdmission.batch_done, OnlinePlanner.batch_done
 
@@ -108,7 +144,9 @@ def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, mo
 
     monkeypatch.setattr(ShareAdmission, "batch_done", recording_write)
     monkeypatch.setattr(OnlinePlanner, "batch_done", recording_done)
-    policy = LoaderPolicy(mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=20)  # 80 images: enough evidence
+    policy = LoaderPolicy(
+        mode="auto", gpu_engine="dali", cpu_actors=0, threads=1, replan_every=20
+    )  # 80 images: enough evidence
     with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_train(48), 4, policy=policy, seed=2) as ld:
         for e in (0, 1, 2):
             ld.set_epoch(e)
@@ -134,8 +172,15 @@ def test_profile_reads_nvml_for_the_loaders_device_not_nvmls_first(monkeypatch):
 
     def fake_read_gpu(window_s=1.0, **kw):
         seen["device"] = kw.get("device")
-        seen["reading"] = read_gpu(window_s=0.5, interval_s=0.25, nvml=FakeNVML(DEVICES), env={},
-                                   torch_uuid=lambda i: None, sleep=lambda s: None, **kw)
+        seen["reading"] = read_gpu(
+            window_s=0.5,
+            interval_s=0.25,
+            nvml=FakeNVML(DEVICES),
+            env={},
+            torch_uuid=lambda i: None,
+            sleep=lambda s: None,
+            **kw,
+        )
         raise Stop  # the rest of the profile needs a real GPU
 
     monkeypatch.setattr(profile, "read_gpu", fake_read_gpu)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTWARD = "192.0.2.77"
 SAMPLES, EPOCHS = 24, 2
 
-SCRIPT = '''
+SCRIPT = """
 import json, os, socket, sys
 import ray, torch, torch.distributed as dist
 from torch.utils.data import Dataset, DistributedSampler
@@ -59,9 +59,9 @@ with open(os.path.join(sys.argv[1], "rank%%d.json" %% rank), "w") as f:
     json.dump(record, f)
 dist.barrier()
 dist.destroy_process_group()
-''' % {"samples": SAMPLES, "epochs": EPOCHS}
+""" % {"samples": SAMPLES, "epochs": EPOCHS}
 
-LIGHTNING_SCRIPT = '''
+LIGHTNING_SCRIPT = """
 import json, os, sys
 import ray, torch
 import lightning as L
@@ -97,10 +97,9 @@ if __name__ == "__main__":
     trainer = L.Trainer(strategy="ddp", accelerator="cpu", devices=2, max_epochs=%(epochs)d, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(Model(sys.argv[1]))
-''' % {"samples": SAMPLES, "epochs": EPOCHS}
+""" % {"samples": SAMPLES, "epochs": EPOCHS}
 
-NETNS = ("ip link set lo up && ip addr add {ip}/32 dev lo && ip route add default dev lo src {ip} "
-         "&& exec \"$@\"")
+NETNS = 'ip link set lo up && ip addr add {ip}/32 dev lo && ip route add default dev lo src {ip} && exec "$@"'
 
 
 def _namespace_or_skip():
@@ -119,8 +118,13 @@ def _run_in_own_namespace(argv, tmp_path, what, deadline_s=200):
     # which makes Ray take 127.0.0.1 for this machine's address and hid the rewrite to the outward one
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
-    return run_job(["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv], cwd=tmp_path,
-                   env=env, what=what, deadline_s=deadline_s)
+    return run_job(
+        ["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv],
+        cwd=tmp_path,
+        env=env,
+        what=what,
+        deadline_s=deadline_s,
+    )
 
 
 def _assert_every_sample_once_on_one_loopback_cluster(ranks):
@@ -134,9 +138,23 @@ def _assert_every_sample_once_on_one_loopback_cluster(ranks):
 def test_torchrun_ranks_share_the_embedded_cluster_on_loopback_and_see_every_sample_once(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    _run_in_own_namespace([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(script),
-                           str(tmp_path)], tmp_path, "torchrun with 2 ranks on the embedded cluster")
+    _run_in_own_namespace(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(free_port()),
+            str(script),
+            str(tmp_path),
+        ],
+        tmp_path,
+        "torchrun with 2 ranks on the embedded cluster",
+    )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["outward"] == OUTWARD  # the machine had an address besides loopback, as a real host
     _assert_every_sample_once_on_one_loopback_cluster(ranks)
@@ -147,8 +165,9 @@ def test_lightning_ddp_ranks_share_the_embedded_cluster_and_see_every_sample_onc
     pytest.importorskip("lightning")
     script = tmp_path / "train_pl.py"
     script.write_text(textwrap.dedent(LIGHTNING_SCRIPT))
-    out = _run_in_own_namespace([sys.executable, str(script), str(tmp_path)], tmp_path,
-                                "Lightning's ddp with 2 ranks on the embedded cluster")
+    out = _run_in_own_namespace(
+        [sys.executable, str(script), str(tmp_path)], tmp_path, "Lightning's ddp with 2 ranks on the embedded cluster"
+    )
     assert "no free CPU" not in out  # each epoch on actors: the last pass's actors went with its last batch
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     _assert_every_sample_once_on_one_loopback_cluster(ranks)

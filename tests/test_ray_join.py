@@ -73,8 +73,9 @@ def test_a_join_where_no_gcs_answers_fails_within_seconds_naming_the_address():
     cluster's nodes."""
     with silent_listener() as address:
         env = dict(os.environ, PYTHONPATH=str(ROOT), **{gcs_probe.JOIN_TIMEOUT_ENV: "3"})
-        proc = subprocess.run([sys.executable, "-c", JOIN_SILENT, address], env=env, capture_output=True,
-                              text=True, timeout=45)
+        proc = subprocess.run(
+            [sys.executable, "-c", JOIN_SILENT, address], env=env, capture_output=True, text=True, timeout=45
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert address in got["message"] and "\n" not in got["message"]
@@ -86,8 +87,10 @@ def test_a_join_where_no_gcs_answers_fails_within_seconds_naming_the_address():
 def test_a_rank_waiting_on_a_join_ends_on_its_launchers_sigterm():
     """Inside ray.init's C++ wait the rank ignored SIGTERM; waiting on the bounded probe it ends."""
     with silent_listener() as address:
-        code = ("import sys, ray; from hybridload.cluster import connect; print('joining', flush=True); "
-                "connect._join(ray, sys.argv[1])")
+        code = (
+            "import sys, ray; from hybridload.cluster import connect; print('joining', flush=True); "
+            "connect._join(ray, sys.argv[1])"
+        )
         env = dict(os.environ, PYTHONPATH=str(ROOT), **{gcs_probe.JOIN_TIMEOUT_ENV: "45"})
         proc = subprocess.Popen([sys.executable, "-c", code, address], env=env, stdout=subprocess.PIPE, text=True)
         try:
@@ -115,7 +118,7 @@ def test_a_bad_join_timeout_names_the_variable_and_what_to_write(raw):
         gcs_probe.join_timeout_s({gcs_probe.JOIN_TIMEOUT_ENV: raw})
 
 
-RANK = '''
+RANK = """
 import os, sys, time
 from hybridload.cluster import connect
 ray = connect.acquire(None)  # no RAY_ADDRESS: the job's embedded cluster on this machine
@@ -127,12 +130,13 @@ if sys.argv[1] == "joiner":  # the owner is exiting now: the cluster must still 
         return x
     assert ray.get(echo.remote(ray.put(41))) + 1 == 42
     print("served", flush=True)
-'''
+"""
 
 
 def _rank(role, env):
-    return subprocess.Popen([sys.executable, "-c", RANK, role], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", RANK, role], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
 
 
 @pytest.mark.timeout(120)
@@ -140,9 +144,13 @@ def test_the_rank_that_started_the_embedded_cluster_leaves_after_the_ranks_that_
     """The starting rank exited first and Ray ended the joined rank with exit status 1 ("The
     connection to the plasma store is failed"): a finished torchrun job reported as failed."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(PYTHONPATH=str(ROOT), LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()),
-               TORCHELASTIC_RUN_ID=f"{tmp_path.name}-{os.getpid()}")  # a job of its own
+    env.update(
+        PYTHONPATH=str(ROOT),
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        TORCHELASTIC_RUN_ID=f"{tmp_path.name}-{os.getpid()}",
+    )  # a job of its own
     owner = _rank("owner", env)
     joiner = None
     try:
@@ -166,19 +174,24 @@ def test_the_rank_that_started_the_embedded_cluster_leaves_after_the_ranks_that_
 
 
 def test_the_drivers_the_starting_rank_waits_for():
-    jobs = [{"DriverPid": 10, "IsDead": False}, {"DriverPid": 11, "IsDead": False},
-            {"DriverPid": 12, "IsDead": True}, {"DriverPid": 13, "IsDead": False}, {"DriverPid": 0}]
+    jobs = [
+        {"DriverPid": 10, "IsDead": False},
+        {"DriverPid": 11, "IsDead": False},
+        {"DriverPid": 12, "IsDead": True},
+        {"DriverPid": 13, "IsDead": False},
+        {"DriverPid": 0},
+    ]
     assert last_out.other_live_drivers(jobs, me=10, alive=lambda pid: pid != 13) == [11]
 
 
-AUTO_TWICE = '''
+AUTO_TWICE = """
 from hybridload.cluster import connect
 ray = connect.acquire("auto", fallback_embedded=True)
 first = ray.get_runtime_context().gcs_address
 connect.release()
 ray = connect.acquire("auto", fallback_embedded=True)  # the next pass of a loader asks again
 print("GCS", first, ray.get_runtime_context().gcs_address, flush=True)
-'''
+"""
 
 
 @pytest.mark.timeout(120)
@@ -193,8 +206,7 @@ def test_a_stale_ray_start_record_does_not_replace_the_embedded_cluster_at_each_
             f.write("127.0.0.1:%d" % free_port())  # nothing listens there now
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         env.update(PYTHONPATH=str(ROOT), RAY_TMPDIR=short)
-        proc = subprocess.run([sys.executable, "-c", AUTO_TWICE], env=env, capture_output=True, text=True,
-                              timeout=100)
+        proc = subprocess.run([sys.executable, "-c", AUTO_TWICE], env=env, capture_output=True, text=True, timeout=100)
     finally:
         shutil.rmtree(short, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -19,6 +19,7 @@ from support.streams import stream as _stream
 def digest_stream(loader, epochs=(0, 1)):
     return _stream(loader, epochs)
 
+
 REC = recipe.imagenet_train(48)
 
 
@@ -36,9 +37,15 @@ def wait_no_actors(timeout=30):
 
 def test_remote_first_places_actors_off_the_trainer_node_and_keeps_its_cpus(cluster, photo_root):
     import ray
+
     trainer = ray.get_runtime_context().get_node_id()
-    ld = HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                      policy=LoaderPolicy(ray_address="embedded", placement="remote-first", reserve_local_cpus=2), return_indices=True)
+    ld = HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        8,
+        policy=LoaderPolicy(ray_address="embedded", placement="remote-first", reserve_local_cpus=2),
+        return_indices=True,
+    )
     try:
         next(iter(ld))
         lane = ld._lanes[0]
@@ -56,19 +63,28 @@ def test_remote_first_places_actors_off_the_trainer_node_and_keeps_its_cpus(clus
 
 def test_local_placement_uses_the_trainer_node_less_its_reserve(cluster, photo_root):
     import ray
+
     trainer = ray.get_runtime_context().get_node_id()
-    with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                      policy=LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1)) as ld:
+    with HybridLoader(
+        sources.ImageFolder(photo_root),
+        REC,
+        8,
+        policy=LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1),
+    ) as ld:
         next(iter(ld))
         assert ld._lanes[0].nodes == [trainer]
 
 
 def test_too_many_actors_under_on_no_actors_raise_is_a_clear_error(cluster, photo_root):
     from hybridload.errors import NoActorsError
+
     with pytest.raises(NoActorsError, match="cpu_actors=9 but rank 0 has 3 CPU slots"):
-        with HybridLoader(sources.ImageFolder(photo_root), REC, 8,
-                          policy=LoaderPolicy(ray_address="embedded", cpu_actors=9, reserve_local_cpus=1,
-                                              on_no_actors="raise")) as ld:
+        with HybridLoader(
+            sources.ImageFolder(photo_root),
+            REC,
+            8,
+            policy=LoaderPolicy(ray_address="embedded", cpu_actors=9, reserve_local_cpus=1, on_no_actors="raise"),
+        ) as ld:
             next(iter(ld))
     assert wait_no_actors() == []
 
@@ -76,11 +92,16 @@ def test_too_many_actors_under_on_no_actors_raise_is_a_clear_error(cluster, phot
 @pytest.mark.parametrize("ship_bytes", [False, True])
 def test_ray_lane_stream_equals_in_process_stream_bit_for_bit(cluster, photo_root, ship_bytes):
     src = sources.ImageFolder(photo_root)
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5,
-                      return_indices=True) as local:
+    with HybridLoader(src, REC, 7, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=5, return_indices=True) as local:
         expected = digest_stream(local)
-    with HybridLoader(src, REC, 7, policy=LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, ship_bytes=ship_bytes),
-                      seed=5, return_indices=True) as remote:
+    with HybridLoader(
+        src,
+        REC,
+        7,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=3, reserve_local_cpus=1, ship_bytes=ship_bytes),
+        seed=5,
+        return_indices=True,
+    ) as remote:
         got = digest_stream(remote)
         assert remote.stats()["lanes"]["ray"]["images"] == 120
     assert got == expected
@@ -121,8 +142,12 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
         with arrived:
             got.setdefault(task.seq, []).append(out)
             arrived.notify_all()
+
     try:
-        slow, bad = BatchTask(0, 0, np.arange(4), seed=4), BatchTask(1, 0, np.arange(5, 9), seed=4)  # 5 first: fails at once
+        slow, bad = (
+            BatchTask(0, 0, np.arange(4), seed=4),
+            BatchTask(1, 0, np.arange(5, 9), seed=4),
+        )  # 5 first: fails at once
         t0 = time.perf_counter()
         lane.submit(slow, done)
         lane.submit(bad, done)
@@ -148,10 +173,16 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
 
 def test_sample_errors_from_actors_name_index_path_and_stage(cluster, photo_root, bad_files):
     from hybridload.errors import SampleError
+
     paths = list(sources.ImageFolder(photo_root).paths[:8])
     paths[6] = bad_files["corrupt"]
-    with HybridLoader(sources.FileList(paths, list(range(8))), REC, 2, shuffle=False,
-                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2)) as ld:
+    with HybridLoader(
+        sources.FileList(paths, list(range(8))),
+        REC,
+        2,
+        shuffle=False,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=2),
+    ) as ld:
         got = []
         with pytest.raises(SampleError) as info:
             for _images, labels in ld:
@@ -196,11 +227,18 @@ def _ddp_rank(rank, port, address, root, out):
 
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=120)
+    )
     try:
-        ld = HybridLoader(sources.ImageFolder(root), REC, 6, seed=3, return_indices=True,
-                          policy=LoaderPolicy(ray_address=address, reserve_local_cpus=2))
+        ld = HybridLoader(
+            sources.ImageFolder(root),
+            REC,
+            6,
+            seed=3,
+            return_indices=True,
+            policy=LoaderPolicy(ray_address=address, reserve_local_cpus=2),
+        )
         epochs = []
         for epoch in range(2):
             ld.set_epoch(epoch)
@@ -248,13 +286,17 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
     from hybridload.cluster import PlacementRules
     from hybridload.lanes.ray import PoolConfig, RayLane
 
-    lane = RayLane(sources.ImageFolder(photo_root), REC,
-                   PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"))
+    lane = RayLane(
+        sources.ImageFolder(photo_root),
+        REC,
+        PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"),
+    )
     got, arrived = [], threading.Event()
 
     def done(task, out):
         got.append((threading.current_thread().name, out))
         arrived.set()
+
     try:
         task = BatchTask(0, 0, np.arange(4), seed=4)
         lane.submit(task, done)
@@ -262,7 +304,7 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
         measured = lane.run_batch(BatchTask(1, 0, np.arange(4), seed=4))  # run_batch converts on its caller's thread
     finally:
         lane.close()
-    (thread, out), = got
+    ((thread, out),) = got
     assert thread.startswith("hybridload-ray-convert"), thread
     local = InProcessLane(sources.ImageFolder(photo_root), REC, threads=1)
     try:

@@ -27,8 +27,9 @@ def _run(code: str, cwd: Path, timeout: int = 300, ray_address: str | None = Non
     if ray_address:  # the test's own cluster: "auto" would find any Ray instance on this machine
         env["RAY_ADDRESS"] = ray_address
     env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout
 
@@ -42,7 +43,7 @@ def test_readme_block_finds_the_marked_block_only():
 
 def test_the_readme_quickstart_runs_as_written_and_resumes_mid_epoch(tmp_path):
     out = _run(readme_block("quickstart"), tmp_path)
-    assert "resumed epoch 1: 2 of 4 batches left" in out      # 64 photos, batches of 16, saved after 2
+    assert "resumed epoch 1: 2 of 4 batches left" in out  # 64 photos, batches of 16, saved after 2
     assert (tmp_path / "loader.pt").exists() and (tmp_path / "data" / "quickstart-photos").is_dir()
 
 
@@ -60,10 +61,15 @@ def test_install_lines_reads_the_commands_without_their_comments():
 def _sh(cmd: str, venv: Path, cwd: Path, timeout: int = 240) -> str:
     """``cmd`` in a shell whose ``pip``, ``python`` and ``hybridload`` are the venv's, as after ``activate``."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv),
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    proc = subprocess.run(["bash", "-c", f"set -e; {cmd}"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        VIRTUAL_ENV=str(venv),
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
+    proc = subprocess.run(
+        ["bash", "-c", f"set -e; {cmd}"], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{cmd}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc.stdout
 
@@ -79,23 +85,29 @@ def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quicksta
     lines = install_lines(text)
     assert len(lines) == 4 and sum("pip install" in line for line in lines) == 4, lines
     clone = tmp_path / "clone"  # what a user has: the committed tree, nothing built in it
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)  # pip clones it again: not shallow
+    subprocess.run(
+        ["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120
+    )  # pip clones it again: not shallow
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     _sh("pip install -q torch==2.13.0", venv, tmp_path, timeout=400)
     quickstart = tmp_path / "quickstart.py"
     quickstart.write_text(readme_block("quickstart", text) + "\n")
     # file://localhost/...: pip's requirement parser refuses a git+file:/// URL (no host) that git takes
-    steps = [lines[0], lines[1].replace("https://HOST/PATH/hybridload.git", f"file://localhost{clone}"),
-             f"{lines[2]} && {lines[3]}"]
+    steps = [
+        lines[0],
+        lines[1].replace("https://HOST/PATH/hybridload.git", f"file://localhost{clone}"),
+        f"{lines[2]} && {lines[3]}",
+    ]
     for i, step in enumerate(steps):
         _sh(f"pip uninstall -q -y hybridload; {step}", venv, clone)
         assert "hybridload 0.1.0" in _sh("hybridload --version", venv, tmp_path)
         run_dir = tmp_path / f"run{i}"
         run_dir.mkdir()
         assert "resumed epoch 1: 2 of 4 batches left" in _sh(f"python {quickstart}", venv, run_dir), step
-        site = _sh("python -c 'import hybridload, ray, torch; print(hybridload.__file__, torch.__version__)'",
-                   venv, run_dir)
+        site = _sh(
+            "python -c 'import hybridload, ray, torch; print(hybridload.__file__, torch.__version__)'", venv, run_dir
+        )
         assert str(venv) in site and "2.13.0" in site, site  # the venv's own install, torch kept
 
 
@@ -103,7 +115,11 @@ def test_no_page_gives_an_install_line_from_pypi():
     """hybridload is not on PyPI: `pip install 'hybridload[...]'` without `@ URL` fails with "No matching
     distribution found". The README's lines and the site's pages give the forms that work."""
     pages = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md") if "decisions" not in p.parts)]  # history
-    bad = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages
-           for m in re.finditer(r"pip install[^`\n]*?['\"]?hybridload(\[[^\]]*\])?['\"]?(?!\s*@)(?=[\s`'\"]|$)",
-                                p.read_text())]
+    bad = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in pages
+        for m in re.finditer(
+            r"pip install[^`\n]*?['\"]?hybridload(\[[^\]]*\])?['\"]?(?!\s*@)(?=[\s`'\"]|$)", p.read_text()
+        )
+    ]
     assert not bad, "install lines from PyPI, where hybridload is not published:\n" + "\n".join(bad)

@@ -9,8 +9,11 @@ def test_sample_params_depend_only_on_seed_epoch_index():
     a = rec.sample_params(0, 3, 17, 500, 375)
     assert a == rec.sample_params(0, 3, 17, 500, 375)
     # a different seed, epoch or index draws differently (over a handful of indices)
-    others = [rec.sample_params(1, 3, 17, 500, 375), rec.sample_params(0, 4, 17, 500, 375),
-              rec.sample_params(0, 3, 18, 500, 375)]
+    others = [
+        rec.sample_params(1, 3, 17, 500, 375),
+        rec.sample_params(0, 4, 17, 500, 375),
+        rec.sample_params(0, 3, 18, 500, 375),
+    ]
     assert all(o != a for o in others)
 
 
@@ -53,24 +56,27 @@ def test_output_dtype_and_layout():
     assert rec.output_shape(4) == (4, 32, 48, 3) and rec.dtype == "float16"
 
 
-@pytest.mark.parametrize("build,msg", [
-    (lambda: R.RandomResizedCrop(0), "RandomResizedCrop: size"),
-    (lambda: R.RandomResizedCrop(224, scale=(0.5, 0.1)), "scale"),
-    (lambda: R.RandomResizedCrop(224, ratio=(-1, 2)), "ratio"),
-    (lambda: R.Resize("big"), "Resize: size"),
-    (lambda: R.CenterCrop((0, 3)), "CenterCrop: size"),
-    (lambda: R.HorizontalFlip(1.5), "HorizontalFlip: p"),
-    (lambda: R.Normalize(mean=(1, 2)), "Normalize: mean"),
-    (lambda: R.Normalize(std=(1, 0, 1)), "Normalize: std"),
-    (lambda: R.Normalize(std=(0.2, float("nan"), 0.2)), "Normalize: std must be finite"),  # every image NaN before
-    (lambda: R.Normalize(mean=(float("nan"), 0.4, 0.4)), "Normalize: mean must be finite"),
-    (lambda: R.Normalize(std=(float("inf"), 1, 1)), "Normalize: std must be finite"),
-    (lambda: R.ToTensor(layout="NCHW"), "ToTensor: layout"),
-    (lambda: R.Recipe([R.RandomResizedCrop(8)]), "first stage must be Decode"),
-    (lambda: R.Recipe([R.Decode(), R.Normalize(), R.CenterCrop(8)]), "out of order"),
-    (lambda: R.Recipe([R.Decode(), R.Resize(8)]), "not fixed"),
-    (lambda: R.Recipe([R.Decode(), "flip"]), "not a hybridload.recipe stage"),
-])
+@pytest.mark.parametrize(
+    "build,msg",
+    [
+        (lambda: R.RandomResizedCrop(0), "RandomResizedCrop: size"),
+        (lambda: R.RandomResizedCrop(224, scale=(0.5, 0.1)), "scale"),
+        (lambda: R.RandomResizedCrop(224, ratio=(-1, 2)), "ratio"),
+        (lambda: R.Resize("big"), "Resize: size"),
+        (lambda: R.CenterCrop((0, 3)), "CenterCrop: size"),
+        (lambda: R.HorizontalFlip(1.5), "HorizontalFlip: p"),
+        (lambda: R.Normalize(mean=(1, 2)), "Normalize: mean"),
+        (lambda: R.Normalize(std=(1, 0, 1)), "Normalize: std"),
+        (lambda: R.Normalize(std=(0.2, float("nan"), 0.2)), "Normalize: std must be finite"),  # every image NaN before
+        (lambda: R.Normalize(mean=(float("nan"), 0.4, 0.4)), "Normalize: mean must be finite"),
+        (lambda: R.Normalize(std=(float("inf"), 1, 1)), "Normalize: std must be finite"),
+        (lambda: R.ToTensor(layout="NCHW"), "ToTensor: layout"),
+        (lambda: R.Recipe([R.RandomResizedCrop(8)]), "first stage must be Decode"),
+        (lambda: R.Recipe([R.Decode(), R.Normalize(), R.CenterCrop(8)]), "out of order"),
+        (lambda: R.Recipe([R.Decode(), R.Resize(8)]), "not fixed"),
+        (lambda: R.Recipe([R.Decode(), "flip"]), "not a hybridload.recipe stage"),
+    ],
+)
 def test_bad_stage_arguments_say_what_to_change(build, msg):
     with pytest.raises(ValueError, match=msg):
         build()
@@ -84,10 +90,14 @@ def test_unknown_stage_argument_names_the_stage():
 def test_every_stage_class_has_a_phase_and_the_phases_run_decode_geometry_colour_normalize_erase_layout():
     from hybridload.recipe.core import PER_SAMPLE, Phase, phase_of
     from hybridload.recipe.stages import GEOMETRY
+
     assert phase_of(R.Decode) is Phase.DECODE
     assert all(phase_of(k) is Phase.GEOMETRY for k in GEOMETRY)
     assert all(phase_of(k) is Phase.PHOTOMETRIC for k in PER_SAMPLE if k not in GEOMETRY)
-    assert [phase_of(k) for k in (R.Normalize, R.RandomErasing, R.ToTensor)] == \
-        [Phase.NORMALIZE, Phase.ERASE, Phase.LAYOUT]
+    assert [phase_of(k) for k in (R.Normalize, R.RandomErasing, R.ToTensor)] == [
+        Phase.NORMALIZE,
+        Phase.ERASE,
+        Phase.LAYOUT,
+    ]
     assert phase_of(R.CustomStage) is None and phase_of(int) is None
     assert list(Phase) == sorted(Phase)

@@ -18,6 +18,7 @@ from support.streams import stream as _stream
 def stream(loader, epochs=(0, 1)):
     return _stream(loader, epochs)
 
+
 REC = recipe.imagenet_train(48)
 
 
@@ -82,6 +83,7 @@ def by_value():
     """Actors import hybridload but not this test module (Ray puts the driver's working
     directory on their path, which is not tests/ under `make test`): send its classes by value."""
     import ray
+
     module = sys.modules[__name__]
     ray.cloudpickle.register_pickle_by_value(module)
     yield
@@ -92,35 +94,42 @@ def by_value():
 def memory_folder(photo_root):
     root, files = to_memory(photo_root)
     yield root, files
-    fsspec.filesystem("memory").rm(root[len("memory://"):], recursive=True)
+    fsspec.filesystem("memory").rm(root[len("memory://") :], recursive=True)
 
 
 @pytest.fixture(scope="module")
 def memory_shards(shard_dir):  # noqa: F811
     root, files = to_memory(str(shard_dir))
     yield f"{root}/shard-{{000..002}}.tar", files
-    fsspec.filesystem("memory").rm(root[len("memory://"):], recursive=True)
+    fsspec.filesystem("memory").rm(root[len("memory://") :], recursive=True)
 
 
 # ----------------------------------------------------------------------------- in the driver
+
 
 def test_image_folder_over_memory_url_matches_the_local_folder(memory_folder, photo_root):
     root, _files = memory_folder
     remote, local = sources.ImageFolder(root), sources.ImageFolder(photo_root)
     assert remote.classes == local.classes
     assert remote._labels.tolist() == local._labels.tolist()
-    assert [p[len(root):] for p in remote.paths] == [p[len(photo_root):] for p in local.paths]
+    assert [p[len(root) :] for p in remote.paths] == [p[len(photo_root) :] for p in local.paths]
     assert all(p.startswith(root + "/") for p in remote.paths)
-    with HybridLoader(remote, REC, 7, seed=1, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as a, \
-            HybridLoader(local, REC, 7, seed=1, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as b:
+    with (
+        HybridLoader(remote, REC, 7, seed=1, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as a,
+        HybridLoader(local, REC, 7, seed=1, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)) as b,
+    ):
         assert stream(a) == stream(b)
 
 
 def test_file_list_reads_file_and_memory_urls_and_names_missing_ones(photo_root, memory_folder):
     local = sources.ImageFolder(photo_root)
     root, _files = memory_folder
-    paths = ["file://" + local.paths[0], root + local.paths[1][len(photo_root):], local.paths[2],
-             root + "/class_000/missing.jpg"]
+    paths = [
+        "file://" + local.paths[0],
+        root + local.paths[1][len(photo_root) :],
+        local.paths[2],
+        root + "/class_000/missing.jpg",
+    ]
     fl = sources.FileList(paths, [0, 1, 2, 3])
     for i in range(3):
         assert fl.read(fl.ref(i)) == (local.read(local.ref(i))[0], i)
@@ -145,8 +154,10 @@ def test_an_unknown_protocol_fails_when_the_source_is_built_not_per_sample(tmp_p
 def test_tar_shards_over_memory_and_file_urls_match_local_shards(memory_shards, shard_dir, tmp_path):  # noqa: F811
     pattern, _files = memory_shards
     local = sources.TarShards(str(shard_dir / "shard-{000..002}.tar"))
-    for remote in (sources.TarShards(pattern, cache_dir=tmp_path),
-                   sources.TarShards(f"file://{shard_dir}/shard-{{000..002}}.tar")):
+    for remote in (
+        sources.TarShards(pattern, cache_dir=tmp_path),
+        sources.TarShards(f"file://{shard_dir}/shard-{{000..002}}.tar"),
+    ):
         assert remote.keys() == local.keys()
         assert [remote.ref(i).label for i in range(60)] == [local.ref(i).label for i in range(60)]
         for i in (0, 19, 20, 59):
@@ -158,19 +169,29 @@ def test_tar_shards_over_memory_and_file_urls_match_local_shards(memory_shards, 
 
 # ----------------------------------------------------------------------------- in Ray actors on other nodes
 
+
 @pytest.mark.parametrize("kind", ["folder", "shards"])
-def test_ray_actors_on_remote_nodes_read_memory_urls_themselves(ray_cluster, by_value, memory_folder, memory_shards,
-                                                                kind):
+def test_ray_actors_on_remote_nodes_read_memory_urls_themselves(
+    ray_cluster, by_value, memory_folder, memory_shards, kind
+):
     import ray
+
     if kind == "folder":
         inner, files = sources.ImageFolder(memory_folder[0]), memory_folder[1]
     else:
         inner, files = sources.TarShards(memory_shards[0]), memory_shards[1]
-    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as local:
+    with HybridLoader(
+        inner, REC, 7, seed=5, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)
+    ) as local:
         expected = stream(local)
-    with HybridLoader(MemorySeeded(inner, files), REC, 7, seed=5, return_indices=True,
-                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2)) as remote:
+    with HybridLoader(
+        MemorySeeded(inner, files),
+        REC,
+        7,
+        seed=5,
+        return_indices=True,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2),
+    ) as remote:
         got = stream(remote)
         trainer = ray.get_runtime_context().get_node_id()
         nodes = remote._lanes[0].nodes
@@ -183,7 +204,9 @@ def test_ray_actors_do_not_get_memory_files_from_the_driver(ray_cluster, memory_
     """The control for the test above: without the seeding wrapper, an actor's own
     memory:// is empty, so it fails to read — the bytes were not shipped by the driver."""
     src = sources.ImageFolder(memory_folder[0])
-    with HybridLoader(src, REC, 7, shuffle=False, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2)) as ld:
+    with HybridLoader(
+        src, REC, 7, shuffle=False, policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2)
+    ) as ld:
         with pytest.raises(SampleError) as info:
             next(iter(ld))
     assert info.value.stage == "read" and info.value.path.startswith("memory://")
@@ -194,12 +217,18 @@ def test_ship_bytes_serves_tar_shards_to_actors_that_cannot_see_them(ray_cluster
     bytes, label and location from the driver and never ask the source (whose refs read the
     shard's member index) for a shipped sample."""
     inner = sources.TarShards(memory_shards[0])
-    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=2)) as local:
+    with HybridLoader(
+        inner, REC, 7, seed=5, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=2)
+    ) as local:
         expected = stream(local)
-    with HybridLoader(inner, REC, 7, seed=5, return_indices=True,
-                      policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2,
-                                          ship_bytes=True)) as remote:
+    with HybridLoader(
+        inner,
+        REC,
+        7,
+        seed=5,
+        return_indices=True,
+        policy=LoaderPolicy(ray_address="embedded", cpu_actors=2, reserve_local_cpus=2, ship_bytes=True),
+    ) as remote:
         got = stream(remote)
         assert remote.stats()["lanes"]["ray"]["images"] == 120
     assert got == expected

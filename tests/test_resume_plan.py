@@ -20,10 +20,24 @@ def plan_slots(n, remaining, *, world_size, batch_size, drop_last, split):
     """Each rank's batches of global positions (shuffle=False: a position is its sample); the
     contiguous split is the shard-aware order's (one shard)."""
     order = None if split == "strided" else ShardOrder((n,))
-    return [[b.tolist() for b in resume.plan_rank_batches(remaining, order, n, batch_size=batch_size, seed=0, epoch=0,
-                                                          world_size=world_size, rank=r, shuffle=False,
-                                                          drop_last=drop_last)]
-            for r in range(world_size)]
+    return [
+        [
+            b.tolist()
+            for b in resume.plan_rank_batches(
+                remaining,
+                order,
+                n,
+                batch_size=batch_size,
+                seed=0,
+                epoch=0,
+                world_size=world_size,
+                rank=r,
+                shuffle=False,
+                drop_last=drop_last,
+            )
+        ]
+        for r in range(world_size)
+    ]
 
 
 def delivered(batches, k):
@@ -92,18 +106,32 @@ def test_a_plan_resumed_twice_still_covers_the_epoch_once():
         assert len(seen) - n <= (w1 - 1) + (w2 - 1) + (w3 - 1)  # at most one short round of padding per plan
 
 
-@pytest.mark.parametrize("order", [None, KeyedOrder(), ShardOrder((4, 7, 3, 5)), KeyedShardOrder((4, 7, 3, 5), 2)],
-                         ids=["randperm", "keyed", "shard", "keyed-shard"])
+@pytest.mark.parametrize(
+    "order",
+    [None, KeyedOrder(), ShardOrder((4, 7, 3, 5)), KeyedShardOrder((4, 7, 3, 5), 2)],
+    ids=["randperm", "keyed", "shard", "keyed-shard"],
+)
 def test_a_fresh_plan_is_exactly_the_streams_own_order(order):
     """The plan's position lookup and split reproduce every order's own batches, so a resumed
     plan continues the same global order."""
     n = 19
     for w, b, dl, epoch in itertools.product((1, 2, 3, 4), (1, 3), (False, True), (0, 5)):
         for r in range(w):
-            want = sharding.rank_batches(n, batch_size=b, seed=3, epoch=epoch, world_size=w, rank=r,
-                                         drop_last=dl, order=order)
-            got = resume.plan_rank_batches(resume.whole(n), order, n, batch_size=b, seed=3, epoch=epoch,
-                                           world_size=w, rank=r, shuffle=True, drop_last=dl)
+            want = sharding.rank_batches(
+                n, batch_size=b, seed=3, epoch=epoch, world_size=w, rank=r, drop_last=dl, order=order
+            )
+            got = resume.plan_rank_batches(
+                resume.whole(n),
+                order,
+                n,
+                batch_size=b,
+                seed=3,
+                epoch=epoch,
+                world_size=w,
+                rank=r,
+                shuffle=True,
+                drop_last=dl,
+            )
             assert [x.tolist() for x in got] == [x.tolist() for x in want]
 
 
@@ -138,8 +166,9 @@ def test_common_position_takes_the_smallest_and_bad_remaining_is_refused():
     with pytest.raises(ValueError, match="increasing, disjoint"):
         resume.check_remaining([[5, 3]], 10, "here")
     with pytest.raises(ValueError, match=r"position must be in \[0, 3\]"):
-        resume.resume_plan(dict(a, position=9), n=20, world_size=3, batch_size=4, drop_last=False,
-                           split="strided", where="here")
+        resume.resume_plan(
+            dict(a, position=9), n=20, world_size=3, batch_size=4, drop_last=False, split="strided", where="here"
+        )
 
 
 def test_a_state_of_other_shards_or_another_split_is_refused():

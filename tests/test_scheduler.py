@@ -90,9 +90,12 @@ def test_a_lane_failing_twice_in_a_row_is_broken_and_the_other_lane_carries_on()
     bad = ScriptedLane("bad", slots=1, auto=lambda t: RuntimeError("device lost"))
     good = ScriptedLane("good", slots=1, auto=ok)
     stats = LoaderStats()
-    with BatchStream([bad, good], batches(6), PassConfig(window=2, timeout_s=WAIT_S,
-                                                         rules=RetryRules(max_retries=3, break_after=2)),
-                     hooks=stats) as s:
+    with BatchStream(
+        [bad, good],
+        batches(6),
+        PassConfig(window=2, timeout_s=WAIT_S, rules=RetryRules(max_retries=3, break_after=2)),
+        hooks=stats,
+    ) as s:
         assert [r[1] for r in drain(s, 6)] == list(range(6))
     assert len(bad.submitted) == 2  # broken after two failures in a row: no third task
     assert stats.as_dict()["lanes"]["good"]["images"] == 6
@@ -107,19 +110,22 @@ def test_worker_lost_is_retried_on_the_same_lane_without_breaking_it():
 
     lane = ScriptedLane("ray", slots=1, kind=LaneKind.CPU_ACTORS, auto=lose_first_three)
     stats = LoaderStats()
-    with BatchStream([lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S,
-                                                    rules=RetryRules(max_retries=2, break_after=1)),
-                     hooks=stats) as s:  # 2 + 1 lane: 3 losses fit
+    with BatchStream(
+        [lane],
+        batches(3),
+        PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=2, break_after=1)),
+        hooks=stats,
+    ) as s:  # 2 + 1 lane: 3 losses fit
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
     assert stats.as_dict()["retries"] == 3
 
 
 def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
-    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU,
-                       auto=lambda t: Reroute("not a JPEG") if t.seq % 2 else ok(t))
+    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=lambda t: Reroute("not a JPEG") if t.seq % 2 else ok(t))
     cpu = ScriptedLane("cpu", slots=1, auto=lambda t: ("result", t.seq, "cpu"))
-    with BatchStream([gpu, cpu], batches(8), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(break_after=1)),
-                     fallback=[cpu]) as s:
+    with BatchStream(
+        [gpu, cpu], batches(8), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(break_after=1)), fallback=[cpu]
+    ) as s:
         out = drain(s, 8)
     assert [r[1] for r in out] == list(range(8))
     assert {r[1] for r in out if r[2] == "cpu"} == {1, 3, 5, 7}
@@ -127,8 +133,9 @@ def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
 
 
 def test_sample_error_is_delivered_in_order_and_not_retried():
-    lane = ScriptedLane("a", slots=2, auto=lambda t: SampleError(int(t.seq), "x.jpg", "decode", "bad")
-                        if t.seq == 1 else ok(t))
+    lane = ScriptedLane(
+        "a", slots=2, auto=lambda t: SampleError(int(t.seq), "x.jpg", "decode", "bad") if t.seq == 1 else ok(t)
+    )
     with BatchStream([lane], batches(3), PassConfig(window=2, timeout_s=WAIT_S)) as s:
         assert next(s)[1] == 0
         with pytest.raises(SampleError, match="sample 1"):
@@ -139,11 +146,14 @@ def test_sample_error_is_delivered_in_order_and_not_retried():
 def test_a_straggler_is_reissued_and_its_late_duplicate_dropped():
     lane = ScriptedLane("a", slots=2)
     stats = LoaderStats()
-    with BatchStream([lane], batches(3), PassConfig(window=3, timeout_s=WAIT_S,
-                                                    stragglers=StragglerRule(factor=1.0, min_s=0.2)),
-                     hooks=stats) as s:
+    with BatchStream(
+        [lane],
+        batches(3),
+        PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.2)),
+        hooks=stats,
+    ) as s:
         assert lane.wait_submitted(2) == [0, 1]
-        lane.finish(0)                       # teaches the lane its typical task time
+        lane.finish(0)  # teaches the lane its typical task time
         assert next(s)[1] == 0
         assert lane.wait_submitted(3)[2] == 2
         lane.finish(2)
@@ -165,8 +175,9 @@ def test_a_capped_lane_takes_at_most_its_share(cap):
     gpu = ScriptedLane("gpu", slots=2, kind=LaneKind.GPU, auto=ok)
     cpu = ScriptedLane("cpu", slots=2, auto=ok)
     n = 40
-    with BatchStream([gpu, cpu], batches(n), PassConfig(window=4, timeout_s=WAIT_S),
-                     admission=ShareAdmission({LaneKind.GPU: cap})) as s:
+    with BatchStream(
+        [gpu, cpu], batches(n), PassConfig(window=4, timeout_s=WAIT_S), admission=ShareAdmission({LaneKind.GPU: cap})
+    ) as s:
         assert [r[1] for r in drain(s, n)] == list(range(n))
     assert len(gpu.submitted) <= cap * n + 1
     if cap == 0:
@@ -180,8 +191,9 @@ def test_a_retry_is_not_asked_to_the_admission_so_a_capped_lane_may_take_it():
     already, and a GPU lane capped at 0 takes it when the failed lane is excluded for it."""
     gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=ok)
     cpu = ScriptedLane("cpu", slots=1, auto=lambda t: RuntimeError("lost") if t.seq == 1 else ok(t))
-    with BatchStream([gpu, cpu], batches(4), PassConfig(window=1, timeout_s=WAIT_S),
-                     admission=ShareAdmission({LaneKind.GPU: 0.0})) as s:
+    with BatchStream(
+        [gpu, cpu], batches(4), PassConfig(window=1, timeout_s=WAIT_S), admission=ShareAdmission({LaneKind.GPU: 0.0})
+    ) as s:
         assert [r[1] for r in drain(s, 4)] == [0, 1, 2, 3]
     assert [t.seq for t in gpu.submitted] == [1]  # the retry of batch 1 only, never a new batch
 
@@ -218,14 +230,16 @@ def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
 
 def test_every_lane_broken_delivers_an_error_naming_the_batch_not_a_hang():
     lane = ScriptedLane("only", slots=1, auto=lambda t: RuntimeError("boom"))
-    with BatchStream([lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S,
-                                                    rules=RetryRules(max_retries=5, break_after=2))) as s:
+    with BatchStream(
+        [lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
+    ) as s:
         with pytest.raises(RuntimeError, match="boom|no lane left"):
             next(s)
 
 
 class _DeviceImages:
     """Stands in for a CUDA tensor (none exists on a CPU box): what the merger's accounting reads."""
+
     is_cuda = True
     nbytes = 1000
 
@@ -251,9 +265,11 @@ def test_gpu_bytes_buffered_in_the_merger_count_against_the_device_budget():
 
 def test_the_dispatcher_counts_the_size_each_task_says_not_its_indices():
     lane = ScriptedLane("a", slots=2, auto=ok)
-    tasks = [BatchTask(0, 0, np.arange(4), size=4),
-             BatchTask(1, 0, 7, size=1),               # batch_size=None: one index, one sample
-             BatchTask(2, 0, np.arange(3), size=5)]    # what the task says wins
+    tasks = [
+        BatchTask(0, 0, np.arange(4), size=4),
+        BatchTask(1, 0, 7, size=1),  # batch_size=None: one index, one sample
+        BatchTask(2, 0, np.arange(3), size=5),
+    ]  # what the task says wins
     stats = LoaderStats()
     with BatchStream([lane], tasks, PassConfig(window=2, timeout_s=WAIT_S), hooks=stats) as s:
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]

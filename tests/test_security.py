@@ -62,8 +62,11 @@ LISTEN_PROBE = textwrap.dedent("""
     print("SOCKETS " + json.dumps(found))
 """)
 
-LOOPBACK = {"127.0.0.1", "00000000000000000000000001000000",           # ::1
-            "0000000000000000FFFF00000100007F"}                       # ::ffff:127.0.0.1
+LOOPBACK = {
+    "127.0.0.1",
+    "00000000000000000000000001000000",  # ::1
+    "0000000000000000FFFF00000100007F",
+}  # ::ffff:127.0.0.1
 
 
 def test_embedded_cluster_listens_on_loopback_only(photo_root):
@@ -73,7 +76,8 @@ def test_embedded_cluster_listens_on_loopback_only(photo_root):
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("SOCKETS "))
     import json
-    sockets = json.loads(line[len("SOCKETS "):])
+
+    sockets = json.loads(line[len("SOCKETS ") :])
     assert len(sockets) >= 3, sockets  # GCS, raylet, workers...
     exposed = [s for s in sockets if s[1] not in LOOPBACK]
     assert exposed == [], f"listening beyond loopback: {exposed}"
@@ -104,8 +108,14 @@ CLIENT = textwrap.dedent("""
 def test_token_authenticated_cluster_admits_the_right_token_only(photo_root, tmp_path):
     base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     base.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
-    host = subprocess.Popen([sys.executable, "-c", CLUSTER_HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env={**base, "RAY_AUTH_TOKEN": "s3cret-token-1"})
+    host = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER_HOST],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**base, "RAY_AUTH_TOKEN": "s3cret-token-1"},
+    )
     try:
         deadline = time.monotonic() + 120
         address = None
@@ -115,12 +125,22 @@ def test_token_authenticated_cluster_admits_the_right_token_only(photo_root, tmp
                 address = line.split()[1]
                 break
         assert address, "the token cluster did not start"
-        ok = subprocess.run([sys.executable, "-c", CLIENT], capture_output=True, text=True, timeout=180,
-                            env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "s3cret-token-1"})
+        ok = subprocess.run(
+            [sys.executable, "-c", CLIENT],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "s3cret-token-1"},
+        )
         assert "BATCHES 15" in ok.stdout, ok.stderr[-3000:]
         start = time.monotonic()
-        bad = subprocess.run([sys.executable, "-c", CLIENT], capture_output=True, text=True, timeout=180,
-                             env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "wrong-token"})
+        bad = subprocess.run(
+            [sys.executable, "-c", CLIENT],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "wrong-token"},
+        )
         refused_in = time.monotonic() - start
         assert bad.returncode != 0 and "BATCHES" not in bad.stdout
         last = bad.stderr.strip().splitlines()[-1]  # the error the user reads: one line naming the address

@@ -52,14 +52,19 @@ def test_a_negative_seed_is_an_ordinary_key():
     assert sorted(order.tolist()) == list(range(N))
 
 
-@pytest.mark.parametrize("world_size, drop_last, shuffle", list(itertools.product([1, 2, 3, 5, 7], [False, True],
-                                                                                  [False, True])))
+@pytest.mark.parametrize(
+    "world_size, drop_last, shuffle", list(itertools.product([1, 2, 3, 5, 7], [False, True], [False, True]))
+)
 def test_ranks_get_equal_counts_and_every_sample_once_as_distributed_sampler(world_size, drop_last, shuffle):
     order = ShardOrder(SIZES, buffer_shards=3)
-    parts = [order.rank_indices(N, seed=1, epoch=4, world_size=world_size, rank=r, shuffle=shuffle,
-                                drop_last=drop_last) for r in range(world_size)]
-    default = [sharding.rank_indices(N, seed=1, epoch=4, world_size=world_size, rank=r, shuffle=shuffle,
-                                     drop_last=drop_last) for r in range(world_size)]
+    parts = [
+        order.rank_indices(N, seed=1, epoch=4, world_size=world_size, rank=r, shuffle=shuffle, drop_last=drop_last)
+        for r in range(world_size)
+    ]
+    default = [
+        sharding.rank_indices(N, seed=1, epoch=4, world_size=world_size, rank=r, shuffle=shuffle, drop_last=drop_last)
+        for r in range(world_size)
+    ]
     assert [len(p) for p in parts] == [len(d) for d in default]
     flat = np.concatenate(parts).tolist()
     if drop_last:
@@ -72,16 +77,20 @@ def test_ranks_get_equal_counts_and_every_sample_once_as_distributed_sampler(wor
 def test_ranks_take_contiguous_spans_of_the_epoch_order():
     full = shard_block_order(SIZES, seed=2, epoch=1, buffer_shards=2)
     parts = [contiguous_rank_split(full, world_size=4, rank=r, drop_last=True) for r in range(4)]
-    assert np.concatenate(parts).tolist() == full[:len(full) // 4 * 4].tolist()
+    assert np.concatenate(parts).tolist() == full[: len(full) // 4 * 4].tolist()
 
 
 def test_the_module_docstring_example_holds():
     order = ShardOrder((3, 3, 2), buffer_shards=2)
-    got = [order.rank_indices(8, seed=0, epoch=0, world_size=3, rank=r, shuffle=False, drop_last=False).tolist()
-           for r in range(3)]
+    got = [
+        order.rank_indices(8, seed=0, epoch=0, world_size=3, rank=r, shuffle=False, drop_last=False).tolist()
+        for r in range(3)
+    ]
     assert got == [[0, 1, 2], [3, 4, 5], [6, 7, 0]]
-    dropped = [order.rank_indices(8, seed=0, epoch=0, world_size=3, rank=r, shuffle=False, drop_last=True).tolist()
-               for r in range(3)]
+    dropped = [
+        order.rank_indices(8, seed=0, epoch=0, world_size=3, rank=r, shuffle=False, drop_last=True).tolist()
+        for r in range(3)
+    ]
     assert dropped == [[0, 1], [2, 3], [4, 5]]
 
 

@@ -29,9 +29,14 @@ def many_shards(tmp_path_factory, folder):  # noqa: F811
     """The 60 photos as 10 shards of 6 in memory://, read through slowmem://: the pattern."""
     d = tmp_path_factory.mktemp("many")
     for s in range(10):
-        write_shard(d / f"part-{s:02d}.tar",
-                    [m for i in range(6 * s, 6 * s + 6)
-                     for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]), (f"k{i:03d}.cls", str(i % 3).encode()))])
+        write_shard(
+            d / f"part-{s:02d}.tar",
+            [
+                m
+                for i in range(6 * s, 6 * s + 6)
+                for m in ((f"k{i:03d}.jpg", folder.read(folder.ref(i))[0]), (f"k{i:03d}.cls", str(i % 3).encode()))
+            ],
+        )
     base = to_memory(str(d))
     yield f"slowmem://{base}/part-{{00..09}}.tar"
     fsspec.filesystem("memory").rm(base, recursive=True)
@@ -54,8 +59,9 @@ def test_a_shard_streamed_epoch_serves_the_sampler_order_with_every_sample_once(
             assert got == [tuple(b.tolist()) for b in ld.batch_indices(epoch)]
             assert sorted(i for b in got for i in b) == list(range(60))
         assert indices(ld, 0) != indices(ld, 1)
-        want = ShardOrder(tuple(src.shard_sizes), 3).rank_indices(60, seed=7, epoch=1, world_size=1, rank=0,
-                                                                 shuffle=True, drop_last=False)
+        want = ShardOrder(tuple(src.shard_sizes), 3).rank_indices(
+            60, seed=7, epoch=1, world_size=1, rank=0, shuffle=True, drop_last=False
+        )
         assert [i for b in indices(ld, 1) for i in b] == want.tolist()
 
 
@@ -93,8 +99,16 @@ def test_a_worker_holds_at_most_cache_shards_and_refetches_what_it_dropped(many_
 def test_two_ranks_split_an_epoch_as_the_sharding_rules_say(many_shards):
     got = []
     for rank in (0, 1):
-        with HybridLoader(shards(many_shards, read="shard"), REC, 7, seed=3, rank=rank, world_size=2,
-                          return_indices=True, policy=POLICY) as ld:
+        with HybridLoader(
+            shards(many_shards, read="shard"),
+            REC,
+            7,
+            seed=3,
+            rank=rank,
+            world_size=2,
+            return_indices=True,
+            policy=POLICY,
+        ) as ld:
             got.append(indices(ld, 2))
     assert len(got[0]) == len(got[1]) == 5  # 30 samples each, batches of 7: equal counts
     flat = [i for part in got for b in part for i in b]
@@ -108,8 +122,11 @@ def test_resume_mid_epoch_is_exact_with_shard_streaming(many_shards):
         images, _labels, idx = batch
         return (tuple(idx.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
 
-    check_resume(lambda: HybridLoader(src, REC, 9, policy=POLICY, seed=2, return_indices=True),
-                 key=key, close=lambda ld: ld.close())
+    check_resume(
+        lambda: HybridLoader(src, REC, 9, policy=POLICY, seed=2, return_indices=True),
+        key=key,
+        close=lambda ld: ld.close(),
+    )
 
 
 def test_a_pickled_source_holds_its_own_shards_and_reads_the_same_bytes(many_shards):
@@ -122,14 +139,17 @@ def test_a_pickled_source_holds_its_own_shards_and_reads_the_same_bytes(many_sha
 
 def test_a_shard_that_vanished_after_it_was_indexed_stops_the_batch_by_name_not_skips(many_shards, folder):  # noqa: F811
     # an outage or a changed dataset, not bad samples: on_error="skip" must not turn it into zeros
-    base = many_shards[len("slowmem://"):].rsplit("/", 1)[0]
+    base = many_shards[len("slowmem://") :].rsplit("/", 1)[0]
     path = f"{base}/gone-0.tar"
     mem = fsspec.filesystem("memory")
     mem.pipe_file(path, mem.cat_file(f"{base}/part-00.tar"))
     src = shards(f"slowmem://{path}", read="shard")
     mem.rm(path)
-    with pytest.raises(ShardIndexError, match=r"sample 0 \(slowmem://.*gone-0.tar#.*\): FileNotFoundError.* readable "
-                                              r"when this process indexed it"):
+    with pytest.raises(
+        ShardIndexError,
+        match=r"sample 0 \(slowmem://.*gone-0.tar#.*\): FileNotFoundError.* readable "
+        r"when this process indexed it",
+    ):
         process_batch(src, REC, [0, 1], 0, 0, on_error="skip")
     with pytest.raises(ShardIndexError, match="FileNotFoundError"):
         src.read(src.ref(0))
@@ -151,8 +171,15 @@ def test_bad_shard_options_say_what_to_write(many_shards):
 
 def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir):  # noqa: F811
     pattern = str(shard_dir / "shard-{000..002}.tar")
-    got, _lanes = local_lane_streams(sources.TarShards(pattern, read="shard", buffer_shards=2), REC, 8, seed=4,
-                                     epochs=(0, 1), cpu_actors=0, threads=2)
+    got, _lanes = local_lane_streams(
+        sources.TarShards(pattern, read="shard", buffer_shards=2),
+        REC,
+        8,
+        seed=4,
+        epochs=(0, 1),
+        cpu_actors=0,
+        threads=2,
+    )
     assert got["threads"] == got["processes"]
     assert sorted(i for d in got["threads"][:8] for i in d[0]) == list(range(60))
 
@@ -160,6 +187,7 @@ def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir
 def test_threads_asking_for_one_shard_share_one_fetch_and_a_failed_fetch_is_retried():
     import threading
     from hybridload.sources.tar.shard_cache import ShardCache
+
     gate, calls = threading.Event(), []
 
     def fetch(url):

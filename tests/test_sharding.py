@@ -14,8 +14,10 @@ GRID = list(itertools.product([1, 7, 10, 33, 64, 101], [1, 2, 3, 4, 5, 8], [1, 3
 
 @pytest.mark.parametrize("n,world,bs,drop_last", GRID)
 def test_rank_batches_partition_the_dataset(n, world, bs, drop_last):
-    per_rank = [sharding.rank_batches(n, batch_size=bs, seed=3, epoch=1, world_size=world, rank=r,
-                                      drop_last=drop_last) for r in range(world)]
+    per_rank = [
+        sharding.rank_batches(n, batch_size=bs, seed=3, epoch=1, world_size=world, rank=r, drop_last=drop_last)
+        for r in range(world)
+    ]
     counts = {len(b) for b in per_rank}
     assert len(counts) == 1, "every rank must get the same number of batches"
     assert counts.pop() == sharding.num_batches(n, batch_size=bs, world_size=world, drop_last=drop_last)
@@ -55,10 +57,15 @@ def test_same_seed_epoch_same_order_and_epochs_differ():
     assert np.concatenate(unshuffled).tolist() == list(range(10))
 
 
-@pytest.mark.parametrize("kwargs,msg", [
-    (dict(batch_size=0), "batch_size"), (dict(batch_size=-2), "batch_size"),
-    (dict(batch_size=2, world_size=0), "world_size"), (dict(batch_size=2, world_size=2, rank=2), "rank"),
-])
+@pytest.mark.parametrize(
+    "kwargs,msg",
+    [
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=-2), "batch_size"),
+        (dict(batch_size=2, world_size=0), "world_size"),
+        (dict(batch_size=2, world_size=2, rank=2), "rank"),
+    ],
+)
 def test_bad_arguments_name_the_argument(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         sharding.rank_batches(10, **kwargs)
@@ -76,8 +83,7 @@ def test_resolve_rank_defaults_and_overrides(monkeypatch):
 
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_distributed_batch_sampler_resume(drop_last):
-    check_resume(lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2),
-                 key=tuple)
+    check_resume(lambda: DistributedBatchSampler(37, 4, seed=7, drop_last=drop_last, rank=1, world_size=2), key=tuple)
 
 
 def _pass(sampler):
@@ -95,7 +101,7 @@ def test_set_epoch_always_wins_over_the_pass_count():
     s = DistributedBatchSampler(40, 4, seed=3)
     s.set_epoch(5)
     five = _pass(s)
-    assert _pass(s) != five and s.epoch == 6      # no set_epoch: epoch 6
+    assert _pass(s) != five and s.epoch == 6  # no set_epoch: epoch 6
     s.set_epoch(5)
     s.set_epoch(5)
     assert _pass(s) == five and s.epoch == 5

@@ -43,5 +43,6 @@ def test_a_package_found_only_through_an_import_hook_is_importable_by_workers():
     the test venv) must still count as importable, or every Ray lane would ship the whole
     package by value, locks and all."""
     from hybridload.cluster.shipping import importable_by_workers
+
     assert importable_by_workers("hybridload.sources.folder", ())
     assert not importable_by_workers("no_such_package_here", ())

@@ -44,8 +44,9 @@ SCRIPT = textwrap.dedent("""
 
 def test_default_policy_on_one_machine_starts_no_ray_and_yields_within_seconds(photo_root):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, photo_root], capture_output=True, text=True,
-                          timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, photo_root], capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not got["ray_initialized"] and got["ray_children"] == [], got

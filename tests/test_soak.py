@@ -87,8 +87,18 @@ def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_
 
 
 def _args(soak, tmp_path, seed, faults, kinds, worlds="1,2"):
-    return argparse.Namespace(seed=seed, faults=faults, samples=16, deadline_s=300, step_s=0.03, save_every=3,
-                              kinds=kinds, worlds=worlds, json=None, data=tmp_path / "photos")
+    return argparse.Namespace(
+        seed=seed,
+        faults=faults,
+        samples=16,
+        deadline_s=300,
+        step_s=0.03,
+        save_every=3,
+        kinds=kinds,
+        worlds=worlds,
+        json=None,
+        data=tmp_path / "photos",
+    )
 
 
 @pytest.mark.slow  # 80-120 s here (make test runs it; make test-fast does not)
@@ -104,6 +114,7 @@ def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_s
 def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
     import subprocess
     from multiprocessing import shared_memory
+
     check, world = importlib.import_module("_soak_check"), importlib.import_module("_soak_world")
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     seg = shared_memory.SharedMemory(create=True, size=16)

@@ -43,9 +43,15 @@ def test_skip_keeps_the_read_label_and_marks_an_unreadable_one(good):
     assert torch.isfinite(loss)  # -100 is CrossEntropyLoss's ignore_index
 
 
-@pytest.mark.parametrize("label, words", [("cat", "got 'cat'"), (1.0, "got 1.0"),
-                                          (np.array([0, 1, 0]), "shape \\(3,\\)"),
-                                          (torch.tensor([0.0, 1.0]), "dtype torch.float32")])
+@pytest.mark.parametrize(
+    "label, words",
+    [
+        ("cat", "got 'cat'"),
+        (1.0, "got 1.0"),
+        (np.array([0, 1, 0]), "shape \\(3,\\)"),
+        (torch.tensor([0.0, 1.0]), "dtype torch.float32"),
+    ],
+)
 def test_a_non_integer_label_names_the_sample_even_under_skip(good, label, words):
     src = sources.TorchDataset(Labelled(good, [0, label, 0, 0, 0]))
     with pytest.raises(LabelError, match=rf"sample 1 \(Labelled\[1\]\).*{words}"):

@@ -11,9 +11,24 @@ import pytest
 
 import hybridload.sources as sources
 
-SUBMODULES = ["_base", "filelist", "folder", "read_retry", "reads", "torch_dataset", "tar", "tar.braces", "tar.manifest",
-              "tar.shard_cache", "tar.shard_list", "tar.shard_members", "tar.shard_checks", "tar.sidecar",
-              "tar.tar_index", "tar.tarshards"]
+SUBMODULES = [
+    "_base",
+    "filelist",
+    "folder",
+    "read_retry",
+    "reads",
+    "torch_dataset",
+    "tar",
+    "tar.braces",
+    "tar.manifest",
+    "tar.shard_cache",
+    "tar.shard_list",
+    "tar.shard_members",
+    "tar.shard_checks",
+    "tar.sidecar",
+    "tar.tar_index",
+    "tar.tarshards",
+]
 
 
 #: one fresh interpreter imports the third-party libraries the package stands on (torch alone
@@ -49,8 +64,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def first_imports():
-    run = subprocess.run([sys.executable, "-c", FIRST_IMPORTS, *SUBMODULES], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORTS, *SUBMODULES], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     return json.loads(run.stdout.splitlines()[-1])
 
@@ -72,7 +88,7 @@ def _sources_imports(name: str) -> set[str]:
             if node.level:
                 raise AssertionError(f"sources/{name}: relative import of {mod!r}; write the absolute name")
             if mod == "hybridload.sources" or mod.startswith("hybridload.sources."):
-                found.add(mod[len("hybridload.sources."):] if "." in mod[len("hybridload."):] else "")
+                found.add(mod[len("hybridload.sources.") :] if "." in mod[len("hybridload.") :] else "")
             elif mod == "hybridload" and any(a.name == "sources" for a in node.names):
                 found.add("")
     return found
@@ -103,8 +119,10 @@ def test_sources_package_reexports_every_public_name_in_all():
     for name in ("Source", "SampleRef", "FileList", "ImageFolder", "TarShards", "TorchDataset", "read_error"):
         assert name in sources.__all__
     assert issubclass(sources.ImageFolder, sources.FileList)
-    assert all(issubclass(c, sources.Source) for c in
-               (sources.FileList, sources.ImageFolder, sources.TarShards, sources.TorchDataset))
+    assert all(
+        issubclass(c, sources.Source)
+        for c in (sources.FileList, sources.ImageFolder, sources.TarShards, sources.TorchDataset)
+    )
 
 
 def test_read_error_names_the_cause_without_the_path():
@@ -118,6 +136,7 @@ def test_every_package_of_the_tree_is_in_the_wheel():
     checkout (an editable install) and fails from a wheel (ModuleNotFoundError at import)."""
     import tomllib
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[1]
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     tree = {".".join(p.parent.relative_to(root).parts) for p in (root / "hybridload").rglob("__init__.py")}

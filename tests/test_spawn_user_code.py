@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-EXT_MODULE = '''
+EXT_MODULE = """
 import torch
 from torch.utils.data import Dataset
 
@@ -25,9 +25,9 @@ class ExtDataset(Dataset):
         return 10
     def __getitem__(self, i):
         return torch.tensor([100 + i])
-'''
+"""
 
-SCRIPT = '''
+SCRIPT = """
 import json, os, sys
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 from torch.utils.data import Dataset, DistributedSampler
@@ -72,7 +72,7 @@ def run(rank, world, port, out):
 
 if __name__ == "__main__":
     mp.spawn(run, args=(2, int(sys.argv[1]), sys.argv[2]), nprocs=2, join=True)
-'''
+"""
 
 
 def _free_port() -> int:
@@ -87,8 +87,14 @@ def test_spawned_ranks_ship_script_and_sys_path_datasets_to_actors(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(script), str(_free_port()), str(tmp_path)], cwd=str(ROOT),
-                          env=env, capture_output=True, text=True, timeout=170)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(_free_port()), str(tmp_path)],
+        cwd=str(ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for epoch in range(2):  # every sample once per epoch across the ranks

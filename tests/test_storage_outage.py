@@ -40,8 +40,11 @@ def s3_server():
     pytest.importorskip("moto.server", reason="the dev extra installs moto[server]")
     s3fs = pytest.importorskip("s3fs", reason="the dev extra installs s3fs")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -53,8 +56,11 @@ def s3_server():
                     pytest.fail(f"moto server did not listen on 127.0.0.1:{port} within 60 s")
                 time.sleep(0.1)
         # the storage clients' own retries off, so the test sees the source's ReadRetry alone
-        opts = {"endpoint_url": f"http://127.0.0.1:{port}",
-                "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5}, **CREDS}
+        opts = {
+            "endpoint_url": f"http://127.0.0.1:{port}",
+            "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 5},
+            **CREDS,
+        }
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
         fs.mkdir("photos")
         rng = np.random.default_rng(0)
@@ -81,8 +87,13 @@ def test_storage_killed_mid_epoch_raises_storage_error_not_skips(s3_server, lane
         request.getfixturevalue("ray_cluster")
     proc, opts = s3_server
     retry = ReadRetry(attempts=3, backoff_s=0.05)
-    src = sources.FileList([f"s3://photos/{i}.jpg" for i in range(N)], [i % 7 for i in range(N)],
-                           storage_options=opts, io_threads=4, read_retry=retry)
+    src = sources.FileList(
+        [f"s3://photos/{i}.jpg" for i in range(N)],
+        [i % 7 for i in range(N)],
+        storage_options=opts,
+        io_threads=4,
+        read_retry=retry,
+    )
     pol = LoaderPolicy(window=2, on_error="skip", batch_timeout_s=60, **LANES[lane])
     seen = []
     with HybridLoader(src, REC, BATCH, shuffle=False, policy=pol, return_indices=True) as ld:
@@ -110,8 +121,13 @@ def test_missing_object_is_bad_data_skipped_without_retry(s3_server):
     paths[5] = "s3://photos/no-such-key.jpg"
     src = sources.FileList(paths, list(range(8)), storage_options=opts, read_retry=retry)
     t0 = time.monotonic()
-    with HybridLoader(src, REC, BATCH, shuffle=False, policy=LoaderPolicy(cpu_actors=0, threads=1, on_error="skip",
-                                                                        skip_warn_fraction=1.0)) as ld:
+    with HybridLoader(
+        src,
+        REC,
+        BATCH,
+        shuffle=False,
+        policy=LoaderPolicy(cpu_actors=0, threads=1, on_error="skip", skip_warn_fraction=1.0),
+    ) as ld:
         batches = list(ld)
         st = ld.stats()
     assert time.monotonic() - t0 < 20
@@ -146,13 +162,16 @@ def test_read_retry_tries_again_after_backoff_and_gives_up_with_the_count():
 
 def test_storage_error_keeps_its_fields_across_pickling():
     import pickle
+
     err = pickle.loads(pickle.dumps(StorageError(7, "s3://b/7.jpg", "EndpointConnectionError: refused", 4, 1.25)))
     assert (err.index, err.path, err.stage, err.attempts, err.seconds) == (7, "s3://b/7.jpg", "read", 4, 1.25)
     assert err.reason == "EndpointConnectionError: refused" and "failed 4 times" in str(err)
 
 
 @pytest.mark.parametrize("bad, fraction", [(3, 0.1), (3, 0.25), (1, 0.0)])
-def test_skips_past_the_fraction_warn_once_per_pass_and_at_its_end_the_final_count(photo_root, bad_files, bad, fraction):
+def test_skips_past_the_fraction_warn_once_per_pass_and_at_its_end_the_final_count(
+    photo_root, bad_files, bad, fraction
+):
     paths = list(sources.ImageFolder(photo_root).paths[:16])
     for k in range(bad):
         paths[2 + 5 * k] = bad_files["truncated"]
@@ -194,8 +213,11 @@ def test_a_local_dataset_moved_mid_epoch_stops_the_pass_not_zeros(photo_root, tm
         it = iter(ld)
         next(it)
         os.rename(root, tmp_path / "moved")  # the whole tree gone (a mount lost looks the same)
-        with pytest.raises(StorageError, match=r"its directory .* is gone too \(moved, deleted or unmounted\): a "
-                                               r"storage outage, not one bad file") as info:
+        with pytest.raises(
+            StorageError,
+            match=r"its directory .* is gone too \(moved, deleted or unmounted\): a "
+            r"storage outage, not one bad file",
+        ) as info:
             for _ in it:
                 pass
         assert ld.stats()["skipped"] <= 1  # the one missing file, never the outage's samples
@@ -203,6 +225,7 @@ def test_a_local_dataset_moved_mid_epoch_stops_the_pass_not_zeros(photo_root, tm
 
 def test_a_shard_deleted_after_first_touch_stops_the_pass_under_skip(tmp_path, photo_root):
     from test_tarshards import write_shard
+
     files = sorted(str(p) for p in Path(photo_root).rglob("*.jpg"))[:12]
     shard = write_shard(tmp_path / "s.tar", [(f"k{i}.jpg", open(f, "rb").read()) for i, f in enumerate(files)])
     src = sources.TarShards(shard)
@@ -227,11 +250,13 @@ def test_a_directory_made_unreadable_is_an_outage_while_an_unreadable_file_is_ba
         for name in ("a.jpg", "b.jpg"):
             shutil.copy(jpg, d / "cls" / name)
         (d / "cls" / "b.jpg").chmod(0o000)
-        code = ("import sys\nfrom hybridload import sources\nfrom hybridload.errors import StorageError\n"
-                "src = sources.FileList(sys.argv[1:], [0, 0])\n"
-                "for i in (1, 0):\n"
-                "    try:\n        src.read(src.ref(i))\n"
-                "    except Exception as e:\n        print(i, type(e).__name__, isinstance(e, StorageError), e)\n")
+        code = (
+            "import sys\nfrom hybridload import sources\nfrom hybridload.errors import StorageError\n"
+            "src = sources.FileList(sys.argv[1:], [0, 0])\n"
+            "for i in (1, 0):\n"
+            "    try:\n        src.read(src.ref(i))\n"
+            "    except Exception as e:\n        print(i, type(e).__name__, isinstance(e, StorageError), e)\n"
+        )
         argv = [sys.executable, "-c", code, str(d / "cls" / "a.jpg"), str(d / "cls" / "b.jpg")]
         if os.geteuid() == 0:
             if shutil.which("setpriv") is None:
@@ -250,6 +275,7 @@ def test_a_directory_made_unreadable_is_an_outage_while_an_unreadable_file_is_ba
 def test_a_bucket_prefix_emptied_mid_epoch_stops_the_pass_not_zeros(s3_server):
     _proc, opts = s3_server
     import s3fs
+
     paths = [f"s3://photos/{i}.jpg" for i in range(16)]
     src = sources.FileList(paths, list(range(16)), storage_options=opts, read_retry=ReadRetry(attempts=1))
     pol = LoaderPolicy(cpu_actors=0, threads=1, window=1, on_error="skip")
@@ -258,8 +284,11 @@ def test_a_bucket_prefix_emptied_mid_epoch_stops_the_pass_not_zeros(s3_server):
         next(it)
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
         fs.rm(fs.find("photos"))  # every object under the prefix gone (the bucket stays)
-        with pytest.raises(StorageError, match=r"nothing is left under s3://photos/ either \(deleted or moved\): a "
-                                               r"storage outage, not one bad file"):
+        with pytest.raises(
+            StorageError,
+            match=r"nothing is left under s3://photos/ either \(deleted or moved\): a "
+            r"storage outage, not one bad file",
+        ):
             for _ in it:
                 pass
         assert ld.stats()["skipped"] == 0

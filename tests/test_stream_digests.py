@@ -54,8 +54,15 @@ def mode_digest(root: str, policy_kw: dict, pixels: bool) -> str:
     h = hashlib.md5()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loader = HybridLoader(sources.ImageFolder(root), recipe.imagenet_train(64), batch_size=5,
-                              policy=LoaderPolicy(**policy_kw), seed=3, device="cpu", return_indices=True)
+        loader = HybridLoader(
+            sources.ImageFolder(root),
+            recipe.imagenet_train(64),
+            batch_size=5,
+            policy=LoaderPolicy(**policy_kw),
+            seed=3,
+            device="cpu",
+            return_indices=True,
+        )
     with loader:
         for e in EPOCHS:
             loader.set_epoch(e)
@@ -76,8 +83,10 @@ def recorded_root(tmp_path_factory):
     root = _make_root(str(tmp_path_factory.mktemp("digests")))
     rec = json.loads(RECORD.read_text())
     if _inputs_digest(root) != rec["inputs"]:
-        pytest.skip("the generated photos differ from the recorded ones (another Pillow or scikit-image): "
-                    "re-record with python tests/test_stream_digests.py --record")
+        pytest.skip(
+            "the generated photos differ from the recorded ones (another Pillow or scikit-image): "
+            "re-record with python tests/test_stream_digests.py --record"
+        )
     return root, rec
 
 
@@ -91,8 +100,10 @@ def test_stream_of_every_mode_unchanged_by_refactor(recorded_root, mode):
 def _record() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = _make_root(tmp)
-        out = {"inputs": _inputs_digest(root),
-               "modes": {m: mode_digest(root, kw, px) for m, (kw, px) in sorted(MODES.items())}}
+        out = {
+            "inputs": _inputs_digest(root),
+            "modes": {m: mode_digest(root, kw, px) for m, (kw, px) in sorted(MODES.items())},
+        }
     RECORD.parent.mkdir(exist_ok=True)
     RECORD.write_text(json.dumps(out, indent=1) + "\n")
     sys.stdout.write(json.dumps(out, indent=1) + "\n")

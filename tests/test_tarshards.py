@@ -50,7 +50,7 @@ def shard_dir(tmp_path_factory, photo_root, folder):
     order = list(zip(folder.paths, folder._labels.tolist()))
     for s in range(3):
         members = []
-        for path, label in order[20 * s: 20 * (s + 1)]:
+        for path, label in order[20 * s : 20 * (s + 1)]:
             key = folder_key(path, photo_root)
             members.append((f"{key}.json", b'{"source": "photo"}'))
             members.append((f"{key}.jpg", open(path, "rb").read()))
@@ -69,6 +69,7 @@ def stream(loader, epochs=(0, 1)):
 
 
 # ----------------------------------------------------------------------------- same data as ImageFolder
+
 
 def test_tar_keys_labels_and_bytes_follow_the_image_folder_order(pattern, folder, photo_root):
     tar = sources.TarShards(pattern)
@@ -93,20 +94,37 @@ def test_tar_and_image_folder_give_the_same_pixels_per_index(pattern, folder):
 
 # ----------------------------------------------------------------------------- sharding invariants
 
+
 def test_two_ranks_cover_every_index_once_per_epoch_with_equal_batch_counts(pattern, folder):
     tar = sources.TarShards(pattern)
     per_rank = []
     for rank in range(2):
-        with HybridLoader(tar, REC, 7, rank=rank, world_size=2, seed=4, return_indices=True,
-                          policy=LoaderPolicy(cpu_actors=0, threads=2)) as ld:
+        with HybridLoader(
+            tar,
+            REC,
+            7,
+            rank=rank,
+            world_size=2,
+            seed=4,
+            return_indices=True,
+            policy=LoaderPolicy(cpu_actors=0, threads=2),
+        ) as ld:
             got = stream(ld)
-        with HybridLoader(folder, REC, 7, rank=rank, world_size=2, seed=4, return_indices=True,
-                          policy=LoaderPolicy(cpu_actors=0, threads=2)) as ld:
+        with HybridLoader(
+            folder,
+            REC,
+            7,
+            rank=rank,
+            world_size=2,
+            seed=4,
+            return_indices=True,
+            policy=LoaderPolicy(cpu_actors=0, threads=2),
+        ) as ld:
             assert got == stream(ld), "the tar stream differs from the ImageFolder stream"
         per_rank.append(got)
     assert len(per_rank[0]) == len(per_rank[1]) == 2 * 5
     for epoch in range(2):
-        batches = [b for r in per_rank for b in r[5 * epoch: 5 * (epoch + 1)]]
+        batches = [b for r in per_rank for b in r[5 * epoch : 5 * (epoch + 1)]]
         assert sorted(i for idx, _lab, _d in batches for i in idx) == list(range(60))
 
 
@@ -117,35 +135,45 @@ def test_resume_reproduces_the_tar_stream(pattern):
         images, _labels, indices = batch
         return (tuple(indices.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest())
 
-    check_resume(lambda: HybridLoader(tar, REC, 9, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=2,
-                                      return_indices=True),
-                 key=key, close=lambda ld: ld.close())
+    check_resume(
+        lambda: HybridLoader(tar, REC, 9, policy=LoaderPolicy(cpu_actors=0, threads=2), seed=2, return_indices=True),
+        key=key,
+        close=lambda ld: ld.close(),
+    )
 
 
 # ----------------------------------------------------------------------------- brace expansion
 
-@pytest.mark.parametrize("pattern, expected", [
-    ("train-{000000..000002}.tar", ["train-000000.tar", "train-000001.tar", "train-000002.tar"]),
-    ("s-{8..11}.tar", ["s-8.tar", "s-9.tar", "s-10.tar", "s-11.tar"]),
-    ("s-{08..11}.tar", ["s-08.tar", "s-09.tar", "s-10.tar", "s-11.tar"]),
-    ("s-{0..6..3}", ["s-0", "s-3", "s-6"]),
-    ("s-{3..1}", ["s-3", "s-2", "s-1"]),
-    ("{a..c}", ["a", "b", "c"]),
-    ("{train,val}-{0..1}.tar", ["train-0.tar", "train-1.tar", "val-0.tar", "val-1.tar"]),
-    ("a{b,c{d,e}}f", ["abf", "acdf", "acef"]),
-    ("plain.tar", ["plain.tar"]),
-    ("keep-{x}.tar", ["keep-{x}.tar"]),
-    (r"esc-\{0..1\}.tar", ["esc-{0..1}.tar"]),
-    ("s-{0..4..0}", ["s-0", "s-1", "s-2", "s-3", "s-4"]),  # bash (and the library) read a step of 0 as 1
-    ("s-{098..100}.tar", ["s-098.tar", "s-099.tar", "s-100.tar"]),
-    ("s3://bucket/{a,b}/x-{0..1}.tar", ["s3://bucket/a/x-0.tar", "s3://bucket/a/x-1.tar",
-                                        "s3://bucket/b/x-0.tar", "s3://bucket/b/x-1.tar"]),
-])
+
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        ("train-{000000..000002}.tar", ["train-000000.tar", "train-000001.tar", "train-000002.tar"]),
+        ("s-{8..11}.tar", ["s-8.tar", "s-9.tar", "s-10.tar", "s-11.tar"]),
+        ("s-{08..11}.tar", ["s-08.tar", "s-09.tar", "s-10.tar", "s-11.tar"]),
+        ("s-{0..6..3}", ["s-0", "s-3", "s-6"]),
+        ("s-{3..1}", ["s-3", "s-2", "s-1"]),
+        ("{a..c}", ["a", "b", "c"]),
+        ("{train,val}-{0..1}.tar", ["train-0.tar", "train-1.tar", "val-0.tar", "val-1.tar"]),
+        ("a{b,c{d,e}}f", ["abf", "acdf", "acef"]),
+        ("plain.tar", ["plain.tar"]),
+        ("keep-{x}.tar", ["keep-{x}.tar"]),
+        (r"esc-\{0..1\}.tar", ["esc-{0..1}.tar"]),
+        ("s-{0..4..0}", ["s-0", "s-1", "s-2", "s-3", "s-4"]),  # bash (and the library) read a step of 0 as 1
+        ("s-{098..100}.tar", ["s-098.tar", "s-099.tar", "s-100.tar"]),
+        (
+            "s3://bucket/{a,b}/x-{0..1}.tar",
+            ["s3://bucket/a/x-0.tar", "s3://bucket/a/x-1.tar", "s3://bucket/b/x-0.tar", "s3://bucket/b/x-1.tar"],
+        ),
+    ],
+)
 def test_braceexpand_matches_shell_semantics(pattern, expected):
     assert braceexpand(pattern) == expected
 
 
-@pytest.mark.parametrize("bad, message", [("s-{0..2.tar", "unbalanced braces"), (r"esc-\{0..1}.tar", "unbalanced braces")])
+@pytest.mark.parametrize(
+    "bad, message", [("s-{0..2.tar", "unbalanced braces"), (r"esc-\{0..1}.tar", "unbalanced braces")]
+)
 def test_braceexpand_rejects_malformed_patterns(bad, message):
     with pytest.raises(ValueError, match=message):
         braceexpand(bad)
@@ -159,6 +187,7 @@ def test_a_list_of_urls_is_expanded_entry_by_entry_in_order(shard_dir):
 
 
 # ----------------------------------------------------------------------------- the member index
+
 
 class CountingTarOpen:
     def __init__(self):
@@ -207,8 +236,16 @@ def test_refs_and_the_source_are_small_plain_picklable_data(pattern):
 
 def test_a_label_function_overrides_cls_and_missing_cls_is_unlabelled(tmp_path, folder):
     data = folder.read(folder.ref(0))[0]
-    path = write_shard(tmp_path / "x.tar", [("a/k_0.jpg", data), ("a/k_0.cls", b"3"), ("a/k_1.png", data),
-                                            ("README", b"no extension: skipped"), ("a/k_2.seg.jpg", data)])
+    path = write_shard(
+        tmp_path / "x.tar",
+        [
+            ("a/k_0.jpg", data),
+            ("a/k_0.cls", b"3"),
+            ("a/k_1.png", data),
+            ("README", b"no extension: skipped"),
+            ("a/k_2.seg.jpg", data),
+        ],
+    )
     assert [r.label for r in map(sources.TarShards(path).ref, range(3))] == [3, -1, -1]
     tar = sources.TarShards(path, label=lambda key: int(key[-1]) + 10)
     assert tar.keys() == ["a/k_0", "a/k_1", "a/k_2"]
@@ -226,6 +263,7 @@ def test_the_image_member_is_the_first_with_an_image_extension(tmp_path, folder)
 
 
 # ----------------------------------------------------------------------------- errors
+
 
 def test_no_shards_is_a_clear_error():
     with pytest.raises(ValueError, match="no shards given"):
@@ -250,7 +288,9 @@ def test_a_key_without_an_image_names_the_shard_and_key(tmp_path, folder):
 @pytest.mark.parametrize("cls", [b"cat", b"", b"1.5"])
 def test_a_bad_cls_names_the_shard_and_key(tmp_path, folder, cls):
     data = folder.read(folder.ref(0))[0]
-    path = write_shard(tmp_path / "x.tar", [("good.jpg", data), ("good.cls", b"2"), ("bad.jpg", data), ("bad.cls", cls)])
+    path = write_shard(
+        tmp_path / "x.tar", [("good.jpg", data), ("good.cls", b"2"), ("bad.jpg", data), ("bad.cls", cls)]
+    )
     with pytest.raises(ValueError, match=r"x\.tar', key 'bad': bad\.cls holds .* not an integer"):
         sources.TarShards(path)
 
@@ -289,8 +329,11 @@ def test_a_shard_truncated_or_deleted_after_indexing_is_a_shard_error_naming_the
     with open(path, "r+b") as f:
         f.truncate(tar.span(2)[1] + 10)
     assert tar.read(tar.ref(1))[0] == data[1]
-    with pytest.raises(ShardIndexError, match=r"sample 2 \(.*t.tar#k2.jpg\): got 10 of \d+ bytes .* shorter than when "
-                                              r"this process indexed it") as info:
+    with pytest.raises(
+        ShardIndexError,
+        match=r"sample 2 \(.*t.tar#k2.jpg\): got 10 of \d+ bytes .* shorter than when "
+        r"this process indexed it",
+    ) as info:
         tar.read(tar.ref(2))
     assert not isinstance(info.value, SampleError) and "t.tar" in info.value.where
     os.remove(path)

@@ -30,8 +30,14 @@ def shards(tmp_path, shard_dir):  # noqa: F811
 
 def small_shard(path, labels, mtime=1_700_000_000):
     """A shard of tiny samples (``k<i>.jpg`` + ``k<i>.cls``): 3 or 4 of them fill one 10 KiB record."""
-    return write_shard(path, [m for i, lab in enumerate(labels)
-                              for m in ((f"k{i}.jpg", b"\xff\xd8" + bytes([i]) * 60), (f"k{i}.cls", f"{lab}".encode()))])
+    return write_shard(
+        path,
+        [
+            m
+            for i, lab in enumerate(labels)
+            for m in ((f"k{i}.jpg", b"\xff\xd8" + bytes([i]) * 60), (f"k{i}.cls", f"{lab}".encode()))
+        ],
+    )
 
 
 def test_a_zero_count_entry_for_a_shard_with_samples_is_refused_at_build(shards, tmp_path):
@@ -39,8 +45,11 @@ def test_a_zero_count_entry_for_a_shard_with_samples_is_refused_at_build(shards,
     doc = json.loads(m.read_text())
     doc["shardlist"][1]["nsamples"] = 0  # its 20 samples would own no index and vanish from every epoch
     m.write_text(json.dumps(doc))
-    with pytest.raises(ShardIndexError, match=r"shard 1 \('.*shard-001.tar'\) of manifest .*holds 20 samples but the "
-                                              r"manifest says nsamples=0"):
+    with pytest.raises(
+        ShardIndexError,
+        match=r"shard 1 \('.*shard-001.tar'\) of manifest .*holds 20 samples but the "
+        r"manifest says nsamples=0",
+    ):
         sources.TarShards(str(m))
     empty = write_shard(tmp_path / "empty.tar", [])  # a shard verified empty keeps its 0
     doc["shardlist"][1] = {"url": empty, "nsamples": 0}
@@ -104,19 +113,32 @@ def test_a_shard_rewritten_under_its_sidecar_is_named_stale_not_a_corrupt_image(
     write_shard(path, [(f"z{i}.jpg", b"\xff\xd8" + bytes([i]) * 61) for i in range(4)])  # other members, same size
     os.utime(path, ns=(stamp, stamp))  # and the old time: the sidecar looks current
     src = sources.TarShards(str(tmp_path / "m.json"))
-    with pytest.raises(ShardIndexError, match=r"sample 1 .*s.tar#k1.jpg.*names 'z2.jpg' of 63 bytes, not 'k1.jpg' of "
-                                              r"62.*shard changed since its member index was built \(a stale sidecar"):
+    with pytest.raises(
+        ShardIndexError,
+        match=r"sample 1 .*s.tar#k1.jpg.*names 'z2.jpg' of 63 bytes, not 'k1.jpg' of "
+        r"62.*shard changed since its member index was built \(a stale sidecar",
+    ):
         src.read(src.ref(1))
 
 
-@pytest.mark.parametrize("entries, match", [
-    ([{"url": "a.tar", "nsamples": 2**63}], r"shardlist\[0\] \('a.tar'\) has nsamples=9223372036854775808: the counts up "
-                                            r"to it sum to .* past the 9223372036854775807 samples"),
-    ([{"url": "a.tar", "nsamples": 2**62}, {"url": "b.tar", "nsamples": 2**62}],
-     r"shardlist\[1\] \('b.tar'\) has nsamples=4611686018427387904: the counts up to it sum to 9223372036854775808"),
-    ([{"url": "a.tar", "nsamples": 3}, {"url": "b.tar", "nsamples": 3}, {"url": "./a.tar", "nsamples": 3}],
-     r"lists the shard '.*a.tar' twice \(shardlist\[0\] and shardlist\[2\]\): its samples would come twice"),
-])
+@pytest.mark.parametrize(
+    "entries, match",
+    [
+        (
+            [{"url": "a.tar", "nsamples": 2**63}],
+            r"shardlist\[0\] \('a.tar'\) has nsamples=9223372036854775808: the counts up "
+            r"to it sum to .* past the 9223372036854775807 samples",
+        ),
+        (
+            [{"url": "a.tar", "nsamples": 2**62}, {"url": "b.tar", "nsamples": 2**62}],
+            r"shardlist\[1\] \('b.tar'\) has nsamples=4611686018427387904: the counts up to it sum to 9223372036854775808",
+        ),
+        (
+            [{"url": "a.tar", "nsamples": 3}, {"url": "b.tar", "nsamples": 3}, {"url": "./a.tar", "nsamples": 3}],
+            r"lists the shard '.*a.tar' twice \(shardlist\[0\] and shardlist\[2\]\): its samples would come twice",
+        ),
+    ],
+)
 def test_counts_past_int64_and_a_shard_listed_twice_are_manifest_errors_naming_the_entry(tmp_path, entries, match):
     (tmp_path / "m.json").write_text(json.dumps({"wids_version": 1, "shardlist": entries}))
     with pytest.raises(ManifestError, match=match):
@@ -131,13 +153,16 @@ def test_a_pattern_or_list_naming_a_shard_twice_is_refused(shard_dir):  # noqa: 
     assert main(["index", str(shard_dir / "shard-{000,000}.tar"), "-o", str(shard_dir / "m.json"), "--quiet"]) == 2
 
 
-@pytest.mark.parametrize("samples, why", [
-    ([1, 2, 3], r"samples\[0\] is 1, not \[key"),
-    ("all", r"\"samples\" is a str"),
-    ([["k", [["jpg", -5, 10]], None]], r"offset -5 of 10 bytes, outside the shard"),
-    ([["k", [["jpg", 1024, 10**12]], None]], r"offset 1024 of 1000000000000 bytes, outside the shard"),
-    ([["k", [["jpg", "1024", 10]], None]], r"has the member \['jpg', '1024', 10\], not \[ext, offset, size\]"),
-])
+@pytest.mark.parametrize(
+    "samples, why",
+    [
+        ([1, 2, 3], r"samples\[0\] is 1, not \[key"),
+        ("all", r"\"samples\" is a str"),
+        ([["k", [["jpg", -5, 10]], None]], r"offset -5 of 10 bytes, outside the shard"),
+        ([["k", [["jpg", 1024, 10**12]], None]], r"offset 1024 of 1000000000000 bytes, outside the shard"),
+        ([["k", [["jpg", "1024", 10]], None]], r"has the member \['jpg', '1024', 10\], not \[ext, offset, size\]"),
+    ],
+)
 def test_a_malformed_sidecar_is_ignored_with_a_warning_and_the_shard_scanned(shards, caplog, samples, why):
     d, m = shards
     side = d / "shard-001.tar.members.json"

@@ -14,7 +14,7 @@ def test_a_module_that_starts_ray_or_processes_is_in_that_tier_and_a_plain_one_i
     assert tiers_of("DataLoader(ds, num_workers=2, distribute_mode=True)\n") == {"ray"}
     assert tiers_of("codes = run_ranks(_worker, args, 2, timeout_s=60)\n") == {"subprocess"}
     assert tiers_of("subprocess.run([sys.executable, '-c', ''])\n") == {"subprocess"}
-    assert tiers_of("LoaderPolicy(local_workers=\"processes\")\n") == {"subprocess"}
+    assert tiers_of('LoaderPolicy(local_workers="processes")\n') == {"subprocess"}
     assert tiers_of("from hybridload import recipe\nrecipe.imagenet_train(224)\n") == set()
 
 
@@ -30,7 +30,8 @@ def test_a_module_that_names_ray_but_starts_nothing_says_so_and_stays_in_the_fas
 def test_the_suites_process_and_ray_modules_are_out_of_the_fast_tier():
     def tiers(name):
         return tiers_of((HERE / name).read_text(encoding="utf-8"))
-    assert "subprocess" in tiers("test_ddp.py")            # gloo ranks
+
+    assert "subprocess" in tiers("test_ddp.py")  # gloo ranks
     assert "subprocess" in tiers("test_elastic_resume.py")  # 4 gloo processes
     assert "ray" in tiers("test_faults.py")
     assert tiers("test_sharding.py") == set()

@@ -47,11 +47,11 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
     H, W = img.shape[-2], img.shape[-1]
     x, y, w, h = op.x, op.y, op.w, op.h
     if x >= 0 and y >= 0 and x + w <= W and y + h <= H:
-        return img[:, y:y + h, x:x + w]
+        return img[:, y : y + h, x : x + w]
     out = img.new_zeros((img.shape[0], h, w))
     sx0, sy0, sx1, sy1 = max(x, 0), max(y, 0), min(x + w, W), min(y + h, H)
     if sx1 > sx0 and sy1 > sy0:
-        out[:, sy0 - y:sy1 - y, sx0 - x:sx1 - x] = img[:, sy0:sy1, sx0:sx1]
+        out[:, sy0 - y : sy1 - y, sx0 - x : sx1 - x] = img[:, sy0:sy1, sx0:sx1]
     return out
 
 
@@ -75,11 +75,16 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
 
 
 #: The torch engine's function of each op type (the colour ones from `photo`).
-OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {Crop: crop, Resize: resize, Flip: flip,
-                                                                         **PHOTO_FUNCTIONS}
+OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {
+    Crop: crop,
+    Resize: resize,
+    Flip: flip,
+    **PHOTO_FUNCTIONS,
+}
 #: Op types the torch engine does not run, and why (their batches go to the CPU lanes).
 UNSUPPORTED: dict[type, str] = {
-    CustomOp: "a user's Python function runs in the CPU lanes only (a recipe holding one is not gpu_capable)"}
+    CustomOp: "a user's Python function runs in the CPU lanes only (a recipe holding one is not gpu_capable)"
+}
 
 
 def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
@@ -120,4 +125,3 @@ def stack(images: list[torch.Tensor], layout: str = "CHW") -> torch.Tensor:
     """``[B, 3, H, W]`` uint8 (layout "CHW") or ``[B, H, W, 3]`` (layout "HWC")."""
     batch = torch.stack(images)
     return batch if layout == "CHW" else batch.permute(0, 2, 3, 1).contiguous()
-

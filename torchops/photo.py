@@ -13,7 +13,17 @@ import torch
 import torch.nn.functional as F
 
 from hybridload.kernels.photometric import grey_mean_of_sums
-from hybridload.recipe.ops import AutoContrast, Blur, Brightness, Contrast, Grayscale, Hue, Posterize, Saturation, Solarize
+from hybridload.recipe.ops import (
+    AutoContrast,
+    Blur,
+    Brightness,
+    Contrast,
+    Grayscale,
+    Hue,
+    Posterize,
+    Saturation,
+    Solarize,
+)
 
 GREY = (0.299, 0.587, 0.114)
 
@@ -63,8 +73,9 @@ def hue(img: torch.Tensor, op: Hue) -> torch.Tensor:
     is_r, is_g = maxc == r, maxc == g
     f32: dict[str, Any] = {"dtype": torch.float32, "device": x.device}
     num = torch.where(is_r, g - b, torch.where(is_g, b - r, r - g))
-    off = torch.where(is_r, torch.zeros((), **f32), torch.where(is_g, torch.full((), 2.0, **f32),
-                                                                 torch.full((), 4.0, **f32)))
+    off = torch.where(
+        is_r, torch.zeros((), **f32), torch.where(is_g, torch.full((), 2.0, **f32), torch.full((), 4.0, **f32))
+    )
     h6 = num / torch.where(cr == 0, torch.ones((), **f32), cr) + off + torch.tensor(6 * op.shift, **f32)
     chans = []
     for n in (5.0, 3.0, 1.0):
@@ -119,5 +130,13 @@ def autocontrast(img: torch.Tensor, op: AutoContrast) -> torch.Tensor:
 
 #: The torch function of each photometric op type.
 PHOTO_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {  # each takes its own op type
-    Brightness: brightness, Contrast: contrast, Saturation: saturation, Hue: hue, Grayscale: grayscale,
-    Blur: blur, Posterize: posterize, Solarize: solarize, AutoContrast: autocontrast}
+    Brightness: brightness,
+    Contrast: contrast,
+    Saturation: saturation,
+    Hue: hue,
+    Grayscale: grayscale,
+    Blur: blur,
+    Posterize: posterize,
+    Solarize: solarize,
+    AutoContrast: autocontrast,
+}

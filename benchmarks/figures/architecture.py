@@ -28,9 +28,18 @@ BOXES = {
     "planner": (330, 20, 140, 70, "Planner", ["the GPU share", "(plan or auto)"], "#f3e8fd"),
 }
 #: (from, to, label)
-ARROWS = [("source", "sampler", ""), ("sampler", "dispatch", ""), ("dispatch", "local", ""),
-          ("dispatch", "gpu", ""), ("dispatch", "ray", ""), ("local", "merge", ""), ("gpu", "merge", ""),
-          ("ray", "merge", "batches"), ("merge", "train", ""), ("planner", "dispatch", "caps")]
+ARROWS = [
+    ("source", "sampler", ""),
+    ("sampler", "dispatch", ""),
+    ("dispatch", "local", ""),
+    ("dispatch", "gpu", ""),
+    ("dispatch", "ray", ""),
+    ("local", "merge", ""),
+    ("gpu", "merge", ""),
+    ("ray", "merge", "batches"),
+    ("merge", "train", ""),
+    ("planner", "dispatch", "caps"),
+]
 
 
 def _anchor(box: tuple, toward: tuple) -> tuple[float, float]:
@@ -45,8 +54,10 @@ def _anchor(box: tuple, toward: tuple) -> tuple[float, float]:
 
 
 def _box(x, y, w, h, title, lines, fill) -> str:
-    parts = [f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="8" fill="{fill}" stroke="#5f6368"/>',
-             f'<text x="{x + w / 2}" y="{y + 24}" class="title">{escape(title)}</text>']
+    parts = [
+        f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="8" fill="{fill}" stroke="#5f6368"/>',
+        f'<text x="{x + w / 2}" y="{y + 24}" class="title">{escape(title)}</text>',
+    ]
     parts += [f'<text x="{x + w / 2}" y="{y + 44 + 16 * i}">{escape(line)}</text>' for i, line in enumerate(lines)]
     return "\n".join(parts)
 
@@ -60,12 +71,14 @@ def _arrow(a: str, b: str, label: str) -> str:
 
 
 def svg() -> str:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-            f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12" text-anchor="middle">\n'
-            '<title>hybridload: how a batch is made</title>\n'
-            '<style>.title { font-weight: bold; font-size: 14px; } .label { font-style: italic; }</style>\n'
-            '<defs><marker id="head" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
-            'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#3c4043"/></marker></defs>')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12" text-anchor="middle">\n'
+        "<title>hybridload: how a batch is made</title>\n"
+        "<style>.title { font-weight: bold; font-size: 14px; } .label { font-style: italic; }</style>\n"
+        '<defs><marker id="head" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#3c4043"/></marker></defs>'
+    )
     body = [_box(*box) for box in BOXES.values()] + [_arrow(*arrow) for arrow in ARROWS]
     return "\n".join([head, *body, "</svg>"]) + "\n"
 

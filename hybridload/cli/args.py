@@ -29,8 +29,13 @@ class _DefaultsFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default  # 0 and 0.0 are defaults worth showing; None, False (a flag) are not
-        if "default" in text or default is None or default is False or default is argparse.SUPPRESS \
-                or not action.option_strings:
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
             return text
         return text + " (default: %(default)s)"
 
@@ -60,6 +65,7 @@ def _number(kind: Callable[[str], float], test: Callable[[float], bool], need: s
         if not test(value):
             raise argparse.ArgumentTypeError(f"{need}, got {text!r}")
         return value
+
     parse.__name__ = need  # argparse names the type in some messages
     return parse
 
@@ -78,8 +84,9 @@ def data_root(text: str) -> str:
     if not os.path.exists(text):
         raise argparse.ArgumentTypeError(f"{text!r} does not exist; give an ImageFolder root (root/<class>/<image>)")
     if not os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a directory; give an ImageFolder root "
-                                         "(root/<class>/<image>)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a file, not a directory; give an ImageFolder root (root/<class>/<image>)"
+        )
     return text
 
 
@@ -92,8 +99,10 @@ def choices_list(allowed: tuple[str, ...], aliases: dict[str, str] | None = None
         bad = [n for n in names if n not in allowed and n not in aliases]
         if bad or not names:
             raise argparse.ArgumentTypeError(
-                f"unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(allowed + tuple(aliases))}")
+                f"unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(allowed + tuple(aliases))}"
+            )
         return [aliases.get(n, n) for n in names]
+
     parse.__name__ = "list"
     return parse
 
@@ -116,15 +125,19 @@ def fail(prog: str, message: str) -> int:
 def progress_bar(**kw):
     """A tqdm progress bar (tqdm imported when a command runs, not for ``--help``)."""
     from tqdm import tqdm
+
     return tqdm(**kw)
 
 
 def recipe_arg(spec: str):
     """``--recipe imagenet_train[:SIZE]`` or ``imagenet_eval[:SIZE]`` as a recipe; `UsageError` otherwise."""
     from hybridload import recipe
+
     name, _, size = spec.partition(":")
-    makers: dict[str, Callable[[int], Recipe]] = {"imagenet_train": recipe.imagenet_train,
-                                                  "imagenet_eval": recipe.imagenet_eval}
+    makers: dict[str, Callable[[int], Recipe]] = {
+        "imagenet_train": recipe.imagenet_train,
+        "imagenet_eval": recipe.imagenet_eval,
+    }
     if name not in makers:
         raise UsageError(f"--recipe must be imagenet_train[:SIZE] or imagenet_eval[:SIZE], got {spec!r}")
     with user_input(f"--recipe {spec!r}"):
@@ -134,5 +147,6 @@ def recipe_arg(spec: str):
 def image_folder(data: str):
     """The ``DATA`` argument as an `ImageFolder`; its problems as a `UsageError`."""
     from hybridload import sources
+
     with user_input("DATA"):
         return sources.ImageFolder(data)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported where used: `hybridload --help` builds its parser 
 log = logging.getLogger(__name__)
 
 MODES = ("single-gpu", "multi-node", "cpu")
-POLICY_MODES = ("auto", "gpu", "split")   # LoaderPolicy's names (its "cpu" is the bench's "cpu")
+POLICY_MODES = ("auto", "gpu", "split")  # LoaderPolicy's names (its "cpu" is the bench's "cpu")
 
 
 def _rss_kb(pid: int) -> int:
@@ -90,32 +90,53 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
     ``policy.decode.START_SHARE``) are decoded by the loader, as for any policy (``policy.lane_spec``)."""
     from hybridload.policy.decode import START_SHARE
     from hybridload.policy import LoaderPolicy
-    fixed = {"gpu": dict(mode="gpu"),       # the policy's own mode names, on this node's lanes
-             "split": dict(mode="split", plan=plan, gpu_share=START_SHARE if plan is None else None)}
+
+    fixed = {
+        "gpu": dict(mode="gpu"),  # the policy's own mode names, on this node's lanes
+        "split": dict(mode="split", plan=plan, gpu_share=START_SHARE if plan is None else None),
+    }
     if mode in fixed:
         return LoaderPolicy(**fixed[mode], cpu_actors=0, threads=threads)
     if mode in ("single-gpu", "auto"):
         return LoaderPolicy(mode="auto", plan=plan, cpu_actors=0, threads=threads)
     if mode == "multi-node":
-        return LoaderPolicy(mode="auto", plan=plan, cpu_actors=None,
-                            ray_address=ray_address or os.environ.get("RAY_ADDRESS") or "embedded",
-                            placement="any", reserve_local_cpus=0)
+        return LoaderPolicy(
+            mode="auto",
+            plan=plan,
+            cpu_actors=None,
+            ray_address=ray_address or os.environ.get("RAY_ADDRESS") or "embedded",
+            placement="any",
+            reserve_local_cpus=0,
+        )
     if mode == "cpu":
         if ray_address:
-            return LoaderPolicy(mode="cpu", cpu_actors=None, ray_address=ray_address, placement="any",
-                                reserve_local_cpus=0)
+            return LoaderPolicy(
+                mode="cpu", cpu_actors=None, ray_address=ray_address, placement="any", reserve_local_cpus=0
+            )
         return LoaderPolicy(mode="cpu", cpu_actors=0, threads=threads)
     raise ValueError(f"unknown bench mode {mode!r}; choose from {', '.join(MODES + POLICY_MODES)}")
 
 
-def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_ms: float, plan=None,
-             ray_address: str | None = None, threads: int | None = None, progress=None) -> ModeResult:
+def run_mode(
+    source,
+    recipe,
+    mode: str,
+    *,
+    batch_size: int,
+    batches: int,
+    step_ms: float,
+    plan=None,
+    ray_address: str | None = None,
+    threads: int | None = None,
+    progress=None,
+) -> ModeResult:
     """Run ``batches`` batches in ``mode`` with a consumer that takes ``step_ms`` per step."""
     import torch
 
     from hybridload.cli.results import ModeResult
     from hybridload.loader import HybridLoader
     from hybridload.sampling.epochs import endless
+
     policy = policy_for(mode, plan, ray_address=ray_address, threads=threads)
     cuda = torch.cuda.is_available()
     if cuda:
@@ -137,17 +158,26 @@ def run_mode(source, recipe, mode: str, *, batch_size: int, batches: int, step_m
         wall = time.perf_counter() - t0
         st = ld.stats()
         label = ld.describe_lanes(used_only=True)  # only the lanes that took batches in the timed part
-    return ModeResult(mode=mode, label=label, images_per_s=n_img / wall, batches=n_batch, images=n_img,
-                      shares={k: round(v["share"], 3) for k, v in st["lanes"].items()},
-                      wait_fraction=min(1.0, st["stall_s"] / wall), step_ms=step_ms,
-                      peak_rss_mb=rss.peak_kb / 1024,
-                      peak_gpu_mb=(torch.cuda.max_memory_allocated() / 2**20) if cuda else None,
-                      seconds=wall, retries=st["retries"])
+    return ModeResult(
+        mode=mode,
+        label=label,
+        images_per_s=n_img / wall,
+        batches=n_batch,
+        images=n_img,
+        shares={k: round(v["share"], 3) for k, v in st["lanes"].items()},
+        wait_fraction=min(1.0, st["stall_s"] / wall),
+        step_ms=step_ms,
+        peak_rss_mb=rss.peak_kb / 1024,
+        peak_gpu_mb=(torch.cuda.max_memory_allocated() / 2**20) if cuda else None,
+        seconds=wall,
+        retries=st["retries"],
+    )
 
 
 def plot_results(results: list[ModeResult], path: str) -> None:
     """PNG: images/s per mode, with what ran in each (``hybridload.cli.plots``)."""
     from hybridload.cli import plots
+
     plots.save(plots.bench_figure(results), path)
 
 

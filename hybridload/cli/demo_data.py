@@ -26,9 +26,19 @@ from hybridload.extras import MissingExtraError, require
 log = logging.getLogger(__name__)
 
 _SKIMAGE_PHOTOS = (
-    "astronaut.png", "chelsea.png", "coffee.png", "hubble_deep_field.jpg", "ihc.png",
-    "motorcycle_left.png", "motorcycle_right.png", "retina.jpg", "rocket.jpg",
-    "camera.png", "moon.png", "brick.png", "grass.png",
+    "astronaut.png",
+    "chelsea.png",
+    "coffee.png",
+    "hubble_deep_field.jpg",
+    "ihc.png",
+    "motorcycle_left.png",
+    "motorcycle_right.png",
+    "retina.jpg",
+    "rocket.jpg",
+    "camera.png",
+    "moon.png",
+    "brick.png",
+    "grass.png",
 )
 
 
@@ -43,6 +53,7 @@ def _photo_paths() -> list[Path]:
     paths += [data / name for name in _SKIMAGE_PHOTOS if (data / name).exists()]
     try:
         import sklearn
+
         imgs = Path(sklearn.__file__).parent / "datasets" / "images"
         paths += sorted(imgs.glob("*.jpg"))
     except ImportError:
@@ -60,10 +71,12 @@ def _load_photos() -> list[Image.Image]:
     return photos
 
 
-def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400),
-                      quality: tuple[int, int] = (80, 95)) -> list[bytes]:
+def make_photo_images(
+    n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400), quality: tuple[int, int] = (80, 95)
+) -> list[bytes]:
     """Return ``n`` JPEG-encoded photo crops as bytes (deterministic for a seed)."""
     import io
+
     rng = np.random.default_rng(seed)
     try:
         photos = _load_photos()
@@ -82,8 +95,7 @@ def make_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350,
         crop = src.crop((x0, y0, x0 + cw, y0 + ch))
         target = int(rng.integers(short_side[0], short_side[1] + 1))
         scale = target / min(cw, ch)
-        crop = crop.resize((max(1, round(cw * scale)), max(1, round(ch * scale))),
-                           Image.Resampling.BICUBIC)
+        crop = crop.resize((max(1, round(cw * scale)), max(1, round(ch * scale))), Image.Resampling.BICUBIC)
         if rng.random() < 0.5:
             crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         buf = io.BytesIO()
@@ -100,8 +112,12 @@ def synthetic_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     yy, xx = yy / h, xx / w
     corners = rng.uniform(20, 235, (4, 3)).astype(np.float32)
-    img = (corners[0] * ((1 - yy) * (1 - xx))[..., None] + corners[1] * ((1 - yy) * xx)[..., None]
-           + corners[2] * (yy * (1 - xx))[..., None] + corners[3] * (yy * xx)[..., None])
+    img = (
+        corners[0] * ((1 - yy) * (1 - xx))[..., None]
+        + corners[1] * ((1 - yy) * xx)[..., None]
+        + corners[2] * (yy * (1 - xx))[..., None]
+        + corners[3] * (yy * xx)[..., None]
+    )
     for _ in range(int(rng.integers(2, 6))):  # soft light and shadow
         cy, cx, r = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.08, 0.4)
         g = np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r))
@@ -124,15 +140,17 @@ def synthetic_photo(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     th, tw = int(rng.integers(h // 6, h // 2)), int(rng.integers(w // 6, w // 2))  # a textured patch
     ty, tx = int(rng.integers(0, h - th)), int(rng.integers(0, w - tw))
     f = rng.uniform(0.2, 0.9)
-    img[ty:ty + th, tx:tx + tw] += 25 * np.sin(f * xx[:th, :tw] * w + 0.7 * f * yy[:th, :tw] * h)[..., None]
+    img[ty : ty + th, tx : tx + tw] += 25 * np.sin(f * xx[:th, :tw] * w + 0.7 * f * yy[:th, :tw] * h)[..., None]
     img += rng.normal(0, rng.uniform(2, 6), img.shape).astype(np.float32)  # sensor noise
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def synthetic_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400),
-                           quality: tuple[int, int] = (80, 95)) -> list[bytes]:
+def synthetic_photo_images(
+    n: int, seed: int = 0, short_side: tuple[int, int] = (350, 400), quality: tuple[int, int] = (80, 95)
+) -> list[bytes]:
     """``n`` JPEGs of `synthetic_photo` (deterministic for a seed); subsampling cycles 4:4:4, 4:2:2, 4:2:0."""
     import io
+
     rng = np.random.default_rng(seed)
     codes = list(SUBSAMPLINGS.values())
     out = []
@@ -142,7 +160,8 @@ def synthetic_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = 
         h, w = (short, long) if rng.random() < 0.7 else (long, short)
         buf = io.BytesIO()
         Image.fromarray(synthetic_photo(rng, h, w)).save(
-            buf, format="JPEG", quality=int(rng.integers(quality[0], quality[1] + 1)), subsampling=codes[i % 3])
+            buf, format="JPEG", quality=int(rng.integers(quality[0], quality[1] + 1)), subsampling=codes[i % 3]
+        )
         out.append(buf.getvalue())
     return out
 
@@ -150,8 +169,7 @@ def synthetic_photo_images(n: int, seed: int = 0, short_side: tuple[int, int] = 
 MARKER = ".hybridload-photos"
 
 
-def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4,
-                      seed: int = 0) -> Path:
+def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4, seed: int = 0) -> Path:
     """Write an ImageFolder tree ``root/class_k/img_i.jpg`` of ``n`` photo JPEGs.
 
     A tree this function made (it holds the marker file ``.hybridload-photos``, written
@@ -169,8 +187,10 @@ def make_photo_folder(root: str | os.PathLike, n: int, num_classes: int = 4,
     if marker.exists() and marker.read_text() == key:
         return root
     if root.exists() and not marker.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise ValueError(f"make_photo_folder: {str(root)!r} already exists and was not made by hybridload "
-                         f"(no {MARKER} file); give a new or empty directory (e.g. --data data/demo-photos)")
+        raise ValueError(
+            f"make_photo_folder: {str(root)!r} already exists and was not made by hybridload "
+            f"(no {MARKER} file); give a new or empty directory (e.g. --data data/demo-photos)"
+        )
     if marker.exists():  # ours, made with other arguments: remove what we wrote
         for d in root.glob("class_*"):
             if d.is_dir():

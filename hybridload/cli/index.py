@@ -36,6 +36,7 @@ def index_shards(urls: Sequence[str], image_exts: Sequence[str], sidecars: bool)
     third place, if so), or ``(url, error message, "")`` for a shard that fails."""
     from hybridload.sources.tar.shard_members import shard_members
     from hybridload.sources.tar.tar_index import index_shard, write_sidecar
+
     out: list[tuple[str, int | str, str]] = []
     for url in urls:
         try:
@@ -59,6 +60,7 @@ def die_with_parent(parent: int) -> None:
     by SIGKILL (Linux's parent-death signal; elsewhere the pool's own shutdown does it)."""
     if sys.platform.startswith("linux"):
         import ctypes
+
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError) as exc:  # no prctl in this libc: the pool's shutdown still ends us
@@ -85,7 +87,7 @@ def read_partial(path: str) -> dict[str, int]:
 
 def _chunks(urls: Sequence[str]) -> Iterable[Sequence[str]]:
     for i in range(0, len(urls), CHUNK):
-        yield urls[i:i + CHUNK]
+        yield urls[i : i + CHUNK]
 
 
 def _run(pool: Executor, todo: Sequence[str], workers: int, image_exts, sidecars: bool, record, bar) -> tuple:
@@ -120,6 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from hybridload.sources import expand_urls, is_url
     from hybridload.sources.tar.manifest import write_manifest
     from hybridload.sources.tar.tarshards import IMAGE_EXTS
+
     with user_input("PATTERN"):
         urls = expand_urls(args.pattern)
     if not urls:
@@ -138,14 +141,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:
         log_file = open(partial, "a")  # noqa: SIM115 - closed below, with the progress bar
     except OSError as exc:
-        raise UsageError(f"-o {out}: cannot write {partial} there ({exc.strerror}); pick a directory you can "
-                         "write, e.g. -o ./manifest.json") from None
-    with log_file, tqdm(total=len(urls), initial=len(urls) - len(todo), unit="shard", desc="indexing",
-                        disable=args.quiet) as bar:
+        raise UsageError(
+            f"-o {out}: cannot write {partial} there ({exc.strerror}); pick a directory you can "
+            "write, e.g. -o ./manifest.json"
+        ) from None
+    with (
+        log_file,
+        tqdm(total=len(urls), initial=len(urls) - len(todo), unit="shard", desc="indexing", disable=args.quiet) as bar,
+    ):
+
         def record(url: str, n: int) -> None:
             done[url] = n
             log_file.write(json.dumps({"url": url, "nsamples": n}) + "\n")
             log_file.flush()
+
         if remote or workers == 1:
             pool: Executor = ThreadPoolExecutor(max_workers=workers)
         else:
@@ -153,8 +162,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         with pool:
             failed, no_sidecar = _run(pool, todo, workers, exts, not args.no_sidecars, record, bar)
     if no_sidecar:
-        log.warning("%d sidecar index(es) could not be written (first: %s: %s); workers scan those shards "
-                    "when they first touch them (--no-sidecars skips writing)", len(no_sidecar), *no_sidecar[0])
+        log.warning(
+            "%d sidecar index(es) could not be written (first: %s: %s); workers scan those shards "
+            "when they first touch them (--no-sidecars skips writing)",
+            len(no_sidecar),
+            *no_sidecar[0],
+        )
     if failed:
         raise UsageError(failure_line(urls, failed, len(done), partial))
     with user_input(f"-o {out}"):
@@ -177,5 +190,7 @@ def failure_line(urls: Sequence[str], failed: list, kept: int, partial: str) -> 
         keep = "no shard was indexed"
         if os.path.exists(partial) and os.path.getsize(partial) == 0:
             os.remove(partial)
-    return (f"{len(failed)} of {len(urls)} shard{'s' if len(urls) != 1 else ''} could not be indexed (first: "
-            f"{failed[0][0]}: {failed[0][1]}); fix them and run the same command again: {keep}")
+    return (
+        f"{len(failed)} of {len(urls)} shard{'s' if len(urls) != 1 else ''} could not be indexed (first: "
+        f"{failed[0][0]}: {failed[0][1]}); fix them and run the same command again: {keep}"
+    )

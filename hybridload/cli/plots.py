@@ -23,20 +23,24 @@ def _pyplot() -> Any:
 
 def wrap(text: str, width: int) -> str:
     """``text`` broken into lines of at most ``width`` characters; nothing is dropped."""
-    return "\n".join(textwrap.fill(part, width, break_long_words=True, break_on_hyphens=False) or part
-                     for part in text.split("\n"))
+    return "\n".join(
+        textwrap.fill(part, width, break_long_words=True, break_on_hyphens=False) or part for part in text.split("\n")
+    )
 
 
-def disagreements(points: Sequence[tuple[float, float]], predicted: Sequence[float],
-                  factor: float = DISAGREE_FACTOR) -> list[str]:
+def disagreements(
+    points: Sequence[tuple[float, float]], predicted: Sequence[float], factor: float = DISAGREE_FACTOR
+) -> list[str]:
     """One sentence per checked share whose measured and predicted images/s differ by more than ``factor``."""
     notes = []
     for (share, measured), pred in zip(points, predicted):
         lo, hi = sorted((max(measured, 1e-9), max(pred, 1e-9)))
         if hi / lo > factor:
-            notes.append(f"at GPU share {share:.2f} the loader measured {measured:.0f} images/s against "
-                         f"{pred:.0f} predicted ({hi / lo:.1f}x apart): the model misses something there "
-                         "(start-up, contention, a GPU stand-in); trust the measured points")
+            notes.append(
+                f"at GPU share {share:.2f} the loader measured {measured:.0f} images/s against "
+                f"{pred:.0f} predicted ({hi / lo:.1f}x apart): the model misses something there "
+                "(start-up, contention, a GPU stand-in); trust the measured points"
+            )
     return notes
 
 
@@ -45,6 +49,7 @@ def profile_figure(prof: Profile) -> Any:
     plt = _pyplot()
     from hybridload.planner.calibrate import predict_check
     from hybridload.planner.solver import predict, sweep
+
     m, lim = prof.measurements, prof.limits
     shares = [s for s, _ in sweep(m, lim, 100)]
     preds = [predict(m, lim, s) for s in shares]
@@ -55,22 +60,45 @@ def profile_figure(prof: Profile) -> Any:
     fig, ax = plt.subplots(figsize=(7.5, 4.6 + extra_h), dpi=110)
     ax.plot(shares, [p["total"] for p in preds], label="predicted total", color="black", lw=2)
     ax.plot(shares, [p["gpu"] for p in preds], label="GPU lane", color="tab:green", lw=1, ls="--")
-    ax.plot(shares, [p["cpu_local"] + p["cpu_remote"] for p in preds], label="CPU lanes", color="tab:blue",
-            lw=1, ls="--")
+    ax.plot(
+        shares, [p["cpu_local"] + p["cpu_remote"] for p in preds], label="CPU lanes", color="tab:blue", lw=1, ls="--"
+    )
     if prof.points:
-        ax.scatter([s for s, _ in prof.points], [r for _, r in prof.points], color="tab:red", zorder=5,
-                   label="measured (loader)")
+        ax.scatter(
+            [s for s, _ in prof.points],
+            [r for _, r in prof.points],
+            color="tab:red",
+            zorder=5,
+            label="measured (loader)",
+        )
     chosen, total = prof.plan.gpu_share, prof.plan.predicted.get("total", 0.0)
     top = max([p["total"] for p in preds] + [r for _, r in prof.points] + [total, 1.0])
     ax.set_ylim(0, top * 1.45)  # the band above the curves holds the choice's label
     ax.axvline(chosen, color="tab:orange", ls=":", lw=1.5)
-    ax.scatter([chosen], [total], marker="*", s=220, color="tab:orange", edgecolor="black", zorder=6, clip_on=False,
-               label="chosen split")
-    ax.annotate(f"chosen GPU share {chosen:.2f}: {total:.0f} images/s predicted", xy=(chosen, total),
-                xytext=(min(max(chosen, 0.25), 0.75), 0.93), textcoords=("data", "axes fraction"),
-                ha="center", va="top", fontsize=9, color="black",
-                bbox=dict(boxstyle="round", fc="white", ec="tab:orange"),
-                arrowprops=dict(arrowstyle="->", color="tab:orange"), zorder=7)
+    ax.scatter(
+        [chosen],
+        [total],
+        marker="*",
+        s=220,
+        color="tab:orange",
+        edgecolor="black",
+        zorder=6,
+        clip_on=False,
+        label="chosen split",
+    )
+    ax.annotate(
+        f"chosen GPU share {chosen:.2f}: {total:.0f} images/s predicted",
+        xy=(chosen, total),
+        xytext=(min(max(chosen, 0.25), 0.75), 0.93),
+        textcoords=("data", "axes fraction"),
+        ha="center",
+        va="top",
+        fontsize=9,
+        color="black",
+        bbox=dict(boxstyle="round", fc="white", ec="tab:orange"),
+        arrowprops=dict(arrowstyle="->", color="tab:orange"),
+        zorder=7,
+    )
     ax.set_xlabel("GPU share of batches")
     ax.set_ylabel("images/s")
     ax.set_title(wrap(f"hybridload profile — GPU lane: {m.gpu_label}", 90), fontsize=9)
@@ -93,11 +121,17 @@ def bench_figure(results: Sequence[ModeResult]) -> Any:
     colors = [plt.get_cmap("tab10")(i % 10) for i in range(len(results))]
     bars = ax.bar([r.mode for r in results], rates, color=colors)
     for bar, r in zip(bars, results):
-        ax.annotate(f"{r.images_per_s:.0f} img/s\nwaits {r.wait_fraction:.0%}",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            f"{r.images_per_s:.0f} img/s\nwaits {r.wait_fraction:.0%}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("images/s")
-    ax.set_title(f"hybridload bench (consumer step {results[0].step_ms:g} ms)" if results else "hybridload bench",
-                 fontsize=10)
+    ax.set_title(
+        f"hybridload bench (consumer step {results[0].step_ms:g} ms)" if results else "hybridload bench", fontsize=10
+    )
     ax.set_ylim(0, max(rates + [1]) * 1.25)
     ax.grid(axis="y", alpha=0.3)
     fig.text(0.01, 0.01, footer, fontsize=7, va="bottom")
@@ -115,4 +149,5 @@ def save(fig: Any, path: str) -> None:
 def figure_texts(fig: Any) -> list[str]:
     """Every non-empty text matplotlib draws in ``fig`` (titles, labels, annotations, legend, notes)."""
     from matplotlib.text import Text
+
     return [t.get_text() for t in fig.findobj(Text) if t.get_text()]

@@ -31,18 +31,23 @@ def trust_warnings(seconds: float, checks: list[tuple[float, float, float]]) -> 
     measurement)."""
     out = []
     if seconds < MIN_TRUSTED_SECONDS:
-        out.append(f"--seconds {seconds:g} is too short to trust (each measurement is start-up and a few batches); "
-                   f"use --seconds {MIN_TRUSTED_SECONDS:g} or more")
+        out.append(
+            f"--seconds {seconds:g} is too short to trust (each measurement is start-up and a few batches); "
+            f"use --seconds {MIN_TRUSTED_SECONDS:g} or more"
+        )
     bad = [(s, m, p) for s, m, p in checks if p > 0 and abs(m - p) > DISAGREE * p]
     if bad:
-        out.append("the loader and the model disagree: " + "; ".join(
-            f"at share {s:.2f} measured {m:.0f} images/s, predicted {p:.0f}" for s, m, p in bad)
-            + f"; a busy machine or too short a measurement: run again with a longer --seconds (now {seconds:g})")
+        out.append(
+            "the loader and the model disagree: "
+            + "; ".join(f"at share {s:.2f} measured {m:.0f} images/s, predicted {p:.0f}" for s, m, p in bad)
+            + f"; a busy machine or too short a measurement: run again with a longer --seconds (now {seconds:g})"
+        )
     return out
 
 
 def _local_cpus(reserve: int) -> int:
     from hybridload.policy import usable_cpus
+
     return max(1, usable_cpus() - reserve)
 
 
@@ -50,15 +55,32 @@ def profile_policy(share: float, *, threads: int, gpu_threads: int):
     """The LoaderPolicy the profiler measures at GPU share ``share`` (in-process CPU lane); the
     GPU lane's rate is measured with its LaneSpec too, so both see the same engines and knobs."""
     from hybridload.policy import LoaderPolicy
-    return LoaderPolicy(mode="cpu" if share <= 0 else "split", gpu_share=share if share > 0 else None,
-                        cpu_actors=0, threads=threads, gpu_threads=gpu_threads)
+
+    return LoaderPolicy(
+        mode="cpu" if share <= 0 else "split",
+        gpu_share=share if share > 0 else None,
+        cpu_actors=0,
+        threads=threads,
+        gpu_threads=gpu_threads,
+    )
 
 
-def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: float, threads: int,
-                   gpu_threads: int, device, seed: int = 0) -> float:
+def measure_loader(
+    source,
+    recipe,
+    batch_size: int,
+    share: float,
+    *,
+    seconds: float,
+    threads: int,
+    gpu_threads: int,
+    device,
+    seed: int = 0,
+) -> float:
     """Images/s a HybridLoader really delivers at GPU share ``share`` (in-process CPU lane)."""
     from hybridload.loader import HybridLoader
     from hybridload.sampling.epochs import endless
+
     policy = profile_policy(share, threads=threads, gpu_threads=gpu_threads)
     with HybridLoader(source, recipe, batch_size, policy=policy, seed=seed, device=device) as ld:
         n, t0 = 0, None
@@ -72,17 +94,30 @@ def measure_loader(source, recipe, batch_size: int, share: float, *, seconds: fl
     raise RuntimeError("endless() ended")  # it never does: it raises on a loader without batches
 
 
-def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample: int = 256,
-                max_gpu_util: float = 0.9, reserve_local_cpus: int = 0, demand: float | None = None,
-                gpu_threads: int = 2, ray_address: str | None = None, check_points: bool = True,
-                device: torch.device | None = None, progress=None) -> Profile:
+def run_profile(
+    source,
+    recipe,
+    *,
+    batch_size: int,
+    seconds: float = 3.0,
+    sample: int = 256,
+    max_gpu_util: float = 0.9,
+    reserve_local_cpus: int = 0,
+    demand: float | None = None,
+    gpu_threads: int = 2,
+    ray_address: str | None = None,
+    check_points: bool = True,
+    device: torch.device | None = None,
+    progress=None,
+) -> Profile:
     """Measure everything, solve the plan, and (optionally) measure the loader at a few shares."""
     from hybridload.delivery.transfer import default_device
+
     t_start = time.perf_counter()
     device = default_device(device)
     step = progress or (lambda msg: None)
     rng = np.random.default_rng(0)
-    idx = rng.permutation(len(source))[:min(sample, len(source))].tolist()
+    idx = rng.permutation(len(source))[: min(sample, len(source))].tolist()
     notes = []
 
     step("reading the GPU through NVML")
@@ -94,14 +129,16 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     cpus = _local_cpus(reserve_local_cpus)
     single = cpu_rate_per_core(source, recipe, idx, seconds / 2)
     # the real in-process lane on all its threads: what the cores give together (GIL, memory, the consumer)
-    lane_rate = measure_loader(source, recipe, batch_size, 0.0, seconds=seconds, threads=cpus,
-                               gpu_threads=gpu_threads, device=device)
+    lane_rate = measure_loader(
+        source, recipe, batch_size, 0.0, seconds=seconds, threads=cpus, gpu_threads=gpu_threads, device=device
+    )
     local_rate = lane_rate / cpus
     nodes = [NodeRate("local", cpus, local_rate, True)]
 
     if ray_address:
         step("CPU kernels on the cluster's other nodes")
         from hybridload.cluster import connect as cluster
+
         cluster.acquire(ray_address)
         try:
             for node_id, ncpu, rate in remote_rates(source, recipe, idx, seconds):
@@ -112,17 +149,25 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
     step("the GPU lane")
     spec = profile_policy(1.0, threads=cpus, gpu_threads=gpu_threads).lane_spec(device=device, recipe=recipe)
     try:
-        g_rate, g_cost, g_label = gpu_lane_rate(source, recipe, idx, seconds, batch_size=batch_size,
-                                                device=device, spec=spec)
+        g_rate, g_cost, g_label = gpu_lane_rate(
+            source, recipe, idx, seconds, batch_size=batch_size, device=device, spec=spec
+        )
         # in CPU-only mode the stand-in needs no GPU time; on a GPU, NVML's reading sets the headroom
         gpu_ok = True
         util = gpu.util_mean if gpu.available and device.type == "cuda" else 0.0
     except Exception as exc:
         g_rate, g_cost, g_label, gpu_ok, util = 0.0, 0.0, f"unavailable ({exc})", False, 0.0
         notes.append(f"GPU lane: {exc}")
-    m = Measurements(nodes=tuple(nodes), gpu_rate=g_rate, gpu_util=util, gpu_available=gpu_ok,
-                     gpu_cpu_cost=g_cost, gpu_label=g_label, gpu_time_bound=device.type == "cuda",
-                     notes=tuple(notes))
+    m = Measurements(
+        nodes=tuple(nodes),
+        gpu_rate=g_rate,
+        gpu_util=util,
+        gpu_available=gpu_ok,
+        gpu_cpu_cost=g_cost,
+        gpu_label=g_label,
+        gpu_time_bound=device.type == "cuda",
+        notes=tuple(notes),
+    )
     lim = Limits(max_gpu_util=max_gpu_util, demand=demand)
 
     step("solving the split")
@@ -130,10 +175,24 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
 
     points = [(0.0, lane_rate)]
     if check_points and gpu_ok:
+
         def check(share: float) -> None:
             step(f"checking the loader at GPU share {share:.2f}")
-            points.append((share, measure_loader(source, recipe, batch_size, share, seconds=seconds, threads=cpus,
-                                                 gpu_threads=gpu_threads, device=device)))
+            points.append(
+                (
+                    share,
+                    measure_loader(
+                        source,
+                        recipe,
+                        batch_size,
+                        share,
+                        seconds=seconds,
+                        threads=cpus,
+                        gpu_threads=gpu_threads,
+                        device=device,
+                    ),
+                )
+            )
 
         for s in sorted({plan.gpu_share, 1.0} - {0.0}):
             check(s)
@@ -142,33 +201,52 @@ def run_profile(source, recipe, *, batch_size: int, seconds: float = 3.0, sample
         if plan.gpu_share not in {s for s, _ in points}:
             check(plan.gpu_share)
         plan = trust_measurements(plan, m, lim, points)
-    extra: dict[str, object] = {"gpu_name": gpu.name if gpu.available else None}  # LoaderPolicy.from_plan compares it with the GPU here
+    extra: dict[str, object] = {
+        "gpu_name": gpu.name if gpu.available else None
+    }  # LoaderPolicy.from_plan compares it with the GPU here
     if check_points:
         extra["checked_points"] = points
     plan = Plan(**{**plan.to_dict(), "measurements": plan.measurements | extra})
 
-    rows = [("GPU (NVML)", _gpu_text(gpu)),
-            ("CPU lane, trainer node", f"{lane_rate:.0f} images/s on {cpus} threads "
-                                       f"({single:.0f} images/s on one core alone)")]
-    rows += [(f"CPU kernels, node {n.node_id[:12]}", f"{n.per_core:.0f} images/s per core x {n.cpus} cores")
-             for n in nodes[1:]]
+    rows = [
+        ("GPU (NVML)", _gpu_text(gpu)),
+        (
+            "CPU lane, trainer node",
+            f"{lane_rate:.0f} images/s on {cpus} threads ({single:.0f} images/s on one core alone)",
+        ),
+    ]
+    rows += [
+        (f"CPU kernels, node {n.node_id[:12]}", f"{n.per_core:.0f} images/s per core x {n.cpus} cores")
+        for n in nodes[1:]
+    ]
     in_loader = f" in the loader ({g_rate:.0f} run batch by batch)" if m.gpu_rate != g_rate else ""
-    rows += [("GPU lane", f"{m.gpu_rate:.0f} images/s{in_loader}, {m.gpu_cpu_cost:.2f} trainer cores ({g_label})"),
-             ("chosen GPU share", f"{plan.gpu_share:.2f}"),
-             ("CPU workers", f"{plan.local_threads} local threads, "
-                             f"{plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip()),
-             ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
-             ("why", plan.reason), ("bottleneck", plan.bottleneck)]
-    rows += [(f"measured at share {s:.2f}", f"{r:.0f} images/s (the model: {predict_check(m, lim, s):.0f}, "
-                                            "this node's lanes alone)") for s, r in points]
+    rows += [
+        ("GPU lane", f"{m.gpu_rate:.0f} images/s{in_loader}, {m.gpu_cpu_cost:.2f} trainer cores ({g_label})"),
+        ("chosen GPU share", f"{plan.gpu_share:.2f}"),
+        (
+            "CPU workers",
+            f"{plan.local_threads} local threads, {plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip(),
+        ),
+        ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
+        ("why", plan.reason),
+        ("bottleneck", plan.bottleneck),
+    ]
+    rows += [
+        (
+            f"measured at share {s:.2f}",
+            f"{r:.0f} images/s (the model: {predict_check(m, lim, s):.0f}, this node's lanes alone)",
+        )
+        for s, r in points
+    ]
     for text in trust_warnings(seconds, [(s, r, predict_check(m, lim, s)) for s, r in points]):
         log.warning("profile: %s", text)
         rows.append(("warning", text))
     return Profile(plan, m, lim, gpu, points, rows, time.perf_counter() - t_start)
 
 
-def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]],
-                       margin: float = 0.03) -> Plan:
+def trust_measurements(
+    plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]], margin: float = 0.03
+) -> Plan:
     """The loader measured at a few shares beats the model: when another checked share
     delivered clearly more (by ``margin``) than the chosen one, take it — its predicted rates,
     bottleneck and workers from the same model (``plan_at``), so the plan agrees with itself.
@@ -178,8 +256,10 @@ def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tu
     best_share, best_rate = max(points, key=lambda p: p[1])
     if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):
         return plan
-    reason = (f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
-              f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})")
+    reason = (
+        f"measured {best_rate:.0f} images/s at GPU share {best_share:.2f} against {at_choice:.0f} at the "
+        f"model's choice {plan.gpu_share:.2f}: the measurement wins ({plan.reason})"
+    )
     log.info("profile: %s", reason)
     return plan_at(m, lim, best_share, reason=reason, window=plan.window)
 
@@ -187,8 +267,10 @@ def trust_measurements(plan: Plan, m: Measurements, lim: Limits, points: list[tu
 def _gpu_text(gpu) -> str:
     if not gpu.available:
         return f"none: {gpu.reason}"
-    text = (f"{gpu.name} {gpu.uuid}: kernel-active time {gpu.util_mean:.0%} (max {gpu.util_max:.0%}) over "
-            f"{gpu.window_s:g} s, {gpu.mem_free_bytes / 2**30:.1f} of {gpu.mem_total_bytes / 2**30:.1f} GiB free")
+    text = (
+        f"{gpu.name} {gpu.uuid}: kernel-active time {gpu.util_mean:.0%} (max {gpu.util_max:.0%}) over "
+        f"{gpu.window_s:g} s, {gpu.mem_free_bytes / 2**30:.1f} of {gpu.mem_total_bytes / 2**30:.1f} GiB free"
+    )
     if gpu.jpeg_util is not None:
         text += f", JPEG engine {gpu.jpeg_util:.0%}"
     if gpu.nvdec_util is not None:
@@ -199,4 +281,5 @@ def _gpu_text(gpu) -> str:
 def plot_profile(prof: Profile, path: str) -> None:
     """PNG: predicted images/s against GPU share, the measured points, the choice marked (``hybridload.cli.plots``)."""
     from hybridload.cli import plots
+
     plots.save(plots.profile_figure(prof), path)

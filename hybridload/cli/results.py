@@ -15,7 +15,7 @@ class Profile:
     measurements: Measurements
     limits: Limits
     gpu: GpuReading | GpuUnavailable
-    points: list[tuple[float, float]] = field(default_factory=list)   # (share, measured images/s)
+    points: list[tuple[float, float]] = field(default_factory=list)  # (share, measured images/s)
     rows: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 

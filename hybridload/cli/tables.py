@@ -16,12 +16,18 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Se
     cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
     if any(len(r) != len(header) for r in cells):
         raise ValueError(f"format_table: every row needs {len(header)} cells")
-    widths = [max(3, *(len(r[i]) for r in cells)) if i in right else max(1, *(len(r[i]) for r in cells))
-              for i in range(len(header))]
+    widths = [
+        max(3, *(len(r[i]) for r in cells)) if i in right else max(1, *(len(r[i]) for r in cells))
+        for i in range(len(header))
+    ]
 
     def line(r: Sequence[str]) -> str:
-        return "| " + " | ".join(c.rjust(w) if i in right else c.ljust(w)
-                                 for i, (c, w) in enumerate(zip(r, widths))) + " |"
+        return (
+            "| "
+            + " | ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            + " |"
+        )
+
     rule = "| " + " | ".join(("-" * (w - 1) + ":") if i in right else "-" * w for i, w in enumerate(widths)) + " |"
     return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]]) + "\n"
 

@@ -47,8 +47,8 @@ def _import_ray():
         import ray
     except ImportError as exc:
         raise LaneUnavailableError(
-            f"the Ray lane needs Ray: {install_hint('ray')} (or use LoaderPolicy(cpu_actors=0) "
-            "for the in-process lane)") from exc
+            f"the Ray lane needs Ray: {install_hint('ray')} (or use LoaderPolicy(cpu_actors=0) for the in-process lane)"
+        ) from exc
     return ray
 
 
@@ -70,8 +70,9 @@ def acquire(address: str | None = None, fallback_embedded: bool = False):
     with _lock:
         # "auto" was resolved when the live connection was made: resolved again, it finds the embedded
         # cluster's own address (Ray records it) and replaced it under the ranks that joined it
-        target = (_ours if address == "auto" and _ours is not None and _is_ours(ray)
-                  else _target(address, fallback_embedded))
+        target = (
+            _ours if address == "auto" and _ours is not None and _is_ours(ray) else _target(address, fallback_embedded)
+        )
         if _is_ours(ray) and _users == 0 and target != _ours:
             log.info("replacing the idle Ray connection to %s with one to %s", _ours, target)
             ray.shutdown()
@@ -94,14 +95,18 @@ def _target(address: str | None, fallback_embedded: bool) -> str:
         env = os.environ.get("RAY_ADDRESS")
         found = ray_start.auto_address(env, ray_start.ray_start_record(), os.getuid())
         if found and not env and ray_start.gcs_started_by_another_process(found):
-            log.warning("the cluster at %s in Ray's `ray start` record was started by another process (ray.init() "
-                        "or a test's Cluster), not `ray start`: not joining it", found)
+            log.warning(
+                "the cluster at %s in Ray's `ray start` record was started by another process (ray.init() "
+                "or a test's Cluster), not `ray start`: not joining it",
+                found,
+            )
             found = None
         if found is None and not fallback_embedded:
             raise ConnectionError(
                 "ray_address='auto': RAY_ADDRESS is unset and no cluster was started with `ray start` on this "
                 "machine by this user; start one (`ray start --head`), or pass ray_address='host:port' or "
-                "'embedded'")
+                "'embedded'"
+            )
         return found or "embedded"
     return address or os.environ.get("RAY_ADDRESS") or "embedded"
 
@@ -126,18 +131,24 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
             if joined_auto and _started_by_ray_init(ray):
                 ray.shutdown()
                 if not fallback_embedded:
-                    raise ConnectionError(f"ray_address='auto': the cluster at {target} was started by another "
-                                          "process's ray.init(), not `ray start`; pass its address explicitly")
-                log.warning("the cluster at %s was started by ray.init() in another process, not `ray start`: "
-                            "not joining it; starting an embedded one on 127.0.0.1", target)
+                    raise ConnectionError(
+                        f"ray_address='auto': the cluster at {target} was started by another "
+                        "process's ray.init(), not `ray start`; pass its address explicitly"
+                    )
+                log.warning(
+                    "the cluster at %s was started by ray.init() in another process, not `ray start`: "
+                    "not joining it; starting an embedded one on 127.0.0.1",
+                    target,
+                )
                 target = "embedded"
     if target == "embedded":
         key = node_cluster.job_key(os.environ)
         if key is None:
             _start_embedded(ray)
         else:  # ranks of one job on this machine share one embedded cluster
-            how = node_cluster.start_or_join(key, lambda: _start_embedded(ray),
-                                             lambda addr: _join(ray, addr), _check_listening)
+            how = node_cluster.start_or_join(
+                key, lambda: _start_embedded(ray), lambda addr: _join(ray, addr), _check_listening
+            )
             log.info("%s this job's embedded Ray cluster on this machine", how)
             if how == "started":  # it lives in this process: leave after the ranks that joined it
                 last_out.stay_until_joined_ranks_leave(ray)
@@ -149,8 +160,14 @@ def _start_embedded(ray) -> str:
     # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
     logging.getLogger(compat.RAY_TOKEN_LOGGER).setLevel(logging.ERROR)
     log.info("starting an embedded Ray cluster on 127.0.0.1")
-    ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1",
-             logging_level=logging.WARNING, log_to_driver=False, object_store_memory=_embedded_store_bytes())
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+        object_store_memory=_embedded_store_bytes(),
+    )
     return ray.get_runtime_context().gcs_address
 
 
@@ -164,8 +181,7 @@ def _join(ray, address: str) -> None:
     gcs_probe.require_gcs(address, gcs_probe.join_timeout_s())
     if _is_loopback(address):  # an embedded cluster: it listens on 127.0.0.1 only
         with compat.ray_localhost_kept():
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
-                     _node_ip_address="127.0.0.1")
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, _node_ip_address="127.0.0.1")
     else:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
 
@@ -207,8 +223,10 @@ def _loopback_only(ray) -> None:
     try:
         compat.ray_disable_cluster_mode()
     except Exception as exc:  # pragma: no cover - Ray moved its constant: fail loudly, never silently
-        raise RuntimeError(f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
-                           "and pass LoaderPolicy(ray_address=...)") from exc
+        raise RuntimeError(
+            f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
+            "and pass LoaderPolicy(ray_address=...)"
+        ) from exc
 
 
 def _embedded_store_bytes() -> int:
@@ -268,6 +286,12 @@ def nodes() -> list[NodeInfo]:
     for n in ray.nodes():
         if not n.get("Alive"):
             continue
-        out.append(NodeInfo(n["NodeID"], n.get("NodeManagerAddress", "?"),
-                            int(n.get("Resources", {}).get("CPU", 0)), n["NodeID"] == here))
+        out.append(
+            NodeInfo(
+                n["NodeID"],
+                n.get("NodeManagerAddress", "?"),
+                int(n.get("Resources", {}).get("CPU", 0)),
+                n["NodeID"] == here,
+            )
+        )
     return sorted(out, key=lambda n: (n.is_trainer, n.node_id))

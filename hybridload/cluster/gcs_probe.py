@@ -55,8 +55,10 @@ def require_gcs(address: str, timeout_s: float) -> None:
     if "error" in outcome:
         error = outcome["error"]
         first = (str(error).strip().splitlines() or [""])[0]
-        raise ConnectionError(f"the Ray cluster at {address} refused this process "
-                              f"({type(error).__name__}: {first[:200]})")
+        raise ConnectionError(
+            f"the Ray cluster at {address} refused this process ({type(error).__name__}: {first[:200]})"
+        )
     raise ConnectionError(
         f"no Ray GCS answered at {address} within {timeout_s:g} s (something listens there, but not a Ray "
-        f"cluster this process can reach); check the address, or set {JOIN_TIMEOUT_ENV} for a slow cluster")
+        f"cluster this process can reach); check the address, or set {JOIN_TIMEOUT_ENV} for a slow cluster"
+    )

@@ -60,8 +60,11 @@ def wait_for_joined_ranks(ray, timeout_s: float = WAIT_S, poll_s: float = 0.2) -
             break
         time.sleep(poll_s)
     if left:
-        log.warning("ranks %s are still connected to this job's embedded Ray cluster after %g s; shutting it "
-                    "down under them", left, timeout_s)
+        log.warning(
+            "ranks %s are still connected to this job's embedded Ray cluster after %g s; shutting it down under them",
+            left,
+            timeout_s,
+        )
     return left
 
 

@@ -52,8 +52,10 @@ def _locked(path: str, timeout_s: float):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"another rank held {path} for {timeout_s:g} s while starting Ray; "
-                                       "remove the file if no rank of this job is running") from None
+                    raise TimeoutError(
+                        f"another rank held {path} for {timeout_s:g} s while starting Ray; "
+                        "remove the file if no rank of this job is running"
+                    ) from None
                 time.sleep(0.2)
         try:
             yield
@@ -70,8 +72,13 @@ def _alive(record: dict, listening: Callable[[str], None]) -> bool:
     return True
 
 
-def start_or_join(key: str, start: Callable[[], str], join: Callable[[str], None],
-                  listening: Callable[[str], None], timeout_s: float = 300.0) -> str:
+def start_or_join(
+    key: str,
+    start: Callable[[], str],
+    join: Callable[[str], None],
+    listening: Callable[[str], None],
+    timeout_s: float = 300.0,
+) -> str:
     """Join the job's cluster on this machine if a live rank started one, else ``start()`` it
     (which returns its address) and record it. Returns "joined" or "started"."""
     d = job_dir(key)

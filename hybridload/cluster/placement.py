@@ -57,16 +57,21 @@ class PlacementRules:
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {', '.join(map(repr, PLACEMENTS))}; got {self.placement!r}")
         if not _whole(self.reserve_local_cpus, 0):
-            raise ValueError("reserve_local_cpus must be a whole number of CPUs >= 0 (0: actors may take every CPU "
-                             f"of the trainer's node); got {self.reserve_local_cpus!r}")
+            raise ValueError(
+                "reserve_local_cpus must be a whole number of CPUs >= 0 (0: actors may take every CPU "
+                f"of the trainer's node); got {self.reserve_local_cpus!r}"
+            )
         if self.cpu_actors is not None and not _whole(self.cpu_actors, 0):
-            raise ValueError("cpu_actors must be a whole number of actors >= 0, or None for every CPU slot the "
-                             f"placement gives this rank; got {self.cpu_actors!r}")
+            raise ValueError(
+                "cpu_actors must be a whole number of actors >= 0, or None for every CPU slot the "
+                f"placement gives this rank; got {self.cpu_actors!r}"
+            )
         if not _whole(self.world_size, 1):
             raise ValueError(f"world_size must be a whole number of ranks >= 1; got {self.world_size!r}")
         if not _whole(self.rank, 0) or self.rank >= self.world_size:
-            raise ValueError(f"rank must be a whole number from 0 to world_size - 1 = {self.world_size - 1}; "
-                             f"got {self.rank!r}")
+            raise ValueError(
+                f"rank must be a whole number from 0 to world_size - 1 = {self.world_size - 1}; got {self.rank!r}"
+            )
 
     def with_actors(self, cpu_actors: int | None) -> "PlacementRules":
         """The same rules asking for ``cpu_actors`` actors."""
@@ -74,8 +79,10 @@ class PlacementRules:
 
     def describe(self) -> str:
         """The rules in the words of their fields, for messages."""
-        return (f"placement={self.placement!r}, cpu_actors={self.cpu_actors}, "
-                f"reserve_local_cpus={self.reserve_local_cpus}, world_size={self.world_size}")
+        return (
+            f"placement={self.placement!r}, cpu_actors={self.cpu_actors}, "
+            f"reserve_local_cpus={self.reserve_local_cpus}, world_size={self.world_size}"
+        )
 
 
 def _slots(nodes: Sequence[NodeInfo], reserve_local_cpus: int) -> tuple[list[str], list[str]]:
@@ -104,10 +111,10 @@ def _share(nodes: Sequence[NodeInfo], rules: PlacementRules) -> list[str]:
     if rules.placement == "local":
         pool = local
     elif rules.placement == "any":
-        pool = [s for pair in zip(remote, local) for s in pair] + remote[len(local):] + local[len(remote):]
+        pool = [s for pair in zip(remote, local) for s in pair] + remote[len(local) :] + local[len(remote) :]
     else:  # remote-first
         pool = remote + local if rules.cpu_actors is not None else (remote or local)
-    return pool[rules.rank::rules.world_size]
+    return pool[rules.rank :: rules.world_size]
 
 
 def plan_actors(nodes: Sequence[NodeInfo], rules: PlacementRules) -> list[str]:
@@ -120,13 +127,15 @@ def plan_actors(nodes: Sequence[NodeInfo], rules: PlacementRules) -> list[str]:
             raise ValueError(
                 f"no CPU left for rank {r.rank}'s actors under placement={r.placement!r} (cluster CPUs: {total}, "
                 f"reserve_local_cpus={r.reserve_local_cpus}, world_size={r.world_size}); lower reserve_local_cpus, "
-                "add nodes, or use cpu_actors=0 for the in-process lane")
+                "add nodes, or use cpu_actors=0 for the in-process lane"
+            )
         return mine
     if r.cpu_actors > len(mine):
         raise ValueError(
             f"cpu_actors={r.cpu_actors} but rank {r.rank} has {len(mine)} CPU slots under placement={r.placement!r} "
-            f"(reserve_local_cpus={r.reserve_local_cpus}, world_size={r.world_size}); lower cpu_actors or add nodes")
-    return mine[:r.cpu_actors]
+            f"(reserve_local_cpus={r.reserve_local_cpus}, world_size={r.world_size}); lower cpu_actors or add nodes"
+        )
+    return mine[: r.cpu_actors]
 
 
 def elastic_target(nodes: Sequence[NodeInfo], draining: Collection[str], rules: PlacementRules) -> list[str]:
@@ -135,7 +144,7 @@ def elastic_target(nodes: Sequence[NodeInfo], draining: Collection[str], rules: 
     slots there are (a pool that lost nodes runs what fits and grows back when nodes join);
     an empty list when nothing fits."""
     mine = _share([n for n in nodes if n.node_id not in draining], rules)
-    return mine if rules.cpu_actors is None else mine[:rules.cpu_actors]
+    return mine if rules.cpu_actors is None else mine[: rules.cpu_actors]
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,20 @@ def worker_search_path() -> tuple[str, ...]:
     interpreter's ``sys.path`` (same executable and environment), the script's folder and the
     working directory (both added by Ray for its workers)."""
     try:
-        out = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
-                             capture_output=True, text=True, timeout=60, check=True, cwd="/").stdout
+        out = subprocess.run(
+            [sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:]))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            cwd="/",
+        ).stdout
         fresh = json.loads(out.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
-        log.warning("could not read a fresh interpreter's sys.path (%s): shipping by value every module "
-                    "outside site-packages", exc)
+        log.warning(
+            "could not read a fresh interpreter's sys.path (%s): shipping by value every module outside site-packages",
+            exc,
+        )
         fresh = [p for p in sys.path if "site-packages" in p or p.startswith(sys.base_prefix)]
     script_dir = os.path.dirname(os.path.realpath(sys.argv[0])) if sys.argv and sys.argv[0] else ""
     return tuple(p for p in [*fresh, script_dir, os.getcwd()] if p)
@@ -116,6 +124,5 @@ def ship_unimportable(objs) -> list[str]:
             continue
         cloudpickle.register_pickle_by_value(module)
         shipped.append(top)
-        log.info("module %r is not importable by the Ray workers (not on their sys.path): it travels by value",
-                 top)
+        log.info("module %r is not importable by the Ray workers (not on their sys.path): it travels by value", top)
     return shipped

@@ -30,8 +30,11 @@ PRIVATE_APIS = (
     PrivateApi("ray._private.node", "Node.get_logs_dir_path", "a dead worker's signal, read from this node's logs"),
     PrivateApi("ray._private.worker", "global_worker", "whether ray.init() made the cluster"),
     PrivateApi("ray._common.usage.usage_lib", "get_cluster_metadata", "whether ray.init() made the cluster"),
-    PrivateApi("ray._private.authentication.authentication_token_setup",
-               "maybe_enable_token_auth_if_token_available", "joining a cluster with Ray's token"),
+    PrivateApi(
+        "ray._private.authentication.authentication_token_setup",
+        "maybe_enable_token_auth_if_token_available",
+        "joining a cluster with Ray's token",
+    ),
     PrivateApi("ray._private.services", "resolve_ip_for_localhost", "joining a loopback-only cluster"),
     PrivateApi("ray._private.services", "is_localhost", "joining a loopback-only cluster"),
     PrivateApi("ray._private.ray_constants", "ENABLE_RAY_CLUSTER", "the embedded cluster listens on 127.0.0.1 only"),
@@ -53,18 +56,21 @@ RAY_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
 def ray_draining_nodes() -> set:
     """The ids of the nodes Ray is draining (Ray's own reader of the GCS drain list)."""
     from ray._private.state import state
+
     return set(state.get_draining_nodes())
 
 
 def ray_jobs() -> list:
     """Ray's job table (every driver that connected to this cluster)."""
     from ray._private import state
+
     return state.jobs()
 
 
 def ray_node_logs_dir() -> str:
     """This process's Ray node's log directory, read without a call to Ray."""
     from ray._private import worker
+
     node = worker._global_node
     if node is None:
         raise RuntimeError("this process has no Ray node (ray.init() has not run)")
@@ -76,12 +82,14 @@ def ray_cluster_metadata() -> dict | None:
     ``global_worker.gcs_client`` exists once connected (an instance attribute: not listed)."""
     from ray._common.usage.usage_lib import get_cluster_metadata
     from ray._private import worker
+
     return get_cluster_metadata(worker.global_worker.gcs_client)  # type: ignore[attr-defined]  # set on connect
 
 
 def ray_enable_token_auth() -> None:
     """Use Ray's token, if this machine has one, as ``ray.init("auto")`` does."""
     from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
@@ -91,6 +99,7 @@ def ray_localhost_kept() -> Iterator[None]:
     this machine's outward address (``services.resolve_ip_for_localhost``), where a loopback-only
     cluster does not listen: on a machine with an address besides loopback the join would retry forever."""
     from ray._private import services
+
     real = services.resolve_ip_for_localhost
     services.resolve_ip_for_localhost = lambda host: host if services.is_localhost(host) else real(host)
     try:
@@ -102,18 +111,21 @@ def ray_localhost_kept() -> Iterator[None]:
 def ray_disable_cluster_mode() -> None:
     """Correct Ray's ``ENABLE_RAY_CLUSTER`` (read once when ``ray`` is imported) to False."""
     from ray._private import ray_constants
+
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def ray_gcs_client_probe(address: str, timeout_ms: int) -> None:
     """Raise unless the GCS at ``address`` gives its cluster id within ``timeout_ms``."""
     from ray._raylet import InnerGcsClient  # type: ignore[attr-defined]  # a Cython class _raylet.pyi omits
+
     InnerGcsClient.standalone(address, None, timeout_ms)
 
 
 def ray_address_file() -> str:
     """The path of the address file ``ray start`` writes."""
     from ray._common.utils import get_ray_address_file
+
     return get_ray_address_file(None)
 
 
@@ -121,34 +133,54 @@ def ray_address_file() -> str:
 def torch_key_error(msg: str) -> KeyError:
     """A KeyError whose message prints as written (torch's ``KeyErrorMessage``)."""
     from torch._utils import KeyErrorMessage
+
     return KeyError(KeyErrorMessage(msg))
 
 
 def set_torch_worker_info(worker_id: int, num_workers: int, seed: int, dataset: Any) -> None:
     """What ``torch.utils.data.get_worker_info()`` returns in this process from now on."""
     from torch.utils.data._utils import worker
+
     worker._worker_info = worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
 
 
 def torch_worker_numpy_seed(base_seed: int, worker_id: int) -> Any:
     """The numpy seed torch's DataLoader gives worker ``worker_id`` of a pass seeded ``base_seed``."""
     from torch.utils.data._utils import worker
+
     return worker._generate_state(base_seed, worker_id)
 
 
 def torch_iterable_fetcher(dataset: Any, auto_collation: bool, collate_fn: Any, drop_last: bool) -> Any:
     """torch's own fetcher of an IterableDataset's batches (``fetch(indices)``)."""
     from torch.utils.data._utils import fetch
+
     return fetch._IterableDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
 
 
 def torch_pin_memory(data: Any, device: Any) -> Any:
     """torch DataLoader's ``pin_memory`` of a batch (tensors in any nesting)."""
     from torch.utils.data._utils.pin_memory import pin_memory
+
     return pin_memory(data, device)
 
 
-__all__ = ["PRIVATE_APIS", "PrivateApi", "RAY_TOKEN_LOGGER", "ray_draining_nodes", "ray_jobs", "ray_node_logs_dir",
-           "ray_cluster_metadata", "ray_enable_token_auth", "ray_localhost_kept", "ray_disable_cluster_mode",
-           "ray_gcs_client_probe", "ray_address_file", "torch_key_error", "set_torch_worker_info",
-           "torch_worker_numpy_seed", "torch_iterable_fetcher", "torch_pin_memory"]
+__all__ = [
+    "PRIVATE_APIS",
+    "PrivateApi",
+    "RAY_TOKEN_LOGGER",
+    "ray_draining_nodes",
+    "ray_jobs",
+    "ray_node_logs_dir",
+    "ray_cluster_metadata",
+    "ray_enable_token_auth",
+    "ray_localhost_kept",
+    "ray_disable_cluster_mode",
+    "ray_gcs_client_probe",
+    "ray_address_file",
+    "torch_key_error",
+    "set_torch_worker_info",
+    "torch_worker_numpy_seed",
+    "torch_iterable_fetcher",
+    "torch_pin_memory",
+]

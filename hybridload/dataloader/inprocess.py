@@ -17,6 +17,7 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
     if not pools_here:
         return False
     import ray
+
     if not ray.is_initialized():
         return False
     held = sum(len(p.actors) for p in pools_here)
@@ -25,9 +26,11 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
 
 
 #: why a pass runs in this process although it asked for actors (`in_process_pass`)
-OVERSUBSCRIBED = ("no free CPU for this pass's Ray actors while another pass of this process holds them (a "
-                  "training and a validation loader, two live iterators); this pass runs in this process as "
-                  "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)")
+OVERSUBSCRIBED = (
+    "no free CPU for this pass's Ray actors while another pass of this process holds them (a "
+    "training and a validation loader, two live iterators); this pass runs in this process as "
+    "torch's num_workers=0 (give the cluster more CPUs, or lower num_workers, to run it on actors)"
+)
 
 
 class SingleProcessView:
@@ -54,4 +57,5 @@ def in_process_pass(loader: Any, why: str | None = None):
     if why is not None:
         warnings.warn(f"hybridload.DataLoader: {why}", stacklevel=3)
     import torch.utils.data as tud
+
     return tud.dataloader._SingleProcessDataLoaderIter(SingleProcessView(loader))

@@ -28,6 +28,7 @@ class IterablePass:
 
     def __init__(self, handles: dict, base_seed: int, *, prefetch: int, timeout_s: float, length=None):
         import ray
+
         self._ray, self._timeout = ray, timeout_s
         self._handles, self._length = handles, length
         actors = {id(h): h for h in handles.values()}
@@ -35,8 +36,9 @@ class IterablePass:
             ray.get([h.begin.remote(base_seed) for h in actors.values()], timeout=timeout_s)
         except Exception as exc:
             raise self._lost(exc, "starting the pass") from None
-        self._queued = {w: deque(h.next_batch.remote(w) for _ in range(max(1, prefetch)))
-                        for w, h in sorted(handles.items())}
+        self._queued = {
+            w: deque(h.next_batch.remote(w) for _ in range(max(1, prefetch))) for w, h in sorted(handles.items())
+        }
         self._turn = deque(sorted(handles))  # ids still yielding, the next to serve first
         self._taken = 0
         self.closed, self._ended = False, False
@@ -53,8 +55,10 @@ class IterablePass:
         if self.closed:
             if self._ended:
                 raise StopIteration
-            raise RuntimeError("next() after close(): this pass was closed (by close() on its loader); start a "
-                               "new pass with iter(loader)")
+            raise RuntimeError(
+                "next() after close(): this pass was closed (by close() on its loader); start a "
+                "new pass with iter(loader)"
+            )
         while self._turn:
             w = self._turn[0]
             ref = self._queued[w].popleft()
@@ -63,8 +67,9 @@ class IterablePass:
             except self._ray.exceptions.GetTimeoutError:
                 self._ended = True
                 self.close()
-                raise BatchTimeoutError(self._taken, self._timeout,
-                                        f"DataLoader worker {w}'s next batch (a Ray actor)") from None
+                raise BatchTimeoutError(
+                    self._taken, self._timeout, f"DataLoader worker {w}'s next batch (a Ray actor)"
+                ) from None
             except Exception as exc:
                 self._ended = True
                 self.close()
@@ -83,6 +88,7 @@ class IterablePass:
 
     def _lost(self, exc: BaseException, what: str) -> BaseException:
         from hybridload.errors import HybridLoadError
+
         cause = getattr(exc, "cause", None)
         if isinstance(cause, HybridLoadError):
             return cause
@@ -90,8 +96,10 @@ class IterablePass:
         if unsent is not None:
             return unsent.error()
         if isinstance(exc, (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError)):
-            return WorkerLost(f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
-                              "iterator cannot move to another worker, so this pass ends")
+            return WorkerLost(
+                f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
+                "iterator cannot move to another worker, so this pass ends"
+            )
         return exc
 
     def close(self) -> None:

@@ -61,16 +61,19 @@ class IterableDatasetWorker(PoolWorker):
     `DatasetWorker`); ``asked`` the ``num_workers``
     given (0 → one id per actor)."""
 
-    def __init__(self, bundle, auto_collation: bool, batch_size, drop_last: bool, asked: int = 0,
-                 index: int = 0, size: int = 1):
+    def __init__(
+        self, bundle, auto_collation: bool, batch_size, drop_last: bool, asked: int = 0, index: int = 0, size: int = 1
+    ):
         super().__init__()
         from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
+
         self.auto, self.drop_last = auto_collation, drop_last
         self.index = [None] * batch_size if auto_collation else None
         self.num_workers = asked or size
         ids = range(index, self.num_workers, size)
-        self.hosted = {i: _Hosted(i, bundle if k == 0 else cloudpickle.loads(cloudpickle.dumps(bundle)))
-                       for k, i in enumerate(ids)}
+        self.hosted = {
+            i: _Hosted(i, bundle if k == 0 else cloudpickle.loads(cloudpickle.dumps(bundle))) for k, i in enumerate(ids)
+        }
         self.base_seed = 0
 
     def ids(self) -> list[int]:
@@ -122,8 +125,7 @@ class IterableDatasetWorker(PoolWorker):
             w.fetcher = None
             return End(worker_id)
         except Exception:  # the user's code: this batch's outcome; the id goes on, as in torch
-            return UserFailure(sys.exc_info(), f"in DataLoader worker {w.id} (a Ray actor), its batch "
-                                               f"{w.batches}")
+            return UserFailure(sys.exc_info(), f"in DataLoader worker {w.id} (a Ray actor), its batch {w.batches}")
         finally:
             w.batches += 1
             w.swap_out()

@@ -85,16 +85,33 @@ class DataLoader(tud.DataLoader[T_co]):
         window: batches in flight or buffered ahead of the consumer (default 2 per actor).
     """
 
-    def __init__(self, dataset: tud.Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
-                 sampler: tud.Sampler | Any = None, batch_sampler: tud.Sampler | Any = None, num_workers: int = 0, collate_fn: Callable | None = None,
-                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
-                 worker_init_fn: Callable | None = None, multiprocessing_context: Any = None,
-                 generator: torch.Generator | None = None, *,
-                 prefetch_factor: int | None = None, persistent_workers: bool = False,
-                 pin_memory_device: str = "", in_order: bool = True, distribute_mode: bool = False,
-                 head_address: str | None = "auto",
-                 num_actors: int | None = None, placement: str = "remote-first", reserve_local_cpus: int = 0,
-                 window: int | None = None):
+    def __init__(
+        self,
+        dataset: tud.Dataset,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: tud.Sampler | Any = None,
+        batch_sampler: tud.Sampler | Any = None,
+        num_workers: int = 0,
+        collate_fn: Callable | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable | None = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        distribute_mode: bool = False,
+        head_address: str | None = "auto",
+        num_actors: int | None = None,
+        placement: str = "remote-first",
+        reserve_local_cpus: int = 0,
+        window: int | None = None,
+    ):
         if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)
@@ -108,31 +125,48 @@ class DataLoader(tud.DataLoader[T_co]):
         if self.distribute_mode:
             self._placement_rules()  # a bad placement, reserve_local_cpus or num_actors: refused here
             if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
-                warnings.warn("hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
-                              "the workers are Ray actors, which Ray starts, not processes of this loader",
-                              UserWarning, stacklevel=1)
+                warnings.warn(
+                    "hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
+                    "the workers are Ray actors, which Ray starts, not processes of this loader",
+                    UserWarning,
+                    stacklevel=1,
+                )
             if prefetch_factor is not None and (not isinstance(prefetch_factor, int) or prefetch_factor < 1):
                 raise ValueError(f"DataLoader: prefetch_factor must be an int >= 1, got {prefetch_factor!r}")
             if window is None and prefetch_factor is not None:
                 self.window = prefetch_factor * max(1, self.num_actors or 1)
             if persistent_workers and not self.num_actors:
-                raise ValueError("DataLoader: persistent_workers=True needs num_workers > 0 (or num_actors), as in "
-                                 "torch; give num_workers")
+                raise ValueError(
+                    "DataLoader: persistent_workers=True needs num_workers > 0 (or num_actors), as in "
+                    "torch; give num_workers"
+                )
         self._persistent_actors = bool(persistent_workers)
         if self.distribute_mode:
             # torch must not start its own worker processes: the actors are the workers
             num_workers, prefetch_factor, persistent_workers, multiprocessing_context = 0, None, False, None
-        super().__init__(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
-                         batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
-                         pin_memory=pin_memory, drop_last=drop_last, timeout=timeout,
-                         worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
-                         generator=generator, prefetch_factor=prefetch_factor,
-                         persistent_workers=persistent_workers, pin_memory_device=pin_memory_device,
-                         in_order=in_order)
+        super().__init__(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            sampler=sampler,
+            batch_sampler=batch_sampler,
+            num_workers=num_workers,
+            collate_fn=collate_fn,
+            pin_memory=pin_memory,
+            drop_last=drop_last,
+            timeout=timeout,
+            worker_init_fn=worker_init_fn,
+            multiprocessing_context=multiprocessing_context,
+            generator=generator,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers,
+            pin_memory_device=pin_memory_device,
+            in_order=in_order,
+        )
         if self.distribute_mode:  # what the user asked, as torch reports it (this class runs no processes)
             self.num_workers = asked
             self.check_worker_number_rationality()  # torch's warning, at construction as torch gives it
-        self._lanes: list = []    # the actor pools: one (persistent) or one per live pass
+        self._lanes: list = []  # the actor pools: one (persistent) or one per live pass
         self._streams: list = []  # the live passes' streams, stopped before the lanes close
         self._pass_seeds = (0, 0)  # persistent actors: (base seed drawn by the first pass, passes since)
         self._stats = LoaderStats()
@@ -174,12 +208,26 @@ class DataLoader(tud.DataLoader[T_co]):
         else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
             base_seed, passes = self._pass_seeds
             self._pass_seeds = (base_seed, passes + 1)
-        settings = PassSettings(window=self.window, timeout=self.timeout, prefetch=self._prefetch,
-                                pin_memory=self.pin_memory, pin_memory_device=self.pin_memory_device)
+        settings = PassSettings(
+            window=self.window,
+            timeout=self.timeout,
+            prefetch=self._prefetch,
+            pin_memory=self.pin_memory,
+            pin_memory_device=self.pin_memory_device,
+        )
         length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
-        return RayPass(lane, batches, self._index_sampler, settings, seeds=self._pass_seeds, length=length,
-                       hooks=self._stats, pools=self._lanes, streams=self._streams,
-                       owns_lane=first and not self._persistent_actors)
+        return RayPass(
+            lane,
+            batches,
+            self._index_sampler,
+            settings,
+            seeds=self._pass_seeds,
+            length=length,
+            hooks=self._stats,
+            pools=self._lanes,
+            streams=self._streams,
+            owns_lane=first and not self._persistent_actors,
+        )
 
     def state_dict(self) -> dict:
         """torchdata's API: the state as of the last batch delivered (needs a ``DistributedBatchSampler``)."""
@@ -194,11 +242,18 @@ class DataLoader(tud.DataLoader[T_co]):
         sets them again on a rebuilt loader)."""
         n = self.num_actors
         if n is not None and (not isinstance(n, Integral) or isinstance(n, bool) or n < 0):
-            raise ValueError(f"hybridload.DataLoader: num_actors must be a whole number >= 0, or None for num_workers "
-                             f"(or a fair share of the cluster's CPUs); got {self.num_actors!r}")
+            raise ValueError(
+                f"hybridload.DataLoader: num_actors must be a whole number >= 0, or None for num_workers "
+                f"(or a fair share of the cluster's CPUs); got {self.num_actors!r}"
+            )
         try:
-            return PlacementRules(placement=self.placement, reserve_local_cpus=self.reserve_local_cpus,
-                                  cpu_actors=self.num_actors, rank=rank, world_size=world_size)
+            return PlacementRules(
+                placement=self.placement,
+                reserve_local_cpus=self.reserve_local_cpus,
+                cpu_actors=self.num_actors,
+                rank=rank,
+                world_size=world_size,
+            )
         except ValueError as exc:
             raise ValueError(f"hybridload.DataLoader: {exc}") from None
 
@@ -206,13 +261,21 @@ class DataLoader(tud.DataLoader[T_co]):
         rank, world = resolve_rank()
         bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
         ship_nameless_classes(self.dataset)  # results come back as the user's own classes (namedtuples)
-        pool = PoolConfig(rules=self._placement_rules(rank, world), ray_address=self.head_address,
-                          fallback_embedded=(self.head_address == "auto"))
+        pool = PoolConfig(
+            rules=self._placement_rules(rank, world),
+            ray_address=self.head_address,
+            fallback_embedded=(self.head_address == "auto"),
+        )
         try:
             if isinstance(self.dataset, tud.IterableDataset):
-                return IterableDatasetActors(bundle, pool, auto_collation=self._auto_collation,
-                                             batch_size=self.batch_size, drop_last=self.drop_last,
-                                             asked=self.num_workers)
+                return IterableDatasetActors(
+                    bundle,
+                    pool,
+                    auto_collation=self._auto_collation,
+                    batch_size=self.batch_size,
+                    drop_last=self.drop_last,
+                    asked=self.num_workers,
+                )
             return DatasetLane(bundle, pool, auto_collation=self._auto_collation, asked=self.num_workers)
         except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
             if "serializ" not in str(exc):
@@ -237,4 +300,3 @@ class DataLoader(tud.DataLoader[T_co]):
 def _close_all(streams: list, lanes: list) -> None:
     """A DataLoader dropped without close(): passes first, then actors; failures are logged."""
     close_all([*take_all(streams), *take_all(lanes)], "closing a DataLoader dropped without close()", log=log)
-

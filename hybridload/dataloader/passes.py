@@ -89,8 +89,20 @@ class RayPass:
         streams: the loader's live streams, which the pass joins (``close()`` stops them).
     """
 
-    def __init__(self, lane, batches: Iterator, sampler: Any, settings: PassSettings, *, seeds: tuple[int, int],
-                 length: int | None, hooks: Any, pools: list, streams: list, owns_lane: bool):
+    def __init__(
+        self,
+        lane,
+        batches: Iterator,
+        sampler: Any,
+        settings: PassSettings,
+        *,
+        seeds: tuple[int, int],
+        length: int | None,
+        hooks: Any,
+        pools: list,
+        streams: list,
+        owns_lane: bool,
+    ):
         self._sampler = sampler
         self._own, self._lanes = (lane if owns_lane else None), pools
         base_seed, passes = seeds
@@ -101,12 +113,16 @@ class RayPass:
         else:
             self._count = length_of(sampler)  # None: no len() (an infinite sampler), never listed
             if passes:  # the pass's own seeds, after those of the earlier passes
-                stride = max(1, self._count) if self._count is not None else 2 ** 32
-                base_seed = (base_seed + passes * stride) % 2 ** 63
-            tasks = sampler_tasks(batches, sampler,  # pulled as the window reaches them
-                                  lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k))
-            self._stream = BatchStream([lane], tasks, PassConfig(window=settings.window, timeout_s=timeout),
-                                       hooks=hooks)
+                stride = max(1, self._count) if self._count is not None else 2**32
+                base_seed = (base_seed + passes * stride) % 2**63
+            tasks = sampler_tasks(
+                batches,
+                sampler,  # pulled as the window reaches them
+                lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k),
+            )
+            self._stream = BatchStream(
+                [lane], tasks, PassConfig(window=settings.window, timeout_s=timeout), hooks=hooks
+            )
         self._pin = settings.pin_memory and torch.cuda.is_available()
         self._pin_device = settings.pin_memory_device or None
         streams[:] = [st for st in streams if not st.closed] + [self._stream]
@@ -116,8 +132,7 @@ class RayPass:
 
     def __len__(self) -> int:
         if getattr(self, "_count", 0) is None:  # as torch: len() of a sampler without one
-            raise TypeError(f"{type(self._sampler).__name__} has no len(): this pass ends where "
-                            "its sampler does")
+            raise TypeError(f"{type(self._sampler).__name__} has no len(): this pass ends where its sampler does")
         return len(self._stream)
 
     def __next__(self) -> Any:
@@ -126,9 +141,12 @@ class RayPass:
         except BaseException as exc:
             if self._stream.closed:
                 self._release()  # the pass is over: its own (non-persistent) actors go
-            if isinstance(exc, BatchTimeoutError) and exc.seq is not None and exc.timeout_s is not None:  # the drop-in's knob: timeout=
-                raise BatchTimeoutError(exc.seq, exc.timeout_s, exc.detail, "DataLoader",
-                                        "DataLoader(timeout=...)") from None
+            if (
+                isinstance(exc, BatchTimeoutError) and exc.seq is not None and exc.timeout_s is not None
+            ):  # the drop-in's knob: timeout=
+                raise BatchTimeoutError(
+                    exc.seq, exc.timeout_s, exc.detail, "DataLoader", "DataLoader(timeout=...)"
+                ) from None
             raise
         if isinstance(self._stream, BatchStream) and self._stream.position >= len(self._stream):
             self._release()  # the last batch is out: a loop of len(loader) steps (Lightning's) never asks again

@@ -46,10 +46,12 @@ class IterableDatasetActors(ActorPool):
     pass_worker_index = True
     fit_request = True
 
-    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, batch_size, drop_last: bool,
-                 asked: int):
+    def __init__(
+        self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, batch_size, drop_last: bool, asked: int
+    ):
         super().__init__(IterableDatasetWorker, (bundle, auto_collation, batch_size, drop_last, asked), pool)
         import ray
+
         handles = [m.handle for m in self.members()]
         try:
             ids = ray.get([h.ids.remote() for h in handles], timeout=60)

@@ -43,9 +43,11 @@ class PassProgress:
 
     def _need(self, what: str):
         if self.sampler is None:
-            raise TypeError(f"{self.where}.{what}: the loader's batches come from a sampler that keeps no position; "
-                            "build it with batch_sampler=hybridload.sampling.DistributedBatchSampler(len(dataset), "
-                            "batch_size, ...) to save and resume")
+            raise TypeError(
+                f"{self.where}.{what}: the loader's batches come from a sampler that keeps no position; "
+                "build it with batch_sampler=hybridload.sampling.DistributedBatchSampler(len(dataset), "
+                "batch_size, ...) to save and resume"
+            )
         return self.sampler
 
     def state_dict(self) -> dict:
@@ -56,8 +58,10 @@ class PassProgress:
         """Resume from a ``state_dict()`` of any rank, at any world size and batch size."""
         sampler = self._need("load_state_dict")
         if not isinstance(state, dict) or STATE_KEY not in state:
-            raise TypeError(f"{self.where}.load_state_dict: state must be the dict {self.where}.state_dict() returned "
-                            f"(with a {STATE_KEY!r} entry), got {type(state).__name__}")
+            raise TypeError(
+                f"{self.where}.load_state_dict: state must be the dict {self.where}.state_dict() returned "
+                f"(with a {STATE_KEY!r} entry), got {type(state).__name__}"
+            )
         sampler.load_state_dict(state[STATE_KEY])
 
 

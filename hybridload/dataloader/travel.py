@@ -13,6 +13,7 @@ from typing import Any
 
 def _fails(obj: Any) -> BaseException | None:
     from ray import cloudpickle
+
     try:
         cloudpickle.dumps(obj)
     except Exception as exc:
@@ -52,14 +53,18 @@ def unpicklable_error(bundle: tuple, cause: BaseException) -> TypeError:
                 f"hybridload.DataLoader: {what} cannot be sent to the Ray actors: {path} (a {type(obj).__name__}) "
                 f"cannot be pickled ({type(exc).__name__}: {exc}). Create such objects in the worker instead "
                 "(lazily in __getitem__, or in worker_init_fn), or give the class __getstate__/__setstate__ that "
-                "leave them out; distribute_mode=False keeps torch's worker processes")
-    return TypeError(f"hybridload.DataLoader: the dataset ({describe(dataset)}), collate_fn and worker_init_fn "
-                     f"cannot be sent to the Ray actors together: {str(cause).splitlines()[0]}")
+                "leave them out; distribute_mode=False keeps torch's worker processes"
+            )
+    return TypeError(
+        f"hybridload.DataLoader: the dataset ({describe(dataset)}), collate_fn and worker_init_fn "
+        f"cannot be sent to the Ray actors together: {str(cause).splitlines()[0]}"
+    )
 
 
 def _by_reference(cls: type) -> bool:
     """Whether pickle finds ``cls`` again by its module and qualified name."""
     import sys
+
     obj: Any = sys.modules.get(cls.__module__)
     for part in cls.__qualname__.split("."):
         obj = getattr(obj, part, None)
@@ -76,6 +81,7 @@ def ship_nameless_classes(dataset: Any) -> list[str]:
     import sys
 
     from ray import cloudpickle
+
     done, seen = [], set()
     while dataset is not None and id(dataset) not in seen:
         seen.add(id(dataset))
@@ -84,8 +90,11 @@ def ship_nameless_classes(dataset: Any) -> list[str]:
         file = getattr(module, "__file__", None) or ""
         if module is not None and cls.__module__ != "__main__" and "site-packages" not in file:
             spaces = (vars(cls), vars(module))
-            if any(isinstance(v, type) and v.__module__ == cls.__module__ and not _by_reference(v)
-                   for space in spaces for v in list(space.values())):
+            if any(
+                isinstance(v, type) and v.__module__ == cls.__module__ and not _by_reference(v)
+                for space in spaces
+                for v in list(space.values())
+            ):
                 cloudpickle.register_pickle_by_value(module)
                 done.append(cls.__module__)
         dataset = getattr(dataset, "dataset", None)  # a Subset's, a wrapper's

@@ -66,8 +66,10 @@ class UserFailure:
         self = cls.__new__(cls)
         self.exc_type, self.reason = type(cause), f"{type(cause).__name__}: {cause}"
         self.exc_msg = ANSI.sub("", str(exc))
-        self.where = (f"in a DataLoader worker (a Ray actor), batch {seq}: Ray could not send back what collate_fn "
-                      f"returned ({self.reason}); return tensors, arrays, numbers, strings or containers of them")
+        self.where = (
+            f"in a DataLoader worker (a Ray actor), batch {seq}: Ray could not send back what collate_fn "
+            f"returned ({self.reason}); return tensors, arrays, numbers, strings or containers of them"
+        )
         return self
 
 
@@ -126,6 +128,7 @@ class DatasetWorker(PoolWorker):
         for k, wid in enumerate(ids):
             if k and bundle[2] is not None:  # a copy only where worker_init_fn may set it up (memory: one per id)
                 from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
+
                 bundle = cloudpickle.loads(cloudpickle.dumps(bundle))
             dataset, collate_fn, worker_init_fn = bundle
             self.hosted[wid] = (dataset, collate_fn)
@@ -134,8 +137,9 @@ class DatasetWorker(PoolWorker):
                 try:
                     worker_init_fn(wid)
                 except Exception:
-                    self.init_failure = UserFailure(sys.exc_info(), f"in worker_init_fn of DataLoader worker "
-                                                    f"{wid} (a Ray actor)")
+                    self.init_failure = UserFailure(
+                        sys.exc_info(), f"in worker_init_fn of DataLoader worker {wid} (a Ray actor)"
+                    )
         self.dataset, self.collate_fn = self.hosted[worker_id]
 
     def _as(self, seq: int) -> int:
@@ -150,7 +154,7 @@ class DatasetWorker(PoolWorker):
 
     def run(self, indices, seed: int, seq: int = 0):
         random.seed(seed)
-        np.random.seed(seed % (2 ** 32))
+        np.random.seed(seed % (2**32))
         torch.manual_seed(seed)
         wid = self._as(seq)
         dataset, collate_fn = self.hosted[wid]

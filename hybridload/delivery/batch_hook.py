@@ -32,8 +32,10 @@ _SPAWN_TAG = 0x6261746368  # "batch"
 def check_batch_transform(fn) -> BatchTransform | None:
     """``fn`` if it is None or callable; else a TypeError saying what to pass."""
     if fn is not None and not callable(fn):
-        raise TypeError(f"HybridLoader: batch_transform must be a function fn(images, labels, generator) -> "
-                        f"(images, labels), or None; got {fn!r} ({type(fn).__name__})")
+        raise TypeError(
+            f"HybridLoader: batch_transform must be a function fn(images, labels, generator) -> "
+            f"(images, labels), or None; got {fn!r} ({type(fn).__name__})"
+        )
     return fn
 
 
@@ -60,12 +62,14 @@ class BatchHook:
     def __init__(self, fn: BatchTransform, *, rank: int):
         self.fn, self.rank = fn, int(rank)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor, *, seed: int, epoch: int,
-                 position: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(
+        self, images: torch.Tensor, labels: torch.Tensor, *, seed: int, epoch: int, position: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         gen = batch_generator(seed, epoch, self.rank, position, images.device)
         out = self.fn(images, labels, gen)
-        return check_result(out, len(images), where=f"batch_transform {_name(self.fn)} (batch {position} of "
-                                                     f"epoch {epoch})")
+        return check_result(
+            out, len(images), where=f"batch_transform {_name(self.fn)} (batch {position} of epoch {epoch})"
+        )
 
 
 def check_result(out, batch_size: int, where: str = "batch_transform") -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,6 +84,8 @@ def check_result(out, batch_size: int, where: str = "batch_transform") -> tuple[
     images, labels = out
     rows = [tuple(x.shape[:1]) for x in out]
     if rows != [(batch_size,), (batch_size,)]:
-        raise ValueError(f"{where} returned images of shape {tuple(images.shape)} and labels of shape "
-                         f"{tuple(labels.shape)} for a batch of {batch_size}; {fix} ({batch_size})")
+        raise ValueError(
+            f"{where} returned images of shape {tuple(images.shape)} and labels of shape "
+            f"{tuple(labels.shape)} for a batch of {batch_size}; {fix} ({batch_size})"
+        )
     return images, labels

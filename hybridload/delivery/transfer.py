@@ -21,8 +21,9 @@ from typing import Any, Mapping
 import torch
 
 
-def resolve_device(device: str | torch.device | None, *, env: Mapping[str, str] | None = None,
-                   cuda: Any = None) -> torch.device:
+def resolve_device(
+    device: str | torch.device | None, *, env: Mapping[str, str] | None = None, cuda: Any = None
+) -> torch.device:
     """The concrete device batches land on (a CUDA device always with its index).
 
     Args:

@@ -24,8 +24,9 @@ class CapsHook(Protocol):
     """Steers the lane caps from what the lanes did; called on the dispatcher's thread only
     (never two at once for one pass), so it keeps its state without a lock, and must not block."""
 
-    def batch_done(self, seq: int, lane: str, images: int, seconds: float,
-                   caps: dict[LaneKind, float]) -> dict[LaneKind, float] | None:
+    def batch_done(
+        self, seq: int, lane: str, images: int, seconds: float, caps: dict[LaneKind, float]
+    ) -> dict[LaneKind, float] | None:
         """Batch ``seq`` finished on ``lane`` (``images`` samples in ``seconds``), the caps
         being ``caps`` (a copy): the caps to change (kind -> share), or None to keep them."""
 
@@ -84,6 +85,8 @@ def _kind(kind) -> LaneKind:
 
 def _share(share, kind) -> float:
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not (0 <= share <= 1):
-        raise ValueError(f"ShareAdmission: the cap of {kind!r} must be a share in [0, 1] (0.3: at most 30% of "
-                         f"the batches), got {share!r}")
+        raise ValueError(
+            f"ShareAdmission: the cap of {kind!r} must be a share in [0, 1] (0.3: at most 30% of "
+            f"the batches), got {share!r}"
+        )
     return float(share)

@@ -7,10 +7,13 @@ from typing import Sequence
 from hybridload.errors import NoLaneError
 from hybridload.lanes.base import Lane
 
-NO_WORKER_ADVICE = ("add or restart worker nodes (`ray start --address=<head>:<port>`), or let such batches run on "
-                    "this machine meanwhile: LoaderPolicy(on_no_actors='local')")
-BROKEN_ADVICE = ("a broken lane's last error says what failed; LoaderPolicy(max_retries=..., break_after=...) "
-                 "allow more attempts")
+NO_WORKER_ADVICE = (
+    "add or restart worker nodes (`ray start --address=<head>:<port>`), or let such batches run on "
+    "this machine meanwhile: LoaderPolicy(on_no_actors='local')"
+)
+BROKEN_ADVICE = (
+    "a broken lane's last error says what failed; LoaderPolicy(max_retries=..., break_after=...) allow more attempts"
+)
 
 
 class LaneBook:
@@ -19,8 +22,8 @@ class LaneBook:
     def __init__(self, lane: Lane, fallback: bool):
         self.lane = lane
         self.fallback = fallback
-        self.in_flight = 0        # copies of tasks running on it now
-        self.handed = 0           # tasks it took, failed attempts not counted (shares)
+        self.in_flight = 0  # copies of tasks running on it now
+        self.handed = 0  # tasks it took, failed attempts not counted (shares)
         self.fails_in_row = 0
         self.typical_s: float | None = None  # EWMA of its task seconds
         self.broken = False

@@ -53,9 +53,18 @@ log = logging.getLogger(__name__)
 class Dispatcher:
     """Runs one pass: ``tasks[start:]`` (``tasks[k].seq == k``) onto ``lanes``, results into ``merger``."""
 
-    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], *, start: int, merger: OrderedMerger,
-                 hooks: DispatchHooks, config: PassConfig | None = None, admission: ShareAdmission | None = None,
-                 fallback: Sequence[Lane] = ()):
+    def __init__(
+        self,
+        lanes: Sequence[Lane],
+        tasks: Sequence[BatchTask],
+        *,
+        start: int,
+        merger: OrderedMerger,
+        hooks: DispatchHooks,
+        config: PassConfig | None = None,
+        admission: ShareAdmission | None = None,
+        fallback: Sequence[Lane] = (),
+    ):
         if not lanes:
             raise ValueError("Dispatcher needs at least one lane")
         self._books = [LaneBook(ln, any(ln is f for f in fallback)) for ln in lanes]
@@ -66,14 +75,14 @@ class Dispatcher:
         self._rules, self._tick_s, self._device_budget = config.rules, config.tick_s, config.device_budget_bytes
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
-        self._excluded: dict[int, set[int]] = {}          # seq -> ids of lane books excluded for it
+        self._excluded: dict[int, set[int]] = {}  # seq -> ids of lane books excluded for it
         self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)
-        self._held: dict[int, BatchTask] = {}                # seq -> its task, while a copy runs
+        self._held: dict[int, BatchTask] = {}  # seq -> its task, while a copy runs
         self._reissued: set[int] = set()
-        self._watch = StragglerWatch(config.stragglers)   # running copies by when to look at them
-        self._inbox: deque = deque()                       # (book, start, task, result) from lanes
+        self._watch = StragglerWatch(config.stragglers)  # running copies by when to look at them
+        self._inbox: deque = deque()  # (book, start, task, result) from lanes
         self._cond = threading.Condition()
-        self._lock = threading.Lock()                      # the bookkeeping, for where()
+        self._lock = threading.Lock()  # the bookkeeping, for where()
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name="hybridload-dispatch", daemon=True)
 
@@ -99,8 +108,9 @@ class Dispatcher:
             try:
                 lane.cancel(task)
             except Exception:  # a lane failing to cancel still runs the task to its end: nothing lost
-                log.warning("lane '%s' failed to cancel batch %d of a given-up pass", lane.name, task.seq,
-                            exc_info=True)
+                log.warning(
+                    "lane '%s' failed to cancel batch %d of a given-up pass", lane.name, task.seq, exc_info=True
+                )
 
     def where(self, seq: int) -> str:
         """Which lane holds ``seq`` (for timeout messages)."""
@@ -134,6 +144,7 @@ class Dispatcher:
                 if not self._stopped:
                     self._inbox.append((book, t0, task, result))
                     self._cond.notify()
+
         return done
 
     def _start(self, book: LaneBook, task: BatchTask) -> None:
@@ -222,8 +233,15 @@ class Dispatcher:
                 return
             self._reissued.add(seq)
             self._hooks.batch_reissued(book.lane.name)
-            log.warning("batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
-                        "the first result wins", seq, now - t0, book.lane.name, book.typical_s, other.lane.name)
+            log.warning(
+                "batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
+                "the first result wins",
+                seq,
+                now - t0,
+                book.lane.name,
+                book.typical_s,
+                other.lane.name,
+            )
             self._start(other, copy.task)
 
     # ------------------------------------------------------------------ results
@@ -237,8 +255,12 @@ class Dispatcher:
             self._held.pop(task.seq, None)
         if isinstance(result, BaseException):
             if copies or self._merger.settled(task.seq):
-                log.info("a copy of batch %d failed on lane '%s' (%s); another copy carries it",
-                         task.seq, book.lane.name, type(result).__name__)
+                log.info(
+                    "a copy of batch %d failed on lane '%s' (%s); another copy carries it",
+                    task.seq,
+                    book.lane.name,
+                    type(result).__name__,
+                )
             else:
                 self._failed(book, task, result)
             return
@@ -260,17 +282,25 @@ class Dispatcher:
         attempts = self._attempts[task.seq] = self._attempts.get(task.seq, 0) + 1
         others = [b for b in self._books if b is not book]
         excluded = self._excluded.get(task.seq, set())
-        state = LaneState(fails_in_row=book.fails_in_row, lanes=len(self._books),
-                          others_working=any(not b.broken for b in others),
-                          others_usable=any(b.usable(excluded) for b in others))
+        state = LaneState(
+            fails_in_row=book.fails_in_row,
+            lanes=len(self._books),
+            others_working=any(not b.broken for b in others),
+            others_usable=any(b.usable(excluded) for b in others),
+        )
         decision = decide(exc, attempts, state, self._rules)
         if decision.lane_fault:
             book.fails_in_row += 1
         if decision.break_lane and not book.broken:
             book.broken = True
-            log.warning("lane '%s' failed %d tasks in a row (last: %s: %s); it gets no more tasks%s",
-                        book.lane.name, book.fails_in_row, type(exc).__name__, exc,
-                        ", the other lanes carry on" if state.others_working else "")
+            log.warning(
+                "lane '%s' failed %d tasks in a row (last: %s: %s); it gets no more tasks%s",
+                book.lane.name,
+                book.fails_in_row,
+                type(exc).__name__,
+                exc,
+                ", the other lanes carry on" if state.others_working else "",
+            )
         if decision.exclude:
             self._excluded.setdefault(task.seq, set()).add(id(book))
         if decision.action is Action.DELIVER:
@@ -282,9 +312,15 @@ class Dispatcher:
             return
         self._retry_queue.append(task)
         self._hooks.batch_retried(book.lane.name)
-        log.log(logging.INFO if isinstance(exc, Reroute) else logging.WARNING,
-                "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
-                task.seq, book.lane.name, type(exc).__name__, exc, attempts + 1)
+        log.log(
+            logging.INFO if isinstance(exc, Reroute) else logging.WARNING,
+            "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
+            task.seq,
+            book.lane.name,
+            type(exc).__name__,
+            exc,
+            attempts + 1,
+        )
 
     def _deliver_error(self, seq: int, exc: BaseException) -> None:
         self._merger.put(seq, exc, error=True)

@@ -42,7 +42,7 @@ class OrderedMerger:
         self._cond = threading.Condition()
         self._closed = False
         self._aborted: BaseException | None = None
-        self._device_bytes = 0      # bytes of buffered results whose images live on a GPU
+        self._device_bytes = 0  # bytes of buffered results whose images live on a GPU
         self.largest_device_batch = 0
 
     def admits(self, seq: int) -> bool:

@@ -32,24 +32,32 @@ class PassConfig:
 
     def __post_init__(self):
         if self.window is not None and (not _is_int(self.window) or self.window < 1):
-            raise ValueError(f"PassConfig: window must be None (two per lane slot) or an int >= 1, got "
-                             f"{self.window!r}")
+            raise ValueError(f"PassConfig: window must be None (two per lane slot) or an int >= 1, got {self.window!r}")
         if not _is_seconds(self.timeout_s):
-            raise ValueError(f"PassConfig: timeout_s must be a positive finite number of seconds (300.0 by "
-                             f"default), got {self.timeout_s!r}")
+            raise ValueError(
+                f"PassConfig: timeout_s must be a positive finite number of seconds (300.0 by "
+                f"default), got {self.timeout_s!r}"
+            )
         if not isinstance(self.rules, RetryRules):
-            raise ValueError(f"PassConfig: rules must be a RetryRules(max_retries=..., break_after=...), got "
-                             f"{self.rules!r}")
+            raise ValueError(
+                f"PassConfig: rules must be a RetryRules(max_retries=..., break_after=...), got {self.rules!r}"
+            )
         if not isinstance(self.stragglers, StragglerRule):
-            raise ValueError(f"PassConfig: stragglers must be a StragglerRule(factor=..., min_s=...) "
-                             f"(StragglerRule(None) turns re-issuing off), got {self.stragglers!r}")
-        if self.device_budget_bytes is not None and (not _is_int(self.device_budget_bytes)
-                                                     or self.device_budget_bytes < 1):
-            raise ValueError(f"PassConfig: device_budget_bytes must be None (unbounded) or an int >= 1 "
-                             f"(bytes), got {self.device_budget_bytes!r}")
+            raise ValueError(
+                f"PassConfig: stragglers must be a StragglerRule(factor=..., min_s=...) "
+                f"(StragglerRule(None) turns re-issuing off), got {self.stragglers!r}"
+            )
+        if self.device_budget_bytes is not None and (
+            not _is_int(self.device_budget_bytes) or self.device_budget_bytes < 1
+        ):
+            raise ValueError(
+                f"PassConfig: device_budget_bytes must be None (unbounded) or an int >= 1 "
+                f"(bytes), got {self.device_budget_bytes!r}"
+            )
         if not _is_seconds(self.tick_s):
-            raise ValueError(f"PassConfig: tick_s must be a positive finite number of seconds (0.05 by "
-                             f"default), got {self.tick_s!r}")
+            raise ValueError(
+                f"PassConfig: tick_s must be a positive finite number of seconds (0.05 by default), got {self.tick_s!r}"
+            )
 
 
 def _is_int(v) -> bool:

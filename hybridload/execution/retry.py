@@ -39,16 +39,16 @@ from hybridload.errors import Reroute, SampleError, UserCodeError, WorkerLost
 
 class Action(enum.Enum):
     DELIVER = "deliver"  #: the exception becomes the batch's result
-    RETRY = "retry"      #: hand the batch on; the same lane may take it again
+    RETRY = "retry"  #: hand the batch on; the same lane may take it again
     EXCLUDE = "exclude"  #: hand the batch on to another lane
-    BREAK = "break"      #: the lane is broken; hand the batch on to another lane
+    BREAK = "break"  #: the lane is broken; hand the batch on to another lane
 
 
 @dataclass(frozen=True)
 class RetryRules:
     """Attributes:
-        max_retries: how many times a failed batch is handed on (lost workers add one per lane).
-        break_after: a lane failing this many tasks in a row gets no more.
+    max_retries: how many times a failed batch is handed on (lost workers add one per lane).
+    break_after: a lane failing this many tasks in a row gets no more.
     """
 
     max_retries: int = 3
@@ -75,9 +75,9 @@ class LaneState:
 @dataclass(frozen=True)
 class Decision:
     action: Action
-    lane_fault: bool   #: the failure counts against the lane (its fails-in-a-row grow)
-    break_lane: bool   #: the lane is broken from now on (also when the batch is delivered)
-    exclude: bool      #: the lane may not take this batch again
+    lane_fault: bool  #: the failure counts against the lane (its fails-in-a-row grow)
+    break_lane: bool  #: the lane is broken from now on (also when the batch is delivered)
+    exclude: bool  #: the lane may not take this batch again
 
     @property
     def hand_on(self) -> bool:

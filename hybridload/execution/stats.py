@@ -87,9 +87,11 @@ class LoaderStats:
             return ""
         self._warned, self._warned_at = True, n
         stages = Counter(s for (_i, _p, s, _r) in self.skipped[-n:])
-        return (f"on_error='skip' replaced {n} of this pass's {total} samples with zero images so far "
-                f"({100 * n / max(total, 1):.1f}%, over skip_warn_fraction={self.skip_warn_fraction:g}; by stage: "
-                f"{dict(stages)}); see stats()['skipped_samples'] for each sample")
+        return (
+            f"on_error='skip' replaced {n} of this pass's {total} samples with zero images so far "
+            f"({100 * n / max(total, 1):.1f}%, over skip_warn_fraction={self.skip_warn_fraction:g}; by stage: "
+            f"{dict(stages)}); see stats()['skipped_samples'] for each sample"
+        )
 
     def pass_ended(self) -> None:
         """The pass delivered its last batch: where its warning was given and more samples were
@@ -101,10 +103,13 @@ class LoaderStats:
             self._warned_at = n
             stages = Counter(s for (_i, _p, s, _r) in self.skipped[-n:]) if final else {}
         if final:
-            warnings.warn(f"on_error='skip' replaced {n} of this pass's {total} samples with zero images in all "
-                          f"({100 * n / max(total, 1):.1f}%; {at} when the warning was given; by stage: "
-                          f"{dict(stages)}); see stats()['skipped_samples'] for each sample", RuntimeWarning,
-                          stacklevel=4)
+            warnings.warn(
+                f"on_error='skip' replaced {n} of this pass's {total} samples with zero images in all "
+                f"({100 * n / max(total, 1):.1f}%; {at} when the warning was given; by stage: "
+                f"{dict(stages)}); see stats()['skipped_samples'] for each sample",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def snapshot(self) -> dict[str, tuple[int, float]]:
         """{lane: (images, busy seconds)} so far, read under the lock."""
@@ -115,9 +120,12 @@ class LoaderStats:
         """Batches, images and busy seconds of the lanes named ``names``, summed (e.g. the
         stand-by lanes: what ran on the fallback)."""
         with self._lock:
-            return {"lanes": sorted(names), "batches": sum(self.batches[n] for n in names),
-                    "images": sum(self.images[n] for n in names),
-                    "busy_s": round(sum(self.busy_s[n] for n in names), 3)}
+            return {
+                "lanes": sorted(names),
+                "batches": sum(self.batches[n] for n in names),
+                "images": sum(self.images[n] for n in names),
+                "busy_s": round(sum(self.busy_s[n] for n in names), 3),
+            }
 
     def as_dict(self, plan=None) -> dict:
         with self._lock:
@@ -143,9 +151,7 @@ class LoaderStats:
                 "duplicates_dropped": sum(self.duplicates.values()),
                 "skipped": len(self.skipped),
                 "skipped_by_stage": dict(Counter(s for (_i, _p, s, _r) in self.skipped)),
-                "skipped_samples": [
-                    {"index": i, "path": p, "stage": s, "reason": r} for (i, p, s, r) in self.skipped
-                ],
+                "skipped_samples": [{"index": i, "path": p, "stage": s, "reason": r} for (i, p, s, r) in self.skipped],
                 "stall_s": self.stall_s,
                 "batches_delivered": self.batches_delivered,
                 "plan": plan,

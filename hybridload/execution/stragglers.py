@@ -47,8 +47,9 @@ class StragglerWatch:
     def again(self, copy: Watched, at: float) -> None:
         heapq.heappush(self._heap, (at, next(self._tie), copy))
 
-    def overdue(self, now: float, running: Mapping[int, list], reissued: Container[int],
-                settled: Callable[[int], bool]) -> Iterator[Watched]:
+    def overdue(
+        self, now: float, running: Mapping[int, list], reissued: Container[int], settled: Callable[[int], bool]
+    ) -> Iterator[Watched]:
         """The copies overdue at ``now``, popped one at a time (the caller stops taking when
         no lane has a slot, and puts the last back with `again`).
 

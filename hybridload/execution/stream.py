@@ -55,23 +55,43 @@ class BatchStream:
             undecodable file).
     """
 
-    def __init__(self, lanes: Sequence[Lane], tasks: Sequence[BatchTask], config: PassConfig | None = None, *,
-                 start: int = 0, hooks: DispatchHooks | None = None, admission: ShareAdmission | None = None,
-                 fallback: Sequence[Lane] = ()):
+    def __init__(
+        self,
+        lanes: Sequence[Lane],
+        tasks: Sequence[BatchTask],
+        config: PassConfig | None = None,
+        *,
+        start: int = 0,
+        hooks: DispatchHooks | None = None,
+        admission: ShareAdmission | None = None,
+        fallback: Sequence[Lane] = (),
+    ):
         if config is not None and not isinstance(config, PassConfig):
-            raise TypeError(f"BatchStream: config must be a PassConfig(window=..., timeout_s=...), got "
-                            f"{type(config).__name__}")
+            raise TypeError(
+                f"BatchStream: config must be a PassConfig(window=..., timeout_s=...), got {type(config).__name__}"
+            )
         config = config if config is not None else PassConfig()
         listed = tasks if isinstance(tasks, (list, tuple)) else ()  # lazy tasks (execution.tasks) are made in place
         misplaced = next((k for k, task in enumerate(listed) if task.seq != k), None)
         if misplaced is not None:
-            raise ValueError(f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
-                             "is its position in the pass")
+            raise ValueError(
+                f"BatchStream: tasks[{misplaced}] has seq {tasks[misplaced].seq}; a task's seq "
+                "is its position in the pass"
+            )
         self._hooks = hooks if hooks is not None else NoHooks()
-        self._merger = OrderedMerger(start, len(tasks), config.window or default_window(lanes, fallback),
-                                     config.timeout_s)
-        self._dispatcher = Dispatcher(lanes, tasks, start=start, merger=self._merger, hooks=self._hooks,
-                                      config=config, admission=admission, fallback=fallback)
+        self._merger = OrderedMerger(
+            start, len(tasks), config.window or default_window(lanes, fallback), config.timeout_s
+        )
+        self._dispatcher = Dispatcher(
+            lanes,
+            tasks,
+            start=start,
+            merger=self._merger,
+            hooks=self._hooks,
+            config=config,
+            admission=admission,
+            fallback=fallback,
+        )
         self._state = "open"  # "ended" (last batch taken), "failed" (an error) or "closed" (close())
         self._error = ""
         self._dispatcher.start()
@@ -127,10 +147,11 @@ class BatchStream:
         if self._state == "ended":
             raise StopIteration
         if self._state == "closed":
-            raise RuntimeError("next() after close(): this pass was closed (by close() on its loader or "
-                               "stream); start a new pass with iter(loader)")
-        raise RuntimeError(f"this pass already ended with an error ({self._error}); start a new pass with "
-                           "iter(loader)")
+            raise RuntimeError(
+                "next() after close(): this pass was closed (by close() on its loader or "
+                "stream); start a new pass with iter(loader)"
+            )
+        raise RuntimeError(f"this pass already ended with an error ({self._error}); start a new pass with iter(loader)")
 
     def _end(self, state: str, error: str = "") -> None:
         if self._state != "open":

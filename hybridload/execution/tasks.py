@@ -105,8 +105,10 @@ class StreamedTasks(Sequence):
             if self._open:  # the count is known now: the pass ends here
                 self._count = k
                 raise TasksEnded(k) from None
-            self._short = (f"{self._what} stopped after {k} batches but its len() said {self._count}; "
-                           "make its __len__ agree with what it yields")
+            self._short = (
+                f"{self._what} stopped after {k} batches but its len() said {self._count}; "
+                "make its __len__ agree with what it yields"
+            )
             self._k, self._task = k, None
             raise RuntimeError(self._short) from None
         self._k, self._task = k, self._make(k, batch)
@@ -119,8 +121,10 @@ class StreamedTasks(Sequence):
             next(self._it)
         except StopIteration:
             return
-        raise RuntimeError(f"{self._what} yields more batches than its len() ({self._count}); make its "
-                           "__len__ agree with what it yields")
+        raise RuntimeError(
+            f"{self._what} yields more batches than its len() ({self._count}); make its "
+            "__len__ agree with what it yields"
+        )
 
 
 def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:

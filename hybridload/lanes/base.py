@@ -71,9 +71,9 @@ Done = Callable[[BatchTask, object], None]
 class LaneKind(enum.Enum):
     """Where a lane does its work."""
 
-    GPU = "gpu"                #: on this rank's GPU (DALI or the torch engine)
+    GPU = "gpu"  #: on this rank's GPU (DALI or the torch engine)
     CPU_ACTORS = "cpu_actors"  #: Ray CPU actors, possibly on other nodes
-    CPU_LOCAL = "cpu_local"    #: this machine's CPUs without Ray (threads or processes)
+    CPU_LOCAL = "cpu_local"  #: this machine's CPUs without Ray (threads or processes)
 
 
 _CONTRACT = ("describe", "run_batch", "submit", "close")

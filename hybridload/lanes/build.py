@@ -25,8 +25,17 @@ class BuiltLanes:
     fallback: list[Lane] = field(default_factory=list)
 
 
-def build_lanes(spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device,
-                rank: int, world_size: int, pin_memory: bool) -> BuiltLanes:
+def build_lanes(
+    spec: LaneSpec,
+    source,
+    recipe,
+    *,
+    batch_size: int,
+    device: torch.device,
+    rank: int,
+    world_size: int,
+    pin_memory: bool,
+) -> BuiltLanes:
     """Build the lanes ``spec`` asks for; a GPU lane that cannot run here is replaced by the
     CPU lane, with a warning."""
     for note in spec.notes:
@@ -37,21 +46,40 @@ def build_lanes(spec: LaneSpec, source, recipe, *, batch_size: int, device: torc
         if gpu is not None:
             out.lanes.append(gpu)
         if gpu is not None and spec.cpu_standby:
-            standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank,
-                                world_size=world_size, pin_memory=pin_memory)
+            standby = _cpu_lane(
+                LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank, world_size=world_size, pin_memory=pin_memory
+            )
             out.lanes.append(standby)
             out.fallback.append(standby)
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == "processes":
             from hybridload.lanes.local.process import ProcessLane
-            out.lanes.append(ProcessLane(source, recipe, workers=spec.threads,
-                                         batch_size=batch_size, on_error=spec.on_error, pin_memory=pin_memory,
-                                         start_method=spec.start_method))
+
+            out.lanes.append(
+                ProcessLane(
+                    source,
+                    recipe,
+                    workers=spec.threads,
+                    batch_size=batch_size,
+                    on_error=spec.on_error,
+                    pin_memory=pin_memory,
+                    start_method=spec.start_method,
+                )
+            )
         else:
-            out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, rank=rank,
-                                       world_size=world_size, pin_memory=pin_memory))
+            out.lanes.append(
+                _cpu_lane(spec.cpu, spec, source, recipe, rank=rank, world_size=world_size, pin_memory=pin_memory)
+            )
             if spec.actor_fallback:  # batches the cluster has no actor for run here (threads)
-                standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank,
-                                    world_size=world_size, pin_memory=pin_memory, name=FALLBACK_NAME)
+                standby = _cpu_lane(
+                    LaneKind.CPU_LOCAL,
+                    spec,
+                    source,
+                    recipe,
+                    rank=rank,
+                    world_size=world_size,
+                    pin_memory=pin_memory,
+                    name=FALLBACK_NAME,
+                )
                 out.lanes.append(standby)
                 out.fallback.append(standby)
     except BaseException:
@@ -69,25 +97,40 @@ def close_lanes(lanes: list) -> None:
 
 def _gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device):
     from hybridload.lanes.gpu import make_gpu_lane
+
     return make_gpu_lane(spec, source, recipe, batch_size=batch_size, device=device)
 
 
-def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, rank: int, world_size: int,
-              pin_memory: bool, name: str | None = None) -> Lane:
+def _cpu_lane(
+    kind: LaneKind,
+    spec: LaneSpec,
+    source,
+    recipe,
+    *,
+    rank: int,
+    world_size: int,
+    pin_memory: bool,
+    name: str | None = None,
+) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
-        lane = InProcessLane(source, recipe, threads=spec.threads,
-                             on_error=spec.on_error, pin_memory=pin_memory)
+
+        lane = InProcessLane(source, recipe, threads=spec.threads, on_error=spec.on_error, pin_memory=pin_memory)
         if name is not None:
             lane.name = name
         return lane
     from hybridload.cluster.placement import PlacementRules
     from hybridload.lanes.ray import PoolConfig, RayLane
-    rules = PlacementRules(placement=spec.placement, reserve_local_cpus=spec.reserve_local_cpus,
-                           cpu_actors=spec.cpu_actors, rank=rank, world_size=world_size)
+
+    rules = PlacementRules(
+        placement=spec.placement,
+        reserve_local_cpus=spec.reserve_local_cpus,
+        cpu_actors=spec.cpu_actors,
+        rank=rank,
+        world_size=world_size,
+    )
     pool = PoolConfig(rules=rules, ray_address=spec.ray_address, when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s)
-    return RayLane(source, recipe, pool, on_error=spec.on_error, ship_bytes=spec.ship_bytes,
-                   pin_memory=pin_memory)
+    return RayLane(source, recipe, pool, on_error=spec.on_error, ship_bytes=spec.ship_bytes, pin_memory=pin_memory)
 
 
 def pool_reports(lanes: list, fallback: list, stats) -> dict:
@@ -99,6 +142,8 @@ def pool_reports(lanes: list, fallback: list, stats) -> dict:
     if pools:
         out["actor_pools"] = pools
     if fallback:
-        out["fallback"] = dict(stats.lane_totals([lane.name for lane in fallback]),
-                               without_actors_s=sum(p.get("without_actors_s", 0.0) for p in pools.values()))
+        out["fallback"] = dict(
+            stats.lane_totals([lane.name for lane in fallback]),
+            without_actors_s=sum(p.get("without_actors_s", 0.0) for p in pools.values()),
+        )
     return out

@@ -35,14 +35,17 @@ def calibrate(m: Measurements, points: Sequence[tuple[float, float]]) -> Measure
     """
     at = {float(s): float(r) for s, r in points}
     if at.get(0.0, 0.0) > 0:
-        m = replace(m, nodes=tuple(replace(n, per_core=at[0.0] / n.cpus) if n.is_trainer and n.cpus > 0 else n
-                                   for n in m.nodes))
+        m = replace(
+            m, nodes=tuple(replace(n, per_core=at[0.0] / n.cpus) if n.is_trainer and n.cpus > 0 else n for n in m.nodes)
+        )
     r1 = at.get(1.0, 0.0)
     if r1 > 0 and m.gpu_available and m.gpu_rate > 0:
         part = max(MIN_GPU_PART, 1.0 - m.gpu_util) if m.gpu_time_bound else 1.0  # the GPU time the check had
         rate = r1 / part
-        note = (f"GPU lane: {r1:.0f} images/s in the loader at share 1 against {m.gpu_rate:.0f} run batch by "
-                "batch; the model uses the loader's")
+        note = (
+            f"GPU lane: {r1:.0f} images/s in the loader at share 1 against {m.gpu_rate:.0f} run batch by "
+            "batch; the model uses the loader's"
+        )
         m = replace(m, gpu_rate=rate, gpu_cpu_cost=m.gpu_cpu_cost * rate / m.gpu_rate, notes=m.notes + (note,))
     return m
 

@@ -65,31 +65,43 @@ def fit_plan(plan: Plan, here: Here) -> Fitted:
     made_on = meas.get("gpu_name") or meas.get("gpu_label") or "a GPU"
     if meas.get("gpu_available") and share > 0:
         if here.gpu_name is None:
-            notes.append(f"the plan was made with a GPU ({made_on}) but this process has none: its GPU share "
-                         f"{share:.2f} runs on the CPU lanes here (share 0); run `hybridload profile` on this "
-                         "machine for a plan of its own")
+            notes.append(
+                f"the plan was made with a GPU ({made_on}) but this process has none: its GPU share "
+                f"{share:.2f} runs on the CPU lanes here (share 0); run `hybridload profile` on this "
+                "machine for a plan of its own"
+            )
             share = 0.0
         elif meas.get("gpu_name") and meas["gpu_name"] != here.gpu_name:
-            notes.append(f"the plan was made on {made_on} but this process's GPU is {here.gpu_name}: its GPU share "
-                         f"{share:.2f} may not hold here; LoaderPolicy(mode='auto', plan=...) re-plans it online, or "
-                         "run `hybridload profile` here")
+            notes.append(
+                f"the plan was made on {made_on} but this process's GPU is {here.gpu_name}: its GPU share "
+                f"{share:.2f} may not hold here; LoaderPolicy(mode='auto', plan=...) re-plans it online, or "
+                "run `hybridload profile` here"
+            )
     if not plan.total_actors:
         threads = max(1, plan.local_threads)
         if threads > here.cpus:
-            notes.append(f"the plan asks for {threads} local threads but this process may use {here.cpus} CPUs; "
-                         f"running {here.cpus} (pass threads=... to override)")
+            notes.append(
+                f"the plan asks for {threads} local threads but this process may use {here.cpus} CPUs; "
+                f"running {here.cpus} (pass threads=... to override)"
+            )
             threads = here.cpus
         return Fitted(share, 0, threads, tuple(notes))
     actors = plan.total_actors + plan.local_threads
     if here.node_ids is not None:
         unknown = sorted(set(plan.cpu_actors) - here.node_ids)
         if unknown:
-            names = ", ".join(n[:12] for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-            notes.append(f"the plan's node(s) {names} are not in this Ray cluster (profiled on another cluster, or "
-                         f"restarted: Ray gives a node a new id): its {actors} actors are asked of this cluster's nodes")
+            names = ", ".join(n[:12] for n in unknown[:3]) + (
+                f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+            )
+            notes.append(
+                f"the plan's node(s) {names} are not in this Ray cluster (profiled on another cluster, or "
+                f"restarted: Ray gives a node a new id): its {actors} actors are asked of this cluster's nodes"
+            )
     # with no Ray configured the count stands: the lanes run the CPU work here, and say so when built
     if here.ray and here.actor_slots is not None and actors > here.actor_slots:
-        notes.append(f"the plan asks for {actors} Ray actors but the cluster here holds {here.actor_slots}: asking "
-                     f"for {here.actor_slots}")
+        notes.append(
+            f"the plan asks for {actors} Ray actors but the cluster here holds {here.actor_slots}: asking "
+            f"for {here.actor_slots}"
+        )
         actors = here.actor_slots
     return Fitted(share, actors, 0, tuple(notes))

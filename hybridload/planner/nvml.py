@@ -48,14 +48,14 @@ class GpuReading:
     uuid: str
     name: str
     nvml_index: int
-    util_mean: float          # 0..1, fraction of time a kernel ran, over the window
+    util_mean: float  # 0..1, fraction of time a kernel ran, over the window
     util_max: float
     samples: int
     window_s: float
     mem_free_bytes: int
     mem_total_bytes: int
-    nvdec_util: float | None = None     # 0..1, NVDEC video decoders ("decoder" in NVML), where reported
-    jpeg_util: float | None = None      # 0..1, NVJPG hardware JPEG engine, where reported
+    nvdec_util: float | None = None  # 0..1, NVDEC video decoders ("decoder" in NVML), where reported
+    jpeg_util: float | None = None  # 0..1, NVJPG hardware JPEG engine, where reported
 
     #: the tag a caller branches on (`GpuUnavailable`'s is False); mypy narrows the union by it
     available: ClassVar[Literal[True]] = True
@@ -97,6 +97,7 @@ class GpuUnavailable:
 
 def _import_pynvml():
     import pynvml
+
     return pynvml
 
 
@@ -117,6 +118,7 @@ def visible_device_entry(env: Mapping[str, str] | None = None, cuda_index: int |
 def _torch_uuid(cuda_index: int) -> str | None:
     try:
         import torch
+
         if not torch.cuda.is_available():
             return None
         return str(torch.cuda.get_device_properties(cuda_index % torch.cuda.device_count()).uuid)
@@ -130,11 +132,13 @@ def _cuda_index(device: Any, env: Mapping[str, str]) -> int:
         return device
     if device is not None:
         import torch
+
         dev = torch.device(device)
         if dev.index is not None:
             return dev.index
     try:
         from hybridload.delivery.transfer import resolve_device
+
         dev = resolve_device(device, env=env)
         if dev.type == "cuda" and dev.index is not None:
             return dev.index
@@ -181,9 +185,16 @@ def _s(v) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = None, nvml: Any = None,
-             env: Mapping[str, str] | None = None, torch_uuid: Callable[[int], str | None] = _torch_uuid,
-             sleep: Callable[[float], object] = time.sleep) -> GpuReading | GpuUnavailable:
+def read_gpu(
+    window_s: float = 1.0,
+    interval_s: float = 0.1,
+    *,
+    device: Any = None,
+    nvml: Any = None,
+    env: Mapping[str, str] | None = None,
+    torch_uuid: Callable[[int], str | None] = _torch_uuid,
+    sleep: Callable[[float], object] = time.sleep,
+) -> GpuReading | GpuUnavailable:
     """Sample the loader's GPU (``device``) for ``window_s`` seconds (at least one second is advised).
 
     Args:
@@ -211,8 +222,10 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = No
         if entry == "":
             return GpuUnavailable("CUDA_VISIBLE_DEVICES is empty: no GPU is visible to this process")
         if entry is not None and entry.startswith("MIG-"):
-            return GpuUnavailable(f"this process runs on MIG instance {entry}; NVML gives no utilization per "
-                                  "MIG instance, so the plan goes on without the GPU")
+            return GpuUnavailable(
+                f"this process runs on MIG instance {entry}; NVML gives no utilization per "
+                "MIG instance, so the plan goes on without the GPU"
+            )
         try:
             handle = _find_handle(nvml, entry, cuda_index, torch_uuid(cuda_index))
         except Exception as exc:
@@ -220,13 +233,17 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = No
         if handle is None:
             return GpuUnavailable("NVML sees no GPU")
         if _is_mig(nvml, handle):
-            return GpuUnavailable(f"this process runs on MIG instance {_s(nvml.nvmlDeviceGetUUID(handle))}; NVML "
-                                  "gives no utilization per MIG instance, so the plan goes on without the GPU")
+            return GpuUnavailable(
+                f"this process runs on MIG instance {_s(nvml.nvmlDeviceGetUUID(handle))}; NVML "
+                "gives no utilization per MIG instance, so the plan goes on without the GPU"
+            )
         try:
             current, _pending = nvml.nvmlDeviceGetMigMode(handle)
             if current:
-                return GpuUnavailable("MIG is enabled on the trainer's GPU; NVML gives no utilization per "
-                                      "MIG instance, so the plan goes on without the GPU")
+                return GpuUnavailable(
+                    "MIG is enabled on the trainer's GPU; NVML gives no utilization per "
+                    "MIG instance, so the plan goes on without the GPU"
+                )
         except Exception:
             pass  # GPUs without MIG support raise NotSupported
         samples = []
@@ -236,12 +253,19 @@ def read_gpu(window_s: float = 1.0, interval_s: float = 0.1, *, device: Any = No
             if k < n - 1:
                 sleep(interval_s)
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-        return GpuReading(uuid=_s(nvml.nvmlDeviceGetUUID(handle)), name=_s(nvml.nvmlDeviceGetName(handle)),
-                          nvml_index=int(nvml.nvmlDeviceGetIndex(handle)),
-                          util_mean=sum(samples) / len(samples), util_max=max(samples), samples=len(samples),
-                          window_s=window_s, mem_free_bytes=int(mem.free), mem_total_bytes=int(mem.total),
-                          nvdec_util=_optional(nvml, "nvmlDeviceGetDecoderUtilization", handle),
-                          jpeg_util=_optional(nvml, "nvmlDeviceGetJpgUtilization", handle))
+        return GpuReading(
+            uuid=_s(nvml.nvmlDeviceGetUUID(handle)),
+            name=_s(nvml.nvmlDeviceGetName(handle)),
+            nvml_index=int(nvml.nvmlDeviceGetIndex(handle)),
+            util_mean=sum(samples) / len(samples),
+            util_max=max(samples),
+            samples=len(samples),
+            window_s=window_s,
+            mem_free_bytes=int(mem.free),
+            mem_total_bytes=int(mem.total),
+            nvdec_util=_optional(nvml, "nvmlDeviceGetDecoderUtilization", handle),
+            jpeg_util=_optional(nvml, "nvmlDeviceGetJpgUtilization", handle),
+        )
     finally:
         try:
             nvml.nvmlShutdown()

@@ -40,9 +40,17 @@ class LaneSample:
         return self.images / self.busy_s * max(1, self.parallelism)
 
 
-def rebalance(share: float, gpu: LaneSample, cpu: LaneSample, *, gpu_util: float | None = None,
-              lane_util: float | None = None, max_gpu_util: float = 0.9, smoothing: float = 0.5,
-              min_images: int = 32) -> float:
+def rebalance(
+    share: float,
+    gpu: LaneSample,
+    cpu: LaneSample,
+    *,
+    gpu_util: float | None = None,
+    lane_util: float | None = None,
+    max_gpu_util: float = 0.9,
+    smoothing: float = 0.5,
+    min_images: int = 32,
+) -> float:
     """The next GPU share (0..1). Unchanged when either lane has too little evidence.
 
     ``gpu_util``: NVML's utilisation of the device (0..1), trainer and lane together;
@@ -80,6 +88,7 @@ class OnlinePlanner(CapsHook):
 
     def __init__(self, lanes, *, replan_every: int, max_gpu_util: float, monitor=None, clock=time.monotonic):
         from hybridload.lanes.base import LaneKind
+
         self._gpu = next((ln for ln in lanes if ln.kind is LaneKind.GPU), None)
         self._cpu = next((ln for ln in lanes if ln.kind is not LaneKind.GPU), None)
         self._every, self._max_util = replan_every, max_gpu_util
@@ -95,11 +104,13 @@ class OnlinePlanner(CapsHook):
         """A planner for ``lanes`` that reads NVML's utilisation of ``device`` (a torch.device)
         when it is a GPU."""
         from hybridload.planner.monitor import GpuMonitor
+
         monitor = GpuMonitor.start(device=device) if device.type == "cuda" else None
         return cls(lanes, replan_every=replan_every, max_gpu_util=max_gpu_util, monitor=monitor)
 
     def batch_done(self, seq: int, lane: str, images: int, seconds: float, caps: dict) -> dict | None:
         from hybridload.lanes.base import LaneKind
+
         img, busy = self._since.get(lane, (0, 0.0))
         self._since[lane] = (img + images, busy + seconds)
         self._batches += 1
@@ -114,12 +125,25 @@ class OnlinePlanner(CapsHook):
         new = rebalance(old, gpu, cpu, gpu_util=util, lane_util=lane_util, max_gpu_util=self._max_util)
         if abs(new - old) < 0.01:
             return None
-        self.history.append({"batch": seq + 1, "from": round(old, 3), "to": round(new, 3),
-                             "gpu_capacity": round(gpu.capacity, 1), "cpu_capacity": round(cpu.capacity, 1),
-                             "gpu_util": util})
+        self.history.append(
+            {
+                "batch": seq + 1,
+                "from": round(old, 3),
+                "to": round(new, 3),
+                "gpu_capacity": round(gpu.capacity, 1),
+                "cpu_capacity": round(cpu.capacity, 1),
+                "gpu_util": util,
+            }
+        )
         del self.history[:-50]
-        log.info("auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
-                 old, new, gpu.capacity, cpu.capacity, f", GPU busy {util:.0%}" if util is not None else "")
+        log.info(
+            "auto mode: GPU share %.2f -> %.2f (GPU lane %.0f images/s, CPU lane %.0f images/s%s)",
+            old,
+            new,
+            gpu.capacity,
+            cpu.capacity,
+            f", GPU busy {util:.0%}" if util is not None else "",
+        )
         return {LaneKind.GPU: new}
 
     def _sample(self, lane) -> LaneSample:

@@ -47,20 +47,27 @@ class Plan:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self):
-        if not isinstance(self.gpu_share, (int, float)) or isinstance(self.gpu_share, bool) \
-                or not 0 <= self.gpu_share <= 1 or math.isnan(self.gpu_share):
+        if (
+            not isinstance(self.gpu_share, (int, float))
+            or isinstance(self.gpu_share, bool)
+            or not 0 <= self.gpu_share <= 1
+            or math.isnan(self.gpu_share)
+        ):
             raise PlanFormatError(f"Plan: gpu_share must be in [0, 1], got {self.gpu_share!r}")
         if not isinstance(self.cpu_actors, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                for k, v in self.cpu_actors.items()):
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in self.cpu_actors.items()
+        ):
             raise PlanFormatError(f"Plan: cpu_actors must map node ids to counts >= 0, got {self.cpu_actors!r}")
         if not isinstance(self.local_threads, int) or self.local_threads < 0:
             raise PlanFormatError(f"Plan: local_threads must be an int >= 0, got {self.local_threads!r}")
         if self.window is not None and (not isinstance(self.window, int) or self.window <= 0):
             raise PlanFormatError(f"Plan: window must be None or a positive int, got {self.window!r}")
         if self.format_version != FORMAT_VERSION:
-            raise PlanFormatError(f"Plan: format_version {self.format_version!r} is not {FORMAT_VERSION}; "
-                                  "run `hybridload profile` again to write a plan for this version")
+            raise PlanFormatError(
+                f"Plan: format_version {self.format_version!r} is not {FORMAT_VERSION}; "
+                "run `hybridload profile` again to write a plan for this version"
+            )
 
     @property
     def total_actors(self) -> int:
@@ -80,12 +87,16 @@ class Plan:
             raise PlanFormatError(f"Plan: expected a JSON object, got {type(data).__name__}")
         version = data.get("format_version")
         if version != FORMAT_VERSION:
-            raise PlanFormatError(f"Plan: this file has format_version {version!r}, this hybridload reads "
-                                  f"{FORMAT_VERSION}; run `hybridload profile` again to write a new plan")
+            raise PlanFormatError(
+                f"Plan: this file has format_version {version!r}, this hybridload reads "
+                f"{FORMAT_VERSION}; run `hybridload profile` again to write a new plan"
+            )
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise PlanFormatError(f"Plan: unknown fields {unknown}; the file was not written by hybridload {FORMAT_VERSION}")
+            raise PlanFormatError(
+                f"Plan: unknown fields {unknown}; the file was not written by hybridload {FORMAT_VERSION}"
+            )
         if "gpu_share" not in data:
             raise PlanFormatError("Plan: the file has no gpu_share")
         try:

@@ -33,6 +33,7 @@ def _chunks(indices: Sequence[int], size: int):
 def cpu_rate_per_core(source, recipe, indices: Sequence[int], seconds: float, batch: int = 8, seed: int = 0) -> float:
     """Images/s of the CPU kernels on one core of this process."""
     from hybridload.kernels import process_batch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -54,26 +55,34 @@ class _RateProbe:
 
     def node(self) -> str:
         import ray
+
         return ray.get_runtime_context().get_node_id()
 
     def rate(self, indices, seconds: float) -> float:
         return cpu_rate_per_core(self.source, self.recipe, indices, seconds)
 
 
-def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout_s: float = 120.0) -> list[tuple[str, int, float]]:
+def remote_rates(
+    source, recipe, indices: Sequence[int], seconds: float, timeout_s: float = 120.0
+) -> list[tuple[str, int, float]]:
     """(node id, CPUs, images/s per core) for every node other than the trainer's, measured by
     one actor on each, all at once. Needs a Ray connection (hybridload.cluster.connect.acquire)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from hybridload.cluster import connect as cluster
+
     others = [n for n in cluster.nodes() if not n.is_trainer and n.cpus > 0]
     if not others:
         return []
     probe: Any = ray.remote(_RateProbe)  # Ray's types give an actor's methods no `.remote`
     src_ref = ray.put(source)
-    actors = [probe.options(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False))
-              .remote(src_ref, recipe) for n in others]
+    actors = [
+        probe.options(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False)).remote(
+            src_ref, recipe
+        )
+        for n in others
+    ]
     try:
         rates = ray.get([a.rate.remote(list(indices), seconds) for a in actors], timeout=timeout_s + seconds)
     finally:
@@ -82,8 +91,17 @@ def remote_rates(source, recipe, indices: Sequence[int], seconds: float, timeout
     return [(n.node_id, n.cpus, r) for n, r in zip(others, rates)]
 
 
-def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, batch_size: int,
-                  device: torch.device, spec: LaneSpec, seed: int = 0) -> tuple[float, float, str]:
+def gpu_lane_rate(
+    source,
+    recipe,
+    indices: Sequence[int],
+    seconds: float,
+    *,
+    batch_size: int,
+    device: torch.device,
+    spec: LaneSpec,
+    seed: int = 0,
+) -> tuple[float, float, str]:
     """(images/s, trainer-node cores used, label) of the GPU lane run on its own.
 
     ``spec``: the `LaneSpec` of the loader being planned for
@@ -96,6 +114,7 @@ def gpu_lane_rate(source, recipe, indices: Sequence[int], seconds: float, *, bat
     from hybridload.errors import LaneUnavailableError
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.gpu import build_engine
+
     lane, errors = None, []
     for name in spec.gpu_engines:
         try:

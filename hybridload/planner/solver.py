@@ -41,8 +41,8 @@ class NodeRate:
     """
 
     node_id: str
-    cpus: int           # CPUs the loader may use on that node (trainer's: after the reserve)
-    per_core: float     # images/s of the CPU kernels per core there
+    cpus: int  # CPUs the loader may use on that node (trainer's: after the reserve)
+    per_core: float  # images/s of the CPU kernels per core there
     is_trainer: bool = False
 
 
@@ -62,10 +62,10 @@ class Measurements:
     """
 
     nodes: tuple[NodeRate, ...] = ()
-    gpu_rate: float = 0.0        # images/s of the GPU lane with the whole GPU
-    gpu_util: float = 0.0        # the training's own GPU utilization (0..1, NVML)
+    gpu_rate: float = 0.0  # images/s of the GPU lane with the whole GPU
+    gpu_util: float = 0.0  # the training's own GPU utilization (0..1, NVML)
     gpu_available: bool = False
-    gpu_cpu_cost: float = 0.0    # trainer-node cores the GPU lane takes at full rate
+    gpu_cpu_cost: float = 0.0  # trainer-node cores the GPU lane takes at full rate
     gpu_label: str = "none"
     gpu_time_bound: bool = True  # False for DALI's CPU-only stand-in: it takes no GPU time
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -91,7 +91,7 @@ class Limits:
     """
 
     max_gpu_util: float = 0.9
-    demand: float | None = None   # images/s the training consumes; None = as fast as possible
+    demand: float | None = None  # images/s the training consumes; None = as fast as possible
     prefer: tuple[str, ...] = ("local", "gpu", "remote")
 
     def __post_init__(self):
@@ -136,8 +136,10 @@ def bounds(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
     local_cap, local_rate, remote_cap = _parts(m)
     g_cap = gpu_capacity(m, lim)
     share = share if g_cap > 0 else 0.0
-    out = {"demand": lim.demand if lim.demand is not None else math.inf,
-           "gpu": g_cap / share if share > 0 else math.inf}
+    out = {
+        "demand": lim.demand if lim.demand is not None else math.inf,
+        "gpu": g_cap / share if share > 0 else math.inf,
+    }
     # (1-s)T <= max(0, local_cap - s*T*displaced) + remote_cap, displaced: CPU-lane images lost per GPU image
     displaced = (m.gpu_cpu_cost * local_rate / m.gpu_rate) if m.gpu_rate > 0 else 0.0
     if share >= 1:
@@ -168,7 +170,9 @@ def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
     gpu = share * total
     cpu = total - gpu
     local_left = max(0.0, local_cap - (gpu / m.gpu_rate if m.gpu_rate > 0 else 0.0) * m.gpu_cpu_cost * local_rate)
-    first, second = ("local", "remote") if lim.prefer.index("local") < lim.prefer.index("remote") else ("remote", "local")
+    first, second = (
+        ("local", "remote") if lim.prefer.index("local") < lim.prefer.index("remote") else ("remote", "local")
+    )
     avail = {"local": local_left, "remote": remote_cap}
     take = {first: min(cpu, avail[first])}
     take[second] = max(0.0, cpu - take[first])
@@ -224,9 +228,16 @@ def plan_at(m: Measurements, lim: Limits, share: float, *, reason: str = "", win
     local_threads = actors.pop("local", 0)
     best = max(t for _, t in sweep(m, lim))
     why, bottleneck = _explain(m, lim, share, pred, best)
-    return Plan(gpu_share=round(share, 4), cpu_actors=actors, local_threads=local_threads, window=window,
-                predicted={k: round(v, 2) for k, v in pred.items()}, bottleneck=bottleneck, reason=reason or why,
-                measurements=m.to_dict() | {"limits": asdict(lim)})
+    return Plan(
+        gpu_share=round(share, 4),
+        cpu_actors=actors,
+        local_threads=local_threads,
+        window=window,
+        predicted={k: round(v, 2) for k, v in pred.items()},
+        bottleneck=bottleneck,
+        reason=reason or why,
+        measurements=m.to_dict() | {"limits": asdict(lim)},
+    )
 
 
 def workers_for(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
@@ -249,20 +260,29 @@ def workers_for(m: Measurements, pred: dict[str, float]) -> dict[str, int]:
 def _explain(m: Measurements, lim: Limits, share: float, pred: dict, best: float) -> tuple[str, str]:
     g_cap = gpu_capacity(m, lim)
     local_cap, local_rate, remote_cap = _parts(m)
-    binding = [k for k, v in bounds(m, lim, share if g_cap > 0 else 0.0).items()
-               if math.isfinite(v) and v <= pred["total"] * (1 + 1e-6) + 1e-9]
+    binding = [
+        k
+        for k, v in bounds(m, lim, share if g_cap > 0 else 0.0).items()
+        if math.isfinite(v) and v <= pred["total"] * (1 + 1e-6) + 1e-9
+    ]
     words = []
     if "demand" in binding:
         words.append(f"the training step (demand {lim.demand:.0f} images/s is met; loading has spare capacity)")
     if "gpu" in binding and m.gpu_time_bound:
-        why = (f"max_gpu_util={lim.max_gpu_util:g} leaves {max(0.0, lim.max_gpu_util - m.gpu_util):.0%} of GPU time"
-               if m.gpu_util > 0 or lim.max_gpu_util < 1 else "the GPU lane's rate")
+        why = (
+            f"max_gpu_util={lim.max_gpu_util:g} leaves {max(0.0, lim.max_gpu_util - m.gpu_util):.0%} of GPU time"
+            if m.gpu_util > 0 or lim.max_gpu_util < 1
+            else "the GPU lane's rate"
+        )
         words.append(f"GPU headroom ({why}: {g_cap:.0f} images/s)")
     elif "gpu" in binding:
         words.append(f"the GPU lane's rate ({g_cap:.0f} images/s, {m.gpu_label})")
     if "cpu" in binding or not binding:
-        feeding = (f", less the {m.gpu_cpu_cost * pred['gpu'] / m.gpu_rate:.2f} trainer cores feeding the GPU lane"
-                   if share > 0 and m.gpu_rate > 0 and m.gpu_cpu_cost > 0 else "")
+        feeding = (
+            f", less the {m.gpu_cpu_cost * pred['gpu'] / m.gpu_rate:.2f} trainer cores feeding the GPU lane"
+            if share > 0 and m.gpu_rate > 0 and m.gpu_cpu_cost > 0
+            else ""
+        )
         words.append(f"the CPUs: {local_cap:.0f} images/s local{feeding}, {remote_cap:.0f} images/s remote")
     bottleneck = " and ".join(words)
     if not m.gpu_available:
@@ -271,9 +291,13 @@ def _explain(m: Measurements, lim: Limits, share: float, pred: dict, best: float
         reason = f"the training leaves no GPU time under max_gpu_util={lim.max_gpu_util:g}: CPU lanes only"
     elif share == 0:
         per_core_gpu = m.gpu_rate / m.gpu_cpu_cost if m.gpu_cpu_cost > 0 else math.inf
-        reason = (f"the GPU lane ({m.gpu_label}) makes {per_core_gpu:.0f} images/s per trainer core it takes, "
-                  f"the CPU kernels {local_rate:.0f}: the trainer's cores do more on the CPU lane")
+        reason = (
+            f"the GPU lane ({m.gpu_label}) makes {per_core_gpu:.0f} images/s per trainer core it takes, "
+            f"the CPU kernels {local_rate:.0f}: the trainer's cores do more on the CPU lane"
+        )
     else:
-        reason = (f"GPU share {share:.2f} maximises predicted throughput ({best:.0f} images/s): "
-                  f"GPU lane {pred['gpu']:.0f}, local CPUs {pred['cpu_local']:.0f}, remote CPUs {pred['cpu_remote']:.0f}")
+        reason = (
+            f"GPU share {share:.2f} maximises predicted throughput ({best:.0f} images/s): "
+            f"GPU lane {pred['gpu']:.0f}, local CPUs {pred['cpu_local']:.0f}, remote CPUs {pred['cpu_remote']:.0f}"
+        )
     return reason, bottleneck

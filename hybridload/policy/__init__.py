@@ -7,8 +7,27 @@ facts the decoding is given: usable CPUs, Ray, RAY_ADDRESS, the GPU and cluster 
 """
 
 from hybridload.policy.facts import usable_cpus
-from hybridload.policy.loader_policy import (GPU_ENGINES, LOCAL_WORKERS, MODES, ON_ERROR, ON_NO_ACTORS, PLACEMENTS,
-                                             START_METHODS, LoaderPolicy, is_ray_address)
+from hybridload.policy.loader_policy import (
+    GPU_ENGINES,
+    LOCAL_WORKERS,
+    MODES,
+    ON_ERROR,
+    ON_NO_ACTORS,
+    PLACEMENTS,
+    START_METHODS,
+    LoaderPolicy,
+    is_ray_address,
+)
 
-__all__ = ["GPU_ENGINES", "LOCAL_WORKERS", "MODES", "ON_ERROR", "ON_NO_ACTORS", "PLACEMENTS", "START_METHODS",
-           "LoaderPolicy", "is_ray_address", "usable_cpus"]
+__all__ = [
+    "GPU_ENGINES",
+    "LOCAL_WORKERS",
+    "MODES",
+    "ON_ERROR",
+    "ON_NO_ACTORS",
+    "PLACEMENTS",
+    "START_METHODS",
+    "LoaderPolicy",
+    "is_ray_address",
+    "usable_cpus",
+]

@@ -73,8 +73,16 @@ DECODED = ("gpu_share", "threads", "local_workers", "start_method")
 LOCAL_WORKERS_DECODED = ("threads", "processes")
 
 
-def decode_lanes(policy, plan: Plan | None = None, *, ray_installed: bool = True,
-                 ray_address_env: str | None = None, cpus: int = 1, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
+def decode_lanes(
+    policy,
+    plan: Plan | None = None,
+    *,
+    ray_installed: bool = True,
+    ray_address_env: str | None = None,
+    cpus: int = 1,
+    device: Any = "cpu",
+    recipe: Any = None,
+) -> LaneSpec:
     """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``: the one place a
     policy is decoded (``LoaderPolicy.lane_spec`` calls it with this process's facts).
 
@@ -84,23 +92,33 @@ def decode_lanes(policy, plan: Plan | None = None, *, ray_installed: bool = True
     recipe that is not ``gpu_capable`` turns the GPU lane off.
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
-    start = resolve_start_method(policy.start_method, available=tuple(mp.get_all_start_methods()),
-                                 platform=sys.platform)
+    start = resolve_start_method(
+        policy.start_method, available=tuple(mp.get_all_start_methods()), platform=sys.platform
+    )
     workers = policy.local_workers
     if workers == "auto" and policy.cpu_actors == 0:
         workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
     engines, engines_note = gpu_engines(policy.gpu_engine, str(device))
     knobs = {f.name for f in dataclasses.fields(policy)} - set(DECODED)
-    kw: dict[str, Any] = {f.name: getattr(policy, f.name) for f in dataclasses.fields(LaneSpec)
-                          if f.name in knobs}  # every other knob as written, under its own name
-    kw.update(cpu=cpu, notes=tuple(notes), start_method=start, local_workers=local_workers(workers, cpus, start),
-              gpu_engines=engines, gpu_engines_note=engines_note,
-              threads=policy.threads if policy.threads is not None else cpus)
+    kw: dict[str, Any] = {
+        f.name: getattr(policy, f.name) for f in dataclasses.fields(LaneSpec) if f.name in knobs
+    }  # every other knob as written, under its own name
+    kw.update(
+        cpu=cpu,
+        notes=tuple(notes),
+        start_method=start,
+        local_workers=local_workers(workers, cpus, start),
+        gpu_engines=engines,
+        gpu_engines_note=engines_note,
+        threads=policy.threads if policy.threads is not None else cpus,
+    )
     if recipe is not None and not recipe.gpu_capable and policy.mode != "cpu":
         cpu_only = ", ".join(repr(s) for s in recipe.stages if not getattr(s, "gpu_capable", True))
-        kw["notes"] += (f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "
-                        "only the CPU kernels run; every batch goes to the CPU lane (set LoaderPolicy(mode='cpu') to "
-                        "silence this)",)
+        kw["notes"] += (
+            f"mode={policy.mode!r}: the GPU lane is disabled because the recipe holds {cpu_only}, which "
+            "only the CPU kernels run; every batch goes to the CPU lane (set LoaderPolicy(mode='cpu') to "
+            "silence this)",
+        )
         return LaneSpec(gpu=False, gpu_share=None, auto=False, **kw)
     if policy.mode == "gpu":
         return LaneSpec(gpu=True, gpu_share=None, auto=False, cpu_standby=True, **kw)
@@ -109,8 +127,10 @@ def decode_lanes(policy, plan: Plan | None = None, *, ray_installed: bool = True
         return LaneSpec(gpu=share > 0, gpu_share=share, auto=False, **kw)
     if policy.mode == "auto" and policy.gpu_engine == "auto" and engines_note:
         # auto builds a GPU lane only on a GPU; DALI's CPU-only stand-in is for an explicit "gpu"/"split"
-        kw["notes"] += (f"mode='auto': no GPU lane, {engines_note}; every batch goes to the CPU lane (mode='gpu' or "
-                        "'split' runs DALI's CPU-only stand-in; mode='cpu' silences this)",)
+        kw["notes"] += (
+            f"mode='auto': no GPU lane, {engines_note}; every batch goes to the CPU lane (mode='gpu' or "
+            "'split' runs DALI's CPU-only stand-in; mode='cpu' silences this)",
+        )
         return LaneSpec(gpu=False, gpu_share=None, auto=False, **kw)
     if policy.mode == "auto":
         return LaneSpec(gpu=True, gpu_share=start_share(policy, plan), auto=True, **kw)
@@ -135,8 +155,9 @@ def plan_settings(plan: Plan, fit: Fitted) -> dict[str, Any]:
         mode = "gpu"
     else:
         mode = "split"
-    kw: dict[str, Any] = dict(mode=mode, gpu_share=fit.gpu_share if mode == "split" else None, window=plan.window,
-                              plan=plan)
+    kw: dict[str, Any] = dict(
+        mode=mode, gpu_share=fit.gpu_share if mode == "split" else None, window=plan.window, plan=plan
+    )
     if fit.cpu_actors:
         kw.update(cpu_actors=fit.cpu_actors, placement="remote-first")
     else:
@@ -147,10 +168,13 @@ def plan_settings(plan: Plan, fit: Fitted) -> dict[str, Any]:
 def pass_config(policy, spec: LaneSpec) -> PassConfig:
     """How each pass of a loader with ``policy`` runs (its window, timeouts, retries and
     stragglers), with the GPU memory budget as ``spec`` decoded it."""
-    return PassConfig(window=policy.window, timeout_s=policy.batch_timeout_s,
-                      rules=RetryRules(policy.max_retries, policy.break_after),
-                      stragglers=StragglerRule(policy.straggler_factor, policy.straggler_min_s),
-                      device_budget_bytes=spec.gpu_memory_budget_bytes)
+    return PassConfig(
+        window=policy.window,
+        timeout_s=policy.batch_timeout_s,
+        rules=RetryRules(policy.max_retries, policy.break_after),
+        stragglers=StragglerRule(policy.straggler_factor, policy.straggler_min_s),
+        device_budget_bytes=spec.gpu_memory_budget_bytes,
+    )
 
 
 def gpu_engines(asked: str, device: str) -> tuple[tuple[str, ...], str]:
@@ -195,9 +219,11 @@ def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tu
         return LaneKind.CPU_LOCAL, [
             f"cpu_actors={policy.cpu_actors} asks for Ray actors but no Ray cluster is configured: running the CPU "
             "work on this machine without Ray; set LoaderPolicy(ray_address='embedded') for a Ray cluster on this "
-            "machine, ray_address='auto' or RAY_ADDRESS for a running one, or cpu_actors=None to silence this"]
+            "machine, ray_address='auto' or RAY_ADDRESS for a running one, or cpu_actors=None to silence this"
+        ]
     if policy.cpu_actors is None and not ray_installed:
         return LaneKind.CPU_LOCAL, [
             f"Ray is not installed: running the CPU work on this machine ({install_hint('ray')} for Ray "
-            "CPU actors; set cpu_actors=0 to silence this)"]
+            "CPU actors; set cpu_actors=0 to silence this)"
+        ]
     return LaneKind.CPU_ACTORS, []

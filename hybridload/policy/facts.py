@@ -34,6 +34,7 @@ def here(overrides: dict) -> Here:
     it is known (connected already, or the embedded one this machine would start);
     ``overrides``: the ``LoaderPolicy.from_plan`` keywords (``ray_address``, ``reserve_local_cpus``)."""
     import torch
+
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     address = overrides.get("ray_address", ray_address_env())
     reserve = overrides.get("reserve_local_cpus", 1)

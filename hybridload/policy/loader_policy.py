@@ -122,9 +122,12 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.gpu_share is not None and not _is_fraction(self.gpu_share):
             raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
-        if self.straggler_factor is not None and (not _is_positive_finite(self.straggler_factor)
-                                                  or self.straggler_factor < 1):
-            raise ValueError(f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}")
+        if self.straggler_factor is not None and (
+            not _is_positive_finite(self.straggler_factor) or self.straggler_factor < 1
+        ):
+            raise ValueError(
+                f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}"
+            )
         if not _is_count(self.replan_every) or self.replan_every == 0:
             raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
         if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, Plan)):
@@ -140,44 +143,61 @@ class LoaderPolicy:
         if not _is_count(self.reserve_local_cpus):
             raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
         if self.on_no_actors not in ON_NO_ACTORS:
-            raise ValueError(f"LoaderPolicy: on_no_actors must be one of {', '.join(ON_NO_ACTORS)}; "
-                             f"got {self.on_no_actors!r}")
+            raise ValueError(
+                f"LoaderPolicy: on_no_actors must be one of {', '.join(ON_NO_ACTORS)}; got {self.on_no_actors!r}"
+            )
         if not _is_positive_finite(self.actor_wait_s, allow_zero=True):
-            raise ValueError(f"LoaderPolicy: actor_wait_s must be a finite number of seconds >= 0, "
-                             f"got {self.actor_wait_s!r}")
+            raise ValueError(
+                f"LoaderPolicy: actor_wait_s must be a finite number of seconds >= 0, got {self.actor_wait_s!r}"
+            )
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
         if self.local_workers not in LOCAL_WORKERS:
-            raise ValueError(f"LoaderPolicy: local_workers must be one of {', '.join(LOCAL_WORKERS)}; "
-                             f"got {self.local_workers!r}")
+            raise ValueError(
+                f"LoaderPolicy: local_workers must be one of {', '.join(LOCAL_WORKERS)}; got {self.local_workers!r}"
+            )
         if self.start_method not in START_METHODS:
-            raise ValueError(f"LoaderPolicy: start_method must be one of {', '.join(START_METHODS)}; "
-                             f"got {self.start_method!r}")
+            raise ValueError(
+                f"LoaderPolicy: start_method must be one of {', '.join(START_METHODS)}; got {self.start_method!r}"
+            )
         if self.start_method != "auto" and self.start_method not in mp.get_all_start_methods():
-            raise ValueError(f"LoaderPolicy: start_method={self.start_method!r} is not available on this platform "
-                             f"(it has {', '.join(mp.get_all_start_methods())}); write start_method='auto'")
+            raise ValueError(
+                f"LoaderPolicy: start_method={self.start_method!r} is not available on this platform "
+                f"(it has {', '.join(mp.get_all_start_methods())}); write start_method='auto'"
+            )
         if self.gpu_engine not in GPU_ENGINES:
-            raise ValueError(f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; "
-                             f"got {self.gpu_engine!r}")
+            raise ValueError(
+                f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; got {self.gpu_engine!r}"
+            )
         if not _is_count(self.gpu_threads) or self.gpu_threads == 0:
             raise ValueError(f"LoaderPolicy: gpu_threads must be an int >= 1, got {self.gpu_threads!r}")
-        if self.gpu_memory_budget_mb is not None and (isinstance(self.gpu_memory_budget_mb, bool) or not isinstance(
-                self.gpu_memory_budget_mb, (int, float)) or self.gpu_memory_budget_mb <= 0):
-            raise ValueError("LoaderPolicy: gpu_memory_budget_mb must be None or a positive number, "
-                             f"got {self.gpu_memory_budget_mb!r}")
+        if self.gpu_memory_budget_mb is not None and (
+            isinstance(self.gpu_memory_budget_mb, bool)
+            or not isinstance(self.gpu_memory_budget_mb, (int, float))
+            or self.gpu_memory_budget_mb <= 0
+        ):
+            raise ValueError(
+                "LoaderPolicy: gpu_memory_budget_mb must be None or a positive number, "
+                f"got {self.gpu_memory_budget_mb!r}"
+            )
         if self.window is not None and (not _is_count(self.window) or self.window == 0):
             raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
         if self.on_error not in ON_ERROR:
             raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
         if not _is_fraction(self.skip_warn_fraction):
-            raise ValueError(f"LoaderPolicy: skip_warn_fraction must be a fraction in [0, 1] of a pass's samples "
-                             f"(0.01: warn past 1% skipped), got {self.skip_warn_fraction!r}")
+            raise ValueError(
+                f"LoaderPolicy: skip_warn_fraction must be a fraction in [0, 1] of a pass's samples "
+                f"(0.01: warn past 1% skipped), got {self.skip_warn_fraction!r}"
+            )
         if not _is_positive_finite(self.batch_timeout_s):
-            raise ValueError(f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
-                             f"got {self.batch_timeout_s!r}")
+            raise ValueError(
+                f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
+                f"got {self.batch_timeout_s!r}"
+            )
         if not _is_positive_finite(self.straggler_min_s, allow_zero=True):
-            raise ValueError(f"LoaderPolicy: straggler_min_s must be a finite number of seconds >= 0, "
-                             f"got {self.straggler_min_s!r}")
+            raise ValueError(
+                f"LoaderPolicy: straggler_min_s must be a finite number of seconds >= 0, got {self.straggler_min_s!r}"
+            )
         if not isinstance(self.ship_bytes, bool):
             raise ValueError(f"LoaderPolicy: ship_bytes must be True or False, got {self.ship_bytes!r}")
         if not _is_count(self.max_retries):
@@ -185,9 +205,11 @@ class LoaderPolicy:
         if not _is_count(self.break_after) or self.break_after == 0:
             raise ValueError(f"LoaderPolicy: break_after must be an int >= 1, got {self.break_after!r}")
         if self.ray_address is not None and not is_ray_address(self.ray_address):
-            raise ValueError(f"LoaderPolicy: ray_address must be None (no Ray unless RAY_ADDRESS is set), "
-                             f"'embedded' (a Ray cluster on 127.0.0.1 for this process), 'auto' (the cluster "
-                             f"started with `ray start` here) or 'host:port'; got {self.ray_address!r}")
+            raise ValueError(
+                f"LoaderPolicy: ray_address must be None (no Ray unless RAY_ADDRESS is set), "
+                f"'embedded' (a Ray cluster on 127.0.0.1 for this process), 'auto' (the cluster "
+                f"started with `ray start` here) or 'host:port'; got {self.ray_address!r}"
+            )
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
@@ -216,9 +238,15 @@ class LoaderPolicy:
         default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
         ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off.
         """
-        return decode.decode_lanes(self, self.loaded_plan() if plan is None else plan,
-                                   ray_installed=facts.ray_installed(), ray_address_env=facts.ray_address_env(),
-                                   cpus=facts.usable_cpus(), device=device, recipe=recipe)
+        return decode.decode_lanes(
+            self,
+            self.loaded_plan() if plan is None else plan,
+            ray_installed=facts.ray_installed(),
+            ray_address_env=facts.ray_address_env(),
+            cpus=facts.usable_cpus(),
+            device=device,
+            recipe=recipe,
+        )
 
 
 def is_ray_address(v: Any) -> bool:
@@ -236,8 +264,12 @@ def _is_fraction(v: Any) -> bool:
 
 
 def _is_positive_finite(v: Any, allow_zero: bool = False) -> bool:
-    return (not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-            and (v >= 0 if allow_zero else v > 0))
+    return (
+        not isinstance(v, bool)
+        and isinstance(v, (int, float))
+        and math.isfinite(v)
+        and (v >= 0 if allow_zero else v > 0)
+    )
 
 
 def _is_count(v: Any) -> bool:

@@ -23,15 +23,18 @@ from hybridload.recipe.photometric import HW, Rng
 NUM_BINS = 31
 
 
-
 #: (name, magnitudes or None, signed, op of a magnitude) in torchvision's order.
 OPS = (
     ("Identity", None, False, lambda m: O.Brightness(1.0)),
     ("Brightness", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Brightness(1.0 + m)),
     ("Color", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Saturation(1.0 + m)),
     ("Contrast", np.linspace(0.0, 0.99, NUM_BINS), True, lambda m: O.Contrast(1.0 + m)),
-    ("Posterize", 8 - np.round(np.arange(NUM_BINS) / ((NUM_BINS - 1) / 6)).astype(int), False,
-     lambda m: O.Posterize(int(m))),
+    (
+        "Posterize",
+        8 - np.round(np.arange(NUM_BINS) / ((NUM_BINS - 1) / 6)).astype(int),
+        False,
+        lambda m: O.Posterize(int(m)),
+    ),
     ("Solarize", np.linspace(255.0, 0.0, NUM_BINS), False, lambda m: O.Solarize(float(m))),
     ("AutoContrast", None, False, lambda m: O.AutoContrast()),
 )

@@ -31,20 +31,53 @@ import numpy as np
 
 from hybridload.recipe.custom import CustomStage, SampleOp
 from hybridload.recipe.keys import keyed_generator
-from hybridload.recipe.stages import (GEOMETRY, CenterCrop, Decode, HorizontalFlip, Normalize, RandomResizedCrop, Resize, Size,
-                     Stage, ToTensor, size_hw)
+from hybridload.recipe.stages import (
+    GEOMETRY,
+    CenterCrop,
+    Decode,
+    HorizontalFlip,
+    Normalize,
+    RandomResizedCrop,
+    Resize,
+    Size,
+    Stage,
+    ToTensor,
+    size_hw,
+)
 from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale, PHOTOMETRIC_STAGES
 from hybridload.recipe.autoaug import TrivialAugmentWide
 
-__all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make", "Stage", "Size",
-           "Decode", "RandomResizedCrop", "Resize", "CenterCrop", "HorizontalFlip", "Normalize", "ToTensor",
-           "ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "TrivialAugmentWide", "CustomStage", "PER_SAMPLE"]
+__all__ = [
+    "Recipe",
+    "SampleParams",
+    "sample_generator",
+    "imagenet_train",
+    "imagenet_eval",
+    "make",
+    "Stage",
+    "Size",
+    "Decode",
+    "RandomResizedCrop",
+    "Resize",
+    "CenterCrop",
+    "HorizontalFlip",
+    "Normalize",
+    "ToTensor",
+    "ColorJitter",
+    "RandomGrayscale",
+    "GaussianBlur",
+    "RandomErasing",
+    "TrivialAugmentWide",
+    "CustomStage",
+    "PER_SAMPLE",
+]
 
 #: Stages that compile, per sample, into ops (geometric first, then photometric).
 PER_SAMPLE = GEOMETRY + PHOTOMETRIC_STAGES + (TrivialAugmentWide,)
 
 
 # ---------------------------------------------------------------------- parameters
+
 
 @dataclass(frozen=True)
 class SampleParams:
@@ -81,16 +114,17 @@ def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 # --------------------------------------------------------------------------- recipe
 
+
 class Phase(IntEnum):
     """Where a stage may stand in a recipe: phases never go back, and the last three hold one
     stage each."""
 
     DECODE = 0
-    GEOMETRY = 1       # crops, resizes, flips, in any order
-    PHOTOMETRIC = 2    # colour stages, after the geometry
+    GEOMETRY = 1  # crops, resizes, flips, in any order
+    PHOTOMETRIC = 2  # colour stages, after the geometry
     NORMALIZE = 3
-    ERASE = 4          # RandomErasing works on the normalized image
-    LAYOUT = 5         # ToTensor
+    ERASE = 4  # RandomErasing works on the normalized image
+    LAYOUT = 5  # ToTensor
 
 
 #: the phases that hold at most one stage
@@ -109,8 +143,10 @@ def phase_of(kind: type) -> Phase | None:
     return {Normalize: Phase.NORMALIZE, RandomErasing: Phase.ERASE, ToTensor: Phase.LAYOUT}.get(kind)
 
 
-NOT_FIXED = ("Recipe: the output size is not fixed; end the geometric stages with "
-             "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches")
+NOT_FIXED = (
+    "Recipe: the output size is not fixed; end the geometric stages with "
+    "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches"
+)
 
 
 def _fixed_hw(stages: Sequence[object]) -> tuple[int, int] | None:
@@ -150,8 +186,10 @@ class Recipe:
             kind = type(st)
             if kind is CustomStage:  # leaves the phase where it was: geometric/photometric stages may follow
                 if last >= Phase.NORMALIZE:
-                    raise ValueError(f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
-                                     "the decoded uint8 image, so put it before Normalize()")
+                    raise ValueError(
+                        f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
+                        "the decoded uint8 image, so put it before Normalize()"
+                    )
                 continue
             phase = phase_of(kind)
             if phase is None:
@@ -162,10 +200,13 @@ class Recipe:
                 raise ValueError(
                     f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
                     "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
-                    "(each of the last three at most once)")
+                    "(each of the last three at most once)"
+                )
             if kind is RandomErasing and last != Phase.NORMALIZE:
-                raise ValueError("Recipe: RandomErasing works on the normalized image, as in torchvision; "
-                                 "put Normalize() right before it")
+                raise ValueError(
+                    "Recipe: RandomErasing works on the normalized image, as in torchvision; "
+                    "put Normalize() right before it"
+                )
             last = phase
         if _fixed_hw(self.stages) is None:
             raise ValueError(NOT_FIXED)
@@ -246,6 +287,7 @@ def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "bas
             `hybridload.recipe.presets` for the exact stages and their sources.
     """
     from hybridload.recipe.presets import train_stages  # presets builds on this module's stages
+
     return Recipe(tuple(train_stages(size, normalize=normalize, augment=augment)))
 
 

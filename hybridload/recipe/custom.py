@@ -72,8 +72,10 @@ class CustomStage:
 
     def __post_init__(self):
         if not callable(self.fn):
-            raise TypeError(f"CustomStage: fn must be a function fn(image, rng) -> image, got {self.fn!r} "
-                            f"({type(self.fn).__name__})")
+            raise TypeError(
+                f"CustomStage: fn must be a function fn(image, rng) -> image, got {self.fn!r} "
+                f"({type(self.fn).__name__})"
+            )
         if self.name is not None and not isinstance(self.name, str):
             raise TypeError(f"CustomStage: name must be a str or None, got {self.name!r}")
         if self.name is None:
@@ -112,10 +114,11 @@ def apply_custom(img: torch.Tensor, op: CustomOp) -> torch.Tensor:
     arr = np.ascontiguousarray(img.numpy())
     out = stage.fn(arr, custom_generator(*op.key))
     if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != arr.shape:
-        got = (f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray)
-               else f"{type(out).__name__}")
-        raise ValueError(f"CustomStage {fn_name(stage.fn)} returned {got}; return an HWC uint8 numpy array of the "
-                         f"input's shape {arr.shape} (e.g. np.clip(x, 0, 255).astype(np.uint8))")
+        got = f"{out.dtype} array of shape {out.shape}" if isinstance(out, np.ndarray) else f"{type(out).__name__}"
+        raise ValueError(
+            f"CustomStage {fn_name(stage.fn)} returned {got}; return an HWC uint8 numpy array of the "
+            f"input's shape {arr.shape} (e.g. np.clip(x, 0, 255).astype(np.uint8))"
+        )
     out = np.ascontiguousarray(out)
     return torch.from_numpy(out if out.flags.writeable else out.copy())  # torch wants writable memory
 

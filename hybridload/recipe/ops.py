@@ -38,6 +38,7 @@ class Flip:
 # ------------------------------------------------------------------ photometric ops
 # uint8 in, uint8 out; formulas in kernels/photometric.py (the reference every engine follows).
 
+
 @dataclass(frozen=True)
 class Brightness:
     """``trunc(clip(factor * x))``: a blend with black (factor 1 is the identity)."""
@@ -102,8 +103,23 @@ class AutoContrast:
 
 PHOTOMETRIC = (Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize, AutoContrast)
 
-Op = Union[Crop, Resize, Flip, Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize,
-           AutoContrast]
+Op = Union[
+    Crop, Resize, Flip, Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize, AutoContrast
+]
 
-__all__ = ["Crop", "Resize", "Flip", "Brightness", "Contrast", "Saturation", "Hue", "Grayscale", "Blur",
-           "Posterize", "Solarize", "AutoContrast", "PHOTOMETRIC", "Op"]
+__all__ = [
+    "Crop",
+    "Resize",
+    "Flip",
+    "Brightness",
+    "Contrast",
+    "Saturation",
+    "Hue",
+    "Grayscale",
+    "Blur",
+    "Posterize",
+    "Solarize",
+    "AutoContrast",
+    "PHOTOMETRIC",
+    "Op",
+]

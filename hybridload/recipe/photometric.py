@@ -32,8 +32,9 @@ def _number(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
-def _factor_range(stage: str, name: str, v, *, center: float = 1.0, bound: float = math.inf,
-                  low: float = 0.0) -> tuple[float, float] | None:
+def _factor_range(
+    stage: str, name: str, v, *, center: float = 1.0, bound: float = math.inf, low: float = 0.0
+) -> tuple[float, float] | None:
     """torchvision's ``_check_input``: x → [max(low, center - x), center + x]; (lo, hi) as given.
     None when the range is the identity (nothing to draw)."""
     if v is None:
@@ -47,8 +48,10 @@ def _factor_range(stage: str, name: str, v, *, center: float = 1.0, bound: float
     else:
         raise ValueError(f"{stage}: {name} must be a number or a (min, max) pair, got {v!r}")
     if not low <= lo <= hi <= bound:
-        raise ValueError(f"{stage}: {name} range ({lo}, {hi}) must satisfy {low} <= min <= max <= {bound}; "
-                         f"write e.g. {name}={(center - low) / 2 if math.isfinite(bound) else 0.4}")
+        raise ValueError(
+            f"{stage}: {name} range ({lo}, {hi}) must satisfy {low} <= min <= max <= {bound}; "
+            f"write e.g. {name}={(center - low) / 2 if math.isfinite(bound) else 0.4}"
+        )
     return None if lo == hi == center else (lo, hi)
 
 
@@ -88,8 +91,7 @@ class ColorJitter:
     def __post_init__(self):
         for name in ("brightness", "contrast", "saturation"):
             object.__setattr__(self, name, _factor_range("ColorJitter", name, getattr(self, name)))
-        object.__setattr__(self, "hue", _factor_range("ColorJitter", "hue", self.hue, center=0.0, bound=0.5,
-                                                      low=-0.5))
+        object.__setattr__(self, "hue", _factor_range("ColorJitter", "hue", self.hue, center=0.0, bound=0.5, low=-0.5))
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
         b = _draw(rng, self.brightness, 1.0)
@@ -134,15 +136,23 @@ class GaussianBlur:
         if isinstance(k, (tuple, list)) and len(k) == 2 and k[0] == k[1]:
             k = k[0]
         if not (_number(k) and int(k) == k and k > 0 and int(k) % 2 == 1):
-            raise ValueError(f"GaussianBlur: kernel_size must be one positive odd int, got {self.kernel_size!r}; "
-                             f"write e.g. kernel_size=23")
+            raise ValueError(
+                f"GaussianBlur: kernel_size must be one positive odd int, got {self.kernel_size!r}; "
+                f"write e.g. kernel_size=23"
+            )
         object.__setattr__(self, "kernel_size", int(k))
         s: Any = self.sigma
         pair = (s, s) if _number(s) else s
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(_number(x) for x in pair)
-                and 0 < pair[0] <= pair[1]):
-            raise ValueError(f"GaussianBlur: sigma must be a positive number or a (min, max) pair with "
-                             f"0 < min <= max, got {s!r}; write e.g. sigma=(0.1, 2.0)")
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(_number(x) for x in pair)
+            and 0 < pair[0] <= pair[1]
+        ):
+            raise ValueError(
+                f"GaussianBlur: sigma must be a positive number or a (min, max) pair with "
+                f"0 < min <= max, got {s!r}; write e.g. sigma=(0.1, 2.0)"
+            )
         object.__setattr__(self, "sigma", (float(pair[0]), float(pair[1])))
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
@@ -173,10 +183,17 @@ class RandomErasing:
         object.__setattr__(self, "p", _probability("RandomErasing", self.p))
         for name, low, high in (("scale", 0.0, 1.0), ("ratio", 0.0, math.inf)):
             v = getattr(self, name)
-            if not (isinstance(v, (tuple, list)) and len(v) == 2 and all(_number(x) for x in v)
-                    and low <= v[0] <= v[1] <= high and (name == "scale" or v[0] > 0)):
-                raise ValueError(f"RandomErasing: {name} must be a (min, max) pair with {low} "
-                                 f"{'<=' if name == 'scale' else '<'} min <= max <= {high}, got {v!r}")
+            if not (
+                isinstance(v, (tuple, list))
+                and len(v) == 2
+                and all(_number(x) for x in v)
+                and low <= v[0] <= v[1] <= high
+                and (name == "scale" or v[0] > 0)
+            ):
+                raise ValueError(
+                    f"RandomErasing: {name} must be a (min, max) pair with {low} "
+                    f"{'<=' if name == 'scale' else '<'} min <= max <= {high}, got {v!r}"
+                )
             object.__setattr__(self, name, (float(v[0]), float(v[1])))
         fill: Any = self.value  # the user's value, of any type until checked
         if _number(fill):
@@ -184,8 +201,10 @@ class RandomErasing:
         elif isinstance(fill, (tuple, list)) and len(fill) == 3 and all(_number(x) for x in fill):
             fill = tuple(float(x) for x in fill)
         elif fill != "random":
-            raise ValueError(f"RandomErasing: value must be a number, three numbers (one per channel) or "
-                             f"'random', got {self.value!r}")
+            raise ValueError(
+                f"RandomErasing: value must be a number, three numbers (one per channel) or "
+                f"'random', got {self.value!r}"
+            )
         object.__setattr__(self, "value", fill)
 
     def draw(self, out_hw: HW, rng: np.random.Generator) -> tuple[int, int, int, int] | None:
@@ -220,5 +239,12 @@ def erase_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
 
 PHOTOMETRIC_STAGES = (ColorJitter, RandomGrayscale, GaussianBlur)
 
-__all__ = ["ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "erase_generator",
-           "PHOTOMETRIC_STAGES", "ERASE_STREAM"]
+__all__ = [
+    "ColorJitter",
+    "RandomGrayscale",
+    "GaussianBlur",
+    "RandomErasing",
+    "erase_generator",
+    "PHOTOMETRIC_STAGES",
+    "ERASE_STREAM",
+]

@@ -43,8 +43,9 @@ RANDOM_ERASE_P = 0.1
 def augment_stages(augment: str) -> tuple[list, list]:
     """The stages ``augment`` adds: (after the flip, after Normalize)."""
     if augment not in AUGMENTS:
-        raise ValueError(f"imagenet_train: augment must be one of {', '.join(repr(a) for a in AUGMENTS)}, "
-                         f"got {augment!r}")
+        raise ValueError(
+            f"imagenet_train: augment must be one of {', '.join(repr(a) for a in AUGMENTS)}, got {augment!r}"
+        )
     if augment == "color":
         return [ColorJitter(*COLOR_JITTER)], []
     if augment == "trivialaugment":
@@ -52,13 +53,16 @@ def augment_stages(augment: str) -> tuple[list, list]:
     return [], []
 
 
-def train_stages(size, *, normalize: bool = False, augment: str = "basic",
-                 scale: tuple[float, float] = (0.08, 1.0)) -> list:
+def train_stages(
+    size, *, normalize: bool = False, augment: str = "basic", scale: tuple[float, float] = (0.08, 1.0)
+) -> list:
     """The stages of ``imagenet_train(size, normalize, augment)`` (``scale``: RandomResizedCrop's)."""
     middle, last = augment_stages(augment)
     if last and not normalize:
-        raise ValueError(f"imagenet_train(augment={augment!r}) ends with RandomErasing, which works on the "
-                         "normalized image; write imagenet_train(size, normalize=True, augment=...)")
+        raise ValueError(
+            f"imagenet_train(augment={augment!r}) ends with RandomErasing, which works on the "
+            "normalized image; write imagenet_train(size, normalize=True, augment=...)"
+        )
     out = [Decode(), RandomResizedCrop(size, scale=scale), HorizontalFlip(0.5), *middle]
     if normalize:
         out.append(Normalize())

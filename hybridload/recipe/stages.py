@@ -28,8 +28,11 @@ def _check_size(stage: str, size, *, allow_int: bool = True) -> tuple[int, int] 
         if not allow_int or size <= 0:
             raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
         return int(size)
-    if (isinstance(size, (tuple, list)) and len(size) == 2
-            and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0 for s in size)):
+    if (
+        isinstance(size, (tuple, list))
+        and len(size) == 2
+        and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0 for s in size)
+    ):
         return (int(size[0]), int(size[1]))
     raise ValueError(f"{stage}: size must be a positive int or an (height, width) pair, got {size!r}")
 
@@ -80,8 +83,10 @@ class Decode:
                 raise ValueError(f"Decode: {name} must be True or False, got {getattr(self, name)!r}")
         gap = self.reducing_gap
         if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 1.0 <= gap < math.inf:
-            raise ValueError(f"Decode: reducing_gap must be a number of at least 1.0 (decoded pixels kept per "
-                             f"output pixel under dct_scaling; 2.0 by default), got {gap!r}")
+            raise ValueError(
+                f"Decode: reducing_gap must be a number of at least 1.0 (decoded pixels kept per "
+                f"output pixel under dct_scaling; 2.0 by default), got {gap!r}"
+            )
         object.__setattr__(self, "reducing_gap", float(gap))
 
 
@@ -196,13 +201,14 @@ class Normalize:
     def __post_init__(self):
         for name in ("mean", "std"):
             v = getattr(self, name)
-            if not (isinstance(v, (tuple, list)) and len(v) == 3
-                    and all(isinstance(x, (int, float)) for x in v)):
+            if not (isinstance(v, (tuple, list)) and len(v) == 3 and all(isinstance(x, (int, float)) for x in v)):
                 raise ValueError(f"Normalize: {name} must be three numbers (one per RGB channel), got {v!r}")
             object.__setattr__(self, name, tuple(float(x) for x in v))
             if not all(math.isfinite(x) for x in getattr(self, name)):  # NaN passes every comparison
-                raise ValueError(f"Normalize: {name} must be finite numbers, got {getattr(self, name)!r}; every image "
-                                 "would come out NaN or infinite")
+                raise ValueError(
+                    f"Normalize: {name} must be finite numbers, got {getattr(self, name)!r}; every image "
+                    "would come out NaN or infinite"
+                )
         if any(s <= 0 for s in self.std):
             raise ValueError(f"Normalize: std must be positive, got {self.std!r}")
 
@@ -257,4 +263,3 @@ def _random_resized_crop(rng: np.random.Generator, w: int, h: int, st: RandomRes
     else:
         cw, ch = w, h
     return (w - cw) // 2, (h - ch) // 2, cw, ch
-

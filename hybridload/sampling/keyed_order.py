@@ -81,8 +81,9 @@ class KeyedPermutation:
         self.bits = max(2, (self.n - 1).bit_length())  # the network covers [0, 2**bits), fewer than 2 n values
         a, b = self.bits // 2, self.bits - self.bits // 2
         # round r splits its input into (left, right) of (a, b) bits, then (b, a), ... (unbalanced Feistel)
-        self._widths = [(np.uint64(a), np.uint64(b)) if r % 2 == 0 else (np.uint64(b), np.uint64(a))
-                        for r in range(ROUNDS)]
+        self._widths = [
+            (np.uint64(a), np.uint64(b)) if r % 2 == 0 else (np.uint64(b), np.uint64(a)) for r in range(ROUNDS)
+        ]
         self._masks = {w: np.uint64((1 << int(w)) - 1) for w in (np.uint64(a), np.uint64(b))}
         self._keys = [np.uint64(_mix_int(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
 
@@ -109,8 +110,7 @@ class KeyedPermutation:
     def _walk(self, values, inverse: bool) -> np.ndarray:
         x = np.asarray(values, dtype=np.int64)
         if x.size and (x.min() < 0 or x.max() >= self.n):
-            raise ValueError(f"KeyedPermutation: values must lie in [0, {self.n}), got "
-                             f"{int(x.min())}..{int(x.max())}")
+            raise ValueError(f"KeyedPermutation: values must lie in [0, {self.n}), got {int(x.min())}..{int(x.max())}")
         out = self._rounds(x.astype(np.uint64), inverse)
         todo = np.flatnonzero(out >= np.uint64(self.n))
         while todo.size:  # cycle-walking: a value past n goes round again until it lands inside
@@ -162,8 +162,18 @@ class KeyedOrder:
 
     kind = "keyed"
 
-    def rank_batches(self, n: int, *, batch_size: int, seed: int, epoch: int, world_size: int, rank: int,
-                     shuffle: bool, drop_last: bool) -> RankBatches:
+    def rank_batches(
+        self,
+        n: int,
+        *,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        world_size: int,
+        rank: int,
+        shuffle: bool,
+        drop_last: bool,
+    ) -> RankBatches:
         count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
         per_rank = samples_per_rank(n, world_size, drop_last)
         perm = KeyedPermutation(n, derive_key(seed, epoch)) if shuffle else None
@@ -174,18 +184,43 @@ class KeyedOrder:
 
         return RankBatches(count, per_rank, batch_size, lookup)
 
-    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
-                     drop_last: bool) -> np.ndarray:
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
         """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
-        batches = self.rank_batches(n, batch_size=max(1, samples_per_rank(n, world_size, drop_last)), seed=seed,
-                                    epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle,
-                                    drop_last=drop_last)
+        batches = self.rank_batches(
+            n,
+            batch_size=max(1, samples_per_rank(n, world_size, drop_last)),
+            seed=seed,
+            epoch=epoch,
+            world_size=world_size,
+            rank=rank,
+            shuffle=shuffle,
+            drop_last=drop_last,
+        )
         return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
 
 
-def batch_indices(n: int, seed: int, epoch: int, world_size: int, rank: int, batch_size: int, b: int,
-                  drop_last: bool, shuffle: bool = True) -> np.ndarray:
+def batch_indices(
+    n: int,
+    seed: int,
+    epoch: int,
+    world_size: int,
+    rank: int,
+    batch_size: int,
+    b: int,
+    drop_last: bool,
+    shuffle: bool = True,
+) -> np.ndarray:
     """Rank ``rank``'s batch ``b`` of epoch ``epoch`` in the keyed order (DistributedSampler's
     split, padding and dropping), computed on its own."""
-    return KeyedOrder().rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
-                                     rank=rank, shuffle=shuffle, drop_last=drop_last)[b]
+    return KeyedOrder().rank_batches(
+        n,
+        batch_size=batch_size,
+        seed=seed,
+        epoch=epoch,
+        world_size=world_size,
+        rank=rank,
+        shuffle=shuffle,
+        drop_last=drop_last,
+    )[b]

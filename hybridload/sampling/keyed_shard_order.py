@@ -42,15 +42,18 @@ class KeyedShardOrder:
 
     def __init__(self, shard_sizes: Sequence[int] | np.ndarray, buffer_shards: int = 4):
         if isinstance(buffer_shards, bool) or not isinstance(buffer_shards, int) or buffer_shards < 1:
-            raise ValueError(f"KeyedShardOrder: buffer_shards must be an int >= 1, got {buffer_shards!r}; "
-                             "write e.g. buffer_shards=4")
+            raise ValueError(
+                f"KeyedShardOrder: buffer_shards must be an int >= 1, got {buffer_shards!r}; write e.g. buffer_shards=4"
+            )
         self.sizes = np.asarray(shard_sizes, dtype=np.int64).reshape(-1)
         if (self.sizes < 0).any():
             raise ValueError("KeyedShardOrder: shard_sizes must be counts >= 0")
         self.buffer_shards = buffer_shards
         self.n = int(self.sizes.sum())
         self._starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
-        self._epoch: tuple[tuple[int, int], tuple] | None = None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
+        self._epoch: tuple[tuple[int, int], tuple] | None = (
+            None  # ((seed, epoch), tables): the last epoch's tables, replaced as a whole
+        )
         self._blocks: tuple = ()  # ((seed, epoch, block), permutation) of the last two blocks met
 
     def _tables(self, seed: int, epoch: int):
@@ -98,13 +101,25 @@ class KeyedShardOrder:
         slot = np.searchsorted(slot_start, inside, side="right") - 1
         return self._starts[slot_shard[slot]] + (inside - slot_start[slot])
 
-    def rank_batches(self, n: int, *, batch_size: int, seed: int, epoch: int, world_size: int, rank: int,
-                     shuffle: bool, drop_last: bool) -> RankBatches:
+    def rank_batches(
+        self,
+        n: int,
+        *,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        world_size: int,
+        rank: int,
+        shuffle: bool,
+        drop_last: bool,
+    ) -> RankBatches:
         """This rank's batches of an epoch: a contiguous span of the padded order (as
         `contiguous_rank_split`), each batch computed when asked."""
         if n != self.n:
-            raise ValueError(f"KeyedShardOrder: the dataset has {n} samples but the shards hold {self.n}; "
-                             "build the order from the same source")
+            raise ValueError(
+                f"KeyedShardOrder: the dataset has {n} samples but the shards hold {self.n}; "
+                "build the order from the same source"
+            )
         count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
         per_rank = samples_per_rank(n, world_size, drop_last)
 
@@ -113,12 +128,21 @@ class KeyedShardOrder:
 
         return RankBatches(count, per_rank, batch_size, lookup)
 
-    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
-                     drop_last: bool) -> np.ndarray:
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
         """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
         per_rank = samples_per_rank(n, world_size, drop_last)
-        batches = self.rank_batches(n, batch_size=max(1, per_rank), seed=seed, epoch=epoch, world_size=world_size,
-                                    rank=rank, shuffle=shuffle, drop_last=drop_last)
+        batches = self.rank_batches(
+            n,
+            batch_size=max(1, per_rank),
+            seed=seed,
+            epoch=epoch,
+            world_size=world_size,
+            rank=rank,
+            shuffle=shuffle,
+            drop_last=drop_last,
+        )
         return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
 
 
@@ -130,8 +154,10 @@ ORDERS = ("randperm", "keyed")
 def check_order(order, where: str) -> str:
     """The ``order`` setting, checked: one of `ORDERS`."""
     if order not in ORDERS:
-        raise ValueError(f"{where}: order must be 'randperm' (torch's order, the default) or 'keyed' (computed "
-                         f"batch by batch, for very large datasets), got {order!r}")
+        raise ValueError(
+            f"{where}: order must be 'randperm' (torch's order, the default) or 'keyed' (computed "
+            f"batch by batch, for very large datasets), got {order!r}"
+        )
     return order
 
 
@@ -145,8 +171,9 @@ def keyed_order_for(source_order):
         return KeyedShardOrder(source_order.shard_sizes, source_order.buffer_shards)
     if getattr(source_order, "kind", None) == "keyed":
         return source_order
-    raise ValueError(f"order='keyed' has no keyed form of the source's order {type(source_order).__name__}; "
-                     "use order='randperm'")
+    raise ValueError(
+        f"order='keyed' has no keyed form of the source's order {type(source_order).__name__}; use order='randperm'"
+    )
 
 
 def order_kind(order) -> str:

@@ -25,13 +25,22 @@ from hybridload.sampling.resume import order_fingerprint, resume_plan, saved_pla
 
 VERSION = 1
 #: the epoch's order is seeded with seed + epoch, which torch takes in 64 bits
-EPOCH_MAX = 2 ** 63 - 1
+EPOCH_MAX = 2**63 - 1
 
 #: the fields every state holds, with their kinds; a state also holds "order", "source" and the plan's
 #: fields (`saved_plan`), each optional on load (states saved before they existed)
 STATE_FIELDS: dict[str, type] = {
-    "version": int, "epoch": int, "position": int, "seed": int, "shuffle": bool, "drop_last": bool,
-    "batch_size": int, "world_size": int, "rank": int, "num_samples": int}
+    "version": int,
+    "epoch": int,
+    "position": int,
+    "seed": int,
+    "shuffle": bool,
+    "drop_last": bool,
+    "batch_size": int,
+    "world_size": int,
+    "rank": int,
+    "num_samples": int,
+}
 #: the fields that must equal the resuming pass's own (the others may differ: elastic resume)
 SAME = ("seed", "num_samples", "shuffle", "drop_last")
 
@@ -47,11 +56,14 @@ def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
     if not is_int(epoch):
         raise TypeError(f"{where}: epoch must be an int >= 0, got {epoch!r} ({type(epoch).__name__})")
     if epoch < 0:
-        raise ValueError(f"{where}: epoch must be an int >= 0, got {epoch}; count epochs from 0 "
-                         "(e.g. set_epoch(0) for the first)")
+        raise ValueError(
+            f"{where}: epoch must be an int >= 0, got {epoch}; count epochs from 0 (e.g. set_epoch(0) for the first)"
+        )
     if epoch > EPOCH_MAX:
-        raise ValueError(f"{where}: epoch must be below 2**63, got {epoch} (the epoch's order is seeded with "
-                         "seed + epoch, which torch takes in 64 bits); count epochs from 0, or pass epoch % 2**63")
+        raise ValueError(
+            f"{where}: epoch must be below 2**63, got {epoch} (the epoch's order is seeded with "
+            "seed + epoch, which torch takes in 64 bits); count epochs from 0, or pass epoch % 2**63"
+        )
     return int(epoch)
 
 
@@ -73,18 +85,20 @@ def check_state(state: Any, where: str) -> dict:
     state = upgraded(state)
     missing = [k for k in STATE_FIELDS if k not in state]
     if missing:
-        hint = (" (this is a DataLoader's state: pass its ['batch_sampler'] entry)" if "batch_sampler" in state
-                else "")
-        raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() "
-                         f"returned{hint}")
+        hint = " (this is a DataLoader's state: pass its ['batch_sampler'] entry)" if "batch_sampler" in state else ""
+        raise ValueError(
+            f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() returned{hint}"
+        )
     for key, kind in STATE_FIELDS.items():
         v = state[key]
         if not (isinstance(v, bool) if kind is bool else is_int(v)):
-            raise TypeError(f"{where}: {key} must be {'a bool' if kind is bool else 'an int'}, got {v!r} "
-                            f"({type(v).__name__})")
+            raise TypeError(
+                f"{where}: {key} must be {'a bool' if kind is bool else 'an int'}, got {v!r} ({type(v).__name__})"
+            )
     if state["version"] != VERSION:
-        raise ValueError(f"{where}: state version {state['version']!r} is not {VERSION}; it was saved by "
-                         "another hybridload version")
+        raise ValueError(
+            f"{where}: state version {state['version']!r} is not {VERSION}; it was saved by another hybridload version"
+        )
     check_epoch(state["epoch"], where=f"{where}: field 'epoch'")
     return state
 
@@ -102,17 +116,28 @@ class PassState:
             when a state is saved or loaded; None: nothing to check.
     """
 
-    def __init__(self, num_samples: int, batch_size: int, *, seed: int, shuffle: bool, drop_last: bool,
-                 rank: int, world_size: int, order: Any = None, fingerprint: Callable[[], str | None] | None = None):
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        *,
+        seed: int,
+        shuffle: bool,
+        drop_last: bool,
+        rank: int,
+        world_size: int,
+        order: Any = None,
+        fingerprint: Callable[[], str | None] | None = None,
+    ):
         self.num_samples, self.batch_size, self.seed = num_samples, batch_size, seed
         self.shuffle, self.drop_last, self.rank, self.world_size = shuffle, drop_last, rank, world_size
         self.order, self._fingerprint = order, fingerprint
         self.epoch = 0
-        self.position = 0      # batches of the epoch delivered to the consumer
+        self.position = 0  # batches of the epoch delivered to the consumer
         self.remaining = None  # a resumed epoch's plan (sampling.resume); None: the whole epoch
-        self.pass_id = 0       # the live pass: only its deliveries move the position
-        self._resume = 0       # where the next pass starts
-        self._chosen = True    # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
+        self.pass_id = 0  # the live pass: only its deliveries move the position
+        self._resume = 0  # where the next pass starts
+        self._chosen = True  # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
 
     @property
     def resuming(self) -> bool:
@@ -166,13 +191,31 @@ class PassState:
         at any world size and batch size, resumes from it."""
         position = self.position if position is None else position
         split = split_of(self.order)
-        plan = saved_plan(self.num_samples, self.remaining, position, world_size=self.world_size,
-                          batch_size=self.batch_size, drop_last=self.drop_last, split=split,
-                          shards=order_fingerprint(self.order))
-        return {"version": VERSION, "epoch": self.epoch, "position": position, "seed": self.seed,
-                "shuffle": self.shuffle, "drop_last": self.drop_last, "batch_size": self.batch_size,
-                "world_size": self.world_size, "rank": self.rank, "num_samples": self.num_samples,
-                "order": order_kind(self.order), "source": self.fingerprint(), **plan}
+        plan = saved_plan(
+            self.num_samples,
+            self.remaining,
+            position,
+            world_size=self.world_size,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            split=split,
+            shards=order_fingerprint(self.order),
+        )
+        return {
+            "version": VERSION,
+            "epoch": self.epoch,
+            "position": position,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "drop_last": self.drop_last,
+            "batch_size": self.batch_size,
+            "world_size": self.world_size,
+            "rank": self.rank,
+            "num_samples": self.num_samples,
+            "order": order_kind(self.order),
+            "source": self.fingerprint(),
+            **plan,
+        }
 
     def reset(self, state: Any, where: str) -> None:
         """Resume from ``state``, any rank's `get_state`, saved at any world size and batch size
@@ -190,8 +233,14 @@ class PassState:
         if saved_source is not None and fingerprint is not None and saved_source != fingerprint:
             # another dataset of the same size (a manifest rewritten with its shards reordered or replaced)
             raise ResumeMismatchError("source", saved_source, fingerprint, where)
-        remaining, position = resume_plan(state, n=self.num_samples, world_size=self.world_size,
-                                          batch_size=self.batch_size, drop_last=self.drop_last,
-                                          split=split_of(self.order), where=where,
-                                          shards=order_fingerprint(self.order))
+        remaining, position = resume_plan(
+            state,
+            n=self.num_samples,
+            world_size=self.world_size,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            split=split_of(self.order),
+            where=where,
+            shards=order_fingerprint(self.order),
+        )
         self.resume_at(state["epoch"], position, remaining)

@@ -50,13 +50,17 @@ def check_remaining(remaining: Any, n: int, where: str) -> Intervals:
     try:
         pairs = tuple((int(a), int(b)) for a, b in remaining)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: 'remaining' must be a list of [start, stop] pairs, got {remaining!r}; pass "
-                         "the whole dict state_dict() returned") from None
+        raise ValueError(
+            f"{where}: 'remaining' must be a list of [start, stop] pairs, got {remaining!r}; pass "
+            "the whole dict state_dict() returned"
+        ) from None
     last = 0
     for a, b in pairs:
         if not last <= a < b <= n:
-            raise ValueError(f"{where}: 'remaining' must hold increasing, disjoint intervals inside [0, {n}), got "
-                             f"{remaining!r}; pass the whole dict state_dict() returned")
+            raise ValueError(
+                f"{where}: 'remaining' must hold increasing, disjoint intervals inside [0, {n}), got "
+                f"{remaining!r}; pass the whole dict state_dict() returned"
+            )
         last = b
     return pairs
 
@@ -74,8 +78,9 @@ def to_global(remaining: Intervals, q: np.ndarray) -> np.ndarray:
     return starts[k] + (q - cum[k])
 
 
-def rank_slots(remaining: Intervals, j: np.ndarray, *, world_size: int, rank: int, drop_last: bool,
-               split: str) -> np.ndarray:
+def rank_slots(
+    remaining: Intervals, j: np.ndarray, *, world_size: int, rank: int, drop_last: bool, split: str
+) -> np.ndarray:
     """Global positions of rank ``rank``'s samples ``j`` (its ``j``-th sample of the plan)."""
     length = size(remaining)
     per = samples_per_rank(length, world_size, drop_last)
@@ -83,8 +88,9 @@ def rank_slots(remaining: Intervals, j: np.ndarray, *, world_size: int, rank: in
     return to_global(remaining, np.asarray(q, dtype=np.int64) % max(length, 1))  # padding: the remainder's start
 
 
-def remaining_after(remaining: Intervals, delivered: int, *, batch_size: int, world_size: int, drop_last: bool,
-                    split: str) -> Intervals:
+def remaining_after(
+    remaining: Intervals, delivered: int, *, batch_size: int, world_size: int, drop_last: bool, split: str
+) -> Intervals:
     """What is left of a plan after every rank delivered ``delivered`` batches of it (all of
     them: nothing, the dropped tail included)."""
     length = size(remaining)
@@ -135,8 +141,10 @@ def common_position(states: Sequence[dict]) -> dict:
     for s in states[1:]:
         for key in keys:
             if s.get(key) != first.get(key):
-                raise ValueError(f"common_position: the states differ in {key} ({s.get(key)!r} vs "
-                                 f"{first.get(key)!r}); they were not saved in the same epoch of one run")
+                raise ValueError(
+                    f"common_position: the states differ in {key} ({s.get(key)!r} vs "
+                    f"{first.get(key)!r}); they were not saved in the same epoch of one run"
+                )
     return dict(min(states, key=lambda s: s["position"]))
 
 
@@ -147,17 +155,22 @@ def position_lookup(order: Any, n: int, *, seed: int, epoch: int, shuffle: bool)
         return lambda p: order.positions(p, seed=seed, epoch=epoch, shuffle=shuffle)
     if getattr(order, "kind", None) == "keyed":
         from hybridload.sampling.keyed_order import KeyedPermutation, derive_key
+
         perm = KeyedPermutation(n, derive_key(seed, epoch)) if shuffle else None
         return (lambda p: perm(p)) if perm is not None else (lambda p: np.asarray(p, dtype=np.int64))
     if order is None:
         full = epoch_order(n, seed, epoch, shuffle)
     elif hasattr(order, "shard_sizes"):
         from hybridload.sampling.shard_order import shard_block_order
-        full = shard_block_order(order.shard_sizes, seed=seed, epoch=epoch, buffer_shards=order.buffer_shards,
-                                 shuffle=shuffle)
+
+        full = shard_block_order(
+            order.shard_sizes, seed=seed, epoch=epoch, buffer_shards=order.buffer_shards, shuffle=shuffle
+        )
     else:
-        raise ValueError(f"the order {type(order).__name__} has no global positions: a state saved with it can "
-                         "resume only with the same world_size and batch_size")
+        raise ValueError(
+            f"the order {type(order).__name__} has no global positions: a state saved with it can "
+            "resume only with the same world_size and batch_size"
+        )
     return lambda p: full[np.asarray(p, dtype=np.int64)]
 
 
@@ -176,10 +189,22 @@ def split_of(order: Any) -> str:
     return "contiguous" if hasattr(order, "shard_sizes") or hasattr(order, "sizes") else "strided"
 
 
-def plan_rank_batches(remaining: Intervals, order: Any, n: int, *, batch_size: int, seed: int, epoch: int,
-                      world_size: int, rank: int, shuffle: bool, drop_last: bool):
+def plan_rank_batches(
+    remaining: Intervals,
+    order: Any,
+    n: int,
+    *,
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    world_size: int,
+    rank: int,
+    shuffle: bool,
+    drop_last: bool,
+):
     """Rank ``rank``'s batches of a plan (each computed when indexed), as dataset indices."""
     from hybridload.sampling.keyed_order import RankBatches
+
     length = size(remaining)
     count = num_batches(length, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
     per = samples_per_rank(length, world_size, drop_last)
@@ -192,8 +217,17 @@ def plan_rank_batches(remaining: Intervals, order: Any, n: int, *, batch_size: i
     return RankBatches(count, per, batch_size, lookup)
 
 
-def resume_plan(saved: dict, *, n: int, world_size: int, batch_size: int, drop_last: bool, split: str,
-                where: str, shards: str | None = None) -> tuple[Intervals | None, int]:
+def resume_plan(
+    saved: dict,
+    *,
+    n: int,
+    world_size: int,
+    batch_size: int,
+    drop_last: bool,
+    split: str,
+    where: str,
+    shards: str | None = None,
+) -> tuple[Intervals | None, int]:
     """(remaining, position) for a sampler of ``world_size`` ranks and ``batch_size`` resuming
     from a saved state (its ``world_size``, ``batch_size``, ``position`` and ``remaining``):
     the same plan where both match (the exact continuation, padding included; ``None`` for
@@ -208,19 +242,35 @@ def resume_plan(saved: dict, *, n: int, world_size: int, batch_size: int, drop_l
     w, b, pos = saved["world_size"], saved["batch_size"], saved["position"]
     count = plan_batches(plan, batch_size=b, world_size=w, drop_last=drop_last)
     if not 0 <= pos <= count:
-        raise ValueError(f"{where}: position must be in [0, {count}] (the batches of the saved epoch's plan), got "
-                         f"{pos}; save it with state_dict()")
+        raise ValueError(
+            f"{where}: position must be in [0, {count}] (the batches of the saved epoch's plan), got "
+            f"{pos}; save it with state_dict()"
+        )
     if (w, b) == (world_size, batch_size):
         return (None if fresh else plan), pos
     return remaining_after(plan, pos, batch_size=b, world_size=w, drop_last=drop_last, split=split), 0
 
 
-def saved_plan(n: int, remaining: Intervals | None, position: int, *, world_size: int, batch_size: int,
-               drop_last: bool, split: str, shards: str | None = None) -> dict:
+def saved_plan(
+    n: int,
+    remaining: Intervals | None,
+    position: int,
+    *,
+    world_size: int,
+    batch_size: int,
+    drop_last: bool,
+    split: str,
+    shards: str | None = None,
+) -> dict:
     """The plan's fields of a state: ``remaining`` (None: a fresh epoch) and ``delivered``, the
     samples of the epoch's global order delivered so far."""
     plan = whole(n) if remaining is None else remaining
-    left = remaining_after(plan, position, batch_size=batch_size, world_size=world_size, drop_last=drop_last,
-                           split=split)
-    return {"remaining": None if remaining is None else [list(p) for p in remaining], "delivered": n - size(left),
-            "split": split, "shards": shards}
+    left = remaining_after(
+        plan, position, batch_size=batch_size, world_size=world_size, drop_last=drop_last, split=split
+    )
+    return {
+        "remaining": None if remaining is None else [list(p) for p in remaining],
+        "delivered": n - size(left),
+        "split": split,
+        "shards": shards,
+    }

@@ -34,15 +34,34 @@ class DistributedBatchSampler:
         fingerprint: what identifies the dataset beyond its size, for its saved states (``Source.fingerprint``).
     """
 
-    def __init__(self, n: int, batch_size: int, *, seed: int = 0, shuffle: bool = True,
-                 drop_last: bool = False, rank: int | None = None, world_size: int | None = None, order: Any = None,
-                 fingerprint: Callable[[], str | None] | None = None):
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        order: Any = None,
+        fingerprint: Callable[[], str | None] | None = None,
+    ):
         rank, world_size = resolve_rank(rank, world_size)
         check_split(n, batch_size, world_size, rank)
         #: the one owner of this sampler's place in its epoch and of its saved state
-        self.pass_state = PassState(n, batch_size, seed=seed, shuffle=shuffle, drop_last=drop_last, rank=rank,
-                                    world_size=world_size, order=order, fingerprint=fingerprint)
-        self._prepared: tuple | None = None   # a pass begun by prepare_pass(), taken by the next __iter__
+        self.pass_state = PassState(
+            n,
+            batch_size,
+            seed=seed,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+            order=order,
+            fingerprint=fingerprint,
+        )
+        self._prepared: tuple | None = None  # a pass begun by prepare_pass(), taken by the next __iter__
 
     n = property(lambda self: self.pass_state.num_samples)
     batch_size = property(lambda self: self.pass_state.batch_size)
@@ -76,8 +95,7 @@ class DistributedBatchSampler:
 
     def epoch_batches(self) -> int:
         """The batches of a whole epoch of this rank (every rank the same)."""
-        return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size,
-                           drop_last=self.drop_last)
+        return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size, drop_last=self.drop_last)
 
     def batches(self, epoch: int | None = None) -> Sequence[np.ndarray]:
         """This rank's batches (index arrays) of an epoch (default: the current one); a keyed
@@ -85,12 +103,29 @@ class DistributedBatchSampler:
         ps = self.pass_state
         epoch = ps.epoch if epoch is None else epoch
         if ps.remaining is not None and epoch == ps.epoch:  # a resumed epoch: what was left of it
-            return plan_rank_batches(ps.remaining, ps.order, ps.num_samples, batch_size=ps.batch_size, seed=ps.seed,
-                                     epoch=epoch, world_size=ps.world_size, rank=ps.rank, shuffle=ps.shuffle,
-                                     drop_last=ps.drop_last)
-        return rank_batches(ps.num_samples, batch_size=ps.batch_size, seed=ps.seed, epoch=epoch,
-                            world_size=ps.world_size, rank=ps.rank, shuffle=ps.shuffle, drop_last=ps.drop_last,
-                            order=ps.order)
+            return plan_rank_batches(
+                ps.remaining,
+                ps.order,
+                ps.num_samples,
+                batch_size=ps.batch_size,
+                seed=ps.seed,
+                epoch=epoch,
+                world_size=ps.world_size,
+                rank=ps.rank,
+                shuffle=ps.shuffle,
+                drop_last=ps.drop_last,
+            )
+        return rank_batches(
+            ps.num_samples,
+            batch_size=ps.batch_size,
+            seed=ps.seed,
+            epoch=epoch,
+            world_size=ps.world_size,
+            rank=ps.rank,
+            shuffle=ps.shuffle,
+            drop_last=ps.drop_last,
+            order=ps.order,
+        )
 
     def begin_pass(self) -> tuple[Sequence[np.ndarray], int]:
         """The batches of the epoch this pass runs and the position it starts from

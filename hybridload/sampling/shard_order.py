@@ -34,7 +34,7 @@ _TAG = 0x5A4D  # keeps this order's random stream apart from other users of (see
 
 
 def _rng(seed: int, epoch: int) -> np.random.Generator:
-    return np.random.default_rng([_TAG, int(seed) % 2 ** 64, int(epoch) % 2 ** 64])
+    return np.random.default_rng([_TAG, int(seed) % 2**64, int(epoch) % 2**64])
 
 
 def shard_block_order(shard_sizes, *, seed: int, epoch: int, buffer_shards: int, shuffle: bool = True) -> np.ndarray:
@@ -49,7 +49,7 @@ def shard_block_order(shard_sizes, *, seed: int, epoch: int, buffer_shards: int,
     shards = rng.permutation(len(sizes))
     blocks = []
     for b in range(0, len(shards), buffer_shards):
-        members = [np.arange(starts[s], starts[s] + sizes[s], dtype=np.int64) for s in shards[b:b + buffer_shards]]
+        members = [np.arange(starts[s], starts[s] + sizes[s], dtype=np.int64) for s in shards[b : b + buffer_shards]]
         blocks.append(rng.permutation(np.concatenate(members)))
     return np.concatenate(blocks) if blocks else np.empty(0, dtype=np.int64)
 
@@ -58,7 +58,7 @@ def contiguous_rank_split(order: np.ndarray, *, world_size: int, rank: int, drop
     """Rank ``rank``'s contiguous span of ``order``, padded or trimmed as DistributedSampler."""
     per_rank = samples_per_rank(len(order), world_size, drop_last)
     padded = pad_order(order, per_rank * world_size)
-    return padded[rank * per_rank:(rank + 1) * per_rank]
+    return padded[rank * per_rank : (rank + 1) * per_rank]
 
 
 @dataclass(frozen=True)
@@ -76,17 +76,22 @@ class ShardOrder:
 
     def __post_init__(self):
         if isinstance(self.buffer_shards, bool) or not isinstance(self.buffer_shards, int) or self.buffer_shards < 1:
-            raise ValueError(f"ShardOrder: buffer_shards must be an int >= 1, got {self.buffer_shards!r}; "
-                             "write e.g. buffer_shards=4")
+            raise ValueError(
+                f"ShardOrder: buffer_shards must be an int >= 1, got {self.buffer_shards!r}; write e.g. buffer_shards=4"
+            )
         if any(int(s) < 0 for s in self.shard_sizes):
             raise ValueError("ShardOrder: shard_sizes must be counts >= 0")
 
-    def rank_indices(self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool,
-                     drop_last: bool) -> np.ndarray:
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
         """This rank's sample indices for an epoch, in order."""
         if n != sum(self.shard_sizes):
-            raise ValueError(f"ShardOrder: the dataset has {n} samples but the shards hold {sum(self.shard_sizes)}; "
-                             "build the order from the same source")
-        order = shard_block_order(self.shard_sizes, seed=seed, epoch=epoch, buffer_shards=self.buffer_shards,
-                                  shuffle=shuffle)
+            raise ValueError(
+                f"ShardOrder: the dataset has {n} samples but the shards hold {sum(self.shard_sizes)}; "
+                "build the order from the same source"
+            )
+        order = shard_block_order(
+            self.shard_sizes, seed=seed, epoch=epoch, buffer_shards=self.buffer_shards, shuffle=shuffle
+        )
         return contiguous_rank_split(order, world_size=world_size, rank=rank, drop_last=drop_last)

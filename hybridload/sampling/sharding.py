@@ -57,9 +57,10 @@ def check_order_size(n: int, order: str, where: str) -> None:
     if order == "randperm" and n > RANDPERM_MAX_SAMPLES:
         raise ValueError(
             f"{where}: {n:,} samples are too many for order='randperm' (each epoch starts by making the order of "
-            f"every index: ~{16 * n / 2 ** 30:.0f} GB and minutes per rank here; the limit is "
+            f"every index: ~{16 * n / 2**30:.0f} GB and minutes per rank here; the limit is "
             f"{RANDPERM_MAX_SAMPLES:,}); pass order='keyed' (each batch's indices computed when reached, "
-            "O(1) memory), and for TarShards read='shard' (each shard read whole, once per block of shards)")
+            "O(1) memory), and for TarShards read='shard' (each shard read whole, once per block of shards)"
+        )
 
 
 def epoch_order(n: int, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
@@ -77,8 +78,16 @@ def samples_per_rank(n: int, world_size: int, drop_last: bool) -> int:
     return math.ceil(n / world_size)
 
 
-def rank_indices(n: int, *, seed: int = 0, epoch: int = 0, world_size: int = 1, rank: int = 0,
-                 shuffle: bool = True, drop_last: bool = False) -> np.ndarray:
+def rank_indices(
+    n: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    world_size: int = 1,
+    rank: int = 0,
+    shuffle: bool = True,
+    drop_last: bool = False,
+) -> np.ndarray:
     """This rank's sample indices for an epoch, in order (DistributedSampler semantics)."""
     check_split(n, 1, world_size, rank)
     order = epoch_order(n, seed, epoch, shuffle)
@@ -112,8 +121,18 @@ def num_batches(n: int, *, batch_size: int, world_size: int = 1, drop_last: bool
     return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
 
 
-def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, world_size: int = 1,
-                 rank: int = 0, shuffle: bool = True, drop_last: bool = False, order: Any = None) -> list[np.ndarray]:
+def rank_batches(
+    n: int,
+    *,
+    batch_size: int,
+    seed: int = 0,
+    epoch: int = 0,
+    world_size: int = 1,
+    rank: int = 0,
+    shuffle: bool = True,
+    drop_last: bool = False,
+    order: Any = None,
+) -> list[np.ndarray]:
     """This rank's ordered batches (arrays of dataset indices) for an epoch.
 
     Args:
@@ -130,12 +149,20 @@ def rank_batches(n: int, *, batch_size: int, seed: int = 0, epoch: int = 0, worl
             replaces DistributedSampler's; None for DistributedSampler's order."""
     check_split(n, batch_size, world_size, rank)
     if hasattr(order, "rank_batches"):  # a keyed order: each batch computed when asked (sampling.keyed_order)
-        return order.rank_batches(n, batch_size=batch_size, seed=seed, epoch=epoch, world_size=world_size,
-                                  rank=rank, shuffle=shuffle, drop_last=drop_last)
+        return order.rank_batches(
+            n,
+            batch_size=batch_size,
+            seed=seed,
+            epoch=epoch,
+            world_size=world_size,
+            rank=rank,
+            shuffle=shuffle,
+            drop_last=drop_last,
+        )
     pick = rank_indices if order is None else order.rank_indices
     idx = pick(n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last)
     count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
-    return [idx[b * batch_size:(b + 1) * batch_size] for b in range(count)]
+    return [idx[b * batch_size : (b + 1) * batch_size] for b in range(count)]
 
 
 def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -149,8 +176,10 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
         world_size: the number of ranks, or None to look it up."""
     for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
-            raise ValueError(f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
-                             f"pass e.g. {name}={low if name == 'rank' else 2}")
+            raise ValueError(
+                f"{name} must be None or an int >= {low}, got {v!r} ({type(v).__name__}); "
+                f"pass e.g. {name}={low if name == 'rank' else 2}"
+            )
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     dist = torch.distributed

@@ -19,5 +19,19 @@ from hybridload.sources.folder import IMG_EXTENSIONS, ImageFolder
 from hybridload.sources.tar import TarShards, braceexpand, expand_urls
 from hybridload.sources.torch_dataset import TorchDataset
 
-__all__ = ["SampleRef", "Source", "FileList", "ImageFolder", "TarShards", "TorchDataset", "IMG_EXTENSIONS", "ReadRetry",
-           "is_url", "read_bytes", "read_error", "url_to_fs", "braceexpand", "expand_urls"]
+__all__ = [
+    "SampleRef",
+    "Source",
+    "FileList",
+    "ImageFolder",
+    "TarShards",
+    "TorchDataset",
+    "IMG_EXTENSIONS",
+    "ReadRetry",
+    "is_url",
+    "read_bytes",
+    "read_error",
+    "url_to_fs",
+    "braceexpand",
+    "expand_urls",
+]

@@ -117,8 +117,9 @@ def url_to_fs(url: str, storage_options: Mapping[str, Any] | None = None):
         raise ValueError(f"cannot open {url!r} through fsspec: {exc}") from exc
 
 
-def read_bytes(location: str, storage_options: Mapping[str, Any] | None = None, *,
-               offset: int = 0, size: int | None = None) -> bytes:
+def read_bytes(
+    location: str, storage_options: Mapping[str, Any] | None = None, *, offset: int = 0, size: int | None = None
+) -> bytes:
     """Read a file (or ``size`` bytes of it from ``offset``): local paths with ``open``,
     URLs through fsspec. Raises whatever the filesystem raises.
 
@@ -161,8 +162,7 @@ def read_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def read_failure(ref: SampleRef, exc: BaseException,
-                 storage_options: Mapping[str, Any] | None = None) -> SampleError:
+def read_failure(ref: SampleRef, exc: BaseException, storage_options: Mapping[str, Any] | None = None) -> SampleError:
     """The error naming the sample for a failed read: a `StorageError` when every
     retry failed (`ReadsExhausted`; never skipped) or the file's directory is gone or
     unreadable too (`directory_gone`: an outage, never skipped), else a `SampleError`
@@ -196,11 +196,15 @@ def directory_gone(location: str, storage_options: Mapping[str, Any] | None = No
         with os.scandir(d) as entries:
             next(entries, None)
     except FileNotFoundError:
-        return (f"its directory {d} is gone too (moved, deleted or unmounted): a storage outage, not one bad file, "
-                "so it is not skipped")
+        return (
+            f"its directory {d} is gone too (moved, deleted or unmounted): a storage outage, not one bad file, "
+            "so it is not skipped"
+        )
     except OSError as exc:
-        return (f"its directory {d} cannot be listed ({exc.strerror}): a storage outage or a permission change, "
-                "not one bad file, so it is not skipped")
+        return (
+            f"its directory {d} cannot be listed ({exc.strerror}): a storage outage or a permission change, "
+            "not one bad file, so it is not skipped"
+        )
     return ""
 
 
@@ -217,12 +221,19 @@ def _prefix_gone(url: str, storage_options: Mapping[str, Any] | None) -> str:
         left = []
     except Exception:  # any filesystem's error: cannot tell, so the file's own failure stands
         return ""
-    return "" if left else (f"nothing is left under {head}/ either (deleted or moved): a storage outage, not one "
-                            "bad file, so it is not skipped")
+    return (
+        ""
+        if left
+        else (
+            f"nothing is left under {head}/ either (deleted or moved): a storage outage, not one "
+            "bad file, so it is not skipped"
+        )
+    )
 
 
-def read_file(ref: SampleRef, storage_options: Mapping[str, Any] | None = None,
-              retry: ReadRetry = DEFAULT_READ_RETRY) -> bytes:
+def read_file(
+    ref: SampleRef, storage_options: Mapping[str, Any] | None = None, retry: ReadRetry = DEFAULT_READ_RETRY
+) -> bytes:
     """The whole file at ``ref.location``, retried per ``retry`` when the storage fails;
     any read failure becomes the `read_failure` naming the sample."""
     try:
@@ -239,12 +250,16 @@ def to_label(value: Any, index: int, location: str) -> int:
     if hasattr(v, "dtype") and hasattr(v, "shape"):  # numpy array / torch tensor
         kind = str(v.dtype)
         if tuple(v.shape) not in ((), (1,)) or not ("int" in kind or kind.endswith("uint8")):
-            raise LabelError(f"sample {index} ({location})",
-                             f"label must be an integer class index, got a {type(v).__name__} of dtype {kind} "
-                             f"and shape {tuple(v.shape)}; return e.g. int(one_hot.argmax())")
+            raise LabelError(
+                f"sample {index} ({location})",
+                f"label must be an integer class index, got a {type(v).__name__} of dtype {kind} "
+                f"and shape {tuple(v.shape)}; return e.g. int(one_hot.argmax())",
+            )
         v = v.reshape(()).item() if hasattr(v, "reshape") else v.item()
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise LabelError(f"sample {index} ({location})",
-                         f"label must be an integer class index, got {v!r} ({type(v).__name__}); map class "
-                         "names to indices (e.g. class_to_idx[name]) and return an int")
+        raise LabelError(
+            f"sample {index} ({location})",
+            f"label must be an integer class index, got {v!r} ({type(v).__name__}); map class "
+            "names to indices (e.g. class_to_idx[name]) and return an int",
+        )
     return int(v)

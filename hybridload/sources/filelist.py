@@ -29,26 +29,37 @@ class FileList(Source):
             `StorageError`; None: ``ReadRetry()``.
     """
 
-    def __init__(self, paths: Sequence[str | os.PathLike], labels: Sequence[int] | None = None, *,
-                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
-                 read_retry: ReadRetry | None = None):
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike],
+        labels: Sequence[int] | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        io_threads: int | None = None,
+        read_retry: ReadRetry | None = None,
+    ):
         if read_retry is not None and not isinstance(read_retry, ReadRetry):
-            raise ValueError(f"FileList: read_retry must be None or a ReadRetry, got {read_retry!r}; "
-                             "write e.g. read_retry=sources.ReadRetry(attempts=6)")
+            raise ValueError(
+                f"FileList: read_retry must be None or a ReadRetry, got {read_retry!r}; "
+                "write e.g. read_retry=sources.ReadRetry(attempts=6)"
+            )
         self.read_retry = read_retry or self.read_retry
         self.storage_options = dict(storage_options or {})
         self.paths = [os.fspath(p) for p in paths]
         io_threads = check_io_threads(io_threads, type(self).__name__)
-        self.io_threads = io_threads if io_threads is not None else (
-            DEFAULT_IO_THREADS if any(is_url(p) for p in self.paths) else 1)
+        self.io_threads = (
+            io_threads if io_threads is not None else (DEFAULT_IO_THREADS if any(is_url(p) for p in self.paths) else 1)
+        )
         given = np.asarray([0] * len(self.paths) if labels is None else labels)
         if given.ndim != 1 or len(given) != len(self.paths):
             raise ValueError(f"FileList: got {len(self.paths)} paths but {given.size} labels; give one label per path")
         if len(given) and not np.issubdtype(given.dtype, np.integer):
             values = given.tolist()
             bad = next((i for i, v in enumerate(values) if not (isinstance(v, float) and v.is_integer())), 0)
-            raise ValueError(f"FileList: labels must be integers (class indices); sample {bad} "
-                             f"({self.paths[bad]}) has label {values[bad]!r} ({given.dtype})")
+            raise ValueError(
+                f"FileList: labels must be integers (class indices); sample {bad} "
+                f"({self.paths[bad]}) has label {values[bad]!r} ({given.dtype})"
+            )
         self._labels = given.astype(np.int64)
         check_protocols(self.paths, self.storage_options)
 

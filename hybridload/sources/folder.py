@@ -36,16 +36,23 @@ class ImageFolder(FileList):
         read_retry: how a read the storage fails is retried (see `FileList`).
     """
 
-    def __init__(self, root: str | os.PathLike, extensions: Sequence[str] = IMG_EXTENSIONS, *,
-                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
-                 read_retry: ReadRetry | None = None):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        extensions: Sequence[str] = IMG_EXTENSIONS,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        io_threads: int | None = None,
+        read_retry: ReadRetry | None = None,
+    ):
         exts = tuple(e.lower() for e in extensions)
         if isinstance(root, str) and is_url(root):
             self.root = root
             self.classes, paths, labels = _list_url_tree(root, exts, storage_options)
             self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-            super().__init__(paths, labels, storage_options=storage_options, io_threads=io_threads,
-                             read_retry=read_retry)
+            super().__init__(
+                paths, labels, storage_options=storage_options, io_threads=io_threads, read_retry=read_retry
+            )
             return
         root_path = Path(root)
         if not root_path.is_dir():
@@ -53,8 +60,9 @@ class ImageFolder(FileList):
         self.root = str(root_path)
         self.classes = sorted(e.name for e in os.scandir(root_path) if e.is_dir())
         if not self.classes:
-            raise FileNotFoundError(f"ImageFolder: no class folders under {self.root!r}; "
-                                    "expected root/<class>/<image files>")
+            raise FileNotFoundError(
+                f"ImageFolder: no class folders under {self.root!r}; expected root/<class>/<image files>"
+            )
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         paths, labels, empty = [], [], []
         for c in self.classes:
@@ -66,9 +74,11 @@ class ImageFolder(FileList):
         if not paths:
             raise FileNotFoundError(f"ImageFolder: no image files ({', '.join(exts)}) under {self.root!r}")
         if empty:
-            raise FileNotFoundError(f"ImageFolder: Found no valid file for the classes {', '.join(empty)} under "
-                                    f"{self.root!r} (empty or unreadable; no image files {', '.join(exts)}); "
-                                    "remove those folders or add their images")
+            raise FileNotFoundError(
+                f"ImageFolder: Found no valid file for the classes {', '.join(empty)} under "
+                f"{self.root!r} (empty or unreadable; no image files {', '.join(exts)}); "
+                "remove those folders or add their images"
+            )
         super().__init__(paths, labels, io_threads=io_threads, read_retry=read_retry)
 
 
@@ -82,8 +92,9 @@ def _walk_class(top: Path, exts: tuple[str, ...]) -> list[str]:
     found: list[str] = []
 
     def fail(exc: OSError) -> None:
-        raise PermissionError(f"ImageFolder: cannot list {exc.filename!r} ({exc.strerror}); "
-                              "make it readable or remove it") from None
+        raise PermissionError(
+            f"ImageFolder: cannot list {exc.filename!r} ({exc.strerror}); make it readable or remove it"
+        ) from None
 
     for dirpath, dirs, files in os.walk(top, followlinks=True, onerror=fail):
         real = os.path.realpath(dirpath)
@@ -105,8 +116,9 @@ def _list_url_tree(root: str, exts: tuple[str, ...], storage_options) -> tuple[l
     base = base.rstrip("/")
     if not fs.isdir(base):
         raise FileNotFoundError(f"ImageFolder: root {root!r} is not a directory")
-    classes = sorted(posixpath.basename(e["name"].rstrip("/")) for e in fs.ls(base, detail=True)
-                     if e.get("type") == "directory")
+    classes = sorted(
+        posixpath.basename(e["name"].rstrip("/")) for e in fs.ls(base, detail=True) if e.get("type") == "directory"
+    )
     if not classes:
         raise FileNotFoundError(f"ImageFolder: no class folders under {root!r}; expected root/<class>/<image files>")
     prefix = root.rstrip("/")
@@ -116,7 +128,7 @@ def _list_url_tree(root: str, exts: tuple[str, ...], storage_options) -> tuple[l
         for p in fs.find(f"{base}/{c}"):
             if not posixpath.basename(p).lower().endswith(exts):
                 continue
-            rel.append(p[len(base) + 1:] if p.startswith(base + "/") else f"{c}/{posixpath.basename(p)}")
+            rel.append(p[len(base) + 1 :] if p.startswith(base + "/") else f"{c}/{posixpath.basename(p)}")
         rel.sort(key=lambda r: (posixpath.dirname(r), posixpath.basename(r)))
         paths += [f"{prefix}/{r}" for r in rel]
         labels += [label] * len(rel)

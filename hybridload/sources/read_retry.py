@@ -89,7 +89,14 @@ def with_retries(fetch: Callable[[], Any], retry: ReadRetry, what: str) -> Any:
             if attempt == retry.attempts:
                 raise ReadsExhausted(exc, attempt, time.monotonic() - t0) from exc
             pause = retry.pause(attempt)
-            log.info("reading %s failed (%s: %s); attempt %d of %d in %.2f s", what, type(exc).__name__, exc,
-                     attempt + 1, retry.attempts, pause)
+            log.info(
+                "reading %s failed (%s: %s); attempt %d of %d in %.2f s",
+                what,
+                type(exc).__name__,
+                exc,
+                attempt + 1,
+                retry.attempts,
+                pause,
+            )
             time.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

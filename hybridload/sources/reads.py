@@ -52,6 +52,8 @@ class Reads(Protocol):
     def __next__(self) -> Outcome: ...
 
     def close(self) -> None: ...
+
+
 _END = object()
 
 
@@ -69,8 +71,10 @@ def check_io_threads(io_threads: int | None, where: str) -> int | None:
     if io_threads is None:
         return None
     if isinstance(io_threads, bool) or not isinstance(io_threads, int) or io_threads < 1:
-        raise ValueError(f"{where}: io_threads must be None (automatic) or an int >= 1, got {io_threads!r}; "
-                         "write e.g. io_threads=32 (1 reads one sample after another)")
+        raise ValueError(
+            f"{where}: io_threads must be None (automatic) or an int >= 1, got {io_threads!r}; "
+            "write e.g. io_threads=32 (1 reads one sample after another)"
+        )
     return io_threads
 
 

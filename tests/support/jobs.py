@@ -11,8 +11,9 @@ def run_job(argv, *, cwd, env, what, deadline_s):
     """Run ``argv`` in a process group of its own; its output (stdout and stderr), after asserting
     exit status 0. Past ``deadline_s`` the whole group (the launcher and every rank) is killed and
     the test fails with the output."""
-    proc = subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         out, _ = proc.communicate(timeout=deadline_s)
     except subprocess.TimeoutExpired:

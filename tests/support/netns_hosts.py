@@ -29,8 +29,12 @@ import time
 HEAD_PORT = 6390
 ADDRESSES = {"a": "192.0.2.1", "b": "192.0.2.2"}
 #: the head marks a silent node dead after about period x threshold (Ray's default: ~15-30 s)
-FAST_HEALTH_CHECK = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "1000",
-                     "RAY_health_check_failure_threshold": "4", "RAY_health_check_initial_delay_ms": "0"}
+FAST_HEALTH_CHECK = {
+    "RAY_health_check_period_ms": "500",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "4",
+    "RAY_health_check_initial_delay_ms": "0",
+}
 RAY_START_TIMEOUT_S = 120
 
 
@@ -89,14 +93,27 @@ class Hosts:
         tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         path = os.pathsep.join(p for p in (tests, os.path.dirname(tests), os.environ.get("PYTHONPATH")) if p)
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-        env.update(FAST_HEALTH_CHECK, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token, RAY_TMPDIR=tmp,
-                   RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=path, HYBRIDLOAD_NODE_POLL_S="0.5")
+        env.update(
+            FAST_HEALTH_CHECK,
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
+            RAY_TMPDIR=tmp,
+            RAY_USAGE_STATS_ENABLED="0",
+            PYTHONPATH=path,
+            HYBRIDLOAD_NODE_POLL_S="0.5",
+        )
         return env
 
     def run(self, host: str, argv: list[str], timeout_s: float, **kw) -> subprocess.CompletedProcess:
         """Run ``argv`` on ``host`` and wait for it (at most ``timeout_s``)."""
-        return subprocess.run(["ip", "netns", "exec", self.ns[host], *argv], env=self.env(host), text=True,
-                              capture_output=True, timeout=timeout_s, **kw)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.ns[host], *argv],
+            env=self.env(host),
+            text=True,
+            capture_output=True,
+            timeout=timeout_s,
+            **kw,
+        )
 
     def start_head(self, cpus: int = 1) -> None:
         self._ray_start("a", ["--head", f"--port={HEAD_PORT}", f"--num-cpus={cpus}", "--include-dashboard=false"])
@@ -105,9 +122,18 @@ class Hosts:
         self._ray_start("b", [f"--address={self.head}", f"--num-cpus={cpus}"])
 
     def _ray_start(self, host: str, args: list[str]) -> None:
-        done = self.run(host, [self.ray_bin, "start", f"--node-ip-address={ADDRESSES[host]}",
-                               "--object-store-memory=100000000", "--disable-usage-stats", *args],
-                        timeout_s=RAY_START_TIMEOUT_S)
+        done = self.run(
+            host,
+            [
+                self.ray_bin,
+                "start",
+                f"--node-ip-address={ADDRESSES[host]}",
+                "--object-store-memory=100000000",
+                "--disable-usage-stats",
+                *args,
+            ],
+            timeout_s=RAY_START_TIMEOUT_S,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"ray start on host {host} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
@@ -127,7 +153,12 @@ class Hosts:
     def attach(cls, state: dict) -> "Hosts":
         """The hosts described by ``state()`` (made elsewhere; not closed by this object)."""
         self = cls.__new__(cls)
-        self.ns, self.workdir, self.ray_bin, self.token = state["ns"], state["workdir"], state["ray_bin"], state["token"]
+        self.ns, self.workdir, self.ray_bin, self.token = (
+            state["ns"],
+            state["workdir"],
+            state["ray_bin"],
+            state["token"],
+        )
         self._owns_workdir = False
         self.head = f"{ADDRESSES['a']}:{HEAD_PORT}"
         return self

@@ -34,6 +34,7 @@ def until(pred, deadline_s: float, what: str) -> None:
 
 def alive_nodes() -> int:
     import ray
+
     return sum(n["Alive"] for n in ray.nodes())
 
 
@@ -44,10 +45,21 @@ def change(action: str, hosts: Hosts) -> None:
         hosts.start_worker()
     elif action == "drain-b":
         import ray
+
         (node_id,) = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] == ADDRESSES["b"]]
-        subprocess.run([hosts.ray_bin, "drain-node", f"--address={hosts.head}", f"--node-id={node_id}",
-                        "--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=multihost test"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                hosts.ray_bin,
+                "drain-node",
+                f"--address={hosts.head}",
+                f"--node-id={node_id}",
+                "--reason=DRAIN_NODE_REASON_PREEMPTION",
+                "--reason-message=multihost test",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
 
 
 def main() -> None:
@@ -63,15 +75,23 @@ def main() -> None:
     args = ap.parse_args()
     hosts = Hosts.attach(json.loads(args.state))
     src = sources.ImageFolder(args.data)
-    with HybridLoader(src, REC, args.batch_size, seed=5, return_indices=True,
-                      policy=LoaderPolicy(cpu_actors=0, threads=1)) as ref:
+    with HybridLoader(
+        src, REC, args.batch_size, seed=5, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=1)
+    ) as ref:
         expected = stream(ref)
     from hybridload.cluster import connect
+
     connect.acquire(hosts.head)  # the loader's own connection (kept when released: the loader reuses it)
     connect.release()
     until(lambda: alive_nodes() == args.nodes, args.deadline, f"{args.nodes} alive nodes")
-    policy = LoaderPolicy(ray_address=hosts.head, placement="remote-first", cpu_actors=1, reserve_local_cpus=1,
-                          batch_timeout_s=args.deadline, window=2)
+    policy = LoaderPolicy(
+        ray_address=hosts.head,
+        placement="remote-first",
+        cpu_actors=1,
+        reserve_local_cpus=1,
+        batch_timeout_s=args.deadline,
+        window=2,
+    )
     got, seen = [], []
     with HybridLoader(src, REC, args.batch_size, seed=5, return_indices=True, policy=policy) as ld:
         for k, batch in enumerate(ld):
@@ -85,11 +105,24 @@ def main() -> None:
                 elif args.wait == "no-actors":
                     until(lambda: pool.parallelism == 0, args.deadline, "no Ray actor left")
                 elif args.wait == "node-left":  # the head declared the node dead, the pool saw it
-                    until(lambda: any(e["event"] == "left" for e in pool.stats()["node_events"]), args.deadline,
-                          "host b's node seen leaving the cluster")
+                    until(
+                        lambda: any(e["event"] == "left" for e in pool.stats()["node_events"]),
+                        args.deadline,
+                        "host b's node seen leaving the cluster",
+                    )
         stats = ld.stats()
-    print(json.dumps({"same_stream": got == expected, "batches": len(got), "indices": sorted(seen),
-                      "samples": len(src), "stats": stats}, default=str))
+    print(
+        json.dumps(
+            {
+                "same_stream": got == expected,
+                "batches": len(got),
+                "indices": sorted(seen),
+                "samples": len(src),
+                "stats": stats,
+            },
+            default=str,
+        )
+    )
     sys.stdout.flush()
     os._exit(0)  # Ray's exit hooks can take seconds; everything that matters is printed
 

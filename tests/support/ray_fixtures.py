@@ -25,13 +25,23 @@ def three_node_cluster(head_cpus: int = 2, worker_cpus: int = 1):
     from ray.cluster_utils import Cluster
 
     from hybridload.cluster import connect as hl_cluster
+
     hl_cluster.shutdown()  # an idle connection an earlier loader of this process kept (one per process)
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": STORE,
-        "node_ip_address": "127.0.0.1", "resources": {"trainer_node": 1}})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": head_cpus,
+            "include_dashboard": False,
+            "object_store_memory": STORE,
+            "node_ip_address": "127.0.0.1",
+            "resources": {"trainer_node": 1},
+        },
+    )
     try:
-        workers = [cluster.add_node(num_cpus=worker_cpus, object_store_memory=STORE,
-                                    node_ip_address="127.0.0.1") for _ in range(2)]
+        workers = [
+            cluster.add_node(num_cpus=worker_cpus, object_store_memory=STORE, node_ip_address="127.0.0.1")
+            for _ in range(2)
+        ]
         cluster.wait_for_nodes(timeout=60)
         ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
         try:
@@ -48,5 +58,5 @@ def three_node_cluster(head_cpus: int = 2, worker_cpus: int = 1):
 def alive_actors() -> list[str]:
     """Names of the hybridload actors alive in the cluster (Ray's GCS, all namespaces)."""
     import ray
-    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-            if a["name"].startswith("hybridload-")]
+
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("hybridload-")]

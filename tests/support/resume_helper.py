@@ -41,4 +41,4 @@ def check_resume(make, *, key=lambda item: item, epochs: int = 2, close=lambda o
         rest = _drain(b, key, range(epoch, epochs))
         close(b)
         assert head + rest[0] == reference[epoch], f"resume at epoch {epoch}, item {k} changed that epoch's stream"
-        assert rest[1:] == reference[epoch + 1:], f"resume at epoch {epoch}, item {k} changed later epochs"
+        assert rest[1:] == reference[epoch + 1 :], f"resume at epoch {epoch}, item {k} changed later epochs"

@@ -29,8 +29,15 @@ def local_lane_streams(source, recipe, batch_size: int, *, seed: int, epochs=(0,
 
     runs, lanes = {}, {}
     for workers in ("threads", "processes"):
-        with HybridLoader(source, recipe, batch_size, seed=seed, return_indices=True, device="cpu",
-                          policy=LoaderPolicy(local_workers=workers, **policy)) as ld:
+        with HybridLoader(
+            source,
+            recipe,
+            batch_size,
+            seed=seed,
+            return_indices=True,
+            device="cpu",
+            policy=LoaderPolicy(local_workers=workers, **policy),
+        ) as ld:
             runs[workers] = stream(ld, epochs)
             lanes[workers] = ld.describe_lanes()
     return runs, lanes
@@ -44,8 +51,12 @@ def run_rank_scripts(code: str, envs: list[dict], timeout_s: float = 600) -> lis
     import subprocess
     import sys
 
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for env in envs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for env in envs
+    ]
     outs = []
     try:
         for p in procs:

@@ -25,8 +25,11 @@ def package_dirs(root: Path) -> dict[str, str]:
     """Where setuptools puts a top-level source folder inside the package: pyproject.toml's
     package-dir, as {name inside hybridload: folder}."""
     table = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"].get("package-dir", {})
-    return {name.removeprefix("hybridload."): folder for name, folder in table.items()
-            if name.startswith("hybridload.") and name.count(".") == 1}
+    return {
+        name.removeprefix("hybridload."): folder
+        for name, folder in table.items()
+        if name.startswith("hybridload.") and name.count(".") == 1
+    }
 
 
 MAPPED = package_dirs(ROOT)
@@ -53,7 +56,7 @@ def repo_path(line: str) -> str:
     for name, folder in MAPPED.items():
         prefix = f"hybridload/{name}/"
         if line.startswith(prefix):
-            return folder + "/" + line[len(prefix):]
+            return folder + "/" + line[len(prefix) :]
     return line
 
 
@@ -62,9 +65,24 @@ def run_mypy(root: Path = ROOT, timeout: float = 600) -> tuple[int, str]:
     cache = root / ".mypy_cache"
     tree = link_tree(root, cache / "package-tree")
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"), "--cache-dir", str(cache),
-         "--no-color-output", "-p", "hybridload"],
-        cwd=tree, capture_output=True, text=True, timeout=timeout, env={**os.environ, "NO_COLOR": "1"})
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(root / "pyproject.toml"),
+            "--cache-dir",
+            str(cache),
+            "--no-color-output",
+            "-p",
+            "hybridload",
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     report = "\n".join(repo_path(line) for line in (proc.stdout + proc.stderr).splitlines())
     return proc.returncode, report
 

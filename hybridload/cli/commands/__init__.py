@@ -27,8 +27,12 @@ COMMANDS = (demo, profile, bench, index)
 
 def build_parser() -> argparse.ArgumentParser:
     from hybridload import __version__
-    p = Parser(prog="hybridload", description="hybridload's command line: a demo on generated photos, the planner's "
-               "profile, a benchmark of the loader's modes, and shard manifests for TarShards.")
+
+    p = Parser(
+        prog="hybridload",
+        description="hybridload's command line: a demo on generated photos, the planner's "
+        "profile, a benchmark of the loader's modes, and shard manifests for TarShards.",
+    )
     p.add_argument("--version", action="version", version=f"hybridload {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log hybridload's debug messages")
     sub = p.add_subparsers(dest="command", metavar="{" + ",".join(c.NAME for c in COMMANDS) + "}")

@@ -7,8 +7,16 @@ import argparse
 import sys
 
 from hybridload.cli import bench
-from hybridload.cli.args import (choices_list, data_root, image_folder, nonneg_float, positive_int,
-                             progress_bar, recipe_arg, user_input)
+from hybridload.cli.args import (
+    choices_list,
+    data_root,
+    image_folder,
+    nonneg_float,
+    positive_int,
+    progress_bar,
+    recipe_arg,
+    user_input,
+)
 from hybridload.cli.tables import format_table
 
 BENCH_MODES = bench.MODES + bench.POLICY_MODES
@@ -23,9 +31,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     b = sub.add_parser(NAME, help="single-GPU against multi-node against CPU-only throughput")
     b.add_argument("data", type=data_root, metavar="DATA", help="an ImageFolder root (root/<class>/<image>)")
     b.add_argument("--plan", default=None, help="a plan file from `hybridload profile`")
-    b.add_argument("--modes", type=choices_list(BENCH_MODES), default="single-gpu,multi-node,cpu",
-                   help=f"comma-separated, from {', '.join(BENCH_MODES)} (auto, gpu, split: LoaderPolicy's "
-                        "modes on this node's lanes)")
+    b.add_argument(
+        "--modes",
+        type=choices_list(BENCH_MODES),
+        default="single-gpu,multi-node,cpu",
+        help=f"comma-separated, from {', '.join(BENCH_MODES)} (auto, gpu, split: LoaderPolicy's "
+        "modes on this node's lanes)",
+    )
     b.add_argument("--batches", type=positive_int, default=50, help="timed batches per mode")
     b.add_argument("--batch-size", type=positive_int, default=64, help="images per batch")
     b.add_argument("--step-ms", type=nonneg_float, default=0.0, help="the consumer's time per training step")
@@ -53,23 +65,56 @@ def run(args: argparse.Namespace) -> int:
     src, rec = image_folder(args.data), recipe_arg(args.recipe)
     if args.plot:
         from hybridload.extras import require
+
         require("matplotlib", "plot", "writing a plot (--plot)")
     results = []
     with progress_bar(total=args.batches * len(args.modes), desc="bench", unit="batch", disable=args.quiet) as bar:
         for mode in args.modes:
             bar.set_postfix_str(mode)
-            results.append(run_mode(src, rec, mode, batch_size=args.batch_size, batches=args.batches,
-                                    step_ms=args.step_ms, plan=plan, ray_address=args.ray_address,
-                                    threads=args.threads, progress=bar.update))
-    meta = {"data": args.data, "recipe": args.recipe, "batch_size": args.batch_size, "batches": args.batches,
-            "step_ms": args.step_ms, "plan": args.plan, "ray_address": args.ray_address}
+            results.append(
+                run_mode(
+                    src,
+                    rec,
+                    mode,
+                    batch_size=args.batch_size,
+                    batches=args.batches,
+                    step_ms=args.step_ms,
+                    plan=plan,
+                    ray_address=args.ray_address,
+                    threads=args.threads,
+                    progress=bar.update,
+                )
+            )
+    meta = {
+        "data": args.data,
+        "recipe": args.recipe,
+        "batch_size": args.batch_size,
+        "batches": args.batches,
+        "step_ms": args.step_ms,
+        "plan": args.plan,
+        "ray_address": args.ray_address,
+    }
     with open(args.out, "w") as f:
         json.dump(as_json(results, meta), f, indent=2)
     if args.plot:
         plot_results(results, args.plot)
-    rows = [[r.mode, f"{r.images_per_s:.0f}", ", ".join(f"{k} {v:.0%}" for k, v in r.shares.items()),
-             f"{r.wait_fraction:.0%}", f"{r.peak_rss_mb:.0f} MiB",
-             f"{r.peak_gpu_mb:.0f} MiB" if r.peak_gpu_mb is not None else "no GPU", r.label] for r in results]
-    sys.stdout.write(format_table(["mode", "images/s", "lane shares", "waits for data", "peak host RSS",
-                                   "peak GPU memory", "what ran"], rows, right=[1, 3, 4, 5]))
+    rows = [
+        [
+            r.mode,
+            f"{r.images_per_s:.0f}",
+            ", ".join(f"{k} {v:.0%}" for k, v in r.shares.items()),
+            f"{r.wait_fraction:.0%}",
+            f"{r.peak_rss_mb:.0f} MiB",
+            f"{r.peak_gpu_mb:.0f} MiB" if r.peak_gpu_mb is not None else "no GPU",
+            r.label,
+        ]
+        for r in results
+    ]
+    sys.stdout.write(
+        format_table(
+            ["mode", "images/s", "lane shares", "waits for data", "peak host RSS", "peak GPU memory", "what ran"],
+            rows,
+            right=[1, 3, 4, 5],
+        )
+    )
     return 0

@@ -58,24 +58,39 @@ LOADER_LANE_FLAGS: LaneFlags = {"normalize_output": False, "host_sync": False}
 
 def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.dali import DaliLane
-    return DaliLane(source, recipe, batch_size=batch_size, device=device,
-                    num_threads=spec.gpu_threads, memory_budget_mb=spec.gpu_memory_budget_mb, **LOADER_LANE_FLAGS)
+
+    return DaliLane(
+        source,
+        recipe,
+        batch_size=batch_size,
+        device=device,
+        num_threads=spec.gpu_threads,
+        memory_budget_mb=spec.gpu_memory_budget_mb,
+        **LOADER_LANE_FLAGS,
+    )
 
 
 def _torch(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
     from hybridload.lanes.gpu.torch_decoders import gpu_decoder
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+
     decode = gpu_decoder(device)  # torchcodec's, else torchvision's; LaneUnavailableError when neither decodes
-    return TorchGpuLane(source, recipe, batch_size=batch_size, device=device, decode=decode,
-                        memory_budget_mb=spec.gpu_memory_budget_mb, prep_threads=spec.gpu_threads,
-                        **LOADER_LANE_FLAGS)
+    return TorchGpuLane(
+        source,
+        recipe,
+        batch_size=batch_size,
+        device=device,
+        decode=decode,
+        memory_budget_mb=spec.gpu_memory_budget_mb,
+        prep_threads=spec.gpu_threads,
+        **LOADER_LANE_FLAGS,
+    )
 
 
 ENGINES = {"dali": _dali, "torch": _torch}
 
 
-def build_engine(engine: str, spec: LaneSpec, source, recipe, *, batch_size: int,
-                 device: torch.device) -> Lane:
+def build_engine(engine: str, spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device) -> Lane:
     """The lane of one named engine, with the GPU knobs of ``spec`` (threads, memory budget);
     raises LaneUnavailableError / ValueError when it cannot run."""
     if not recipe.gpu_capable:
@@ -83,8 +98,7 @@ def build_engine(engine: str, spec: LaneSpec, source, recipe, *, batch_size: int
     return ENGINES[engine](spec, source, recipe, batch_size=batch_size, device=device)
 
 
-def make_gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int,
-                  device: str | torch.device | None) -> Lane | None:
+def make_gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int, device: str | torch.device | None) -> Lane | None:
     """The first of ``spec.gpu_engines`` that builds, or None (with one RuntimeWarning) when none can run."""
     device = resolve_device(device)
     reasons = [spec.gpu_engines_note] if spec.gpu_engines_note else []
@@ -94,6 +108,9 @@ def make_gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int,
         except (LaneUnavailableError, ValueError) as exc:
             reasons.append(f"{name}: {exc}")
             log.info("GPU engine %s unavailable: %s", name, exc)
-    warnings.warn(f"hybridload: the GPU lane is unavailable ({'; '.join(reasons)}); its batches go to the "
-                  "CPU lanes", RuntimeWarning, stacklevel=5)
+    warnings.warn(
+        f"hybridload: the GPU lane is unavailable ({'; '.join(reasons)}); its batches go to the CPU lanes",
+        RuntimeWarning,
+        stacklevel=5,
+    )
     return None

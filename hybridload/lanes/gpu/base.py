@@ -73,9 +73,19 @@ class GpuLane(PooledLane):
     name = "gpu"
     kind = LaneKind.GPU
 
-    def __init__(self, source, recipe, *, batch_size: int, device, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
-                 prep_kind: str = "threads"):
+    def __init__(
+        self,
+        source,
+        recipe,
+        *,
+        batch_size: int,
+        device,
+        memory_budget_mb: float | None = None,
+        normalize_output: bool = True,
+        host_sync: bool = True,
+        prep_threads: int = 2,
+        prep_kind: str = "threads",
+    ):
         super().__init__()
         self.source, self.recipe = source, recipe
         self.device = resolve_device(device)
@@ -112,8 +122,9 @@ class GpuLane(PooledLane):
             if self._normalize:
                 images = finish_batch(images, self.recipe, task.seed, task.epoch, task.indices)
             ready = record_ready(self._stream, self.host_sync) if self.on_cuda else None
-        return GpuBatchResult(images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0,
-                              self.name, ready=ready)
+        return GpuBatchResult(
+            images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0, self.name, ready=ready
+        )
 
     # -- what an engine fills in
     @abc.abstractmethod

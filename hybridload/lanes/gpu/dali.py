@@ -46,8 +46,10 @@ def _warn_cpu_only() -> None:
     if _CPU_ONLY_WARNED:
         return
     _CPU_ONLY_WARNED = True
-    msg = ("hybridload: the GPU lane runs in DALI's CPU-only mode (no GPU visible): it decodes on this "
-           "machine's CPUs, a stand-in for the GPU lane, not a GPU speed-up")
+    msg = (
+        "hybridload: the GPU lane runs in DALI's CPU-only mode (no GPU visible): it decodes on this "
+        "machine's CPUs, a stand-in for the GPU lane, not a GPU speed-up"
+    )
     warnings.warn(msg, RuntimeWarning, stacklevel=3)  # a log line too where logging captures warnings (the CLI)
 
 
@@ -66,29 +68,49 @@ class DaliLane(GpuLane):
         ValueError: the recipe does not fit the DALI chain.
     """
 
-    def __init__(self, source, recipe, *, batch_size: int, device: torch.device,
-                 num_threads: int = 2, memory_budget_mb: float | None = None, normalize_output: bool = True,
-                 host_sync: bool = True):
+    def __init__(
+        self,
+        source,
+        recipe,
+        *,
+        batch_size: int,
+        device: torch.device,
+        num_threads: int = 2,
+        memory_budget_mb: float | None = None,
+        normalize_output: bool = True,
+        host_sync: bool = True,
+    ):
         from hybridload.pipelines import build_pipeline, used_inputs
+
         try:
             import nvidia.dali  # noqa: F401
         except Exception as exc:
             raise LaneUnavailableError(
                 f"the GPU lane needs NVIDIA DALI ({type(exc).__name__}: {exc}); "
-                f"{install_hint('dali-cu12')} or, for CUDA 13, {install_hint('dali-cu13')}") from None
+                f"{install_hint('dali-cu12')} or, for CUDA 13, {install_hint('dali-cu13')}"
+            ) from None
         device = resolve_device(device)
         self.cpu_only = device.type != "cuda"
         self.device_id = None if self.cpu_only else device.index
         self.num_threads = num_threads
         self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
         try:
-            self._pipe = build_pipeline(recipe, batch_size=batch_size, device_id=self.device_id,
-                                        num_threads=num_threads)  # no random op in it: the draws come in
+            self._pipe = build_pipeline(
+                recipe, batch_size=batch_size, device_id=self.device_id, num_threads=num_threads
+            )  # no random op in it: the draws come in
         except RuntimeError as exc:
-            raise LaneUnavailableError(f"DALI could not build its pipeline on {device} "
-                                       f"({str(exc).splitlines()[0][:300]})") from None
-        super().__init__(source, recipe, batch_size=batch_size, device=device,
-                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync)
+            raise LaneUnavailableError(
+                f"DALI could not build its pipeline on {device} ({str(exc).splitlines()[0][:300]})"
+            ) from None
+        super().__init__(
+            source,
+            recipe,
+            batch_size=batch_size,
+            device=device,
+            memory_budget_mb=memory_budget_mb,
+            normalize_output=normalize_output,
+            host_sync=host_sync,
+        )
         if self.cpu_only:
             _warn_cpu_only()
         log.info("%s, %d threads, batch %d", self.describe(), num_threads, batch_size)
@@ -99,6 +121,7 @@ class DaliLane(GpuLane):
     # -- one batch: the pipeline decodes and augments; its output becomes a torch tensor
     def _decode(self, task: BatchTask, batch: BatchInput):
         from hybridload.pipelines import chain_params
+
         try:
             params = [chain_params(p, w, h) for p, (w, h) in zip(batch.params, batch.sizes)]
         except ValueError as exc:  # a crop DALI's ROI decoding cannot express
@@ -124,6 +147,7 @@ class DaliLane(GpuLane):
         if not self.cpu_only:
             try:
                 from nvidia.dali.backend import ReleaseUnusedMemory  # type: ignore[attr-defined]  # not in its .pyi
+
                 ReleaseUnusedMemory()
             except Exception as exc:  # an older DALI: the pool is freed at exit instead
                 log.debug("DALI ReleaseUnusedMemory unavailable: %s", exc)

@@ -62,12 +62,16 @@ _DEVICE_WORDS = re.compile(
     r"illegal memory access|device-side assert|Failed to synchronize CUDA stream|"
     r"Failed to (?:initialize|create|attach|set output format|transfer jpeg)|nvjpegGetProperty failed|"
     r"not compiled with nvJPEG support|NVJPEG_STATUS_(?:NOT_INITIALIZED|ALLOCATOR_FAILURE|EXECUTION_FAILED|"
-    r"ARCH_MISMATCH|INTERNAL_ERROR)", re.IGNORECASE)
+    r"ARCH_MISMATCH|INTERNAL_ERROR)",
+    re.IGNORECASE,
+)
 # an image the decoder refuses (DALI names its decoder operator; torchvision says "decode")
 _IMAGE_WORDS = re.compile(
     r"Failed to decode sample #|Unknown chroma subsampling|Expected a non empty 1-dimensional tensor|"
     r"must be 1-dimensional and non-empty|"
-    r"decoders?\.|decod|jpeg|bitstream|unsupported (?:image|format)|corrupt", re.IGNORECASE)
+    r"decoders?\.|decod|jpeg|bitstream|unsupported (?:image|format)|corrupt",
+    re.IGNORECASE,
+)
 
 
 def classify(exc: BaseException) -> str:
@@ -77,8 +81,10 @@ def classify(exc: BaseException) -> str:
         return DEVICE
     text = str(exc)
     verdicts = [IMAGE if int(s) not in NVJPEG_DEVICE_STATUSES else DEVICE for s in _HEADER_STEP.findall(text)]
-    verdicts += [IMAGE if int(s) in NVJPEG_IMAGE_STATUSES else DEVICE
-                 for s in _DECODE_STEP.findall(text) + _DALI_NVJPEG.findall(text)]
+    verdicts += [
+        IMAGE if int(s) in NVJPEG_IMAGE_STATUSES else DEVICE
+        for s in _DECODE_STEP.findall(text) + _DALI_NVJPEG.findall(text)
+    ]
     verdicts += [IMAGE if int(s) in NVIMGCODEC_IMAGE_STATUSES else DEVICE for s in _NVIMGCODEC.findall(text)]
     if DEVICE in verdicts or _DEVICE_WORDS.search(text):
         return DEVICE
@@ -126,10 +132,13 @@ def confirm_on_cpu(exc: BaseException, payloads, what: str, decode=None) -> None
         try:
             decode(payloads[k])
         except Exception:
-            raise Reroute(f"{what}: sample #{k} of the batch fails on the CPU too "
-                          f"({str(exc).splitlines()[0][:200]})") from None
-    raise DeviceDecodeFault(f"{what}: the GPU decoder failed sample(s) {named} of the batch, which the CPU "
-                            f"decodes: a device fault ({str(exc).splitlines()[0][:200]})") from None
+            raise Reroute(
+                f"{what}: sample #{k} of the batch fails on the CPU too ({str(exc).splitlines()[0][:200]})"
+            ) from None
+    raise DeviceDecodeFault(
+        f"{what}: the GPU decoder failed sample(s) {named} of the batch, which the CPU "
+        f"decodes: a device fault ({str(exc).splitlines()[0][:200]})"
+    ) from None
 
 
 @contextlib.contextmanager

@@ -79,8 +79,12 @@ def join_batch(parts: list[Future]) -> BatchInput:
     done = [f.result() for f in parts]
     if len(done) == 1:
         return done[0]
-    return BatchInput([p for d in done for p in d.payloads], np.concatenate([d.labels for d in done]),
-                      [p for d in done for p in d.params], [s for d in done for s in d.sizes])
+    return BatchInput(
+        [p for d in done for p in d.payloads],
+        np.concatenate([d.labels for d in done]),
+        [p for d in done for p in d.params],
+        [s for d in done for s in d.sizes],
+    )
 
 
 def _check_reads(recipe, seed: int, epoch: int, refs, reads, labels: np.ndarray) -> BatchInput:
@@ -110,6 +114,7 @@ def record_ready(stream, host_sync: bool):
     """A CUDA event recorded on ``stream`` after the batch's work; with ``host_sync`` the lane's
     own thread waits for it (then the consumer need not)."""
     import torch
+
     ready = torch.cuda.Event()
     ready.record(stream)
     if host_sync:

@@ -48,8 +48,9 @@ class PrepPool:
         if kind == "processes":
             ctx = mp.get_context("forkserver")
             ctx.set_forkserver_preload(["hybridload.lanes.gpu.feed"])
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker,
-                                             initargs=(source, recipe))
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=ctx, initializer=_init_worker, initargs=(source, recipe)
+            )
             self._part = _part_in_worker
         else:
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="hybridload-gpu-prep")
@@ -58,6 +59,7 @@ class PrepPool:
     @staticmethod
     def _read_part(source, recipe, seed, epoch, indices):
         from hybridload.lanes.gpu import feed  # looked up at call time (tests spy on it)
+
         return feed.read_part(source, recipe, seed, epoch, indices)
 
     def start(self, task: BatchTask) -> list[Future]:

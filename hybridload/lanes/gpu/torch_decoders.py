@@ -53,13 +53,13 @@ def without_exif(payload: bytes) -> bytes:
         marker = payload[pos + 1]
         if marker in (0xDA, 0xD9):  # start of scan / end of image: no more metadata
             break
-        length = int.from_bytes(payload[pos + 2:pos + 4], "big")
+        length = int.from_bytes(payload[pos + 2 : pos + 4], "big")
         if length < 2 or pos + 2 + length > len(payload):
             break
-        if marker == 0xE1 and payload[pos + 4:pos + 10] == b"Exif\x00\x00":
+        if marker == 0xE1 and payload[pos + 4 : pos + 10] == b"Exif\x00\x00":
             dropped = True
         else:
-            kept.append(payload[pos:pos + 2 + length])
+            kept.append(payload[pos : pos + 2 + length])
         pos += 2 + length
     return b"".join(kept) + payload[pos:] if dropped else payload
 
@@ -75,11 +75,14 @@ def torchvision_decoder(device: torch.device) -> Decoder:
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception as exc:
-        raise LaneUnavailableError(f"the torch GPU engine needs torchvision or torchcodec ({type(exc).__name__}: "
-                                   f"{exc}); {install_hint('torch-gpu')}") from None
+        raise LaneUnavailableError(
+            f"the torch GPU engine needs torchvision or torchcodec ({type(exc).__name__}: "
+            f"{exc}); {install_hint('torch-gpu')}"
+        ) from None
 
     def decode(datas: Sequence[torch.Tensor]) -> list:
         return decode_jpeg(list(datas), mode=ImageReadMode.RGB, device=device, apply_exif_orientation=False)
+
     return decode
 
 
@@ -94,6 +97,7 @@ def torchcodec_decoder(device: torch.device) -> Decoder:
     def decode(datas: Sequence[torch.Tensor]) -> list:
         plain = [torch.frombuffer(bytearray(without_exif(d.numpy().tobytes())), dtype=torch.uint8) for d in datas]
         return decode_jpeg(plain, mode="RGB", device=device)
+
     return decode
 
 
@@ -102,6 +106,7 @@ MAKERS = {"torchcodec": torchcodec_decoder, "torchvision": torchvision_decoder}
 
 def _tiny_jpeg() -> bytes:
     from PIL import Image
+
     buf = io.BytesIO()
     Image.new("RGB", (16, 16), (120, 60, 30)).save(buf, format="JPEG")
     return buf.getvalue()
@@ -132,6 +137,7 @@ def gpu_decoder(device, backends: Sequence[str] = BACKENDS, makers: dict | None 
 def backend_name(backends: Sequence[str] = BACKENDS) -> str:
     """The first of ``backends`` that imports here (without decoding), or "none"."""
     import importlib.util
+
     for name in backends:
         if importlib.util.find_spec(name) is not None:
             return name

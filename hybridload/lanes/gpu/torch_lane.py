@@ -49,15 +49,33 @@ class TorchGpuLane(GpuLane):
         memory_budget_mb, normalize_output, host_sync, prep_threads, prep_kind: as `GpuLane`.
     """
 
-    def __init__(self, source, recipe, *, batch_size: int, device: torch.device,
-                 decode: Decoder | None = None, memory_budget_mb: float | None = None,
-                 normalize_output: bool = True, host_sync: bool = True, prep_threads: int = 2,
-                 prep_kind: str = "threads"):
+    def __init__(
+        self,
+        source,
+        recipe,
+        *,
+        batch_size: int,
+        device: torch.device,
+        decode: Decoder | None = None,
+        memory_budget_mb: float | None = None,
+        normalize_output: bool = True,
+        host_sync: bool = True,
+        prep_threads: int = 2,
+        prep_kind: str = "threads",
+    ):
         device = resolve_device(device)
         self._decoder = decode if decode is not None else gpu_decoder(device)
-        super().__init__(source, recipe, batch_size=batch_size, device=device,
-                         memory_budget_mb=memory_budget_mb, normalize_output=normalize_output, host_sync=host_sync,
-                         prep_threads=prep_threads, prep_kind=prep_kind)
+        super().__init__(
+            source,
+            recipe,
+            batch_size=batch_size,
+            device=device,
+            memory_budget_mb=memory_budget_mb,
+            normalize_output=normalize_output,
+            host_sync=host_sync,
+            prep_threads=prep_threads,
+            prep_kind=prep_kind,
+        )
         log.info("%s", self.describe())
 
     def describe(self) -> str:

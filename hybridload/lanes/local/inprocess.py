@@ -68,8 +68,7 @@ class DaemonPool:
     def __init__(self, threads: int, name: str, own_intraop: bool = False):
         self._own_intraop = own_intraop
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.threads = [threading.Thread(target=self._work, name=f"{name}_{k}", daemon=True)
-                        for k in range(threads)]
+        self.threads = [threading.Thread(target=self._work, name=f"{name}_{k}", daemon=True) for k in range(threads)]
         for t in self.threads:
             t.start()
 
@@ -152,8 +151,9 @@ class InProcessLane(PooledLane):
     kind = LaneKind.CPU_LOCAL
     close_wait_s = 2.0  #: how long ``close()`` waits for running batches before leaving them
 
-    def __init__(self, source: Source, recipe: Recipe, *, threads: int, on_error: str = "raise",
-                 pin_memory: bool = False):
+    def __init__(
+        self, source: Source, recipe: Recipe, *, threads: int, on_error: str = "raise", pin_memory: bool = False
+    ):
         super().__init__()
         self.source, self.recipe = source, recipe
         self.on_error, self.pin_memory = on_error, pin_memory
@@ -187,6 +187,7 @@ class InProcessLane(PooledLane):
             else:
                 exc = fut.exception()
                 done(task, exc if exc is not None else fut.result())
+
         entry[1].add_done_callback(finish)
 
     def _cancelled(self, task: BatchTask) -> RuntimeError:
@@ -202,9 +203,18 @@ class InProcessLane(PooledLane):
             fut.cancel()
 
     def run_batch(self, task: BatchTask, started=None):
-        return process_batch(self.source, self.recipe, task.indices, task.seed, task.epoch,
-                             on_error=self.on_error, pin_memory=self.pin_memory, lane=self.name,
-                             normalize=False, started=started)  # uint8 out: the loader normalizes on its device
+        return process_batch(
+            self.source,
+            self.recipe,
+            task.indices,
+            task.seed,
+            task.epoch,
+            on_error=self.on_error,
+            pin_memory=self.pin_memory,
+            lane=self.name,
+            normalize=False,
+            started=started,
+        )  # uint8 out: the loader normalizes on its device
 
     def _close(self) -> None:
         """Cancel every task (running ones stop before their next sample); wait at most
@@ -214,5 +224,8 @@ class InProcessLane(PooledLane):
         for _task, _fut, stop in tasks:
             stop.set()
         for t in self._pool.shutdown(self.close_wait_s):
-            log.info("in-process lane thread %s is still running a batch after close(); it is a daemon "
-                     "thread and ends when that batch returns (or with the process)", t.name)
+            log.info(
+                "in-process lane thread %s is still running a batch after close(); it is a daemon "
+                "thread and ends when that batch returns (or with the process)",
+                t.name,
+            )

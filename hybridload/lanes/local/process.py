@@ -54,9 +54,9 @@ from hybridload.lanes.local.process_worker import process_identity, shm_view
 log = logging.getLogger(__name__)
 
 MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) is not restarted for ever
-POLL_S = 0.1         # how often the collector looks at worker liveness while idle
+POLL_S = 0.1  # how often the collector looks at worker liveness while idle
 JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
-                      # in progress is discarded anyway, so close() does not wait it out
+# in progress is discarded anyway, so close() does not wait it out
 
 
 def _context(start_method: str):
@@ -74,8 +74,18 @@ class ProcessLane(Lane):
     name = "processes"
     kind = LaneKind.CPU_LOCAL
 
-    def __init__(self, source, recipe, *, workers: int, batch_size: int, on_error: str = "raise",
-                 pin_memory: bool = False, tasks_per_worker: int = 2, start_method: str = "fork"):
+    def __init__(
+        self,
+        source,
+        recipe,
+        *,
+        workers: int,
+        batch_size: int,
+        on_error: str = "raise",
+        pin_memory: bool = False,
+        tasks_per_worker: int = 2,
+        start_method: str = "fork",
+    ):
         super().__init__()  # self._lock guards the closed flag and this lane's slots and tasks alike
         self.source, self.recipe = source, recipe
         self.on_error, self.pin_memory = on_error, pin_memory
@@ -105,10 +115,22 @@ class ProcessLane(Lane):
     def _new_worker(self, wid: int):
         """A started worker process and its task queue."""
         q = self._ctx.Queue()
-        p = self._ctx.Process(target=process_worker.worker_main, name=f"hybridload-worker-{wid}", daemon=True,
-                              args=(wid, q, self._results, self.source, self.recipe, self.on_error,
-                                    [s.name for s in self._shm], (os.getpid(), process_identity(os.getpid())),
-                                    self._flags.name))
+        p = self._ctx.Process(
+            target=process_worker.worker_main,
+            name=f"hybridload-worker-{wid}",
+            daemon=True,
+            args=(
+                wid,
+                q,
+                self._results,
+                self.source,
+                self.recipe,
+                self.on_error,
+                [s.name for s in self._shm],
+                (os.getpid(), process_identity(os.getpid())),
+                self._flags.name,
+            ),
+        )
         p.start()
         return p, q
 
@@ -168,9 +190,11 @@ class ProcessLane(Lane):
         method = self._ctx.get_start_method()
         if method == "fork":
             return why
-        return (f"{why}. Worker processes start by importing your main script ({method}): if it has no "
-                "`if __name__ == \"__main__\":` guard around the training code, add one, or use "
-                "LoaderPolicy(start_method=\"fork\") (Linux) or LoaderPolicy(local_workers=\"threads\")")
+        return (
+            f"{why}. Worker processes start by importing your main script ({method}): if it has no "
+            '`if __name__ == "__main__":` guard around the training code, add one, or use '
+            'LoaderPolicy(start_method="fork") (Linux) or LoaderPolicy(local_workers="threads")'
+        )
 
     # ----------------------------------------------------------------- results
     def _collect(self) -> None:
@@ -241,12 +265,22 @@ class ProcessLane(Lane):
                 self._inflight[wid].clear()
                 self._free.extend(slot for _t, _d, slot in lost)
                 self._procs[wid], self._queues[wid] = fresh
-            log.warning("process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on%s",
-                        wid, p.pid, p.exitcode, len(lost), "" if fresh[0] is not None else "; not replaced "
-                        f"(the lane restarted {self._restarts} workers already)")
+            log.warning(
+                "process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on%s",
+                wid,
+                p.pid,
+                p.exitcode,
+                len(lost),
+                "" if fresh[0] is not None else f"; not replaced (the lane restarted {self._restarts} workers already)",
+            )
             for task, done, _slot in lost:
-                done(task, WorkerLost(f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
-                                      f"while it held batch {task.seq}"))
+                done(
+                    task,
+                    WorkerLost(
+                        f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
+                        f"while it held batch {task.seq}"
+                    ),
+                )
             self._start_pending()
 
     @staticmethod

@@ -49,6 +49,7 @@ def exit_with_trainer(trainer: int, identity: str | None) -> None:
     """End this worker once the trainer is gone: a thread, so that a worker waiting for a task
     or deep in a batch notices too. The trainer, not the parent: a forkserver's workers are its
     children, and it lives as long as they do."""
+
     def alive() -> bool:
         return process_identity(trainer) == identity if identity is not None else os.getppid() == trainer
 
@@ -56,6 +57,7 @@ def exit_with_trainer(trainer: int, identity: str | None) -> None:
         while alive():
             time.sleep(PARENT_CHECK_S)
         os._exit(0)
+
     threading.Thread(target=watch, name="hybridload-trainer-watch", daemon=True).start()
 
 
@@ -70,9 +72,19 @@ class SlotFlag:
         return self._buf[self._k] != 0
 
 
-def worker_main(wid: int, tasks, results, source, recipe, on_error: str, slot_names: list[str],
-                trainer: tuple[int, str | None], flags_name: str) -> None:
+def worker_main(
+    wid: int,
+    tasks,
+    results,
+    source,
+    recipe,
+    on_error: str,
+    slot_names: list[str],
+    trainer: tuple[int, str | None],
+    flags_name: str,
+) -> None:
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_trainer(*trainer)
     torch.set_num_threads(1)
@@ -93,10 +105,17 @@ def worker_main(wid: int, tasks, results, source, recipe, on_error: str, slot_na
                 if count <= slots[slot].size:
                     into = torch.frombuffer(slots[slot].buf, dtype=torch.uint8, count=count).view(shape)
                 refs, reads = start_reads(source, indices)
-                started = (refs, StopAtSample(reads, SlotFlag(flags.buf, slot),
-                                              lambda: RuntimeError(f"batch in slot {slot} cancelled: its pass was given up")))
-                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into,
-                                  started=started)
+                started = (
+                    refs,
+                    StopAtSample(
+                        reads,
+                        SlotFlag(flags.buf, slot),
+                        lambda: RuntimeError(f"batch in slot {slot} cancelled: its pass was given up"),
+                    ),
+                )
+                r = process_batch(
+                    source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into, started=started
+                )
                 payload = None if into is not None else r.images
                 results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
             except BaseException as exc:  # report every failure of the task to the parent

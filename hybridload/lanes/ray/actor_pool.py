@@ -56,8 +56,10 @@ class ActorPool(Lane):
 
     def __init__(self, worker_cls: type, init_args: tuple, config: PoolConfig):
         if not isinstance(config, PoolConfig):
-            raise TypeError(f"{type(self).__name__}: config must be a PoolConfig(rules=PlacementRules(...), ...); "
-                            f"got {type(config).__name__}")
+            raise TypeError(
+                f"{type(self).__name__}: config must be a PoolConfig(rules=PlacementRules(...), ...); "
+                f"got {type(config).__name__}"
+            )
         super().__init__()
         self.config = config
         poll_s = poll_seconds(config.node_poll_s)
@@ -68,8 +70,14 @@ class ActorPool(Lane):
         self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
         self._deaths = Deaths(self.name)  # the worker processes each batch killed
-        self._capacity = Capacity(when_empty=config.when_empty, wait_s=config.wait_s, rules=config.rules,
-                                  members=self._members, stats=self._pool_stats, name=self.name)
+        self._capacity = Capacity(
+            when_empty=config.when_empty,
+            wait_s=config.wait_s,
+            rules=config.rules,
+            members=self._members,
+            stats=self._pool_stats,
+            name=self.name,
+        )
         ray = cluster.acquire(config.ray_address, fallback_embedded=config.fallback_embedded)
         try:
             where, nodes = self._capacity.first_target(cluster.nodes, fit_request=self.fit_request, poll_s=poll_s)
@@ -81,23 +89,43 @@ class ActorPool(Lane):
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             try:
-                first_ready(ray, first, self._on_ready, config.ready_timeout_s, where,
-                            go_on=None if self._members.hold else self._go_on_locally)
+                first_ready(
+                    ray,
+                    first,
+                    self._on_ready,
+                    config.ready_timeout_s,
+                    where,
+                    go_on=None if self._members.hold else self._go_on_locally,
+                )
             except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
                 raise unwrap(exc) from None
             first += [self._spawn(node_id, initial=True) for node_id in rest]
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._pool_stats.opened()
-            self._keeper = Keeper(self._members, target=self._target, spawn=self._spawn, stop=self._kill,
-                                  flush=self._flush, poll_s=poll_s, ready_timeout_s=config.ready_timeout_s,
-                                  name=self.name, after_step=self._capacity.after_step,
-                                  on_node=self._capacity.on_node, known=nodes)
+            self._keeper = Keeper(
+                self._members,
+                target=self._target,
+                spawn=self._spawn,
+                stop=self._kill,
+                flush=self._flush,
+                poll_s=poll_s,
+                ready_timeout_s=config.ready_timeout_s,
+                name=self.name,
+                after_step=self._capacity.after_step,
+                on_node=self._capacity.on_node,
+                known=nodes,
+            )
             self._keeper.start()
         except BaseException:
             self.close()
             raise
-        log.info("%s lane: %d actors started on nodes %s, %d ready", self.name, len(first), sorted(set(self.nodes)),
-                 self.parallelism)
+        log.info(
+            "%s lane: %d actors started on nodes %s, %d ready",
+            self.name,
+            len(first),
+            sorted(set(self.nodes)),
+            self.parallelism,
+        )
 
     def _go_on_locally(self, msg: str) -> None:
         """No first actor is ready in time: the local stand-in runs the batches meanwhile."""
@@ -143,8 +171,10 @@ class ActorPool(Lane):
 
         def create(key: int, index: int):
             return self._remote_cls.options(
-                num_cpus=1, max_concurrency=1, name=f"{self._tag}-{key}",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+                num_cpus=1,
+                max_concurrency=1,
+                name=f"{self._tag}-{key}",
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
             ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self.pass_worker_index else ()))
 
         m = self._members.add(create, node_id, initial=initial)
@@ -160,8 +190,13 @@ class ActorPool(Lane):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
             self._capacity.start_failed(m.node_id, exc)
-            log.warning("%s: actor %d could not start on node %s (%s); trying again at the next poll",
-                        self.name, m.key, m.node_id[:8], type(exc).__name__)
+            log.warning(
+                "%s: actor %d could not start on node %s (%s); trying again at the next poll",
+                self.name,
+                m.key,
+                m.node_id[:8],
+                type(exc).__name__,
+            )
 
     def _kill(self, m: Member) -> None:
         kill_actor(m.handle)
@@ -185,6 +220,7 @@ class ActorPool(Lane):
     def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
         """Run ``task`` on one actor and wait for its result (for measurements)."""
         import ray
+
         m = self._pick(task.seq)
         try:
             raw = ray.get(self.call(m.handle, task), timeout=timeout_s)
@@ -235,9 +271,15 @@ class ActorPool(Lane):
             except BaseException as exc:
                 if actor_died(exc):
                     if not self._closed and self._members.dead(m, lost=True):
-                        log.warning("Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
-                                    "%d actors remain, a replacement is on its way", m.key, self.name,
-                                    type(exc).__name__, task.seq, self.parallelism)
+                        log.warning(
+                            "Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
+                            "%d actors remain, a replacement is on its way",
+                            m.key,
+                            self.name,
+                            type(exc).__name__,
+                            task.seq,
+                            self.parallelism,
+                        )
                         if self._keeper is not None:
                             self._keeper.wake()
                     done(task, self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc))
@@ -257,10 +299,10 @@ class ActorPool(Lane):
             if self._keeper is not None:
                 self._keeper.close()
             import ray
+
             if ray.is_initialized():
                 for m in self._members.members():
                     self._members.dead(m, lost=False)
                     self._kill(m)
         finally:
             cluster.release()
-

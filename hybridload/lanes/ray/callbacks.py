@@ -63,6 +63,7 @@ def kill_actor(handle) -> None:
 
 def _kill_now(handle) -> None:
     import ray
+
     try:
         ray.kill(handle, no_restart=True)
     except Exception as exc:  # already gone

@@ -51,8 +51,9 @@ class Capacity:
         name: the lane's name, for messages.
     """
 
-    def __init__(self, *, when_empty: str, wait_s: float, rules: PlacementRules, members: Members, stats: PoolStats,
-                 name: str):
+    def __init__(
+        self, *, when_empty: str, wait_s: float, rules: PlacementRules, members: Members, stats: PoolStats, name: str
+    ):
         if when_empty not in WHEN_EMPTY:
             raise ValueError(f"when_empty must be one of {', '.join(WHEN_EMPTY)}; got {when_empty!r}")
         self.when_empty, self.wait_s, self.rules, self.name = when_empty, float(wait_s), rules, name
@@ -62,16 +63,19 @@ class Capacity:
         self._why: deque[str] = deque(maxlen=3)
 
     # -- at start
-    def first_target(self, read_nodes: Callable[[], list[NodeInfo]], *, fit_request: bool = False,
-                     poll_s: float = 1.0) -> tuple[list[str], list[NodeInfo]]:
+    def first_target(
+        self, read_nodes: Callable[[], list[NodeInfo]], *, fit_request: bool = False, poll_s: float = 1.0
+    ) -> tuple[list[str], list[NodeInfo]]:
         """Where the pool's first actors go (node ids; empty: none yet), and the node table read."""
         nodes = read_nodes()
         if fit_request or self.when_empty == "raise":
             try:
                 return place(nodes, self.rules, fit_request=fit_request), nodes
             except ValueError as exc:
-                raise NoActorsError(f"{exc} (nodes now: {describe_nodes(nodes)}); or let this rank's batches run "
-                                    "on this machine meanwhile: LoaderPolicy(on_no_actors='local')") from None
+                raise NoActorsError(
+                    f"{exc} (nodes now: {describe_nodes(nodes)}); or let this rank's batches run "
+                    "on this machine meanwhile: LoaderPolicy(on_no_actors='local')"
+                ) from None
         where = elastic_target(nodes, (), self.rules)
         deadline = time.monotonic() + self.wait_s
         while not where and self.when_empty == "wait" and time.monotonic() < deadline:
@@ -79,15 +83,23 @@ class Capacity:
             nodes = read_nodes()
             where = elastic_target(nodes, (), self.rules)
         if not where and self.when_empty == "wait":
-            raise NoActorsError(f"{self.missing(nodes)}; waited {self.wait_s:g} s for a node "
-                                "(LoaderPolicy(on_no_actors='wait')): start worker nodes (`ray start "
-                                "--address=<head>:<port>`), lower reserve_local_cpus, or set on_no_actors='local' "
-                                "to run on this machine until they join")
+            raise NoActorsError(
+                f"{self.missing(nodes)}; waited {self.wait_s:g} s for a node "
+                "(LoaderPolicy(on_no_actors='wait')): start worker nodes (`ray start "
+                "--address=<head>:<port>`), lower reserve_local_cpus, or set on_no_actors='local' "
+                "to run on this machine until they join"
+            )
         wanted = self.rules.cpu_actors
         if where and wanted and len(where) < wanted:
-            log.warning("%s lane: cpu_actors=%d but rank %d has %d free CPU slot(s) in the cluster now; running "
-                        "%d actor(s), more as nodes join", self.name, wanted, self.rules.rank, len(where),
-                        len(where))
+            log.warning(
+                "%s lane: cpu_actors=%d but rank %d has %d free CPU slot(s) in the cluster now; running "
+                "%d actor(s), more as nodes join",
+                self.name,
+                wanted,
+                self.rules.rank,
+                len(where),
+                len(where),
+            )
         self.after_step(where, nodes)
         return where, nodes
 
@@ -100,16 +112,22 @@ class Capacity:
             self._empty_since, self._empty_clock = now, utc_clock()
             missing = self.missing(nodes)
             self._stats.node_event("no actor")
-            what = {"local": "its batches run on this machine's local lane until a node joins "
-                             "(LoaderPolicy(on_no_actors=...) to change this)",
-                    "wait": f"its batches wait up to {self.wait_s:g} s for a node (on_no_actors='wait')",
-                    "raise": "its batches fail (on_no_actors='raise')"}[self.when_empty]
+            what = {
+                "local": "its batches run on this machine's local lane until a node joins "
+                "(LoaderPolicy(on_no_actors=...) to change this)",
+                "wait": f"its batches wait up to {self.wait_s:g} s for a node (on_no_actors='wait')",
+                "raise": "its batches fail (on_no_actors='raise')",
+            }[self.when_empty]
             log.warning("%s lane: %s; %s", self.name, missing, what)
         elif target and self._empty_since is not None:
             self._empty_since = None
             self._stats.node_event("actors again")
-            log.warning("%s lane: the cluster has CPUs for rank %d again (%d actor(s)); work moves back to Ray "
-                        "actors", self.name, self.rules.rank, len(target))
+            log.warning(
+                "%s lane: the cluster has CPUs for rank %d again (%d actor(s)); work moves back to Ray actors",
+                self.name,
+                self.rules.rank,
+                len(target),
+            )
         if self.when_empty == "wait":
             self._members.set_waiting(self._empty_since is not None and now - self._empty_since < self.wait_s)
 
@@ -132,22 +150,30 @@ class Capacity:
             return ""
         parts = list(self._why)
         if self._empty_since is not None:
-            parts.append(f"no node with a free CPU for rank {self.rules.rank} since {self._empty_clock}"
-                         + (" (waited for one: on_no_actors='wait')" if self.when_empty == "wait" else ""))
+            parts.append(
+                f"no node with a free CPU for rank {self.rules.rank} since {self._empty_clock}"
+                + (" (waited for one: on_no_actors='wait')" if self.when_empty == "wait" else "")
+            )
         elif self._members.count(State.STARTING):
             parts.append("its actors are still starting")
         return "; ".join(parts) or "no actor ready"
 
     def missing(self, nodes: Sequence[NodeInfo]) -> str:
         """What is missing, in words: the rules and the nodes that leave this rank no CPU."""
-        return (f"no CPU in the Ray cluster for rank {self.rules.rank}'s actors ({self.rules.describe()}; "
-                f"nodes: {describe_nodes(nodes)})")
+        return (
+            f"no CPU in the Ray cluster for rank {self.rules.rank}'s actors ({self.rules.describe()}; "
+            f"nodes: {describe_nodes(nodes)})"
+        )
 
 
 def describe_nodes(nodes: Sequence[NodeInfo]) -> str:
     """``192.0.2.1 1 CPU (trainer), 192.0.2.2 2 CPUs`` or ``none``."""
-    return ", ".join(f"{n.address} {n.cpus} CPU{'s' if n.cpus != 1 else ''}{' (trainer)' if n.is_trainer else ''}"
-                     for n in nodes) or "none"
+    return (
+        ", ".join(
+            f"{n.address} {n.cpus} CPU{'s' if n.cpus != 1 else ''}{' (trainer)' if n.is_trainer else ''}" for n in nodes
+        )
+        or "none"
+    )
 
 
 def place(nodes, rules: PlacementRules, *, fit_request: bool) -> list[str]:
@@ -164,8 +190,11 @@ def place(nodes, rules: PlacementRules, *, fit_request: bool) -> list[str]:
             where = plan_actors(nodes, rules.with_actors(n))
         except ValueError:
             continue
-        warnings.warn(f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
-                      f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
-                      "with more workers than cores, the batches are the same)", stacklevel=5)
+        warnings.warn(
+            f"{cpu_actors} workers asked for but this rank has {n} free CPU slot(s) in the Ray "
+            f"cluster; running {n} actor(s), each taking batches in turn (as torch's DataLoader "
+            "with more workers than cores, the batches are the same)",
+            stacklevel=5,
+        )
         return where
     return plan_actors(nodes, rules)  # not even one fits: its error names why

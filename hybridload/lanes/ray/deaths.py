@@ -67,8 +67,10 @@ def fate(exc: BaseException) -> tuple[str, str]:
     if sig is not None and hasattr(signal, sig):
         how = f"is killed by signal: {signal.strsignal(getattr(signal, sig))}."
     else:  # Ray's text lists the usual causes (the OOM killer, a segfault) without saying which
-        how = (f"exited unexpectedly (a crash, os._exit or the OOM killer: Ray does not say which; its log, "
-               f"worker-*-{pid}.err in the Ray session's logs on {ip}, may).")
+        how = (
+            f"exited unexpectedly (a crash, os._exit or the OOM killer: Ray does not say which; its log, "
+            f"worker-*-{pid}.err in the Ray session's logs on {ip}, may)."
+        )
     return f"DataLoader worker (pid {pid or '?'}) {how}", ip
 
 
@@ -93,16 +95,22 @@ class Deaths:
                 killed.append(pid)
             pids = list(killed)
         if len(pids) < KILLS_TO_FAIL:
-            return WorkerLost(f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}), "
-                              f"running batch {seq}; the batch goes to another worker")
-        return WorkerLost(f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}); batch "
-                          f"{seq} killed {len(pids)} workers (pids {', '.join(pids)}), so it is not handed on: "
-                          "find what in its samples crashes the process (native code, memory)", batch_at_fault=True)
+            return WorkerLost(
+                f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}), "
+                f"running batch {seq}; the batch goes to another worker"
+            )
+        return WorkerLost(
+            f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}); batch "
+            f"{seq} killed {len(pids)} workers (pids {', '.join(pids)}), so it is not handed on: "
+            "find what in its samples crashes the process (native code, memory)",
+            batch_at_fault=True,
+        )
 
 
 def actor_died(exc: BaseException) -> bool:
     """Ray says the actor is gone (its process, its node, or a kill), whatever held it."""
     import ray
+
     return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError))
 
 
@@ -110,5 +118,6 @@ def unwrap(exc: BaseException) -> BaseException:
     """An error raised inside an actor arrives wrapped in RayTaskError; hand back the original
     when it is one of hybridload's own (a SampleError names the sample)."""
     from hybridload.errors import HybridLoadError
+
     cause = getattr(exc, "cause", None)
     return cause if isinstance(cause, HybridLoadError) else exc

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 #: how often the node table is read when the policy does not say (seconds)
 DEFAULT_POLL_S = 5.0
 
+
 class RayShutDown(Exception):
     """This process's Ray connection is gone: the keeper stops."""
 
@@ -52,6 +53,7 @@ def node_table() -> tuple[list[NodeInfo], set[str]]:
     import ray
 
     from hybridload.cluster import connect as cluster
+
     if not ray.is_initialized():
         raise RayShutDown("Ray is shut down")
     nodes = cluster.nodes()
@@ -71,8 +73,9 @@ def poll_seconds(node_poll_s: float | None) -> float:
     except (TypeError, ValueError):
         value = -1.0
     if not 0 < value < float("inf"):
-        raise ValueError(f"node_poll_s (or HYBRIDLOAD_NODE_POLL_S) must be a positive number of seconds, "
-                         f"got {raw!r}; e.g. 5")
+        raise ValueError(
+            f"node_poll_s (or HYBRIDLOAD_NODE_POLL_S) must be a positive number of seconds, got {raw!r}; e.g. 5"
+        )
     return value
 
 
@@ -91,11 +94,22 @@ class Keeper:
         known: the nodes the pool started on (what "joined" and "left" compare with).
     """
 
-    def __init__(self, members: Members, *, target: Callable[[Sequence[NodeInfo], set[str]], list[str]],
-                 spawn: Callable[[str], Member], stop: Callable[[Member], None], flush: Callable[[], None],
-                 poll_s: float = DEFAULT_POLL_S, ready_timeout_s: float = 120.0, table: Table = node_table,
-                 name: str = "pool", after_step: Callable | None = None,
-                 on_node: Callable[[str, NodeInfo], None] | None = None, known: Sequence[NodeInfo] = ()):
+    def __init__(
+        self,
+        members: Members,
+        *,
+        target: Callable[[Sequence[NodeInfo], set[str]], list[str]],
+        spawn: Callable[[str], Member],
+        stop: Callable[[Member], None],
+        flush: Callable[[], None],
+        poll_s: float = DEFAULT_POLL_S,
+        ready_timeout_s: float = 120.0,
+        table: Table = node_table,
+        name: str = "pool",
+        after_step: Callable | None = None,
+        on_node: Callable[[str, NodeInfo], None] | None = None,
+        known: Sequence[NodeInfo] = (),
+    ):
         self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
         self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
         self._wake = threading.Event()
@@ -107,8 +121,12 @@ class Keeper:
         self._draining_seen: set[str] = set()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=_run, args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
-                                        name=f"hybridload-{self._name}-keeper", daemon=True)
+        self._thread = threading.Thread(
+            target=_run,
+            args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
+            name=f"hybridload-{self._name}-keeper",
+            daemon=True,
+        )
         self._thread.start()
 
     def wake(self) -> None:
@@ -134,12 +152,21 @@ class Keeper:
                     log.warning("%s: node %s left the cluster; its actor %d is lost", self._name, m.node_id[:8], m.key)
                 self._stop(m)
             elif m.node_id in draining and m.state is not State.DRAINING:
-                log.info("%s: node %s is being drained; actor %d finishes its tasks and stops",
-                         self._name, m.node_id[:8], m.key)
+                log.info(
+                    "%s: node %s is being drained; actor %d finishes its tasks and stops",
+                    self._name,
+                    m.node_id[:8],
+                    m.key,
+                )
                 self._drain(m)
             elif m.state is State.STARTING and now - m.born > self.ready_timeout_s:
-                log.warning("%s: actor %d did not start on node %s within %g s; trying again",
-                            self._name, m.key, m.node_id[:8], self.ready_timeout_s)
+                log.warning(
+                    "%s: actor %d did not start on node %s within %g s; trying again",
+                    self._name,
+                    m.key,
+                    m.node_id[:8],
+                    self.ready_timeout_s,
+                )
                 self.members.stats.start_failed()
                 self.members.dead(m, lost=False, failed_start=True)
                 self._stop(m)
@@ -196,6 +223,10 @@ def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> 
         except RayShutDown:  # Ray was shut down (interpreter exit): nothing left to keep
             return
         except Exception as exc:  # Ray shutting down, a GCS hiccup: try again next time
-            log.warning("the actor pool's keeper could not read the cluster (%s: %s); trying again in %g s",
-                        type(exc).__name__, exc, poll_s)
+            log.warning(
+                "the actor pool's keeper could not read the cluster (%s: %s); trying again in %g s",
+                type(exc).__name__,
+                exc,
+                poll_s,
+            )
         del keeper

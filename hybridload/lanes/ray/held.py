@@ -26,8 +26,14 @@ class HeldTasks:
         with self._lock:
             self._held.append((task, done))
 
-    def flush(self, send: Callable[[Member, BatchTask, Done], None], *, closed: Callable[[], bool],
-              why: Callable[[], str], name: str) -> None:
+    def flush(
+        self,
+        send: Callable[[Member, BatchTask, Done], None],
+        *,
+        closed: Callable[[], bool],
+        why: Callable[[], str],
+        name: str,
+    ) -> None:
         """Send the held tasks to ready actors (``send``); fail them when no actor can come
         (``why()`` says why); drop them once the pool is ``closed()``."""
         while True:

@@ -39,7 +39,7 @@ _NP_TO_TORCH = {np.uint8: torch.uint8, np.float32: torch.float32, np.float16: to
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 READER_THREADS = 4  # ship_bytes: batches whose bytes the driver reads at once
 CONVERTER_THREADS = 1  # copies of finished batches out of the object store: ~1.2 ms for a 9 MiB batch here, so
-                       # one thread keeps up with ~800 batches/s (and the lane's threads stay flat: no lazy second one)
+# one thread keeps up with ~800 batches/s (and the lane's threads stay flat: no lazy second one)
 
 
 class Unconverted:
@@ -109,9 +109,11 @@ class KernelWorker(PoolWorker):
 
     def run(self, epoch: int, seed: int, indices: np.ndarray, payloads: dict | None = None):
         from hybridload.kernels import process_batch
+
         src: Any = self.source if payloads is None else _Preloaded(self.source, payloads)  # a Source or its view
-        res = process_batch(src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray",
-                            normalize=False)  # uint8 travels: 4x fewer bytes than float32
+        res = process_batch(
+            src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray", normalize=False
+        )  # uint8 travels: 4x fewer bytes than float32
         return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds
 
 
@@ -120,11 +122,20 @@ class RayLane(ActorPool):
 
     name = "ray"
 
-    def __init__(self, source, recipe, pool: PoolConfig, *, on_error: str = "raise",
-                 ship_bytes: bool = False, pin_memory: bool = False):
+    def __init__(
+        self,
+        source,
+        recipe,
+        pool: PoolConfig,
+        *,
+        on_error: str = "raise",
+        ship_bytes: bool = False,
+        pin_memory: bool = False,
+    ):
         self.source, self.pin_memory, self.ship_bytes = source, pin_memory, ship_bytes
-        self._readers = (ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship")
-                         if ship_bytes else None)  # closed with the lane
+        self._readers = (
+            ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship") if ship_bytes else None
+        )  # closed with the lane
         self._converters = ThreadPoolExecutor(CONVERTER_THREADS, thread_name_prefix="hybridload-ray-convert")
         super().__init__(KernelWorker, (source, recipe, on_error), pool)
 
@@ -156,6 +167,7 @@ class RayLane(ActorPool):
 
     def _watch(self, m: Member, task: BatchTask, done: Done, call) -> None:
         """The pool's watch, its result converted on the converter thread (not Ray's callback thread)."""
+
         def report(t: BatchTask, out) -> None:
             if not isinstance(out, Unconverted):  # an error: nothing to copy
                 done(t, out)
@@ -164,6 +176,7 @@ class RayLane(ActorPool):
                 self._converters.submit(report_converted, self.to_batch, t, out.raw, done)
             except RuntimeError as exc:  # the converters are shut down: the lane closed under this batch
                 done(t, exc)
+
         super()._watch(m, task, report, call)
 
     def run_batch(self, task: BatchTask, timeout_s: float = 300.0):
@@ -184,6 +197,7 @@ class RayLane(ActorPool):
     def to_batch(self, raw):
         """The raw result copied once into a (pinned, where asked) torch buffer."""
         from hybridload.batch_result import BatchResult
+
         images, labels, indices, skipped, seconds = raw
         buf = torch.empty(images.shape, dtype=_NP_TO_TORCH[images.dtype.type], pin_memory=self.pin_memory)
         np.copyto(buf.numpy(), images)  # one copy out of the object store into a torch buffer

@@ -62,9 +62,9 @@ class Members:
         self._table: dict[int, Member] = {}
         self._running: dict[int, set[int]] = {}  # seq -> keys of the members running a copy
         self._next_key = 0
-        self._counts: Counter = Counter()           # members per state
+        self._counts: Counter = Counter()  # members per state
         self._by_load: list[dict[int, Member]] = []  # load -> READY members with that load, oldest first
-        self._free_index: list[int] = []            # worker indices given back (a heap: lowest first)
+        self._free_index: list[int] = []  # worker indices given back (a heap: lowest first)
         self._next_index = 0
 
     # -- membership

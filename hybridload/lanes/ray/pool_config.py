@@ -49,19 +49,28 @@ class PoolConfig:
 
     def __post_init__(self):
         if not isinstance(self.rules, PlacementRules):
-            raise TypeError(f"rules must be a PlacementRules(placement=..., reserve_local_cpus=..., cpu_actors=..., "
-                            f"rank=..., world_size=...); got {type(self.rules).__name__}")
+            raise TypeError(
+                f"rules must be a PlacementRules(placement=..., reserve_local_cpus=..., cpu_actors=..., "
+                f"rank=..., world_size=...); got {type(self.rules).__name__}"
+            )
         if self.ray_address is not None and not isinstance(self.ray_address, str):
             raise TypeError(f"ray_address must be None, 'auto', 'embedded' or 'host:port'; got {self.ray_address!r}")
-        if not (isinstance(self.tasks_per_actor, Integral) and not isinstance(self.tasks_per_actor, bool)
-                and self.tasks_per_actor >= 1):
-            raise ValueError(f"tasks_per_actor must be a whole number >= 1 (2: one call running, one queued); "
-                             f"got {self.tasks_per_actor!r}")
+        if not (
+            isinstance(self.tasks_per_actor, Integral)
+            and not isinstance(self.tasks_per_actor, bool)
+            and self.tasks_per_actor >= 1
+        ):
+            raise ValueError(
+                f"tasks_per_actor must be a whole number >= 1 (2: one call running, one queued); "
+                f"got {self.tasks_per_actor!r}"
+            )
         if not _seconds(self.ready_timeout_s, zero_ok=False):
             raise ValueError(f"ready_timeout_s must be a number of seconds > 0; got {self.ready_timeout_s!r}")
         if self.node_poll_s is not None and not _seconds(self.node_poll_s, zero_ok=False):
-            raise ValueError(f"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S "
-                             f"(default 5); got {self.node_poll_s!r}")
+            raise ValueError(
+                f"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S "
+                f"(default 5); got {self.node_poll_s!r}"
+            )
         if self.when_empty not in WHEN_EMPTY:
             raise ValueError(f"when_empty must be one of {', '.join(map(repr, WHEN_EMPTY))}; got {self.when_empty!r}")
         if not _seconds(self.wait_s, zero_ok=True):

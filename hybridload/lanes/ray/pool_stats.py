@@ -57,8 +57,15 @@ class PoolStats:
         """Record ``event`` ("joined", "left", "draining", "no actor", "actors again") with the
         time (seconds since the pool began, and UTC) and the node it concerns."""
         with self._lock:
-            self._events.append({"t": round(time.monotonic() - self._t0, 3), "utc": utc_clock(), "event": event,
-                                 "node": node_id[:8], "address": address})
+            self._events.append(
+                {
+                    "t": round(time.monotonic() - self._t0, 3),
+                    "utc": utc_clock(),
+                    "event": event,
+                    "node": node_id[:8],
+                    "address": address,
+                }
+            )
 
     def opened(self) -> None:
         """The pool is open: from now on, time with no ready actor counts as ``without_actors_s``."""
@@ -84,10 +91,19 @@ class PoolStats:
     def as_dict(self) -> dict:
         with self._lock:
             empty_s = self._empty_s + (time.monotonic() - self._empty_since if self._empty_since is not None else 0.0)
-            return {"started": self.started, "replaced": self.replaced, "grown": self.grown, "lost": self.lost,
-                    "stopped": self.stopped, "failed_starts": self.failed_starts, "target": self.target,
-                    "live": self._samples[-1][1] if self._samples else 0, "live_over_time": list(self._samples),
-                    "without_actors_s": round(empty_s, 3), "node_events": list(self._events)}
+            return {
+                "started": self.started,
+                "replaced": self.replaced,
+                "grown": self.grown,
+                "lost": self.lost,
+                "stopped": self.stopped,
+                "failed_starts": self.failed_starts,
+                "target": self.target,
+                "live": self._samples[-1][1] if self._samples else 0,
+                "live_over_time": list(self._samples),
+                "without_actors_s": round(empty_s, 3),
+                "node_events": list(self._events),
+            }
 
 
 def utc_clock() -> str:

@@ -17,7 +17,6 @@ from hybridload.lanes.ray.callbacks import when_done
 from hybridload.lanes.ray.members import State
 
 
-
 def _reporter(on_ready: Callable[[Any, BaseException | None], None], member: Any) -> Callable[[Any], None]:
     """The callback that reports ``member``'s ready future to ``on_ready``."""
     return lambda future: on_ready(member, future.exception())
@@ -34,8 +33,13 @@ def start_waves(where: list[str]) -> tuple[list[str], list[str]]:
     return first, rest
 
 
-def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, BaseException | None], None],
-                      timeout_s: float, where: list[str]) -> None:
+def await_first_ready(
+    ray,
+    refs: Mapping[Any, Any],
+    on_ready: Callable[[Any, BaseException | None], None],
+    timeout_s: float,
+    where: list[str],
+) -> None:
     """Wait until one of ``refs`` (an actor's ``ready()`` ref -> its member) answers; report
     each that answered, or failed, to ``on_ready(member, exception or None)`` and hand the
     rest to Ray's callbacks. Raises the start error when every actor failed, TimeoutError
@@ -61,15 +65,23 @@ def await_first_ready(ray, refs: Mapping[Any, Any], on_ready: Callable[[Any, Bas
     if not ready:
         if error is not None and not pending:
             raise error
-        raise TimeoutError(f"no Ray actor started within {timeout_s:g} s on nodes {where}; the cluster may lack "
-                           "free CPUs (check `ray status`)")
+        raise TimeoutError(
+            f"no Ray actor started within {timeout_s:g} s on nodes {where}; the cluster may lack "
+            "free CPUs (check `ray status`)"
+        )
     for ref in pending:
         member = refs[ref]
         when_done(ref, _reporter(on_ready, member))
 
 
-def first_ready(ray, first: list, on_ready: Callable[[Any, BaseException | None], None], timeout_s: float,
-                where: list[str], go_on: Callable[[str], None] | None = None) -> None:
+def first_ready(
+    ray,
+    first: list,
+    on_ready: Callable[[Any, BaseException | None], None],
+    timeout_s: float,
+    where: list[str],
+    go_on: Callable[[str], None] | None = None,
+) -> None:
     """Start the pool on its first wave ``first`` (members): `await_first_ready`. With no
     actor to wait for, return at once. When none is ready in time (or every one failed to
     start) and ``go_on`` is given (a local stand-in runs the batches meanwhile), call it with

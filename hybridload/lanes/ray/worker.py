@@ -14,5 +14,5 @@ class PoolWorker:
 
     def ready(self) -> str:
         import ray
-        return ray.get_runtime_context().get_node_id()
 
+        return ray.get_runtime_context().get_node_id()

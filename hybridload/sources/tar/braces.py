@@ -36,8 +36,10 @@ def braceexpand(pattern: str) -> list[str]:
     try:
         return list(_braceexpand_lib.braceexpand(pattern))
     except _braceexpand_lib.UnbalancedBracesError:  # type: ignore[attr-defined]  # its .pyi omits the class
-        raise ValueError(f"unbalanced braces in the shard pattern {pattern!r}: close each '{{' with '}}', "
-                         f"or write a literal brace as '\\{{' / '\\}}'") from None
+        raise ValueError(
+            f"unbalanced braces in the shard pattern {pattern!r}: close each '{{' with '}}', "
+            f"or write a literal brace as '\\{{' / '\\}}'"
+        ) from None
 
 
 def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
@@ -67,6 +69,8 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
             if twice in seen:
                 break
             seen.add(twice)
-        raise ValueError(f"TarShards: the shard {twice!r} is named twice by {str(urls)[:200]}; its samples would come "
-                         "twice every epoch: name each shard once")
+        raise ValueError(
+            f"TarShards: the shard {twice!r} is named twice by {str(urls)[:200]}; its samples would come "
+            "twice every epoch: name each shard once"
+        )
     return out

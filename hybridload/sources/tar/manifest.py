@@ -69,25 +69,31 @@ def _count(manifest: str, i: int, entry: Any) -> tuple[str, int]:
     else:
         url = n = None
     if not isinstance(url, str) or not url:
-        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] is {str(entry)[:80]}: each entry "
-                            "needs a \"url\" string (and an \"nsamples\" count)")
+        raise ManifestError(
+            f"TarShards: manifest {manifest!r}, shardlist[{i}] is {str(entry)[:80]}: each entry "
+            'needs a "url" string (and an "nsamples" count)'
+        )
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ManifestError(f"TarShards: manifest {manifest!r}, shardlist[{i}] ({url!r}) has nsamples={n!r}; "
-                            "it must be the shard's sample count, an int >= 0 (write the manifest with "
-                            "`hybridload index PATTERN -o manifest.json`)")
+        raise ManifestError(
+            f"TarShards: manifest {manifest!r}, shardlist[{i}] ({url!r}) has nsamples={n!r}; "
+            "it must be the shard's sample count, an int >= 0 (write the manifest with "
+            "`hybridload index PATTERN -o manifest.json`)"
+        )
     return url, n
 
 
-def read_manifest(location: str | os.PathLike,
-                  storage_options: Mapping[str, Any] | None = None) -> tuple[list[str], list[int]]:
+def read_manifest(
+    location: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
+) -> tuple[list[str], list[int]]:
     """``(shard URLs, sample counts)`` from the manifest at ``location`` (a path or URL),
     relative URLs resolved; `ManifestError` names a missing, unreadable or malformed one."""
     where = os.fspath(location)
     try:
         raw = read_bytes(where, storage_options)
     except FileNotFoundError:
-        raise ManifestError(f"TarShards: manifest {where!r} does not exist; write it with "
-                            "`hybridload index PATTERN -o manifest.json`") from None
+        raise ManifestError(
+            f"TarShards: manifest {where!r} does not exist; write it with `hybridload index PATTERN -o manifest.json`"
+        ) from None
     except Exception as exc:  # any filesystem's error
         raise ManifestError(f"TarShards: cannot read manifest {where!r}: {read_error(exc)}") from None
     try:
@@ -96,11 +102,15 @@ def read_manifest(location: str | os.PathLike,
         raise ManifestError(f"TarShards: manifest {where!r} is not valid JSON ({exc})") from None
     del raw
     if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
-        raise ManifestError(f"TarShards: manifest {where!r} has no \"shardlist\" list; expected "
-                            "{\"wids_version\": 1, \"shardlist\": [{\"url\": ..., \"nsamples\": ...}, ...]}")
+        raise ManifestError(
+            f'TarShards: manifest {where!r} has no "shardlist" list; expected '
+            '{"wids_version": 1, "shardlist": [{"url": ..., "nsamples": ...}, ...]}'
+        )
     if doc.get("wids_version", WIDS_VERSION) != WIDS_VERSION:
-        raise ManifestError(f"TarShards: manifest {where!r} has wids_version={doc.get('wids_version')!r}; "
-                            f"this hybridload reads version {WIDS_VERSION}")
+        raise ManifestError(
+            f"TarShards: manifest {where!r} has wids_version={doc.get('wids_version')!r}; "
+            f"this hybridload reads version {WIDS_VERSION}"
+        )
     base = _base_of(where)
     if isinstance(doc.get("base"), str):
         base = resolve(base, doc["base"])
@@ -109,9 +119,11 @@ def read_manifest(location: str | os.PathLike,
         url, n = _count(where, i, entry)
         total += n
         if total > MAX_SAMPLES:
-            raise ManifestError(f"TarShards: manifest {where!r}, shardlist[{i}] ({url!r}) has nsamples={n}: the "
-                                f"counts up to it sum to {total}, past the {MAX_SAMPLES} samples (2^63 - 1) a "
-                                "dataset can index; each nsamples must be its shard's sample count")
+            raise ManifestError(
+                f"TarShards: manifest {where!r}, shardlist[{i}] ({url!r}) has nsamples={n}: the "
+                f"counts up to it sum to {total}, past the {MAX_SAMPLES} samples (2^63 - 1) a "
+                "dataset can index; each nsamples must be its shard's sample count"
+            )
         urls.append(resolve(base, url))
         counts.append(n)
         entries[i] = None  # each entry freed as it is taken
@@ -128,8 +140,10 @@ def _check_unique(where: str, urls: list[str]) -> None:
     first: dict[str, int] = {}
     for i, u in enumerate(urls):
         if u in first:
-            raise ManifestError(f"TarShards: manifest {where!r} lists the shard {u!r} twice (shardlist[{first[u]}] and "
-                                f"shardlist[{i}]): its samples would come twice every epoch; list each shard once")
+            raise ManifestError(
+                f"TarShards: manifest {where!r} lists the shard {u!r} twice (shardlist[{first[u]}] and "
+                f"shardlist[{i}]): its samples would come twice every epoch; list each shard once"
+            )
         first[u] = i
 
 
@@ -138,15 +152,19 @@ def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = 
     URLs below it are written relative to it, so the dataset can move with its manifest, and
     other local paths absolute (a path relative to the working directory would be resolved
     against the manifest's)."""
+
     def rel(u: str) -> str:
         if base is None or is_url(u) != is_url(base):
             return u
         if is_url(u):
-            return u[len(base) + 1:] if u.startswith(base.rstrip("/") + "/") else u
+            return u[len(base) + 1 :] if u.startswith(base.rstrip("/") + "/") else u
         r = os.path.relpath(os.path.abspath(u), base)
         return os.path.abspath(u) if r.startswith("..") else r  # never relative to anything but the manifest
-    return {"wids_version": WIDS_VERSION,
-            "shardlist": [{"url": rel(u), "nsamples": int(n)} for u, n in zip(urls, counts)]}
+
+    return {
+        "wids_version": WIDS_VERSION,
+        "shardlist": [{"url": rel(u), "nsamples": int(n)} for u, n in zip(urls, counts)],
+    }
 
 
 def write_manifest(location: str | os.PathLike, urls: Sequence[str], counts: Sequence[int]) -> None:

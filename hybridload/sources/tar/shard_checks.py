@@ -18,8 +18,10 @@ from hybridload.sources.read_retry import DATA_ERRORS
 
 #: bytes read in front of a sample's data: its tar header
 HEADER = 512
-_RERUN = ("rebuild the member indexes (`hybridload index PATTERN -o manifest.json`, or delete the stale "
-          "<shard>.members.json) after changing shards")
+_RERUN = (
+    "rebuild the member indexes (`hybridload index PATTERN -o manifest.json`, or delete the stale "
+    "<shard>.members.json) after changing shards"
+)
 
 
 def _header_size(field: bytes) -> int | None:
@@ -56,8 +58,10 @@ def checked_member(ref: SampleRef, where: str, data: bytes, offset: int, size: i
     HEADER``), after checking both against the index: `ShardIndexError` otherwise."""
     if len(data) != size + HEADER:
         got = max(0, len(data) - HEADER)
-        reason = (f"got {got} of {size} bytes at offset {offset}: the shard is shorter than when this process "
-                  "indexed it (truncated or rewritten)")
+        reason = (
+            f"got {got} of {size} bytes at offset {offset}: the shard is shorter than when this process "
+            "indexed it (truncated or rewritten)"
+        )
     else:
         reason = header_problem(data[:HEADER], ref.location.rsplit("#", 1)[-1], size)
         if reason:
@@ -72,8 +76,11 @@ def shard_read_failure(ref: SampleRef, where: str, exc: BaseException) -> Sample
     readable then) is a `ShardIndexError` — a shard deleted, moved or made unreadable
     mid-epoch, or storage gone, not one bad sample; anything else as `read_failure` says."""
     if isinstance(exc, DATA_ERRORS):
-        return ShardIndexError(where, f"sample {ref.index} ({ref.location}): {read_error(exc)}; the shard was "
-                                      "readable when this process indexed it and is gone or unreadable now (deleted, "
-                                      "moved, permissions changed, or its storage unmounted): restore it, or "
-                                      f"{_RERUN}")
+        return ShardIndexError(
+            where,
+            f"sample {ref.index} ({ref.location}): {read_error(exc)}; the shard was "
+            "readable when this process indexed it and is gone or unreadable now (deleted, "
+            "moved, permissions changed, or its storage unmounted): restore it, or "
+            f"{_RERUN}",
+        )
     return read_failure(ref, exc)

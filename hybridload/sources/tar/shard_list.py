@@ -24,10 +24,12 @@ class ShardList:
     """
 
     def __init__(self, urls: Sequence[str], counts: Sequence[int] | np.ndarray):
-        lengths = np.fromiter((len(u.encode("utf-8", "surrogateescape")) for u in urls), dtype=np.int64,
-                              count=len(urls))
-        self._set("".join(urls).encode("utf-8", "surrogateescape"), lengths,
-                  np.asarray(counts, dtype=np.int64).reshape(-1))
+        lengths = np.fromiter(
+            (len(u.encode("utf-8", "surrogateescape")) for u in urls), dtype=np.int64, count=len(urls)
+        )
+        self._set(
+            "".join(urls).encode("utf-8", "surrogateescape"), lengths, np.asarray(counts, dtype=np.int64).reshape(-1)
+        )
         if len(self.counts) != len(lengths):
             raise ValueError(f"ShardList: {len(lengths)} URLs but {len(self.counts)} counts")
 
@@ -51,7 +53,7 @@ class ShardList:
     def url(self, s: int) -> str:
         """Shard ``s``'s URL."""
         begin = int(self._ends[s - 1]) if s > 0 else 0
-        return self._blob[begin:int(self._ends[s])].decode("utf-8", "surrogateescape")
+        return self._blob[begin : int(self._ends[s])].decode("utf-8", "surrogateescape")
 
     def __iter__(self) -> Iterator[str]:
         return (self.url(s) for s in range(len(self)))
@@ -77,12 +79,18 @@ class ShardList:
     def __getstate__(self) -> dict:
         if self._packed is None:
             lengths = np.diff(self._ends, prepend=0).astype(np.int64)
-            self._packed = (zlib.compress(self._blob, 6), zlib.compress(lengths.tobytes(), 6),
-                            zlib.compress(self.counts.tobytes(), 6))
+            self._packed = (
+                zlib.compress(self._blob, 6),
+                zlib.compress(lengths.tobytes(), 6),
+                zlib.compress(self.counts.tobytes(), 6),
+            )
         return {"packed": self._packed}
 
     def __setstate__(self, state: dict) -> None:
         blob, lengths, counts = state["packed"]
-        self._set(zlib.decompress(blob), np.frombuffer(zlib.decompress(lengths), dtype=np.int64),
-                  np.frombuffer(zlib.decompress(counts), dtype=np.int64).copy())
+        self._set(
+            zlib.decompress(blob),
+            np.frombuffer(zlib.decompress(lengths), dtype=np.int64),
+            np.frombuffer(zlib.decompress(counts), dtype=np.int64).copy(),
+        )
         self._packed = state["packed"]

@@ -44,19 +44,20 @@ def _parse_cls(url: str, key: str, text: str) -> int:
     try:
         return int(text.strip())
     except ValueError:
-        raise ValueError(f"TarShards: shard {url!r}, key {key!r}: {key}.cls holds {text[:40]!r}, "
-                         "not an integer class index") from None
+        raise ValueError(
+            f"TarShards: shard {url!r}, key {key!r}: {key}.cls holds {text[:40]!r}, not an integer class index"
+        ) from None
 
 
 def _call_label(label: Callable[[str], int], url: str, key: str) -> int:
     try:
         value = label(key)
     except Exception as exc:  # the user's function: say which key it failed on
-        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} raised "
-                         f"{type(exc).__name__}: {exc}") from exc
+        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} raised {type(exc).__name__}: {exc}") from exc
     if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        raise ValueError(f"TarShards: label({key!r}) for shard {url!r} returned {value!r}; "
-                         "it must return an int class index")
+        raise ValueError(
+            f"TarShards: label({key!r}) for shard {url!r} returned {value!r}; it must return an int class index"
+        )
     return int(value)
 
 
@@ -64,34 +65,44 @@ def _dotted_key_message(url: str, key: str, exts: list[str], images: list[str]) 
     """The error for members that WebDataset's key rule merges: dots inside the sample keys."""
     names = ", ".join(f"{key}.{e}" for e in exts[:6]) + (", ..." if len(exts) > 6 else "")
     dotted = next(e for e in exts if "." in e).rsplit(".", 1)[0]
-    pick = (f", or, for one sample with several images, name the one to use in full: image_exts=({images[0]!r},)"
-            if len(images) > 1 else "")
-    return (f"TarShards: shard {url!r}, key {key!r} groups the members {names}: a key ends at the first dot "
-            f"of the member's basename (as in WebDataset), so keys with dots such as {key + '.' + dotted!r} "
-            f"merge samples into one or lose their .cls label (webdataset's own to_tuple fails on them too). "
-            f"Rewrite the shards with keys without dots (e.g. {key + '_' + dotted.replace('.', '_')!r}){pick}")
+    pick = (
+        f", or, for one sample with several images, name the one to use in full: image_exts=({images[0]!r},)"
+        if len(images) > 1
+        else ""
+    )
+    return (
+        f"TarShards: shard {url!r}, key {key!r} groups the members {names}: a key ends at the first dot "
+        f"of the member's basename (as in WebDataset), so keys with dots such as {key + '.' + dotted!r} "
+        f"merge samples into one or lose their .cls label (webdataset's own to_tuple fails on them too). "
+        f"Rewrite the shards with keys without dots (e.g. {key + '_' + dotted.replace('.', '_')!r}){pick}"
+    )
 
 
-def image_member(url: str, key: str, members: list, image_exts: Sequence[str],
-                 labelled: bool = False) -> tuple[str, int, int]:
+def image_member(
+    url: str, key: str, members: list, image_exts: Sequence[str], labelled: bool = False
+) -> tuple[str, int, int]:
     """``(extension, offset, size)`` of the sample's image: its first member with one of
     ``image_exts``; ValueError names the shard and key where there is none or the key merges
     dotted members."""
     images = [m for m in members if m[0] in image_exts or m[0].rsplit(".", 1)[-1] in image_exts]
     exts = [m[0] for m in members]
-    if (len(images) > 1 and any("." in m[0] for m in images)) or \
-            (not labelled and "cls" not in exts and any(e.endswith(".cls") for e in exts)):
+    if (len(images) > 1 and any("." in m[0] for m in images)) or (
+        not labelled and "cls" not in exts and any(e.endswith(".cls") for e in exts)
+    ):
         raise ValueError(_dotted_key_message(url, key, exts, [m[0] for m in images]))
     if images:
         ext, offset, size = images[0]
         return ext, int(offset), int(size)
     have = ", ".join(f"{key}.{m[0]}" for m in members)
-    raise ValueError(f"TarShards: shard {url!r}, key {key!r} has no image member "
-                     f"(extensions {', '.join(image_exts)}); its members: {have}")
+    raise ValueError(
+        f"TarShards: shard {url!r}, key {key!r} has no image member "
+        f"(extensions {', '.join(image_exts)}); its members: {have}"
+    )
 
 
-def shard_members(url: str, samples: list, image_exts: Sequence[str],
-                  label: Callable[[str], int] | None = None) -> ShardMembers:
+def shard_members(
+    url: str, samples: list, image_exts: Sequence[str], label: Callable[[str], int] | None = None
+) -> ShardMembers:
     """The samples of a shard's member index (``[[key, members, cls_text|None], ...]``)."""
     n = len(samples)
     names, offsets, sizes, labels = [], np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
@@ -108,8 +119,10 @@ def shard_members(url: str, samples: list, image_exts: Sequence[str],
 def check_index_cache(capacity: int) -> int:
     """``capacity`` (TarShards' ``index_cache``), or ValueError saying what to write."""
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"TarShards: index_cache must be an int >= 1 (shards whose member tables each "
-                         f"process keeps), got {capacity!r}; write e.g. index_cache=64")
+        raise ValueError(
+            f"TarShards: index_cache must be an int >= 1 (shards whose member tables each "
+            f"process keeps), got {capacity!r}; write e.g. index_cache=64"
+        )
     return capacity
 
 

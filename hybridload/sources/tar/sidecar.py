@@ -44,18 +44,27 @@ def samples_problem(samples: Any, size: int) -> str:
     """Why ``samples`` is not a member index of a shard of ``size`` bytes (``""``: it is one):
     ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``, every member inside the shard."""
     if not isinstance(samples, list):
-        return f"\"samples\" is a {type(samples).__name__}, not a list"
+        return f'"samples" is a {type(samples).__name__}, not a list'
     for j, entry in enumerate(samples):
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and entry[0]
-                and isinstance(entry[1], list) and (entry[2] is None or isinstance(entry[2], str))):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and isinstance(entry[0], str)
+            and entry[0]
+            and isinstance(entry[1], list)
+            and (entry[2] is None or isinstance(entry[2], str))
+        ):
             return f"samples[{j}] is {str(entry)[:60]}, not [key, [[ext, offset, size], ...], cls text or null]"
         for m in entry[1]:
-            if not (isinstance(m, list) and len(m) == 3 and isinstance(m[0], str) and _is_count(m[1])
-                    and _is_count(m[2])):
+            if not (
+                isinstance(m, list) and len(m) == 3 and isinstance(m[0], str) and _is_count(m[1]) and _is_count(m[2])
+            ):
                 return f"samples[{j}] ({entry[0]!r}) has the member {str(m)[:60]}, not [ext, offset, size]"
             if m[1] < BLOCK or m[2] < 0 or m[1] + m[2] > size:
-                return (f"samples[{j}] ({entry[0]!r}) has a member at offset {m[1]} of {m[2]} bytes, outside the "
-                        f"shard's {size} bytes")
+                return (
+                    f"samples[{j}] ({entry[0]!r}) has a member at offset {m[1]} of {m[2]} bytes, outside the "
+                    f"shard's {size} bytes"
+                )
     return ""
 
 
@@ -77,34 +86,58 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
     except FileNotFoundError:
         return None
     except Exception as exc:  # any filesystem's error, or bad JSON: scan instead
-        log.warning("TarShards: ignoring the unreadable sidecar index %s (%s); scanning the shard", where,
-                    read_error(exc))
+        log.warning(
+            "TarShards: ignoring the unreadable sidecar index %s (%s); scanning the shard", where, read_error(exc)
+        )
         return None
     if not isinstance(doc, dict) or doc.get("hybridload_members") not in (1, SIDECAR_VERSION):
         log.warning("TarShards: ignoring %s: not a sidecar index of version %d", where, SIDECAR_VERSION)
         return None
     rerun = "the shard changed since it was written; run `hybridload index` again"
     if doc.get("size") != size:
-        log.warning("TarShards: ignoring the stale sidecar index %s: written for a shard of %s bytes, the shard has "
-                    "%d (%s); scanning the shard", where, doc.get("size"), size, rerun)
+        log.warning(
+            "TarShards: ignoring the stale sidecar index %s: written for a shard of %s bytes, the shard has "
+            "%d (%s); scanning the shard",
+            where,
+            doc.get("size"),
+            size,
+            rerun,
+        )
         return None
     if "stamp" not in doc:
-        log.warning("TarShards: ignoring the sidecar index %s: an older hybridload wrote it without the shard's "
-                    "modification stamp (run `hybridload index` again); scanning the shard", where)
+        log.warning(
+            "TarShards: ignoring the sidecar index %s: an older hybridload wrote it without the shard's "
+            "modification stamp (run `hybridload index` again); scanning the shard",
+            where,
+        )
         return None
     if doc.get("stamp") != stamp:
-        log.warning("TarShards: ignoring the stale sidecar index %s: written for the shard as modified at %s, the "
-                    "shard is now modified at %s (%s); scanning the shard", where, doc.get("stamp"), stamp, rerun)
+        log.warning(
+            "TarShards: ignoring the stale sidecar index %s: written for the shard as modified at %s, the "
+            "shard is now modified at %s (%s); scanning the shard",
+            where,
+            doc.get("stamp"),
+            stamp,
+            rerun,
+        )
         return None
     try:
         tail_ok = _tail_is_end(url, doc.get("end"), size, storage_options)
     except Exception as exc:  # any filesystem's error: the scan that follows reports it by name
-        log.warning("TarShards: cannot check the sidecar index %s against its shard (%s); scanning the shard", where,
-                    read_error(exc))
+        log.warning(
+            "TarShards: cannot check the sidecar index %s against its shard (%s); scanning the shard",
+            where,
+            read_error(exc),
+        )
         return None
     if not tail_ok:
-        log.warning("TarShards: ignoring the stale sidecar index %s: the shard has members past the end it records "
-                    "(end=%s; %s); scanning the shard", where, doc.get("end"), rerun)
+        log.warning(
+            "TarShards: ignoring the stale sidecar index %s: the shard has members past the end it records "
+            "(end=%s; %s); scanning the shard",
+            where,
+            doc.get("end"),
+            rerun,
+        )
         return None
     problem = samples_problem(doc.get("samples"), size)
     if problem:
@@ -113,12 +146,21 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
     return doc["samples"]
 
 
-def write_sidecar(url: str, ident: Mapping[str, Any], samples: list,
-                  storage_options: Mapping[str, Any] | None = None) -> None:
+def write_sidecar(
+    url: str, ident: Mapping[str, Any], samples: list, storage_options: Mapping[str, Any] | None = None
+) -> None:
     """Write shard ``url``'s member index next to it (atomically for local shards); ``ident``
     is the shard's ``{"size", "stamp", "end"}`` as `index_shard` found them."""
-    doc = json.dumps({"hybridload_members": SIDECAR_VERSION, "size": ident["size"], "stamp": ident["stamp"],
-                      "end": ident["end"], "samples": samples}, separators=(",", ":")).encode()
+    doc = json.dumps(
+        {
+            "hybridload_members": SIDECAR_VERSION,
+            "size": ident["size"],
+            "stamp": ident["stamp"],
+            "end": ident["end"],
+            "samples": samples,
+        },
+        separators=(",", ":"),
+    ).encode()
     where = sidecar_url(url)
     if is_url(where):
         fs, path = url_to_fs(where, storage_options)

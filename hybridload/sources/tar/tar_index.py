@@ -27,8 +27,15 @@ from typing import Any, BinaryIO, Callable, Mapping
 from hybridload.sources._base import is_url, read_error, url_to_fs
 from hybridload.sources.tar.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
 
-__all__ = ["SIDECAR_SUFFIX", "index_shard", "shard_index", "shard_size", "sidecar_url", "split_member_name",
-           "write_sidecar"]
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "index_shard",
+    "shard_index",
+    "shard_size",
+    "sidecar_url",
+    "split_member_name",
+    "write_sidecar",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +70,24 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
         raise OSError(f"TarShards: cannot stat shard {url!r}: {read_error(exc)}") from exc
     if info.get("type") == "directory":
         raise FileNotFoundError(f"TarShards: shard {url!r} is a directory, not a tar file")
-    stamp = next((info[k] for k in ("mtime", "LastModified", "last_modified", "updated", "mtime_ns", "created",
-                                    "ETag", "etag", "md5Hash") if info.get(k) is not None), "")
+    stamp = next(
+        (
+            info[k]
+            for k in (
+                "mtime",
+                "LastModified",
+                "last_modified",
+                "updated",
+                "mtime_ns",
+                "created",
+                "ETag",
+                "etag",
+                "md5Hash",
+            )
+            if info.get(k) is not None
+        ),
+        "",
+    )
     return int(info.get("size") or 0), str(stamp)
 
 
@@ -85,8 +108,10 @@ def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = Non
         magic = f.read(6)
         for sig, kind in _COMPRESSED.items():
             if magic.startswith(sig):
-                raise ValueError(f"TarShards: shard {url!r} is {kind}-compressed; random access needs "
-                                 "uncompressed .tar shards (decompress it, or re-shard without compression)")
+                raise ValueError(
+                    f"TarShards: shard {url!r} is {kind}-compressed; random access needs "
+                    "uncompressed .tar shards (decompress it, or re-shard without compression)"
+                )
         f.seek(0)
         try:
             tf = tarfile.open(fileobj=f, mode="r:")
@@ -103,8 +128,10 @@ def _scan(url: str, storage_options: Mapping[str, Any], data: bytes | None = Non
                     key, ext = parts
                     entry = samples.setdefault(key, [key, [], None])
                     if any(m[0] == ext for m in entry[1]):
-                        raise ValueError(f"TarShards: shard {url!r}, key {key!r}: duplicate member "
-                                         f"{info.name!r} (a key may have one member per extension)")
+                        raise ValueError(
+                            f"TarShards: shard {url!r}, key {key!r}: duplicate member "
+                            f"{info.name!r} (a key may have one member per extension)"
+                        )
                     entry[1].append([ext, info.offset_data, info.size])
                     if ext == "cls":
                         member = tf.extractfile(info)  # None only for a member that is not a file, skipped above
@@ -130,8 +157,13 @@ def _load_json(path: str, url: str, size: int, stamp: str) -> list | None:
     except (OSError, ValueError) as exc:
         log.warning("TarShards: ignoring unreadable index cache %s (%s); rebuilding it", path, exc)
         return None
-    if not isinstance(doc, dict) or doc.get("version") != INDEX_VERSION or doc.get("url") != url \
-            or doc.get("size") != size or doc.get("stamp") != stamp:
+    if (
+        not isinstance(doc, dict)
+        or doc.get("version") != INDEX_VERSION
+        or doc.get("url") != url
+        or doc.get("size") != size
+        or doc.get("stamp") != stamp
+    ):
         return None
     problem = samples_problem(doc.get("samples"), size)
     if problem:
@@ -152,8 +184,14 @@ def _save_json(path: str, url: str, size: int, stamp: str, samples: list) -> Non
         log.warning("TarShards: could not write the index cache %s (%s); continuing without it", path, exc)
 
 
-def shard_index(url: str, storage_options: Mapping[str, Any] | None = None, cache_dir: str | None = None,
-                *, sidecar: bool = True, fetch: Callable[[], bytes] | None = None) -> list:
+def shard_index(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | None = None,
+    *,
+    sidecar: bool = True,
+    fetch: Callable[[], bytes] | None = None,
+) -> list:
     """The member index of one shard: ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``
     in tar order, from its sidecar (``sidecar=True``), else from ``cache_dir``, else built by
     one tarfile scan (then written to ``cache_dir``) — of the bytes ``fetch()`` returns when

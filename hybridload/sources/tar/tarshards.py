@@ -99,18 +99,32 @@ class TarShards(Source):
         FileNotFoundError: a shard of a pattern or list that does not exist, named.
     """
 
-    def __init__(self, urls: str | os.PathLike | Sequence[str | os.PathLike], label: Callable[[str], int] | None = None,
-                 image_exts: Sequence[str] = IMAGE_EXTS, cache_dir: str | os.PathLike | None = None, *,
-                 storage_options: Mapping[str, Any] | None = None, io_threads: int | None = None,
-                 read: str = "sample", buffer_shards: int = 4, cache_shards: int | None = None,
-                 index_cache: int = 64):
+    def __init__(
+        self,
+        urls: str | os.PathLike | Sequence[str | os.PathLike],
+        label: Callable[[str], int] | None = None,
+        image_exts: Sequence[str] = IMAGE_EXTS,
+        cache_dir: str | os.PathLike | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        io_threads: int | None = None,
+        read: str = "sample",
+        buffer_shards: int = 4,
+        cache_shards: int | None = None,
+        index_cache: int = 64,
+    ):
         if read not in ("sample", "shard"):
-            raise ValueError(f"TarShards: read must be 'sample' (a ranged read per sample) or 'shard' "
-                             f"(whole shards, shard-aware order), got {read!r}")
-        if cache_shards is not None and (isinstance(cache_shards, bool) or not isinstance(cache_shards, int)
-                                         or cache_shards < 1):
-            raise ValueError(f"TarShards: cache_shards must be None or an int >= 1, got {cache_shards!r}; "
-                             f"write e.g. cache_shards={2 * buffer_shards + 2}")
+            raise ValueError(
+                f"TarShards: read must be 'sample' (a ranged read per sample) or 'shard' "
+                f"(whole shards, shard-aware order), got {read!r}"
+            )
+        if cache_shards is not None and (
+            isinstance(cache_shards, bool) or not isinstance(cache_shards, int) or cache_shards < 1
+        ):
+            raise ValueError(
+                f"TarShards: cache_shards must be None or an int >= 1, got {cache_shards!r}; "
+                f"write e.g. cache_shards={2 * buffer_shards + 2}"
+            )
         ShardOrder((), buffer_shards)  # validates buffer_shards
         self.read_mode, self.buffer_shards = read, buffer_shards
         if isinstance(image_exts, str):
@@ -138,27 +152,36 @@ class TarShards(Source):
         else:
             shard_urls = self._scan_all(expand_urls(urls))
         if self._list.total == 0:
-            raise ValueError(f"TarShards: the {len(self._list)} shard(s) hold no samples "
-                             f"(first: {self._list.url(0)!r}); expected members named <key>.<ext>")
+            raise ValueError(
+                f"TarShards: the {len(self._list)} shard(s) hold no samples "
+                f"(first: {self._list.url(0)!r}); expected members named <key>.<ext>"
+            )
         io_threads = check_io_threads(io_threads, "TarShards")
-        self.io_threads = io_threads if io_threads is not None else (
-            DEFAULT_IO_THREADS if any(is_url(u) for u in shard_urls) else 1)
+        self.io_threads = (
+            io_threads if io_threads is not None else (DEFAULT_IO_THREADS if any(is_url(u) for u in shard_urls) else 1)
+        )
 
     def _scan_all(self, urls: list[str]) -> list[str]:
         """Count (and check) each shard of a pattern or list by its member index."""
         if not urls:
-            raise ValueError("TarShards: no shards given; pass a manifest path, a brace pattern such as "
-                             "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs")
+            raise ValueError(
+                "TarShards: no shards given; pass a manifest path, a brace pattern such as "
+                "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs"
+            )
         if len(urls) > MANIFEST_HINT_SHARDS:
-            warnings.warn(f"TarShards: scanning {len(urls)} shards one after another to count their samples; "
-                          f"write a manifest once with `hybridload index PATTERN -o manifest.json` (in parallel, "
-                          f"resumable) and pass its path: then building the source touches no shard", stacklevel=3)
+            warnings.warn(
+                f"TarShards: scanning {len(urls)} shards one after another to count their samples; "
+                f"write a manifest once with `hybridload index PATTERN -o manifest.json` (in parallel, "
+                f"resumable) and pass its path: then building the source touches no shard",
+                stacklevel=3,
+            )
         self._list = ShardList(urls, [0] * len(urls))
         self._new_cache()
         counts = []
         for s, url in enumerate(urls):
-            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir), self.image_exts,
-                                    self.label)
+            members = shard_members(
+                url, shard_index(url, self.storage_options, self.cache_dir), self.image_exts, self.label
+            )
             counts.append(len(members))
             self._members.put(s, members)  # the last index_cache shards stay held
             if not len(members):
@@ -184,15 +207,19 @@ class TarShards(Source):
         # streaming shards: without a sidecar, scan the whole-shard read the samples need anyway
         fetch = (lambda: self._shards.get(url).result()) if self.read_mode == "shard" else None
         try:
-            members = shard_members(url, shard_index(url, self.storage_options, self.cache_dir, fetch=fetch),
-                                    self.image_exts, self.label)
+            members = shard_members(
+                url, shard_index(url, self.storage_options, self.cache_dir, fetch=fetch), self.image_exts, self.label
+            )
         except (OSError, ValueError) as exc:
             raise ShardIndexError(self._where(s), f"{type(exc).__name__}: {exc}") from None
         if len(members) != want:
             told = "the manifest says" if self.manifest is not None else "it held when the source was built:"
-            raise ShardIndexError(self._where(s), f"the shard holds {len(members)} samples but {told} "
-                                  f"nsamples={want}; reading on would give a short or shifted epoch. Rebuild the "
-                                  "manifest (`hybridload index PATTERN -o manifest.json`) after changing shards")
+            raise ShardIndexError(
+                self._where(s),
+                f"the shard holds {len(members)} samples but {told} "
+                f"nsamples={want}; reading on would give a short or shifted epoch. Rebuild the "
+                "manifest (`hybridload index PATTERN -o manifest.json`) after changing shards",
+            )
         return members
 
     def __getstate__(self) -> dict:
@@ -266,8 +293,11 @@ class TarShards(Source):
         if self.read_mode == "shard":
             return self._cut(ref, s, self._shards.get(url), offset, size)
         try:
-            data = with_retries(lambda: read_bytes(url, self.storage_options, offset=offset - HEADER,
-                                                   size=size + HEADER), self.read_retry, ref.location)
+            data = with_retries(
+                lambda: read_bytes(url, self.storage_options, offset=offset - HEADER, size=size + HEADER),
+                self.read_retry,
+                ref.location,
+            )
         except Exception as exc:  # any filesystem's error: name the sample
             raise shard_read_failure(ref, self._where(s), exc) from None
         return checked_member(ref, self._where(s), data, offset, size), ref.label
@@ -297,4 +327,4 @@ class TarShards(Source):
             whole = shard.result()
         except Exception as exc:  # any filesystem's error: name the sample
             raise shard_read_failure(ref, self._where(s), exc) from None
-        return checked_member(ref, self._where(s), whole[offset - HEADER:offset + size], offset, size), ref.label
+        return checked_member(ref, self._where(s), whole[offset - HEADER : offset + size], offset, size), ref.label
