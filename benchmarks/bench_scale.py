@@ -171,8 +171,8 @@ def old_tree(commit: str, root: Path) -> Path:
         tree.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-        for name in ("kernels", "pipelines"):
-            if not (tree / "hybridload" / name).exists():
+        for name in ("kernels", "pipelines", "torchops"):
+            if (tree / name).is_dir() and not (tree / "hybridload" / name).exists():
                 os.symlink(f"../{name}", tree / "hybridload" / name)
     return tree
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import tomllib
 import subprocess
 import sys
 import time
@@ -174,7 +175,8 @@ def _copy_source(dst: Path) -> None:
     def skip(d, names):
         return [n for n in names if n == "__pycache__" or os.path.islink(os.path.join(d, n))]
 
-    for name in ("hybridload", "kernels", "pipelines"):
+    mapped = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for name in ("hybridload", *sorted(set(mapped.values()))):  # the package and each folder mapped into it
         shutil.copytree(REPO / name, dst / name, ignore=skip)
 
 

@@ -60,10 +60,12 @@ class GpuLane(PooledLane):
         device: the loader's device (resolved: ``"cuda"`` is the current CUDA device).
         memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
         normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does)
-            in the lane, on the device; the pixels stay uint8 until this last step.
+            in the lane, on the device; the pixels stay uint8 until this last step. False (the
+            loader's way, the default): uint8 out, delivery finishes the batch.
         host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
             delivery that does not wait on ``result.ready`` is still safe; False once
-            delivery makes the consumer's stream wait on the event (no host wait at all).
+            delivery makes the consumer's stream wait on the event (no host wait at all: the
+            loader's way, the default).
         prep_threads: threads (or processes) that read the samples and draw their parameters
             (the host preparation), each batch in that many parts, started when the lane accepts it.
         prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
@@ -81,8 +83,8 @@ class GpuLane(PooledLane):
         batch_size: int,
         device,
         memory_budget_mb: float | None = None,
-        normalize_output: bool = True,
-        host_sync: bool = True,
+        normalize_output: bool = False,
+        host_sync: bool = False,
         prep_threads: int = 2,
         prep_kind: str = "threads",
     ):

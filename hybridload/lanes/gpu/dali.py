@@ -77,8 +77,8 @@ class DaliLane(GpuLane):
         device: torch.device,
         num_threads: int = 2,
         memory_budget_mb: float | None = None,
-        normalize_output: bool = True,
-        host_sync: bool = True,
+        normalize_output: bool = False,
+        host_sync: bool = False,
     ):
         from hybridload.pipelines import build_pipeline, used_inputs
 

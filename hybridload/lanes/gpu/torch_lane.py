@@ -58,8 +58,8 @@ class TorchGpuLane(GpuLane):
         device: torch.device,
         decode: Decoder | None = None,
         memory_budget_mb: float | None = None,
-        normalize_output: bool = True,
-        host_sync: bool = True,
+        normalize_output: bool = False,
+        host_sync: bool = False,
         prep_threads: int = 2,
         prep_kind: str = "threads",
     ):
