@@ -11,8 +11,8 @@ Modules: ``batch`` (one sample and one batch, end to end), ``decode`` (bytes to 
 image), ``turbo`` (TurboJPEG 3's cropping region through ctypes), ``crop_window`` (decoding
 only a sample's crop), ``dct_scale`` (decoding at 1/2, 1/4 or 1/8 where the recipe shrinks
 that much), ``geometry`` (crops, resizes, flips), ``photometric`` (the colour ops' reference
-formulas), ``erase`` (RandomErasing on a delivered batch) and ``scratch`` (per-thread
-temporaries).
+formulas), ``grey`` (grey levels and exact channel sums), ``erase`` (RandomErasing on a
+delivered batch) and ``scratch`` (per-thread temporaries).
 """
 
 from hybridload.batch_result import BatchResult

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hybridload.recipe import ops as O
+from hybridload.kernels import grey as G
 from hybridload.kernels import photometric as P
 from hybridload.kernels import scratch as S
 
@@ -149,9 +150,9 @@ def test_kernels_give_the_plain_float32_formulas_bits_on_every_kind_of_image_and
 def test_mean_grey_from_channel_sums_is_exact_for_planar_and_hwc_memory_and_near_the_grey_mean(hw):
     a = np.random.default_rng(1).integers(0, 256, (*hw, 3)).astype(np.float32)
     want = _mean_grey(a)
-    assert P.mean_grey(np.ascontiguousarray(a.transpose(2, 0, 1))) == want  # planar
-    assert P.mean_grey(a.transpose(2, 0, 1)) == want  # a view of HWC memory
-    assert abs(float(want) - P.grey(a.transpose(2, 0, 1)).mean(dtype=np.float64)) < 1e-3  # the grey levels' mean
+    assert G.mean_grey(np.ascontiguousarray(a.transpose(2, 0, 1))) == want  # planar
+    assert G.mean_grey(a.transpose(2, 0, 1)) == want  # a view of HWC memory
+    assert abs(float(want) - G.grey(a.transpose(2, 0, 1)).mean(dtype=np.float64)) < 1e-3  # the grey levels' mean
 
 
 def test_an_image_past_the_scratch_pool_limit_gets_the_same_bits(photo):

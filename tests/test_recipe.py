@@ -88,7 +88,7 @@ def test_unknown_stage_argument_names_the_stage():
 
 
 def test_every_stage_class_has_a_phase_and_the_phases_run_decode_geometry_colour_normalize_erase_layout():
-    from hybridload.recipe.core import PER_SAMPLE, Phase, phase_of
+    from hybridload.recipe.order import PER_SAMPLE, Phase, phase_of
     from hybridload.recipe.stages import GEOMETRY
 
     assert phase_of(R.Decode) is Phase.DECODE

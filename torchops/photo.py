@@ -1,8 +1,8 @@
 """The photometric ops as torch functions on CHW uint8 tensors, on any device.
 
-The formulas of ``kernels/photometric.py`` (see there) in float32 torch arithmetic; the
-results differ from the CPU kernels only where float32 rounding lands on the other side
-of an integer (see tests/test_photometric.py for the measured differences).
+The formulas of ``kernels/photometric.py`` (see there; the mean grey level: ``kernels/grey.py``)
+in float32 torch arithmetic; the results differ from the CPU kernels only where float32
+rounding lands on the other side of an integer (see tests/test_photometric.py for the measured differences).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from hybridload.kernels.photometric import grey_mean_of_sums
+from hybridload.kernels.grey import grey_mean_of_sums
 from hybridload.recipe.ops import (
     AutoContrast,
     Blur,

@@ -1,8 +1,9 @@
 """The recipe: what is done to each sample, as declarations that every engine compiles.
 
-``core`` (Recipe, per-sample parameters), ``stages`` (decode, crops, flip, normalize, layout),
-``photometric`` (colour stages, erasing), ``autoaug``, ``custom`` (user CPU stages),
-``presets``, ``ops`` (the typed ops engines run) and ``keys`` (keyed randomness).
+``core`` (Recipe, per-sample parameters), ``order`` (the stages' order rules), ``stages``
+(decode, crops, flip, normalize, layout), ``photometric`` (colour stages, erasing), ``autoaug``,
+``custom`` (user CPU stages), ``presets``, ``ops`` (the typed ops engines run) and ``keys``
+(keyed randomness).
 Users reach everything as ``hybridload.recipe.<Name>``.
 """
 

@@ -24,15 +24,14 @@ They draw after the geometric stages, so adding them leaves every geometric para
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Sequence
 
 import numpy as np
 
 from hybridload.recipe.custom import CustomStage, SampleOp
 from hybridload.recipe.keys import keyed_generator
+from hybridload.recipe.order import NOT_FIXED, PER_SAMPLE, check_order, fixed_hw
 from hybridload.recipe.stages import (
-    GEOMETRY,
     CenterCrop,
     Decode,
     HorizontalFlip,
@@ -42,9 +41,8 @@ from hybridload.recipe.stages import (
     Size,
     Stage,
     ToTensor,
-    size_hw,
 )
-from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale, PHOTOMETRIC_STAGES
+from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale
 from hybridload.recipe.autoaug import TrivialAugmentWide
 
 __all__ = [
@@ -71,10 +69,6 @@ __all__ = [
     "CustomStage",
     "PER_SAMPLE",
 ]
-
-#: Stages that compile, per sample, into ops (geometric first, then photometric).
-PER_SAMPLE = GEOMETRY + PHOTOMETRIC_STAGES + (TrivialAugmentWide,)
-
 
 # ---------------------------------------------------------------------- parameters
 
@@ -115,51 +109,6 @@ def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
 # --------------------------------------------------------------------------- recipe
 
 
-class Phase(IntEnum):
-    """Where a stage may stand in a recipe: phases never go back, and the last three hold one
-    stage each."""
-
-    DECODE = 0
-    GEOMETRY = 1  # crops, resizes, flips, in any order
-    PHOTOMETRIC = 2  # colour stages, after the geometry
-    NORMALIZE = 3
-    ERASE = 4  # RandomErasing works on the normalized image
-    LAYOUT = 5  # ToTensor
-
-
-#: the phases that hold at most one stage
-SINGLE = (Phase.NORMALIZE, Phase.ERASE, Phase.LAYOUT)
-
-
-def phase_of(kind: type) -> Phase | None:
-    """Pure: a stage class's phase, or None for what is not a recipe stage (CustomStage keeps
-    the phase where it was and is checked on its own)."""
-    if kind is Decode:
-        return Phase.DECODE
-    if kind in GEOMETRY:
-        return Phase.GEOMETRY
-    if kind in PER_SAMPLE:
-        return Phase.PHOTOMETRIC
-    return {Normalize: Phase.NORMALIZE, RandomErasing: Phase.ERASE, ToTensor: Phase.LAYOUT}.get(kind)
-
-
-NOT_FIXED = (
-    "Recipe: the output size is not fixed; end the geometric stages with "
-    "RandomResizedCrop, CenterCrop or Resize((height, width)) so samples stack into batches"
-)
-
-
-def _fixed_hw(stages: Sequence[object]) -> tuple[int, int] | None:
-    """Pure: (height, width) the last geometric stage that fixes one sets; None if none does."""
-    hw = None
-    for st in stages:
-        if isinstance(st, (RandomResizedCrop, CenterCrop)):
-            hw = size_hw(st.size)
-        elif isinstance(st, Resize):
-            hw = st.size if isinstance(st.size, tuple) else None
-    return hw
-
-
 @dataclass(frozen=True)
 class Recipe:
     """An ordered, validated list of stages.
@@ -168,7 +117,7 @@ class Recipe:
     photometric stages (ColorJitter, RandomGrayscale, GaussianBlur, TrivialAugmentWide);
     then optionally ``Normalize``; then optionally ``RandomErasing`` (needs Normalize); then
     optionally ``ToTensor``. The output must have a fixed
-    size so that samples stack into batches.
+    size so that samples stack into batches (the rules: `hybridload.recipe.order`).
 
     Attributes:
         stages: the stages, in the order they run.
@@ -179,43 +128,13 @@ class Recipe:
     def __post_init__(self):
         stages = tuple(self.stages)
         object.__setattr__(self, "stages", stages)
-        if not stages or not isinstance(stages[0], Decode):
-            raise ValueError("Recipe: the first stage must be Decode(); add it at the front of the list")
-        last = Phase.DECODE
-        for i, st in enumerate(stages):
-            kind = type(st)
-            if kind is CustomStage:  # leaves the phase where it was: geometric/photometric stages may follow
-                if last >= Phase.NORMALIZE:
-                    raise ValueError(
-                        f"Recipe: CustomStage at position {i} comes after Normalize; it works on "
-                        "the decoded uint8 image, so put it before Normalize()"
-                    )
-                continue
-            phase = phase_of(kind)
-            if phase is None:
-                raise ValueError(f"Recipe: stage {i} is {st!r}, not a hybridload.recipe stage")
-            if i > 0 and kind is Decode:
-                raise ValueError("Recipe: Decode may appear only once, as the first stage")
-            if phase < last or (phase in SINGLE and phase == last):
-                raise ValueError(
-                    f"Recipe: {kind.__name__} at position {i} is out of order; the order is "
-                    "Decode, geometric stages, photometric stages, Normalize, RandomErasing, ToTensor "
-                    "(each of the last three at most once)"
-                )
-            if kind is RandomErasing and last != Phase.NORMALIZE:
-                raise ValueError(
-                    "Recipe: RandomErasing works on the normalized image, as in torchvision; "
-                    "put Normalize() right before it"
-                )
-            last = phase
-        if _fixed_hw(self.stages) is None:
-            raise ValueError(NOT_FIXED)
+        check_order(stages)
 
     # -- static facts
     @property
     def out_hw(self) -> tuple[int, int]:
         """(height, width) of every output image (a recipe without one is refused when made)."""
-        hw = _fixed_hw(self.stages)
+        hw = fixed_hw(self.stages)
         if hw is None:
             raise ValueError(NOT_FIXED)
         return hw
