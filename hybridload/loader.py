@@ -16,16 +16,17 @@ from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.loader_checks import check_device, check_epoch, check_seed
+from hybridload.loader_checks import check_arguments, check_epoch
 from hybridload.lanes.base import BatchTask, LaneKind
-from hybridload.lanes.build import build_lanes, close_lanes, pool_reports
+from hybridload.lanes.build import build_lanes
 from hybridload.lanes.spec import LaneSpec
 from hybridload.policy import LoaderPolicy
 from hybridload.policy.decode import pass_config
 from hybridload.recipe import Recipe
 from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
-from hybridload.execution.stats import LoaderStats
+from hybridload.execution.stats import LoaderStats, loader_report
+from hybridload.execution.pass_iter import PassIterator, shut_dropped
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import LazyTasks
 from hybridload.delivery.finish import finish_batch
@@ -83,29 +84,9 @@ class HybridLoader:
         batch_transform: BatchTransform | None = None,
         order: str = "randperm",
     ):
-        if not isinstance(source, Source):
-            raise TypeError(
-                f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
-                "wrap a torch dataset in sources.TorchDataset(ds)"
-            )
-        if not isinstance(recipe, Recipe):
-            raise TypeError(f"HybridLoader: recipe must be a hybridload.recipe.Recipe, got {type(recipe).__name__}")
-        if policy is None:
-            policy = LoaderPolicy()
-        if not isinstance(policy, LoaderPolicy):
-            raise TypeError(f"HybridLoader: policy must be a LoaderPolicy, got {type(policy).__name__}")
-        seed = check_seed(seed)
-        if device is not None:
-            try:
-                check_device(torch.device(device))
-            except RuntimeError as e:
-                raise ValueError(f"HybridLoader: device={device!r} is not a device torch knows: {e}") from None
-        rank, world_size = sharding.resolve_rank(rank, world_size)
-        sharding.num_batches(
-            len(source), batch_size=batch_size, world_size=world_size, drop_last=drop_last
-        )  # validates batch_size, rank, world_size
-        if not 0 <= rank < world_size:
-            raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
+        policy, seed, rank, world_size = check_arguments(
+            source, recipe, batch_size, policy, seed, device, rank, world_size, drop_last
+        )
         self.source, self.recipe, self.batch_size, self.policy = source, recipe, int(batch_size), policy
         self.order, source_order = check_order(order, "HybridLoader"), source.sample_order()
         sharding.check_order_size(len(source), order, "HybridLoader")
@@ -132,7 +113,7 @@ class HybridLoader:
         self._closed = False
         self._mover = DeviceMover(self.device)
         self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
-        self._finalizer = weakref.finalize(self, _shut, self._streams, self._lanes)
+        self._finalizer = weakref.finalize(self, shut_dropped, self._streams, self._lanes, log)
         #: the lanes this loader runs, decoded from the policy once (``LoaderPolicy.lane_spec``)
         self.lane_spec: LaneSpec = policy.lane_spec(self._plan, device=self.device, recipe=recipe)
         self._pass_config = pass_config(policy, self.lane_spec)  # each pass's window, timeouts, retries
@@ -231,7 +212,7 @@ class HybridLoader:
             fallback=self._fallback,
         )
         self._streams[:] = [stream]
-        active = _Pass(self, stream, pass_id, epoch, seed)
+        active = PassIterator(self._deliver, stream, pass_id, epoch, seed)
         self._active = weakref.ref(active)
         return active
 
@@ -243,7 +224,7 @@ class HybridLoader:
             self._streams.pop().close()
         self._active = None
 
-    def _deliver(self, result, p: "_Pass"):
+    def _deliver(self, result, p: PassIterator):
         position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
         self._pass.advance(p.id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
@@ -270,18 +251,9 @@ class HybridLoader:
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
         """What the loader counted since it started or `reset_stats()`, a plain dict (keys: the API page)."""
-        gpu_lane = any(lane.kind is LaneKind.GPU for lane in self._lanes)
-        uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
-        share, online = self._admission.share(LaneKind.GPU), self._admission.steer
-        plan = {
-            "mode": self.policy.mode,
-            "gpu_share": uncapped if share is None else share,
-            "from_plan_file": self._plan is not None,
-        }
-        if online is not None:
-            plan["replans"] = list(getattr(online, "history", ()))  # the online planner's re-plans
-        d = self._stats.as_dict(plan=plan)
-        d.update(pool_reports(self._lanes, self._fallback, self._stats))
+        d = loader_report(
+            self._stats, self._lanes, self._fallback, self._admission, self.policy.mode, self._plan is not None
+        )
         d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
         return d
 
@@ -308,37 +280,3 @@ class HybridLoader:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class _Pass:
-    """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
-    own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile."""
-
-    def __init__(self, loader: HybridLoader, stream: BatchStream, pass_id: int, epoch: int, seed: int):
-        self._loader, self._stream = loader, stream
-        self.id, self.epoch, self.seed = pass_id, epoch, seed
-        self._superseded = False
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._superseded:
-            raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        return self._loader._deliver(next(self._stream), self)
-
-    def buffered(self) -> int:
-        """Finished batches waiting to be delivered (bounded by the policy's window)."""
-        return self._stream.buffered()
-
-    def finish(self, superseded: bool = False) -> None:
-        if superseded and not self._stream.closed:
-            self._superseded = True
-        self._stream.close()
-
-
-def _shut(streams: list, lanes: list) -> None:
-    """A loader dropped without close(): stop the pass's dispatcher first, so that closing lanes
-    under it is no lane failure; what fails to close is logged (nobody to raise to)."""
-    close_all(take_all(streams), "closing the pass of a HybridLoader dropped without close()", log=log)
-    close_lanes(lanes)

@@ -1,5 +1,6 @@
 """Checks of HybridLoader's arguments: pure functions whose errors name the argument and say what
-to write. A saved state is checked where it is owned (`hybridload.sampling.pass_state`)."""
+to write (`check_arguments`: the constructor's, at once). A saved state is checked where it is
+owned (`hybridload.sampling.pass_state`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from typing import Any
 
 import torch
 
+from hybridload.policy import LoaderPolicy
+from hybridload.recipe import Recipe
+from hybridload.sampling import sharding
 from hybridload.sampling.pass_state import check_epoch, is_int
+from hybridload.sources import Source
 
-__all__ = ["SEED_MIN", "SEED_MAX", "check_device", "check_epoch", "check_seed", "is_int"]
+__all__ = ["SEED_MIN", "SEED_MAX", "check_arguments", "check_device", "check_epoch", "check_seed", "is_int"]
 
 #: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
@@ -40,3 +45,42 @@ def check_device(device: torch.device) -> None:
             f"HybridLoader: device={str(device)!r} but only {torch.cuda.device_count()} CUDA "
             "device(s) are visible; pick one of cuda:0.."
         )
+
+
+def check_arguments(
+    source: Any,
+    recipe: Any,
+    batch_size: int,
+    policy: Any,
+    seed: Any,
+    device: Any,
+    rank: int | None,
+    world_size: int | None,
+    drop_last: bool,
+) -> tuple[LoaderPolicy, int, int, int]:
+    """HybridLoader's arguments checked, in its order: ``(policy, seed, rank, world_size)``, the
+    policy defaulted to ``LoaderPolicy()``, the rank and world size resolved (`sharding.resolve_rank`)."""
+    if not isinstance(source, Source):
+        raise TypeError(
+            f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "
+            "wrap a torch dataset in sources.TorchDataset(ds)"
+        )
+    if not isinstance(recipe, Recipe):
+        raise TypeError(f"HybridLoader: recipe must be a hybridload.recipe.Recipe, got {type(recipe).__name__}")
+    if policy is None:
+        policy = LoaderPolicy()
+    if not isinstance(policy, LoaderPolicy):
+        raise TypeError(f"HybridLoader: policy must be a LoaderPolicy, got {type(policy).__name__}")
+    seed = check_seed(seed)
+    if device is not None:
+        try:
+            check_device(torch.device(device))
+        except RuntimeError as e:
+            raise ValueError(f"HybridLoader: device={device!r} is not a device torch knows: {e}") from None
+    rank, world_size = sharding.resolve_rank(rank, world_size)
+    sharding.num_batches(
+        len(source), batch_size=batch_size, world_size=world_size, drop_last=drop_last
+    )  # validates batch_size, rank, world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
+    return policy, seed, rank, world_size

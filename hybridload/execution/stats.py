@@ -8,6 +8,8 @@ Under ``on_error="skip"`` it also watches each pass: ``begin_pass(samples)`` sta
 the first time the samples skipped in it pass ``skip_warn_fraction`` of ``samples`` it warns,
 once, on the consumer's thread (``record_wait``); when the pass ends (``pass_ended``) with more
 skipped since, it warns the pass's final count.
+
+``loader_report`` assembles ``stats()``'s dict: the counters, the GPU share in force and the actor pools.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import threading
 import time
 import warnings
 from collections import Counter, defaultdict
+
+from hybridload.execution.admission import ShareAdmission
+from hybridload.lanes.base import LaneKind
+from hybridload.lanes.build import pool_reports
 
 
 class LoaderStats:
@@ -156,3 +162,19 @@ class LoaderStats:
                 "batches_delivered": self.batches_delivered,
                 "plan": plan,
             }
+
+
+def loader_report(
+    stats: LoaderStats, lanes: list, fallback: list, admission: ShareAdmission, mode: str, from_plan_file: bool
+) -> dict:
+    """``stats()``'s dict but the loader's position: the counters, the plan in force (the policy's
+    ``mode``, the GPU share, re-plans of the online planner) and the actor pools' reports."""
+    gpu_lane = any(lane.kind is LaneKind.GPU for lane in lanes)
+    uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
+    share, online = admission.share(LaneKind.GPU), admission.steer
+    plan = {"mode": mode, "gpu_share": uncapped if share is None else share, "from_plan_file": from_plan_file}
+    if online is not None:
+        plan["replans"] = list(getattr(online, "history", ()))  # the online planner's re-plans
+    d = stats.as_dict(plan=plan)
+    d.update(pool_reports(lanes, fallback, stats))
+    return d

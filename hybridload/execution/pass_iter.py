@@ -1,0 +1,49 @@
+"""The iterator of one pass (`PassIterator`): a `BatchStream`'s results handed to the loader's
+delivery, keyed by the pass's own epoch and seed; and `shut_dropped`, which closes the pass and
+the lanes of a loader dropped without ``close()``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hybridload.errors import close_all, take_all
+from hybridload.execution.stream import BatchStream
+from hybridload.lanes.build import close_lanes
+
+
+class PassIterator:
+    """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
+    own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile.
+
+    ``deliver(result, pass_iterator)`` turns each result into what the user gets."""
+
+    def __init__(
+        self, deliver: Callable[[Any, PassIterator], Any], stream: BatchStream, pass_id: int, epoch: int, seed: int
+    ):
+        self._deliver, self._stream = deliver, stream
+        self.id, self.epoch, self.seed = pass_id, epoch, seed
+        self._superseded = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._superseded:
+            raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
+        return self._deliver(next(self._stream), self)
+
+    def buffered(self) -> int:
+        """Finished batches waiting to be delivered (bounded by the policy's window)."""
+        return self._stream.buffered()
+
+    def finish(self, superseded: bool = False) -> None:
+        if superseded and not self._stream.closed:
+            self._superseded = True
+        self._stream.close()
+
+
+def shut_dropped(streams: list, lanes: list, log: Any) -> None:
+    """A loader dropped without close(): stop the pass's dispatcher first, so that closing lanes
+    under it is no lane failure; what fails to close is logged on the loader's ``log`` (nobody to raise to)."""
+    close_all(take_all(streams), "closing the pass of a HybridLoader dropped without close()", log=log)
+    close_lanes(lanes)
