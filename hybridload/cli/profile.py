@@ -13,7 +13,8 @@ from hybridload.planner.nvml import read_gpu
 from hybridload.planner.plan import Plan
 from hybridload.planner.rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
 from hybridload.planner.calibrate import calibrate, predict_check
-from hybridload.planner.solver import Limits, Measurements, NodeRate, plan_at, solve
+from hybridload.planner.inputs import Limits, Measurements, NodeRate
+from hybridload.planner.solver import plan_at, solve
 
 log = logging.getLogger(__name__)
 

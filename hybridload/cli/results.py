@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hybridload.planner.nvml import GpuReading, GpuUnavailable
+from hybridload.planner.gpu_reading import GpuReading, GpuUnavailable
 from hybridload.planner.plan import Plan
-from hybridload.planner.solver import Limits, Measurements
+from hybridload.planner.inputs import Limits, Measurements
 
 
 @dataclass

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from hybridload.planner.solver import Limits, Measurements, predict
+from hybridload.planner.inputs import Limits, Measurements
+from hybridload.planner.solver import predict
 
 #: the least GPU time a check is taken to have had (an NVML reading near 100 % busy would
 #: otherwise blow the fitted rate up)

@@ -22,85 +22,14 @@ workers, local before remote, that carry ``(1-s)*T``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
+from hybridload.planner.inputs import Limits as Limits
+from hybridload.planner.inputs import Measurements as Measurements
+from hybridload.planner.inputs import NodeRate as NodeRate
 from hybridload.planner.plan import Plan
 
 GRID = 200
-
-
-@dataclass(frozen=True)
-class NodeRate:
-    """What one node's CPUs can decode for this loader.
-
-    Attributes:
-        node_id: the Ray node id ("local" for the trainer's machine without Ray).
-        cpus: CPUs the loader may use there (on the trainer's node: after the reserve).
-        per_core: images/s of the CPU kernels per core there.
-        is_trainer: whether this is the training process's node.
-    """
-
-    node_id: str
-    cpus: int  # CPUs the loader may use on that node (trainer's: after the reserve)
-    per_core: float  # images/s of the CPU kernels per core there
-    is_trainer: bool = False
-
-
-@dataclass(frozen=True)
-class Measurements:
-    """Everything the solver knows, measured: the inputs of `solve`.
-
-    Attributes:
-        nodes: each node's CPU rate.
-        gpu_rate: images/s of the GPU lane with the whole GPU.
-        gpu_util: the training's own GPU utilization (0..1, from NVML).
-        gpu_available: whether a GPU lane ran.
-        gpu_cpu_cost: trainer-node cores the GPU lane takes at full rate.
-        gpu_label: what ran the GPU lane, in words.
-        gpu_time_bound: False for DALI's CPU-only stand-in, which takes no GPU time.
-        notes: remarks for the plan's reader (a missing NVML, a stand-in).
-    """
-
-    nodes: tuple[NodeRate, ...] = ()
-    gpu_rate: float = 0.0  # images/s of the GPU lane with the whole GPU
-    gpu_util: float = 0.0  # the training's own GPU utilization (0..1, NVML)
-    gpu_available: bool = False
-    gpu_cpu_cost: float = 0.0  # trainer-node cores the GPU lane takes at full rate
-    gpu_label: str = "none"
-    gpu_time_bound: bool = True  # False for DALI's CPU-only stand-in: it takes no GPU time
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict:
-        """Plain data for the plan file: ``gpu_available`` there means a GPU was really measured
-        (DALI's CPU-only stand-in is ``gpu_lane_measured`` only)."""
-        d = asdict(self)
-        d["nodes"] = [asdict(n) for n in self.nodes]
-        d["gpu_lane_measured"] = self.gpu_available
-        d["gpu_available"] = self.gpu_available and self.gpu_time_bound
-        return d
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the split may not exceed.
-
-    Attributes:
-        max_gpu_util: the GPU utilization the lane may push the GPU to, in (0, 1].
-        demand: images/s the training consumes; None: as fast as possible.
-        prefer: the order in which lanes are filled when they are equally good.
-    """
-
-    max_gpu_util: float = 0.9
-    demand: float | None = None  # images/s the training consumes; None = as fast as possible
-    prefer: tuple[str, ...] = ("local", "gpu", "remote")
-
-    def __post_init__(self):
-        if not 0 < self.max_gpu_util <= 1:
-            raise ValueError(f"Limits: max_gpu_util must be in (0, 1], got {self.max_gpu_util}")
-        if self.demand is not None and self.demand <= 0:
-            raise ValueError(f"Limits: demand must be positive images/s or None, got {self.demand}")
-        if sorted(self.prefer) != ["gpu", "local", "remote"]:
-            raise ValueError(f"Limits: prefer must order 'local', 'gpu' and 'remote', got {self.prefer}")
 
 
 def _parts(m: Measurements):

@@ -1,7 +1,8 @@
 """The Ray lane: CPU kernels on an elastic pool of Ray actors, preferably on other nodes.
 
 ``lane`` (RayLane and its actor), ``actor_pool`` (the pool, shared with the drop-in
-``hybridload.DataLoader``'s pools), ``pool_config`` (its settings, `PoolConfig`), ``held`` (the
+``hybridload.DataLoader``'s pools), ``spawner`` (making its actors, named and pinned to
+their nodes), ``pool_config`` (its settings, `PoolConfig`), ``held`` (the
 tasks given while no actor is ready), ``worker`` (every actor's common part), ``members`` (each
 actor's state), ``startup`` (the pool works from its first ready actor), ``deaths`` (a worker
 process lost with a batch: handed on once, or `WorkerLost`), ``elastic`` (replacing lost actors, using nodes that join), ``capacity`` (what

@@ -1,7 +1,7 @@
 """A per-rank, elastic pool of Ray actors placed by policy: the machinery both Ray lanes share.
 
-Subclasses say what an actor is (``worker_cls`` and its init args; with
-``pass_worker_index`` each actor also gets its index and the pool size), how a task is
+Subclasses say what an actor is (``worker_cls`` and its init args, started by `spawner`;
+with ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
 called on it (``call``) and how a raw result becomes the lane's result (``convert``); a
 `PoolConfig` says where the actors go and how the pool runs.
 The pool picks the least-loaded ready actor, turns results into callbacks and kills every
@@ -19,13 +19,10 @@ losses, the live actors over time and node events.
 from __future__ import annotations
 
 import logging
-import os
-import uuid
 from typing import Any
 
 from hybridload.cluster import connect as cluster
 from hybridload.cluster.placement import elastic_target
-from hybridload.cluster.shipping import ship_unimportable
 from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done
@@ -36,12 +33,10 @@ from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
 from hybridload.lanes.ray.pool_config import PoolConfig
 from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.lanes.ray.spawner import ActorFactory
 from hybridload.lanes.ray.startup import first_ready, start_waves
 
 log = logging.getLogger(__name__)
-
-#: actors are named ``hybridload-<pid>-r<rank>-<tag>-<k>`` (visible in ``ray list actors``)
-ACTOR_NAME_PREFIX = "hybridload-"
 
 
 class ActorPool(Lane):
@@ -81,11 +76,9 @@ class ActorPool(Lane):
         ray = cluster.acquire(config.ray_address, fallback_embedded=config.fallback_embedded)
         try:
             where, nodes = self._capacity.first_target(cluster.nodes, fit_request=self.fit_request, poll_s=poll_s)
-            self._target_size = len(where)
-            self._remote_cls = ray.remote(worker_cls)
-            ship_unimportable(init_args)  # user code the workers cannot import travels by value
-            self._init_refs = tuple(ray.put(a) for a in init_args)  # sent once, shared by every actor
-            self._tag = f"{ACTOR_NAME_PREFIX}{os.getpid()}-r{config.rules.rank}-{uuid.uuid4().hex[:8]}"
+            self._factory = ActorFactory(
+                ray, worker_cls, init_args, config.rules.rank, len(where), self.pass_worker_index
+            )
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             try:
@@ -95,7 +88,7 @@ class ActorPool(Lane):
                     self._on_ready,
                     config.ready_timeout_s,
                     where,
-                    go_on=None if self._members.hold else self._go_on_locally,
+                    go_on=None if self._members.hold else self._capacity.go_on_locally,
                 )
             except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
                 raise unwrap(exc) from None
@@ -126,11 +119,6 @@ class ActorPool(Lane):
             sorted(set(self.nodes)),
             self.parallelism,
         )
-
-    def _go_on_locally(self, msg: str) -> None:
-        """No first actor is ready in time: the local stand-in runs the batches meanwhile."""
-        self._capacity.note(msg)
-        log.warning("%s lane: %s; this machine's local lane runs the batches until they are ready", self.name, msg)
 
     # -- what subclasses define
     def call(self, actor, task: BatchTask):
@@ -167,17 +155,7 @@ class ActorPool(Lane):
         return elastic_target(nodes, draining, self.config.rules)
 
     def _spawn(self, node_id: str, initial: bool = False, watch: bool = True) -> Member:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        def create(key: int, index: int):
-            return self._remote_cls.options(
-                num_cpus=1,
-                max_concurrency=1,
-                name=f"{self._tag}-{key}",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-            ).remote(*self._init_refs, *((index, max(self._target_size, index + 1)) if self.pass_worker_index else ()))
-
-        m = self._members.add(create, node_id, initial=initial)
+        m = self._members.add(self._factory.creator(node_id), node_id, initial=initial)
         if watch:  # (the first wave is watched by first_ready)
             when_done(m.handle.ready.remote(), lambda f: self._on_ready(m, f.exception()))
         return m
@@ -189,14 +167,7 @@ class ActorPool(Lane):
         elif self._members.dead(m, lost=False, failed_start=True):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
-            self._capacity.start_failed(m.node_id, exc)
-            log.warning(
-                "%s: actor %d could not start on node %s (%s); trying again at the next poll",
-                self.name,
-                m.key,
-                m.node_id[:8],
-                type(exc).__name__,
-            )
+            self._capacity.start_failed(m.key, m.node_id, exc)
 
     def _kill(self, m: Member) -> None:
         kill_actor(m.handle)

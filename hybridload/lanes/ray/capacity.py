@@ -137,8 +137,21 @@ class Capacity:
         if event == "left":
             self.note(f"node {node.node_id[:8]} ({node.address}) lost at {utc_clock()}")
 
-    def start_failed(self, node_id: str, exc: BaseException) -> None:
+    def start_failed(self, key: int, node_id: str, exc: BaseException) -> None:
+        """Actor ``key`` could not start on ``node_id``: a reason, and a warning (the keeper tries again)."""
         self.note(f"actor start failed on node {node_id[:8]} with {type(exc).__name__}: {str(exc)[:200]}")
+        log.warning(
+            "%s: actor %d could not start on node %s (%s); trying again at the next poll",
+            self.name,
+            key,
+            node_id[:8],
+            type(exc).__name__,
+        )
+
+    def go_on_locally(self, msg: str) -> None:
+        """No first actor is ready in time: the local stand-in runs the batches meanwhile."""
+        self.note(msg)
+        log.warning("%s lane: %s; this machine's local lane runs the batches until they are ready", self.name, msg)
 
     def note(self, why: str) -> None:
         self._why.append(why)
