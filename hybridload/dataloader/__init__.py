@@ -4,8 +4,9 @@ public names (the faces of ``execution``, ``lanes``, ``lanes.ray``, ``sampling``
 
 ``loader`` (`DataLoader`), ``passes`` (a pass on Ray actors: `RayPass`, `FailedPass`),
 ``inprocess`` (a pass run in this process instead), ``pools`` (the actor pools of a map-style
-dataset and of an ``IterableDataset``), ``worker`` (a map-style dataset's actor: what one torch
-worker process does, user errors as values), ``iterable_worker`` and ``iterable_pass`` (an
+dataset and of an ``IterableDataset``), ``startup`` (a pass's pool started from the loader's
+arguments), ``worker`` (a map-style dataset's actor: what one torch worker process does, user
+errors as values), ``iterable_worker`` and ``iterable_pass`` (an
 ``IterableDataset`` on actors, in torch's order), ``progress`` (the batches delivered, for
 ``state_dict()``) and ``travel`` (what of a dataset cannot be pickled to the actors).
 """

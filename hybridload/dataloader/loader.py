@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from numbers import Integral
 from typing import Any, Callable, TypeVar
 
 import torch
@@ -28,15 +27,11 @@ import torch.utils.data as tud
 
 from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
 from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, length_of
-from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
 from hybridload.dataloader.progress import PassProgress
-from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
+from hybridload.dataloader.startup import placement_rules, start_actors
 from hybridload.dataloader.worker import InitFailed
-from hybridload.cluster import PlacementRules
 from hybridload.errors import close_all, take_all
 from hybridload.execution import LoaderStats
-from hybridload.lanes.ray import PoolConfig
-from hybridload.sampling import resolve_rank
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -123,7 +118,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self.window = window
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
-            self._placement_rules()  # a bad placement, reserve_local_cpus or num_actors: refused here
+            placement_rules(self)  # a bad placement, reserve_local_cpus or num_actors: refused here
             if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
                 warnings.warn(
                     "hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
@@ -187,7 +182,7 @@ class DataLoader(tud.DataLoader[T_co]):
         if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
             return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
         try:
-            lane = self._start_actors()
+            lane = start_actors(self)
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
@@ -236,51 +231,6 @@ class DataLoader(tud.DataLoader[T_co]):
     def load_state_dict(self, state: dict) -> None:
         """Resume from ``state``: any rank's ``state_dict()``, at any world size and batch size."""
         self._progress.load_state_dict(state)
-
-    def _placement_rules(self, rank: int = 0, world_size: int = 1) -> PlacementRules:
-        """Where this rank's actors go, from the loader's arguments (as they are now: Lightning
-        sets them again on a rebuilt loader)."""
-        n = self.num_actors
-        if n is not None and (not isinstance(n, Integral) or isinstance(n, bool) or n < 0):
-            raise ValueError(
-                f"hybridload.DataLoader: num_actors must be a whole number >= 0, or None for num_workers "
-                f"(or a fair share of the cluster's CPUs); got {self.num_actors!r}"
-            )
-        try:
-            return PlacementRules(
-                placement=self.placement,
-                reserve_local_cpus=self.reserve_local_cpus,
-                cpu_actors=self.num_actors,
-                rank=rank,
-                world_size=world_size,
-            )
-        except ValueError as exc:
-            raise ValueError(f"hybridload.DataLoader: {exc}") from None
-
-    def _start_actors(self):
-        rank, world = resolve_rank()
-        bundle = (self.dataset, self.collate_fn, self.worker_init_fn)  # one pickle: shared objects stay shared
-        ship_nameless_classes(self.dataset)  # results come back as the user's own classes (namedtuples)
-        pool = PoolConfig(
-            rules=self._placement_rules(rank, world),
-            ray_address=self.head_address,
-            fallback_embedded=(self.head_address == "auto"),
-        )
-        try:
-            if isinstance(self.dataset, tud.IterableDataset):
-                return IterableDatasetActors(
-                    bundle,
-                    pool,
-                    auto_collation=self._auto_collation,
-                    batch_size=self.batch_size,
-                    drop_last=self.drop_last,
-                    asked=self.num_workers,
-                )
-            return DatasetLane(bundle, pool, auto_collation=self._auto_collation, asked=self.num_workers)
-        except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
-            if "serializ" not in str(exc):
-                raise
-            raise unpicklable_error(bundle, exc) from None
 
     def stats(self) -> dict:
         return self._stats.as_dict()

@@ -3,11 +3,12 @@
 ``stream`` (BatchStream: dispatcher + merger + close), ``pass_iter`` (PassIterator: a pass's
 results delivered, keyed by its epoch and seed), ``pass_config`` (PassConfig: a pass's
 settings), ``tasks`` (a pass's tasks, made when the dispatcher reaches them), ``dispatch``
-(hands tasks to lanes), ``books`` (its bookkeeping for each lane), ``stragglers`` (when a
-running task is looked at again and re-issued), ``admission`` (ShareAdmission: which lane may
-take a new batch, the lane shares the online planner steers), ``hooks`` (what the dispatcher
-reports on its thread), ``merge`` (releases batches in order, exactly once), ``retry`` (the
-pure retry decision) and ``stats`` (the loader's counters, written through the dispatcher's hooks,
+(hands tasks to lanes), ``picking`` (which lane takes a task), ``books`` (its bookkeeping for
+each lane), ``stragglers`` (when a running task is looked at again and re-issued),
+``admission`` (ShareAdmission: which lane may take a new batch, the lane shares the online
+planner steers), ``hooks`` (what the dispatcher reports on its thread), ``merge`` (releases
+batches in order, exactly once), ``retry`` (the pure retry decision) and ``stats`` (the
+loader's counters, written through the dispatcher's hooks,
 and ``stats()``'s report).
 """
 

@@ -1,11 +1,15 @@
-"""The dispatcher's bookkeeping for one lane, and the error that says why no lane can run a batch."""
+"""The dispatcher's bookkeeping for one lane (its failures, when it breaks), and the error that says why
+no lane can run a batch."""
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 from hybridload.errors import NoLaneError
 from hybridload.lanes.base import Lane
+
+log = logging.getLogger(__name__)
 
 NO_WORKER_ADVICE = (
     "add or restart worker nodes (`ray start --address=<head>:<port>`), or let such batches run on "
@@ -38,6 +42,22 @@ class LaneBook:
     def stands_down(self) -> bool:
         """Broken, or no worker now: a stand-by lane stands in for it."""
         return self.broken or self.lane.slots <= 0
+
+    def judged(self, exc: BaseException, lane_fault: bool, break_lane: bool, others_working: bool) -> None:
+        """A failure on this lane as `hybridload.execution.retry.decide` judged it: one more in a
+        row when the lane is at fault; broken (no more tasks) when the decision says so."""
+        if lane_fault:
+            self.fails_in_row += 1
+        if break_lane and not self.broken:
+            self.broken = True
+            log.warning(
+                "lane '%s' failed %d tasks in a row (last: %s: %s); it gets no more tasks%s",
+                self.lane.name,
+                self.fails_in_row,
+                type(exc).__name__,
+                exc,
+                ", the other lanes carry on" if others_working else "",
+            )
 
     def why_not(self, excluded: bool) -> tuple[str, str]:
         """Why this lane cannot take a batch it is ``excluded`` from (or not): (reason, advice)."""

@@ -5,21 +5,14 @@ every ``tick_s``. Lanes report into an inbox; only its thread changes its bookke
 
 * A task starts only while the merger admits its sequence number (inside the window
   ahead of the consumer), and only on a lane with a free slot.
-* Lanes are tried in order. A new task starts on a lane only when the pass's admission
-  policy lets it (`hybridload.execution.admission`: a capped lane kind's share). A
-  fallback lane takes tasks only when no other lane may take them (a retry its lane is
-  excluded from), for a straggler's second copy, or while another lane is broken or has no
-  worker (a Ray lane without actors: the local stand-in runs its share).
-* A task no lane can take ends as a `NoLaneError` naming why each
-  lane cannot (`hybridload.execution.books`).
+* Which lane takes a task (in order, within the admission's shares, fallback lanes, the
+  device budget, lanes excluded for a batch): `hybridload.execution.picking`.
 * A failed task follows `hybridload.execution.retry.decide`: delivered as the batch's
   result, or handed on (retries first, before new work).
 * Stragglers: a task running longer than ``factor`` times its lane's typical task time
   (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
   result wins and the merger drops the other. Running copies wait in a deadline heap
   (`stragglers`): O(log k) a wake.
-* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
-  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it.
 * The caps' one writer is this thread: it tells the admission policy each finished batch,
   which asks its steering hook (the online planner) and writes the answer.
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
@@ -37,12 +30,13 @@ from collections import deque
 from typing import Sequence
 
 from hybridload.errors import Reroute, SampleError, UserCodeError
-from hybridload.lanes.base import BatchTask, Lane, LaneKind
+from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.admission import ShareAdmission
-from hybridload.execution.books import LaneBook, no_lane_error
+from hybridload.execution.books import LaneBook
 from hybridload.execution.hooks import DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.pass_config import PassConfig
+from hybridload.execution.picking import LanePicker
 from hybridload.execution.retry import Action, LaneState, decide
 from hybridload.execution.stragglers import StragglerWatch, Watched
 from hybridload.execution.tasks import TasksEnded
@@ -72,10 +66,10 @@ class Dispatcher:
         self._merger, self._hooks = merger, hooks
         self._admission = admission if admission is not None else ShareAdmission()  # its caps: written here only
         config = config if config is not None else PassConfig()
-        self._rules, self._tick_s, self._device_budget = config.rules, config.tick_s, config.device_budget_bytes
+        self._rules, self._tick_s = config.rules, config.tick_s
+        self._picker = LanePicker(self._books, merger, self._admission, config.device_budget_bytes)
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
-        self._excluded: dict[int, set[int]] = {}  # seq -> ids of lane books excluded for it
         self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)
         self._held: dict[int, BatchTask] = {}  # seq -> its task, while a copy runs
         self._reissued: set[int] = set()
@@ -160,35 +154,6 @@ class Dispatcher:
             done(task, exc)
 
     # ------------------------------------------------------------------ starting work
-    def _pick(self, excluded: set[int], retry: bool, reissue: bool = False) -> LaneBook | None:
-        primaries = [b for b in self._books if not b.fallback and b.usable(excluded)]
-        candidates = list(primaries)
-        if reissue or not primaries or any(b.stands_down() for b in self._books if not b.fallback):
-            candidates += [b for b in self._books if b.fallback and b.usable(excluded)]
-        total = sum(b.handed for b in self._books)
-        for book in candidates:
-            if not book.has_slot() or not self._device_room(book):
-                continue
-            if not retry and not self._admission.can_take(book.lane.kind, book.handed, total):
-                continue
-            return book
-        return None
-
-    def _device_room(self, book: LaneBook) -> bool:
-        """A GPU lane starts a batch only while the GPU bytes of finished, buffered batches
-        plus its batches in flight stay within the device budget (one batch always may; until a
-        first batch shows its size, one at a time)."""
-        if self._device_budget is None or book.lane.kind is not LaneKind.GPU:
-            return True
-        held, size = self._merger.device_bytes(), self._merger.largest_device_batch
-        if held == 0 and book.in_flight == 0:
-            return True
-        return size > 0 and held + (book.in_flight + 1) * size <= self._device_budget
-
-    def _no_lane_left(self, seq: int) -> bool:
-        excluded = self._excluded.get(seq, set())
-        return not any(b.usable(excluded) for b in self._books)
-
     def _fill(self) -> None:
         """Start every task that the window, the caps and the lanes' slots allow."""
         while not self._stopped:
@@ -206,11 +171,11 @@ class Dispatcher:
                     continue
             else:
                 return
-            if self._no_lane_left(task.seq):
+            if self._picker.no_lane_left(task.seq):
                 self._take(retry)
-                self._deliver_error(task.seq, no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set())))
+                self._deliver_error(task.seq, self._picker.no_lane_error(task.seq))
                 continue
-            book = self._pick(self._excluded.get(task.seq, set()), retry)
+            book = self._picker.pick(self._picker.excluded(task.seq), retry)
             if book is None:
                 return
             self._take(retry)
@@ -227,7 +192,7 @@ class Dispatcher:
         now = time.perf_counter()
         for copy in self._watch.overdue(now, self._running, self._reissued, self._merger.settled):
             seq, book, t0 = copy.seq, copy.book, copy.t0
-            other = self._pick(set(), retry=True, reissue=True)
+            other = self._picker.pick(set(), retry=True, reissue=True)
             if other is None:  # no free slot anywhere: look again at the next wake
                 self._watch.again(copy, now)
                 return
@@ -281,7 +246,7 @@ class Dispatcher:
         book.last_error = exc
         attempts = self._attempts[task.seq] = self._attempts.get(task.seq, 0) + 1
         others = [b for b in self._books if b is not book]
-        excluded = self._excluded.get(task.seq, set())
+        excluded = self._picker.excluded(task.seq)
         state = LaneState(
             fails_in_row=book.fails_in_row,
             lanes=len(self._books),
@@ -289,24 +254,13 @@ class Dispatcher:
             others_usable=any(b.usable(excluded) for b in others),
         )
         decision = decide(exc, attempts, state, self._rules)
-        if decision.lane_fault:
-            book.fails_in_row += 1
-        if decision.break_lane and not book.broken:
-            book.broken = True
-            log.warning(
-                "lane '%s' failed %d tasks in a row (last: %s: %s); it gets no more tasks%s",
-                book.lane.name,
-                book.fails_in_row,
-                type(exc).__name__,
-                exc,
-                ", the other lanes carry on" if state.others_working else "",
-            )
+        book.judged(exc, decision.lane_fault, decision.break_lane, state.others_working)
         if decision.exclude:
-            self._excluded.setdefault(task.seq, set()).add(id(book))
+            self._picker.exclude(task.seq, book)
         if decision.action is Action.DELIVER:
             own = isinstance(exc, UserCodeError) or getattr(exc, "batch_at_fault", False)  # the batch's own
             if not own:  # the lanes' failure, not the batch's own: say why each lane
-                err = no_lane_error(task.seq, self._books, self._excluded.get(task.seq, set()))
+                err = self._picker.no_lane_error(task.seq)
                 err.__cause__, exc = exc, err
             self._deliver_error(task.seq, exc)
             return
