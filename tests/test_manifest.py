@@ -13,7 +13,7 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli import main
 from hybridload.errors import ManifestError, ShardIndexError
-from hybridload.sources.tar import tar_index, tarshards
+from hybridload.sources.tar import shard_scan, tar_index
 
 from support.streams import stream
 from test_tarshards import CountingTarOpen, folder, shard_dir, write_shard  # noqa: F401
@@ -182,7 +182,7 @@ def test_the_pickled_source_grows_with_shards_not_samples(tmp_path):
 
 
 def test_a_large_pattern_without_a_manifest_hints_at_writing_one(shards, monkeypatch):
-    monkeypatch.setattr(tarshards, "MANIFEST_HINT_SHARDS", 2)
+    monkeypatch.setattr(shard_scan, "MANIFEST_HINT_SHARDS", 2)
     with pytest.warns(UserWarning, match=r"scanning 3 shards .* `hybridload index PATTERN -o manifest.json`"):
         sources.TarShards(shards[1])
 

@@ -24,9 +24,11 @@ SUBMODULES = [
     "tar.shard_cache",
     "tar.shard_list",
     "tar.shard_members",
+    "tar.shard_scan",
     "tar.shard_checks",
     "tar.sidecar",
     "tar.tar_index",
+    "tar.tar_options",
     "tar.tarshards",
 ]
 

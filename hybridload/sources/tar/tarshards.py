@@ -26,9 +26,7 @@ needs only a few shards at a time.
 
 from __future__ import annotations
 
-import logging
 import os
-import warnings
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -46,13 +44,9 @@ from hybridload.sources.tar.shard_cache import ShardCache
 from hybridload.sources.tar.shard_checks import HEADER, checked_member, shard_read_failure
 from hybridload.sources.tar.shard_list import ShardList
 from hybridload.sources.tar.shard_members import MemberCache, ShardMembers, check_index_cache, shard_members
+from hybridload.sources.tar.shard_scan import scan_counts
+from hybridload.sources.tar.tar_options import IMAGE_EXTS, check_options
 from hybridload.sources.tar.tar_index import shard_index, split_member_name
-
-log = logging.getLogger(__name__)
-
-IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
-#: past this many shards given without a manifest, construction (a scan of each) says to write one
-MANIFEST_HINT_SHARDS = 1000
 
 
 class TarShards(Source):
@@ -113,27 +107,8 @@ class TarShards(Source):
         cache_shards: int | None = None,
         index_cache: int = 64,
     ):
-        if read not in ("sample", "shard"):
-            raise ValueError(
-                f"TarShards: read must be 'sample' (a ranged read per sample) or 'shard' "
-                f"(whole shards, shard-aware order), got {read!r}"
-            )
-        if cache_shards is not None and (
-            isinstance(cache_shards, bool) or not isinstance(cache_shards, int) or cache_shards < 1
-        ):
-            raise ValueError(
-                f"TarShards: cache_shards must be None or an int >= 1, got {cache_shards!r}; "
-                f"write e.g. cache_shards={2 * buffer_shards + 2}"
-            )
-        ShardOrder((), buffer_shards)  # validates buffer_shards
+        self.image_exts = check_options(read, buffer_shards, cache_shards, image_exts, label)
         self.read_mode, self.buffer_shards = read, buffer_shards
-        if isinstance(image_exts, str):
-            image_exts = (image_exts,)
-        self.image_exts = tuple(e.lower().lstrip(".") for e in image_exts)
-        if not self.image_exts:
-            raise ValueError("TarShards: image_exts is empty; give the extensions of the image members")
-        if label is not None and not callable(label):
-            raise TypeError(f"TarShards: label must be a function key -> int, got {type(label).__name__}")
         self.label = label
         self.storage_options = dict(storage_options or {})
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
@@ -162,30 +137,10 @@ class TarShards(Source):
         )
 
     def _scan_all(self, urls: list[str]) -> list[str]:
-        """Count (and check) each shard of a pattern or list by its member index."""
-        if not urls:
-            raise ValueError(
-                "TarShards: no shards given; pass a manifest path, a brace pattern such as "
-                "'train-{000000..000099}.tar' or a non-empty list of shard paths/URLs"
-            )
-        if len(urls) > MANIFEST_HINT_SHARDS:
-            warnings.warn(
-                f"TarShards: scanning {len(urls)} shards one after another to count their samples; "
-                f"write a manifest once with `hybridload index PATTERN -o manifest.json` (in parallel, "
-                f"resumable) and pass its path: then building the source touches no shard",
-                stacklevel=3,
-            )
+        """Count (and check) each shard of a pattern or list by its member index (`shard_scan`)."""
         self._list = ShardList(urls, [0] * len(urls))
-        self._new_cache()
-        counts = []
-        for s, url in enumerate(urls):
-            members = shard_members(
-                url, shard_index(url, self.storage_options, self.cache_dir), self.image_exts, self.label
-            )
-            counts.append(len(members))
-            self._members.put(s, members)  # the last index_cache shards stay held
-            if not len(members):
-                log.warning("TarShards: shard %r holds no samples", url)
+        self._new_cache()  # the last index_cache shards' tables stay held
+        counts = scan_counts(urls, self.storage_options, self.cache_dir, self.image_exts, self.label, self._members.put)
         self._list = ShardList(urls, counts)
         return urls
 
