@@ -22,7 +22,7 @@ import torch
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
 from hybridload.lanes.base import BatchTask
-from hybridload.cluster import PlacementRules
+from hybridload.raycluster import PlacementRules
 from hybridload.lanes.ray import ActorPool, PoolConfig
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream

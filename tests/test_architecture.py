@@ -72,7 +72,7 @@ FLOORS = (
     ("hybridload.planner",),  # decides the split
     ("hybridload.execution",),  # one pass: dispatch, merge
     ("hybridload.lanes",),  # the engines' drivers
-    ("hybridload.delivery", "hybridload.cluster"),  # device moves; Ray nodes
+    ("hybridload.delivery", "hybridload.raycluster"),  # device moves; Ray nodes
     ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"),  # CPU, DALI and torch engines
     ("hybridload.recipe", "hybridload.sources"),  # what to do, to what
     ("hybridload.sampling",),  # which indices, in order

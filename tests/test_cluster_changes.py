@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hybridload import LoaderPolicy
-from hybridload.cluster.connect import NodeInfo
-from hybridload.cluster.placement import PlacementRules, elastic_target
+from hybridload.raycluster.connect import NodeInfo
+from hybridload.raycluster.placement import PlacementRules, elastic_target
 from hybridload.errors import NoActorsError, NoLaneError
 from hybridload.execution.retry import RetryRules
 from hybridload.execution.pass_config import PassConfig

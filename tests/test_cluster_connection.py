@@ -1,4 +1,4 @@
-"""hybridload.cluster.connect: what head_address/ray_address "auto" joins, and one Ray connection
+"""hybridload.raycluster.connect: what head_address/ray_address "auto" joins, and one Ray connection
 per process shared by every loader."""
 
 import json
@@ -10,7 +10,12 @@ import textwrap
 
 import pytest
 
-from hybridload.cluster.ray_start import StartRecord, auto_address, gcs_started_by_another_process, is_ray_start_command
+from hybridload.raycluster.ray_start import (
+    StartRecord,
+    auto_address,
+    gcs_started_by_another_process,
+    is_ray_start_command,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -173,7 +178,7 @@ CYCLES = textwrap.dedent("""
             assert [b[0].tolist() for b in ld] == [[0, 1, 2, 3], [4, 5, 6, 7]]
         gc.collect()
         out.append((len(os.listdir("/proc/self/fd")), rss_mb(), ray.get_runtime_context().get_job_id()))
-    from hybridload.cluster import connect as cluster
+    from hybridload.raycluster import connect as cluster
     print(json.dumps({"cycles": out, "users": cluster.users(), "shut": cluster.shutdown(),
                       "after": ray.is_initialized()}))
 """)

@@ -17,7 +17,7 @@ SETUP = textwrap.dedent("""
     import warnings
     import ray, torch
     import hybridload
-    from hybridload.cluster import connect
+    from hybridload.raycluster import connect
     from torch.utils.data import TensorDataset
 
     connect.acquire(None)  # the embedded cluster: as many CPUs as this machine

@@ -36,7 +36,7 @@ PACKAGES = (
     "hybridload.execution",
     "hybridload.lanes",
     "hybridload.delivery",
-    "hybridload.cluster",
+    "hybridload.raycluster",
     "hybridload.cli",
 )
 FENCE = re.compile(r"(?:<!-- docs-test: ([\w-]+)( ray)? -->\s*\n)?```(\w*)\n(.*?)\n```", re.S)

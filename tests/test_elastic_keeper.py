@@ -3,10 +3,10 @@ driven by recorded node tables; the keeper's hands (start, stop) record what the
 
 import pytest
 
-from hybridload.cluster.connect import NodeInfo
+from hybridload.raycluster.connect import NodeInfo
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.members import Members, State
-from hybridload.cluster.placement import PlacementRules, elastic_target
+from hybridload.raycluster.placement import PlacementRules, elastic_target
 from hybridload.lanes.ray.pool_stats import PoolStats
 
 

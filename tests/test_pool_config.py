@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hybridload.cluster import PlacementRules
+from hybridload.raycluster import PlacementRules
 from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
 from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
 

@@ -13,7 +13,7 @@ from support.jobs import run_job
 CHILD = textwrap.dedent('''
     import json, threading, time
     import ray
-    from hybridload.cluster import PlacementRules
+    from hybridload.raycluster import PlacementRules
     from hybridload.lanes.ray import ActorPool, PoolConfig
     from hybridload.lanes.ray.callbacks import in_ray_callback, off_callback_thread, when_done
 

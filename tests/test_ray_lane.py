@@ -115,7 +115,7 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
 
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.cluster import PlacementRules
+    from hybridload.raycluster import PlacementRules
     from hybridload.lanes.ray import PoolConfig, RayLane
 
     class GatedFolder(sources.ImageFolder):  # local: Ray sends it by value; an actor never reads it
@@ -283,7 +283,7 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
 
     from hybridload.lanes.base import BatchTask
     from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.cluster import PlacementRules
+    from hybridload.raycluster import PlacementRules
     from hybridload.lanes.ray import PoolConfig, RayLane
 
     lane = RayLane(

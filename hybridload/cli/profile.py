@@ -138,7 +138,7 @@ def run_profile(
 
     if ray_address:
         step("CPU kernels on the cluster's other nodes")
-        from hybridload.cluster import connect as cluster
+        from hybridload.raycluster import connect as cluster
 
         cluster.acquire(ray_address)
         try:

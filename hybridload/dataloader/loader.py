@@ -70,7 +70,7 @@ class DataLoader(tud.DataLoader[T_co]):
         head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
             user started on this machine with ``ray start`` (Ray's record of it,
             ``$RAY_TMPDIR/ray/ray_current_cluster`` or ``/tmp/ray/ray_current_cluster``,
-            served by a process ``ray start`` started; see `hybridload.cluster.ray_start`); with
+            served by a process ``ray start`` started; see `hybridload.raycluster.ray_start`); with
             neither, an embedded cluster on 127.0.0.1 for this process. Never a cluster
             another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair

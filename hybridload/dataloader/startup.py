@@ -11,7 +11,7 @@ import torch.utils.data as tud
 
 from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
 from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
-from hybridload.cluster import PlacementRules
+from hybridload.raycluster import PlacementRules
 from hybridload.lanes.ray import PoolConfig
 from hybridload.sampling import resolve_rank
 

@@ -119,7 +119,7 @@ def _cpu_lane(
         if name is not None:
             lane.name = name
         return lane
-    from hybridload.cluster.placement import PlacementRules
+    from hybridload.raycluster.placement import PlacementRules
     from hybridload.lanes.ray import PoolConfig, RayLane
 
     rules = PlacementRules(

@@ -66,11 +66,11 @@ def remote_rates(
     source, recipe, indices: Sequence[int], seconds: float, timeout_s: float = 120.0
 ) -> list[tuple[str, int, float]]:
     """(node id, CPUs, images/s per core) for every node other than the trainer's, measured by
-    one actor on each, all at once. Needs a Ray connection (hybridload.cluster.connect.acquire)."""
+    one actor on each, all at once. Needs a Ray connection (hybridload.raycluster.connect.acquire)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from hybridload.cluster import connect as cluster
+    from hybridload.raycluster import connect as cluster
 
     others = [n for n in cluster.nodes() if not n.is_trainer and n.cpus > 0]
     if not others:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hybridload.cluster import connect as cluster
-from hybridload.cluster.placement import elastic_target
+from hybridload.raycluster import connect as cluster
+from hybridload.raycluster.placement import elastic_target
 from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done

@@ -29,8 +29,8 @@ import warnings
 from collections import deque
 from typing import Callable, Sequence
 
-from hybridload.cluster.connect import NodeInfo
-from hybridload.cluster.placement import PlacementRules, elastic_target, plan_actors
+from hybridload.raycluster.connect import NodeInfo
+from hybridload.raycluster.placement import PlacementRules, elastic_target, plan_actors
 from hybridload.errors import NoActorsError
 from hybridload.lanes.ray.members import Members, State
 from hybridload.lanes.ray.pool_stats import PoolStats, utc_clock

@@ -7,7 +7,7 @@ became ready, it reads the cluster's node table and takes one step:
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
    an actor still not ready after ``ready_timeout_s`` is stopped (its start failed);
 2. the target is the placement rules applied to the table as it is now
-   (`hybridload.cluster.placement.elastic_target`); `reconcile`
+   (`hybridload.raycluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
    drain (the target no longer wants them);
 3. the pool hears of the step (``after_step(target, nodes)``: what it does while the target
@@ -30,8 +30,8 @@ import weakref
 from typing import Callable, Sequence
 
 from hybridload import compat
-from hybridload.cluster.connect import NodeInfo
-from hybridload.cluster.placement import reconcile
+from hybridload.raycluster.connect import NodeInfo
+from hybridload.raycluster.placement import reconcile
 
 from hybridload.lanes.ray.members import Member, Members, State
 
@@ -52,7 +52,7 @@ def node_table() -> tuple[list[NodeInfo], set[str]]:
     """The alive nodes (as placement sees them) and the ids of those being drained."""
     import ray
 
-    from hybridload.cluster import connect as cluster
+    from hybridload.raycluster import connect as cluster
 
     if not ray.is_initialized():
         raise RayShutDown("Ray is shut down")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-from hybridload.cluster.placement import PlacementRules
+from hybridload.raycluster.placement import PlacementRules
 from hybridload.lanes.ray.capacity import WHEN_EMPTY
 
 
@@ -26,7 +26,7 @@ class PoolConfig:
 
     Attributes:
         rules: where the rank's actors go (placement, reserved local CPUs, count, rank, world size).
-        ray_address: the cluster, as `hybridload.cluster.acquire` takes it: None (``RAY_ADDRESS``,
+        ray_address: the cluster, as `hybridload.raycluster.acquire` takes it: None (``RAY_ADDRESS``,
             else an embedded one), "auto", "embedded" or "host:port".
         fallback_embedded: with "auto", start the embedded cluster when none is found.
         tasks_per_actor: calls in flight per actor (2: the next batch waits in the actor's queue).

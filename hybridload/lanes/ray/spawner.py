@@ -9,7 +9,7 @@ import os
 import uuid
 from typing import Any, Callable
 
-from hybridload.cluster.shipping import ship_unimportable
+from hybridload.raycluster.shipping import ship_unimportable
 
 #: actors are named ``hybridload-<pid>-r<rank>-<tag>-<k>`` (visible in ``ray list actors``)
 ACTOR_NAME_PREFIX = "hybridload-"

@@ -1,7 +1,7 @@
 """The rank that started a job's embedded Ray cluster leaves it last.
 
 The embedded cluster shared by the ranks of a job on one machine
-(`hybridload.cluster.node_cluster`) lives in the rank that started it. When that rank's
+(`hybridload.raycluster.node_cluster`) lives in the rank that started it. When that rank's
 interpreter exits first, Ray shuts the cluster down under the ranks still connected, and Ray
 ends each of them with exit status 1 ("The connection to the plasma store is failed.
 Terminate the process") — a finished job reported as failed by its launcher whenever the

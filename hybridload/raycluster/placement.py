@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from numbers import Integral
 from typing import Collection, Sequence
 
-from hybridload.cluster.connect import NodeInfo
+from hybridload.raycluster.connect import NodeInfo
 
 PLACEMENTS = ("remote-first", "any", "local")
 

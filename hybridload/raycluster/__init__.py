@@ -1,4 +1,4 @@
-"""The Ray cluster the loader runs on: connecting, starting, and where actors go.
+"""The Ray adapter: every call that connects to, starts or asks a Ray cluster, and where actors go.
 
 ``connect`` (one connection per process: an address, or the embedded local cluster),
 ``ray_start`` (starting an embedded head), ``node_cluster`` (one embedded cluster per
@@ -8,7 +8,7 @@ machine, shared by its ranks), ``last_out`` (the rank that started it leaves it 
 actors go to).
 """
 
-from hybridload.cluster.connect import NodeInfo, acquire, nodes, release
-from hybridload.cluster.placement import PlacementRules
+from hybridload.raycluster.connect import NodeInfo, acquire, nodes, release
+from hybridload.raycluster.placement import PlacementRules
 
 __all__ = ["NodeInfo", "PlacementRules", "acquire", "nodes", "release"]

@@ -8,7 +8,7 @@ descriptors and memory) again. The connection ends at interpreter exit (Ray's ow
 hook) or when `shutdown` is called with no user left. A Ray session the user started
 is used as it is and never shut down here.
 
-What ``"auto"`` joins (`hybridload.cluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
+What ``"auto"`` joins (`hybridload.raycluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
 else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
 checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
 another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
@@ -27,10 +27,10 @@ import threading
 from dataclasses import dataclass
 
 from hybridload import compat
-from hybridload.cluster import gcs_probe
-from hybridload.cluster import last_out
-from hybridload.cluster import node_cluster
-from hybridload.cluster import ray_start
+from hybridload.raycluster import gcs_probe
+from hybridload.raycluster import last_out
+from hybridload.raycluster import node_cluster
+from hybridload.raycluster import ray_start
 from hybridload.errors import LaneUnavailableError
 from hybridload.extras import install_hint
 
