@@ -40,9 +40,23 @@ def _burn() -> None:
         pass
 
 
-def one_round(root: str, moment: str, deadline_s: float, rng: random.Random) -> str | None:
+def held_locks(lane) -> str:
+    """What a wedged lane shows: the stacks of this process's threads, and whether a lock shared
+    by the workers (a multiprocessing queue's writer lock, where the lane has one) is held."""
+    faulthandler.dump_traceback(all_threads=True)
+    shared = getattr(getattr(lane, "_results", None), "_wlock", None)
+    if shared is None:
+        return ""
+    if not shared.acquire(timeout=1):
+        return "; the workers' shared results queue's writer lock is held (by a dead worker)"
+    shared.release()
+    return "; the workers' shared results queue's writer lock is free"
+
+
+def one_round(root: str, moment: str, deadline_s: float, rng: random.Random, start_method: str) -> str | None:
     """One kill; None when the lane came through, else what it was stuck on."""
-    lane = ProcessLane(sources.ImageFolder(root), recipe.imagenet_eval(32), workers=2, batch_size=2)
+    lane = ProcessLane(sources.ImageFolder(root), recipe.imagenet_eval(32), workers=2, batch_size=2,
+                       start_method=start_method)
     try:
         lane.run_batch(BatchTask(0, 0, np.arange(2)))
         reports, arrived = {}, threading.Condition()
@@ -61,14 +75,14 @@ def one_round(root: str, moment: str, deadline_s: float, rng: random.Random) -> 
             os.kill(victim, signal.SIGKILL)
         with arrived:
             if not arrived.wait_for(lambda: 1 in reports, timeout=deadline_s):
-                return "batch 1 (the killed worker's) never came back"
+                return "batch 1 (the killed worker's) never came back" + held_locks(lane)
         if moment == "idle":
             os.kill(victim, signal.SIGKILL)
         for k in range(2, 6):
             lane.submit(BatchTask(k, 0, np.arange(2)), done)
         with arrived:
             if not arrived.wait_for(lambda: len(reports) == 5, timeout=deadline_s):
-                return f"batches {sorted(set(range(1, 6)) - set(reports))} never came back"
+                return f"batches {sorted(set(range(1, 6)) - set(reports))} never came back" + held_locks(lane)
         return None
     finally:
         lane.close()
@@ -80,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=30.0, help="seconds a round may take")
     ap.add_argument("--burners", type=int, default=0, help="busy processes to start (stopped at the end)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start-method", default="fork", choices=("fork", "forkserver", "spawn"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     rng = random.Random(args.seed)
@@ -94,14 +109,14 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 moment = MOMENTS[r % len(MOMENTS)]
                 faulthandler.dump_traceback_later(3 * args.deadline + 10, exit=True)  # a wedge even in close()
-                stuck = one_round(str(root), moment, args.deadline, rng)
+                stuck = one_round(str(root), moment, args.deadline, rng, args.start_method)
                 faulthandler.cancel_dump_traceback_later()
                 if stuck is not None:
                     failed += 1
                     print(f"round {r} ({moment}): wedged: {stuck}", file=sys.stderr)
-                    faulthandler.dump_traceback(all_threads=True)
                     break
-            print(f"{r + 1} rounds, {failed} wedged, {time.monotonic() - started:.0f} s, {args.burners} burners")
+            print(f"{r + 1} rounds, {failed} wedged, {time.monotonic() - started:.0f} s, {args.burners} burners, "
+                  f"{args.start_method}")
     finally:
         for b in burners:
             os.kill(b.pid, signal.SIGKILL)
