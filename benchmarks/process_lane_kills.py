@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     rng = random.Random(args.seed)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: still stop the burners
     burners = [mp.get_context("fork").Process(target=_burn, daemon=True) for _ in range(args.burners)]
     for b in burners:
         b.start()
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 faulthandler.dump_traceback_later(3 * args.deadline + 10, exit=True)  # a wedge even in close()
                 stuck = one_round(str(root), moment, args.deadline, rng, args.start_method)
                 faulthandler.cancel_dump_traceback_later()
+                if (r + 1) % 50 == 0:
+                    print(f"{r + 1} rounds, {time.monotonic() - started:.0f} s", flush=True)
                 if stuck is not None:
                     failed += 1
                     print(f"round {r} ({moment}): wedged: {stuck}", file=sys.stderr)
