@@ -87,7 +87,10 @@ def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_oth
         "with HybridLoader(src, recipe.imagenet_train(32), 4, policy=policy, device='cpu') as ld:\n"
         "    images = next(iter(ld))[0]\n"
         "    print(ld.describe_lanes(), tuple(images.shape))\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    # a guard against a hang, not a speed bound: forkserver starts 4 interpreters (the server and 3
+    # workers, each running the script), CPU-bound: 4.6 s on 2 cores at load 10, 57 s at load 20;
+    # 120 s ran out once at load 30-50
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     if start_method == "auto":
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "process lane: 1 worker processes (fork) (4, 3, 32, 32)"
