@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -90,7 +91,10 @@ def test_a_script_without_a_main_guard_runs_with_fork_and_is_told_to_add_one_oth
         "    images = next(iter(ld))[0]\n"
         "    print(ld.describe_lanes(), tuple(images.shape))\n"
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    # a guard against a hang, not a speed bound: forkserver starts 4 interpreters (the server and 3
+    # workers, each running the script), CPU-bound: 4.6 s on 2 cores at load 10, 57 s at load 20;
+    # 120 s ran out once at load 30-50
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     if start_method == "auto":
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "process lane: 1 worker processes (fork) (4, 3, 32, 32)"
@@ -230,3 +234,79 @@ def test_shared_memory_slots_hold_a_uint8_batch_not_four_times_it(photo_root):
         assert out.images.dtype == torch.uint8 and out.images.shape == (4, 3, 48, 48)
     finally:
         lane.close()
+
+
+class HugeErrorSource(sources.ImageFolder):
+    """Sample 1's read fails with a 1 MB message: its report is far larger than a pipe holds
+    (64 KiB), so the worker writes it in pieces while the parent reads."""
+
+    def read(self, ref):
+        if ref.index == 1:
+            raise RuntimeError("x" * 1_000_000)
+        return super().read(ref)
+
+
+def _blocked_in_write(pid: int) -> bool:
+    """Whether a thread of ``pid`` sits in the write system call (x86-64: number 1), e.g. on a full pipe."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                if f.read().split(" ", 1)[0] == "1":
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="reads the write system call's number (x86-64) in /proc")
+def test_a_worker_killed_halfway_through_writing_its_result_never_wedges_the_lane(photo_root):
+    """A worker SIGKILLed at any moment, even halfway through writing a result to the parent, must
+    not wedge the lane: its batch ends in WorkerLost and the other workers' batches and the
+    replacement's still come back. Before: every worker wrote to one shared results queue, under
+    a lock shared by all writers; a worker killed while writing left that lock held (no other
+    worker's result ever arrived: the replacement sat idle, its result stuck behind the lock) and
+    half a message in the pipe (the parent's read of it waited for ever)."""
+    lane = ProcessLane(HugeErrorSource(photo_root), recipe.imagenet_eval(32), workers=2, batch_size=1)
+    gate, first_in, reports = threading.Event(), threading.Event(), {}
+    arrived = threading.Condition()
+
+    def done(task, out):
+        with arrived:
+            reports[task.seq] = out
+            arrived.notify_all()
+
+    def hold(task, out):  # the parent stops reading results while this runs (the collector calls it)
+        done(task, out)
+        first_in.set()
+        gate.wait(30)
+
+    try:
+        lane.run_batch(BatchTask(0, 0, np.array([0])))
+        lane.submit(BatchTask(1, 0, np.array([0])), hold)
+        assert first_in.wait(30), "batch 1 never came back"
+        lane.submit(BatchTask(2, 0, np.array([1])), done)  # its 1 MB error report fills the pipe
+        writer = next(p for w, p in enumerate(lane._procs) if lane._inflight[w])
+        deadline = time.monotonic() + 30
+        while not _blocked_in_write(writer.pid):
+            assert time.monotonic() < deadline, "the worker never blocked writing its 1 MB report"
+            time.sleep(0.01)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.join(10)
+        gate.set()
+        with arrived:
+            assert arrived.wait_for(lambda: 2 in reports, timeout=20), "the killed worker's batch never came back"
+        for k in range(3, 9):  # on the other worker and the replacement
+            lane.submit(BatchTask(k, 0, np.array([k])), done)
+        with arrived:
+            assert arrived.wait_for(lambda: len(reports) == 8, timeout=20), (
+                f"batches {sorted(set(range(1, 9)) - set(reports))} never came back: the lane is wedged"
+            )
+    finally:
+        gate.set()
+        lane.close()
+    assert isinstance(reports[2], WorkerLost), reports[2]
+    assert all(reports[k].indices.tolist() == [k] for k in range(3, 9))

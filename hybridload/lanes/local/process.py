@@ -23,6 +23,9 @@ Rules:
 * tasks go to the worker with the fewest in flight; the parent knows which worker holds
   which task, so a dead worker's tasks end in `WorkerLost` (the
   dispatcher hands them on) and a fresh worker takes its place;
+* a worker killed at any moment never wedges the lane: each worker has a task queue and a
+  results pipe of its own (fresh for a replacement), so no lock or half-written message of a
+  dead worker is shared, and its pipe ends (EOF: only it held the writing end);
 * errors raised in a worker come back as the same exception (``SampleError`` keeps index,
   path and stage); one that cannot be pickled comes back as a RuntimeError with its
   traceback;
@@ -33,13 +36,11 @@ Rules:
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
-import queue
 import threading
 import time
 from collections import deque
-from multiprocessing import shared_memory
+from multiprocessing import connection, shared_memory
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ from hybridload.batch_result import BatchResult
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.local import process_worker
-from hybridload.lanes.local.process_worker import process_identity, shm_view
+from hybridload.lanes.local.process_worker import process_identity, release_channels, shm_view, stop_now, stop_workers
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +58,6 @@ MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) i
 POLL_S = 0.1  # how often the collector looks at worker liveness while idle
 JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
 # in progress is discarded anyway, so close() does not wait it out
-
-
-def _context(start_method: str):
-    """The multiprocessing context; a forkserver preloads this module (torch and the kernels
-    are imported once, each worker is a cheap fork of the server)."""
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        ctx.set_forkserver_preload([process_worker.__name__])  # takes effect when the server first starts
-    return ctx
 
 
 class ProcessLane(Lane):
@@ -91,7 +83,7 @@ class ProcessLane(Lane):
         self.on_error, self.pin_memory = on_error, pin_memory
         self.parallelism = workers
         self.slots = workers * tasks_per_worker
-        self._ctx = _context(start_method)
+        self._ctx = process_worker.context(start_method)
         slot_bytes = int(np.prod(recipe.output_shape(batch_size)))  # uint8, as every lane ships (the loader normalizes)
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._flags = shared_memory.SharedMemory(create=True, size=self.slots)  # a byte a slot: its task was cancelled
@@ -100,12 +92,12 @@ class ProcessLane(Lane):
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
         self._next_id = 0
         self._restarts = 0
-        self._results = self._ctx.Queue()
         self._procs: list = [None] * workers
         self._queues: list = [None] * workers
+        self._results: list = [None] * workers  # each worker's results pipe (the reading end)
         try:
             for wid in range(workers):
-                self._procs[wid], self._queues[wid] = self._new_worker(wid)
+                self._procs[wid], self._queues[wid], self._results[wid] = self._new_worker(wid)
         except BaseException:
             self.close()
             raise
@@ -113,16 +105,11 @@ class ProcessLane(Lane):
         self._collector.start()
 
     def _new_worker(self, wid: int):
-        """A started worker process and its task queue."""
-        q = self._ctx.Queue()
-        p = self._ctx.Process(
-            target=process_worker.worker_main,
-            name=f"hybridload-worker-{wid}",
-            daemon=True,
-            args=(
-                wid,
-                q,
-                self._results,
+        """A started worker process, its task queue and the reading end of its results pipe."""
+        return process_worker.start_worker(
+            self._ctx,
+            f"hybridload-worker-{wid}",
+            (
                 self.source,
                 self.recipe,
                 self.on_error,
@@ -131,8 +118,6 @@ class ProcessLane(Lane):
                 self._flags.name,
             ),
         )
-        p.start()
-        return p, q
 
     def describe(self) -> str:
         return f"process lane: {self.parallelism} worker processes ({self._ctx.get_start_method()})"
@@ -162,7 +147,7 @@ class ProcessLane(Lane):
                 return
             alive = [w for w, p in enumerate(self._procs) if p is not None]
             if not alive:
-                raise WorkerLost(self._all_dead())
+                raise WorkerLost(process_worker.all_dead(self._ctx.get_start_method()))
             slot = self._free.pop()
             wid = min(alive, key=lambda w: len(self._inflight[w]))
             tid, self._next_id = self._next_id, self._next_id + 1
@@ -185,17 +170,6 @@ class ProcessLane(Lane):
         for t, done in dropped:
             done(t, RuntimeError(f"batch {t.seq} was cancelled on the {self.name} lane: its pass was given up"))
 
-    def _all_dead(self) -> str:
-        why = "every worker of the process lane died (see the warnings above)"
-        method = self._ctx.get_start_method()
-        if method == "fork":
-            return why
-        return (
-            f"{why}. Worker processes start by importing your main script ({method}): if it has no "
-            '`if __name__ == "__main__":` guard around the training code, add one, or use '
-            'LoaderPolicy(start_method="fork") (Linux) or LoaderPolicy(local_workers="threads")'
-        )
-
     # ----------------------------------------------------------------- results
     def _collect(self) -> None:
         checked = time.monotonic()
@@ -203,22 +177,53 @@ class ProcessLane(Lane):
             if time.monotonic() - checked >= POLL_S:
                 self._check_workers()
                 checked = time.monotonic()
+            pipes = {conn: wid for wid, conn in enumerate(self._results) if conn is not None}
+            if not pipes:  # every worker dead and not replaced: the lane only answers WorkerLost now
+                time.sleep(POLL_S)
+                continue
             try:
-                wid, tid, status, body = self._results.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            except (EOFError, OSError, ValueError):  # the queue was closed under us: shutting down
+                ready = connection.wait(list(pipes), timeout=POLL_S)
+            except (OSError, ValueError):  # a pipe was closed under us: shutting down
                 return
-            with self._lock:
-                entry = self._inflight[wid].pop(tid, None)
-            if entry is None:
-                continue
-            task, done, slot = entry
-            out = self._result(task, slot, body) if status == "ok" else body
-            with self._lock:
-                self._free.append(slot)
-            done(task, out)
-            self._start_pending()
+            for conn in ready:
+                self._read(pipes[conn], conn)
+
+    def _deliver(self, wid: int, tid: int, status: str, body) -> None:
+        with self._lock:
+            entry = self._inflight[wid].pop(tid, None)
+        if entry is None:
+            return
+        task, done, slot = entry
+        out = self._result(task, slot, body) if status == "ok" else body
+        with self._lock:
+            self._free.append(slot)
+        done(task, out)
+        self._start_pending()
+
+    def _read(self, wid: int, conn) -> bool:
+        """Deliver one result of worker ``wid``; False, and its pipe closed, once the pipe ended (its
+        worker died, maybe halfway through a message: `_check_workers` ends its batches)."""
+        try:
+            tid, status, body = conn.recv()
+        except (EOFError, OSError, ValueError):
+            if self._results[wid] is conn:
+                self._results[wid] = None
+            conn.close()
+            return False
+        self._deliver(wid, tid, status, body)
+        return True
+
+    def _drain(self, wid: int) -> None:
+        """Deliver the whole results a dead worker wrote before it died, then close its pipe."""
+        conn = self._results[wid]
+        try:
+            while conn is not None and conn.poll(0) and self._read(wid, conn):
+                pass
+        except (OSError, ValueError):
+            pass
+        if conn is not None and self._results[wid] is conn:
+            self._results[wid] = None
+            conn.close()
 
     def _start_pending(self) -> None:
         """Start the tasks that waited for a slot, while slots are free."""
@@ -253,68 +258,36 @@ class ProcessLane(Lane):
         for wid, p in enumerate(self._procs):
             if p is None or p.is_alive() or self._closed:
                 continue
-            fresh = (None, None)
+            self._drain(wid)
+            fresh = (None, None, None)
             if self._restarts < MAX_RESTARTS_PER_WORKER * len(self._procs):
                 self._restarts += 1
                 fresh = self._new_worker(wid)
             with self._lock:
                 if self._closed:  # closed meanwhile: close() stops what it finds, not this one
-                    self._stop_now(fresh[0])
+                    stop_now(fresh[0], JOIN_TIMEOUT_S)
                     return
                 lost = list(self._inflight[wid].values())
                 self._inflight[wid].clear()
                 self._free.extend(slot for _t, _d, slot in lost)
-                self._procs[wid], self._queues[wid] = fresh
-            log.warning(
-                "process lane worker %d (pid %s) died with exit code %s; %d batch(es) handed on%s",
-                wid,
-                p.pid,
-                p.exitcode,
-                len(lost),
-                "" if fresh[0] is not None else f"; not replaced (the lane restarted {self._restarts} workers already)",
+                self._procs[wid], self._queues[wid], self._results[wid] = fresh
+            how = f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode}"
+            kept = (
+                "" if fresh[0] is not None else f"; not replaced (the lane restarted {self._restarts} workers already)"
             )
+            log.warning("%s; %d batch(es) handed on%s", how, len(lost), kept)
             for task, done, _slot in lost:
-                done(
-                    task,
-                    WorkerLost(
-                        f"process lane worker {wid} (pid {p.pid}) died with exit code {p.exitcode} "
-                        f"while it held batch {task.seq}"
-                    ),
-                )
+                done(task, WorkerLost(f"{how} while it held batch {task.seq}"))
             self._start_pending()
-
-    @staticmethod
-    def _stop_now(proc) -> None:
-        if proc is not None:
-            proc.terminate()
-            proc.join(JOIN_TIMEOUT_S)
 
     # ----------------------------------------------------------------- shutdown
     def _close(self) -> None:
         """Stop the workers (bounded join, then terminate by handle) and free the slots."""
-        for q in self._queues:
-            if q is not None:
-                try:
-                    q.put(None)
-                except (ValueError, OSError):
-                    pass
-        deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for p in self._procs:
-            if p is not None:
-                p.join(max(0.0, deadline - time.monotonic()))
-                if p.is_alive():  # still on a batch nobody will read: stop it by handle
-                    p.terminate()
-                    p.join(JOIN_TIMEOUT_S)
+        stop_workers(self._queues, self._procs, JOIN_TIMEOUT_S)
         collector = getattr(self, "_collector", None)
         if collector is not None and collector is not threading.current_thread():
             collector.join(JOIN_TIMEOUT_S)
-        for q in [*self._queues, self._results]:
-            if q is not None:
-                q.close()
-                q.cancel_join_thread()
-        for s in [*self._shm, self._flags]:
-            s.close()
-            s.unlink()
+        release_channels(self._queues, self._results, [*self._shm, self._flags])
         while self._pending:  # never started: their pass hears the lane closed
             task, done = self._pending.popleft()
             done(task, self.closed_error())

@@ -1,4 +1,4 @@
-"""The process lane's worker side: the loop each worker process runs, and its watch on the trainer.
+"""The process lane's worker side: how a worker starts, the loop it runs, and its watch on the trainer.
 
 A worker runs torch with one thread and ignores SIGINT (the parent decides when it stops, as
 torch's workers do); it writes each batch straight into its task's shared-memory slot (uint8,
@@ -9,6 +9,7 @@ instead of living on with parent 1, idle, holding the trainer's pipes.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import pickle
 import threading
@@ -72,8 +73,85 @@ class SlotFlag:
         return self._buf[self._k] != 0
 
 
+def context(start_method: str):
+    """The multiprocessing context; a forkserver preloads this module (torch and the kernels
+    are imported once, each worker is a cheap fork of the server)."""
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
+    return ctx
+
+
+def all_dead(start_method: str) -> str:
+    """What `WorkerLost` says once every worker is dead: with forkserver or spawn, most likely a
+    main script without a main guard, and what to write."""
+    why = "every worker of the process lane died (see the warnings above)"
+    if start_method == "fork":
+        return why
+    return (
+        f"{why}. Worker processes start by importing your main script ({start_method}): if it has no "
+        '`if __name__ == "__main__":` guard around the training code, add one, or use '
+        'LoaderPolicy(start_method="fork") (Linux) or LoaderPolicy(local_workers="threads")'
+    )
+
+
+def start_worker(ctx, name: str, args: tuple):
+    """Start a worker process (``ctx``: the lane's multiprocessing context) running `worker_main`
+    with a task queue and a results pipe of its own, and return it, the queue and the pipe's
+    reading end. The writing end is closed here once the worker has it: only the worker holds
+    it, so the pipe ends (EOF) when the worker dies, and no later worker inherits it."""
+    tasks = ctx.Queue()
+    reader, writer = ctx.Pipe(duplex=False)
+    try:
+        proc = ctx.Process(target=worker_main, name=name, daemon=True, args=(tasks, writer, *args))
+        proc.start()
+    except BaseException:
+        reader.close()
+        tasks.close()
+        raise
+    finally:
+        writer.close()
+    return proc, tasks, reader
+
+
+def stop_workers(queues, procs, join_timeout_s: float) -> None:
+    """Send each worker its stop, join them (together, bounded), and terminate by handle what is left."""
+    for q in queues:
+        if q is not None:
+            try:
+                q.put(None)
+            except (ValueError, OSError):
+                pass
+    deadline = time.monotonic() + join_timeout_s
+    for p in procs:
+        if p is not None:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():  # still on a batch nobody will read: stop it by handle
+                stop_now(p, join_timeout_s)
+
+
+def stop_now(proc, join_timeout_s: float) -> None:
+    """Terminate one worker by handle (None: nothing to stop) and join it, bounded."""
+    if proc is not None:
+        proc.terminate()
+        proc.join(join_timeout_s)
+
+
+def release_channels(queues, results, segments) -> None:
+    """Close the workers' task queues and result pipes, and unlink the shared-memory segments."""
+    for q in queues:
+        if q is not None:
+            q.close()
+            q.cancel_join_thread()
+    for conn in results:
+        if conn is not None:
+            conn.close()
+    for s in segments:
+        s.close()
+        s.unlink()
+
+
 def worker_main(
-    wid: int,
     tasks,
     results,
     source,
@@ -117,9 +195,9 @@ def worker_main(
                     source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into, started=started
                 )
                 payload = None if into is not None else r.images
-                results.put((wid, tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
+                results.send((tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
             except BaseException as exc:  # report every failure of the task to the parent
-                results.put((wid, tid, "err", picklable(exc)))
+                results.send((tid, "err", picklable(exc)))
             finally:
                 r = into = None  # no view of the slot outlives the task (the slot closes at exit)
     finally:
