@@ -4,7 +4,6 @@ server stopped, a GPU-lane device fault; Ray actors and nodes in the slow tier),
 trained on equals an uninterrupted run, nothing left behind. And the soak's own comparison fails
 on a doctored record, its schedule is a function of the seed."""
 
-import argparse
 import copy
 import importlib
 import sys
@@ -86,26 +85,29 @@ def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_
     assert any("pixels differ" in p for p in check.compare(far, want, num_samples=16))
 
 
-def _args(soak, tmp_path, seed, faults, kinds, worlds="1,2"):
-    return argparse.Namespace(
-        seed=seed,
-        faults=faults,
-        samples=16,
-        deadline_s=300,
-        step_s=0.03,
-        save_every=3,
-        kinds=kinds,
-        worlds=worlds,
-        json=None,
-        data=tmp_path / "photos",
+def _run_soak(tmp_path, seed, faults, kinds, worlds="1,2", samples=16, deadline_s=300) -> dict:
+    """The soak as users run it: ``python benchmarks/soak.py`` in a process of its own, so its
+    leak check watches only its own descendants and its Ray is its own (this test session may hold
+    a Ray cluster of its own, alive until the session ends); its ``--json`` result."""
+    import json
+    import subprocess
+
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(BENCH / "soak.py"), "--seed", str(seed), "--faults", str(faults)]
+    cmd += ["--samples", str(samples), "--deadline-s", str(deadline_s), "--step-s", "0.03", "--save-every", "3"]
+    cmd += ["--kinds", ",".join(kinds), "--worlds", worlds, "--json", str(out), "--data", str(tmp_path / "photos")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline_s + 120)
+    assert out.exists(), (
+        f"the soak wrote no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
     )
+    return json.loads(out.read_text())
 
 
 @pytest.mark.slow  # 80-120 s here (make test runs it; make test-fast does not)
-def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_stream(soak, tmp_path):
+def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_stream(tmp_path):
     kinds = ("trainer_kill", "worker_kill", "storage_stopped", "gpu_fault")
     # seed 713: the GPU lane on 2 ranks (S3 stopped, a device fault), killed, resumed on 1 rank's worker processes
-    result = soak.soak(_args(soak, tmp_path, 713, 4, ",".join(kinds)), kinds)
+    result = _run_soak(tmp_path, 713, 4, kinds)
     assert result["problems"] == []
     assert result["counts"] == {kind: 1 for kind in kinds}, result["events"]
     assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
@@ -131,12 +133,11 @@ def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
 
 
 @pytest.mark.slow  # about 2 minutes here
-def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream(soak, tmp_path):
+def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream(tmp_path):
     kinds = ("actor_kill", "actor_kill_starting", "node_removed", "node_added")
     # seed 14: actors killed while the job starts, a node removed, two added, an actor killed
-    args = _args(soak, tmp_path, 14, 5, ",".join(kinds))
-    args.deadline_s, args.samples = 400, 48  # passes long enough for the pool to start its actors
-    result = soak.soak(args, kinds)
+    # 48 samples: passes long enough for the pool to start its actors
+    result = _run_soak(tmp_path, 14, 5, kinds, samples=48, deadline_s=400)
     assert result["problems"] == []
     # an actor kill finds an actor only once the job's pool made one (on a loaded machine it may find
     # none, and is not counted); the nodes are always there to remove and add
