@@ -11,6 +11,9 @@ only, so a batch is finished alike wherever it was made.
 
 from __future__ import annotations
 
+from typing import Sequence
+
+import numpy as np
 import torch
 
 from hybridload.kernels.batch import normalize_batch
@@ -18,7 +21,9 @@ from hybridload.kernels.erase import erase_batch
 from hybridload.recipe import Recipe
 
 
-def finish_batch(images: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
+def finish_batch(
+    images: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices: Sequence[int] | np.ndarray
+) -> torch.Tensor:
     """``images`` normalized (`normalize_batch`), then erased by the recipe's RandomErasing.
 
     Args:
