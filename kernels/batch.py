@@ -105,6 +105,14 @@ def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
     return out if dtype == torch.float32 else out.to(dtype)
 
 
+def normalize_and_erase(images: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
+    """Normalize a uint8 batch, then apply the recipe's RandomErasing (boxes keyed by seed, epoch
+    and each sample's index): the last two ops of every recipe, wherever the batch is finished."""
+    out = normalize_batch(images, recipe)
+    stage = recipe.erasing
+    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
+
+
 def start_reads(source: Source, indices) -> tuple[list, Reads]:
     """The refs of ``indices`` and their reads, started now where the source reads
     concurrently (remote storage), so a lane can overlap them with the batch before."""
@@ -163,10 +171,8 @@ def process_batch(
     finally:
         reads.close()
     images = buf
-    if normalize:  # the whole recipe here: the two ops delivery applies to a lane's uint8 batch (delivery.finish)
-        images = normalize_batch(buf, recipe)
-        if recipe.erasing is not None:
-            images = erase_batch(images, recipe.erasing, recipe.layout, seed, epoch, idx)
+    if normalize:  # the whole recipe here: the two ops delivery applies to a lane's uint8 batch
+        images = normalize_and_erase(buf, recipe, seed, epoch, idx)
     return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
 
 

@@ -16,8 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from hybridload.kernels.batch import normalize_batch
-from hybridload.kernels.erase import erase_batch
+from hybridload.kernels.batch import normalize_and_erase
 from hybridload.recipe import Recipe
 
 
@@ -33,6 +32,4 @@ def finish_batch(
         epoch: the pass's epoch.
         indices: the batch's dataset indices, in order (each sample's erasing box is keyed by its own).
     """
-    out = normalize_batch(images, recipe)
-    stage = recipe.erasing
-    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
+    return normalize_and_erase(images, recipe, seed, epoch, indices)
