@@ -238,7 +238,9 @@ class Driver:
             try:  # when the job's first step ended (the trainer notes it: this wait may come later)
                 first = json.loads((self.run_dir / "progress-0.json").read_text())["t_first"]
             except (OSError, ValueError, KeyError):
-                first = time.time()
+                first = None
+            # None: the resumed job reached an epoch's end (or its last) before any step of its own
+            first = first if first is not None else time.time()
             for kind, what, t0 in self.pending:
                 self.record(kind, what, max(0.0, first - t0))
             self.pending = []

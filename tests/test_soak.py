@@ -142,3 +142,18 @@ def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream
     # an actor kill finds an actor only once the job's pool made one (on a loaded machine it may find
     # none, and is not counted); the nodes are always there to remove and add
     assert {"node_removed", "node_added"} <= set(result["counts"]), result
+
+
+def test_a_fault_before_a_resumed_job_that_had_no_step_of_its_own_still_counts(soak, tmp_path):
+    """A trainer killed near an epoch's end: the resumed job writes its progress at the epoch's
+    end before any step of its own (no first-step time). The fault is recorded, not a crash of the
+    soak (CI, seed 713: a TypeError on the missing time)."""
+    run = importlib.import_module("_soak_run")
+    driver = run.Driver(
+        tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
+    )
+    (tmp_path / "progress-0.json").write_text('{"step": 6, "pid": 1, "status": [], "t_first": null}')
+    driver.pending.append(("trainer_kill", "rank 0 SIGKILLed", 0.0))
+    driver.settle("processes", 1)
+    assert [e["kind"] for e in driver.events] == ["trainer_kill"] and driver.events[0]["recovery_s"] > 0
+    assert driver.pending == []
