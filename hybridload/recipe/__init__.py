@@ -7,29 +7,21 @@
 Users reach everything as ``hybridload.recipe.<Name>``.
 """
 
-from hybridload.recipe.core import (
-    Recipe,
-    SampleParams,
-    sample_generator,
-    imagenet_train,
-    imagenet_eval,
-    make,
-    Stage,
-    Size,
-    Decode,
-    RandomResizedCrop,
-    Resize,
+from hybridload.recipe.autoaug import TrivialAugmentWide
+from hybridload.recipe.core import Recipe, SampleParams, imagenet_eval, imagenet_train, make, sample_generator
+from hybridload.recipe.custom import CustomStage
+from hybridload.recipe.order import PER_SAMPLE
+from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale
+from hybridload.recipe.stages import (
     CenterCrop,
+    Decode,
     HorizontalFlip,
     Normalize,
+    RandomResizedCrop,
+    Resize,
+    Size,
+    Stage,
     ToTensor,
-    ColorJitter,
-    RandomGrayscale,
-    GaussianBlur,
-    RandomErasing,
-    TrivialAugmentWide,
-    CustomStage,
-    PER_SAMPLE,
 )
 
 __all__ = [

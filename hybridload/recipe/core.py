@@ -34,41 +34,14 @@ from hybridload.recipe.order import NOT_FIXED, PER_SAMPLE, check_order, fixed_hw
 from hybridload.recipe.stages import (
     CenterCrop,
     Decode,
-    HorizontalFlip,
     Normalize,
-    RandomResizedCrop,
     Resize,
-    Size,
     Stage,
     ToTensor,
 )
-from hybridload.recipe.photometric import ColorJitter, GaussianBlur, RandomErasing, RandomGrayscale
-from hybridload.recipe.autoaug import TrivialAugmentWide
+from hybridload.recipe.photometric import RandomErasing
 
-__all__ = [
-    "Recipe",
-    "SampleParams",
-    "sample_generator",
-    "imagenet_train",
-    "imagenet_eval",
-    "make",
-    "Stage",
-    "Size",
-    "Decode",
-    "RandomResizedCrop",
-    "Resize",
-    "CenterCrop",
-    "HorizontalFlip",
-    "Normalize",
-    "ToTensor",
-    "ColorJitter",
-    "RandomGrayscale",
-    "GaussianBlur",
-    "RandomErasing",
-    "TrivialAugmentWide",
-    "CustomStage",
-    "PER_SAMPLE",
-]
+__all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make"]
 
 # ---------------------------------------------------------------------- parameters
 
