@@ -142,7 +142,9 @@ def memory(root):
         return next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmRSS:"))
 
     def store():
-        text = memory_summary(stats_only=True)
+        import ray  # the address named: with none, Ray guesses and fails beside another instance
+
+        text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
         line = next((ln for ln in text.splitlines() if "Plasma memory usage" in ln), "0 MiB")
         return float(line.split("Plasma memory usage")[-1].split("MiB")[0] or 0)
 

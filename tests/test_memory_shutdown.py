@@ -35,10 +35,13 @@ def settled_store_mb(timeout_s: float = 10.0) -> float:
 
 
 def store_used_mb() -> float:
-    """Plasma bytes in use across the cluster (Ray's memory summary; needs grpcio)."""
+    """Plasma bytes in use across the cluster this process is connected to (Ray's memory summary;
+    needs grpcio). The address is named: with no address Ray guesses, and fails when another Ray
+    instance runs on the machine."""
+    import ray
     from ray._private.internal_api import memory_summary
 
-    text = memory_summary(stats_only=True)
+    text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
     for line in text.splitlines():
         if "Plasma memory usage" in line:
             return float(line.split("Plasma memory usage")[1].split("MiB")[0])
