@@ -156,7 +156,7 @@ def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worke
         took = time.monotonic() - t0
     msg = str(got.value)
     assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
-    assert "batch 2 killed 2 workers" in msg and got.value.batch_at_fault
+    assert "batch 2 killed 2 workers" in msg and got.value.batch_at_fault, msg
     assert took < 30, took  # two worker starts at most, not the retries of every replacement (52 s before)
 
 
