@@ -89,3 +89,13 @@ def test_an_actor_stopped_or_a_node_lost_is_no_process_death():
     for _ in range(DEATHS_TO_FAIL + 1):
         err = book.lost((0, 1, 0), 1, 0, Died("The actor is dead because it was killed by `ray.kill`."))
         assert not err.batch_at_fault and "died while it held batch 1" in str(err)
+
+
+def test_the_default_retry_rules_hand_a_lost_workers_batch_on_until_it_is_blamed():
+    """The error the user reads for a batch that kills every worker is this module's, naming the
+    pids: the retry rules hand the batch on after each of the deaths before `DEATHS_TO_FAIL`."""
+    from hybridload.execution.retry import Action, LaneState, decide
+
+    one_lane = LaneState(fails_in_row=0, lanes=1, others_working=False, others_usable=False)
+    for attempts in range(1, DEATHS_TO_FAIL):
+        assert decide(WorkerLost("pid 7 died"), attempts, one_lane).action is Action.RETRY, attempts
