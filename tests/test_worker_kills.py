@@ -66,7 +66,7 @@ def test_two_outside_kills_of_the_workers_holding_one_batch_cost_time_not_the_pa
         killer.join(timeout=30)
     assert len(set(killed)) == 2, killed  # two workers died holding batch 2
     assert got == expected  # each sample once, in torch's order: the batch was not blamed
-    assert retries >= 2
+    assert retries >= 1  # handed on (a copy issued again, as a straggler, may carry it instead)
 
 
 class KilledBySample5(Dataset):
