@@ -171,11 +171,13 @@ class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
     handed to another worker and the lane carries on with what is left. When none is left it
     reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker. A
-    batch that killed two worker processes (a crash in native code, the OOM killer) reaches the
-    caller at once, in torch's words ("DataLoader worker (pid N) is killed by signal: ...").
+    batch that crashed two worker processes (a crash signal in their logs), or killed four with
+    none (SIGKILL, the OOM killer), reaches the caller at once, in torch's words ("DataLoader
+    worker (pid N) is killed by signal: ...").
 
     Attributes:
-        batch_at_fault: the batch killed two workers: it is not handed on again.
+        batch_at_fault: the batch killed its workers (two crashes, or four deaths of any kind):
+            it is not handed on again.
     """
 
     def __init__(self, message: str = "", batch_at_fault: bool = False):

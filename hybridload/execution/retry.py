@@ -6,7 +6,7 @@ The rules, in order:
 1. A `SampleError` or a `UserCodeError` (the user's dataset or collate
    raised: deterministic, so retrying would only repeat it) is the batch's result: it is
    delivered in order (the user sees which sample broke, at the position of its batch); so
-   is a `WorkerLost` whose ``batch_at_fault`` is set (the batch killed two workers).
+   is a `WorkerLost` whose ``batch_at_fault`` is set (the batch killed its workers: `lanes.ray.deaths`).
 2. A failure counts against its lane unless it is a `WorkerLost` (a worker died;
    the lane carries on with the rest) or a `Reroute` (the lane cannot take this
    batch, e.g. a non-JPEG for the GPU lane). A lane that fails ``break_after`` tasks in a

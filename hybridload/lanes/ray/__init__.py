@@ -5,7 +5,7 @@
 their nodes), ``pool_config`` (its settings, `PoolConfig`), ``held`` (the
 tasks given while no actor is ready), ``worker`` (every actor's common part), ``members`` (each
 actor's state), ``startup`` (the pool works from its first ready actor), ``deaths`` (a worker
-process lost with a batch: handed on once, or `WorkerLost`), ``elastic`` (replacing lost actors, using nodes that join), ``capacity`` (what
+process lost with a batch: handed on until `blamed`, then `WorkerLost`), ``elastic`` (replacing lost actors, using nodes that join), ``capacity`` (what
 the pool does while the cluster gives its rank no actor), ``pool_stats`` and ``callbacks``
 (Ray's callback thread never calls Ray: docs/decisions/ray-callbacks-never-call-ray.md). Ray itself is imported lazily, never at
 ``import hybridload``.

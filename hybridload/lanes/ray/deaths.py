@@ -1,16 +1,29 @@
 """A worker process lost while it held a batch, as the caller should read it.
 
-A batch whose worker *process* died (a crash in native code, ``os._exit``, the OOM killer) is
-handed to another worker once: an unrelated crash, or an OOM kill on a busy node, costs time,
-not the pass. A batch that killed `KILLS_TO_FAIL` workers is the batch's doing and would
-kill every worker: it reaches the caller at once as a `WorkerLost`
-with ``batch_at_fault`` set, in torch's words ("DataLoader worker (pid N) is killed by signal:
-Segmentation fault."), naming the worker, its node and each pid. A lost node, or an actor the
-pool stopped, is not the batch's doing: handed on as before.
+A batch is blamed for the workers it killed (a `WorkerLost` with ``batch_at_fault`` set, at
+once, in torch's words: "DataLoader worker (pid N) is killed by signal: Segmentation fault.",
+naming the worker, its node and each pid) only when its deaths say so (`blamed`):
+
+- `CRASHES_TO_FAIL` (2) workers whose log shows a crash signal (Ray's ``*** SIGSEGV received``
+  line: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT). A crash in native code on the batch's
+  samples crashes every worker it meets, and an unrelated crash that hits the same batch twice
+  is rare; so two fail fast, as before.
+- `DEATHS_TO_FAIL` (4) deaths of any kind. A death with no crash signal (SIGKILL leaves no
+  line: an outside kill, the OOM killer, Ray's memory monitor; or a worker on another node,
+  whose log this machine cannot read) may be anyone's doing: a chaos soak saw two outside
+  kills a second apart hit the two actors that held one batch (about 1 in 250 faults). Three
+  such deaths are forgiven, so an unrelated kill or two never fails the job; the fourth ends it
+  in a clear error rather than an endless loop for a batch that OOM-kills every worker. Four is
+  also what the retry rules always reach first: with the default ``max_retries=3`` a batch
+  whose worker was lost is handed on at least 3 + 1 times before its error is delivered, so
+  the user reads this error, naming the pids, not a bare "no lane" one.
+
+Each death costs one worker start (seconds). A lost node, or an actor the pool stopped, is
+not a process death: not counted, handed on as before.
 
 Ray reports neither the signal nor the exit status; a worker on this machine wrote the signal
-to its log (Ray's ``*** SIGSEGV received`` line), read here; elsewhere the message says where
-that log lives. Runs on Ray's callback thread: reads a log file, never calls Ray."""
+to its log, read here; elsewhere the message says where that log lives. Runs on Ray's
+callback thread: reads a log file, never calls Ray."""
 
 from __future__ import annotations
 
@@ -19,12 +32,22 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Sequence
 
 from hybridload import compat
 from hybridload.errors import WorkerLost
 
-KILLS_TO_FAIL = 2
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT"})
+CRASHES_TO_FAIL = 2
+DEATHS_TO_FAIL = 4
 _LOG_TAIL = 64 * 1024
+
+
+def blamed(deaths: Sequence[tuple[str, str | None]]) -> bool:
+    """Whether a batch's worker deaths, ``(pid, signal in its log or None)`` each, are the
+    batch's doing: `CRASHES_TO_FAIL` crash signals, or `DEATHS_TO_FAIL` deaths of any kind."""
+    crashes = sum(1 for _, sig in deaths if sig in CRASH_SIGNALS)
+    return crashes >= CRASHES_TO_FAIL or len(deaths) >= DEATHS_TO_FAIL
 
 
 def process_died(exc: BaseException) -> bool:
@@ -34,7 +57,7 @@ def process_died(exc: BaseException) -> bool:
 
 
 def _field(msg: str, name: str) -> str | None:
-    found = re.search(rf"\b{name}: (\S+)", msg)
+    found = re.search(rf"\b{name}[:=] ?([^\s,)]+)", msg, re.IGNORECASE)  # "pid: 7" (a death), "pid=7" (the OOM text)
     return found.group(1) if found else None
 
 
@@ -59,19 +82,16 @@ def signal_in_log(pid: str | None) -> str | None:
     return None
 
 
-def fate(exc: BaseException) -> tuple[str, str]:
-    """(``"DataLoader worker (pid N) is killed by signal: ..."``, the Ray node's address) of a dead worker."""
-    msg = str(exc)
-    pid, ip = _field(msg, "pid"), _field(msg, "ip") or "?"
-    sig = signal_in_log(pid)
+def fate(pid: str | None, ip: str, sig: str | None) -> str:
+    """``"DataLoader worker (pid N) is killed by signal: ..."``: what became of a dead worker."""
     if sig is not None and hasattr(signal, sig):
         how = f"is killed by signal: {signal.strsignal(getattr(signal, sig))}."
     else:  # Ray's text lists the usual causes (the OOM killer, a segfault) without saying which
         how = (
-            f"exited unexpectedly (a crash, os._exit or the OOM killer: Ray does not say which; its log, "
-            f"worker-*-{pid}.err in the Ray session's logs on {ip}, may)."
+            f"exited unexpectedly (SIGKILL, the OOM killer, a crash or os._exit: Ray does not say which; its "
+            f"log, worker-*-{pid}.err in the Ray session's logs on {ip}, may)."
         )
-    return f"DataLoader worker (pid {pid or '?'}) {how}", ip
+    return f"DataLoader worker (pid {pid or '?'}) {how}"
 
 
 class Deaths:
@@ -79,7 +99,7 @@ class Deaths:
 
     def __init__(self, lane: str):
         self.lane = lane
-        self._killed: dict[tuple, list[str]] = {}
+        self._killed: dict[tuple, dict[str, str | None]] = {}
         self._lock = threading.Lock()
 
     def lost(self, key: tuple, seq: int, worker: int, exc: BaseException) -> WorkerLost:
@@ -87,22 +107,33 @@ class Deaths:
         ``worker`` (its index) through ``exc`` (Ray's)."""
         if not process_died(exc):
             return WorkerLost(f"actor {worker} of the {self.lane} lane died while it held batch {seq}")
-        said, ip = fate(exc)
+        msg = str(exc)
+        pid, ip = _field(msg, "pid"), _field(msg, "ip") or "?"
+        sig = signal_in_log(pid)
+        said = fate(pid, ip, sig)
         with self._lock:
-            killed = self._killed.setdefault(key, [])
-            pid = _field(str(exc), "pid") or f"? (worker {worker})"
-            if pid not in killed:  # one death reaches each copy of the batch the worker held
-                killed.append(pid)
-            pids = list(killed)
-        if len(pids) < KILLS_TO_FAIL:
+            killed = self._killed.setdefault(key, {})
+            name = pid or f"? (worker {worker}, death {len(killed) + 1})"
+            if killed.get(name) is None:  # one death reaches each copy of the batch the worker held
+                killed[name] = sig
+            deaths = list(killed.items())
+        where = f"It was worker {worker} of the {self.lane} lane (a Ray actor on {ip})"
+        if not blamed(deaths):
             return WorkerLost(
-                f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}), "
-                f"running batch {seq}; the batch goes to another worker"
+                f"{said} {where}, running batch {seq}; the batch goes to another worker (its death {len(deaths)}: "
+                f"a batch is stopped at {CRASHES_TO_FAIL} crashes or {DEATHS_TO_FAIL} deaths)"
             )
+        crashes = sorted({s for _, s in deaths if s in CRASH_SIGNALS})
+        n = sum(1 for _, s in deaths if s in CRASH_SIGNALS)
+        how = (
+            f"{n} of them by a crash signal ({', '.join(crashes)})"
+            if n
+            else "none by a crash signal in its log (SIGKILL, the OOM killer, or a log on another node)"
+        )
         return WorkerLost(
-            f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}); batch "
-            f"{seq} killed {len(pids)} workers (pids {', '.join(pids)}), so it is not handed on: "
-            "find what in its samples crashes the process (native code, memory)",
+            f"{said} {where}; batch {seq} killed {len(deaths)} workers (pids {', '.join(p for p, _ in deaths)}), "
+            f"{how}, so it is not handed on: find what in its samples crashes the process (native code) or "
+            "fills its memory",
             batch_at_fault=True,
         )
 

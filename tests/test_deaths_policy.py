@@ -1,0 +1,101 @@
+"""When the Ray lane blames a batch for the workers it killed (`deaths.blamed`), on recorded
+(pid, signal in the worker's log) readings, and `Deaths` on Ray's death texts. No Ray starts
+here (the real kills: tests/test_worker_kills.py)."""
+
+import re
+
+import pytest
+
+from hybridload.errors import WorkerLost
+from hybridload.lanes.ray import deaths
+from hybridload.lanes.ray.deaths import CRASH_SIGNALS, DEATHS_TO_FAIL, Deaths, blamed
+
+#: Ray 2.60's ActorDiedError text for an actor process SIGKILLed (recorded here; ids shortened)
+KILLED = (
+    "The actor died unexpectedly before finishing this task.\n\tclass_name: W\n\tactor_id: 5ce7a148\n"
+    "\tpid: {pid}\n\tname: hybridload-rec\n\tnamespace: ab728e03\n\tip: 127.0.0.1\n"
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+    "detail: Worker unexpectedly exits with a connection error code 2. End of file. Some common causes "
+    "include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray stop --force "
+    "was called, or (3) the worker crashed unexpectedly due to SIGSEGV or another unexpected error."
+)
+#: a memory monitor kill, put together from Ray 2.60's raylet format strings ("Memory on the node
+#: (IP: %s, ID: %s) was ...", "... pid=%d, actual memory used=%sGB, worker ID=%s)"): not recorded
+OOM = (
+    "The actor is dead because its worker process has died. Worker exit type: USER_ERROR Worker exit detail: "
+    "1 worker(s) were killed due to the node running low on memory. Memory on the node (IP: 10.0.0.7, ID: "
+    "9c2e) was 0.99GB used / 1.00GB limit (0.990000) (job ID=01000000, lease ID=ab12, task name=Worker.run, "
+    "required resources={{CPU: 1}}, pid={pid}, actual memory used=0.96GB, worker ID=7f3a)"
+)
+
+
+class Died(Exception):
+    """What Ray's callback hands the pool: only its text is read."""
+
+
+def test_two_deaths_with_no_crash_signal_do_not_blame_the_batch():
+    # the soak's finding: two outside SIGKILLs a second apart hit the two actors holding one batch
+    assert not blamed([("101", None), ("102", None)])
+    assert not blamed([("101", None), ("102", None), ("103", None)])
+    assert blamed([("101", None), ("102", None), ("103", None), ("104", None)])
+
+
+@pytest.mark.parametrize("sig", sorted(CRASH_SIGNALS))
+def test_two_crash_signals_blame_the_batch_one_does_not(sig):
+    assert not blamed([("101", sig)])
+    assert not blamed([("101", sig), ("102", None)])  # an unrelated kill beside one crash
+    assert blamed([("101", sig), ("102", sig)])
+    assert blamed([("101", sig), ("102", None), ("103", "SIGSEGV")])
+
+
+def test_an_outside_sigterm_or_sigint_in_the_log_is_no_crash():
+    outside = [("101", "SIGTERM"), ("102", "SIGINT"), ("103", "SIGTERM")]  # a `kill`, `ray stop`
+    assert not blamed(outside)
+    assert blamed(outside + [("104", None)])  # counted as deaths all the same
+
+
+def test_no_deaths_blame_nothing():
+    assert not blamed([])
+
+
+def test_the_pid_and_node_are_read_from_a_death_and_from_the_memory_monitors_text():
+    assert deaths._field(KILLED.format(pid=4242), "pid") == "4242"
+    assert deaths._field(KILLED.format(pid=4242), "ip") == "127.0.0.1"
+    assert deaths._field(OOM.format(pid=4343), "pid") == "4343"
+    assert deaths._field(OOM.format(pid=4343), "ip") == "10.0.0.7"
+    assert deaths.process_died(Died(KILLED)) and deaths.process_died(Died(OOM))
+
+
+def test_silent_deaths_are_handed_on_until_the_fourth_which_names_every_pid_in_torchs_words():
+    book = Deaths("ray")
+    key = (0, 5, 7)  # (epoch, seq, seed)
+    texts = [KILLED.format(pid=501), OOM.format(pid=502), KILLED.format(pid=503), KILLED.format(pid=504)]
+    said = [book.lost(key, 5, i % 2, Died(t)) for i, t in enumerate(texts[:3])]
+    again = book.lost(key, 5, 0, Died(texts[2]))  # the same worker's death reaching a second copy of the batch
+    assert not any(e.batch_at_fault for e in said + [again])
+    assert "the batch goes to another worker" in str(said[0])
+    assert re.match(r"DataLoader worker \(pid 501\) exited unexpectedly", str(said[0]))
+    last = book.lost(key, 5, 1, Died(texts[3]))
+    assert isinstance(last, WorkerLost) and last.batch_at_fault
+    msg = str(last)
+    assert f"batch 5 killed {DEATHS_TO_FAIL} workers (pids 501, 502, 503, 504)" in msg, msg
+    assert "none by a crash signal" in msg and "DataLoader worker (pid 504)" in msg
+    # another batch, or the same batch in another epoch, starts from nothing
+    assert not book.lost((1, 5, 7), 5, 0, Died(KILLED.format(pid=505))).batch_at_fault
+
+
+def test_an_actor_stopped_or_a_node_lost_is_no_process_death():
+    book = Deaths("ray")
+    for _ in range(DEATHS_TO_FAIL + 1):
+        err = book.lost((0, 1, 0), 1, 0, Died("The actor is dead because it was killed by `ray.kill`."))
+        assert not err.batch_at_fault and "died while it held batch 1" in str(err)
+
+
+def test_the_default_retry_rules_hand_a_lost_workers_batch_on_until_it_is_blamed():
+    """The error the user reads for a batch that kills every worker is this module's, naming the
+    pids: the retry rules hand the batch on after each of the deaths before `DEATHS_TO_FAIL`."""
+    from hybridload.execution.retry import Action, LaneState, decide
+
+    one_lane = LaneState(fails_in_row=0, lanes=1, others_working=False, others_usable=False)
+    for attempts in range(1, DEATHS_TO_FAIL):
+        assert decide(WorkerLost("pid 7 died"), attempts, one_lane).action is Action.RETRY, attempts

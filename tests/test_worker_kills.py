@@ -1,0 +1,102 @@
+"""Ray actors of the drop-in DataLoader killed while they hold a batch, on the shared 3-node
+loopback cluster: kills from outside (SIGKILL, as a soak or the OOM killer sends) cost time, not
+the pass; a batch that kills every worker it meets, with or without a crash signal, ends in
+`WorkerLost` with ``batch_at_fault`` (the segfault case: tests/test_dataloader_edges.py)."""
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+import hybridload
+from hybridload.lanes.ray.deaths import DEATHS_TO_FAIL
+
+
+class HoldsSample4(Dataset):
+    """Sample 4 (batch 2 at batch_size 2) notes its worker's pid in ``marks`` and waits there
+    until ``marks/go`` exists (60 s at most), so a test kills the workers holding that batch."""
+
+    def __init__(self, marks: str):
+        self.marks = marks
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 4:
+            open(os.path.join(self.marks, f"pid-{os.getpid()}"), "w").close()
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(self.marks, "go")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return torch.tensor([i, i * i])
+
+
+def kill_holders(marks: str, count: int, killed: list[int], timeout_s: float = 150) -> None:
+    """SIGKILL the first ``count`` workers that note themselves in ``marks``, then let the next go."""
+    deadline = time.monotonic() + timeout_s
+    while len(killed) < count and time.monotonic() < deadline:
+        for name in sorted(os.listdir(marks)):
+            pid = int(name[4:])
+            if pid not in killed and len(killed) < count:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        time.sleep(0.05)
+    open(os.path.join(marks, "go"), "w").close()
+
+
+def test_two_outside_kills_of_the_workers_holding_one_batch_cost_time_not_the_pass(ray_cluster, tmp_path):
+    kw = dict(batch_size=2, sampler=list(range(8)))
+    expected = [b.tolist() for b in torch.utils.data.DataLoader([torch.tensor([i, i * i]) for i in range(8)], **kw)]
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_holders, args=(str(tmp_path), 2, killed), daemon=True)
+    killer.start()
+    try:
+        with hybridload.DataLoader(
+            HoldsSample4(str(tmp_path)), distribute_mode=True, num_workers=2, timeout=120, **kw
+        ) as loader:  # timeout: the deadline of every next()
+            got = [b.tolist() for b in loader]
+            retries = loader.stats()["retries"]
+    finally:
+        open(tmp_path / "go", "w").close()
+        killer.join(timeout=30)
+    assert len(set(killed)) == 2, killed  # two workers died holding batch 2
+    assert got == expected  # each sample once, in torch's order: the batch was not blamed
+    assert retries >= 1  # handed on (a copy issued again, as a straggler, may carry it instead)
+
+
+class KilledBySample5(Dataset):
+    """Sample 5 SIGKILLs its worker every time it is read: a death with no crash signal in the log,
+    as the OOM killer's."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return torch.tensor(i)
+
+
+def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger_count(ray_cluster):
+    with hybridload.DataLoader(
+        KilledBySample5(), batch_size=2, sampler=list(range(8)), distribute_mode=True, num_workers=2, timeout=120
+    ) as loader:
+        it = iter(loader)
+        assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]
+        t0 = time.monotonic()
+        with pytest.raises(hybridload.errors.WorkerLost) as got:
+            next(it)
+        took = time.monotonic() - t0
+    msg = str(got.value)
+    assert got.value.batch_at_fault, msg
+    assert re.search(r"DataLoader worker \(pid \d+\) exited unexpectedly", msg), msg  # torch's words
+    said = re.search(r"batch 2 killed (\d+) workers \(pids ([\d, ]+)\)", msg)  # 5 if two copies died at once
+    assert said and int(said.group(1)) >= DEATHS_TO_FAIL, msg
+    assert len(set(said.group(2).split(", "))) == int(said.group(1)), msg  # each pid named once
+    assert "none by a crash signal" in msg, msg
+    assert took < 110, took  # worker starts, never the loader's timeout
