@@ -217,20 +217,30 @@ def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
     return kind, bytes(buf)
 
 
-def window(w: int, h: int, rng: random.Random) -> tuple[int, int, int, int, int, int]:
-    """(x, y, cw, ch, denominator, margin): inside, on or over the image's edges, 0 and 1 px
-    wide included, at every scale factor (and a few the library refuses)."""
+def window(w: int, h: int, rng: random.Random, scaled: bool) -> tuple[int, int, int, int, int, int]:
+    """(x, y, cw, ch, denominator, margin): three in four inside the image (``scaled``: the
+    image at 1/denominator, as `turbo.decode_window` takes it), often on its last row or column
+    or 1 px wide; the rest on or over its edges, empty or negative, at a scale the library
+    refuses."""
+    d = rng.choice((1, 2, 4, 8))
+    margin = rng.choice((0, 1, 2, 2, 3, 8))
+    sw, sh = (-(-w // d), -(-h // d)) if scaled else (w, h)
+    if rng.random() < 0.75:
+
+        def start(size: int) -> int:
+            return rng.choice((0, size - 1, rng.randrange(size), rng.randrange(size)))
+
+        def extent(size: int, at: int) -> int:
+            return rng.choice((1, size - at, rng.randint(1, size - at), rng.randint(1, size - at)))
+
+        x, y = start(sw), start(sh)
+        return x, y, extent(sw, x), extent(sh, y), d, margin
 
     def edge(size: int) -> int:
-        return rng.choice(
-            (0, 0, 1, size - 1, size, size + 1, -1, rng.randrange(max(size, 1)), rng.randrange(max(size, 1)))
-        )
+        return rng.choice((0, size - 1, size, size + 1, -1, rng.randrange(max(size, 1))))
 
-    def extent(size: int, at: int) -> int:
-        return rng.choice(
-            (0, 1, 2, size, size - at, size - at + 1, max(size - at - 1, 0), rng.randrange(max(size, 1) + 2), 1 << 20)
-        )
+    def over(size: int, at: int) -> int:
+        return rng.choice((0, -1, size - at + 1, size + 1, 1 << 20, rng.randrange(max(size, 1) + 2)))
 
-    x, y = edge(w), edge(h)
-    d = rng.choice((1, 1, 2, 4, 8, 8, 3, 16))
-    return x, y, extent(w, x), extent(h, y), d, rng.choice((0, 1, 2, 2, 3, 8))
+    x, y = edge(sw), edge(sh)
+    return x, y, over(sw, x), over(sh, y), rng.choice((d, 3, 16, 0)), rng.choice((margin, -1))
