@@ -12,11 +12,11 @@ inside or over the edges, 0 and 1 px, every scale factor and some the library re
 `process_payload` with ``Decode(crop_window=True)`` against ``crop_window=False``.
 
 A case passes when it ends in no signal and in one of: the window's pixels equal to the same
-crop of the full decode (undamaged JPEGs), None (the full decode takes it), a `TurboError` or
-`DecodeError`/`SampleError`, or (damaged JPEGs) pixels where the full decode raised (damage the
-window never reads). A child process runs the cases in order; one killed by a signal is
-restarted after the case it died in, and each such case is run again alone to see whether it
-crashes by itself.
+crop of the full decode (undamaged JPEGs), None (the full decode takes it), a named error
+(`TurboError`, `DecodeError` in a `SampleError`, ValueError for an argument) or, damaged JPEGs
+only, pixels where the full decode raised (damage the window never reads) or where both decode
+without an error but differ (``pixels-differ``). A child runs the cases in order; one killed by
+a signal is restarted after its case, which is then run again alone.
 
     python benchmarks/fuzz_decode_window.py --seed 1 --cases 3000
     python benchmarks/fuzz_decode_window.py --seed 1 --case 117   # one case, in this process
@@ -159,8 +159,9 @@ def _check_process_payload(case: dict) -> tuple[str, str]:
             return "pixels", "equal"
         return ("mismatch" if case["damage"] == "none" else "pixels-differ"), "window != full decode"
     if isinstance(win, SampleError) and isinstance(full, SampleError):
-        same = (win.stage, win.reason) == (full.stage, full.reason)
-        return "SampleError", ("same" if same else f"window: {win.reason[:60]} / full: {full.reason[:60]}")
+        if (win.stage, win.reason) == (full.stage, full.reason):
+            return "SampleError", "same"
+        return "SampleError-differs", f"window: {win.reason[:60]} / full: {full.reason[:60]}"
     if isinstance(win, torch.Tensor):  # the damage lies where the window never reads
         return ("mismatch" if case["damage"] == "none" else "pixels-full-raised"), str(full)[:120]
     return "mismatch", f"window raised, full decoded: {win}"[:200]
