@@ -190,7 +190,7 @@ def case_at(seed: int, i: int, nasty: bool) -> dict:
 def child(seed: int, start: int, stop: int, nasty: bool = False) -> int:
     torch.set_num_threads(1)
     fixed = nasty_cases() if nasty else None
-    for i in range(start, stop):
+    for i in range(start, min(stop, len(fixed)) if fixed else stop):
         case = fixed[i] if fixed else draw(seed, i)
         print(json.dumps({"start": i}), flush=True)
         try:
