@@ -16,7 +16,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import crop_window, turbo
 from hybridload.kernels.batch import process_payload
-from hybridload.kernels.decode import decode_image
+from hybridload.kernels.decode import decode_image, image_size, jpeg_size
 from hybridload.recipe.ops import Crop, Resize
 from hybridload.sources import SampleRef
 
@@ -183,3 +183,4 @@ def test_a_4_4_1_jpeg_decodes_in_every_kernel_path_instead_of_a_keyerror():
     got = [process_payload(ref, data, rec, 0, 0) for rec in (WINDOW, FULL)]
     assert torch.equal(got[0], got[1]) and got[0].shape == (3, 24, 24)
     assert decode_image(data).shape == (101, 203, 3)
+    assert image_size(data) == (203, 101) and jpeg_size(data) is None  # the window leaves it to the full decode

@@ -5,6 +5,7 @@ child process, so that a crash is a signal the test sees rather than the end of 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import _fuzz_jpegs as fj
 from hybridload.kernels import crop_window, turbo
@@ -76,6 +78,9 @@ def test_a_scaled_decode_of_a_lossless_jpeg_is_refused_by_name():
     lossless = fj.tj_compress(fj.pixels(64, 48, 1), {"quality": 90, "lossless": 1})
     plain = fj.pillow(fj.pixels(64, 48, 1), "444", False, True)
     assert is_lossless(lossless) and not is_lossless(plain)
+    buf = io.BytesIO()  # a lossless SOF3 marker inside an EXIF segment is not the frame's
+    Image.fromarray(fj.pixels(64, 48, 1)).save(buf, "JPEG", exif=b"Exif\x00\x00\xff\xc3\x00\x11" + bytes(20))
+    assert b"\xff\xc3" in buf.getvalue() and not is_lossless(buf.getvalue())
     assert jpeg_size(lossless) is None and jpeg_size(plain) == (64, 48)
     with pytest.raises(DecodeError, match="lossless JPEG cannot be decoded at a DCT scale"):
         decode_image(lossless, ScaledDecode(2, 32, 24))
