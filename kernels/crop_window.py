@@ -49,8 +49,8 @@ def window_decode(
         return None  # a truncated file goes to the full decode, which names it
     width, height = size
     crop = ops[0]
-    if crop.x < 0 or crop.y < 0 or crop.x + crop.w > width or crop.y + crop.h > height:
-        return None
+    if min(crop.x, crop.y) < 0 or min(crop.w, crop.h) < 1 or crop.x + crop.w > width or crop.y + crop.h > height:
+        return None  # outside the image or empty: the full decode, and the crop's own error
     plan = plan_scaled_decode(width, height, ops, gap) if dct_scaling else None
     if plan is not None:
         ops = scaled_ops(ops, plan.denominator, plan.min_width, plan.min_height)

@@ -49,8 +49,8 @@ def image_size(payload: Any) -> tuple[int, int]:
             try:
                 h, w, _cs, _sub = simplejpeg.decode_jpeg_header(data)
                 return int(w), int(h)
-            except ValueError:
-                pass  # let Pillow have a go (and produce the error message)
+            except (ValueError, KeyError):
+                pass  # let Pillow have a go (and produce the error message); KeyError: see `jpeg_size`
         try:
             with Image.open(io.BytesIO(data)) as im:
                 return im.size
@@ -102,15 +102,39 @@ def _pil_to_rgb(im: Image.Image) -> np.ndarray:
 
 def jpeg_size(payload: Any) -> tuple[int, int] | None:
     """(width, height) of a JPEG that libjpeg-turbo decodes to RGB (grey, YCbCr or RGB
-    colour), from its header; None for anything else, or a header that does not parse (the
-    decode then says why)."""
+    colour) and can scale in the DCT domain, from its header; None for anything else (a
+    lossless JPEG among them), or a header that does not parse (the decode then says why)."""
     if simplejpeg is None or not isinstance(payload, (bytes, bytearray)) or not is_jpeg(payload):
         return None
     try:
         h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(payload)
-    except ValueError:
+    except (ValueError, KeyError):  # KeyError: a subsampling simplejpeg 1.9 cannot name (4:4:1)
         return None
-    return (int(w), int(h)) if colorspace in ("Gray", "YCbCr", "RGB") else None
+    if colorspace not in ("Gray", "YCbCr", "RGB") or is_lossless(payload):
+        return None
+    return int(w), int(h)
+
+
+#: Start-of-frame markers: those of lossless JPEGs (no DCT: nothing to scale) and the rest.
+_SOF_LOSSLESS = frozenset((0xC3, 0xC7, 0xCB, 0xCF))
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def is_lossless(data: bytes | bytearray) -> bool:
+    """True for a JPEG whose frame is lossless (SOF3/7/11/15), read from its markers up to the
+    first start-of-frame. simplejpeg 1.9 sizes its output for a scaled decode, then libjpeg-turbo
+    writes a lossless image at full size into it (a heap overflow), so no scaled decode may
+    be asked of one."""
+    k, n = 2, len(data)
+    while k + 4 <= n and data[k] == 0xFF:
+        marker = data[k + 1]
+        if marker in _SOF:
+            return marker in _SOF_LOSSLESS
+        if marker == 0xFF:  # fill byte
+            k += 1
+            continue
+        k += 2 + (data[k + 2] << 8 | data[k + 3])
+    return False
 
 
 def decode_image(payload: Any, scaled: ScaledDecode | None = None) -> np.ndarray:
@@ -128,13 +152,20 @@ def decode_image(payload: Any, scaled: ScaledDecode | None = None) -> np.ndarray
             h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(data)
         except ValueError as exc:
             raise DecodeError(f"corrupt JPEG header ({exc})") from None
-        check_pixels(w, h)
+        except KeyError:  # a subsampling simplejpeg 1.9's header reader cannot name (4:4:1)
+            colorspace = None  # Pillow decodes it, checking its size first
+        else:
+            check_pixels(w, h)
+        if scaled is not None and is_lossless(data):
+            raise DecodeError("a lossless JPEG cannot be decoded at a DCT scale: decode it in full")
         if colorspace in ("Gray", "YCbCr", "RGB"):
             size = {} if scaled is None else {"min_width": scaled.min_width, "min_height": scaled.min_height}
             try:
                 return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True, **size)
             except ValueError as exc:
                 raise DecodeError(f"corrupt or truncated JPEG ({exc})") from None
+        if scaled is not None:  # Pillow's decode below would come back at full size
+            raise DecodeError(f"a {colorspace or '4:4:1'} JPEG cannot be decoded at a DCT scale: decode it in full")
         # CMYK / YCCK and other colour spaces: Pillow converts them
     try:
         with warnings.catch_warnings():

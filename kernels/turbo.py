@@ -21,6 +21,8 @@ import threading
 
 import numpy as np
 
+from hybridload.kernels.decode import MAX_IMAGE_PIXELS
+
 # turbojpeg.h (TurboJPEG 3): enum values
 _TJINIT_DECOMPRESS = 1
 _TJPARAM_STOPONWARNING, _TJPARAM_SUBSAMP, _TJPARAM_JPEGWIDTH, _TJPARAM_JPEGHEIGHT = 0, 4, 5, 6
@@ -30,6 +32,8 @@ _TJPF_RGB = 0
 _MCU_WIDTH = (8, 16, 16, 8, 8, 32)
 #: TJCS values the decode turns into RGB as the full decode does (RGB, YCbCr, grey).
 _RGB_COLORSPACES = (0, 1, 2)
+#: The scale denominators a window is decoded at (1/1, and libjpeg-turbo's SIMD IDCT sizes).
+DENOMINATORS = (1, 2, 4, 8)
 
 
 class TurboError(ValueError):
@@ -114,7 +118,12 @@ def _handle() -> int:
 
 
 def _fail(h, what: str) -> TurboError:
-    return TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
+    """The error for a failed call, and this thread's handle dropped: a handle that failed
+    mid-read is left inside the last JPEG (libjpeg-turbo 3.0 beta 2 then refuses every later
+    JPEG with "two SOI markers"), so the next call starts with a new one (tj3Init: ~10 us)."""
+    err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
+    _local.handle = None  # its __del__ destroys it
+    return err
 
 
 def decode_window(
@@ -126,28 +135,36 @@ def decode_window(
 
     Returns (pixels, dx, dy): RGB HWC uint8, the window's corner at (dx, dy) in them; None
     for a JPEG the full decode must take (12/16-bit, lossless, CMYK/YCCK, unknown
-    subsampling). Raises `TurboError` for a corrupt header or data.
+    subsampling, over `MAX_IMAGE_PIXELS`) or a window not inside the scaled image. Raises
+    `TurboError` for a corrupt header or data, ValueError for a window or scale no JPEG takes.
+    Everything the library is given is checked here first: its handle, once it has failed,
+    is replaced (`_fail`).
     """
+    if denominator not in DENOMINATORS:
+        raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
+    if min(x, y, margin) < 0 or w < 1 or h < 1:
+        raise ValueError(f"window ({x}, {y}, {w}, {h}) with margin {margin}: x, y, margin >= 0 and w, h >= 1")
     t = _handle()
     if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
         raise _fail(t, "corrupt JPEG header")
     sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
+    width, height = _LIB.tj3Get(t, _TJPARAM_JPEGWIDTH), _LIB.tj3Get(t, _TJPARAM_JPEGHEIGHT)
     if (
         _LIB.tj3Get(t, _TJPARAM_PRECISION) != 8
         or _LIB.tj3Get(t, _TJPARAM_LOSSLESS) == 1
         or not 0 <= sub < 6
         or _LIB.tj3Get(t, _TJPARAM_COLORSPACE) not in _RGB_COLORSPACES
+        or not 0 < width * height <= MAX_IMAGE_PIXELS
     ):
         return None
     d = denominator
-    sw = -(-_LIB.tj3Get(t, _TJPARAM_JPEGWIDTH) // d)
-    sh = -(-_LIB.tj3Get(t, _TJPARAM_JPEGHEIGHT) // d)
+    sw, sh = -(-width // d), -(-height // d)  # TJSCALED: what tj3Decompress8 decodes to
+    if x + w > sw or y + h > sh:
+        return None
     mcu = -(-_MCU_WIDTH[sub] // d)
     x0 = max(x - margin, 0) // mcu * mcu
     y0 = max(y - margin, 0)
     x1, y1 = min(sw, x + w + margin), min(sh, y + h + margin)
-    if x0 >= x1 or y0 >= y1:
-        return None
     if _LIB.tj3SetScalingFactor(t, _Scale(1, d)) != 0:
         raise _fail(t, f"scale 1/{d}")
     if _LIB.tj3SetCroppingRegion(t, _Region(x0, y0, x1 - x0, y1 - y0)) != 0:

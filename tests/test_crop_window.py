@@ -16,7 +16,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import crop_window, turbo
 from hybridload.kernels.batch import process_payload
-from hybridload.kernels.decode import decode_image
+from hybridload.kernels.decode import decode_image, image_size, jpeg_size
 from hybridload.recipe.ops import Crop, Resize
 from hybridload.sources import SampleRef
 
@@ -169,3 +169,18 @@ def test_reducing_gap_takes_a_number_of_at_least_one(gap):
     with pytest.raises(ValueError, match="reducing_gap must be a number of at least 1.0"):
         recipe.Decode(dct_scaling=True, reducing_gap=gap)
     assert recipe.Decode(reducing_gap=1).reducing_gap == 1.0
+
+
+def test_a_4_4_1_jpeg_decodes_in_every_kernel_path_instead_of_a_keyerror():
+    """libjpeg-turbo 3 writes 4:4:1 (chroma at a quarter of the rows); simplejpeg 1.9's header
+    reader has no name for it and raised a bare KeyError out of the kernel (found by
+    benchmarks/fuzz_decode_window.py): the full decode takes it, in both settings."""
+    from _fuzz_jpegs import TJ_SUBSAMPLINGS, tj_compress
+
+    data = tj_compress(photo_pixels((203, 101)), {"quality": 90, "subsamp": TJ_SUBSAMPLINGS["441"]})
+    assert data is not None
+    ref = SampleRef(0, "441.jpg", 0)
+    got = [process_payload(ref, data, rec, 0, 0) for rec in (WINDOW, FULL)]
+    assert torch.equal(got[0], got[1]) and got[0].shape == (3, 24, 24)
+    assert decode_image(data).shape == (101, 203, 3)
+    assert image_size(data) == (203, 101) and jpeg_size(data) is None  # the window leaves it to the full decode
