@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent("""
         spawned = q.get(timeout=120)
         p.join(timeout=120)
         print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "env": os.environ.get("ZYGOTE_TEST"),
-                          "path0": sys.path[0], "main": Here.__module__, "spawned": spawned,
+                          "path0": sys.path[0], "path1": sys.path[1], "main": Here.__module__, "spawned": spawned,
                           "preloaded": "hybridload" in sys.modules}))
         print("to stderr", file=sys.stderr)
         sys.exit(int(sys.argv[1]))
@@ -47,11 +47,18 @@ def test_a_script_run_in_the_zygote_sees_what_python_script_py_gives_it(zygote, 
     (tmp_path / "bin").mkdir()
     script = tmp_path / "bin" / "script.py"
     script.write_text(SCRIPT)
-    ran = zygote.run(script, cwd=tmp_path, env={"ZYGOTE_TEST": "seen", "PATH": "/usr/bin:/bin"}, args=("3",), timeout=180)
+    ran = zygote.run(
+        script,
+        cwd=tmp_path,
+        env={"ZYGOTE_TEST": "seen", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "lib")},
+        args=("3",),
+        timeout=180,
+    )
     assert ran.returncode == 3, ran.stderr
     got = json.loads(ran.stdout.splitlines()[0])
     assert got["argv"] == [str(script), "3"] and got["cwd"] == str(tmp_path) and got["env"] == "seen"
-    assert got["path0"] == str(tmp_path / "bin") and got["main"] == "__main__" and got["spawned"] == "__mp_main__"
+    assert got["path0"] == str(tmp_path / "bin") and got["path1"] == str(tmp_path / "lib")  # its PYTHONPATH
+    assert got["main"] == "__main__" and got["spawned"] == "__mp_main__"
     assert got["preloaded"] is False  # hybridload is imported by the script, never by the zygote
     assert ran.stdout.splitlines()[-1] == "atexit ran" and ran.stderr == "to stderr\n"
 
@@ -71,12 +78,14 @@ def test_a_script_past_its_deadline_is_killed_with_what_it_started_and_named(zyg
     import time
 
     script = tmp_path / "hangs.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import subprocess, sys, time
         p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(p.pid, flush=True)
         time.sleep(600)
-    """))
+    """)
+    )
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match=r"hangs\.py did not end within 3 s") as info:
         zygote.run(script, cwd=tmp_path, env=dict(os.environ), timeout=3)

@@ -5,7 +5,7 @@ Why: a fresh interpreter spends 2-3 CPU-seconds importing torch before the scrip
 a test that runs many short scripts as written (the documentation's blocks) pays it each time.
 The child is what ``python script.py`` gives the script: ``__main__`` is the script (its classes
 pickle and ``multiprocessing``'s spawn re-imports it), ``sys.argv[0]`` and ``sys.path[0]`` are the
-script's, its environment and working directory are the caller's, its stdout and stderr (file
+script's, ``sys.path`` follows its ``PYTHONPATH``, its environment and working directory are the caller's, its stdout and stderr (file
 descriptors 1 and 2, inherited by what it starts) go to files, and it ends through the
 interpreter's own exit (atexit hooks run: Ray's shutdown, the loaders' close). Every hybridload,
 Ray and DALI import happens in the child, as in a fresh process. Not for a test of the
@@ -35,6 +35,8 @@ ZYGOTE = r"""
 import json, os, runpy, signal, sys, traceback
 import numpy, PIL.Image, torch  # noqa: F401
 assert not [m for m in sys.modules if m.split(".")[0] in ("hybridload", "ray", "nvidia")]
+ours = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+base = [p for p in sys.path[1:] if os.path.abspath(p) not in ours]  # the interpreter's own entries
 for line in sys.stdin:
     req = json.loads(line)
     pid = os.fork()
@@ -53,7 +55,8 @@ for line in sys.stdin:
         os.environ.clear()
         os.environ.update(req["env"])
         sys.argv = [req["script"], *req["args"]]
-        sys.path[0] = os.path.dirname(os.path.abspath(req["script"]))
+        theirs = [os.path.abspath(p) for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = [os.path.dirname(os.path.abspath(req["script"])), *theirs, *base]  # as python script.py
         code = 0
         try:
             runpy.run_path(req["script"], run_name="__main__")
@@ -82,9 +85,7 @@ class Zygote:
     """One zygote process; ``run`` scripts in it one at a time; ``close`` ends it."""
 
     def __init__(self, python: str = sys.executable):
-        self._proc = subprocess.Popen(
-            [python, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
+        self._proc = subprocess.Popen([python, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._buf = b""
         self._dir = Path(tempfile.mkdtemp(prefix="zygote-"))
 
