@@ -141,17 +141,6 @@ RUNNABLE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def zygote():
-    """Each block runs as `python snippet.py` in a child forked from one interpreter that imported
-    torch already (tests/support/zygote.py): 16 blocks, 2-3 CPU-seconds of torch's import each."""
-    from support.zygote import Zygote
-
-    z = Zygote()
-    yield z
-    z.close()
-
-
 @pytest.mark.parametrize("code, needs_ray", RUNNABLE)
 def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path, request, zygote):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}

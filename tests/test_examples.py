@@ -13,17 +13,6 @@ from support.streams import free_port
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.fixture(scope="module")
-def zygote():
-    """`python example.py` as a child forked from one interpreter that imported torch already
-    (tests/support/zygote.py): the single-process examples skip a fresh torch import each."""
-    from support.zygote import Zygote
-
-    z = Zygote()
-    yield z
-    z.close()
-
-
 def _run(args, env_extra, timeout=300, zygote=None):
     env = dict(os.environ, **env_extra)
     if zygote is not None:  # args: [sys.executable, "example.py", *its arguments]

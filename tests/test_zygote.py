@@ -7,8 +7,6 @@ import textwrap
 
 import pytest
 
-from support.zygote import Zygote
-
 SCRIPT = textwrap.dedent("""
     import atexit, json, multiprocessing, os, sys
 
@@ -32,13 +30,6 @@ SCRIPT = textwrap.dedent("""
         print("to stderr", file=sys.stderr)
         sys.exit(int(sys.argv[1]))
 """)
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote()
-    yield z
-    z.close()
 
 
 def test_a_script_run_in_the_zygote_sees_what_python_script_py_gives_it(zygote, tmp_path):
@@ -95,3 +86,10 @@ def test_a_script_past_its_deadline_is_killed_with_what_it_started_and_named(zyg
     while os.path.exists(f"/proc/{grandchild}") and "Z" not in open(f"/proc/{grandchild}/stat").read().split()[2]:
         assert time.monotonic() < deadline, "the script's own child outlived the kill"
         time.sleep(0.1)
+
+
+def test_code_runs_as_python_dash_c_with_its_arguments(zygote, tmp_path):
+    code = "import json, os, sys; print(json.dumps([sys.argv, sys.path[0], __name__, os.getcwd()]))"
+    ran = zygote.run(code=code, cwd=tmp_path, env={}, args=("a", "b"), timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f'[["-c", "a", "b"], "", "__main__", "{tmp_path}"]'

@@ -1,4 +1,4 @@
-"""Run a script as ``python script.py`` would, in a child forked from an interpreter that has
+"""Run a script as ``python script.py`` (or code as ``python -c``) would, in a child forked from an interpreter that has
 already imported torch, numpy and Pillow (and nothing of hybridload, Ray or DALI).
 
 Why: a fresh interpreter spends 2-3 CPU-seconds importing torch before the script's first line;
@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: the zygote: imports the heavy third-party libraries, then forks a child per request line
-#: (JSON: script, cwd, env, out, err) and answers each with a line {"pid": ...} when it started
-#: and {"status": ...} when it ended (os.waitstatus_to_exitcode); a line "kill" ends the child
-#: that runs (its process group)
+#: (JSON: script or code, args, cwd, env, out, err) and answers each with a line {"pid": ...} when
+#: it started and {"status": ...} when it ended (os.waitstatus_to_exitcode)
 ZYGOTE = r"""
-import json, os, runpy, signal, sys, traceback
+import json, os, runpy, signal, sys, traceback, types
 import numpy, PIL.Image, torch  # noqa: F401
 assert not [m for m in sys.modules if m.split(".")[0] in ("hybridload", "ray", "nvidia")]
 ours = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -50,16 +49,26 @@ for line in sys.stdin:
         os.close(err)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
+        os.close(devnull)
         sys.stdin = open(0, closefd=False)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        sys.argv = [req["script"], *req["args"]]
         theirs = [os.path.abspath(p) for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:] = [os.path.dirname(os.path.abspath(req["script"])), *theirs, *base]  # as python script.py
+        if req["code"] is None:  # python script.py
+            sys.argv = [req["script"], *req["args"]]
+            sys.path[:] = [os.path.dirname(os.path.abspath(req["script"])), *theirs, *base]
+        else:  # python -c code
+            sys.argv = ["-c", *req["args"]]
+            sys.path[:] = ["", *theirs, *base]
         code = 0
         try:
-            runpy.run_path(req["script"], run_name="__main__")
+            if req["code"] is None:
+                runpy.run_path(req["script"], run_name="__main__")
+            else:
+                main = types.ModuleType("__main__")
+                sys.modules["__main__"] = main
+                exec(compile(req["code"], "<string>", "exec"), main.__dict__)
         except SystemExit as exc:
             code = exc.code
         except BaseException:
@@ -89,11 +98,22 @@ class Zygote:
         self._buf = b""
         self._dir = Path(tempfile.mkdtemp(prefix="zygote-"))
 
-    def run(self, script: Path, *, cwd: Path, env: dict, args: tuple = (), timeout: float) -> Ran:
-        """``python script *args`` in ``cwd`` with ``env``; past ``timeout`` seconds its process group
-        is killed and TimeoutError names the script with what it printed."""
+    def run(
+        self,
+        script: Path | None = None,
+        *,
+        code: str | None = None,
+        cwd: Path,
+        env: dict,
+        args: tuple = (),
+        timeout: float,
+    ) -> Ran:
+        """``python script *args`` (or ``python -c code *args``) in ``cwd`` with ``env``; past ``timeout``
+        seconds its process group is killed and TimeoutError names the script with what it printed."""
+        assert (script is None) != (code is None), "a script or code"
         out, err = self._dir / "stdout", self._dir / "stderr"  # not in cwd: the script may list it
-        req = dict(script=str(script), args=list(args), cwd=str(cwd), env=dict(env), out=str(out), err=str(err))
+        req = dict(script=str(script or "-c"), code=code, args=list(args), cwd=str(cwd), env=dict(env))
+        req.update(out=str(out), err=str(err))
         self._proc.stdin.write(json.dumps(req) + "\n")
         self._proc.stdin.flush()
         pid = json.loads(self._read_line(30))["pid"]
