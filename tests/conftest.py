@@ -28,7 +28,7 @@ TIER_PATTERNS = {
     ),
     "subprocess": re.compile(
         r"\bsubprocess\b|\bmultiprocessing\b|\bmp\.spawn\b|\btorchrun\b"
-        r"|\brun_job\b|\brun_ranks\b|\bPopen\b|\bos\.fork\b|local_workers\s*=\s*\"processes\""
+        r"|\brun_job\b|\brun_ranks\b|\bPopen\b|\bos\.fork\b|local_workers\s*=\s*\"processes\"|\bzygote\b"
     ),
 }
 
@@ -101,3 +101,16 @@ def bad_files(tmp_path_factory, photo_root):
         p for d, _, fs in os.walk(photo_root) for p in (os.path.join(d, f) for f in fs) if p.endswith(".jpg")
     )[0]
     return make_bad_files(tmp_path_factory.mktemp("bad"), good)
+
+
+@pytest.fixture(scope="session")
+def zygote():
+    """Runs a script as ``python script.py`` (or ``python -c``) in a child forked from one
+    interpreter that imported torch already: a test that runs a script as written, and is not about
+    the interpreter's start, exit or signals, skips torch's import (2-3 CPU-seconds) per run
+    (tests/support/zygote.py)."""
+    from support.zygote import Zygote
+
+    z = Zygote()
+    yield z
+    z.close()

@@ -127,7 +127,7 @@ DROP_IN = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("how", sorted(OTHER_PROCESSES))
-def test_auto_does_not_attach_to_a_cluster_another_process_started(how):
+def test_auto_does_not_attach_to_a_cluster_another_process_started(how, zygote):
     """A cluster another process started (ray.init(), or a test's Cluster, which writes Ray's
     `ray start` record) is never joined, neither found by scanning nor named by the record:
     the drop-in falls back to its own loopback cluster."""
@@ -148,9 +148,7 @@ def test_auto_does_not_attach_to_a_cluster_another_process_started(how):
                     os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
                     with open(os.path.join(tmp, "ray", "ray_current_cluster"), "w") as f:
                         f.write(theirs)
-                proc = subprocess.run(
-                    [sys.executable, "-c", DROP_IN], capture_output=True, text=True, env=env, timeout=300
-                )
+                proc = zygote.run(code=DROP_IN, cwd=os.getcwd(), env=env, timeout=300)
                 assert proc.returncode == 0, proc.stderr[-3000:]
                 mine = json.loads(proc.stdout.strip().splitlines()[-1])
                 assert mine["gcs"] != theirs, "the drop-in attached to another process's cluster"
@@ -189,11 +187,9 @@ CYCLES = textwrap.dedent("""
 FD_GROWTH, RSS_GROWTH_MB = 2, 16
 
 
-def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory():
+def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory(zygote):
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-c", CYCLES], capture_output=True, text=True, env=_env(tmp), timeout=600
-        )
+        proc = zygote.run(code=CYCLES, cwd=os.getcwd(), env=_env(tmp), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     cycles = got["cycles"]

@@ -6,8 +6,6 @@ process holds. Run in a child process with an embedded cluster of the machine's 
 (the test session's shared cluster has spare CPUs), under a deadline."""
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -46,20 +44,20 @@ SCRIPT = SETUP + textwrap.dedent("""
 """)
 
 
-def _result(script: str) -> list[str]:
+def _result(zygote, script: str) -> list[str]:
     """Run ``script`` in a child process with its own embedded cluster: the words of its RESULT line."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=150, env=env, cwd=str(REPO)
+    out = zygote.run(
+        code=script, cwd=REPO, env=env, timeout=150
     )  # the deadline: well under the 120 s a wait for CPUs took
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
     assert out.returncode == 0 and line, (out.stdout[-500:], out.stderr[-3000:])
     return line[0].split()[1:]
 
 
-def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pass():
-    train_ok, val_ok, iterators_ok, warned = _result(SCRIPT)
+def test_a_validation_loader_and_a_second_iterator_run_beside_a_live_training_pass(zygote):
+    train_ok, val_ok, iterators_ok, warned = _result(zygote, SCRIPT)
     assert (train_ok, val_ok, iterators_ok) == ("True", "True", "True")  # every sample once in each
     assert warned == "2"  # one warning per pass that ran in-process (the validation, the second iterator)
 
@@ -78,8 +76,8 @@ COUNTED = SETUP + textwrap.dedent("""
 """)
 
 
-def test_a_pass_that_delivered_its_last_batch_leaves_its_cpus_to_the_next_pass():
+def test_a_pass_that_delivered_its_last_batch_leaves_its_cpus_to_the_next_pass(zygote):
     """Lightning steps len(loader) times and keeps the iterator until the next epoch's: the
     actors of a pass whose last batch is out must go then, or the validation at the epoch's end
     and every later epoch ran in this process (the "no free CPU" warning) for want of them."""
-    assert _result(COUNTED) == ["True", "True", "0"]  # every sample once, and every pass on actors
+    assert _result(zygote, COUNTED) == ["True", "True", "0"]  # every sample once, and every pass on actors

@@ -142,16 +142,14 @@ RUNNABLE = [
 
 
 @pytest.mark.parametrize("code, needs_ray", RUNNABLE)
-def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path, request):
+def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path, request, zygote):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if needs_ray:  # the test's own cluster, named the way users name theirs
         env["RAY_ADDRESS"] = request.getfixturevalue("ray_cluster")[0].address
     script = tmp_path / "snippet.py"
     script.write_text(code + "\n")
-    proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
-    )
+    proc = zygote.run(script, cwd=tmp_path, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 

@@ -4,8 +4,6 @@ the same generator; DDP over 2 gloo ranks covers the dataset with equal batch co
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -71,11 +69,9 @@ SINGLE_AND_DATAPARALLEL = DATASET + textwrap.dedent("""
 """)
 
 
-def test_dpex_single_process_and_dataparallel_usages_give_torchs_batches_with_num_workers_10():
+def test_dpex_single_process_and_dataparallel_usages_give_torchs_batches_with_num_workers_10(zygote):
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        proc = subprocess.run(
-            [sys.executable, "-c", SINGLE_AND_DATAPARALLEL], capture_output=True, text=True, env=_env(tmp), timeout=600
-        )
+        proc = zygote.run(code=SINGLE_AND_DATAPARALLEL, cwd=os.getcwd(), env=_env(tmp), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["single_equal"] and got["dp_equal"], got

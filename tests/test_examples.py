@@ -13,16 +13,20 @@ from support.streams import free_port
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def _run(args, env_extra, timeout=300):
+def _run(args, env_extra, timeout=300, zygote=None):
     env = dict(os.environ, **env_extra)
-    proc = subprocess.run(args, cwd=EXAMPLES, env=env, capture_output=True, text=True, timeout=timeout)
+    if zygote is not None:  # args: [sys.executable, "example.py", *its arguments]
+        assert args[0] == sys.executable and args[1].endswith(".py"), args
+        proc = zygote.run(EXAMPLES / args[1], args=tuple(args[2:]), cwd=EXAMPLES, env=env, timeout=timeout)
+    else:
+        proc = subprocess.run(args, cwd=EXAMPLES, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stderr + proc.stdout
 
 
 @pytest.mark.parametrize("script", ["dpex_single.py", "dpex_dataparallel.py"])
-def test_single_process_examples_train_a_few_steps(ray_cluster, script):
-    out = _run([sys.executable, script, "--steps", "3"], {"RAY_ADDRESS": ray_cluster[0].address})
+def test_single_process_examples_train_a_few_steps(ray_cluster, script, zygote):
+    out = _run([sys.executable, script, "--steps", "3"], {"RAY_ADDRESS": ray_cluster[0].address}, zygote=zygote)
     assert "step 3 loss" in out
 
 
@@ -70,16 +74,17 @@ def _torchrun(script, *args):
 
 
 @pytest.mark.parametrize("script", ["single_gpu.py", "dataparallel.py"])
-def test_hybridloader_single_process_examples_train_a_few_steps_per_epoch(photo_root, script):
-    out = _run([sys.executable, script, "--data", photo_root, "--steps", "2", "--epochs", "2"], {})
+def test_hybridloader_single_process_examples_train_a_few_steps_per_epoch(photo_root, script, zygote):
+    out = _run([sys.executable, script, "--data", photo_root, "--steps", "2", "--epochs", "2"], {}, zygote=zygote)
     assert "epoch 0 step 2 loss" in out and "epoch 1 step 2 loss" in out
     assert "epoch 1 step 3 loss" not in out
 
 
-def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root):
+def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root, zygote):
     out = _run(
         [sys.executable, "single_gpu.py", "--data", photo_root, "--steps", "2", "--ray"],
         {"RAY_ADDRESS": ray_cluster[0].address},
+        zygote=zygote,
     )
     assert "epoch 0 step 2 loss" in out
     assert "(per lane: {'ray'" in out
@@ -145,8 +150,10 @@ def test_cifar_ddp_example_trains_and_evaluates_under_torchrun(tmp_path):
     assert len(list((tmp_path / "hybridload-examples-cifar" / "train").glob("*/*.png"))) == 400
 
 
-def test_gpu_lane_example_runs_here_and_says_what_ran_on_the_gpu_lane(photo_root):
-    out = _run([sys.executable, "gpu_lane.py", "--data", photo_root, "--steps", "2", "--epochs", "1"], {})
+def test_gpu_lane_example_runs_here_and_says_what_ran_on_the_gpu_lane(photo_root, zygote):
+    out = _run(
+        [sys.executable, "gpu_lane.py", "--data", photo_root, "--steps", "2", "--epochs", "1"], {}, zygote=zygote
+    )
     assert "epoch 0 step 2 loss" in out
     # no CUDA here: DALI's CPU-only stand-in where DALI imports (said loudly), else the CPU lane with a warning
     assert "CPU-only mode (no GPU visible)" in out or "GPU lane is unavailable" in out

@@ -2,8 +2,7 @@
 while the loader was made; the drop-in, reached first inside Lightning's recording as training
 scripts reach it (``hybridload.DataLoader`` in ``train_dataloader``), is rebuilt with its own."""
 
-import subprocess
-import sys
+import os
 import textwrap
 
 SCRIPT = textwrap.dedent("""
@@ -25,7 +24,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_drop_in_rebuilt_by_lightning_keeps_distribute_mode_and_its_workers():
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+def test_a_drop_in_rebuilt_by_lightning_keeps_distribute_mode_and_its_workers(zygote):
+    proc = zygote.run(code=SCRIPT, cwd=os.getcwd(), env=dict(os.environ), timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "REBUILT DataLoader True 1 2" in proc.stdout, proc.stdout + proc.stderr[-2000:]

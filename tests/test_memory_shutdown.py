@@ -35,9 +35,8 @@ def settled_store_mb(timeout_s: float = 10.0) -> float:
 
 
 def store_used_mb() -> float:
-    """Plasma bytes in use across the cluster this process is connected to (Ray's memory summary;
-    needs grpcio). The address is named: with no address Ray guesses, and fails when another Ray
-    instance runs on the machine."""
+    """Plasma bytes in use across this driver's cluster (Ray's memory summary; needs grpcio), named
+    by its address: Ray's discovery, without one, may pick or refuse another Ray of the machine."""
     import ray
     from ray._private.internal_api import memory_summary
 
@@ -46,6 +45,45 @@ def store_used_mb() -> float:
         if "Plasma memory usage" in line:
             return float(line.split("Plasma memory usage")[1].split("MiB")[0])
     return 0.0
+
+
+#: another Ray instance on this machine (an embedded cluster of another process): Ray's own
+#: address discovery, used when no address is given, finds two and refuses
+OTHER_RAY = textwrap.dedent("""
+    import sys, ray
+    ray.init(address="local", include_dashboard=False, num_cpus=1, object_store_memory=80 * 2**20, log_to_driver=False)
+    print(ray.get_runtime_context().gcs_address, flush=True)
+    sys.stdin.read()  # until the test closes our stdin
+""")
+
+
+def test_the_object_store_reading_asks_this_drivers_cluster_beside_another_ray_on_the_machine(
+    ray_cluster, tmp_path, monkeypatch
+):
+    """Ray's address discovery, used when no address is given, picks "the latest cluster" of the
+    machine's or refuses ("Found multiple active Ray instances"): the reading names this driver's."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_RAY], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert ":" in other.stdout.readline(), "the other process did not start its Ray"
+        import numpy as np
+        import ray
+
+        held = ray.put(np.ones(24 * 2**20, np.uint8))  # 24 MiB in this cluster's store, none in the other's
+        monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no "latest cluster" record to fall back on, as in CI
+        assert store_used_mb() >= 23, "the reading came from another Ray instance than this driver's"
+        del held
+    finally:
+        other.stdin.close()
+        try:
+            other.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            other.kill()
+            other.wait(timeout=30)
 
 
 def hybridload_threads():

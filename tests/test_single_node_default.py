@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 SCRIPT = textwrap.dedent("""
@@ -42,11 +40,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_default_policy_on_one_machine_starts_no_ray_and_yields_within_seconds(photo_root):
+def test_default_policy_on_one_machine_starts_no_ray_and_yields_within_seconds(photo_root, zygote):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, photo_root], capture_output=True, text=True, timeout=120, env=env
-    )
+    proc = zygote.run(code=SCRIPT, args=(photo_root,), cwd=os.getcwd(), env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not got["ray_initialized"] and got["ray_children"] == [], got

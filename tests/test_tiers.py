@@ -15,6 +15,7 @@ def test_a_module_that_starts_ray_or_processes_is_in_that_tier_and_a_plain_one_i
     assert tiers_of("codes = run_ranks(_worker, args, 2, timeout_s=60)\n") == {"subprocess"}
     assert tiers_of("subprocess.run([sys.executable, '-c', ''])\n") == {"subprocess"}
     assert tiers_of('LoaderPolicy(local_workers="processes")\n') == {"subprocess"}
+    assert tiers_of("def test_x(zygote):\n    zygote.run(script, cwd=d, env={}, timeout=60)\n") == {"subprocess"}
     assert tiers_of("from hybridload import recipe\nrecipe.imagenet_train(224)\n") == set()
 
 
