@@ -32,7 +32,7 @@ def main():
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=300))
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     setup_logging(rank)
     if cuda:
