@@ -9,7 +9,6 @@ import os
 import threading
 import time
 
-import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.lanes.ray.members import State
@@ -111,7 +110,9 @@ def test_a_replacement_killed_while_it_starts_is_tried_again_at_once_and_the_str
                 wait_until(lambda: _starting(lane), 30, "the lost actor's replacement starting")
                 ray.kill(_starting(lane)[0].handle, no_restart=True)
                 t_kill = time.monotonic()
-                wait_until(lambda: lane.parallelism == 1, 30, "a ready actor within 30 s of the kill (the poll is 60 s)")
+                wait_until(
+                    lambda: lane.parallelism == 1, 30, "a ready actor within 30 s of the kill (the poll is 60 s)"
+                )
                 recovered_s = time.monotonic() - t_kill
         pool = ld.stats()["actor_pools"]["ray"]
     assert got == expected
@@ -122,3 +123,40 @@ def test_a_replacement_killed_while_it_starts_is_tried_again_at_once_and_the_str
 
 def _starting(lane):
     return [m for m in lane.members() if m.state is State.STARTING]
+
+
+class SlowWorker:
+    """An actor whose start takes ``SLOW_START_S``, beyond the pool's ``ready_timeout_s``."""
+
+    def __init__(self):
+        time.sleep(SLOW_START_S)
+
+    def ready(self):
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+SLOW_START_S = 3.0
+
+
+def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restarting_forever(ray_cluster):
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    # every start takes longer than ready_timeout_s (a loaded machine): stopped once or twice, each
+    # retry on the node given twice the time, until one gets there
+    config = PoolConfig(
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        ready_timeout_s=1.0,
+        node_poll_s=0.5,
+        when_empty="local",
+    )
+    pool = ActorPool(SlowWorker, (), config)
+    try:
+        wait_until(lambda: pool.parallelism == 1, 60, "an actor whose start outlasts ready_timeout_s, ready")
+        stats = pool.stats()
+    finally:
+        pool.close()
+    assert 1 <= stats["failed_starts"] <= 4, stats
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")

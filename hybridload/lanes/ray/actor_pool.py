@@ -168,6 +168,8 @@ class ActorPool(Lane):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
             self._capacity.start_failed(m.key, m.node_id, exc)
+            if self._keeper is not None:  # (before the keeper runs, its first step comes at once)
+                self._keeper.start_failed(m.node_id)
 
     def _kill(self, m: Member) -> None:
         kill_actor(m.handle)
