@@ -190,3 +190,16 @@ def test_a_failed_start_wakes_the_keeper_at_once_once_per_poll_per_node():
         wait_until(lambda: p.flushes == 2, 10, "a keeper step for the other node's failed start")
     finally:
         p.keeper.close()
+
+
+def test_the_retry_of_a_failed_start_counts_as_a_replacement_not_as_growth():
+    p = Pool("A")
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    p.keeper.step()  # the replacement starts on A ...
+    (starting,) = p.members.members(State.STARTING)
+    p.members.stats.start_failed()
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts
+    p.keeper.step()  # tried again on A: the pool is where it was, not bigger
+    s = p.members.stats.as_dict()
+    assert (s["lost"], s["failed_starts"], s["replaced"], s["grown"]) == (1, 1, 2, 0)
