@@ -31,7 +31,7 @@ from hybridload.lanes.ray.deaths import Deaths, actor_died, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
-from hybridload.lanes.ray.pool_config import PoolConfig
+from hybridload.lanes.ray.pool_config import PoolConfig, start_timeout_seconds
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.lanes.ray.spawner import ActorFactory
 from hybridload.lanes.ray.startup import first_ready, start_waves
@@ -58,6 +58,7 @@ class ActorPool(Lane):
         super().__init__()
         self.config = config
         poll_s = poll_seconds(config.node_poll_s)
+        ready_timeout_s = start_timeout_seconds(config.ready_timeout_s)
         self.tasks_per_actor = config.tasks_per_actor
         self._pool_stats = PoolStats()
         # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
@@ -86,7 +87,7 @@ class ActorPool(Lane):
                     ray,
                     first,
                     self._on_ready,
-                    config.ready_timeout_s,
+                    ready_timeout_s,
                     where,
                     go_on=None if self._members.hold else self._capacity.go_on_locally,
                 )
@@ -102,7 +103,7 @@ class ActorPool(Lane):
                 stop=self._kill,
                 flush=self._flush,
                 poll_s=poll_s,
-                ready_timeout_s=config.ready_timeout_s,
+                ready_timeout_s=ready_timeout_s,
                 name=self.name,
                 after_step=self._capacity.after_step,
                 on_node=self._capacity.on_node,
