@@ -57,7 +57,8 @@ class Driver:
         self.rng = random.Random(seed * 7919 + 1)
         self.seen: dict[int, int | None] = {}  # every descendant seen: pid -> start time
         self.shm: set[str] = set()
-        self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s
+        self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s (+ pool_recovery_s)
+        self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
         self.crashes: list[str] = []
         self.statuses: list[list] = []
         self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
@@ -90,6 +91,7 @@ class Driver:
 
     # -------------------------------------------------------------- a life
     def start(self, lanes: str, world: int) -> None:
+        self.keep_pools()
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
             p.unlink()
@@ -119,6 +121,37 @@ class Driver:
             return
         if status:
             self.statuses.append(status)
+
+    def pools(self) -> list[dict]:
+        """Each rank's Ray pool as its last step wrote it (ranks without one, or no step yet, left out)."""
+        out = []
+        for p in sorted(self.run_dir.glob("progress-*.json")):
+            try:
+                pool = json.loads(p.read_text()).get("pool")
+            except (OSError, ValueError):
+                continue
+            if pool:
+                out.append(pool)
+        return out
+
+    def keep_pools(self) -> None:
+        """This life's Ray pools' time without a ready actor (called as the life ends)."""
+        self.pool_empty_s += [p["without_actors_s"] for p in self.pools()]
+
+    def pool_back(self, before: int, t_wall: float, timeout: float = 240.0) -> float | None:
+        """Seconds from ``t_wall`` (an actor killed) until a rank's Ray pool has noticed it (the
+        pools' lost actors and failed starts above ``before``) and every pool is back at its
+        target; None when the job ended first or past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.finished() and not self.exited():
+            self.check_time()
+            self.note()
+            pools = self.pools()
+            noticed = sum(p["lost"] + p["failed_starts"] for p in pools) > before
+            if noticed and len(pools) == len(self.procs) and all(p["live"] >= p["target"] > 0 for p in pools):
+                return time.time() - t_wall
+            time.sleep(0.05)
+        return None
 
     def stop_all(self) -> None:
         for p in self.procs:
@@ -207,6 +240,7 @@ class Driver:
                         return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
+                losses = sum(p["lost"] + p["failed_starts"] for p in self.pools())
                 what = inject(
                     f["kind"],
                     f,
@@ -217,6 +251,7 @@ class Driver:
                     storage=self.storage,
                 )
                 t0, before = time.monotonic(), self.step()  # recovery counts from the fault's end (a restarted server)
+                t0_wall = time.time()
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()
                     self.start(lives[n + 1]["lanes"], lives[n + 1]["world"])
@@ -229,6 +264,8 @@ class Driver:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
+                    if f["kind"].startswith("actor_kill"):
+                        self.events[-1]["pool_recovery_s"] = self.pool_back(losses, t0_wall)
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
@@ -261,6 +298,7 @@ class Driver:
             time.sleep(0.05)
         for p in self.procs:
             p.wait(timeout=60)
+        self.keep_pools()
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
 

@@ -5,6 +5,7 @@ trained on equals an uninterrupted run, nothing left behind. And the soak's own 
 on a doctored record, its schedule is a function of the seed."""
 
 import copy
+import os
 import importlib
 import sys
 from pathlib import Path
@@ -157,3 +158,24 @@ def test_a_fault_before_a_resumed_job_that_had_no_step_of_its_own_still_counts(s
     driver.settle("processes", 1)
     assert [e["kind"] for e in driver.events] == ["trainer_kill"] and driver.events[0]["recovery_s"] > 0
     assert driver.pending == []
+
+
+def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_kill(soak, tmp_path):
+    """After an actor kill the soak waits for every rank's pool to count the loss (lost actors and
+    failed starts above the count before the kill) and to be back at its target; a pool that never
+    noticed is not timed (None, within the bound)."""
+    import json
+    import time
+    from types import SimpleNamespace
+
+    run = importlib.import_module("_soak_run")
+    driver = run.Driver(
+        tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
+    )
+    driver.procs = [SimpleNamespace(pid=os.getpid(), poll=lambda: None)]  # a job still running
+    pool = {"live": 2, "target": 2, "without_actors_s": 1.5, "lost": 1, "failed_starts": 1}
+    (tmp_path / "progress-0.json").write_text(json.dumps({"step": 3, "pool": pool}))
+    assert driver.pool_back(before=1, t_wall=time.time() - 2.0, timeout=5) >= 2.0
+    assert driver.pool_back(before=2, t_wall=time.time(), timeout=0.3) is None  # no loss counted since
+    driver.keep_pools()
+    assert driver.pool_empty_s == [1.5]
