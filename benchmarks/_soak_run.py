@@ -59,6 +59,7 @@ class Driver:
         self.shm: set[str] = set()
         self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s (+ pool_recovery_s)
         self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
+        self.open_kills: list[tuple[int, int, float]] = []  # actor kills not yet timed: (event, losses before, time)
         self.crashes: list[str] = []
         self.statuses: list[list] = []
         self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
@@ -72,6 +73,7 @@ class Driver:
         if not force and now - self._last_note < 0.3:
             return
         self._last_note = now
+        self.watch_pools()
         for pid in children_of(os.getpid()):
             self.seen.setdefault(pid, start_time(pid))
         for p in self.procs:  # the trainers' and their workers' segments
@@ -136,22 +138,30 @@ class Driver:
 
     def keep_pools(self) -> None:
         """This life's Ray pools' time without a ready actor (called as the life ends)."""
+        self.watch_pools()
+        self.close_kills()
         self.pool_empty_s += [p["without_actors_s"] for p in self.pools()]
 
-    def pool_back(self, before: int, t_wall: float, timeout: float = 240.0) -> float | None:
-        """Seconds from ``t_wall`` (an actor killed) until a rank's Ray pool has noticed it (the
-        pools' lost actors and failed starts above ``before``) and every pool is back at its
-        target; None when the job ended first or past ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self.finished() and not self.exited():
-            self.check_time()
-            self.note()
-            pools = self.pools()
-            noticed = sum(p["lost"] + p["failed_starts"] for p in pools) > before
-            if noticed and len(pools) == len(self.procs) and all(p["live"] >= p["target"] > 0 for p in pools):
-                return time.time() - t_wall
-            time.sleep(0.05)
-        return None
+    def watch_pools(self) -> None:
+        """Time each actor kill still open: done once a rank's Ray pool has noticed it (the pools'
+        lost actors and failed starts above the count before it) and every pool is back at its
+        target. Watched as the soak goes on, so the next fault keeps its drawn moment (a kill may
+        hit a replacement still starting)."""
+        if not self.open_kills:
+            return
+        pools = self.pools()
+        if len(pools) < len(self.procs) or not all(p["live"] >= p["target"] > 0 for p in pools):
+            return
+        losses = sum(p["lost"] + p["failed_starts"] for p in pools)
+        for k, before, t_wall in [o for o in self.open_kills if losses > o[1]]:
+            self.events[k]["pool_recovery_s"] = round(time.time() - t_wall, 3)
+        self.open_kills = [o for o in self.open_kills if losses <= o[1]]
+
+    def close_kills(self) -> None:
+        """The life ends: kills its pools were not back from are not timed (None)."""
+        for k, _, _ in self.open_kills:
+            self.events[k]["pool_recovery_s"] = None
+        self.open_kills = []
 
     def stop_all(self) -> None:
         for p in self.procs:
@@ -265,7 +275,7 @@ class Driver:
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
                     if f["kind"].startswith("actor_kill"):
-                        self.events[-1]["pool_recovery_s"] = self.pool_back(losses, t0_wall)
+                        self.open_kills.append((len(self.events) - 1, losses, t0_wall))
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
