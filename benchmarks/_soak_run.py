@@ -248,6 +248,8 @@ class Driver:
                     base += f["gap"]
                     if not self.wait_steps(base, lanes, world):
                         return self.to_the_end()
+                if self.finished():  # the training ended: the faults left are not injected (each waited 30 s)
+                    return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
                 losses = sum(p["lost"] + p["failed_starts"] for p in self.pools())
