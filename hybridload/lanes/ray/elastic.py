@@ -1,11 +1,12 @@
 """The keeper of an elastic actor pool: a small thread that keeps the pool on its target.
 
-Every ``poll_s`` seconds, and at once when the pool reports a lost actor or an actor that
-became ready, it reads the cluster's node table and takes one step:
+Every ``poll_s`` seconds, and at once when the pool reports a lost actor, a failed start or
+an actor that became ready, it reads the cluster's node table and takes one step:
 
 1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
-   an actor still not ready after ``ready_timeout_s`` is stopped (its start failed);
+   an actor still not ready after its node's start bound (``ready_timeout_s`` at first) is
+   stopped (its start failed);
 2. the target is the placement rules applied to the table as it is now
    (`hybridload.raycluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
@@ -18,9 +19,8 @@ became ready, it reads the cluster's node table and takes one step:
 A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
 is tried again at once (`Keeper.start_failed` wakes the keeper), unless a start on that node
 already failed within ``poll_s``: then at the next regular poll, so a node that refuses every
-start (dead but still listed) costs one try per poll, not a tight loop. Waiting for the poll
-instead cost the pool up to ``poll_s`` without the actor per kill, and a soak that kills
-starting actors over and over left it with none for minutes. A start slower than its bound
+start (dead but still listed) costs one try per poll, not a tight loop; waiting for the poll
+would cost the pool up to ``poll_s`` without that actor per failed start. A start slower than its bound
 is stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
 machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of restarting
 them forever, while a start that hangs for good is still stopped. Nothing here runs on the
