@@ -191,7 +191,9 @@ def soak(args, kinds=None) -> dict:
 
 
 def _start_cluster(tries: int = 3):
-    """The Ray cluster; tried again when a node times out starting (a loaded machine)."""
+    """The Ray cluster; tried again when a node times out starting (a loaded machine): Ray waits
+    30 s for a raylet to register (``raylet_start_wait_time_s`` in ``ray/_private/node.py``, a
+    constant of Ray 2.60 with no setting), then raises a bare Exception."""
     for k in range(tries):
         before = set(world.children_of(os.getpid()))
         try:
