@@ -160,3 +160,35 @@ def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restart
         pool.close()
     assert 1 <= stats["failed_starts"] <= 4, stats
     wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+class QuickWorker(SlowWorker):
+    def __init__(self):
+        pass
+
+
+def test_an_idle_actor_killed_is_replaced_before_any_task_is_sent_to_it(ray_cluster):
+    import ray
+
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    config = PoolConfig(
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.5, when_empty="local"
+    )
+    pool = ActorPool(QuickWorker, (), config)
+    try:
+        wait_until(lambda: pool.parallelism == 1, 60, "the pool's actor ready")
+        (idle,) = pool.members()
+        ray.kill(idle.handle, no_restart=True)  # no task on it: only the keeper's look finds it dead
+
+        def replaced():
+            return pool.stats()["lost"] == 1 and [m.key for m in pool.members() if m.state is State.READY] not in (
+                [],
+                [idle.key],
+            )
+
+        wait_until(replaced, 30, "the idle actor's death seen and a replacement ready, with no task sent")
+    finally:
+        pool.close()
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")

@@ -25,7 +25,7 @@ from hybridload.raycluster import connect as cluster
 from hybridload.raycluster.placement import elastic_target
 from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
-from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done
+from hybridload.lanes.ray.callbacks import kill_actor, probe, report_converted, when_done
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.deaths import Deaths, actor_died, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
@@ -66,6 +66,7 @@ class ActorPool(Lane):
         self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
         self._deaths = Deaths(self.name)  # the worker processes each batch killed
+        self._probing: set[int] = set()  # members asked whether they live, not answered yet
         self._capacity = Capacity(
             when_empty=config.when_empty,
             wait_s=config.wait_s,
@@ -108,6 +109,7 @@ class ActorPool(Lane):
                 after_step=self._capacity.after_step,
                 on_node=self._capacity.on_node,
                 known=nodes,
+                probe=self._probe,
             )
             self._keeper.start()
         except BaseException:
@@ -174,6 +176,19 @@ class ActorPool(Lane):
 
     def _kill(self, m: Member) -> None:
         kill_actor(m.handle)
+
+    def _probe(self, m: Member) -> None:
+        """An idle actor's death is otherwise seen only when its next task fails: ask it."""
+        if m.key not in self._probing:
+            self._probing.add(m.key)
+            probe(m.handle, lambda exc: self._probed(m, exc))
+
+    def _probed(self, m: Member, exc: BaseException | None) -> None:
+        self._probing.discard(m.key)
+        if exc is not None and actor_died(exc) and not self._closed and self._members.dead(m, lost=True):
+            log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
+            if self._keeper is not None:
+                self._keeper.wake()
 
     # -- the lane interface
     @property  # a live count where the Lane contract has a plain attribute: read the same way

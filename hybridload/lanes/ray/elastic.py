@@ -6,7 +6,8 @@ an actor that became ready, it reads the cluster's node table and takes one step
 1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
    an actor still not ready after its node's start bound (``ready_timeout_s`` at first) is
-   stopped (its start failed);
+   stopped (its start failed); each idle ready actor is asked whether it lives (``probe``:
+   otherwise its death is seen only when its next task fails);
 2. the target is the placement rules applied to the table as it is now
    (`hybridload.raycluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
@@ -112,6 +113,7 @@ class Keeper:
         table: reads the node table (``node_table`` by default).
         after_step: told the target and the node table after each step's changes.
         on_node: told each node event ("joined", "left", "draining") since the last look.
+        probe: asks an idle ready member whether its actor lives (the pool reports a death).
         known: the nodes the pool started on (what "joined" and "left" compare with).
     """
 
@@ -130,6 +132,7 @@ class Keeper:
         after_step: Callable | None = None,
         on_node: Callable[[str, NodeInfo], None] | None = None,
         known: Sequence[NodeInfo] = (),
+        probe: Callable[[Member], None] | None = None,
     ):
         self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
         self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
@@ -137,7 +140,7 @@ class Keeper:
         self._closed = threading.Event()
         self._name = name
         self._thread: threading.Thread | None = None
-        self._after_step, self._on_node = after_step, on_node
+        self._after_step, self._on_node, self._probe = after_step, on_node, probe
         self._known = {n.node_id: n for n in known}
         self._draining_seen: set[str] = set()
         self._start_bounds: dict[str, float] = {}  # node id -> its start bound, once a start there ran past it
@@ -211,6 +214,8 @@ class Keeper:
                 self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
                 self._retire(m)
+            elif m.state is State.READY and m.load == 0 and self._probe is not None:
+                self._probe(m)
         target = self._target(nodes, draining)
         live = self.members.members(State.READY, State.STARTING)
         changes = reconcile(target, [(m.key, m.node_id) for m in live])
