@@ -1,8 +1,8 @@
 """An actor that dies while it starts (killed from outside, as the chaos soak and an OOM killer
-do) or starts slower than ``ready_timeout_s`` (a loaded machine) costs the Ray pool one start,
-not minutes without an actor: on the shared loopback cluster, with real actors whose start is
-slowed (their copy of the source takes seconds to load, as importing the kernels does under
-load)."""
+do), starts slower than ``ready_timeout_s`` (a loaded machine) or dies while idle costs the Ray
+pool one start, not minutes without an actor: on the shared loopback cluster, with real actors
+whose start is slowed (their copy of the source takes seconds to load, as importing the kernels
+does under load)."""
 
 import hashlib
 import os
