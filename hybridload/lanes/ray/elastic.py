@@ -20,7 +20,7 @@ an actor that became ready, it reads the cluster's node table and takes one step
 A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
 is tried again at once (`Keeper.start_failed` wakes the keeper), unless a start on that node
 already failed within ``poll_s``: then at the next regular poll, so a node that refuses every
-start (dead but still listed) costs one try per poll, not a tight loop; waiting for the poll
+start (dead but still listed) costs at most two tries per poll, not a tight loop; waiting for the poll
 would cost the pool up to ``poll_s`` without that actor per failed start. A start slower than its bound
 is stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
 machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of restarting
