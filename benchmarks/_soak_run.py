@@ -57,7 +57,9 @@ class Driver:
         self.rng = random.Random(seed * 7919 + 1)
         self.seen: dict[int, int | None] = {}  # every descendant seen: pid -> start time
         self.shm: set[str] = set()
-        self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s
+        self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s (+ pool_recovery_s)
+        self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
+        self.open_kills: list[tuple[int, int, float]] = []  # actor kills not yet timed: (event, losses before, time)
         self.crashes: list[str] = []
         self.statuses: list[list] = []
         self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
@@ -71,6 +73,7 @@ class Driver:
         if not force and now - self._last_note < 0.3:
             return
         self._last_note = now
+        self.watch_pools()
         for pid in children_of(os.getpid()):
             self.seen.setdefault(pid, start_time(pid))
         for p in self.procs:  # the trainers' and their workers' segments
@@ -90,6 +93,7 @@ class Driver:
 
     # -------------------------------------------------------------- a life
     def start(self, lanes: str, world: int) -> None:
+        self.keep_pools()
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
             p.unlink()
@@ -119,6 +123,45 @@ class Driver:
             return
         if status:
             self.statuses.append(status)
+
+    def pools(self) -> list[dict]:
+        """Each rank's Ray pool as its last step wrote it (ranks without one, or no step yet, left out)."""
+        out = []
+        for p in sorted(self.run_dir.glob("progress-*.json")):
+            try:
+                pool = json.loads(p.read_text()).get("pool")
+            except (OSError, ValueError):
+                continue
+            if pool:
+                out.append(pool)
+        return out
+
+    def keep_pools(self) -> None:
+        """This life's Ray pools' time without a ready actor (called as the life ends)."""
+        self.watch_pools()
+        self.close_kills()
+        self.pool_empty_s += [p["without_actors_s"] for p in self.pools()]
+
+    def watch_pools(self) -> None:
+        """Time each actor kill still open: done once a rank's Ray pool has noticed it (the pools'
+        lost actors and failed starts above the count before it) and every pool is back at its
+        target. Watched as the soak goes on, so the next fault keeps its drawn moment (a kill may
+        hit a replacement still starting)."""
+        if not self.open_kills:
+            return
+        pools = self.pools()
+        if len(pools) < len(self.procs) or not all(p["live"] >= p["target"] > 0 for p in pools):
+            return
+        losses = sum(p["lost"] + p["failed_starts"] for p in pools)
+        for k, before, t_wall in [o for o in self.open_kills if losses > o[1]]:
+            self.events[k]["pool_recovery_s"] = round(time.time() - t_wall, 3)
+        self.open_kills = [o for o in self.open_kills if losses <= o[1]]
+
+    def close_kills(self) -> None:
+        """The life ends: kills its pools were not back from are not timed (None)."""
+        for k, _, _ in self.open_kills:
+            self.events[k]["pool_recovery_s"] = None
+        self.open_kills = []
 
     def stop_all(self) -> None:
         for p in self.procs:
@@ -205,8 +248,11 @@ class Driver:
                     base += f["gap"]
                     if not self.wait_steps(base, lanes, world):
                         return self.to_the_end()
+                if self.finished():  # the training ended: the faults left are not injected (each waited 30 s)
+                    return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
+                losses = sum(p["lost"] + p["failed_starts"] for p in self.pools())
                 what = inject(
                     f["kind"],
                     f,
@@ -217,6 +263,7 @@ class Driver:
                     storage=self.storage,
                 )
                 t0, before = time.monotonic(), self.step()  # recovery counts from the fault's end (a restarted server)
+                t0_wall = time.time()
                 if f["kind"] == "trainer_kill":  # the other ranks go with it, as under torchrun
                     self.stop_all()
                     self.start(lives[n + 1]["lanes"], lives[n + 1]["world"])
@@ -229,6 +276,8 @@ class Driver:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
+                    if f["kind"].startswith("actor_kill"):
+                        self.open_kills.append((len(self.events) - 1, losses, t0_wall))
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
@@ -261,6 +310,7 @@ class Driver:
             time.sleep(0.05)
         for p in self.procs:
             p.wait(timeout=60)
+        self.keep_pools()
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
 

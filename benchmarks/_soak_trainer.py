@@ -115,6 +115,15 @@ def proc_status() -> tuple[int, int]:
     return len(os.listdir("/proc/self/fd")), rss
 
 
+def pool_now(loader) -> dict | None:
+    """The Ray pool's ready and target actors now, its seconds without a ready actor, its lost
+    actors and failed starts (None without a Ray lane): the soak times the pool's recovery by them."""
+    pool = loader.stats().get("actor_pools", {}).get("ray")
+    if pool is None:
+        return None
+    return {k: pool[k] for k in ("live", "target", "without_actors_s", "lost", "failed_starts")}
+
+
 def main(life_path: str, rank: int) -> int:
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(name)s %(levelname)s %(message)s")
     life = json.loads(Path(life_path).read_text())
@@ -196,13 +205,19 @@ def main(life_path: str, rank: int) -> int:
                 time.sleep(life["step_s"])
                 step += 1
                 t_first = t_first or time.time()
-                write_json(progress, {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first})
+                write_json(
+                    progress,
+                    {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first, "pool": pool_now(loader)},
+                )
                 if step % life["save_every"] == 0:
                     save(epoch)
             epoch += 1
             save(epoch)
             status.append(proc_status())
-            write_json(progress, {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first})
+            write_json(
+                progress,
+                {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first, "pool": pool_now(loader)},
+            )
     if rank == 0:
         write_json(run / "done.json", {"step": step, "status": status})
     if dist is not None:

@@ -78,6 +78,23 @@ def summary(events: list[dict]) -> str:
     return f"faults {len(events)}: {counts}; {times}"
 
 
+def pool_summary(results: list[dict]) -> str:
+    """The Ray pools after actor kills: seconds until every pool was back at its target (median,
+    max; kills it did not come back from while the job ran), and the pools' time without a
+    ready actor."""
+    kills = [e for r in results for e in r["events"] if "pool_recovery_s" in e]
+    back = [e["pool_recovery_s"] for e in kills if e["pool_recovery_s"] is not None]
+    empty = [x for r in results for x in r.get("pool_without_actors_s", [])]
+    if not kills and not empty:
+        return "no Ray pool"
+    times = f"median {statistics.median(back):.2f} s, max {max(back):.2f} s" if back else "never"
+    return (
+        f"Ray pool back at its target after {len(kills)} actor kills: {times}"
+        f" ({len(kills) - len(back)} not back while the job ran); without a ready actor"
+        f" {sum(empty):.1f} s in all over {len(empty)} pool lives (max {max(empty, default=0):.1f} s)"
+    )
+
+
 def soak(args, kinds=None) -> dict:
     """Run one soak; the result (its ``problems`` empty when everything held)."""
     worlds = tuple(int(w) for w in str(args.worlds).split(","))
@@ -163,6 +180,7 @@ def soak(args, kinds=None) -> dict:
         "events": events,
         "counts": dict(Counter(e["kind"] for e in events)),
         "crash_restarts": driver.crashes if driver else [],
+        "pool_without_actors_s": driver.pool_empty_s if driver else [],
         "lives": driver.lives if driver else 0,
         "rss_growth_kib": growth,
         "problems": problems,
@@ -173,7 +191,9 @@ def soak(args, kinds=None) -> dict:
 
 
 def _start_cluster(tries: int = 3):
-    """The Ray cluster; tried again when a node times out starting (a loaded machine)."""
+    """The Ray cluster; tried again when a node times out starting (a loaded machine): Ray waits
+    30 s for a raylet to register (``raylet_start_wait_time_s`` in ``ray/_private/node.py``, a
+    constant of Ray 2.60 with no setting), then raises a bare Exception."""
     for k in range(tries):
         before = set(world.children_of(os.getpid()))
         try:
@@ -213,6 +233,7 @@ def table(results: list[dict]) -> str:
         f"starts, {sum(len(r['crash_restarts']) for r in results)} crash restarts, "
         f"{sum(r['seconds'] for r in results) / 60:.0f} minutes"
     )
+    rows.append(f"\n{pool_summary(results)}")
     return "\n".join(rows)
 
 
@@ -233,7 +254,8 @@ def main(argv=None) -> int:
     print(
         f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
         f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
-        f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}"
+        f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}; "
+        f"{pool_summary([result])}"
     )
     return 0 if not result["problems"] else 1
 

@@ -1,13 +1,17 @@
 """The elastic pool's bookkeeping (lanes/ray/members.py) and one keeper step (lanes/ray/elastic.py),
 driven by recorded node tables; the keeper's hands (start, stop) record what they are asked."""
 
+import time
+
 import pytest
 
 from hybridload.raycluster.connect import NodeInfo
-from hybridload.lanes.ray.elastic import Keeper, poll_seconds
+from hybridload.lanes.ray.elastic import Keeper, next_start_bound, poll_seconds, retry_now
 from hybridload.lanes.ray.members import Members, State
 from hybridload.raycluster.placement import PlacementRules, elastic_target
 from hybridload.lanes.ray.pool_stats import PoolStats
+
+from support.waits import wait_until
 
 
 def node(nid, cpus=1, trainer=False):
@@ -138,3 +142,64 @@ def test_a_failed_start_of_the_only_actor_keeps_the_lane_waiting_for_the_next_tr
     assert p.members.usable == 1  # batches wait for the next try, not fail at once
     p.keeper.step()
     assert p.where(State.STARTING) == ["A"]
+
+
+def test_a_start_slower_than_its_bound_is_tried_again_with_twice_the_bound_on_that_node():
+    p = Pool("A")
+    p.keeper.ready_timeout_s = 10.0
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    (first,) = p.members.members(State.STARTING)
+    first.born -= 11  # past the 10 s bound: stopped, tried again
+    p.keeper.step()
+    assert first.state is State.DEAD and first in p.stopped
+    (second,) = p.members.members(State.STARTING)
+    second.born -= 15  # past 10 s, within the 20 s the node has now: a loaded machine's start goes on
+    p.keeper.step()
+    assert second.state is State.STARTING and p.keeper.start_bound("B") == 20.0
+    second.born -= 6  # 21 s: past 20 s
+    p.keeper.step()
+    assert second.state is State.DEAD and p.keeper.start_bound("B") == 40.0 and p.keeper.start_bound("A") == 10.0
+    assert p.members.stats.as_dict()["failed_starts"] == 2
+
+
+def test_a_node_s_start_bound_doubles_up_to_eight_times_the_ready_timeout():
+    bounds = [120.0]
+    for _ in range(4):
+        bounds.append(next_start_bound(bounds[-1], 120.0))
+    assert bounds == [120.0, 240.0, 480.0, 960.0, 960.0]
+
+
+def test_a_failed_start_is_tried_again_at_once_unless_one_failed_on_that_node_within_the_poll():
+    assert retry_now(None, 100.0, 5.0)
+    assert not retry_now(97.0, 100.0, 5.0)
+    assert retry_now(95.0, 100.0, 5.0)
+
+
+def test_a_failed_start_wakes_the_keeper_at_once_once_per_poll_per_node():
+    p = Pool("A", "B")
+    p.keeper.poll_s = 60.0  # no regular step within this test
+    p.keeper.start()
+    try:
+        p.keeper.start_failed("A")
+        wait_until(lambda: p.flushes == 1, 10, "a keeper step right after the failed start")
+        p.keeper.start_failed("A")  # again within the poll: the next regular step tries it
+        time.sleep(1.0)
+        assert p.flushes == 1
+        p.keeper.start_failed("B")  # another node: at once
+        wait_until(lambda: p.flushes == 2, 10, "a keeper step for the other node's failed start")
+    finally:
+        p.keeper.close()
+
+
+def test_the_retry_of_a_failed_start_counts_as_a_replacement_not_as_growth():
+    p = Pool("A")
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    p.keeper.step()  # the replacement starts on A ...
+    (starting,) = p.members.members(State.STARTING)
+    p.members.stats.start_failed()
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts
+    p.keeper.step()  # tried again on A: the pool is where it was, not bigger
+    s = p.members.stats.as_dict()
+    assert (s["lost"], s["failed_starts"], s["replaced"], s["grown"]) == (1, 1, 2, 0)

@@ -10,6 +10,7 @@ import pytest
 from hybridload.raycluster import PlacementRules
 from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
 from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
+from hybridload.lanes.ray.pool_config import start_timeout_seconds
 
 
 def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had():
@@ -23,7 +24,7 @@ def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had()
         config.node_poll_s,
         config.when_empty,
         config.wait_s,
-    ) == (None, False, 2, 120.0, None, "raise", 120.0)
+    ) == (None, False, 2, None, None, "raise", 120.0)
     with pytest.raises(AttributeError):
         config.tasks_per_actor = 4
 
@@ -33,8 +34,8 @@ def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had()
     [
         (dict(tasks_per_actor=0), r"tasks_per_actor must be a whole number >= 1 \(2: one call running, one queued\)"),
         (dict(tasks_per_actor=1.5), r"tasks_per_actor must be a whole number >= 1 .*got 1.5"),
-        (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0; got 0"),
-        (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0; got nan"),
+        (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0, or None for .*; got 0"),
+        (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0, or None .*; got nan"),
         (dict(node_poll_s=-1), r"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S"),
         (dict(when_empty="fallback"), r"when_empty must be one of 'local', 'wait', 'raise'; got 'fallback'"),
         (dict(wait_s=-5), r"wait_s must be a number of seconds >= 0; got -5"),
@@ -62,3 +63,12 @@ def test_what_a_pool_is_stays_with_its_class():
     assert (RayLane.pass_worker_index, RayLane.fit_request) == (False, False)
     for drop_in in (DatasetLane, IterableDatasetActors):  # torch's workers: each knows its id; more than cores runs
         assert (drop_in.pass_worker_index, drop_in.fit_request) == (True, True)
+
+
+def test_an_actor_s_start_timeout_comes_from_the_config_else_the_environment_else_120_s():
+    assert start_timeout_seconds(None, env={}) == 120.0
+    assert start_timeout_seconds(None, env={"HYBRIDLOAD_ACTOR_START_TIMEOUT_S": "300"}) == 300.0
+    assert start_timeout_seconds(30, env={"HYBRIDLOAD_ACTOR_START_TIMEOUT_S": "300"}) == 30.0  # the argument wins
+    for bad in ("0", "-2", "soon", "inf"):
+        with pytest.raises(ValueError, match=r"HYBRIDLOAD_ACTOR_START_TIMEOUT_S must be a positive number of seconds"):
+            start_timeout_seconds(None, env={"HYBRIDLOAD_ACTOR_START_TIMEOUT_S": bad})

@@ -5,6 +5,7 @@ trained on equals an uninterrupted run, nothing left behind. And the soak's own 
 on a doctored record, its schedule is a function of the seed."""
 
 import copy
+import os
 import importlib
 import sys
 from pathlib import Path
@@ -157,3 +158,31 @@ def test_a_fault_before_a_resumed_job_that_had_no_step_of_its_own_still_counts(s
     driver.settle("processes", 1)
     assert [e["kind"] for e in driver.events] == ["trainer_kill"] and driver.events[0]["recovery_s"] > 0
     assert driver.pending == []
+
+
+def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_kill(soak, tmp_path):
+    """An actor kill is timed once every rank's pool has counted the loss (lost actors and failed
+    starts above the count before the kill) and is back at its target; one the pools never
+    noticed before the life ended is not timed (None)."""
+    import json
+    import time
+    from types import SimpleNamespace
+
+    run = importlib.import_module("_soak_run")
+    driver = run.Driver(
+        tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
+    )
+    driver.procs = [SimpleNamespace(pid=os.getpid(), poll=lambda: None)]  # a job still running
+    progress = tmp_path / "progress-0.json"
+    pool = {"live": 1, "target": 2, "without_actors_s": 1.5, "lost": 1, "failed_starts": 0}
+    progress.write_text(json.dumps({"step": 3, "pool": pool}))
+    driver.events = [{"kind": "actor_kill"}, {"kind": "actor_kill"}]
+    driver.open_kills = [(0, 0, time.time() - 2.0), (1, 1, time.time())]
+    driver.watch_pools()
+    assert driver.open_kills and "pool_recovery_s" not in driver.events[0]  # one actor short of the target
+    progress.write_text(json.dumps({"step": 4, "pool": dict(pool, live=2)}))
+    driver.watch_pools()
+    assert driver.events[0]["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
+    assert "pool_recovery_s" not in driver.events[1]  # no loss counted since the second kill
+    driver.keep_pools()  # the life ends
+    assert driver.events[1]["pool_recovery_s"] is None and driver.pool_empty_s == [1.5]

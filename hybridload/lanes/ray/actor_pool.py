@@ -25,13 +25,13 @@ from hybridload.raycluster import connect as cluster
 from hybridload.raycluster.placement import elastic_target
 from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
-from hybridload.lanes.ray.callbacks import kill_actor, report_converted, when_done
+from hybridload.lanes.ray.callbacks import kill_actor, probe, report_converted, when_done
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.deaths import Deaths, actor_died, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
-from hybridload.lanes.ray.pool_config import PoolConfig
+from hybridload.lanes.ray.pool_config import PoolConfig, start_timeout_seconds
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.lanes.ray.spawner import ActorFactory
 from hybridload.lanes.ray.startup import first_ready, start_waves
@@ -58,6 +58,7 @@ class ActorPool(Lane):
         super().__init__()
         self.config = config
         poll_s = poll_seconds(config.node_poll_s)
+        ready_timeout_s = start_timeout_seconds(config.ready_timeout_s)
         self.tasks_per_actor = config.tasks_per_actor
         self._pool_stats = PoolStats()
         # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
@@ -65,6 +66,7 @@ class ActorPool(Lane):
         self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
         self._deaths = Deaths(self.name)  # the worker processes each batch killed
+        self._probing: set[int] = set()  # members asked whether they live, not answered yet
         self._capacity = Capacity(
             when_empty=config.when_empty,
             wait_s=config.wait_s,
@@ -86,7 +88,7 @@ class ActorPool(Lane):
                     ray,
                     first,
                     self._on_ready,
-                    config.ready_timeout_s,
+                    ready_timeout_s,
                     where,
                     go_on=None if self._members.hold else self._capacity.go_on_locally,
                 )
@@ -102,11 +104,12 @@ class ActorPool(Lane):
                 stop=self._kill,
                 flush=self._flush,
                 poll_s=poll_s,
-                ready_timeout_s=config.ready_timeout_s,
+                ready_timeout_s=ready_timeout_s,
                 name=self.name,
                 after_step=self._capacity.after_step,
                 on_node=self._capacity.on_node,
                 known=nodes,
+                probe=self._probe,
             )
             self._keeper.start()
         except BaseException:
@@ -168,9 +171,24 @@ class ActorPool(Lane):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
             self._pool_stats.start_failed()
             self._capacity.start_failed(m.key, m.node_id, exc)
+            if self._keeper is not None:  # (before the keeper runs, its first step comes at once)
+                self._keeper.start_failed(m.node_id)
 
     def _kill(self, m: Member) -> None:
         kill_actor(m.handle)
+
+    def _probe(self, m: Member) -> None:
+        """An idle actor's death is otherwise seen only when its next task fails: ask it."""
+        if m.key not in self._probing:
+            self._probing.add(m.key)
+            probe(m.handle, lambda exc: self._probed(m, exc))
+
+    def _probed(self, m: Member, exc: BaseException | None) -> None:
+        self._probing.discard(m.key)
+        if exc is not None and actor_died(exc) and not self._closed and self._members.dead(m, lost=True):
+            log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
+            if self._keeper is not None:
+                self._keeper.wake()
 
     # -- the lane interface
     @property  # a live count where the Lane contract has a plain attribute: read the same way

@@ -68,3 +68,14 @@ def _kill_now(handle) -> None:
         ray.kill(handle, no_restart=True)
     except Exception as exc:  # already gone
         log.debug("ray.kill failed: %s", exc)
+
+
+def probe(handle, on_answer: Callable[[BaseException | None], None]) -> None:
+    """Call the actor's ``ready()``; ``on_answer(None, or the error: a dead actor's)`` once it
+    answers (on Ray's callback thread)."""
+    try:
+        ref = handle.ready.remote()
+    except Exception as exc:  # the handle is gone already
+        on_answer(exc)
+        return
+    when_done(ref, lambda future: on_answer(future.exception()))

@@ -141,7 +141,7 @@ class Capacity:
         """Actor ``key`` could not start on ``node_id``: a reason, and a warning (the keeper tries again)."""
         self.note(f"actor start failed on node {node_id[:8]} with {type(exc).__name__}: {str(exc)[:200]}")
         log.warning(
-            "%s: actor %d could not start on node %s (%s); trying again at the next poll",
+            "%s: actor %d could not start on node %s (%s); trying again",
             self.name,
             key,
             node_id[:8],

@@ -1,11 +1,13 @@
 """The keeper of an elastic actor pool: a small thread that keeps the pool on its target.
 
-Every ``poll_s`` seconds, and at once when the pool reports a lost actor or an actor that
-became ready, it reads the cluster's node table and takes one step:
+Every ``poll_s`` seconds, and at once when the pool reports a lost actor, a failed start or
+an actor that became ready, it reads the cluster's node table and takes one step:
 
 1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
-   an actor still not ready after ``ready_timeout_s`` is stopped (its start failed);
+   an actor still not ready after its node's start bound (``ready_timeout_s`` at first) is
+   stopped (its start failed); each idle ready actor is asked whether it lives (``probe``:
+   otherwise its death is seen only when its next task fails);
 2. the target is the placement rules applied to the table as it is now
    (`hybridload.raycluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
@@ -15,9 +17,15 @@ became ready, it reads the cluster's node table and takes one step:
    began draining since the last look (``on_node(event, node)``);
 4. tasks the pool held while it had no ready actor go out.
 
-A failed start is retried at the next regular poll, not at once (a node that died but is
-still listed must not cause a tight loop). Nothing here runs on the dispatcher's path: the
-dispatcher sees the result only as the lane's ``slots``.
+A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
+is tried again at once (`Keeper.start_failed` wakes the keeper), unless a start on that node
+already failed within ``poll_s``: then at the next regular poll, so a node that refuses every
+start (dead but still listed) costs at most two tries per poll, not a tight loop; waiting for the poll
+would cost the pool up to ``poll_s`` without that actor per failed start. A start slower than its bound
+is stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
+machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of restarting
+them forever, while a start that hangs for good is still stopped. Nothing here runs on the
+dispatcher's path: the dispatcher sees the result only as the lane's ``slots``.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: how often the node table is read when the policy does not say (seconds)
 DEFAULT_POLL_S = 5.0
+#: a node's start bound grows (doubling) to at most this many times ``ready_timeout_s``
+MAX_START_BOUND_FACTOR = 8
 
 
 class RayShutDown(Exception):
@@ -79,6 +89,18 @@ def poll_seconds(node_poll_s: float | None) -> float:
     return value
 
 
+def next_start_bound(bound_s: float, ready_timeout_s: float) -> float:
+    """A node's bound for an actor's start after a start there ran past ``bound_s``: twice it,
+    at most ``MAX_START_BOUND_FACTOR`` x ``ready_timeout_s`` (120 s: 240, 480, then 960 s)."""
+    return min(2.0 * bound_s, MAX_START_BOUND_FACTOR * ready_timeout_s)
+
+
+def retry_now(last_failed: float | None, now: float, poll_s: float) -> bool:
+    """Whether a failed start on a node is tried again at once: yes, unless one there failed
+    within the last ``poll_s`` (then the next regular poll tries it)."""
+    return last_failed is None or now - last_failed >= poll_s
+
+
 class Keeper:
     """Keeps ``members`` on ``target(nodes, draining)``.
 
@@ -91,6 +113,7 @@ class Keeper:
         table: reads the node table (``node_table`` by default).
         after_step: told the target and the node table after each step's changes.
         on_node: told each node event ("joined", "left", "draining") since the last look.
+        probe: asks an idle ready member whether its actor lives (the pool reports a death).
         known: the nodes the pool started on (what "joined" and "left" compare with).
     """
 
@@ -109,6 +132,7 @@ class Keeper:
         after_step: Callable | None = None,
         on_node: Callable[[str, NodeInfo], None] | None = None,
         known: Sequence[NodeInfo] = (),
+        probe: Callable[[Member], None] | None = None,
     ):
         self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
         self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
@@ -116,11 +140,15 @@ class Keeper:
         self._closed = threading.Event()
         self._name = name
         self._thread: threading.Thread | None = None
-        self._after_step, self._on_node = after_step, on_node
+        self._after_step, self._on_node, self._probe = after_step, on_node, probe
         self._known = {n.node_id: n for n in known}
         self._draining_seen: set[str] = set()
+        self._start_bounds: dict[str, float] = {}  # node id -> its start bound, once a start there ran past it
+        self._failed_at: dict[str, float] = {}  # node id -> when a start there last failed (monotonic)
 
     def start(self) -> None:
+        if self.members.awaiting_repair:  # a start failed before the keeper ran: its first step now
+            self._wake.set()
         self._thread = threading.Thread(
             target=_run,
             args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
@@ -131,6 +159,17 @@ class Keeper:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def start_failed(self, node_id: str) -> None:
+        """An actor's start on ``node_id`` failed: a step now, or at the next poll (`retry_now`)."""
+        now = time.monotonic()
+        if retry_now(self._failed_at.get(node_id), now, self.poll_s):
+            self._wake.set()
+        self._failed_at[node_id] = now
+
+    def start_bound(self, node_id: str) -> float:
+        """How long an actor's start on ``node_id`` may take before it is stopped and tried again."""
+        return self._start_bounds.get(node_id, self.ready_timeout_s)
 
     def close(self, join_timeout_s: float = 10.0) -> None:
         self._closed.set()
@@ -159,19 +198,24 @@ class Keeper:
                     m.key,
                 )
                 self._drain(m)
-            elif m.state is State.STARTING and now - m.born > self.ready_timeout_s:
+            elif m.state is State.STARTING and now - m.born > self.start_bound(m.node_id):
+                bound = self.start_bound(m.node_id)
+                self._start_bounds[m.node_id] = next_start_bound(bound, self.ready_timeout_s)
                 log.warning(
-                    "%s: actor %d did not start on node %s within %g s; trying again",
+                    "%s: actor %d did not start on node %s within %g s; trying again, with %g s",
                     self._name,
                     m.key,
                     m.node_id[:8],
-                    self.ready_timeout_s,
+                    bound,
+                    self._start_bounds[m.node_id],
                 )
                 self.members.stats.start_failed()
                 self.members.dead(m, lost=False, failed_start=True)
                 self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
                 self._retire(m)
+            elif m.state is State.READY and m.load == 0 and self._probe is not None:
+                self._probe(m)
         target = self._target(nodes, draining)
         live = self.members.members(State.READY, State.STARTING)
         changes = reconcile(target, [(m.key, m.node_id) for m in live])

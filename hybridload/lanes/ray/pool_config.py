@@ -6,11 +6,34 @@ whether a count beyond the CPUs is a request) is the subclass's, not configurati
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 from hybridload.raycluster.placement import PlacementRules
 from hybridload.lanes.ray.capacity import WHEN_EMPTY
+
+
+#: how long an actor's start may take when neither the config nor the environment says (seconds)
+DEFAULT_START_TIMEOUT_S = 120.0
+START_TIMEOUT_ENV = "HYBRIDLOAD_ACTOR_START_TIMEOUT_S"
+
+
+def start_timeout_seconds(ready_timeout_s: float | None, env=os.environ) -> float:
+    """How long an actor's start may take: the argument, else HYBRIDLOAD_ACTOR_START_TIMEOUT_S,
+    else 120 s. A loaded machine (imports of torch and the kernels in every new actor) may need more."""
+    if ready_timeout_s is not None:
+        return float(ready_timeout_s)
+    raw = env.get(START_TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_START_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{START_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}; e.g. 300")
+    return value
 
 
 def _seconds(value, *, zero_ok: bool) -> bool:
@@ -30,7 +53,10 @@ class PoolConfig:
             else an embedded one), "auto", "embedded" or "host:port".
         fallback_embedded: with "auto", start the embedded cluster when none is found.
         tasks_per_actor: calls in flight per actor (2: the next batch waits in the actor's queue).
-        ready_timeout_s: how long the first actors may take to start.
+        ready_timeout_s: how long an actor's start may take: the pool's first actors, before the
+            local stand-in runs (or, without one, an error); later starts, before the keeper
+            stops one and tries again with twice the time on that node. None:
+            ``HYBRIDLOAD_ACTOR_START_TIMEOUT_S``, else 120 s.
         node_poll_s: how often the keeper reads the node table; None: ``HYBRIDLOAD_NODE_POLL_S``,
             else 5 s.
         when_empty: while the cluster gives the rank no actor: "local" (the local stand-in lane
@@ -42,7 +68,7 @@ class PoolConfig:
     ray_address: str | None = None
     fallback_embedded: bool = False
     tasks_per_actor: int = 2
-    ready_timeout_s: float = 120.0
+    ready_timeout_s: float | None = None
     node_poll_s: float | None = None
     when_empty: str = "raise"
     wait_s: float = 120.0
@@ -64,8 +90,11 @@ class PoolConfig:
                 f"tasks_per_actor must be a whole number >= 1 (2: one call running, one queued); "
                 f"got {self.tasks_per_actor!r}"
             )
-        if not _seconds(self.ready_timeout_s, zero_ok=False):
-            raise ValueError(f"ready_timeout_s must be a number of seconds > 0; got {self.ready_timeout_s!r}")
+        if self.ready_timeout_s is not None and not _seconds(self.ready_timeout_s, zero_ok=False):
+            raise ValueError(
+                f"ready_timeout_s must be a number of seconds > 0, or None for {START_TIMEOUT_ENV} "
+                f"(default 120); got {self.ready_timeout_s!r}"
+            )
         if self.node_poll_s is not None and not _seconds(self.node_poll_s, zero_ok=False):
             raise ValueError(
                 f"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S "

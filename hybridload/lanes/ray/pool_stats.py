@@ -28,8 +28,8 @@ class PoolStats:
         self._empty_s = 0.0
 
     def actor_started(self, initial: bool) -> None:
-        """One actor started; after the first start a start replaces a lost actor while any is
-        unreplaced, else it grows the pool."""
+        """One actor started; after the first start a start replaces a lost actor or a failed
+        start while any is unreplaced, else it grows the pool."""
         with self._lock:
             self.started += 1
             if initial:
@@ -52,6 +52,7 @@ class PoolStats:
     def start_failed(self) -> None:
         with self._lock:
             self.failed_starts += 1
+            self._unreplaced += 1  # its retry replaces it: it does not grow the pool
 
     def node_event(self, event: str, node_id: str = "", address: str = "") -> None:
         """Record ``event`` ("joined", "left", "draining", "no actor", "actors again") with the

@@ -67,7 +67,8 @@ def await_first_ready(
             raise error
         raise TimeoutError(
             f"no Ray actor started within {timeout_s:g} s on nodes {where}; the cluster may lack "
-            "free CPUs (check `ray status`)"
+            "free CPUs (check `ray status`), or its machines are loaded: allow more with "
+            "HYBRIDLOAD_ACTOR_START_TIMEOUT_S (seconds)"
         )
     for ref in pending:
         member = refs[ref]

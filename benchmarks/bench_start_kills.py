@@ -1,0 +1,117 @@
+"""A Ray pool's actor killed while it starts: seconds from the kill to a ready actor again.
+
+    python benchmarks/bench_start_kills.py [--rounds 6] [--start-s 2] [--out F]
+
+Each round opens an `ActorPool` of one actor on a local Ray instance on 127.0.0.1 (its start
+takes ``--start-s`` besides the process's own start: an actor importing its libraries on a
+loaded machine), kills that actor (``ray.kill``) while it starts, and times the kill until the
+pool has a ready actor again; the pool's local stand-in would run the batches meanwhile
+(``when_empty="local"``). The keeper reads the node table every 5 s (the default). Run it
+twice side by side, one copy on the code before a change (``PYTHONPATH`` naming that copy),
+on a shared machine: the difference of the medians is what the change is worth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import threading
+import time
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only: before Ray is imported
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+class SlowStart:
+    """An actor whose start takes ``start_s``."""
+
+    def __init__(self, start_s: float):
+        time.sleep(start_s)
+
+    def ready(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+def named_actors() -> list[dict]:
+    import ray
+
+    return ray.util.list_named_actors(all_namespaces=True)
+
+
+def kill_first_actor(prefix: str, old: set, timeout_s: float, out: dict) -> None:
+    """``ray.kill`` the first actor named ``prefix...`` (not in ``old``) once the GCS lists it; note when."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for a in named_actors():
+            if a["name"].startswith(prefix) and a["name"] not in old:
+                ray.kill(ray.get_actor(a["name"], namespace=a["namespace"]), no_restart=True)
+                out["t"] = time.monotonic()
+                return
+        time.sleep(0.02)
+
+
+def one_round(start_s: float, timeout_s: float = 300.0) -> float | None:
+    """Seconds from killing the pool's starting actor to a ready one (None: not within ``timeout_s``)."""
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    killed: dict = {}
+    old = {a["name"] for a in named_actors()}  # an earlier round's, if Ray still lists it
+    killer = threading.Thread(target=kill_first_actor, args=(f"hybridload-{os.getpid()}-", old, 120, killed))
+    killer.start()
+    config = PoolConfig(rules=PlacementRules(placement="any", cpu_actors=1), when_empty="local")
+    pool = ActorPool(SlowStart, (start_s,), config)
+    try:
+        killer.join(130)
+        if "t" not in killed:
+            return None
+        while pool.parallelism < 1:
+            if time.monotonic() - killed["t"] > timeout_s:
+                return None
+            time.sleep(0.02)
+        return time.monotonic() - killed["t"]
+    finally:
+        pool.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--start-s", type=float, default=2.0, help="each actor's start, besides its process's")
+    ap.add_argument("--out", help="also write the times here (JSON)")
+    args = ap.parse_args(argv)
+    import logging
+
+    import ray
+
+    logging.basicConfig(level=logging.WARNING)
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", logging_level="WARNING"
+    )
+    try:
+        times = [one_round(args.start_s) for _ in range(args.rounds)]
+    finally:
+        ray.shutdown()
+    done = [t for t in times if t is not None]
+    import hybridload.lanes.ray.elastic as elastic
+
+    code = "after" if hasattr(elastic, "retry_now") else "before"
+    print(
+        f"{code}: kill while starting -> ready again, {len(done)}/{len(times)} rounds: "
+        + (f"median {statistics.median(done):.2f} s, max {max(done):.2f} s" if done else "none")
+        + f"; each: {', '.join(f'{t:.2f}' if t is not None else '-' for t in times)}"
+    )
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"code": code, "start_s": args.start_s, "seconds": times}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""An actor that dies while it starts (killed from outside, as the chaos soak and an OOM killer
+do), starts slower than ``ready_timeout_s`` (a loaded machine) or dies while idle costs the Ray
+pool one start, not minutes without an actor: on the shared loopback cluster, with real actors
+whose start is slowed (their copy of the source takes seconds to load, as importing the kernels
+does under load)."""
+
+import hashlib
+import os
+import threading
+import time
+
+
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
+from hybridload.lanes.ray.members import State
+
+from support.ray_fixtures import alive_actors
+from support.waits import wait_until
+
+REC = recipe.imagenet_train(32)
+BS = 6  # 60 images -> 10 batches an epoch
+START_S = 2.0  # each actor's start (loading its copy of the source)
+POLL_S = "60"  # the keeper's regular look at the cluster: far beyond every bound asserted here
+
+
+class SlowToStart(sources.ImageFolder):
+    """An ImageFolder whose copy in another process (an actor) takes ``START_S`` to load."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.driver_pid = os.getpid()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.driver_pid:
+            time.sleep(START_S)
+
+
+def digest(batch):
+    images, labels, idx = batch
+    return tuple(idx.tolist()), tuple(labels.tolist()), hashlib.md5(images.numpy().tobytes()).hexdigest()
+
+
+def reference(root):
+    policy = LoaderPolicy(cpu_actors=0, threads=2)
+    with HybridLoader(sources.ImageFolder(root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
+        return [digest(b) for b in ld]
+
+
+def kill_first_hybridload_actor(timeout_s):
+    """Kill (ray.kill) the first hybridload actor the GCS names, as soon as there is one; its name."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        names = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith("hybridload-")]
+        if names:
+            ray.kill(ray.get_actor(names[0]["name"], namespace=names[0]["namespace"]), no_restart=True)
+            return names[0]["name"]
+        time.sleep(0.05)
+    return None
+
+
+def test_the_only_actor_killed_while_the_job_starts_is_replaced_at_once_not_at_the_next_poll(
+    ray_cluster, photo_root, monkeypatch
+):
+    monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", POLL_S)
+    expected = reference(photo_root)
+    # one actor, on the trainer's node; the local stand-in runs the batches while it has none
+    policy = LoaderPolicy(
+        ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1, on_no_actors="local"
+    )
+    killed = {}
+    killer = threading.Thread(target=lambda: killed.update(name=kill_first_hybridload_actor(60), t=time.monotonic()))
+    killer.start()
+    with HybridLoader(SlowToStart(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
+        it = iter(ld)  # the pool starts here: its first actor dies while it starts, the local lane goes on
+        killer.join(60)
+        assert killed.get("name"), "no hybridload actor appeared to kill"
+        lane = ld._lanes[0]
+        # the dead start is tried again now: ready one start (START_S + a process start) after the kill
+        wait_until(lambda: lane.parallelism == 1, 30, "a ready actor within 30 s of the kill (the poll is 60 s)")
+        recovered_s = time.monotonic() - killed["t"]
+        got = [digest(b) for b in it]
+        pool = ld.stats()["actor_pools"]["ray"]
+    assert got == expected
+    assert pool["failed_starts"] == 1 and pool["live"] == 1, pool
+    assert recovered_s < 30
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+def test_a_replacement_killed_while_it_starts_is_tried_again_at_once_and_the_stream_holds(
+    ray_cluster, photo_root, monkeypatch
+):
+    import ray
+
+    monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", POLL_S)
+    expected = reference(photo_root)
+    # no local stand-in: the pool holds its batches while it has no actor
+    policy = LoaderPolicy(
+        ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1, on_no_actors="raise"
+    )
+    with HybridLoader(SlowToStart(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
+        got = []
+        for k, batch in enumerate(ld):
+            got.append(digest(batch))
+            if k == 1:  # the actor dies with batches on it; its replacement is killed while it starts
+                lane = ld._lanes[0]
+                (only,) = lane.members()
+                ray.kill(only.handle, no_restart=True)
+                wait_until(lambda: _starting(lane), 30, "the lost actor's replacement starting")
+                ray.kill(_starting(lane)[0].handle, no_restart=True)
+                t_kill = time.monotonic()
+                wait_until(
+                    lambda: lane.parallelism == 1, 30, "a ready actor within 30 s of the kill (the poll is 60 s)"
+                )
+                recovered_s = time.monotonic() - t_kill
+        pool = ld.stats()["actor_pools"]["ray"]
+    assert got == expected
+    assert (pool["lost"], pool["failed_starts"], pool["live"]) == (1, 1, 1), pool
+    assert recovered_s < 30
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+def _starting(lane):
+    return [m for m in lane.members() if m.state is State.STARTING]
+
+
+class SlowWorker:
+    """An actor whose start takes ``SLOW_START_S``, beyond the pool's ``ready_timeout_s``."""
+
+    def __init__(self):
+        time.sleep(SLOW_START_S)
+
+    def ready(self):
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+SLOW_START_S = 3.0
+
+
+def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restarting_forever(ray_cluster):
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    # every start takes longer than ready_timeout_s (a loaded machine): stopped once or twice, each
+    # retry on the node given twice the time, until one gets there
+    config = PoolConfig(
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        ready_timeout_s=1.0,
+        node_poll_s=0.5,
+        when_empty="local",
+    )
+    pool = ActorPool(SlowWorker, (), config)
+    try:
+        wait_until(lambda: pool.parallelism == 1, 60, "an actor whose start outlasts ready_timeout_s, ready")
+        stats = pool.stats()
+    finally:
+        pool.close()
+    assert 1 <= stats["failed_starts"] <= 4, stats
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+class QuickWorker(SlowWorker):
+    def __init__(self):
+        pass
+
+
+def test_an_idle_actor_killed_is_replaced_before_any_task_is_sent_to_it(ray_cluster):
+    import ray
+
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    config = PoolConfig(
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.5, when_empty="local"
+    )
+    pool = ActorPool(QuickWorker, (), config)
+    try:
+        wait_until(lambda: pool.parallelism == 1, 60, "the pool's actor ready")
+        (idle,) = pool.members()
+        ray.kill(idle.handle, no_restart=True)  # no task on it: only the keeper's look finds it dead
+
+        def replaced():
+            return pool.stats()["lost"] == 1 and [m.key for m in pool.members() if m.state is State.READY] not in (
+                [],
+                [idle.key],
+            )
+
+        wait_until(replaced, 30, "the idle actor's death seen and a replacement ready, with no task sent")
+    finally:
+        pool.close()
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
