@@ -104,9 +104,10 @@ def steps_needed(lives: list[dict]) -> int:
 # ------------------------------------------------------------------ injectors
 
 
-def _wait_for(find, timeout: float):
+def _wait_for(find, timeout: float, done=lambda: False):
+    """What ``find`` finds within ``timeout``; None once ``done()`` says the job ended first."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not done():
         got = find()
         if got:
             return got
@@ -134,14 +135,17 @@ def actor_pids(raylets: list[int]) -> list[int]:
     return [p for r in raylets for p in children_of(r) if is_actor(cmdline(p))]
 
 
-def inject(kind: str, fault: dict, *, rng: random.Random, trainers: list[int], run_dir, cluster, storage) -> str:
-    """Carry out one fault; what was done, in words ("" when there was nothing to hit)."""
+def inject(
+    kind: str, fault: dict, *, rng: random.Random, trainers: list[int], run_dir, cluster, storage, done=lambda: False
+) -> str:
+    """Carry out one fault; what was done, in words ("" when there was nothing to hit, or when
+    ``done()`` says the job ended while the fault waited for its target)."""
     if kind == "trainer_kill":
         pid = rng.choice(trainers)
         kill(pid)
         return f"SIGKILL trainer pid {pid}"
     if kind == "worker_kill":
-        pids = _wait_for(lambda: worker_pids(trainers), 20)
+        pids = _wait_for(lambda: worker_pids(trainers), 20, done)
         if not pids:
             return ""
         pid = rng.choice(pids)
@@ -149,7 +153,7 @@ def inject(kind: str, fault: dict, *, rng: random.Random, trainers: list[int], r
         return f"SIGKILL worker pid {pid}"
     if kind in ("actor_kill", "actor_kill_starting"):
         # while starting: until the job (a few processes importing torch on a loaded machine) makes its actors
-        pids = _wait_for(lambda: actor_pids(cluster.raylet_pids()), 240 if kind == "actor_kill_starting" else 30)
+        pids = _wait_for(lambda: actor_pids(cluster.raylet_pids()), 240 if kind == "actor_kill_starting" else 30, done)
         if not pids:
             titles = sorted({cmdline(p)[:40] for r in cluster.raylet_pids() for p in children_of(r)})
             log.info("no actor process among the raylets' children: %s", titles)

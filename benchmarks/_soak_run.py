@@ -261,6 +261,7 @@ class Driver:
                     run_dir=self.run_dir,
                     cluster=self.cluster,
                     storage=self.storage,
+                    done=self.finished,
                 )
                 t0, before = time.monotonic(), self.step()  # recovery counts from the fault's end (a restarted server)
                 t0_wall = time.time()

@@ -214,6 +214,7 @@ def main(life_path: str, rank: int) -> int:
             epoch += 1
             save(epoch)
             status.append(proc_status())
+            t_first = t_first or time.time()  # a resumed job at an epoch's end runs again here
             write_json(
                 progress,
                 {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first, "pool": pool_now(loader)},
