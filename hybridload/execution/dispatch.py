@@ -124,10 +124,10 @@ class Dispatcher:
                     reports = list(self._inbox)
                     self._inbox.clear()
                 with self._lock:
-                    for report in reports:
-                        self._settle(*report)
+                    self._settle_all(reports)
                     self._reissue_stragglers()
                     self._fill()
+                reports.clear()  # no settled result held while waiting (a lane may reuse its buffer)
         except BaseException as exc:  # a bug here must surface to the consumer, not hang it
             log.exception("the dispatcher failed")
             self._merger.abort(exc)
@@ -210,6 +210,10 @@ class Dispatcher:
             self._start(other, copy.task)
 
     # ------------------------------------------------------------------ results
+    def _settle_all(self, reports: list) -> None:
+        for report in reports:
+            self._settle(*report)
+
     def _settle(self, book: LaneBook, t0: float, task: BatchTask, result) -> None:
         book.in_flight -= 1
         copies = self._running.get(task.seq, [])
