@@ -11,7 +11,9 @@ A buffer is lent as a tensor over a view of its array (``torch.from_numpy``): th
 storage holds that view, and so does every tensor or NumPy array made from the batch
 (``images[0]``, ``images.numpy()``); the pool keeps a weak reference to the view only. While
 anything reaches the view, the buffer is held; once it is gone, the buffer is written again.
-A delivered batch is therefore never overwritten while the consumer can still read it.
+A delivered batch is therefore never overwritten while the consumer can still read it. Like a
+batch from torch's DataLoader workers (shared memory), its storage cannot grow in place
+(``resize_`` to more elements raises); everything else about it is an ordinary tensor.
 """
 
 from __future__ import annotations
