@@ -4,7 +4,8 @@
 kernel loop (``kernels.process_sample`` over the same samples and epochs), in process CPU seconds
 per image, with the process's minor page faults per image. Each round runs loop, loader, loop
 (``--epochs-per-round`` passes each), so the box's load drift hits both alike; the loader's
-overhead is its time less the mean of the two loops; medians over rounds.
+overhead is its time less the mean of the two loops; medians over rounds. Wall time per image,
+loader over loop, is shown too (a quiet machine only).
 
 With ``--base REV`` it measures REV and ``--head`` (default HEAD), each exported with git archive
 as ``compare_revisions.py`` does, in child processes that alternate base, head, head, base, ...
@@ -32,8 +33,8 @@ from _data import parser, photo_source
 log = logging.getLogger("bench_lane_overhead")
 
 
-def _cpu_faults() -> tuple[float, int]:
-    return time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def _cpu_faults() -> tuple[float, int, float]:
+    return time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
 
 
 def measure(args) -> dict:
@@ -47,38 +48,43 @@ def measure(args) -> dict:
     rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
     n, E = len(src), args.epochs_per_round
     policy = LoaderPolicy(mode="cpu", cpu_actors=0, threads=1)
-    per: dict[str, list[float]] = {"loop": [], "loader": [], "loop_faults": [], "loader_faults": []}
+    per: dict[str, list[float]] = {
+        k: [] for k in ("loop", "loader", "loop_faults", "loader_faults", "loop_wall", "loader_wall")
+    }
 
-    def loop(epoch0: int) -> tuple[float, float]:
-        t0, f0 = _cpu_faults()
+    def loop(epoch0: int) -> tuple[float, float, float]:
+        t0, f0, w0 = _cpu_faults()
         for epoch in range(epoch0, epoch0 + E):
             for i in range(n):
                 kernels.process_sample(src, rec, i, seed=0, epoch=epoch)
-        t1, f1 = _cpu_faults()
-        return (t1 - t0) / (n * E), (f1 - f0) / (n * E)
+        t1, f1, w1 = _cpu_faults()
+        return (t1 - t0) / (n * E), (f1 - f0) / (n * E), (w1 - w0) / (n * E)
 
     with HybridLoader(src, rec, args.batch_size, shuffle=False, device="cpu", seed=0, policy=policy) as ld:
 
-        def loader(epoch0: int) -> tuple[float, float]:
-            t0, f0 = _cpu_faults()
+        def loader(epoch0: int) -> tuple[float, float, float]:
+            t0, f0, w0 = _cpu_faults()
             for epoch in range(epoch0, epoch0 + E):
                 ld.set_epoch(epoch)
                 for _ in ld:
                     pass
-            t1, f1 = _cpu_faults()
-            return (t1 - t0) / (n * E), (f1 - f0) / (n * E)
+            t1, f1, w1 = _cpu_faults()
+            return (t1 - t0) / (n * E), (f1 - f0) / (n * E), (w1 - w0) / (n * E)
 
         for r in range(args.warmup_rounds + args.rounds):
             epoch0 = 1 + r * E
-            a, fa = loop(epoch0)
-            b, fb = loader(epoch0)
-            c, fc = loop(epoch0)
+            a, fa, wa = loop(epoch0)
+            b, fb, wb = loader(epoch0)
+            c, fc, wc = loop(epoch0)
             if r >= args.warmup_rounds:
                 per["loop"].append((a + c) / 2)
                 per["loader"].append(b)
                 per["loop_faults"].append((fa + fc) / 2)
                 per["loader_faults"].append(fb)
+                per["loop_wall"].append((wa + wc) / 2)
+                per["loader_wall"].append(wb)
     over = [ld_ - lp for ld_, lp in zip(per["loader"], per["loop"])]
+    wall = [w / lw for w, lw in zip(per["loader_wall"], per["loop_wall"])]
     return {
         "loop_ms": 1e3 * statistics.median(per["loop"]),
         "loader_ms": 1e3 * statistics.median(per["loader"]),
@@ -86,6 +92,7 @@ def measure(args) -> dict:
         "overhead_frac": statistics.median(o / lp for o, lp in zip(over, per["loop"])),
         "loop_faults": statistics.median(per["loop_faults"]),
         "loader_faults": statistics.median(per["loader_faults"]),
+        "wall_ratio": statistics.median(wall),
         "rounds": per,
     }
 
@@ -133,6 +140,7 @@ def _row(label: str, runs: list[dict]) -> list[str]:
         f"{100 * med('overhead_frac'):.1f}%",
         f"{med('loop_faults'):.1f}",
         f"{med('loader_faults'):.1f}",
+        f"{med('wall_ratio'):.3f}",
     ]
 
 
@@ -154,7 +162,7 @@ def main(argv=None) -> int:
     if len(runs) == 2:
         b, hd = (statistics.median(r["overhead_ms"] for r in runs[s]) for s in ("base", "head"))
         lb, lh = (statistics.median(r["loader_ms"] for r in runs[s]) for s in ("base", "head"))
-        rows.append(["head / base", "", f"{lh / lb:.3f}x", f"{hd / b:.2f}x" if b > 0 else "n/a", "", "", ""])
+        rows.append(["head / base", "", f"{lh / lb:.3f}x", f"{hd / b:.2f}x" if b > 0 else "n/a", "", "", "", ""])
     lines = [
         f"## bench_lane_overhead: {args.n} photo JPEGs, in-process lane, 1 thread, B={args.batch_size}, "
         f"RandomResizedCrop(224) + flip uint8, {args.rounds} rounds x {args.epochs_per_round} passes"
@@ -171,6 +179,7 @@ def main(argv=None) -> int:
                 "overhead / kernel",
                 "loop faults/img",
                 "loader faults/img",
+                "loader / loop wall time",
             ],
             rows,
         ),
