@@ -1,7 +1,8 @@
 """The dispatcher hands batch tasks to lanes, pull-based, within the merger's window.
 
 It runs on its own thread, woken when a lane reports, when the consumer takes a batch and
-every ``tick_s``. Lanes report into an inbox; only its thread changes its bookkeeping.
+every ``tick_s``; it fills the lanes as soon as it starts, and a wake that comes while it is busy
+is kept, not lost. Lanes report into an inbox; only its thread changes its bookkeeping.
 
 * A task starts only while the merger admits its sequence number (inside the window
   ahead of the consumer), and only on a lane with a free slot.
@@ -78,6 +79,7 @@ class Dispatcher:
         self._cond = threading.Condition()
         self._lock = threading.Lock()  # the bookkeeping, for where()
         self._stopped = False
+        self._poked = True  # a wake not yet acted on (the pass's start is one: its first fill)
         self._thread = threading.Thread(target=self._loop, name="hybridload-dispatch", daemon=True)
 
     # ------------------------------------------------------------------ control
@@ -86,6 +88,7 @@ class Dispatcher:
 
     def wake(self) -> None:
         with self._cond:
+            self._poked = True  # kept if the thread is busy now: it looks again before waiting
             self._cond.notify()
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
@@ -117,17 +120,18 @@ class Dispatcher:
         try:
             while True:
                 with self._cond:
-                    if not self._stopped and not self._inbox:
+                    if not self._stopped and not self._inbox and not self._poked:
                         self._cond.wait(self._tick_s)
                     if self._stopped:
                         return
+                    self._poked = False
                     reports = list(self._inbox)
                     self._inbox.clear()
                 with self._lock:
-                    for report in reports:
-                        self._settle(*report)
+                    self._settle_all(reports)
                     self._reissue_stragglers()
                     self._fill()
+                reports.clear()  # no settled result held while waiting (a lane may reuse its buffer)
         except BaseException as exc:  # a bug here must surface to the consumer, not hang it
             log.exception("the dispatcher failed")
             self._merger.abort(exc)
@@ -210,6 +214,10 @@ class Dispatcher:
             self._start(other, copy.task)
 
     # ------------------------------------------------------------------ results
+    def _settle_all(self, reports: list) -> None:
+        for report in reports:
+            self._settle(*report)
+
     def _settle(self, book: LaneBook, t0: float, task: BatchTask, result) -> None:
         book.in_flight -= 1
         copies = self._running.get(task.seq, [])

@@ -34,6 +34,7 @@ import torch
 from hybridload.kernels import process_batch, start_reads
 
 from hybridload.lanes.base import BatchTask, Done, LaneKind, PooledLane
+from hybridload.lanes.local.batch_buffers import BatchBuffers
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
 
@@ -84,15 +85,19 @@ class DaemonPool:
             item = self._queue.get()
             if item is None:
                 return
-            fut, fn, args = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn(*args)
-            except BaseException as exc:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)
+            self._run(*item)
+            del item  # holds no finished batch while waiting for the next (its buffer is reused)
+
+    @staticmethod
+    def _run(fut: Future, fn, args) -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            result = fn(*args)
+        except BaseException as exc:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
 
     def shutdown(self, wait_s: float) -> list[threading.Thread]:
         """Cancel queued work, let idle threads end, wait at most ``wait_s`` for busy ones;
@@ -163,6 +168,9 @@ class InProcessLane(PooledLane):
         self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess", own_intraop=threads == 1)
+        # batches are written into kept buffers (`batch_buffers`): as many as can be out at once
+        # with the default window (2 per slot), plus the consumer's; pinned ones are made per batch
+        self._buffers = BatchBuffers(0 if pin_memory else 2 * self.slots + 2)
         self._tasks: list[tuple[BatchTask, Future, threading.Event]] = []  # submitted, not yet finished
 
     def describe(self) -> str:
@@ -179,9 +187,9 @@ class InProcessLane(PooledLane):
         with self._lock:
             self._tasks.append(entry)
 
-        def finish(fut: Future) -> None:
+        def finish(fut: Future) -> None:  # names no entry: a future reaching itself would hold its batch until gc
             with self._lock:
-                self._tasks.remove(entry)
+                self._tasks = [e for e in self._tasks if e[1] is not fut]
             if fut.cancelled():
                 done(task, self._cancelled(task))
             else:
@@ -203,6 +211,7 @@ class InProcessLane(PooledLane):
             fut.cancel()
 
     def run_batch(self, task: BatchTask, started=None):
+        out = None if self.pin_memory else self._buffers.take(self.recipe.output_shape(len(task.indices)))
         return process_batch(
             self.source,
             self.recipe,
@@ -214,6 +223,7 @@ class InProcessLane(PooledLane):
             lane=self.name,
             normalize=False,
             started=started,
+            out=out,
         )  # uint8 out: the loader normalizes on its device
 
     def _close(self) -> None:
@@ -223,6 +233,7 @@ class InProcessLane(PooledLane):
             tasks = list(self._tasks)
         for _task, _fut, stop in tasks:
             stop.set()
+        self._buffers.clear()
         for t in self._pool.shutdown(self.close_wait_s):
             log.info(
                 "in-process lane thread %s is still running a batch after close(); it is a daemon "
