@@ -63,9 +63,12 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def epochs_for(lives: list[dict], samples: int) -> int:
-    """Enough epochs for the schedule's steps at the largest world size (3 ranks)."""
+    """Enough epochs for the schedule's steps at the largest world size (3 ranks), and 3 more for
+    each life after the first: a trainer kill lands some steps after its drawn moment (the job
+    trains on while the faults before it recover), and the resumed job must still have the steps
+    its own faults count from (CI, seed 713: a resumed job ended before its worker kill)."""
     per_epoch = math.ceil(samples / 3 / BATCH)
-    return max(2, math.ceil(steps_needed(lives) / per_epoch) + 1)
+    return max(2, math.ceil(steps_needed(lives) / per_epoch) + 1 + 3 * (len(lives) - 1))
 
 
 def summary(events: list[dict]) -> str:
