@@ -111,14 +111,6 @@ def _close(x: list[int], y: list[int]) -> bool:
     return len(x) == len(y) and max(abs(p - q) for p, q in zip(x, y)) <= THUMB_TOLERANCE
 
 
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def rss_kib() -> int:
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
-
-
 def leftovers(seen: dict[int, int | None], shm: set[str], *, grace_s: float = 20.0) -> list[str]:
     """Processes seen during the soak still alive (same pid, same start time) and shared-memory
     segments its trainers mapped still in /dev/shm, after ``grace_s`` for them to go."""

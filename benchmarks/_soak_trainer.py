@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from _readings import fd_count, rss_kib
+
 SIZE, BATCH = 32, 4
 
 
@@ -107,12 +109,6 @@ def write_json(path: Path, obj) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(obj))
     os.replace(tmp, path)
-
-
-def proc_status() -> tuple[int, int]:
-    """(open file descriptors, RSS in KiB) of this process."""
-    rss = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
-    return len(os.listdir("/proc/self/fd")), rss
 
 
 def pool_now(loader) -> dict | None:
@@ -213,7 +209,7 @@ def main(life_path: str, rank: int) -> int:
                     save(epoch)
             epoch += 1
             save(epoch)
-            status.append(proc_status())
+            status.append((fd_count(), rss_kib()))
             t_first = t_first or time.time()  # a resumed job at an epoch's end runs again here
             write_json(
                 progress,

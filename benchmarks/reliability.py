@@ -18,6 +18,7 @@ from unittest import mock
 
 import _harness as h
 from _data import loopback_cluster, parser
+from _readings import rss_mb, store_used_mb
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.errors import SampleError
@@ -136,18 +137,6 @@ def bad_inputs(root, tmp, ray_lane: bool = True):
 
 
 def memory(root):
-    from ray._private.internal_api import memory_summary
-
-    def rss():
-        return next(int(ln.split()[1]) / 1024 for ln in open("/proc/self/status") if ln.startswith("VmRSS:"))
-
-    def store():
-        import ray  # the address named: with none, Ray guesses and fails beside another instance
-
-        text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
-        line = next((ln for ln in text.splitlines() if "Plasma memory usage" in ln), "0 MiB")
-        return float(line.split("Plasma memory usage")[-1].split("MiB")[0] or 0)
-
     out = {}
     with HybridLoader(
         sources.ImageFolder(root),
@@ -163,8 +152,8 @@ def memory(root):
                 gc.collect()
                 time.sleep(1.0)
                 out[epoch + 1] = {
-                    "rss_mb": round(rss(), 1),
-                    "object_store_mb": store(),
+                    "rss_mb": round(rss_mb(), 1),
+                    "object_store_mb": store_used_mb(),
                     "actors": ld._lanes[0].parallelism,
                 }
     return out

@@ -32,7 +32,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import _soak_world as world
-from _soak_check import compare, fd_count, leftovers, reference, rss_growth
+from _readings import fd_count
+from _soak_check import compare, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
 from _soak_trainer import BATCH

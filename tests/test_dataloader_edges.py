@@ -5,12 +5,14 @@ against torch's own DataLoader on the same arguments, on the shared 3-node loopb
 import collections
 import itertools
 import re
+import signal
 
 import pytest
 import torch
 from torch.utils.data import Dataset, Sampler
 
 import hybridload
+from support.datasets import KillsItsWorker
 
 
 class Squares(Dataset):
@@ -127,26 +129,16 @@ def test_multiprocessing_context_is_accepted_with_one_warning_and_the_actors_run
             assert [b.tolist() for b in loader] == torchs
 
 
-class Segfaults(Dataset):
-    """Sample 5 crashes its worker's process with a segmentation fault, every time it is read."""
-
-    def __len__(self):
-        return 8
-
-    def __getitem__(self, i):
-        if i == 5:
-            import os
-            import signal
-
-            os.kill(os.getpid(), signal.SIGSEGV)
-        return torch.tensor(i)
-
-
 def test_a_batch_that_killed_two_workers_raises_worker_lost_at_once_naming_worker_and_signal(ray_cluster):
     import time
 
     with hybridload.DataLoader(
-        Segfaults(), batch_size=2, sampler=list(range(8)), distribute_mode=True, num_workers=2, timeout=120
+        KillsItsWorker(signal.SIGSEGV),
+        batch_size=2,
+        sampler=list(range(8)),
+        distribute_mode=True,
+        num_workers=2,
+        timeout=120,
     ) as loader:
         it = iter(loader)
         assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]

@@ -9,19 +9,13 @@ import threading
 import time
 
 import pytest
+from _readings import rss_mb, store_used_mb
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
 from support.ray_fixtures import alive_actors
 
 REC = recipe.imagenet_train(64)
-
-
-def rss_mb() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
 
 
 def settled_store_mb(timeout_s: float = 10.0) -> float:
@@ -32,19 +26,6 @@ def settled_store_mb(timeout_s: float = 10.0) -> float:
         time.sleep(0.5)
         low = min(low, store_used_mb())
     return low
-
-
-def store_used_mb() -> float:
-    """Plasma bytes in use across this driver's cluster (Ray's memory summary; needs grpcio), named
-    by its address: Ray's discovery, without one, may pick or refuse another Ray of the machine."""
-    import ray
-    from ray._private.internal_api import memory_summary
-
-    text = memory_summary(address=ray.get_runtime_context().gcs_address, stats_only=True)
-    for line in text.splitlines():
-        if "Plasma memory usage" in line:
-            return float(line.split("Plasma memory usage")[1].split("MiB")[0])
-    return 0.0
 
 
 #: another Ray instance on this machine (an embedded cluster of another process): Ray's own

@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 import hybridload
 from hybridload.lanes.ray.deaths import DEATHS_TO_FAIL
+from support.datasets import KillsItsWorker
 
 
 class HoldsSample4(Dataset):
@@ -69,22 +70,14 @@ def test_two_outside_kills_of_the_workers_holding_one_batch_cost_time_not_the_pa
     assert retries >= 1  # handed on (a copy issued again, as a straggler, may carry it instead)
 
 
-class KilledBySample5(Dataset):
-    """Sample 5 SIGKILLs its worker every time it is read: a death with no crash signal in the log,
-    as the OOM killer's."""
-
-    def __len__(self):
-        return 8
-
-    def __getitem__(self, i):
-        if i == 5:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return torch.tensor(i)
-
-
 def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger_count(ray_cluster):
     with hybridload.DataLoader(
-        KilledBySample5(), batch_size=2, sampler=list(range(8)), distribute_mode=True, num_workers=2, timeout=120
+        KillsItsWorker(signal.SIGKILL),
+        batch_size=2,
+        sampler=list(range(8)),
+        distribute_mode=True,
+        num_workers=2,
+        timeout=120,
     ) as loader:
         it = iter(loader)
         assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]
