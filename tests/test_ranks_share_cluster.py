@@ -99,27 +99,36 @@ if __name__ == "__main__":
     trainer.fit(Model(sys.argv[1]))
 """ % {"samples": SAMPLES, "epochs": EPOCHS}
 
-NETNS = 'ip link set lo up && ip addr add {ip}/32 dev lo && ip route add default dev lo src {ip} && exec "$@"'
+#: the namespace's own resolver file, empty: no DNS server, so a name lookup fails at once, as a
+#: host's own DNS would answer at once (the machine's nameserver, unreachable from the namespace,
+#: made each of gloo's lookups of the outward address wait out its timeout: 10 s of each job)
+NETNS = (
+    "mount --bind {resolv} /etc/resolv.conf && ip link set lo up && ip addr add {ip}/32 dev lo"
+    ' && ip route add default dev lo src {ip} && exec "$@"'
+)
 
 
 def _namespace_or_skip():
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs unshare and ip (util-linux, iproute2) for a network namespace of the test's own")
-    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(["unshare", "-n", "-m", "true"], capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         pytest.skip(f"cannot make a network namespace here (root needed): {probe.stderr.strip()}")
 
 
 def _run_in_own_namespace(argv, tmp_path, what, deadline_s=200):
-    """Run ``argv`` in a new network namespace (loopback and OUTWARD only) under a deadline;
-    the output, after asserting exit status 0. On the deadline the whole process group goes."""
+    """Run ``argv`` in a new network and mount namespace (loopback and OUTWARD only, no DNS server)
+    under a deadline; the output, after asserting exit status 0. On the deadline the whole process
+    group goes."""
     _namespace_or_skip()
     # a user's environment: no cluster named, and not the test suite's RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
     # which makes Ray take 127.0.0.1 for this machine's address and hid the rewrite to the outward one
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("")
     return run_job(
-        ["unshare", "-n", "bash", "-c", NETNS.format(ip=OUTWARD), "netns", *argv],
+        ["unshare", "-n", "-m", "bash", "-c", NETNS.format(ip=OUTWARD, resolv=resolv), "netns", *argv],
         cwd=tmp_path,
         env=env,
         what=what,
