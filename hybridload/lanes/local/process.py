@@ -50,7 +50,7 @@ from hybridload.batch_result import BatchResult
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.local import process_worker
-from hybridload.lanes.local.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers
 from hybridload.lanes.local.process_worker import process_identity, release_channels, shm_view, stop_now, stop_workers
 
 log = logging.getLogger(__name__)
