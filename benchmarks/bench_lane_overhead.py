@@ -7,6 +7,12 @@ per image, with the process's minor page faults per image. Each round runs loop,
 overhead is its time less the mean of the two loops; medians over rounds. Wall time per image,
 loader over loop, is shown too (a quiet machine only).
 
+With ``--local-workers processes`` the loader runs the process lane (one worker process) instead:
+the loader's CPU and faults are then the trainer process's own (the copy of each batch out of its
+shared-memory slot, the dispatch), the worker's kernel time is not in them, and the "overhead"
+column is the trainer's cost less the kernel loop's (negative: the trainer spends less than the
+kernel would).
+
 With ``--base REV`` it measures REV and ``--head`` (default HEAD), each exported with git archive
 as ``compare_revisions.py`` does, in child processes that alternate base, head, head, base, ...
 (``--repeats``), this script running on each revision's package: the two side by side.
@@ -47,7 +53,7 @@ def measure(args) -> dict:
     _, src = photo_source(args.root, args.n, log)
     rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
     n, E = len(src), args.epochs_per_round
-    policy = LoaderPolicy(mode="cpu", cpu_actors=0, threads=1)
+    policy = LoaderPolicy(mode="cpu", cpu_actors=0, threads=1, local_workers=args.local_workers)
     per: dict[str, list[float]] = {
         k: [] for k in ("loop", "loader", "loop_faults", "loader_faults", "loop_wall", "loader_wall")
     }
@@ -102,7 +108,7 @@ def _child_args(args) -> list[str]:
         "--one",
         *("--root", str(args.root), "--n", str(args.n), "--rounds", str(args.rounds)),
         *("--warmup-rounds", str(args.warmup_rounds), "--batch-size", str(args.batch_size)),
-        *("--epochs-per-round", str(args.epochs_per_round)),
+        *("--epochs-per-round", str(args.epochs_per_round), "--local-workers", args.local_workers),
     ]
 
 
@@ -151,6 +157,12 @@ def main(argv=None) -> int:
     ap.add_argument("--base", default=None, help="measure this revision and --head side by side")
     ap.add_argument("--head", default="HEAD", help="the revision after (with --base)")
     ap.add_argument("--repeats", type=int, default=2, help="child runs per revision (with --base), alternating")
+    ap.add_argument(
+        "--local-workers",
+        choices=("threads", "processes"),
+        default="threads",
+        help="the loader's lane: 1 thread or 1 process",
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one or args.base is None:
@@ -164,7 +176,9 @@ def main(argv=None) -> int:
         lb, lh = (statistics.median(r["loader_ms"] for r in runs[s]) for s in ("base", "head"))
         rows.append(["head / base", "", f"{lh / lb:.3f}x", f"{hd / b:.2f}x" if b > 0 else "n/a", "", "", "", ""])
     lines = [
-        f"## bench_lane_overhead: {args.n} photo JPEGs, in-process lane, 1 thread, B={args.batch_size}, "
+        f"## bench_lane_overhead: {args.n} photo JPEGs, "
+        + ("in-process lane, 1 thread" if args.local_workers == "threads" else "process lane, 1 worker")
+        + f", B={args.batch_size}, "
         f"RandomResizedCrop(224) + flip uint8, {args.rounds} rounds x {args.epochs_per_round} passes"
         + (f", {args.repeats} repeats per revision, alternating" if len(runs) == 2 else ""),
         "",

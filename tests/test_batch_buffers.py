@@ -1,11 +1,11 @@
-"""The in-process lane's kept batch buffers (`hybridload.lanes.local.batch_buffers`): a buffer is
+"""The lanes' kept batch buffers (`hybridload.lanes.batch_buffers`): a buffer is
 written again only once nothing can read the batch it was lent to (issue 37)."""
 
 import numpy as np
 import pytest
 import torch
 
-from hybridload.lanes.local.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers
 
 SHAPE = (4, 3, 8, 8)
 

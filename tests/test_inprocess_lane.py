@@ -12,6 +12,7 @@ import torch
 from hybridload import recipe, sources
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.local.inprocess import InProcessLane
+from support.pictures import minor_faults, picture_loader
 
 
 class _SeesThreads:
@@ -58,38 +59,13 @@ def test_a_one_thread_lane_runs_torch_on_its_own_thread_and_leaves_the_trainers_
         torch.set_num_threads(before)
 
 
-class _Pictures:
-    """Map-style dataset of 256 x 256 pictures (the recipe's resize keeps their size)."""
-
-    def __len__(self):
-        return 96
-
-    def __getitem__(self, i):
-        return np.full((256, 256, 3), i % 251, np.uint8), i
-
-
-def _loader(batch_size: int, **kw):
-    from hybridload import HybridLoader, LoaderPolicy
-
-    return HybridLoader(
-        sources.TorchDataset(_Pictures()),
-        recipe.imagenet_eval(224),
-        batch_size,
-        shuffle=True,
-        device="cpu",
-        seed=3,
-        policy=LoaderPolicy(mode="cpu", cpu_actors=0, threads=1),
-        **kw,
-    )
-
-
 def test_a_delivered_batch_is_released_once_the_consumer_drops_it():
     """Nothing of the lane or the dispatcher holds a delivered batch (a finished future reaching
     itself through its callback held each batch until the cyclic collector ran): with the
     collector off, a dropped batch is gone three batches later, so its buffer is written again."""
     gc.disable()
     try:
-        with _loader(4) as ld:
+        with picture_loader(4) as ld:
             for _ in range(2):
                 seen = []
                 for k, (images, _labels) in enumerate(ld):
@@ -106,7 +82,7 @@ def test_a_held_batch_is_never_overwritten_by_a_later_one():
     only once nothing can read its batch."""
     from hybridload.kernels import process_batch
 
-    with _loader(8, return_indices=True) as ld:
+    with picture_loader(8, return_indices=True) as ld:
         held = []
         for epoch in range(2):
             ld.set_epoch(epoch)
@@ -116,11 +92,6 @@ def test_a_held_batch_is_never_overwritten_by_a_later_one():
             assert torch.equal(images, want), f"epoch {epoch} batch {idx.tolist()} was overwritten"
 
 
-def _minor_faults(native_id: int) -> int:
-    with open(f"/proc/self/task/{native_id}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[7])
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads a thread's page faults from /proc")
 def test_a_pass_writes_its_batches_into_pages_already_mapped():
     """A fresh 32 x 3 x 224 x 224 batch made on the lane's thread and freed on the consumer's came
@@ -128,12 +99,12 @@ def test_a_pass_writes_its_batches_into_pages_already_mapped():
     buffers are written again instead. Faults of the lane's thread over a pass after two warm
     ones: under a quarter of one batch's pages per batch."""
     pages = 32 * 3 * 224 * 224 // 4096
-    with _loader(32) as ld:
+    with picture_loader(32) as ld:
         for _ in range(2):
             for _ in ld:
                 pass
         (lane,) = [t for t in threading.enumerate() if t.name.startswith("hybridload-inprocess")]
-        before = _minor_faults(lane.native_id)
+        before = minor_faults(lane.native_id)
         batches = sum(1 for _ in ld)
-        per_batch = (_minor_faults(lane.native_id) - before) / batches
+        per_batch = (minor_faults(lane.native_id) - before) / batches
     assert per_batch < pages / 4, f"the lane's thread faulted in {per_batch:.0f} pages a batch (a batch is {pages})"

@@ -312,3 +312,51 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
     finally:
         local.close()
     assert torch.equal(out.images, want.images) and torch.equal(measured.images, want.images)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads a thread's page faults from /proc")
+def test_ray_batches_are_copied_into_kept_buffers_never_over_a_held_batch(cluster):
+    """The converter thread copied each batch out of the object store into a fresh 32 x 3 x 224 x
+    224 tensor (1,176 new pages a batch); it writes kept buffers again instead, and only once
+    nothing can read their batch: batches the consumer holds keep their pixels, and once the
+    consumer drops each batch the thread faults in under a quarter of one batch's pages per batch."""
+    import numpy as np
+    import torch
+
+    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes.ray import PoolConfig, RayLane
+    from hybridload.raycluster import PlacementRules
+    from support.pictures import Pictures, minor_faults
+
+    src, rec, pages = sources.TorchDataset(Pictures()), recipe.imagenet_eval(224), 32 * 3 * 224 * 224 // 4096
+    tasks = [BatchTask(k, 0, np.arange(32 * k, 32 * k + 32) % 96, seed=4) for k in range(12)]
+    lane = RayLane(
+        src, rec, PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded")
+    )
+    try:
+
+        def run(task):
+            got, arrived = [], threading.Event()
+            lane.submit(task, lambda t, out: (got.append(out), arrived.set()))
+            assert arrived.wait(120), f"batch {task.seq}: no result within 120 s"
+            assert not isinstance(got[0], BaseException), got[0]
+            return got[0].images
+
+        held = [run(t) for t in tasks[:6]]  # all held at once
+        (copier,) = [t for t in threading.enumerate() if t.name.startswith("hybridload-ray-convert")]
+        for task in tasks[6:8]:
+            run(task)  # dropped at once: warm buffers
+        before = minor_faults(copier.native_id)
+        for task in tasks[8:]:
+            run(task)
+        per_batch = (minor_faults(copier.native_id) - before) / len(tasks[8:])
+    finally:
+        lane.close()
+    local = InProcessLane(src, rec, threads=1)
+    try:
+        for task, images in zip(tasks, held):
+            assert torch.equal(images, local.run_batch(task).images), f"held batch {task.seq} was overwritten"
+    finally:
+        local.close()
+    assert per_batch < pages / 4, f"the converter thread faulted in {per_batch:.0f} pages a batch (a batch is {pages})"

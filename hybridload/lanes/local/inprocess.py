@@ -34,7 +34,7 @@ import torch
 from hybridload.kernels import process_batch, start_reads
 
 from hybridload.lanes.base import BatchTask, Done, LaneKind, PooledLane
-from hybridload.lanes.local.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
 

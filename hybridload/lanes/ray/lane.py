@@ -26,6 +26,7 @@ import torch
 from hybridload.errors import SampleError
 from hybridload.sources import SampleRef
 
+from hybridload.lanes.batch_buffers import BatchBuffers
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.callbacks import report_converted
 from hybridload.lanes.ray.members import Member
@@ -138,6 +139,8 @@ class RayLane(ActorPool):
         )  # closed with the lane
         self._converters = ThreadPoolExecutor(CONVERTER_THREADS, thread_name_prefix="hybridload-ray-convert")
         super().__init__(KernelWorker, (source, recipe, on_error), pool)
+        # batches copied out of the object store into kept buffers (`batch_buffers`); pinned ones per batch
+        self._buffers = BatchBuffers(0)
 
     def call(self, actor, task: BatchTask, payloads: dict | None = None):
         if self.ship_bytes and payloads is None:  # run_batch: the caller's thread reads
@@ -189,6 +192,7 @@ class RayLane(ActorPool):
             self._readers.shutdown(wait=False, cancel_futures=True)  # a read in progress ends on its own
         self._converters.shutdown(wait=False, cancel_futures=True)  # nobody waits for these batches
         super()._close()
+        self._buffers.clear()
 
     def convert(self, raw):
         """On Ray's callback thread: hand the raw result on (``_watch`` converts it elsewhere)."""
@@ -199,6 +203,12 @@ class RayLane(ActorPool):
         from hybridload.batch_result import BatchResult
 
         images, labels, indices, skipped, seconds = raw
-        buf = torch.empty(images.shape, dtype=_NP_TO_TORCH[images.dtype.type], pin_memory=self.pin_memory)
+        if images.dtype == np.uint8 and not self.pin_memory:
+            # as many as can be out at once with the default window (2 per slot; the pool's slots follow
+            # its ready actors) plus the consumer's
+            self._buffers.keep = max(self._buffers.keep, 2 * self.slots + 2)
+            buf = self._buffers.take(images.shape)
+        else:
+            buf = torch.empty(images.shape, dtype=_NP_TO_TORCH[images.dtype.type], pin_memory=self.pin_memory)
         np.copyto(buf.numpy(), images)  # one copy out of the object store into a torch buffer
         return BatchResult(buf, np.array(labels), np.array(indices), list(skipped), seconds, self.name)

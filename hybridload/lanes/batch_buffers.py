@@ -1,4 +1,5 @@
-"""Batch buffers that a lane in the trainer's process writes into again once nothing holds them.
+"""Batch buffers that a lane writes (or copies) its batches into again, in the trainer's process,
+once nothing holds them.
 
 A fresh uint8 batch (32 x 3 x 224 x 224: 4.8 MB) made by a lane thread and freed by the
 trainer's thread comes from new pages every batch: glibc gives the freed block back to the
