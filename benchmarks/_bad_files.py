@@ -27,9 +27,9 @@ UNREADABLE = ("missing", "locked")
 def huge_header(jpeg: bytes, side: int = 20000) -> bytes:
     """``jpeg`` with its SOF0/SOF2 header rewritten to claim ``side`` x ``side`` pixels."""
     data = bytearray(jpeg)
-    for segment in jpeg_segments(data):
-        if segment.marker in (0xC0, 0xC2) and segment.start + 9 <= len(data):
-            data[segment.start + 5 : segment.start + 9] = struct.pack(">HH", side, side)
+    for marker, start, _end in jpeg_segments(data):
+        if marker in (0xC0, 0xC2) and start + 9 <= len(data):
+            data[start + 5 : start + 9] = struct.pack(">HH", side, side)
             return bytes(data)
     raise ValueError("no SOF0/SOF2 marker found: pass a baseline or progressive JPEG")
 

@@ -150,9 +150,9 @@ def is_lossless(data: bytes | bytearray) -> bool:
     first start-of-frame. simplejpeg 1.9 sizes its output for a scaled decode, then libjpeg-turbo
     writes a lossless image at full size into it (a heap overflow), so no scaled decode may
     be asked of one."""
-    for segment in jpeg_segments(data):
-        if segment.marker in _SOF:
-            return segment.marker in _SOF_LOSSLESS
+    for marker, _start, _end in jpeg_segments(data):
+        if marker in _SOF:
+            return marker in _SOF_LOSSLESS
     return False
 
 

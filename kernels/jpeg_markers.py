@@ -10,7 +10,7 @@ them, and so does this walk.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 #: Start of scan: the entropy-coded data follows its segment, so the walk ends there.
 SOS = 0xDA
@@ -20,20 +20,12 @@ EOI = 0xD9
 STANDALONE = frozenset((0x01, *range(0xD0, 0xDA)))
 
 
-class Segment(NamedTuple):
-    """One marker segment.
-
-    Attributes:
-        marker: the byte after 0xFF (0xC0 for SOF0, 0xE1 for APP1, ...).
-        start: the offset of its 0xFF.
-        end: the offset just past it: ``start + 2 + length`` as its length field says (which
-            may point past the data: a reader that slices checks it), ``start + 2`` for a
-            standalone marker.
-    """
-
-    marker: int
-    start: int
-    end: int
+#: One marker segment: (marker, start, end). ``marker``: the byte after 0xFF (0xC0 for SOF0,
+#: 0xE1 for APP1, ...); ``start``: the offset of its 0xFF; ``end``: the offset just past it,
+#: ``start + 2 + length`` as its length field says (which may point past the data: a reader
+#: that slices checks it), ``start + 2`` for a standalone marker. A plain tuple: the lossless
+#: check walks every scaled decode's header, and a named tuple doubles the walk's ~1 us.
+Segment = tuple[int, int, int]
 
 
 def jpeg_segments(data: bytes | bytearray, start: int = 2) -> Iterator[Segment]:
@@ -48,7 +40,7 @@ def jpeg_segments(data: bytes | bytearray, start: int = 2) -> Iterator[Segment]:
             k += 1
             continue
         if marker in STANDALONE:
-            yield Segment(marker, k, k + 2)
+            yield marker, k, k + 2
             if marker == EOI:
                 return
             k += 2
@@ -56,7 +48,7 @@ def jpeg_segments(data: bytes | bytearray, start: int = 2) -> Iterator[Segment]:
         if k + 4 > n:
             return
         end = k + 2 + (data[k + 2] << 8 | data[k + 3])
-        yield Segment(marker, k, end)
+        yield marker, k, end
         if marker == SOS:
             return
         k = end

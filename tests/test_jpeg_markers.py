@@ -16,7 +16,7 @@ from _bad_files import huge_header
 from hybridload.kernels import turbo
 from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
 from hybridload.kernels.decode import DecodeError, decode_image, image_size, is_lossless, jpeg_size
-from hybridload.kernels.jpeg_markers import SOS, Segment, jpeg_segments
+from hybridload.kernels.jpeg_markers import SOS, jpeg_segments
 from hybridload.lanes.gpu.torch_decoders import without_exif
 
 needs_turbo = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
@@ -29,10 +29,10 @@ def _after_soi(data: bytes, inserted: bytes) -> bytes:
 def test_the_segments_tile_the_header_from_soi_to_the_end_of_sos():
     data = fj.pillow(fj.pixels(33, 47, 1), "420", True, True)
     segs = list(jpeg_segments(data))
-    assert segs[0].start == 2 and segs[-1].marker == SOS
-    assert all(a.end == b.start for a, b in zip(segs, segs[1:]))  # no byte skipped, none read twice
-    assert all(data[s.start] == 0xFF and data[s.start + 1] == s.marker for s in segs)
-    assert {0xDB, 0xC2, 0xC4, 0xDD} <= {s.marker for s in segs}  # DQT, SOF2, DHT, DRI
+    assert segs[0][1] == 2 and segs[-1][0] == SOS
+    assert all(a[2] == b[1] for a, b in zip(segs, segs[1:]))  # no byte skipped, none read twice
+    assert all(data[start] == 0xFF and data[start + 1] == marker for marker, start, _end in segs)
+    assert {0xDB, 0xC2, 0xC4, 0xDD} <= {marker for marker, _start, _end in segs}  # DQT, SOF2, DHT, DRI
 
 
 def test_fill_bytes_and_standalone_markers_are_stepped_over_as_libjpeg_does():
@@ -40,10 +40,10 @@ def test_fill_bytes_and_standalone_markers_are_stepped_over_as_libjpeg_does():
     want = list(jpeg_segments(data))
     for inserted in (b"\xff", b"\xff\xff\xff"):  # fill bytes before the first marker
         got = list(jpeg_segments(_after_soi(data, inserted)))
-        assert [(s.marker, s.end - s.start) for s in got] == [(s.marker, s.end - s.start) for s in want]
+        assert [(m, e - s) for m, s, e in got] == [(m, e - s) for m, s, e in want]
     got = list(jpeg_segments(_after_soi(data, b"\xff\xd0\xff\x01")))  # RST0 and TEM: no length field
-    assert got[:2] == [Segment(0xD0, 2, 4), Segment(0x01, 4, 6)] and got[-1].marker == SOS
-    assert list(jpeg_segments(b"\xff\xd8\xff\xd9\xff\xdb\x00\x04ab")) == [Segment(0xD9, 2, 4)]  # EOI ends it
+    assert got[:2] == [(0xD0, 2, 4), (0x01, 4, 6)] and got[-1][0] == SOS
+    assert list(jpeg_segments(b"\xff\xd8\xff\xd9\xff\xdb\x00\x04ab")) == [(0xD9, 2, 4)]  # EOI ends it
     assert list(jpeg_segments(b"\xff\xd8\xff\xdb\x00")) == []  # a length cut off by the end
 
 
@@ -79,9 +79,9 @@ def test_an_exif_segment_after_fill_bytes_is_removed_before_torchcodec():
 def test_huge_header_rewrites_only_the_frame_size():
     data = fj.pillow(fj.pixels(16, 16, 4), "420", True, False)
     huge = huge_header(data, 65535)
-    sof = next(s for s in jpeg_segments(data) if s.marker == 0xC2)
-    assert huge[sof.start + 5 : sof.start + 9] == b"\xff\xff\xff\xff"
-    assert huge[: sof.start + 5] == data[: sof.start + 5] and huge[sof.start + 9 :] == data[sof.start + 9 :]
+    sof = next(start for marker, start, _end in jpeg_segments(data) if marker == 0xC2)
+    assert huge[sof + 5 : sof + 9] == b"\xff\xff\xff\xff"
+    assert huge[: sof + 5] == data[: sof + 5] and huge[sof + 9 :] == data[sof + 9 :]
     with pytest.raises(ValueError, match="no SOF0/SOF2 marker"):
         huge_header(fj.tj_compress(fj.pixels(8, 8, 1), {"quality": 90, "lossless": 1}))
 

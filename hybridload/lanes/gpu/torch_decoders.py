@@ -50,16 +50,16 @@ def without_exif(payload: bytes) -> bytes:
     if payload[:2] != b"\xff\xd8":
         return payload
     pos, kept, dropped = 2, [payload[:2]], False
-    for seg in jpeg_segments(payload):
-        if seg.marker in (SOS, EOI):  # no more metadata
+    for marker, start, end in jpeg_segments(payload):
+        if marker in (SOS, EOI):  # no more metadata
             break
-        if (seg.marker not in STANDALONE and seg.end - seg.start < 4) or seg.end > len(payload):
+        if (marker not in STANDALONE and end - start < 4) or end > len(payload):
             break  # a length under 2 or past the end: keep the rest as it is
-        if seg.marker == 0xE1 and payload[seg.start + 4 : seg.start + 10] == b"Exif\x00\x00":
+        if marker == 0xE1 and payload[start + 4 : start + 10] == b"Exif\x00\x00":
             dropped = True
         else:
-            kept.append(payload[pos : seg.end])  # fill bytes before its marker included
-        pos = seg.end
+            kept.append(payload[pos:end])  # fill bytes before its marker included
+        pos = end
     return b"".join(kept) + payload[pos:] if dropped else payload
 
 
