@@ -18,7 +18,7 @@ from PIL import Image
 
 from hybridload.kernels import turbo
 from hybridload.kernels.dct_scale import scaled_size
-from hybridload.kernels.jpeg_markers import Segment, jpeg_segments
+from hybridload.kernels.jpeg_markers import jpeg_segments
 
 # turbojpeg.h (TurboJPEG 3)
 _TJINIT_COMPRESS = 0
@@ -120,11 +120,6 @@ def base_images(seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def segments(data: bytes) -> list[Segment]:
-    """(marker, start, end) of each header segment up to and including SOS."""
-    return list(jpeg_segments(data))
-
-
 def _flip(data: bytearray, lo: int, hi: int, rng: random.Random, n: int = 1) -> None:
     for _ in range(n):
         if hi > lo:
@@ -153,7 +148,7 @@ MUTATIONS = (
 def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
     """One drawn kind of damage to ``data``: (description, damaged bytes)."""
     kind = rng.choice(MUTATIONS)
-    segs = segments(data)
+    segs = list(jpeg_segments(data))  # (marker, start, end) up to and including SOS
     scan = segs[-1][2] if segs and segs[-1][0] == 0xDA else 2
     buf = bytearray(data)
     by = {m: (s, e) for m, s, e in segs}

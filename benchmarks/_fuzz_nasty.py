@@ -7,6 +7,7 @@ import _fuzz_jpegs as fj
 from _bad_files import huge_header
 
 from hybridload.kernels.dct_scale import scaled_size
+from hybridload.kernels.jpeg_markers import jpeg_segments
 
 
 def nasty_cases() -> list[dict]:
@@ -18,7 +19,7 @@ def nasty_cases() -> list[dict]:
     prog = fj.pillow(fj.pixels(321, 241, 2), "422", True, False)
     grey = fj.pillow(fj.pixels(8, 8, 5), "gray", False, False)
     bogus = bytearray(grey)
-    sof = next(s for m, s, _e in fj.segments(grey) if m == 0xC0)
+    sof = next(s for m, s, _e in jpeg_segments(grey) if m == 0xC0)
     bogus[sof + 11] = 0x2A  # luma sampling factors 2x10: "Bogus sampling factors"
     huge = huge_header(big, 65535)
     f441 = fj.tj_compress(fj.pixels(17, 33, 4), {"quality": 90, "subsamp": fj.TJ_SUBSAMPLINGS["441"]})
