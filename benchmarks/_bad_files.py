@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from hybridload.kernels.jpeg_markers import jpeg_segments
+
 #: kinds that no lane can decode (the error names the sample and the stage)
 UNDECODABLE = ("truncated", "zero", "text", "corrupt", "huge")
 #: kinds that are not plain RGB JPEGs but decode all the same
@@ -25,13 +27,10 @@ UNREADABLE = ("missing", "locked")
 def huge_header(jpeg: bytes, side: int = 20000) -> bytes:
     """``jpeg`` with its SOF0/SOF2 header rewritten to claim ``side`` x ``side`` pixels."""
     data = bytearray(jpeg)
-    k = 2
-    while k + 9 <= len(data):
-        marker, length = data[k + 1], struct.unpack(">H", data[k + 2 : k + 4])[0]
-        if marker in (0xC0, 0xC2):
-            data[k + 5 : k + 9] = struct.pack(">HH", side, side)
+    for marker, start, _end in jpeg_segments(data):
+        if marker in (0xC0, 0xC2) and start + 9 <= len(data):
+            data[start + 5 : start + 9] = struct.pack(">HH", side, side)
             return bytes(data)
-        k += 2 + length
     raise ValueError("no SOF0/SOF2 marker found: pass a baseline or progressive JPEG")
 
 

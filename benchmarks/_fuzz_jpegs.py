@@ -17,6 +17,8 @@ import numpy as np
 from PIL import Image
 
 from hybridload.kernels import turbo
+from hybridload.kernels.dct_scale import scaled_size
+from hybridload.kernels.jpeg_markers import jpeg_segments
 
 # turbojpeg.h (TurboJPEG 3)
 _TJINIT_COMPRESS = 0
@@ -29,13 +31,16 @@ BIG = (1203, 901)
 _EOI = b"\xff\xd9"
 
 
-def pixels(w: int, h: int, seed: int) -> np.ndarray:
-    """Photo-like RGB pixels: gradients, a few discs, grain."""
+def pixels(w: int, h: int, seed: int, discs: int = 4, radius: tuple[int, int] | None = None) -> np.ndarray:
+    """Photo-like ``w`` x ``h`` RGB pixels: gradients, ``discs`` discs of a radius drawn from
+    ``[radius[0], radius[1])`` (by default 1 up to the shorter side), grain. The JPEG tests'
+    photo (`tests/support/photos.py`) is 12 discs of radius 30-200."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:h, 0:w]
     img = np.stack([x * 255 // max(w, 1), y * 255 // max(h, 1), (x + y) % 256], -1).astype(np.float32)
-    for _ in range(4):
-        cx, cy, r = rng.integers(0, w), rng.integers(0, h), rng.integers(1, max(2, min(w, h)))
+    low, high = radius or (1, max(2, min(w, h)))
+    for _ in range(discs):
+        cx, cy, r = rng.integers(0, w), rng.integers(0, h), rng.integers(low, high)
         img[(x - cx) ** 2 + (y - cy) ** 2 < r * r] = rng.integers(0, 256, 3)
     return np.clip(img + rng.normal(0, 4, img.shape), 0, 255).astype(np.uint8)
 
@@ -115,18 +120,6 @@ def base_images(seed: int) -> list[tuple[str, bytes]]:
     return out
 
 
-def segments(data: bytes) -> list[tuple[int, int, int]]:
-    """(marker, start, end) of each header segment up to and including SOS."""
-    found, k = [], 2
-    while k + 4 <= len(data) and data[k] == 0xFF:
-        marker, length = data[k + 1], struct.unpack(">H", data[k + 2 : k + 4])[0]
-        found.append((marker, k, k + 2 + length))
-        if marker == 0xDA:
-            break
-        k += 2 + length
-    return found
-
-
 def _flip(data: bytearray, lo: int, hi: int, rng: random.Random, n: int = 1) -> None:
     for _ in range(n):
         if hi > lo:
@@ -155,7 +148,7 @@ MUTATIONS = (
 def mutate(data: bytes, rng: random.Random) -> tuple[str, bytes]:
     """One drawn kind of damage to ``data``: (description, damaged bytes)."""
     kind = rng.choice(MUTATIONS)
-    segs = segments(data)
+    segs = list(jpeg_segments(data))  # (marker, start, end) up to and including SOS
     scan = segs[-1][2] if segs and segs[-1][0] == 0xDA else 2
     buf = bytearray(data)
     by = {m: (s, e) for m, s, e in segs}
@@ -224,7 +217,7 @@ def window(w: int, h: int, rng: random.Random, scaled: bool) -> tuple[int, int, 
     refuses."""
     d = rng.choice((1, 2, 4, 8))
     margin = rng.choice((0, 1, 2, 2, 3, 8))
-    sw, sh = (-(-w // d), -(-h // d)) if scaled else (w, h)
+    sw, sh = scaled_size(w, h, d) if scaled else (w, h)
     if rng.random() < 0.75:
 
         def start(size: int) -> int:

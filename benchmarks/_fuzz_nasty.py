@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import _fuzz_jpegs as fj
+from _bad_files import huge_header
+
+from hybridload.kernels.dct_scale import scaled_size
+from hybridload.kernels.jpeg_markers import jpeg_segments
 
 
 def nasty_cases() -> list[dict]:
@@ -15,11 +19,9 @@ def nasty_cases() -> list[dict]:
     prog = fj.pillow(fj.pixels(321, 241, 2), "422", True, False)
     grey = fj.pillow(fj.pixels(8, 8, 5), "gray", False, False)
     bogus = bytearray(grey)
-    sof = next(s for m, s, _e in fj.segments(grey) if m == 0xC0)
+    sof = next(s for m, s, _e in jpeg_segments(grey) if m == 0xC0)
     bogus[sof + 11] = 0x2A  # luma sampling factors 2x10: "Bogus sampling factors"
-    huge = bytearray(big)
-    big_sof = next(s for m, s, _e in fj.segments(big) if m == 0xC0)
-    huge[big_sof + 5 : big_sof + 9] = b"\xff\xff\xff\xff"  # 65535 x 65535
+    huge = huge_header(big, 65535)
     f441 = fj.tj_compress(fj.pixels(17, 33, 4), {"quality": 90, "subsamp": fj.TJ_SUBSAMPLINGS["441"]})
     f411 = fj.tj_compress(fj.pixels(129, 95, 6), {"quality": 90, "subsamp": fj.TJ_SUBSAMPLINGS["411"]})
     bit12 = fj.tj_compress(fj.pixels(16, 16, 7), {"quality": 90, "subsamp": 2}, bits=12)
@@ -44,7 +46,7 @@ def nasty_cases() -> list[dict]:
             **pp,
             "base": "420-1203x901",
             "damage": "sof-dims 65535x65535",
-            "data": bytes(huge),
+            "data": huge,
             "out": (7, 7),
             "dct": True,
         },
@@ -52,7 +54,7 @@ def nasty_cases() -> list[dict]:
             **dw,
             "base": "420-1203x901",
             "damage": "sof-dims 65535x65535",
-            "data": bytes(huge),
+            "data": huge,
             "window": (0, 0, 65535, 65535, 1, 2),
         },
         {**pp, "base": "12bit-16x16", "damage": "none", "data": bit12, "out": (7, 7), "dct": True},
@@ -60,7 +62,7 @@ def nasty_cases() -> list[dict]:
     ]
     for d in (1, 2, 4, 8):
         for data, name, (w, h) in ((big, "420-1203x901", (1203, 901)), (f411, "411-129x95", (129, 95))):
-            sw, sh = -(-w // d), -(-h // d)
+            sw, sh = scaled_size(w, h, d)
             for margin in (0, 2):
                 cases.append(
                     {**dw, "base": name, "damage": "none", "data": data, "window": (sw - 1, sh - 1, 1, 1, d, margin)}

@@ -21,12 +21,12 @@ from _data import parser, photo_source
 from bench_large_photos import large_photo_set
 from hybridload import recipe, sources
 from hybridload.kernels import turbo
+from hybridload.kernels.dct_scale import scaled_size
 from hybridload.kernels.crop_window import window_decode
 from hybridload.kernels.decode import decode_image, jpeg_size
 from hybridload.kernels.geometry import crop, resize
 
 log = logging.getLogger("decode_floor")
-DENOMINATORS = (1, 2, 4, 8)
 
 
 def _rows(payloads: list[bytes]) -> dict[str, callable]:
@@ -41,9 +41,9 @@ def _rows(payloads: list[bytes]) -> dict[str, callable]:
         return lambda: [fn(i, p) and None for i, p in enumerate(payloads)]
 
     rows = {"full decode alone (simplejpeg)": each(lambda i, p: decode_image(p).shape)}
-    for d in DENOMINATORS:  # the whole image as one window, at 1/d
+    for d in turbo.DENOMINATORS:  # the whole image as one window, at 1/d
         rows[f"libjpeg-turbo 3, whole image at 1/{d}"] = each(
-            lambda i, p, d=d: turbo.decode_window(p, 0, 0, *(-(-s // d) for s in jpeg_size(p)), d)[0].shape
+            lambda i, p, d=d: turbo.decode_window(p, 0, 0, *scaled_size(*jpeg_size(p), d), d)[0].shape
         )
     rows["crop window (RandomResizedCrop box)"] = each(
         lambda i, p: window_decode(p, jpeg_size(p), rec.sample_params(0, 0, i, *jpeg_size(p)).ops)[0].shape

@@ -28,7 +28,6 @@ import argparse
 import collections
 import json
 import logging
-import math
 import random
 import signal
 import subprocess
@@ -45,7 +44,7 @@ from hybridload import recipe
 from hybridload.errors import SampleError
 from hybridload.kernels import crop_window, turbo
 from hybridload.kernels.batch import process_payload
-from hybridload.kernels.dct_scale import ScaledDecode
+from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
 from hybridload.kernels.decode import DecodeError, decode_image, jpeg_size
 from hybridload.recipe.ops import Crop, Resize
 from hybridload.sources import SampleRef
@@ -88,10 +87,11 @@ def _reference(data: bytes, d: int) -> np.ndarray | None:
     give the same size (images of a few pixels), since simplejpeg then picks the larger."""
     if d == 1:
         return decode_image(data)
-    w, h = jpeg_size(data)
-    if (math.ceil(w / d), math.ceil(h / d)) == (math.ceil(2 * w / d), math.ceil(2 * h / d)):
+    full = jpeg_size(data)
+    size = scaled_size(*full, d)
+    if size == scaled_size(*full, d // 2):
         return None
-    return decode_image(data, ScaledDecode(d, math.ceil(w / d), math.ceil(h / d)))
+    return decode_image(data, ScaledDecode(d, *size))
 
 
 def _check_decode_window(case: dict) -> tuple[str, str]:

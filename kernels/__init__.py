@@ -7,12 +7,13 @@ simplejpeg for JPEG decoding, libjpeg-turbo 3's cropping region (the ``turbojpeg
 through ctypes) to decode only a sample's crop where its first op is one (the same pixels),
 Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 
-Modules: ``batch`` (one sample and one batch, end to end), ``decode`` (bytes to an RGB
-image), ``turbo`` (TurboJPEG 3's cropping region through ctypes), ``crop_window`` (decoding
-only a sample's crop), ``dct_scale`` (decoding at 1/2, 1/4 or 1/8 where the recipe shrinks
-that much), ``geometry`` (crops, resizes, flips), ``photometric`` (the colour ops' reference
-formulas), ``grey`` (grey levels and exact channel sums), ``erase`` (RandomErasing on a
-delivered batch) and ``scratch`` (per-thread temporaries).
+Modules: ``batch`` (one sample and one batch, end to end), ``decode`` (bytes to an RGB image),
+``jpeg_markers`` (the walk over a JPEG header's marker segments), ``turbo`` (TurboJPEG 3's
+cropping region through ctypes), ``crop_window`` (decoding only a sample's crop), ``dct_scale``
+(decoding at 1/2, 1/4 or 1/8 where the recipe shrinks that much), ``geometry`` (crops, resizes,
+flips), ``photometric`` (the colour ops' reference formulas), ``grey`` (grey levels and exact
+channel sums), ``erase`` (RandomErasing on a delivered batch) and ``scratch`` (per-thread
+temporaries).
 """
 
 from hybridload.batch_result import BatchResult

@@ -17,7 +17,6 @@ decode fully, and their stated tolerance against the CPU lanes holds only then).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence, cast
 
@@ -46,6 +45,12 @@ class ScaledDecode:
     min_height: int
 
 
+def scaled_size(width: int, height: int, denominator: int) -> tuple[int, int]:
+    """The size libjpeg-turbo decodes a ``width`` x ``height`` JPEG to at 1/``denominator``
+    (``TJSCALED``: each side rounded up)."""
+    return -(-width // denominator), -(-height // denominator)
+
+
 def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp], gap: float = MARGIN) -> ScaledDecode | None:
     """The scaled decode for an image of ``width`` x ``height`` whose ops start with Crop and
     Resize, or None where the full decode must run (no such ops, a crop reaching outside the
@@ -62,7 +67,7 @@ def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp], gap: fl
         return None
     for d in DENOMINATORS:
         if crop.w // d >= gap * out.w and crop.h // d >= gap * out.h:
-            return ScaledDecode(d, math.ceil(width / d), math.ceil(height / d))
+            return ScaledDecode(d, *scaled_size(width, height, d))
     return None
 
 

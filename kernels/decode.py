@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from PIL import Image
 
 from hybridload.kernels.dct_scale import ScaledDecode
+from hybridload.kernels.jpeg_markers import jpeg_segments
 
 try:  # libjpeg-turbo through simplejpeg: ~1.8x Pillow's JPEG decode, bit-identical output
     import simplejpeg
@@ -47,10 +48,11 @@ def image_size(payload: Any) -> tuple[int, int]:
             raise DecodeError("zero-byte file")
         if simplejpeg is not None and is_jpeg(data):
             try:
-                h, w, _cs, _sub = simplejpeg.decode_jpeg_header(data)
-                return int(w), int(h)
-            except (ValueError, KeyError):
-                pass  # let Pillow have a go (and produce the error message); KeyError: see `jpeg_size`
+                header = _jpeg_header(data)
+            except DecodeError:
+                header = None  # let Pillow have a go (and produce the error message)
+            if header is not None:
+                return header.width, header.height
         try:
             with Image.open(io.BytesIO(data)) as im:
                 return im.size
@@ -100,6 +102,29 @@ def _pil_to_rgb(im: Image.Image) -> np.ndarray:
     return np.asarray(im)
 
 
+class _Header(NamedTuple):
+    width: int
+    height: int
+    colorspace: str
+
+
+def _jpeg_header(data: bytes | bytearray) -> _Header | None:
+    """A JPEG's size and colour space from simplejpeg's header reader; None for a subsampling
+    simplejpeg 1.9 cannot name (4:4:1: a KeyError there), which Pillow decodes. Raises
+    `DecodeError` for a header that does not parse."""
+    try:
+        h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(data)
+    except ValueError as exc:
+        raise DecodeError(f"corrupt JPEG header ({exc})") from None
+    except KeyError:
+        return None
+    return _Header(int(w), int(h), colorspace)
+
+
+#: The colour spaces libjpeg-turbo decodes to RGB itself (and can scale in the DCT domain).
+_TURBO_COLORSPACES = ("Gray", "YCbCr", "RGB")
+
+
 def jpeg_size(payload: Any) -> tuple[int, int] | None:
     """(width, height) of a JPEG that libjpeg-turbo decodes to RGB (grey, YCbCr or RGB
     colour) and can scale in the DCT domain, from its header; None for anything else (a
@@ -107,12 +132,12 @@ def jpeg_size(payload: Any) -> tuple[int, int] | None:
     if simplejpeg is None or not isinstance(payload, (bytes, bytearray)) or not is_jpeg(payload):
         return None
     try:
-        h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(payload)
-    except (ValueError, KeyError):  # KeyError: a subsampling simplejpeg 1.9 cannot name (4:4:1)
+        header = _jpeg_header(payload)
+    except DecodeError:
         return None
-    if colorspace not in ("Gray", "YCbCr", "RGB") or is_lossless(payload):
+    if header is None or header.colorspace not in _TURBO_COLORSPACES or is_lossless(payload):
         return None
-    return int(w), int(h)
+    return header.width, header.height
 
 
 #: Start-of-frame markers: those of lossless JPEGs (no DCT: nothing to scale) and the rest.
@@ -125,15 +150,9 @@ def is_lossless(data: bytes | bytearray) -> bool:
     first start-of-frame. simplejpeg 1.9 sizes its output for a scaled decode, then libjpeg-turbo
     writes a lossless image at full size into it (a heap overflow), so no scaled decode may
     be asked of one."""
-    k, n = 2, len(data)
-    while k + 4 <= n and data[k] == 0xFF:
-        marker = data[k + 1]
+    for marker, _start, _end in jpeg_segments(data):
         if marker in _SOF:
             return marker in _SOF_LOSSLESS
-        if marker == 0xFF:  # fill byte
-            k += 1
-            continue
-        k += 2 + (data[k + 2] << 8 | data[k + 3])
     return False
 
 
@@ -148,17 +167,13 @@ def decode_image(payload: Any, scaled: ScaledDecode | None = None) -> np.ndarray
     if not data:
         raise DecodeError("zero-byte file")
     if simplejpeg is not None and is_jpeg(data):
-        try:
-            h, w, colorspace, _sub = simplejpeg.decode_jpeg_header(data)
-        except ValueError as exc:
-            raise DecodeError(f"corrupt JPEG header ({exc})") from None
-        except KeyError:  # a subsampling simplejpeg 1.9's header reader cannot name (4:4:1)
-            colorspace = None  # Pillow decodes it, checking its size first
-        else:
-            check_pixels(w, h)
+        header = _jpeg_header(data)  # None: 4:4:1, which Pillow decodes, checking its size first
+        if header is not None:
+            check_pixels(header.width, header.height)
         if scaled is not None and is_lossless(data):
             raise DecodeError("a lossless JPEG cannot be decoded at a DCT scale: decode it in full")
-        if colorspace in ("Gray", "YCbCr", "RGB"):
+        colorspace = None if header is None else header.colorspace
+        if colorspace in _TURBO_COLORSPACES:
             size = {} if scaled is None else {"min_width": scaled.min_width, "min_height": scaled.min_height}
             try:
                 return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True, **size)

@@ -21,6 +21,7 @@ import threading
 
 import numpy as np
 
+from hybridload.kernels import dct_scale
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS
 
 # turbojpeg.h (TurboJPEG 3): enum values
@@ -33,7 +34,7 @@ _MCU_WIDTH = (8, 16, 16, 8, 8, 32)
 #: TJCS values the decode turns into RGB as the full decode does (RGB, YCbCr, grey).
 _RGB_COLORSPACES = (0, 1, 2)
 #: The scale denominators a window is decoded at (1/1, and libjpeg-turbo's SIMD IDCT sizes).
-DENOMINATORS = (1, 2, 4, 8)
+DENOMINATORS = (1, *sorted(dct_scale.DENOMINATORS))
 
 
 class TurboError(ValueError):
@@ -158,7 +159,7 @@ def decode_window(
     ):
         return None
     d = denominator
-    sw, sh = -(-width // d), -(-height // d)  # TJSCALED: what tj3Decompress8 decodes to
+    sw, sh = dct_scale.scaled_size(width, height, d)  # what tj3Decompress8 decodes to
     if x + w > sw or y + h > sh:
         return None
     mcu = -(-_MCU_WIDTH[sub] // d)

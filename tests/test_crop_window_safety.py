@@ -19,6 +19,7 @@ import _fuzz_jpegs as fj
 from hybridload.kernels import crop_window, turbo
 from hybridload.kernels.dct_scale import ScaledDecode
 from hybridload.kernels.decode import decode_image
+from hybridload.kernels.jpeg_markers import jpeg_segments
 from hybridload.recipe.ops import Crop, Resize
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
@@ -29,7 +30,7 @@ def _bogus_sampling(data: bytes) -> bytes:
     """``data`` with its first component's sampling factors made 2x10 (libjpeg-turbo: "Bogus
     sampling factors", raised while reading the header)."""
     out = bytearray(data)
-    sof = next(s for m, s, _e in fj.segments(data) if m == 0xC0)
+    sof = next(s for m, s, _e in jpeg_segments(data) if m == 0xC0)
     out[sof + 11] = 0x2A
     return bytes(out)
 

@@ -28,6 +28,7 @@ import torch
 from hybridload.delivery.transfer import resolve_device
 from hybridload.errors import LaneUnavailableError
 from hybridload.extras import install_hint
+from hybridload.kernels.jpeg_markers import EOI, SOS, STANDALONE, jpeg_segments
 
 Decoder = Callable[[Sequence[torch.Tensor]], list]
 BACKENDS = ("torchcodec", "torchvision")
@@ -49,18 +50,16 @@ def without_exif(payload: bytes) -> bytes:
     if payload[:2] != b"\xff\xd8":
         return payload
     pos, kept, dropped = 2, [payload[:2]], False
-    while pos + 4 <= len(payload) and payload[pos] == 0xFF:
-        marker = payload[pos + 1]
-        if marker in (0xDA, 0xD9):  # start of scan / end of image: no more metadata
+    for marker, start, end in jpeg_segments(payload):
+        if marker in (SOS, EOI):  # no more metadata
             break
-        length = int.from_bytes(payload[pos + 2 : pos + 4], "big")
-        if length < 2 or pos + 2 + length > len(payload):
-            break
-        if marker == 0xE1 and payload[pos + 4 : pos + 10] == b"Exif\x00\x00":
+        if (marker not in STANDALONE and end - start < 4) or end > len(payload):
+            break  # a length under 2 or past the end: keep the rest as it is
+        if marker == 0xE1 and payload[start + 4 : start + 10] == b"Exif\x00\x00":
             dropped = True
         else:
-            kept.append(payload[pos : pos + 2 + length])
-        pos += 2 + length
+            kept.append(payload[pos:end])  # fill bytes before its marker included
+        pos = end
     return b"".join(kept) + payload[pos:] if dropped else payload
 
 
