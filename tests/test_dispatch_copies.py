@@ -4,8 +4,8 @@ A failure that is the batch's own (a `SampleError`, a `UserCodeError`: determini
 other copy raises the same; a `WorkerLost` with ``batch_at_fault``: the batch killed its
 workers, the other copy kills one more) settles the batch at once: it is delivered in order,
 the other copies are cancelled at their lanes and whatever they report later is dropped. A
-plain `WorkerLost` (a worker died, the batch is not blamed) is dropped while the other copy
-runs, which carries the batch.
+plain `WorkerLost` (a worker died, the batch is not blamed) or a `StorageError` (an outage,
+not the sample) is dropped while the other copy runs, which carries the batch.
 
 The lane is a real `Lane` subclass (its ``submit`` template: once-only reports, the count in
 flight) whose copies end when the test says so: events, not sleeps."""
@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from hybridload.errors import SampleError, UserCodeError, WorkerLost
+from hybridload.errors import SampleError, StorageError, UserCodeError, WorkerLost
 from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.retry import StragglerRule
 from hybridload.execution.stats import LoaderStats
@@ -130,12 +130,19 @@ def test_a_batchs_own_failure_is_delivered_at_once_and_its_other_copy_cancelled(
     assert stats.as_dict()["retries"] == 0 and stats.as_dict()["duplicates_dropped"] == (0 if stops else 1)
 
 
-def test_a_worker_lost_not_blamed_on_the_batch_is_dropped_while_its_other_copy_carries_it():
+NOT_THE_BATCHS = {
+    "worker_lost": lambda: WorkerLost("actor 0 died while it held batch 1"),  # a worker's death, not the batch's doing
+    "storage_outage": lambda: StorageError(1, "s3://b/x.jpg", "connection refused", 3, 1.5),  # may be over by now
+}
+
+
+@pytest.mark.parametrize("failure", list(NOT_THE_BATCHS))
+def test_a_failure_not_the_batchs_own_is_dropped_while_its_other_copy_carries_it(failure):
     lane, stats = HeldLane("ray", slots=2), LoaderStats()
     config = PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.2))
     with BatchStream([lane], batches(3), config, hooks=stats) as stream:
         two_copies_of_batch_1(lane)
-        lane.finish(1, WorkerLost("actor 0 died while it held batch 1"))  # a worker's death, not the batch's doing
+        lane.finish(1, NOT_THE_BATCHS[failure]())
         lane.finish(1, ("result", 1, "second copy"))
         assert [next(stream) for _ in range(3)] == [
             ("result", 0, "ray"),

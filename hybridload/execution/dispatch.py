@@ -13,8 +13,8 @@ is kept, not lost. Lanes report into an inbox; only its thread changes its bookk
 * Stragglers: a task running longer than ``factor`` times its lane's typical task time
   (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
   result wins and the merger drops the other. A copy's failure waits for the other copy,
-  unless it is the batch's own (`retry.own_failure`: the other copy would raise the same, or
-  kill one more worker): then it is the batch's result at once and the other copies are
+  unless it is the batch's own (`retry.own_failure`, a storage outage aside: the other copy
+  would raise the same, or kill one more worker): then it is the batch's result at once and the other copies are
   cancelled at their lanes. Running copies wait in a deadline heap (`stragglers`): O(log k) a wake.
 * The caps' one writer is this thread: it tells the admission policy each finished batch,
   which asks its steering hook (the online planner) and writes the answer.
@@ -32,7 +32,7 @@ import time
 from collections import deque
 from typing import Sequence
 
-from hybridload.errors import Reroute, SampleError
+from hybridload.errors import Reroute, SampleError, StorageError
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.books import LaneBook
@@ -232,7 +232,8 @@ class Dispatcher:
             self._held.pop(task.seq, None)
         if isinstance(result, BaseException):
             settled = self._merger.settled(task.seq)
-            if settled or (copies and not own_failure(result)):
+            outage = isinstance(result, StorageError)  # not the batch's: the other copy's reads may get through
+            if settled or (copies and (outage or not own_failure(result))):
                 why = "the batch has its result" if settled else "another copy carries it"
                 log.info(
                     "a copy of batch %d failed on lane '%s' (%s); %s",
