@@ -153,3 +153,49 @@ def test_a_failure_not_the_batchs_own_is_dropped_while_its_other_copy_carries_it
             next(stream)
     assert lane.cancelled == [] and lane.started == [0, 1, 2, 1]
     assert stats.as_dict()["retries"] == 0
+
+
+class Sample2FailsOnItsSecondRead:
+    """Sample 2's first read (the copy that straggles) waits until ``release``; its second read
+    (the copy issued again) raises: a sample that is bad for both copies, found by the second first."""
+
+    def __init__(self):
+        self.reads = [0] * 6
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        with self._lock:
+            self.reads[i] += 1
+            n = self.reads[i]
+        if i == 2 and n == 1:
+            self.release.wait(WAIT_S)
+        if i == 2 and n == 2:
+            raise ValueError("sample 2 is unreadable")
+        return np.full((40, 40, 3), i, np.uint8), i
+
+
+def test_on_the_in_process_lane_a_bad_sample_in_a_copy_issued_again_ends_the_batch_while_the_first_copy_blocks():
+    from hybridload import recipe, sources
+    from hybridload.lanes.local.inprocess import InProcessLane
+
+    ds = Sample2FailsOnItsSecondRead()
+    lane = InProcessLane(sources.TorchDataset(ds), recipe.imagenet_eval(32), threads=2)
+    tasks = [BatchTask(k, 0, np.array([2 * k, 2 * k + 1]), size=2) for k in range(3)]
+    config = PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.3))
+    try:
+        with BatchStream([lane], tasks, config) as stream:
+            assert next(stream).indices.tolist() == [0, 1]
+            t0 = time.monotonic()
+            with pytest.raises((SampleError, UserCodeError), match="sample 2") as got:
+                next(stream)  # the second copy's error, while the first copy still waits in sample 2
+            assert time.monotonic() - t0 < WAIT_S / 2 and not ds.release.is_set(), got.value
+            ds.release.set()
+            wait_until(lambda: lane.in_flight == 0, "the first copy to end")
+        assert ds.reads[2] == 2 and ds.reads[3] == 0, ds.reads  # the first copy stopped before sample 3
+    finally:
+        ds.release.set()
+        lane.close()
