@@ -3,7 +3,7 @@
 import pytest
 
 from hybridload.errors import LabelError, Reroute, SampleError, UserCodeError, WorkerLost
-from hybridload.execution.retry import Action, LaneState, RetryRules, decide
+from hybridload.execution.retry import Action, LaneState, RetryRules, decide, own_failure
 
 RULES = RetryRules(max_retries=3, break_after=2)
 SAMPLE = SampleError(7, "a.jpg", "decode", "bad")
@@ -86,3 +86,22 @@ def test_a_worker_lost_that_the_batch_caused_is_delivered_not_handed_on():
     assert decide(WorkerLost("pid 7 died"), 1, lane).action is Action.RETRY  # a lost worker: handed on
     at_fault = decide(WorkerLost("killed 2 workers", batch_at_fault=True), 2, lane)
     assert at_fault.action is Action.DELIVER and not at_fault.lane_fault and not at_fault.break_lane
+
+
+@pytest.mark.parametrize(
+    "exc,own",
+    [
+        (SAMPLE, True),
+        (UserCodeError("batch 2", "KeyError: 'x'"), True),
+        (LabelError("sample 3", "bad label"), True),
+        (WorkerLost("killed 2 workers", batch_at_fault=True), True),
+        (WorkerLost("pid 7 died"), False),
+        (Reroute("not a JPEG"), False),
+        (RuntimeError("device lost"), False),
+    ],
+    ids=["sample", "user_code", "label", "blamed_worker_lost", "worker_lost", "reroute", "lane_fault"],
+)
+def test_own_failure_is_exactly_what_decide_delivers_at_the_first_attempt_on_any_lane(exc, own):
+    """The dispatcher delivers an own failure while another copy runs; it must be the rule-1 set."""
+    assert own_failure(exc) is own
+    assert (decide(exc, 1, state(), RULES).action is Action.DELIVER) is own

@@ -12,8 +12,10 @@ is kept, not lost. Lanes report into an inbox; only its thread changes its bookk
   result, or handed on (retries first, before new work).
 * Stragglers: a task running longer than ``factor`` times its lane's typical task time
   (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
-  result wins and the merger drops the other. Running copies wait in a deadline heap
-  (`stragglers`): O(log k) a wake.
+  result wins and the merger drops the other. A copy's failure waits for the other copy,
+  unless it is the batch's own (`retry.own_failure`, a storage outage aside: the other copy
+  would raise the same, or kill one more worker): then it is the batch's result at once and the other copies are
+  cancelled at their lanes. Running copies wait in a deadline heap (`stragglers`): O(log k) a wake.
 * The caps' one writer is this thread: it tells the admission policy each finished batch,
   which asks its steering hook (the online planner) and writes the answer.
 * The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
@@ -30,7 +32,7 @@ import time
 from collections import deque
 from typing import Sequence
 
-from hybridload.errors import Reroute, SampleError, UserCodeError
+from hybridload.errors import Reroute, SampleError, StorageError
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.books import LaneBook
@@ -38,7 +40,7 @@ from hybridload.execution.hooks import DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.picking import LanePicker
-from hybridload.execution.retry import Action, LaneState, decide
+from hybridload.execution.retry import Action, LaneState, decide, own_failure
 from hybridload.execution.stragglers import StragglerWatch, Watched
 from hybridload.execution.tasks import TasksEnded
 
@@ -101,13 +103,15 @@ class Dispatcher:
             self._thread.join(join_timeout_s)
         with self._lock:
             out = [(book.lane, self._held[seq]) for seq, copies in self._running.items() for book, _t0 in copies]
+        self._cancel(out, "of a given-up pass")
+
+    @staticmethod
+    def _cancel(out: Sequence[tuple[Lane, BatchTask]], what: str) -> None:
         for lane, task in out:
             try:
                 lane.cancel(task)
             except Exception:  # a lane failing to cancel still runs the task to its end: nothing lost
-                log.warning(
-                    "lane '%s' failed to cancel batch %d of a given-up pass", lane.name, task.seq, exc_info=True
-                )
+                log.warning("lane '%s' failed to cancel batch %d %s", lane.name, task.seq, what, exc_info=True)
 
     def where(self, seq: int) -> str:
         """Which lane holds ``seq`` (for timeout messages)."""
@@ -227,15 +231,22 @@ class Dispatcher:
             self._running.pop(task.seq, None)
             self._held.pop(task.seq, None)
         if isinstance(result, BaseException):
-            if copies or self._merger.settled(task.seq):
+            settled = self._merger.settled(task.seq)
+            outage = isinstance(result, StorageError)  # not the batch's: the other copy's reads may get through
+            if settled or (copies and (outage or not own_failure(result))):
+                why = "the batch has its result" if settled else "another copy carries it"
                 log.info(
-                    "a copy of batch %d failed on lane '%s' (%s); another copy carries it",
+                    "a copy of batch %d failed on lane '%s' (%s); %s",
                     task.seq,
                     book.lane.name,
                     type(result).__name__,
+                    why,
                 )
-            else:
-                self._failed(book, task, result)
+                return
+            self._failed(book, task, result)
+            if copies:  # the batch's own failure: the other copies would end the same way, or kill one more worker
+                lanes = {id(b.lane): b.lane for b, _t0 in copies}.values()
+                self._cancel([(lane, task) for lane in lanes], "whose other copy failed")
             return
         seconds = time.perf_counter() - t0
         book.fails_in_row = 0
@@ -266,8 +277,7 @@ class Dispatcher:
         if decision.exclude:
             self._picker.exclude(task.seq, book)
         if decision.action is Action.DELIVER:
-            own = isinstance(exc, UserCodeError) or getattr(exc, "batch_at_fault", False)  # the batch's own
-            if not own:  # the lanes' failure, not the batch's own: say why each lane
+            if not own_failure(exc):  # the lanes' failure, not the batch's own: say why each lane
                 err = self._picker.no_lane_error(task.seq)
                 err.__cause__, exc = exc, err
             self._deliver_error(task.seq, exc)

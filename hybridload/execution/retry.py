@@ -84,9 +84,15 @@ class Decision:
         return self.action is not Action.DELIVER
 
 
+def own_failure(exc: BaseException) -> bool:
+    """``exc`` is the batch's own result (rule 1), not its lane's: every copy of the batch
+    would end the same way, so it is delivered at once and no copy is handed on or waited for."""
+    return isinstance(exc, (SampleError, UserCodeError)) or bool(getattr(exc, "batch_at_fault", False))
+
+
 def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules = RetryRules()) -> Decision:
     """The fate of a batch whose ``attempts``-th attempt failed with ``exc`` on ``lane``."""
-    if isinstance(exc, (SampleError, UserCodeError)) or getattr(exc, "batch_at_fault", False):
+    if own_failure(exc):
         return Decision(Action.DELIVER, lane_fault=False, break_lane=False, exclude=False)
     lost = isinstance(exc, WorkerLost)
     fault = not isinstance(exc, (Reroute, WorkerLost))
