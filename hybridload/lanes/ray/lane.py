@@ -138,9 +138,9 @@ class RayLane(ActorPool):
             ThreadPoolExecutor(READER_THREADS, thread_name_prefix="hybridload-ship") if ship_bytes else None
         )  # closed with the lane
         self._converters = ThreadPoolExecutor(CONVERTER_THREADS, thread_name_prefix="hybridload-ray-convert")
-        super().__init__(KernelWorker, (source, recipe, on_error), pool)
         # batches copied out of the object store into kept buffers (`batch_buffers`); pinned ones per batch
-        self._buffers = BatchBuffers(0)
+        self._buffers = BatchBuffers(0)  # before the pool starts: a failed start closes the lane
+        super().__init__(KernelWorker, (source, recipe, on_error), pool)
 
     def call(self, actor, task: BatchTask, payloads: dict | None = None):
         if self.ship_bytes and payloads is None:  # run_batch: the caller's thread reads
