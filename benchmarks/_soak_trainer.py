@@ -24,6 +24,7 @@ import torch
 from _readings import fd_count, rss_kib
 
 SIZE, BATCH = 32, 4
+WINDOW = 3  # batches in flight (the loader's window)
 
 
 def thumbnail(image: torch.Tensor) -> list[int]:
@@ -67,7 +68,7 @@ def make_policy(lanes: str, ray_address: str | None):
     """The lane configuration a life runs (the stream is the same under each)."""
     from hybridload import LoaderPolicy
 
-    common = dict(batch_timeout_s=120, window=3)
+    common = dict(batch_timeout_s=120, window=WINDOW)
     if lanes == "ray":
         return LoaderPolicy(
             ray_address=ray_address, mode="cpu", cpu_actors=2, reserve_local_cpus=1, on_no_actors="local", **common

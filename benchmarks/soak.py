@@ -36,7 +36,7 @@ from _readings import fd_count
 from _soak_check import compare, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
-from _soak_trainer import BATCH
+from _soak_trainer import BATCH, WINDOW
 
 log = logging.getLogger("soak")
 RSS_TOLERANCE_KIB = 64 * 1024  # a trainer's RSS may grow this much from its first epoch's end to its last
@@ -63,13 +63,12 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
-def epochs_for(lives: list[dict], samples: int) -> int:
-    """Enough epochs for the schedule's steps at the largest world size (3 ranks), and 3 more for
-    each life after the first: a trainer kill lands some steps after its drawn moment (the job
-    trains on while the faults before it recover), and the resumed job must still have the steps
-    its own faults count from (CI, seed 713: a resumed job ended before its worker kill)."""
+def epochs_for(lives: list[dict], samples: int, step_s: float) -> int:
+    """Enough epochs for the schedule's steps (`steps_needed`) at the largest world size (3
+    ranks: the fewest steps an epoch), and one more: an epoch that a resumed job splits over two
+    world sizes may take a step fewer than a whole epoch at 3 ranks."""
     per_epoch = math.ceil(samples / 3 / BATCH)
-    return max(2, math.ceil(steps_needed(lives) / per_epoch) + 1 + 3 * (len(lives) - 1))
+    return max(2, math.ceil(steps_needed(lives, step_s, WINDOW) / per_epoch) + 1)
 
 
 def summary(events: list[dict]) -> str:
@@ -112,7 +111,7 @@ def soak(args, kinds=None) -> dict:
     deadline = t_start + args.deadline_s
     tmp = Path(tempfile.mkdtemp(prefix="hybridload-soak-"))
     paths, labels = world.tiny_photos(args.data or tmp / "photos", args.samples)
-    epochs = epochs_for(lives, args.samples)
+    epochs = epochs_for(lives, args.samples, args.step_s)
     storage = cluster = None
     problems: list[str] = []
     driver = None

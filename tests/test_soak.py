@@ -50,6 +50,30 @@ def test_the_soak_schedule_is_a_function_of_the_seed_and_reaches_every_fault_kin
         faults.draw_schedule(0, 3, kinds=("meteor",))
 
 
+def test_the_soak_s_depth_counts_each_fault_s_landing_steps_and_no_replay_after_a_kill(soak):
+    """The job must outlast its schedule: each fault counts its gap, the steps the job may train
+    while the driver sleeps its delay (one per ``step_s`` at most), the batches in flight it
+    trains on while a stopped server or an armed GPU fault is waited out, and the step its
+    recovery waits for. A trainer kill's replay restarts the step count at the checkpoint, so it
+    takes no steps: a schedule of two lives needs what its lives need apart."""
+    faults = importlib.import_module("_soak_faults")
+    outage = {"kind": "storage_stopped", "gap": 3, "delay": 0.2, "seconds": 2.7}
+    kill = {"kind": "trainer_kill", "gap": 2, "delay": 0.02}
+    worker = {"kind": "worker_kill", "gap": 1, "delay": 0.26}
+    assert faults.landing_steps(outage, 0.05, window=3) == 4 + 3 + 1
+    assert faults.landing_steps(kill, 0.05, window=3) == 1 + 1
+    assert faults.landing_steps(worker, 0.05, window=3) == 6 + 1
+    assert faults.landing_steps(worker, 0.01, window=3) == 26 + 1  # a faster step: more steps per delay
+    first = {"lanes": "gpu", "world": 2, "faults": [outage, kill]}
+    second = {"lanes": "processes", "world": 1, "faults": [worker]}
+    assert faults.steps_needed([first], 0.05, 3) == 2 + (3 + 8) + (2 + 2)
+    assert faults.steps_needed([first, second], 0.05, 3) == (
+        faults.steps_needed([first], 0.05, 3) + faults.steps_needed([second], 0.05, 3)
+    )
+    # 16 samples at 3 ranks: 2 steps an epoch; 17 + 10 steps, then the epoch of rounding
+    assert soak.epochs_for([first, second], 16, 0.05) == 14 + 1
+
+
 def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_sample(soak, tiny):
     check = importlib.import_module("_soak_check")
     paths, labels = tiny
