@@ -24,6 +24,12 @@ class Deadline(Exception):
     """The soak's global deadline passed."""
 
 
+def losses(pools: list[dict]) -> int:
+    """The Ray pools' lost actors and failed starts, all ranks together: an actor kill is noticed
+    once this count passes the one before it."""
+    return sum(p["lost"] + p["failed_starts"] for p in pools)
+
+
 class Driver:
     """One soak's job: its trainer processes (one per rank), the faults injected into it, the
     recovery each took, the crashes it restarted after, what it started (for the leak check)."""
@@ -61,6 +67,7 @@ class Driver:
         self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
         self.open_kills: list[tuple[int, int, float]] = []  # actor kills not yet timed: (event, losses before, time)
         self.crashes: list[str] = []
+        self.problems: list[str] = []  # what the soak itself could not read: the run fails on them
         self.statuses: list[list] = []
         self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
         self.procs: list[subprocess.Popen] = []
@@ -152,10 +159,10 @@ class Driver:
         pools = self.pools()
         if len(pools) < len(self.procs) or not all(p["live"] >= p["target"] > 0 for p in pools):
             return
-        losses = sum(p["lost"] + p["failed_starts"] for p in pools)
-        for k, before, t_wall in [o for o in self.open_kills if losses > o[1]]:
+        now = losses(pools)
+        for k, before, t_wall in [o for o in self.open_kills if now > o[1]]:
             self.events[k]["pool_recovery_s"] = round(time.time() - t_wall, 3)
-        self.open_kills = [o for o in self.open_kills if losses <= o[1]]
+        self.open_kills = [o for o in self.open_kills if now <= o[1]]
 
     def close_kills(self) -> None:
         """The life ends: kills its pools were not back from are not timed (None)."""
@@ -252,7 +259,7 @@ class Driver:
                     return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
-                losses = sum(p["lost"] + p["failed_starts"] for p in self.pools())
+                before_kill = losses(self.pools())
                 what = inject(
                     f["kind"],
                     f,
@@ -278,21 +285,27 @@ class Driver:
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
                     if f["kind"].startswith("actor_kill"):
-                        self.open_kills.append((len(self.events) - 1, losses, t0_wall))
+                        self.open_kills.append((len(self.events) - 1, before_kill, t0_wall))
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
-        """The faults that hit the job while it started recover at its first step."""
+        """The faults that hit the job while it started recover at its first step, at the time
+        the trainer wrote for it (this wait may end later). A progress without that time is a
+        problem of the run, never timed as now."""
         if self.pending:
             self.recovery(-1, 0.0, lanes, world)
-            try:  # when the job's first step ended (the trainer notes it: this wait may come later)
+            try:
                 first = json.loads((self.run_dir / "progress-0.json").read_text())["t_first"]
             except (OSError, ValueError, KeyError):
                 first = None
-            # None: the resumed job reached an epoch's end (or its last) before any step of its own
-            first = first if first is not None else time.time()
             for kind, what, t0 in self.pending:
-                self.record(kind, what, max(0.0, first - t0))
+                if first is None:
+                    self.problems.append(
+                        f"fault {kind} ({what}): the resumed job's progress-0.json has no first-step time"
+                        " (t_first), so its recovery is unknown"
+                    )
+                else:
+                    self.record(kind, what, max(0.0, first - t0))
             self.pending = []
 
     def record(self, kind: str, what: str, recovery_s: float) -> None:

@@ -143,6 +143,7 @@ def soak(args, kinds=None) -> dict:
                 problems.append(f"the deadline ({args.deadline_s} s) passed before the job finished")
                 driver.stop_all()
             driver.note(force=True)
+            problems += driver.problems
             if cluster is not None:
                 alive = _wait_no_actors(cluster)
                 problems += [f"Ray actor {a} alive after the job ended" for a in alive]

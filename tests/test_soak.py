@@ -169,19 +169,30 @@ def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream
     assert {"node_removed", "node_added"} <= set(result["counts"]), result
 
 
-def test_a_fault_before_a_resumed_job_that_had_no_step_of_its_own_still_counts(soak, tmp_path):
-    """A trainer killed near an epoch's end: the resumed job writes its progress at the epoch's
-    end before any step of its own (no first-step time). The fault is recorded, not a crash of the
-    soak (CI, seed 713: a TypeError on the missing time)."""
+def test_a_resumed_job_without_a_first_step_time_is_a_problem_of_the_run_not_a_recovery_timed_now(soak, tmp_path):
+    """The faults before a resumed job recover at the first step time its trainer writes
+    (``t_first``); a progress without it fails the run, naming the fault, instead of timing the
+    recovery at the moment the soak looked. With it, the fault is timed from that time."""
+    import json
+    import time
+
     run = importlib.import_module("_soak_run")
     driver = run.Driver(
         tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
     )
-    (tmp_path / "progress-0.json").write_text('{"step": 6, "pid": 1, "status": [], "t_first": null}')
-    driver.pending.append(("trainer_kill", "rank 0 SIGKILLed", 0.0))
+    progress = tmp_path / "progress-0.json"
+    progress.write_text(json.dumps({"step": 6, "pid": 1, "status": []}))
+    driver.pending.append(("trainer_kill", "SIGKILL trainer pid 7", time.time() - 5.0))
     driver.settle("processes", 1)
-    assert [e["kind"] for e in driver.events] == ["trainer_kill"] and driver.events[0]["recovery_s"] > 0
-    assert driver.pending == []
+    assert driver.events == [] and driver.pending == []
+    assert len(driver.problems) == 1 and "SIGKILL trainer pid 7" in driver.problems[0]
+    assert "t_first" in driver.problems[0]
+
+    progress.write_text(json.dumps({"step": 6, "pid": 1, "status": [], "t_first": 102.5}))
+    driver.pending.append(("trainer_kill", "SIGKILL trainer pid 8", 100.0))
+    driver.settle("processes", 1)
+    assert [(e["kind"], e["recovery_s"]) for e in driver.events] == [("trainer_kill", 2.5)]
+    assert len(driver.problems) == 1
 
 
 def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_kill(soak, tmp_path):
