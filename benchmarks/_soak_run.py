@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from _soak_faults import done_kind, inject, remove_flags
+from _soak_pools import PoolWatch, losses
 from _soak_world import children_of, free_port, kill, shm_segments, start_time
 
 log = logging.getLogger("soak")
@@ -22,12 +23,6 @@ TRAINER = Path(__file__).resolve().parent / "_soak_trainer.py"
 
 class Deadline(Exception):
     """The soak's global deadline passed."""
-
-
-def losses(pools: list[dict]) -> int:
-    """The Ray pools' lost actors and failed starts, all ranks together: an actor kill is noticed
-    once this count passes the one before it."""
-    return sum(p["lost"] + p["failed_starts"] for p in pools)
 
 
 class Driver:
@@ -64,8 +59,7 @@ class Driver:
         self.seen: dict[int, int | None] = {}  # every descendant seen: pid -> start time
         self.shm: set[str] = set()
         self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s (+ pool_recovery_s)
-        self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
-        self.open_kills: list[tuple[int, int, float]] = []  # actor kills not yet timed: (event, losses before, time)
+        self.pool_watch = PoolWatch(run_dir)  # the Ray pools' recovery after actor kills
         self.crashes: list[str] = []
         self.problems: list[str] = []  # what the soak itself could not read: the run fails on them
         self.statuses: list[list] = []
@@ -80,7 +74,7 @@ class Driver:
         if not force and now - self._last_note < 0.3:
             return
         self._last_note = now
-        self.watch_pools()
+        self.pool_watch.watch(len(self.procs))
         for pid in children_of(os.getpid()):
             self.seen.setdefault(pid, start_time(pid))
         for p in self.procs:  # the trainers' and their workers' segments
@@ -100,7 +94,7 @@ class Driver:
 
     # -------------------------------------------------------------- a life
     def start(self, lanes: str, world: int) -> None:
-        self.keep_pools()
+        self.pool_watch.keep(len(self.procs))
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
             p.unlink()
@@ -130,45 +124,6 @@ class Driver:
             return
         if status:
             self.statuses.append(status)
-
-    def pools(self) -> list[dict]:
-        """Each rank's Ray pool as its last step wrote it (ranks without one, or no step yet, left out)."""
-        out = []
-        for p in sorted(self.run_dir.glob("progress-*.json")):
-            try:
-                pool = json.loads(p.read_text()).get("pool")
-            except (OSError, ValueError):
-                continue
-            if pool:
-                out.append(pool)
-        return out
-
-    def keep_pools(self) -> None:
-        """This life's Ray pools' time without a ready actor (called as the life ends)."""
-        self.watch_pools()
-        self.close_kills()
-        self.pool_empty_s += [p["without_actors_s"] for p in self.pools()]
-
-    def watch_pools(self) -> None:
-        """Time each actor kill still open: done once a rank's Ray pool has noticed it (the pools'
-        lost actors and failed starts above the count before it) and every pool is back at its
-        target. Watched as the soak goes on, so the next fault keeps its drawn moment (a kill may
-        hit a replacement still starting)."""
-        if not self.open_kills:
-            return
-        pools = self.pools()
-        if len(pools) < len(self.procs) or not all(p["live"] >= p["target"] > 0 for p in pools):
-            return
-        now = losses(pools)
-        for k, before, t_wall in [o for o in self.open_kills if now > o[1]]:
-            self.events[k]["pool_recovery_s"] = round(time.time() - t_wall, 3)
-        self.open_kills = [o for o in self.open_kills if now <= o[1]]
-
-    def close_kills(self) -> None:
-        """The life ends: kills its pools were not back from are not timed (None)."""
-        for k, _, _ in self.open_kills:
-            self.events[k]["pool_recovery_s"] = None
-        self.open_kills = []
 
     def stop_all(self) -> None:
         for p in self.procs:
@@ -259,7 +214,7 @@ class Driver:
                     return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
-                before_kill = losses(self.pools())
+                before_kill = losses(self.pool_watch.pools())
                 what = inject(
                     f["kind"],
                     f,
@@ -285,7 +240,7 @@ class Driver:
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
                     if f["kind"].startswith("actor_kill"):
-                        self.open_kills.append((len(self.events) - 1, before_kill, t0_wall))
+                        self.pool_watch.opened(self.events[-1], before_kill, t0_wall)
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
@@ -324,7 +279,7 @@ class Driver:
             time.sleep(0.05)
         for p in self.procs:
             p.wait(timeout=60)
-        self.keep_pools()
+        self.pool_watch.keep(len(self.procs))
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
 

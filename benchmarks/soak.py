@@ -184,7 +184,7 @@ def soak(args, kinds=None) -> dict:
         "events": events,
         "counts": dict(Counter(e["kind"] for e in events)),
         "crash_restarts": driver.crashes if driver else [],
-        "pool_without_actors_s": driver.pool_empty_s if driver else [],
+        "pool_without_actors_s": driver.pool_watch.empty_s if driver else [],
         "lives": driver.lives if driver else 0,
         "rss_growth_kib": growth,
         "problems": problems,

@@ -5,7 +5,6 @@ trained on equals an uninterrupted run, nothing left behind. And the soak's own 
 on a doctored record, its schedule is a function of the seed."""
 
 import copy
-import os
 import importlib
 import sys
 from pathlib import Path
@@ -201,23 +200,22 @@ def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_
     noticed before the life ended is not timed (None)."""
     import json
     import time
-    from types import SimpleNamespace
 
-    run = importlib.import_module("_soak_run")
-    driver = run.Driver(
-        tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
-    )
-    driver.procs = [SimpleNamespace(pid=os.getpid(), poll=lambda: None)]  # a job still running
+    pools = importlib.import_module("_soak_pools")
+    watch = pools.PoolWatch(tmp_path)
     progress = tmp_path / "progress-0.json"
     pool = {"live": 1, "target": 2, "without_actors_s": 1.5, "lost": 1, "failed_starts": 0}
     progress.write_text(json.dumps({"step": 3, "pool": pool}))
-    driver.events = [{"kind": "actor_kill"}, {"kind": "actor_kill"}]
-    driver.open_kills = [(0, 0, time.time() - 2.0), (1, 1, time.time())]
-    driver.watch_pools()
-    assert driver.open_kills and "pool_recovery_s" not in driver.events[0]  # one actor short of the target
+    first, second = {"kind": "actor_kill"}, {"kind": "actor_kill"}
+    watch.opened(first, 0, time.time() - 2.0)
+    watch.opened(second, pools.losses(watch.pools()), time.time())
+    watch.watch(ranks=1)
+    assert watch.open_kills and "pool_recovery_s" not in first  # one actor short of the target
     progress.write_text(json.dumps({"step": 4, "pool": dict(pool, live=2)}))
-    driver.watch_pools()
-    assert driver.events[0]["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
-    assert "pool_recovery_s" not in driver.events[1]  # no loss counted since the second kill
-    driver.keep_pools()  # the life ends
-    assert driver.events[1]["pool_recovery_s"] is None and driver.pool_empty_s == [1.5]
+    watch.watch(ranks=2)
+    assert "pool_recovery_s" not in first  # the second rank's pool not read yet
+    watch.watch(ranks=1)
+    assert first["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
+    assert "pool_recovery_s" not in second  # no loss counted since the second kill
+    watch.keep(ranks=1)  # the life ends
+    assert second["pool_recovery_s"] is None and watch.empty_s == [1.5] and watch.open_kills == []
