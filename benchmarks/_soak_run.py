@@ -238,7 +238,7 @@ class Driver:
                 if not what:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
                 else:
-                    self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
+                    self.record(f["kind"], what, self.recovery(before, t0, lanes, world), t0_wall)
                     if f["kind"].startswith("actor_kill"):
                         self.pool_watch.opened(self.events[-1], before_kill, t0_wall)
         return self.to_the_end()
@@ -260,12 +260,13 @@ class Driver:
                         " (t_first), so its recovery is unknown"
                     )
                 else:
-                    self.record(kind, what, max(0.0, first - t0))
+                    self.record(kind, what, max(0.0, first - t0), t0)
             self.pending = []
 
-    def record(self, kind: str, what: str, recovery_s: float) -> None:
+    def record(self, kind: str, what: str, recovery_s: float, at: float) -> None:
+        """A fault injected at ``at`` (time.time()) and recovered ``recovery_s`` later."""
         kind = done_kind(kind, what)
-        self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3)})
+        self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3), "at": round(at, 3)})
         log.info("fault %-20s %s; recovered in %.2f s", kind, what, recovery_s)
 
     def to_the_end(self) -> None:

@@ -210,7 +210,7 @@ def main(life_path: str, rank: int) -> int:
                     save(epoch)
             epoch += 1
             save(epoch)
-            status.append((fd_count(), rss_kib()))
+            status.append((fd_count(), rss_kib(), time.time()))
             t_first = t_first or time.time()  # a resumed job at an epoch's end runs again here
             write_json(
                 progress,

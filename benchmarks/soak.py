@@ -33,7 +33,7 @@ from pathlib import Path
 
 import _soak_world as world
 from _readings import fd_count
-from _soak_check import compare, leftovers, reference, rss_growth
+from _soak_check import calm_since, compare, fd_growth, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
 from _soak_trainer import BATCH, WINDOW
@@ -170,9 +170,11 @@ def soak(args, kinds=None) -> dict:
     growth = rss_growth(statuses)
     if growth > RSS_TOLERANCE_KIB:
         problems.append(f"a trainer's RSS grew {growth // 1024} MiB between epoch ends")
-    fd_growth = max([s[-1][0] - s[0][0] for s in statuses if len(s) >= 2] or [0])
-    if fd_growth > FD_TOLERANCE:
-        problems.append(f"a trainer holds {fd_growth} more file descriptors at its last epoch end than its first")
+    fds = fd_growth(statuses, calm_since(events))
+    if fds > FD_TOLERANCE:
+        problems.append(
+            f"a trainer holds {fds} more file descriptors at its last epoch end than its first after the faults"
+        )
     if problems or (driver and driver.crashes):
         print(f"kept the run's folder (logs, checkpoint): {tmp}")
     else:

@@ -137,6 +137,26 @@ def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_s
     assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
 
 
+def test_the_soak_reads_file_descriptor_growth_over_the_epochs_after_the_last_fault_is_over(soak):
+    """A trainer's fds may step up with a fault's churn (a Ray node added, an actor replaced),
+    then must stay flat: growth counts from its first epoch end after the last fault's
+    recovery (or its pool's, when longer); a life with fewer than two such ends is not read."""
+    check = importlib.import_module("_soak_check")
+    events = [
+        {"kind": "node_added", "at": 100.0, "recovery_s": 0.5},
+        {"kind": "actor_kill", "at": 110.0, "recovery_s": 0.4, "pool_recovery_s": 6.0},
+        {"kind": "worker_kill", "at": 90.0, "recovery_s": 1.0, "pool_recovery_s": None},
+    ]
+    assert check.calm_since(events) == 116.0 and check.calm_since([]) == 0.0
+    churn = [[55, 9000, 99.0], [56, 9000, 105.0], [58, 9000, 115.0], [58, 9100, 120.0], [58, 9000, 130.0]]
+    assert check.fd_growth([churn], check.calm_since(events)) == 0  # 55 -> 58 during the faults
+    leak = churn + [[59, 9000, 140.0], [61, 9000, 150.0]]
+    assert check.fd_growth([churn, leak], check.calm_since(events)) == 3  # 58 -> 61 once calm
+    killed = [[50, 9000, 99.0], [70, 9000, 117.0]]  # a life with one epoch end after the faults
+    assert check.fd_growth([killed], check.calm_since(events)) == 0
+    assert check.fd_growth([leak], calm=0.0) == 6  # no fault: from the first epoch end
+
+
 def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
     import subprocess
     from multiprocessing import shared_memory
