@@ -6,7 +6,8 @@ removed or added, the S3 server stopped for seconds, a GPU-lane device fault (DA
 stand-in, the recorded CUDA message). What the job trained on (its checkpoints' record of each
 sample's index, label and pixels) must equal an uninterrupted run with the same world sizes:
 nothing lost, nothing repeated beyond the padding, the same order, the same pixels; and after it
-no process, actor or shared-memory segment is left, file descriptors and RSS flat.
+no process, actor or shared-memory segment is left, RSS flat, file descriptors flat once the
+last fault is over.
 
     python benchmarks/soak.py --seed 3 --faults 12
 
