@@ -133,6 +133,23 @@ def _cmd(pid: int) -> str:
         return "?"
 
 
-def rss_growth(statuses: list[list[list[int]]]) -> int:
+def rss_growth(statuses: list[list[list[float]]]) -> int:
     """The largest RSS growth (KiB) of a trainer life from its first epoch's end to its last."""
-    return max([s[-1][1] - s[0][1] for s in statuses if len(s) >= 2] or [0])
+    return max([int(s[-1][1] - s[0][1]) for s in statuses if len(s) >= 2] or [0])
+
+
+def calm_since(events: list[dict]) -> float:
+    """When the last fault was over (time.time()): its injection plus its recovery, or plus its
+    Ray pool's return to its target where that took longer; 0 without faults."""
+    ends = [e["at"] + max(e["recovery_s"], e.get("pool_recovery_s") or 0) for e in events]
+    return max(ends, default=0.0)
+
+
+def fd_growth(statuses: list[list[list[float]]], calm: float) -> int:
+    """The largest growth of a trainer life's open file descriptors between its epoch ends after
+    ``calm`` (`calm_since`); lives with fewer than two such ends are not read. A leak grows on
+    with the epochs; a fault's churn (a Ray node added, an actor replaced on another node) may
+    leave a trainer a connection or two more, and stops there (+1 to +3 over a node removed,
+    two added and actors killed, then flat for 8 epochs: benchmarks/RESULTS.md)."""
+    growth = [int(s[-1][0] - s[0][0]) for s in ([x for x in life if x[2] >= calm] for life in statuses) if len(s) >= 2]
+    return max(growth or [0])

@@ -10,6 +10,7 @@ SIGKILLed, and the next starts from the last checkpoint, on the lanes and world 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import time
@@ -96,9 +97,31 @@ def describe(lives: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def steps_needed(lives: list[dict]) -> int:
-    """Training steps the schedule spans (replays after a kill aside)."""
-    return sum(f["gap"] for life in lives for f in life["faults"]) + 2 * len(lives)
+#: faults the driver waits out while the job trains on the batches in flight (the storage stopped;
+#: the GPU lane meets its armed fault only at its next decode)
+WAITED_OUT = ("storage_stopped", "gpu_fault")
+
+
+def landing_steps(fault: dict, step_s: float, window: int) -> int:
+    """The most training steps between a fault's drawn step and the step its recovery waits for.
+
+    The driver sleeps the fault's ``delay`` once the drawn step is reached, and the job trains on:
+    at most ``ceil(delay / step_s)`` steps, as every step sleeps ``step_s``. A stopped S3 server or
+    an armed GPU fault is waited out while the job trains on the loader's ``window`` batches in
+    flight. Then the recovery waits for one more step. The next fault's drawn step counts from
+    this one's drawn step, so a landing longer than the next gap carries over to it."""
+    waited = window if fault["kind"] in WAITED_OUT else 0
+    return math.ceil(round(fault["delay"] / step_s, 6)) + waited + 1  # round: 0.2 / 0.05 is 4, not 4.000...1
+
+
+def steps_needed(lives: list[dict], step_s: float, window: int) -> int:
+    """Training steps the schedule spans, at most: in each life, the job's first step (2: the step
+    the driver first sees may be the second), then each fault's gap and landing
+    (`landing_steps`). A trainer kill's replay is not counted: the resumed job's step count
+    restarts at its checkpoint (up to ``save_every`` steps back), so a replay gives steps back to
+    the schedule rather than taking any."""
+    faults = [f for life in lives for f in life["faults"]]
+    return 2 * len(lives) + sum(f["gap"] + landing_steps(f, step_s, window) for f in faults)
 
 
 # ------------------------------------------------------------------ injectors

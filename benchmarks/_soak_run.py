@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from _soak_faults import done_kind, inject, remove_flags
+from _soak_pools import PoolWatch, losses
 from _soak_world import children_of, free_port, kill, shm_segments, start_time
 
 log = logging.getLogger("soak")
@@ -58,9 +59,9 @@ class Driver:
         self.seen: dict[int, int | None] = {}  # every descendant seen: pid -> start time
         self.shm: set[str] = set()
         self.events: list[dict] = []  # one per injected fault: kind, what, recovery_s (+ pool_recovery_s)
-        self.pool_empty_s: list[float] = []  # each rank's Ray pool, each life: seconds without a ready actor
-        self.open_kills: list[tuple[int, int, float]] = []  # actor kills not yet timed: (event, losses before, time)
+        self.pool_watch = PoolWatch(run_dir)  # the Ray pools' recovery after actor kills
         self.crashes: list[str] = []
+        self.problems: list[str] = []  # what the soak itself could not read: the run fails on them
         self.statuses: list[list] = []
         self.pending: list[tuple] = []  # trainer kills awaiting the new job's first step: (kind, what, time.time())
         self.procs: list[subprocess.Popen] = []
@@ -73,7 +74,7 @@ class Driver:
         if not force and now - self._last_note < 0.3:
             return
         self._last_note = now
-        self.watch_pools()
+        self.pool_watch.watch(len(self.procs))
         for pid in children_of(os.getpid()):
             self.seen.setdefault(pid, start_time(pid))
         for p in self.procs:  # the trainers' and their workers' segments
@@ -93,7 +94,7 @@ class Driver:
 
     # -------------------------------------------------------------- a life
     def start(self, lanes: str, world: int) -> None:
-        self.keep_pools()
+        self.pool_watch.keep(len(self.procs))
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
             p.unlink()
@@ -123,45 +124,6 @@ class Driver:
             return
         if status:
             self.statuses.append(status)
-
-    def pools(self) -> list[dict]:
-        """Each rank's Ray pool as its last step wrote it (ranks without one, or no step yet, left out)."""
-        out = []
-        for p in sorted(self.run_dir.glob("progress-*.json")):
-            try:
-                pool = json.loads(p.read_text()).get("pool")
-            except (OSError, ValueError):
-                continue
-            if pool:
-                out.append(pool)
-        return out
-
-    def keep_pools(self) -> None:
-        """This life's Ray pools' time without a ready actor (called as the life ends)."""
-        self.watch_pools()
-        self.close_kills()
-        self.pool_empty_s += [p["without_actors_s"] for p in self.pools()]
-
-    def watch_pools(self) -> None:
-        """Time each actor kill still open: done once a rank's Ray pool has noticed it (the pools'
-        lost actors and failed starts above the count before it) and every pool is back at its
-        target. Watched as the soak goes on, so the next fault keeps its drawn moment (a kill may
-        hit a replacement still starting)."""
-        if not self.open_kills:
-            return
-        pools = self.pools()
-        if len(pools) < len(self.procs) or not all(p["live"] >= p["target"] > 0 for p in pools):
-            return
-        losses = sum(p["lost"] + p["failed_starts"] for p in pools)
-        for k, before, t_wall in [o for o in self.open_kills if losses > o[1]]:
-            self.events[k]["pool_recovery_s"] = round(time.time() - t_wall, 3)
-        self.open_kills = [o for o in self.open_kills if losses <= o[1]]
-
-    def close_kills(self) -> None:
-        """The life ends: kills its pools were not back from are not timed (None)."""
-        for k, _, _ in self.open_kills:
-            self.events[k]["pool_recovery_s"] = None
-        self.open_kills = []
 
     def stop_all(self) -> None:
         for p in self.procs:
@@ -252,7 +214,7 @@ class Driver:
                     return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
-                losses = sum(p["lost"] + p["failed_starts"] for p in self.pools())
+                before_kill = losses(self.pool_watch.pools())
                 what = inject(
                     f["kind"],
                     f,
@@ -276,28 +238,35 @@ class Driver:
                 if not what:
                     log.info("fault %s: nothing to hit, not counted", f["kind"])
                 else:
-                    self.record(f["kind"], what, self.recovery(before, t0, lanes, world))
+                    self.record(f["kind"], what, self.recovery(before, t0, lanes, world), t0_wall)
                     if f["kind"].startswith("actor_kill"):
-                        self.open_kills.append((len(self.events) - 1, losses, t0_wall))
+                        self.pool_watch.opened(self.events[-1], before_kill, t0_wall)
         return self.to_the_end()
 
     def settle(self, lanes: str, world: int) -> None:
-        """The faults that hit the job while it started recover at its first step."""
+        """The faults that hit the job while it started recover at its first step, at the time
+        the trainer wrote for it (this wait may end later). A progress without that time is a
+        problem of the run, never timed as now."""
         if self.pending:
             self.recovery(-1, 0.0, lanes, world)
-            try:  # when the job's first step ended (the trainer notes it: this wait may come later)
+            try:
                 first = json.loads((self.run_dir / "progress-0.json").read_text())["t_first"]
             except (OSError, ValueError, KeyError):
                 first = None
-            # None: the resumed job reached an epoch's end (or its last) before any step of its own
-            first = first if first is not None else time.time()
             for kind, what, t0 in self.pending:
-                self.record(kind, what, max(0.0, first - t0))
+                if first is None:
+                    self.problems.append(
+                        f"fault {kind} ({what}): the resumed job's progress-0.json has no first-step time"
+                        " (t_first), so its recovery is unknown"
+                    )
+                else:
+                    self.record(kind, what, max(0.0, first - t0), t0)
             self.pending = []
 
-    def record(self, kind: str, what: str, recovery_s: float) -> None:
+    def record(self, kind: str, what: str, recovery_s: float, at: float) -> None:
+        """A fault injected at ``at`` (time.time()) and recovered ``recovery_s`` later."""
         kind = done_kind(kind, what)
-        self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3)})
+        self.events.append({"kind": kind, "what": what, "recovery_s": round(recovery_s, 3), "at": round(at, 3)})
         log.info("fault %-20s %s; recovered in %.2f s", kind, what, recovery_s)
 
     def to_the_end(self) -> None:
@@ -311,7 +280,7 @@ class Driver:
             time.sleep(0.05)
         for p in self.procs:
             p.wait(timeout=60)
-        self.keep_pools()
+        self.pool_watch.keep(len(self.procs))
         for p in self.run_dir.glob("progress-*.json"):
             self.keep_status(p)
 

@@ -24,6 +24,7 @@ import torch
 from _readings import fd_count, rss_kib
 
 SIZE, BATCH = 32, 4
+WINDOW = 3  # batches in flight (the loader's window)
 
 
 def thumbnail(image: torch.Tensor) -> list[int]:
@@ -67,7 +68,7 @@ def make_policy(lanes: str, ray_address: str | None):
     """The lane configuration a life runs (the stream is the same under each)."""
     from hybridload import LoaderPolicy
 
-    common = dict(batch_timeout_s=120, window=3)
+    common = dict(batch_timeout_s=120, window=WINDOW)
     if lanes == "ray":
         return LoaderPolicy(
             ray_address=ray_address, mode="cpu", cpu_actors=2, reserve_local_cpus=1, on_no_actors="local", **common
@@ -209,7 +210,7 @@ def main(life_path: str, rank: int) -> int:
                     save(epoch)
             epoch += 1
             save(epoch)
-            status.append((fd_count(), rss_kib()))
+            status.append((fd_count(), rss_kib(), time.time()))
             t_first = t_first or time.time()  # a resumed job at an epoch's end runs again here
             write_json(
                 progress,

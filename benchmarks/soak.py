@@ -6,7 +6,8 @@ removed or added, the S3 server stopped for seconds, a GPU-lane device fault (DA
 stand-in, the recorded CUDA message). What the job trained on (its checkpoints' record of each
 sample's index, label and pixels) must equal an uninterrupted run with the same world sizes:
 nothing lost, nothing repeated beyond the padding, the same order, the same pixels; and after it
-no process, actor or shared-memory segment is left, file descriptors and RSS flat.
+no process, actor or shared-memory segment is left, RSS flat, file descriptors flat once the
+last fault is over.
 
     python benchmarks/soak.py --seed 3 --faults 12
 
@@ -33,10 +34,10 @@ from pathlib import Path
 
 import _soak_world as world
 from _readings import fd_count
-from _soak_check import compare, leftovers, reference, rss_growth
+from _soak_check import calm_since, compare, fd_growth, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
-from _soak_trainer import BATCH
+from _soak_trainer import BATCH, WINDOW
 
 log = logging.getLogger("soak")
 RSS_TOLERANCE_KIB = 64 * 1024  # a trainer's RSS may grow this much from its first epoch's end to its last
@@ -63,13 +64,12 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
-def epochs_for(lives: list[dict], samples: int) -> int:
-    """Enough epochs for the schedule's steps at the largest world size (3 ranks), and 3 more for
-    each life after the first: a trainer kill lands some steps after its drawn moment (the job
-    trains on while the faults before it recover), and the resumed job must still have the steps
-    its own faults count from (CI, seed 713: a resumed job ended before its worker kill)."""
+def epochs_for(lives: list[dict], samples: int, step_s: float) -> int:
+    """Enough epochs for the schedule's steps (`steps_needed`) at the largest world size (3
+    ranks: the fewest steps an epoch), and one more: an epoch that a resumed job splits over two
+    world sizes may take a step fewer than a whole epoch at 3 ranks."""
     per_epoch = math.ceil(samples / 3 / BATCH)
-    return max(2, math.ceil(steps_needed(lives) / per_epoch) + 1 + 3 * (len(lives) - 1))
+    return max(2, math.ceil(steps_needed(lives, step_s, WINDOW) / per_epoch) + 1)
 
 
 def summary(events: list[dict]) -> str:
@@ -112,7 +112,7 @@ def soak(args, kinds=None) -> dict:
     deadline = t_start + args.deadline_s
     tmp = Path(tempfile.mkdtemp(prefix="hybridload-soak-"))
     paths, labels = world.tiny_photos(args.data or tmp / "photos", args.samples)
-    epochs = epochs_for(lives, args.samples)
+    epochs = epochs_for(lives, args.samples, args.step_s)
     storage = cluster = None
     problems: list[str] = []
     driver = None
@@ -144,6 +144,7 @@ def soak(args, kinds=None) -> dict:
                 problems.append(f"the deadline ({args.deadline_s} s) passed before the job finished")
                 driver.stop_all()
             driver.note(force=True)
+            problems += driver.problems
             if cluster is not None:
                 alive = _wait_no_actors(cluster)
                 problems += [f"Ray actor {a} alive after the job ended" for a in alive]
@@ -170,9 +171,11 @@ def soak(args, kinds=None) -> dict:
     growth = rss_growth(statuses)
     if growth > RSS_TOLERANCE_KIB:
         problems.append(f"a trainer's RSS grew {growth // 1024} MiB between epoch ends")
-    fd_growth = max([s[-1][0] - s[0][0] for s in statuses if len(s) >= 2] or [0])
-    if fd_growth > FD_TOLERANCE:
-        problems.append(f"a trainer holds {fd_growth} more file descriptors at its last epoch end than its first")
+    fds = fd_growth(statuses, calm_since(events))
+    if fds > FD_TOLERANCE:
+        problems.append(
+            f"a trainer holds {fds} more file descriptors at its last epoch end than its first after the faults"
+        )
     if problems or (driver and driver.crashes):
         print(f"kept the run's folder (logs, checkpoint): {tmp}")
     else:
@@ -184,7 +187,7 @@ def soak(args, kinds=None) -> dict:
         "events": events,
         "counts": dict(Counter(e["kind"] for e in events)),
         "crash_restarts": driver.crashes if driver else [],
-        "pool_without_actors_s": driver.pool_empty_s if driver else [],
+        "pool_without_actors_s": driver.pool_watch.empty_s if driver else [],
         "lives": driver.lives if driver else 0,
         "rss_growth_kib": growth,
         "problems": problems,

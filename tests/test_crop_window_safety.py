@@ -47,8 +47,8 @@ def test_a_window_decode_that_failed_leaves_the_next_jpeg_decodable():
 
 def test_a_lossless_jpeg_is_never_decoded_at_a_dct_scale():
     """simplejpeg sizes a scaled decode's output for the scale, and libjpeg-turbo writes a
-    lossless JPEG at full size into it: a heap overflow (SIGABRT or SIGSEGV) before the fix.
-    In a child process, so that a crash fails this test only."""
+    lossless JPEG at full size into it: a heap overflow (SIGABRT or SIGSEGV) if the scale were
+    used. In a child process, so that a crash fails this test only."""
     code = f"""
 import sys
 sys.path.insert(0, {str(BENCH)!r})

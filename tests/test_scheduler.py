@@ -330,9 +330,9 @@ def test_caps_are_written_by_the_dispatcher_thread_only_through_the_admissions_h
 
 
 def test_a_pass_hands_out_its_first_batches_at_once_not_at_the_first_tick():
-    """The dispatcher used to wait one ``tick_s`` (50 ms by default) before its first fill, so
-    every pass began with idle lanes: 52 ms of a 270 ms pass of 8 batches on one lane thread.
-    With a tick far beyond the wait, the first tasks must still be handed out at once."""
+    """A pass's first fill does not wait for the dispatcher's first ``tick_s`` (50 ms by
+    default): that wait would leave the lanes idle for 52 ms of a 270 ms pass of 8 batches on
+    one lane thread. With a tick far beyond the wait, the first tasks are handed out at once."""
     lane = ScriptedLane("a", slots=2)
     with BatchStream([lane], batches(4), PassConfig(window=4, timeout_s=WAIT_S, tick_s=60.0)) as s:
         t0 = time.perf_counter()

@@ -5,7 +5,6 @@ trained on equals an uninterrupted run, nothing left behind. And the soak's own 
 on a doctored record, its schedule is a function of the seed."""
 
 import copy
-import os
 import importlib
 import sys
 from pathlib import Path
@@ -48,6 +47,30 @@ def test_the_soak_schedule_is_a_function_of_the_seed_and_reaches_every_fault_kin
     assert seen == set(faults.KINDS)
     with pytest.raises(ValueError, match="unknown fault kinds"):
         faults.draw_schedule(0, 3, kinds=("meteor",))
+
+
+def test_the_soak_s_depth_counts_each_fault_s_landing_steps_and_no_replay_after_a_kill(soak):
+    """The job must outlast its schedule: each fault counts its gap, the steps the job may train
+    while the driver sleeps its delay (one per ``step_s`` at most), the batches in flight it
+    trains on while a stopped server or an armed GPU fault is waited out, and the step its
+    recovery waits for. A trainer kill's replay restarts the step count at the checkpoint, so it
+    takes no steps: a schedule of two lives needs what its lives need apart."""
+    faults = importlib.import_module("_soak_faults")
+    outage = {"kind": "storage_stopped", "gap": 3, "delay": 0.2, "seconds": 2.7}
+    kill = {"kind": "trainer_kill", "gap": 2, "delay": 0.02}
+    worker = {"kind": "worker_kill", "gap": 1, "delay": 0.26}
+    assert faults.landing_steps(outage, 0.05, window=3) == 4 + 3 + 1
+    assert faults.landing_steps(kill, 0.05, window=3) == 1 + 1
+    assert faults.landing_steps(worker, 0.05, window=3) == 6 + 1
+    assert faults.landing_steps(worker, 0.01, window=3) == 26 + 1  # a faster step: more steps per delay
+    first = {"lanes": "gpu", "world": 2, "faults": [outage, kill]}
+    second = {"lanes": "processes", "world": 1, "faults": [worker]}
+    assert faults.steps_needed([first], 0.05, 3) == 2 + (3 + 8) + (2 + 2)
+    assert faults.steps_needed([first, second], 0.05, 3) == (
+        faults.steps_needed([first], 0.05, 3) + faults.steps_needed([second], 0.05, 3)
+    )
+    # 16 samples at 3 ranks: 2 steps an epoch; 17 + 10 steps, then the epoch of rounding
+    assert soak.epochs_for([first, second], 16, 0.05) == 14 + 1
 
 
 def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_sample(soak, tiny):
@@ -114,6 +137,26 @@ def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_s
     assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
 
 
+def test_the_soak_reads_file_descriptor_growth_over_the_epochs_after_the_last_fault_is_over(soak):
+    """A trainer's fds may step up with a fault's churn (a Ray node added, an actor replaced),
+    then must stay flat: growth counts from its first epoch end after the last fault's
+    recovery (or its pool's, when longer); a life with fewer than two such ends is not read."""
+    check = importlib.import_module("_soak_check")
+    events = [
+        {"kind": "node_added", "at": 100.0, "recovery_s": 0.5},
+        {"kind": "actor_kill", "at": 110.0, "recovery_s": 0.4, "pool_recovery_s": 6.0},
+        {"kind": "worker_kill", "at": 90.0, "recovery_s": 1.0, "pool_recovery_s": None},
+    ]
+    assert check.calm_since(events) == 116.0 and check.calm_since([]) == 0.0
+    churn = [[55, 9000, 99.0], [56, 9000, 105.0], [58, 9000, 115.0], [58, 9100, 120.0], [58, 9000, 130.0]]
+    assert check.fd_growth([churn], check.calm_since(events)) == 0  # 55 -> 58 during the faults
+    leak = churn + [[59, 9000, 140.0], [61, 9000, 150.0]]
+    assert check.fd_growth([churn, leak], check.calm_since(events)) == 3  # 58 -> 61 once calm
+    killed = [[50, 9000, 99.0], [70, 9000, 117.0]]  # a life with one epoch end after the faults
+    assert check.fd_growth([killed], check.calm_since(events)) == 0
+    assert check.fd_growth([leak], calm=0.0) == 6  # no fault: from the first epoch end
+
+
 def test_the_soak_leak_check_names_a_process_and_a_segment_left_behind(soak):
     import subprocess
     from multiprocessing import shared_memory
@@ -145,19 +188,30 @@ def test_a_soak_of_actor_kills_and_node_churn_trains_on_the_uninterrupted_stream
     assert {"node_removed", "node_added"} <= set(result["counts"]), result
 
 
-def test_a_fault_before_a_resumed_job_that_had_no_step_of_its_own_still_counts(soak, tmp_path):
-    """A trainer killed near an epoch's end: the resumed job writes its progress at the epoch's
-    end before any step of its own (no first-step time). The fault is recorded, not a crash of the
-    soak (CI, seed 713: a TypeError on the missing time)."""
+def test_a_resumed_job_without_a_first_step_time_is_a_problem_of_the_run_not_a_recovery_timed_now(soak, tmp_path):
+    """The faults before a resumed job recover at the first step time its trainer writes
+    (``t_first``); a progress without it fails the run, naming the fault, instead of timing the
+    recovery at the moment the soak looked. With it, the fault is timed from that time."""
+    import json
+    import time
+
     run = importlib.import_module("_soak_run")
     driver = run.Driver(
         tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
     )
-    (tmp_path / "progress-0.json").write_text('{"step": 6, "pid": 1, "status": [], "t_first": null}')
-    driver.pending.append(("trainer_kill", "rank 0 SIGKILLed", 0.0))
+    progress = tmp_path / "progress-0.json"
+    progress.write_text(json.dumps({"step": 6, "pid": 1, "status": []}))
+    driver.pending.append(("trainer_kill", "SIGKILL trainer pid 7", time.time() - 5.0))
     driver.settle("processes", 1)
-    assert [e["kind"] for e in driver.events] == ["trainer_kill"] and driver.events[0]["recovery_s"] > 0
-    assert driver.pending == []
+    assert driver.events == [] and driver.pending == []
+    assert len(driver.problems) == 1 and "SIGKILL trainer pid 7" in driver.problems[0]
+    assert "t_first" in driver.problems[0]
+
+    progress.write_text(json.dumps({"step": 6, "pid": 1, "status": [], "t_first": 102.5}))
+    driver.pending.append(("trainer_kill", "SIGKILL trainer pid 8", 100.0))
+    driver.settle("processes", 1)
+    assert [(e["kind"], e["recovery_s"]) for e in driver.events] == [("trainer_kill", 2.5)]
+    assert len(driver.problems) == 1
 
 
 def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_kill(soak, tmp_path):
@@ -166,23 +220,22 @@ def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_
     noticed before the life ended is not timed (None)."""
     import json
     import time
-    from types import SimpleNamespace
 
-    run = importlib.import_module("_soak_run")
-    driver = run.Driver(
-        tmp_path, seed=1, epochs=1, paths=[], labels=[], storage=None, cluster=None, deadline=float("inf")
-    )
-    driver.procs = [SimpleNamespace(pid=os.getpid(), poll=lambda: None)]  # a job still running
+    pools = importlib.import_module("_soak_pools")
+    watch = pools.PoolWatch(tmp_path)
     progress = tmp_path / "progress-0.json"
     pool = {"live": 1, "target": 2, "without_actors_s": 1.5, "lost": 1, "failed_starts": 0}
     progress.write_text(json.dumps({"step": 3, "pool": pool}))
-    driver.events = [{"kind": "actor_kill"}, {"kind": "actor_kill"}]
-    driver.open_kills = [(0, 0, time.time() - 2.0), (1, 1, time.time())]
-    driver.watch_pools()
-    assert driver.open_kills and "pool_recovery_s" not in driver.events[0]  # one actor short of the target
+    first, second = {"kind": "actor_kill"}, {"kind": "actor_kill"}
+    watch.opened(first, 0, time.time() - 2.0)
+    watch.opened(second, pools.losses(watch.pools()), time.time())
+    watch.watch(ranks=1)
+    assert watch.open_kills and "pool_recovery_s" not in first  # one actor short of the target
     progress.write_text(json.dumps({"step": 4, "pool": dict(pool, live=2)}))
-    driver.watch_pools()
-    assert driver.events[0]["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
-    assert "pool_recovery_s" not in driver.events[1]  # no loss counted since the second kill
-    driver.keep_pools()  # the life ends
-    assert driver.events[1]["pool_recovery_s"] is None and driver.pool_empty_s == [1.5]
+    watch.watch(ranks=2)
+    assert "pool_recovery_s" not in first  # the second rank's pool not read yet
+    watch.watch(ranks=1)
+    assert first["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
+    assert "pool_recovery_s" not in second  # no loss counted since the second kill
+    watch.keep(ranks=1)  # the life ends
+    assert second["pool_recovery_s"] is None and watch.empty_s == [1.5] and watch.open_kills == []

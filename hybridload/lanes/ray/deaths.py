@@ -7,19 +7,20 @@ naming the worker, its node and each pid) only when its deaths say so (`blamed`)
 - `CRASHES_TO_FAIL` (2) workers whose log shows a crash signal (Ray's ``*** SIGSEGV received``
   line: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT). A crash in native code on the batch's
   samples crashes every worker it meets, and an unrelated crash that hits the same batch twice
-  is rare; so two fail fast, as before.
+  is rare; so two fail fast.
 - `DEATHS_TO_FAIL` (4) deaths of any kind. A death with no crash signal (SIGKILL leaves no
   line: an outside kill, the OOM killer, Ray's memory monitor; or a worker on another node,
-  whose log this machine cannot read) may be anyone's doing: a chaos soak saw two outside
-  kills a second apart hit the two actors that held one batch (about 1 in 250 faults). Three
-  such deaths are forgiven, so an unrelated kill or two never fails the job; the fourth ends it
-  in a clear error rather than an endless loop for a batch that OOM-kills every worker. Four is
+  whose log this machine cannot read) may be anyone's doing: two outside kills a second apart
+  can hit the two actors that hold one batch (about 1 fault in 250 in a chaos soak; the
+  evidence: docs/decisions/deaths-two-crashes-or-four-kills.md). Three such deaths are
+  forgiven, so an unrelated kill or two never fails the job; the fourth ends it in a clear
+  error rather than an endless loop for a batch that OOM-kills every worker. Four is
   also what the retry rules always reach first: with the default ``max_retries=3`` a batch
   whose worker was lost is handed on at least 3 + 1 times before its error is delivered, so
   the user reads this error, naming the pids, not a bare "no lane" one.
 
 Each death costs one worker start (seconds). A lost node, or an actor the pool stopped, is
-not a process death: not counted, handed on as before.
+not a process death: not counted, handed on like any lost batch.
 
 Ray reports neither the signal nor the exit status; a worker on this machine wrote the signal
 to its log, read here; elsewhere the message says where that log lives. Runs on Ray's
