@@ -198,8 +198,18 @@ def test_the_retry_of_a_failed_start_counts_as_a_replacement_not_as_growth():
     p.members.dead(m, lost=True)
     p.keeper.step()  # the replacement starts on A ...
     (starting,) = p.members.members(State.STARTING)
-    p.members.stats.start_failed()
-    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts (counted there)
     p.keeper.step()  # tried again on A: the pool is where it was, not bigger
     s = p.members.stats.as_dict()
     assert (s["lost"], s["failed_starts"], s["replaced"], s["grown"]) == (1, 1, 2, 0)
+
+
+def test_a_failed_start_is_counted_by_the_table_once_however_many_report_it():
+    p = Pool("A")
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    (starting,) = p.members.members(State.STARTING)
+    # the start's own callback and the keeper's bound may both see it fail: one failed start
+    assert p.members.dead(starting, lost=False, failed_start=True)
+    assert not p.members.dead(starting, lost=False, failed_start=True)
+    assert p.members.stats.as_dict()["failed_starts"] == 1

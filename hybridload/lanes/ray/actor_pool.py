@@ -169,7 +169,6 @@ class ActorPool(Lane):
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
-            self._pool_stats.start_failed()
             self._capacity.start_failed(m.key, m.node_id, exc)
             if self._keeper is not None:  # (before the keeper runs, its first step comes at once)
                 self._keeper.start_failed(m.node_id)

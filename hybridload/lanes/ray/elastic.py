@@ -209,7 +209,6 @@ class Keeper:
                     bound,
                     self._start_bounds[m.node_id],
                 )
-                self.members.stats.start_failed()
                 self.members.dead(m, lost=False, failed_start=True)
                 self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
