@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 
 from hybridload import compat
 from hybridload.raycluster.connect import NodeInfo
+from hybridload.raycluster.env_seconds import seconds_setting
 from hybridload.raycluster.placement import reconcile
 
 from hybridload.lanes.ray.members import Member, Members, State
@@ -76,18 +77,9 @@ def node_table() -> tuple[list[NodeInfo], set[str]]:
     return nodes, draining
 
 
-def poll_seconds(node_poll_s: float | None) -> float:
+def poll_seconds(node_poll_s: float | None, env=os.environ) -> float:
     """The keeper's poll interval: the argument, else HYBRIDLOAD_NODE_POLL_S, else the default."""
-    raw = node_poll_s if node_poll_s is not None else os.environ.get("HYBRIDLOAD_NODE_POLL_S", DEFAULT_POLL_S)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise ValueError(
-            f"node_poll_s (or HYBRIDLOAD_NODE_POLL_S) must be a positive number of seconds, got {raw!r}; e.g. 5"
-        )
-    return value
+    return seconds_setting(node_poll_s, "HYBRIDLOAD_NODE_POLL_S", DEFAULT_POLL_S, arg="node_poll_s", env=env)
 
 
 def next_start_bound(bound_s: float, ready_timeout_s: float) -> float:
