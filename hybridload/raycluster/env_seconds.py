@@ -14,6 +14,7 @@ def seconds_setting(
     """``value`` (the argument named ``arg``) when given, else ``env[env_name]`` when set and not
     empty, else ``default``. ValueError, naming where the value came from and what to write,
     unless it is a positive, finite number of seconds."""
+    raw: float | str  # the argument, or the variable's text
     if value is not None:
         name, raw = arg or "the argument", value
     else:
