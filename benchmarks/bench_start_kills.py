@@ -1,14 +1,15 @@
 """A Ray pool's actor killed while it starts: seconds from the kill to a ready actor again.
 
-    python benchmarks/bench_start_kills.py [--rounds 6] [--start-s 2] [--out F]
+    python benchmarks/bench_start_kills.py [--rounds 6] [--start-s 2] [--label after] [--out F]
 
 Each round opens an `ActorPool` of one actor on a local Ray instance on 127.0.0.1 (its start
-takes ``--start-s`` besides the process's own start: an actor importing its libraries on a
-loaded machine), kills that actor (``ray.kill``) while it starts, and times the kill until the
-pool has a ready actor again; the pool's local stand-in would run the batches meanwhile
-(``when_empty="local"``). The keeper reads the node table every 5 s (the default). Run it
-twice side by side, one copy on the code before a change (``PYTHONPATH`` naming that copy),
-on a shared machine: the difference of the medians is what the change is worth.
+takes ``--start-s`` besides the process's own start and the pool worker's imports: an actor
+importing its libraries on a loaded machine), kills that actor (``ray.kill``) while it starts,
+and times the kill until the pool has a ready actor again; the pool's local stand-in would run
+the batches meanwhile (``when_empty="local"``). The keeper reads the node table every 5 s (the
+default). Run it twice side by side, one copy on the code before a change (``PYTHONPATH``
+naming that copy, ``--label before``), on a shared machine: the difference of the medians is
+what the change is worth.
 """
 
 from __future__ import annotations
@@ -23,17 +24,15 @@ import time
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only: before Ray is imported
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+from hybridload.lanes.ray.worker import PoolWorker  # noqa: E402  (after the loopback settings)
 
-class SlowStart:
-    """An actor whose start takes ``start_s``."""
+
+class SlowStart(PoolWorker):
+    """A pool's actor whose start takes ``start_s`` more."""
 
     def __init__(self, start_s: float):
+        super().__init__()
         time.sleep(start_s)
-
-    def ready(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
 
 
 def named_actors() -> list[dict]:
@@ -43,7 +42,8 @@ def named_actors() -> list[dict]:
 
 
 def kill_first_actor(prefix: str, old: set, timeout_s: float, out: dict) -> None:
-    """``ray.kill`` the first actor named ``prefix...`` (not in ``old``) once the GCS lists it; note when."""
+    """``ray.kill`` the first actor named ``prefix...`` (not in ``old``) once the GCS lists it;
+    note when (``out["t"]``, monotonic) and its name (``out["name"]``)."""
     import ray
 
     deadline = time.monotonic() + timeout_s
@@ -51,7 +51,7 @@ def kill_first_actor(prefix: str, old: set, timeout_s: float, out: dict) -> None
         for a in named_actors():
             if a["name"].startswith(prefix) and a["name"] not in old:
                 ray.kill(ray.get_actor(a["name"], namespace=a["namespace"]), no_restart=True)
-                out["t"] = time.monotonic()
+                out.update(t=time.monotonic(), name=a["name"])
                 return
         time.sleep(0.02)
 
@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--start-s", type=float, default=2.0, help="each actor's start, besides its process's")
+    ap.add_argument("--label", default="this tree", help="names the run in its output, e.g. before or after")
     ap.add_argument("--out", help="also write the times here (JSON)")
     args = ap.parse_args(argv)
     import logging
@@ -99,17 +100,14 @@ def main(argv=None) -> int:
     finally:
         ray.shutdown()
     done = [t for t in times if t is not None]
-    import hybridload.lanes.ray.elastic as elastic
-
-    code = "after" if hasattr(elastic, "retry_now") else "before"
     print(
-        f"{code}: kill while starting -> ready again, {len(done)}/{len(times)} rounds: "
+        f"{args.label}: kill while starting -> ready again, {len(done)}/{len(times)} rounds: "
         + (f"median {statistics.median(done):.2f} s, max {max(done):.2f} s" if done else "none")
         + f"; each: {', '.join(f'{t:.2f}' if t is not None else '-' for t in times)}"
     )
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"code": code, "start_s": args.start_s, "seconds": times}, f)
+            json.dump({"label": args.label, "start_s": args.start_s, "seconds": times}, f)
     return 0
 
 

@@ -123,7 +123,7 @@ def test_live_count_over_time_records_each_change():
 
 @pytest.mark.parametrize("bad", [0, -1, "soon", float("inf")])
 def test_a_bad_poll_interval_is_a_clear_error(bad):
-    with pytest.raises(ValueError, match="node_poll_s .* positive number of seconds"):
+    with pytest.raises(ValueError, match=r"node_poll_s=.*: write a positive number of seconds, such as 5"):
         poll_seconds(bad)
 
 
@@ -198,8 +198,58 @@ def test_the_retry_of_a_failed_start_counts_as_a_replacement_not_as_growth():
     p.members.dead(m, lost=True)
     p.keeper.step()  # the replacement starts on A ...
     (starting,) = p.members.members(State.STARTING)
-    p.members.stats.start_failed()
-    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts
+    p.members.dead(starting, lost=False, failed_start=True)  # ... and dies while it starts (counted there)
     p.keeper.step()  # tried again on A: the pool is where it was, not bigger
     s = p.members.stats.as_dict()
     assert (s["lost"], s["failed_starts"], s["replaced"], s["grown"]) == (1, 1, 2, 0)
+
+
+def test_a_failed_start_is_counted_by_the_table_once_however_many_report_it():
+    p = Pool("A")
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    (starting,) = p.members.members(State.STARTING)
+    # the start's own callback and the keeper's bound may both see it fail: one failed start
+    assert p.members.dead(starting, lost=False, failed_start=True)
+    assert not p.members.dead(starting, lost=False, failed_start=True)
+    assert p.members.stats.as_dict()["failed_starts"] == 1
+
+
+def _fail_start_on(p, node_id):
+    """The start on ``node_id`` dies before it is ready, as the pool reports it."""
+    (starting,) = [m for m in p.members.members(State.STARTING) if m.node_id == node_id]
+    p.members.dead(starting, lost=False, failed_start=True)
+    p.keeper.start_failed(node_id)
+
+
+def test_a_node_that_refused_two_starts_within_the_poll_gets_none_until_the_poll_has_passed_whatever_wakes_the_keeper():
+    p = Pool("A")  # poll_s 0.5; the keeper's thread is not started: each step below is one wake
+    (m,) = p.members.members()
+    p.members.dead(m, lost=True)
+    p.keeper.step()  # the replacement starts on A ...
+    _fail_start_on(p, "A")  # ... and dies: tried again at once
+    p.keeper.step()
+    _fail_start_on(p, "A")  # the second failure within the poll: A is held off
+    t_held = time.monotonic()
+    for _ in range(3):  # a held task, another node's actor ready, a loss elsewhere: each wakes the keeper
+        p.keeper.step()
+    assert p.where(State.STARTING) == [] and p.members.stats.as_dict()["failed_starts"] == 2
+    assert p.members.usable == 1  # the lane still holds its tasks for the replacement to come
+    assert 0 < p.keeper.next_look_s(time.monotonic()) <= 0.5  # the loop wakes when the hold-off ends
+    time.sleep(max(0.0, t_held + 0.55 - time.monotonic()))
+    p.keeper.step()
+    assert p.where(State.STARTING) == ["A"]
+    assert p.keeper.next_look_s(time.monotonic()) == 0.5
+
+
+def test_a_held_off_node_leaves_the_other_nodes_starts_alone():
+    p = Pool("A", "B")
+    for m in p.members.members():
+        p.members.dead(m, lost=True)
+    p.keeper.step()  # replacements on A and B
+    _fail_start_on(p, "A")
+    p.keeper.step()
+    _fail_start_on(p, "A")  # A held off
+    _fail_start_on(p, "B")  # B's first failure: tried again at once
+    p.keeper.step()
+    assert p.where(State.STARTING) == ["B"] and p.keeper.held_off(time.monotonic()) == {"A"}

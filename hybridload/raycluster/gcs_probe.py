@@ -16,20 +16,15 @@ import os
 import threading
 
 from hybridload import compat
+from hybridload.raycluster.env_seconds import seconds_setting
 
 JOIN_TIMEOUT_ENV = "HYBRIDLOAD_RAY_JOIN_TIMEOUT_S"
+DEFAULT_JOIN_TIMEOUT_S = 20.0
 
 
 def join_timeout_s(env=os.environ) -> float:
     """Pure: the seconds a join waits for the GCS (``HYBRIDLOAD_RAY_JOIN_TIMEOUT_S``, default 20)."""
-    raw = env.get(JOIN_TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else 20.0
-    except ValueError:
-        raise ValueError(f"{JOIN_TIMEOUT_ENV}={raw!r}: write a number of seconds, such as 20") from None
-    if value <= 0:
-        raise ValueError(f"{JOIN_TIMEOUT_ENV}={raw!r}: write a positive number of seconds, such as 20")
-    return value
+    return seconds_setting(None, JOIN_TIMEOUT_ENV, DEFAULT_JOIN_TIMEOUT_S, env=env)
 
 
 def require_gcs(address: str, timeout_s: float) -> None:

@@ -3,17 +3,17 @@
 Subclasses say what an actor is (``worker_cls`` and its init args, started by `spawner`;
 with ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
 called on it (``call``) and how a raw result becomes the lane's result (``convert``); a
-`PoolConfig` says where the actors go and how the pool runs.
-The pool picks the least-loaded ready actor, turns results into callbacks and kills every
-actor on ``close()``. It starts one actor per node at once, the others as soon as the first
-is ready (`startup`); it works from its first ready actor on and
-the rest join as they come up: a slow node never holds the stream. A `Keeper` thread keeps it on the
-placement rules' target while the cluster changes: a lost actor is replaced, nodes that join
-are used, drained nodes are left once their tasks are done. A task lost with its actor comes
-back to the dispatcher as `WorkerLost` and is handed on (exactly once is the
-dispatcher's and merger's job, unchanged). While the cluster gives the rank no actor,
-``config.when_empty`` decides (`capacity`). ``stats()`` counts starts,
-losses, the live actors over time and node events.
+`PoolConfig` says where the actors go and how the pool runs. The pool picks the least-loaded
+ready actor, turns results into callbacks and kills every actor on ``close()``. It starts one
+actor per node at once, the others as soon as the first is ready (`startup`); it works from
+its first ready actor on and the rest join as they come up: a slow node never holds the
+stream. A `Keeper` thread keeps it on the placement rules' target while the cluster changes:
+a lost actor is replaced, nodes that join are used, drained nodes are left once their tasks
+are done. A task lost with its actor, or with an actor Ray could not reach for a moment (that
+actor stays), comes back to the dispatcher as `WorkerLost` and is handed on (exactly once is
+the dispatcher's and merger's job). While the cluster gives the rank no actor,
+``config.when_empty`` decides (`capacity`). ``stats()`` counts starts, losses, the live
+actors over time and node events.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, probe, report_converted, when_done
 from hybridload.lanes.ray.capacity import Capacity
-from hybridload.lanes.ray.deaths import Deaths, actor_died, unwrap
+from hybridload.lanes.ray.deaths import Deaths, actor_died, actor_unavailable, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
@@ -117,10 +117,7 @@ class ActorPool(Lane):
             raise
         log.info(
             "%s lane: %d actors started on nodes %s, %d ready",
-            self.name,
-            len(first),
-            sorted(set(self.nodes)),
-            self.parallelism,
+            *(self.name, len(first), sorted(set(self.nodes)), self.parallelism),
         )
 
     # -- what subclasses define
@@ -169,7 +166,6 @@ class ActorPool(Lane):
                 self._keeper.wake()  # held tasks may go out
         elif self._members.dead(m, lost=False, failed_start=True):
             self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
-            self._pool_stats.start_failed()
             self._capacity.start_failed(m.key, m.node_id, exc)
             if self._keeper is not None:  # (before the keeper runs, its first step comes at once)
                 self._keeper.start_failed(m.node_id)
@@ -184,11 +180,19 @@ class ActorPool(Lane):
             probe(m.handle, lambda exc: self._probed(m, exc))
 
     def _probed(self, m: Member, exc: BaseException | None) -> None:
-        self._probing.discard(m.key)
-        if exc is not None and actor_died(exc) and not self._closed and self._members.dead(m, lost=True):
+        self._probing.discard(m.key)  # (an actor that did not answer for a moment is asked again next step)
+        if exc is not None and actor_died(exc) and self._lost(m):
             log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
-            if self._keeper is not None:
-                self._keeper.wake()
+
+    def _lost(self, m: Member) -> bool:
+        """``m``'s actor is dead: out of the table (False if it was already, or the pool is
+        closed), killed by handle (out of the table, nothing else would) and replaced."""
+        if self._closed or not self._members.dead(m, lost=True):
+            return False
+        self._kill(m)
+        if self._keeper is not None:
+            self._keeper.wake()
+        return True
 
     # -- the lane interface
     @property  # a live count where the Lane contract has a plain attribute: read the same way
@@ -258,26 +262,25 @@ class ActorPool(Lane):
             try:
                 raw = f.result()
             except BaseException as exc:
-                if actor_died(exc):
-                    if not self._closed and self._members.dead(m, lost=True):
-                        log.warning(
-                            "Ray actor %d of the %s lane died (%s); batch %d goes to another worker, "
-                            "%d actors remain, a replacement is on its way",
-                            m.key,
-                            self.name,
-                            type(exc).__name__,
-                            task.seq,
-                            self.parallelism,
-                        )
-                        if self._keeper is not None:
-                            self._keeper.wake()
-                    done(task, self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc))
-                    return
-                done(task, self.failure(task, exc))
+                done(task, self._failed(m, task, exc))
                 return
             report_converted(self.convert, task, raw, done)
 
         when_done(ref, _finish)
+
+    def _failed(self, m: Member, task: BatchTask, exc: BaseException) -> BaseException:
+        """What a call that raised reports: a `WorkerLost` (handed on) when Ray lost its actor
+        or could not reach it for a moment (the actor stays), else the task's own error."""
+        if actor_unavailable(exc):
+            return WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
+        if not actor_died(exc):
+            return self.failure(task, exc)
+        if self._lost(m):
+            log.warning(
+                "Ray actor %d of the %s lane died (%s); batch %d goes to another worker, %d actors remain",
+                *(m.key, self.name, type(exc).__name__, task.seq, self.parallelism),
+            )
+        return self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc)
 
     def _flush(self) -> None:
         self._held.flush(self._send, closed=lambda: self._closed, why=self.unavailable, name=self.name)

@@ -140,10 +140,19 @@ class Deaths:
 
 
 def actor_died(exc: BaseException) -> bool:
-    """Ray says the actor is gone (its process, its node, or a kill), whatever held it."""
+    """Ray says the actor is gone (its process, its node, or a kill), whatever held it; not when
+    it is only `actor_unavailable` (Ray's ``ActorUnavailableError`` is a ``RayActorError`` too)."""
     import ray
 
-    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError))
+    return isinstance(exc, ray.exceptions.RayActorError) and not actor_unavailable(exc)
+
+
+def actor_unavailable(exc: BaseException) -> bool:
+    """Ray could not reach the actor for a moment (a broken connection, a restart): it may answer
+    again, and if it is dead after all, its next call or probe says so."""
+    import ray
+
+    return isinstance(exc, ray.exceptions.ActorUnavailableError)
 
 
 def unwrap(exc: BaseException) -> BaseException:

@@ -19,13 +19,14 @@ an actor that became ready, it reads the cluster's node table and takes one step
 
 A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
 is tried again at once (`Keeper.start_failed` wakes the keeper), unless a start on that node
-already failed within ``poll_s``: then at the next regular poll, so a node that refuses every
-start (dead but still listed) costs at most two tries per poll, not a tight loop; waiting for the poll
-would cost the pool up to ``poll_s`` without that actor per failed start. A start slower than its bound
-is stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
-machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of restarting
-them forever, while a start that hangs for good is still stopped. Nothing here runs on the
-dispatcher's path: the dispatcher sees the result only as the lane's ``slots``.
+already failed within ``poll_s``: then no step starts one there (whatever woke the keeper)
+for ``poll_s``, so a node that refuses every start (dead but still listed) costs at most two
+tries per ``poll_s``, not a tight loop; waiting a poll after every failure would cost the pool
+up to ``poll_s`` without that actor per failed start. A start slower than its bound is
+stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
+machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of
+restarting them forever, while a start that hangs for good is still stopped. Nothing here
+runs on the dispatcher's path: the dispatcher sees the result only as the lane's ``slots``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Callable, Sequence
 
 from hybridload import compat
 from hybridload.raycluster.connect import NodeInfo
+from hybridload.raycluster.env_seconds import seconds_setting
 from hybridload.raycluster.placement import reconcile
 
 from hybridload.lanes.ray.members import Member, Members, State
@@ -75,18 +77,9 @@ def node_table() -> tuple[list[NodeInfo], set[str]]:
     return nodes, draining
 
 
-def poll_seconds(node_poll_s: float | None) -> float:
+def poll_seconds(node_poll_s: float | None, env=os.environ) -> float:
     """The keeper's poll interval: the argument, else HYBRIDLOAD_NODE_POLL_S, else the default."""
-    raw = node_poll_s if node_poll_s is not None else os.environ.get("HYBRIDLOAD_NODE_POLL_S", DEFAULT_POLL_S)
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise ValueError(
-            f"node_poll_s (or HYBRIDLOAD_NODE_POLL_S) must be a positive number of seconds, got {raw!r}; e.g. 5"
-        )
-    return value
+    return seconds_setting(node_poll_s, "HYBRIDLOAD_NODE_POLL_S", DEFAULT_POLL_S, arg="node_poll_s", env=env)
 
 
 def next_start_bound(bound_s: float, ready_timeout_s: float) -> float:
@@ -145,6 +138,8 @@ class Keeper:
         self._draining_seen: set[str] = set()
         self._start_bounds: dict[str, float] = {}  # node id -> its start bound, once a start there ran past it
         self._failed_at: dict[str, float] = {}  # node id -> when a start there last failed (monotonic)
+        self._held_off: dict[str, float] = {}  # node id -> until when no start goes there (monotonic)
+        self._lock = threading.Lock()  # the two above: written on Ray's callback thread, read by the step
 
     def start(self) -> None:
         if self.members.awaiting_repair:  # a start failed before the keeper ran: its first step now
@@ -161,11 +156,26 @@ class Keeper:
         self._wake.set()
 
     def start_failed(self, node_id: str) -> None:
-        """An actor's start on ``node_id`` failed: a step now, or at the next poll (`retry_now`)."""
+        """An actor's start on ``node_id`` failed: a step now, else (`retry_now`) none there for ``poll_s``."""
         now = time.monotonic()
-        if retry_now(self._failed_at.get(node_id), now, self.poll_s):
+        with self._lock:
+            again = retry_now(self._failed_at.get(node_id), now, self.poll_s)
+            if not again:
+                self._held_off[node_id] = now + self.poll_s
+            self._failed_at[node_id] = now
+        if again:
             self._wake.set()
-        self._failed_at[node_id] = now
+
+    def held_off(self, now: float) -> set[str]:
+        """The nodes no start goes to at ``now`` (monotonic): two failed there within ``poll_s``."""
+        with self._lock:
+            self._held_off = {n: until for n, until in self._held_off.items() if until > now}
+            return set(self._held_off)
+
+    def next_look_s(self, now: float) -> float:
+        """Seconds until the keeper's next step: ``poll_s``, or less when a hold-off ends sooner."""
+        with self._lock:
+            return min([self.poll_s, *(until - now for until in self._held_off.values() if until > now)])
 
     def start_bound(self, node_id: str) -> float:
         """How long an actor's start on ``node_id`` may take before it is stopped and tried again."""
@@ -209,7 +219,6 @@ class Keeper:
                     bound,
                     self._start_bounds[m.node_id],
                 )
-                self.members.stats.start_failed()
                 self.members.dead(m, lost=False, failed_start=True)
                 self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
@@ -222,15 +231,19 @@ class Keeper:
         by_key = {m.key: m for m in live}
         for key in changes.stop:
             self._drain(by_key[key])
+        held_off = self.held_off(now)
         for node_id in changes.start:
             if self._closed.is_set():
                 return
+            if node_id in held_off:  # tried when its hold-off ends (the loop wakes for it)
+                continue
             m = self._spawn(node_id)
             log.info("%s: actor %d starting on node %s (target %d)", self._name, m.key, node_id[:8], len(target))
         self.members.stats.live(self.members.count(State.READY), len(target))
         if self._after_step is not None:
             self._after_step(target, nodes)
-        self.members.repaired()
+        if not held_off & set(changes.start):  # else a lost actor still awaits its replacement
+            self.members.repaired()
         self._flush()
 
     def _node_events(self, nodes: Sequence[NodeInfo], draining: set[str]) -> None:
@@ -257,7 +270,10 @@ class Keeper:
 def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> None:
     """The keeper's loop; holds the keeper only weakly, so an abandoned pool can be collected."""
     while not closed.is_set():
-        wake.wait(poll_s)
+        keeper = ref()
+        wait_s = poll_s if keeper is None else keeper.next_look_s(time.monotonic())
+        del keeper
+        wake.wait(wait_s)
         wake.clear()
         keeper = ref()
         if keeper is None or closed.is_set():

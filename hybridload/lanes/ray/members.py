@@ -102,7 +102,7 @@ class Members:
 
     def dead(self, m: Member, *, lost: bool, failed_start: bool = False) -> bool:
         """Mark ``m`` dead (``lost``: not stopped on purpose; ``failed_start``: it never became
-        ready, the keeper tries again); False if it already was."""
+        ready, the keeper tries again) and count it in the stats; False if it already was."""
         with self._lock:
             if m.state is State.DEAD:
                 return False
@@ -114,6 +114,8 @@ class Members:
             self._changed()
         if lost:
             self.stats.actor_lost()
+        if failed_start:
+            self.stats.start_failed()
         return True
 
     def drain(self, m: Member) -> bool:

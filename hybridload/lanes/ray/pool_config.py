@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
+from hybridload.raycluster.env_seconds import seconds_setting
 from hybridload.raycluster.placement import PlacementRules
 from hybridload.lanes.ray.capacity import WHEN_EMPTY
 
@@ -22,18 +23,7 @@ START_TIMEOUT_ENV = "HYBRIDLOAD_ACTOR_START_TIMEOUT_S"
 def start_timeout_seconds(ready_timeout_s: float | None, env=os.environ) -> float:
     """How long an actor's start may take: the argument, else HYBRIDLOAD_ACTOR_START_TIMEOUT_S,
     else 120 s. A loaded machine (imports of torch and the kernels in every new actor) may need more."""
-    if ready_timeout_s is not None:
-        return float(ready_timeout_s)
-    raw = env.get(START_TIMEOUT_ENV)
-    if raw is None:
-        return DEFAULT_START_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise ValueError(f"{START_TIMEOUT_ENV} must be a positive number of seconds, got {raw!r}; e.g. 300")
-    return value
+    return seconds_setting(ready_timeout_s, START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S, arg="ready_timeout_s", env=env)
 
 
 def _seconds(value, *, zero_ok: bool) -> bool:
