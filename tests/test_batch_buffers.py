@@ -70,3 +70,13 @@ def test_a_new_shape_drops_the_idle_buffers_of_the_old_one():
 def test_a_bad_keep_is_refused_naming_it(keep):
     with pytest.raises(ValueError, match="keep must be an int >= 0"):
         BatchBuffers(keep)
+
+
+def test_a_lane_keeps_a_buffer_for_each_batch_the_default_window_lets_it_have_out():
+    from hybridload.execution.stream import default_window
+    from hybridload.lanes.batch_buffers import keep_for
+
+    class Lane:
+        slots = 3
+
+    assert keep_for(3) == default_window([Lane()]) + 2  # the window's batches, the consumer's and the next

@@ -26,6 +26,13 @@ import numpy as np
 import torch
 
 
+def keep_for(slots: int) -> int:
+    """Buffers worth keeping for a lane of ``slots``: the batches it can have out at once with the
+    default window (two per slot: ``execution.stream.default_window``), plus the one the consumer
+    holds and the one it is taking."""
+    return 2 * slots + 2
+
+
 class BatchBuffers:
     """At most ``keep`` uint8 buffers, each lent to one batch at a time.
 

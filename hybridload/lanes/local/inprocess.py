@@ -34,7 +34,7 @@ import torch
 from hybridload.kernels import process_batch, start_reads
 
 from hybridload.lanes.base import BatchTask, Done, LaneKind, PooledLane
-from hybridload.lanes.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers, keep_for
 from hybridload.recipe import Recipe
 from hybridload.sources import Source
 
@@ -168,9 +168,8 @@ class InProcessLane(PooledLane):
         self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess", own_intraop=threads == 1)
-        # batches are written into kept buffers (`batch_buffers`): as many as can be out at once
-        # with the default window (2 per slot), plus the consumer's; pinned ones are made per batch
-        self._buffers = BatchBuffers(0 if pin_memory else 2 * self.slots + 2)
+        # batches are written into kept buffers (`batch_buffers`); pinned ones are made per batch
+        self._buffers = BatchBuffers(0 if pin_memory else keep_for(self.slots))
         self._tasks: list[tuple[BatchTask, Future, threading.Event]] = []  # submitted, not yet finished
 
     def describe(self) -> str:

@@ -50,7 +50,7 @@ from hybridload.batch_result import BatchResult
 
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.local import process_worker
-from hybridload.lanes.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers, keep_for
 from hybridload.lanes.local.process_worker import process_identity, release_channels, shm_view, stop_now, stop_workers
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class ProcessLane(Lane):
         self._shm = [shared_memory.SharedMemory(create=True, size=max(1, slot_bytes)) for _ in range(self.slots)]
         self._flags = shared_memory.SharedMemory(create=True, size=self.slots)  # a byte a slot: its task was cancelled
         self._free = list(range(self.slots))
-        self._buffers = BatchBuffers(0 if pin_memory else 2 * self.slots + 2)  # as the in-process lane's
+        self._buffers = BatchBuffers(0 if pin_memory else keep_for(self.slots))
         self._pending: deque[tuple[BatchTask, Done]] = deque()  # tasks that found no free slot
         self._inflight: list[dict[int, tuple[BatchTask, Done, int]]] = [{} for _ in range(workers)]
         self._next_id = 0

@@ -26,7 +26,7 @@ import torch
 from hybridload.errors import SampleError
 from hybridload.sources import SampleRef
 
-from hybridload.lanes.batch_buffers import BatchBuffers
+from hybridload.lanes.batch_buffers import BatchBuffers, keep_for
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.callbacks import report_converted
 from hybridload.lanes.ray.members import Member
@@ -204,9 +204,8 @@ class RayLane(ActorPool):
 
         images, labels, indices, skipped, seconds = raw
         if images.dtype == np.uint8 and not self.pin_memory:
-            # as many as can be out at once with the default window (2 per slot; the pool's slots follow
-            # its ready actors) plus the consumer's
-            self._buffers.keep = max(self._buffers.keep, 2 * self.slots + 2)
+            # the pool's slots follow its ready actors: the most it has had
+            self._buffers.keep = max(self._buffers.keep, keep_for(self.slots))
             buf = self._buffers.take(images.shape)
         else:
             buf = torch.empty(images.shape, dtype=_NP_TO_TORCH[images.dtype.type], pin_memory=self.pin_memory)
