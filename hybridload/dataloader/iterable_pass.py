@@ -31,6 +31,7 @@ class IterablePass:
 
         self._ray, self._timeout = ray, timeout_s
         self._handles, self._length = handles, length
+        self._taken = 0  # batches taken: `_lost` reads it, from the pass's start on
         actors = {id(h): h for h in handles.values()}
         try:
             ray.get([h.begin.remote(base_seed) for h in actors.values()], timeout=timeout_s)
@@ -40,7 +41,6 @@ class IterablePass:
             w: deque(h.next_batch.remote(w) for _ in range(max(1, prefetch))) for w, h in sorted(handles.items())
         }
         self._turn = deque(sorted(handles))  # ids still yielding, the next to serve first
-        self._taken = 0
         self.closed, self._ended = False, False
 
     def __iter__(self):
@@ -95,6 +95,12 @@ class IterablePass:
         unsent = UserFailure.unsendable(exc, self._taken)  # a batch Ray could not send back
         if unsent is not None:
             return unsent.error()
+        if isinstance(exc, self._ray.exceptions.ActorUnavailableError):  # a RayActorError too
+            return WorkerLost(
+                f"a Ray actor running DataLoader workers could not be reached ({what}: {exc}); whether "
+                "it ran the call is unknown and an IterableDataset's iterator cannot move to another "
+                "worker, so this pass ends"
+            )
         if isinstance(exc, (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError)):
             return WorkerLost(
                 f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
