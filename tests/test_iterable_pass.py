@@ -1,6 +1,5 @@
 """An IterableDataset pass on Ray actors ends with `WorkerLost` when an actor is lost (here at the
-pass's start, before any batch was taken: that raised an AttributeError before), naming
-what happened: Ray's own exceptions (recorded, raised by a stand-in actor handle: no cluster is
+pass's start, before any batch was taken), naming what happened: Ray's own exceptions (recorded, raised by a stand-in actor handle: no cluster is
 started here) for an actor that died and for one Ray could not reach for a moment."""
 
 import pytest
