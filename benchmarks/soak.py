@@ -160,8 +160,11 @@ def soak(args, kinds=None) -> dict:
     statuses = driver.statuses if driver else []
     trained = None  # the epochs the job trained (it stops early once the last fault is over)
     if not problems:
+        trained = json.loads((run_dir / "done.json").read_text()).get("epochs")
+        if not isinstance(trained, int):
+            problems.append(f"the job's done.json says no epochs trained ({trained!r})")
+    if not problems:
         ckpt = json.loads((run_dir / "checkpoint.json").read_text())
-        trained = json.loads((run_dir / "done.json").read_text())["epochs"]
         fd0 = fd_count()
         want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=trained, segments=ckpt["segments"])
         if fd_count() > fd0 + FD_TOLERANCE:  # the reference's loaders, in this process, all closed
