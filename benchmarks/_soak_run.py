@@ -15,6 +15,7 @@ from pathlib import Path
 
 from _soak_faults import done_kind, inject, remove_flags
 from _soak_pools import PoolWatch, losses
+from _soak_stop import StopAsk, request_stop
 from _soak_world import children_of, free_port, kill, shm_segments, start_time
 
 log = logging.getLogger("soak")
@@ -67,6 +68,7 @@ class Driver:
         self.procs: list[subprocess.Popen] = []
         self.lives = 0
         self._last_note = 0.0
+        self.stop = StopAsk()  # the job's early stop once the last fault is over
 
     # -------------------------------------------------------------- bookkeeping
     def note(self, force: bool = False) -> None:
@@ -85,10 +87,11 @@ class Driver:
         if time.monotonic() > self.deadline:
             raise Deadline()
 
-    def step(self) -> int:
-        """Rank 0's last finished step in this life (-1 before its first)."""
+    def step(self, key: str = "step") -> int:
+        """Rank 0's last finished step in this life (-1 before its first); ``key="epoch"``: the
+        epoch whose end it reaches next."""
         try:
-            return json.loads((self.run_dir / "progress-0.json").read_text())["step"]
+            return json.loads((self.run_dir / "progress-0.json").read_text())[key]
         except (OSError, ValueError, KeyError):
             return -1
 
@@ -270,11 +273,18 @@ class Driver:
         log.info("fault %-20s %s; recovered in %.2f s", kind, what, recovery_s)
 
     def to_the_end(self) -> None:
+        """The job to its end: once the last fault is over, asked to stop a few epochs on."""
         if self.pending:
             self.settle(self._life_arg("lanes"), self._life_arg("world"))
+        calm = time.monotonic()
         while not self.finished():
             self.check_time()
             self.note()
+            kills = len(self.pool_watch.open_kills)
+            last = self.stop.update(self.step("epoch"), open_kills=kills, waited_s=time.monotonic() - calm)
+            if last is not None:
+                request_stop(self.run_dir, last)
+                log.info("the last fault is over: the job is asked to stop after epoch %d", last)
             if self.exited() and not self.finished():
                 self.crashed(self._life_arg("lanes"), self._life_arg("world"))
             time.sleep(0.05)

@@ -3,9 +3,11 @@ _soak_trainer.py LIFE.json RANK``) so the soak can SIGKILL it and start it again
 
 It loops over the epochs as users do: ``set_epoch``, one step per batch (an all-reduce across
 the gloo ranks as DDP's gradient sync, then a sleep standing for the model), a checkpoint every
-``save_every`` steps and at each epoch's end. A checkpoint holds rank 0's ``state_dict()`` and
-what every rank delivered up to it (each sample's index, label, md5 of its pixels, an 8x8
-thumbnail): what a restarted job keeps is exactly what its checkpoint says was trained on.
+``save_every`` steps and at each epoch's end, to the life's ``epochs`` or, sooner, the epoch the
+soak asks for once its last fault is over (`_soak_stop.agreed_stop`, every rank at once). A
+checkpoint holds rank 0's ``state_dict()`` and what every rank delivered up to it (each sample's
+index, label, md5 of its pixels, an 8x8 thumbnail): what a restarted job keeps is exactly what
+its checkpoint says was trained on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import torch
 
 from _readings import fd_count, rss_kib
+from _soak_stop import agreed_stop
 
 SIZE, BATCH = 32, 4
 WINDOW = 3  # batches in flight (the loader's window)
@@ -121,6 +124,22 @@ def pool_now(loader) -> dict | None:
     return {k: pool[k] for k in ("live", "target", "without_actors_s", "lost", "failed_starts")}
 
 
+def write_progress(path: Path, step: int, epoch: int, status: list, t_first: float | None, loader) -> None:
+    """This rank's progress for the soak: its last step, the epoch whose end comes next, its
+    (fds, RSS, time) at each epoch end, its first step's time, its Ray pool."""
+    write_json(
+        path,
+        {
+            "step": step,
+            "epoch": epoch,
+            "pid": os.getpid(),
+            "status": status,
+            "t_first": t_first,
+            "pool": pool_now(loader),
+        },
+    )
+
+
 def main(life_path: str, rank: int) -> int:
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s rank {rank} %(name)s %(levelname)s %(message)s")
     life = json.loads(Path(life_path).read_text())
@@ -189,8 +208,8 @@ def main(life_path: str, rank: int) -> int:
         if dist is not None:
             dist.barrier()
 
-    with loader:
-        while epoch < life["epochs"]:
+    with loader:  # at most life["epochs"]; fewer when the soak asks for its stop (every rank at once)
+        while epoch < life["epochs"] and not agreed_stop(run, epoch, rank, dist):
             loader.set_epoch(epoch)
             for images, labels, idx in loader:
                 mine.extend(
@@ -202,22 +221,16 @@ def main(life_path: str, rank: int) -> int:
                 time.sleep(life["step_s"])
                 step += 1
                 t_first = t_first or time.time()
-                write_json(
-                    progress,
-                    {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first, "pool": pool_now(loader)},
-                )
+                write_progress(progress, step, epoch, status, t_first, loader)
                 if step % life["save_every"] == 0:
                     save(epoch)
             epoch += 1
             save(epoch)
             status.append((fd_count(), rss_kib(), time.time()))
             t_first = t_first or time.time()  # a resumed job at an epoch's end runs again here
-            write_json(
-                progress,
-                {"step": step, "pid": os.getpid(), "status": status, "t_first": t_first, "pool": pool_now(loader)},
-            )
+            write_progress(progress, step, epoch, status, t_first, loader)
     if rank == 0:
-        write_json(run / "done.json", {"step": step, "status": status})
+        write_json(run / "done.json", {"step": step, "epochs": epoch, "status": status})
     if dist is not None:
         dist.destroy_process_group()
     return 0

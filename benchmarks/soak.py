@@ -1,13 +1,13 @@
 """Chaos soak: a training-like job over a small real photo set (on a moto S3 server on
-127.0.0.1) for many epochs, with a fault schedule drawn from ``--seed`` injected at random
-moments: the trainer SIGKILLed and restarted from its last checkpoint (on 1, 2 or 3 gloo ranks),
-a process-lane worker SIGKILLed, a Ray actor SIGKILLed (also while the job starts), a Ray node
-removed or added, the S3 server stopped for seconds, a GPU-lane device fault (DALI's CPU-only
-stand-in, the recorded CUDA message). What the job trained on (its checkpoints' record of each
-sample's index, label and pixels) must equal an uninterrupted run with the same world sizes:
-nothing lost, nothing repeated beyond the padding, the same order, the same pixels; and after it
-no process, actor or shared-memory segment is left, RSS flat, file descriptors flat once the
-last fault is over.
+127.0.0.1) until a few epochs after its last fault, with a fault schedule drawn from ``--seed``
+injected at random moments: the trainer SIGKILLed and restarted from its last checkpoint (on 1,
+2 or 3 gloo ranks), a process-lane worker SIGKILLed, a Ray actor SIGKILLed (also while the job
+starts), a Ray node removed or added, the S3 server stopped for seconds, a GPU-lane device fault
+(DALI's CPU-only stand-in, the recorded CUDA message). What the job trained on (its checkpoints'
+record of each sample's index, label and pixels) must equal an uninterrupted run with the same
+world sizes: nothing lost, nothing repeated beyond the padding, the same order, the same pixels;
+and after it no process, actor or shared-memory segment is left, RSS flat, file descriptors flat
+once the last fault is over.
 
     python benchmarks/soak.py --seed 3 --faults 12
 
@@ -65,9 +65,10 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def epochs_for(lives: list[dict], samples: int, step_s: float) -> int:
-    """Enough epochs for the schedule's steps (`steps_needed`) at the largest world size (3
-    ranks: the fewest steps an epoch), and one more: an epoch that a resumed job splits over two
-    world sizes may take a step fewer than a whole epoch at 3 ranks."""
+    """The job's most epochs, the guard of its end (it stops sooner, a few epochs after the last
+    fault is over: `_soak_stop`): enough for the schedule's steps (`steps_needed`) at the
+    largest world size (3 ranks: the fewest steps an epoch), and one more: an epoch that a
+    resumed job splits over two world sizes may take a step fewer than a whole epoch at 3 ranks."""
     per_epoch = math.ceil(samples / 3 / BATCH)
     return max(2, math.ceil(steps_needed(lives, step_s, WINDOW) / per_epoch) + 1)
 
@@ -157,16 +158,23 @@ def soak(args, kinds=None) -> dict:
             storage.close()
     events = driver.events if driver else []
     statuses = driver.statuses if driver else []
+    trained = None  # the epochs the job trained (it stops early once the last fault is over)
+    if not problems:
+        trained = json.loads((run_dir / "done.json").read_text()).get("epochs")
+        if not isinstance(trained, int):
+            problems.append(f"the job's done.json says no epochs trained ({trained!r})")
     if not problems:
         ckpt = json.loads((run_dir / "checkpoint.json").read_text())
         fd0 = fd_count()
-        want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=epochs, segments=ckpt["segments"])
+        want = reference([str(p) for p in paths], labels, seed=args.seed, epochs=trained, segments=ckpt["segments"])
         if fd_count() > fd0 + FD_TOLERANCE:  # the reference's loaders, in this process, all closed
             problems.append(f"{fd_count() - fd0} more file descriptors open after the reference's loaders closed")
         problems += compare(ckpt["records"], want, num_samples=len(paths))
         got_epochs = {r[0] for r in ckpt["records"]}
-        if got_epochs != set(range(epochs)):
-            problems.append(f"the job trained epochs {sorted(got_epochs)}, not 0..{epochs - 1}")
+        if got_epochs != set(range(trained)) or not 0 < trained <= epochs:
+            problems.append(
+                f"the job trained epochs {sorted(got_epochs)}, not 0..{trained - 1} (done.json; at most {epochs})"
+            )
     problems += leftovers(driver.seen if driver else {}, driver.shm if driver else set())
     growth = rss_growth(statuses)
     if growth > RSS_TOLERANCE_KIB:
@@ -183,7 +191,8 @@ def soak(args, kinds=None) -> dict:
     return {
         "seed": args.seed,
         "faults": args.faults,
-        "epochs": epochs,
+        "epochs": trained if trained is not None else epochs,
+        "max_epochs": epochs,
         "events": events,
         "counts": dict(Counter(e["kind"] for e in events)),
         "crash_restarts": driver.crashes if driver else [],
@@ -260,7 +269,7 @@ def main(argv=None) -> int:
     verdict = "held" if not result["problems"] else f"FAILED ({len(result['problems'])} problems)"
     print(
         f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
-        f"{result['epochs']} epochs, {result['seconds']} s, {result['processes_seen']} processes and "
+        f"{result['epochs']} epochs (at most {result['max_epochs']}), {result['seconds']} s, {result['processes_seen']} processes and "
         f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}; "
         f"{pool_summary([result])}"
     )

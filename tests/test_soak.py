@@ -127,7 +127,7 @@ def _run_soak(tmp_path, seed, faults, kinds, worlds="1,2", samples=16, deadline_
     return json.loads(out.read_text())
 
 
-@pytest.mark.slow  # 80-120 s here (make test runs it; make test-fast does not)
+@pytest.mark.slow  # 20-80 s here (make test runs it; make test-fast does not)
 def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_stream(tmp_path):
     kinds = ("trainer_kill", "worker_kill", "storage_stopped", "gpu_fault")
     # seed 713: the GPU lane on 2 ranks (S3 stopped, a device fault), killed, resumed on 1 rank's worker processes
@@ -135,6 +135,9 @@ def test_a_soak_of_kills_outages_and_device_faults_trains_on_the_uninterrupted_s
     assert result["problems"] == []
     assert result["counts"] == {kind: 1 for kind in kinds}, result["events"]
     assert result["processes_seen"] >= 4 and result["shm_seen"] >= 1  # the leak check watched something
+    # it stopped a few epochs after its last fault, well before its guard (the bound takes about
+    # 3x the steps a schedule needs where a step takes 0.1 s against --step-s 0.03)
+    assert result["epochs"] < result["max_epochs"], result
 
 
 def test_the_soak_reads_file_descriptor_growth_over_the_epochs_after_the_last_fault_is_over(soak):
@@ -239,3 +242,76 @@ def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_
     assert "pool_recovery_s" not in second  # no loss counted since the second kill
     watch.keep(ranks=1)  # the life ends
     assert second["pool_recovery_s"] is None and watch.empty_s == [1.5] and watch.open_kills == []
+
+
+def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later_when_a_pool_comes_back(soak):
+    """The driver asks the job to stop ``ENDS_AFTER_CALM`` epoch ends after the one rank 0
+    reaches next once the last fault is over (the fd check reads >= 2 ends after it); while a
+    Ray pool is not back from an actor kill it waits (up to ``POOL_WAIT_S``), and a pool back
+    after the ask moves the stop later, never earlier."""
+    stop = importlib.import_module("_soak_stop")
+    ends = stop.ENDS_AFTER_CALM
+    assert ends >= 3  # >= 2 ends after the last fault even when the progress read lags an epoch
+    ask = stop.StopAsk()
+    assert ask.update(-1, open_kills=0, waited_s=0.0) is None  # no step yet: no epoch to count from
+    assert ask.update(4, open_kills=0, waited_s=0.0) == 4 + ends - 1
+    assert ask.update(6, open_kills=0, waited_s=1.0) is None  # asked once: the job keeps it
+    assert ask.asked == 4 + ends - 1
+
+    pools = stop.StopAsk()
+    assert pools.update(4, open_kills=2, waited_s=1.0) is None  # the pools not back yet
+    assert pools.update(9, open_kills=2, waited_s=stop.POOL_WAIT_S) == 9 + ends - 1  # waited long enough
+    assert pools.update(10, open_kills=2, waited_s=stop.POOL_WAIT_S + 1) is None
+    assert pools.update(12, open_kills=1, waited_s=stop.POOL_WAIT_S + 2) == 12 + ends - 1  # one came back
+    assert pools.update(13, open_kills=1, waited_s=stop.POOL_WAIT_S + 3) is None
+    back = stop.StopAsk()
+    back.update(9, open_kills=1, waited_s=stop.POOL_WAIT_S)
+    assert back.update(9, open_kills=0, waited_s=stop.POOL_WAIT_S) is None  # never the same or an earlier epoch
+    assert back.asked == 9 + ends - 1
+
+
+def _stop_rank(rank: int, port: int, runs: list[str], out: str) -> None:
+    """A soak trainer's epoch loop on 2 gloo ranks: an all-reduce per step, the agreed stop at
+    each epoch's start; rank 1 is given an empty run folder, so it stops only on rank 0's word."""
+    import json
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(BENCH))
+    from _soak_stop import agreed_stop
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=30)
+    )
+    epoch = 0
+    while epoch < 50 and not agreed_stop(Path(runs[rank]), epoch, rank, dist):
+        for _ in range(3):
+            dist.all_reduce(torch.ones(4))
+        epoch += 1
+    dist.destroy_process_group()
+    Path(out, f"rank-{rank}.json").write_text(json.dumps({"trained": epoch}))
+
+
+def test_every_rank_stops_at_the_epoch_end_rank_0_read_in_the_stop_file_and_a_resumed_job_reads_it_again(
+    soak, tmp_path
+):
+    import json
+
+    from support.streams import free_port, run_ranks
+
+    stop = importlib.import_module("_soak_stop")
+    run, elsewhere = tmp_path / "run", tmp_path / "rank-1-sees-no-file"
+    run.mkdir()
+    elsewhere.mkdir()
+    assert stop.requested(run) is None and not stop.agreed_stop(run, 7, 0, None)
+    stop.request_stop(run, 3)  # train epochs 0..3
+    assert stop.requested(run) == 3  # what a job resumed after a kill reads, the same way
+    assert [stop.agreed_stop(run, e, 0, None) for e in (0, 3, 4, 5)] == [False, False, True, True]  # one rank
+    assert not stop.agreed_stop(elsewhere, 4, 0, None)
+
+    port = free_port()
+    codes = run_ranks(_stop_rank, lambda r: (r, port, [str(run), str(elsewhere)], str(tmp_path)), 2, timeout_s=120)
+    assert codes == [0, 0]  # rank 1 left its loop with rank 0: none waited in an all-reduce alone
+    assert [json.loads((tmp_path / f"rank-{r}.json").read_text())["trained"] for r in (0, 1)] == [4, 4]
