@@ -210,11 +210,32 @@ def test_an_actor_a_probe_cannot_reach_for_a_moment_stays_in_the_pool_and_is_not
         wait_until(lambda: len(answers) >= 3, 30, "three probes of the idle actor answered 'unavailable'")
         assert [(m.key, m.state) for m in pool.members()] == [(idle.key, State.READY)]
         assert (pool.stats()["lost"], pool.stats()["started"]) == (0, 1), pool.stats()
-        # a batch's call that met the same: the batch is handed on (WorkerLost), the actor stays
+    finally:
+        pool.close()
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+
+
+def test_a_batch_that_could_not_reach_its_actor_is_handed_on_and_the_actor_gets_no_more_batches(ray_cluster):
+    """A node gone but not yet declared dead answers every call with ActorUnavailableError for
+    ~10 s: the batch is handed on, and the actor takes no more batches (the retry went back to it
+    every 2 s) and is replaced. Ray's recorded exception is handed to the pool's report of the
+    call (``_failed``): a broken connection cannot be made on demand here."""
+    import ray
+
+    pool = _quick_pool()
+    try:
+        wait_until(lambda: pool.parallelism == 1, 60, "the pool's actor ready")
+        (unreachable,) = pool.members()
         task = BatchTask(seq=4, epoch=0, indices=np.arange(2))
-        handed_on = pool._failed(idle, task, ray.exceptions.ActorUnavailableError("connection reset", None))
+        handed_on = pool._failed(unreachable, task, ray.exceptions.ActorUnavailableError("connection reset", None))
         assert isinstance(handed_on, WorkerLost) and not handed_on.batch_at_fault, handed_on
-        assert idle.state is State.READY and pool.stats()["lost"] == 0
+        assert pool._members.pick(5) is None  # no batch goes back to it
+        wait_until(
+            lambda: [m.key for m in pool.members() if m.state is State.READY] not in ([], [unreachable.key]),
+            60,
+            "a replacement ready",
+        )
+        assert unreachable.key not in [m.key for m in pool.members()] and pool.stats()["lost"] == 0
     finally:
         pool.close()
     wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")

@@ -1,19 +1,16 @@
 """A per-rank, elastic pool of Ray actors placed by policy: the machinery both Ray lanes share.
 
-Subclasses say what an actor is (``worker_cls`` and its init args, started by `spawner`;
-with ``pass_worker_index`` each actor also gets its index and the pool size), how a task is
-called on it (``call``) and how a raw result becomes the lane's result (``convert``); a
-`PoolConfig` says where the actors go and how the pool runs. The pool picks the least-loaded
-ready actor, turns results into callbacks and kills every actor on ``close()``. It starts one
-actor per node at once, the others as soon as the first is ready (`startup`); it works from
-its first ready actor on and the rest join as they come up: a slow node never holds the
-stream. A `Keeper` thread keeps it on the placement rules' target while the cluster changes:
-a lost actor is replaced, nodes that join are used, drained nodes are left once their tasks
-are done. A task lost with its actor, or with an actor Ray could not reach for a moment (that
-actor stays), comes back to the dispatcher as `WorkerLost` and is handed on (exactly once is
-the dispatcher's and merger's job). While the cluster gives the rank no actor,
-``config.when_empty`` decides (`capacity`). ``stats()`` counts starts, losses, the live
-actors over time and node events.
+Subclasses say what an actor is (``worker_cls``, its init args; with ``pass_worker_index`` its
+index and the pool size too), how a task is called on it (``call``) and how a raw result becomes
+the lane's (``convert``); a `PoolConfig` says where the actors go. The pool picks the
+least-loaded ready actor and kills every actor on ``close()``. It starts one actor per node at
+once, the others once the first is ready (`startup`), and works from its first ready actor on:
+a slow node never holds the stream. A `Keeper` thread keeps it on the placement rules' target:
+lost actors replaced, joining nodes used, drained nodes left once idle. A task lost with its
+actor, or with an actor Ray could not reach (drained and replaced), comes back as `WorkerLost`
+and is handed on (exactly once is the dispatcher's and merger's job). While the cluster gives
+the rank no actor, ``config.when_empty`` decides (`capacity`). ``stats()`` counts starts,
+losses, live actors over time and node events.
 """
 
 from __future__ import annotations
@@ -185,8 +182,7 @@ class ActorPool(Lane):
             log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
 
     def _lost(self, m: Member) -> bool:
-        """``m``'s actor is dead: out of the table (False if it was already, or the pool is
-        closed), killed by handle (out of the table, nothing else would) and replaced."""
+        """``m``'s actor is dead: out of the table (False if it was already, or closed), killed, replaced."""
         if self._closed or not self._members.dead(m, lost=True):
             return False
         self._kill(m)
@@ -269,9 +265,13 @@ class ActorPool(Lane):
         when_done(ref, _finish)
 
     def _failed(self, m: Member, task: BatchTask, exc: BaseException) -> BaseException:
-        """What a call that raised reports: a `WorkerLost` (handed on) when Ray lost its actor
-        or could not reach it for a moment (the actor stays), else the task's own error."""
+        """What a call that raised reports: a `WorkerLost` (handed on) when Ray lost its actor or
+        could not reach it (a node gone but not yet declared dead answers so for ~10 s: the actor
+        takes no more batches and is replaced), else the task's own error."""
         if actor_unavailable(exc):
+            self._members.drain(m)
+            if self._keeper is not None:
+                self._keeper.wake()  # it retires the idle actor and starts its replacement
             return WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
         if not actor_died(exc):
             return self.failure(task, exc)
