@@ -14,7 +14,6 @@ restart: a resumed job reads it the same way.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 STOP_FILE = "stop.json"
@@ -60,9 +59,9 @@ class StopAsk:
 def request_stop(run_dir: Path, last_epoch: int) -> None:
     """Ask the job to stop after training epoch ``last_epoch`` (atomically: a reader never sees
     half a file)."""
-    tmp = run_dir / f"{STOP_FILE}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps({"last_epoch": last_epoch}))
-    os.replace(tmp, run_dir / STOP_FILE)
+    from _soak_trainer import write_json  # (here: the trainer imports this module)
+
+    write_json(run_dir / STOP_FILE, {"last_epoch": last_epoch})
 
 
 def requested(run_dir: Path) -> int | None:

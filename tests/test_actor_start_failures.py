@@ -52,15 +52,20 @@ def reference(root):
         return [digest(b) for b in ld]
 
 
+def one_local_actor(on_no_actors: str) -> LoaderPolicy:
+    """One actor, on the trainer's node of the embedded cluster."""
+    return LoaderPolicy(
+        ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1, on_no_actors=on_no_actors
+    )
+
+
 def test_the_only_actor_killed_while_the_job_starts_is_replaced_at_once_not_at_the_next_poll(
     ray_cluster, photo_root, monkeypatch
 ):
     monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", POLL_S)
     expected = reference(photo_root)
     # one actor, on the trainer's node; the local stand-in runs the batches while it has none
-    policy = LoaderPolicy(
-        ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1, on_no_actors="local"
-    )
+    policy = one_local_actor(on_no_actors="local")
     killed: dict = {}
     killer = threading.Thread(target=kill_first_actor, args=("hybridload-", set(), 60, killed))
     killer.start()
@@ -88,9 +93,7 @@ def test_a_replacement_killed_while_it_starts_is_tried_again_at_once_and_the_str
     monkeypatch.setenv("HYBRIDLOAD_NODE_POLL_S", POLL_S)
     expected = reference(photo_root)
     # no local stand-in: the pool holds its batches while it has no actor
-    policy = LoaderPolicy(
-        ray_address="embedded", placement="local", reserve_local_cpus=1, cpu_actors=1, on_no_actors="raise"
-    )
+    policy = one_local_actor(on_no_actors="raise")
     with HybridLoader(SlowToStart(photo_root), REC, BS, seed=2, return_indices=True, policy=policy) as ld:
         got = []
         for k, batch in enumerate(ld):

@@ -9,13 +9,12 @@ import signal
 import threading
 import time
 
-import pytest
 import torch
 from torch.utils.data import Dataset
 
 import hybridload
 from hybridload.lanes.ray.deaths import DEATHS_TO_FAIL
-from support.datasets import KillsItsWorker
+from support.datasets import third_batch_error
 
 
 class HoldsSample4(Dataset):
@@ -71,22 +70,9 @@ def test_two_outside_kills_of_the_workers_holding_one_batch_cost_time_not_the_pa
 
 
 def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger_count(ray_cluster):
-    with hybridload.DataLoader(
-        KillsItsWorker(signal.SIGKILL),
-        batch_size=2,
-        sampler=list(range(8)),
-        distribute_mode=True,
-        num_workers=2,
-        timeout=120,
-    ) as loader:
-        it = iter(loader)
-        assert [next(it).tolist() for _ in range(2)] == [[0, 1], [2, 3]]
-        t0 = time.monotonic()
-        with pytest.raises(hybridload.errors.WorkerLost) as got:
-            next(it)
-        took = time.monotonic() - t0
-    msg = str(got.value)
-    assert got.value.batch_at_fault, msg
+    error, took = third_batch_error(signal.SIGKILL)
+    msg = str(error)
+    assert error.batch_at_fault, msg
     assert re.search(r"DataLoader worker \(pid \d+\) exited unexpectedly", msg), msg  # torch's words
     said = re.search(r"batch 2 killed (\d+) workers \(pids ([\d, ]+)\)", msg)
     assert said and int(said.group(1)) == DEATHS_TO_FAIL, msg  # delivered at the fourth, even while a copy runs

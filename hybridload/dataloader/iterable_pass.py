@@ -95,16 +95,15 @@ class IterablePass:
         unsent = UserFailure.unsendable(exc, self._taken)  # a batch Ray could not send back
         if unsent is not None:
             return unsent.error()
-        if isinstance(exc, self._ray.exceptions.ActorUnavailableError):  # a RayActorError too
-            return WorkerLost(
-                f"a Ray actor running DataLoader workers could not be reached ({what}: {exc}); whether "
-                "it ran the call is unknown and an IterableDataset's iterator cannot move to another "
-                "worker, so this pass ends"
-            )
         if isinstance(exc, (self._ray.exceptions.RayActorError, self._ray.exceptions.ActorDiedError)):
+            how = (  # ActorUnavailableError is a RayActorError too: the actor may live
+                f"could not be reached ({what}: {exc}); whether it ran the call is unknown and"
+                if isinstance(exc, self._ray.exceptions.ActorUnavailableError)
+                else f"died ({what});"
+            )
             return WorkerLost(
-                f"a Ray actor running DataLoader workers died ({what}); an IterableDataset's "
-                "iterator cannot move to another worker, so this pass ends"
+                f"a Ray actor running DataLoader workers {how} an IterableDataset's iterator cannot "
+                "move to another worker, so this pass ends"
             )
         return exc
 
