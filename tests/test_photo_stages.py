@@ -35,6 +35,8 @@ def test_color_jitter_reads_numbers_and_pairs_as_torchvision_does():
         (lambda: R.RandomErasing(scale=(0.5, 0.1)), "scale"),
         (lambda: R.RandomErasing(ratio=(0, 3)), "ratio"),
         (lambda: R.RandomErasing(value="noise"), "'random'"),
+        (lambda: R.RandomErasing(p=1, value=float("nan")), "value must be finite"),  # NaN boxes in batches before
+        (lambda: R.RandomErasing(value=(0.0, float("inf"), 0.0)), "value must be finite"),
     ],
 )
 def test_bad_arguments_are_refused_with_what_to_write(stage, words):

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from hybridload import recipe as R
@@ -80,6 +82,31 @@ def test_output_dtype_and_layout():
 def test_bad_stage_arguments_say_what_to_change(build, msg):
     with pytest.raises(ValueError, match=msg):
         build()
+
+
+def test_normalize_takes_tensors_and_arrays_as_torchvision_does():
+    import numpy as np
+    import torch
+
+    stage = R.Normalize(torch.tensor([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225], dtype=np.float32))
+    assert stage.mean == pytest.approx((0.485, 0.456, 0.406)) and stage.std == pytest.approx((0.229, 0.224, 0.225))
+    assert all(type(x) is float for x in stage.mean + stage.std)
+    with pytest.raises(ValueError, match="Normalize: mean must be three numbers"):
+        R.Normalize(torch.tensor([0.5, 0.5]))
+
+
+def test_normalize_in_0_255_units_warns_once_naming_the_values_to_write():
+    def build():
+        return R.Normalize(mean=(123.7, 116.3, 103.5), std=(58.4, 57.1, 57.4))  # DALI's units
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")  # Python's own: once per place that builds it
+        for _ in range(3):
+            build()
+        R.Normalize()  # [0, 1] units: no warning
+    assert len(seen) == 1 and seen[0].filename == __file__, [str(w.message) for w in seen]
+    assert "[0, 1] units" in str(seen[0].message)
+    assert "Normalize(mean=(0.4851, 0.4561, 0.4059), std=(0.229, 0.2239, 0.2251))" in str(seen[0].message)
 
 
 def test_unknown_stage_argument_names_the_stage():

@@ -205,6 +205,11 @@ class RandomErasing:
                 f"RandomErasing: value must be a number, three numbers (one per channel) or "
                 f"'random', got {self.value!r}"
             )
+        if fill != "random" and not all(math.isfinite(x) for x in fill):  # NaN passes every comparison
+            raise ValueError(
+                f"RandomErasing: value must be finite numbers, got {self.value!r}; every erased box would "
+                "come out NaN or infinite (write a number in normalized units, e.g. value=0, or 'random')"
+            )
         object.__setattr__(self, "value", fill)
 
     def draw(self, out_hw: HW, rng: np.random.Generator) -> tuple[int, int, int, int] | None:

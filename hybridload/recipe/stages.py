@@ -10,6 +10,7 @@ every engine cuts the same boxes. Users reach these as ``hybridload.recipe.<Stag
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -191,7 +192,8 @@ class Normalize:
     """``(x / 255 - mean) / std`` per channel; the output becomes floating point.
 
     Args:
-        mean: per-channel mean in [0, 1] units, as torchvision's Normalize after ToTensor.
+        mean: per-channel mean in [0, 1] units, as torchvision's Normalize after ToTensor (three
+            numbers: a tuple, list, tensor or array); a mean above 1, 0-255 units, warns.
         std: per-channel standard deviation, in the same units.
     """
 
@@ -201,8 +203,13 @@ class Normalize:
     def __post_init__(self):
         for name in ("mean", "std"):
             v = getattr(self, name)
-            if not (isinstance(v, (tuple, list)) and len(v) == 3 and all(isinstance(x, (int, float)) for x in v)):
-                raise ValueError(f"Normalize: {name} must be three numbers (one per RGB channel), got {v!r}")
+            if hasattr(v, "tolist") and not isinstance(v, (tuple, list)):  # a tensor or an array, as torchvision takes
+                v = v.tolist()
+            if not (isinstance(v, (tuple, list)) and len(v) == 3 and all(_real(x) for x in v)):
+                raise ValueError(
+                    f"Normalize: {name} must be three numbers (one per RGB channel: a tuple, list, tensor or "
+                    f"array), got {getattr(self, name)!r}"
+                )
             object.__setattr__(self, name, tuple(float(x) for x in v))
             if not all(math.isfinite(x) for x in getattr(self, name)):  # NaN passes every comparison
                 raise ValueError(
@@ -211,6 +218,23 @@ class Normalize:
                 )
         if any(s <= 0 for s in self.std):
             raise ValueError(f"Normalize: std must be positive, got {self.std!r}")
+        if any(m > 1 for m in self.mean):  # 0-255 units (DALI's, OpenCV's): every image near one constant
+            warnings.warn(
+                f"Normalize: mean={self.mean!r} is above 1, but Normalize takes [0, 1] units (torchvision's, "
+                f"after ToTensor): images would come out nearly constant. Divide by 255: "
+                f"Normalize(mean={_over_255(self.mean)}, std={_over_255(self.std)})",
+                UserWarning,
+                stacklevel=3,  # the line that built the stage (through the dataclass's __init__)
+            )
+
+
+def _real(x) -> bool:
+    """A real number (Python's or numpy's), not a bool."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _over_255(values: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(round(v / 255, 4) for v in values)
 
 
 @dataclass(frozen=True)
