@@ -78,6 +78,7 @@ def check_arguments(
         except RuntimeError as e:
             raise ValueError(f"HybridLoader: device={device!r} is not a device torch knows: {e}") from None
     rank, world_size = sharding.resolve_rank(rank, world_size)
+    sharding.check_batch_size(batch_size, "HybridLoader")
     sharding.num_batches(
         len(source), batch_size=batch_size, world_size=world_size, drop_last=drop_last
     )  # validates batch_size, rank, world_size

@@ -39,3 +39,11 @@ def test_a_pass_on_actors_waits_the_default_bound_for_timeout_0_and_the_users_se
     assert PassSettings(window=None, timeout=0, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S == 300.0
     assert PassSettings(window=4, timeout=-1, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S
     assert PassSettings(window=4, timeout=12.5, prefetch=2).timeout_s == 12.5
+
+
+def test_a_batch_size_past_what_python_slices_take_is_refused_when_the_drop_in_is_made():
+    """torch's BatchSampler takes 2**63 and fails at iter() in islice(), naming neither the argument
+    nor what to write."""
+    with pytest.raises(ValueError, match=r"batch_size should be a positive integer value at most sys.maxsize"):
+        hybridload.DataLoader(Squares(), batch_size=2**63)
+    assert [b.tolist() for b in hybridload.DataLoader(Squares(), batch_size=2**63 - 1)] == [[0, 1, 4, 9]]

@@ -57,6 +57,22 @@ def test_a_state_with_a_bad_field_is_refused_naming_it_and_changes_nothing(state
     assert ps.get_state() == before
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("batch_size", 0), ("batch_size", 2**63), ("world_size", 0), ("rank", 1), ("rank", -1), ("num_samples", -1)],
+)
+def test_a_state_field_out_of_range_is_blamed_on_the_state_naming_its_key(field, value):
+    """``batch_size must be a positive int, got 0`` named neither the state nor its key before."""
+    ps = mine()
+    before = ps.get_state()
+    with pytest.raises(ValueError) as info:
+        ps.reset(good_state(**{field: value}), "HybridLoader.load_state_dict")
+    words = str(info.value)
+    assert words.startswith(f"HybridLoader.load_state_dict: the state's field {field!r} is {value!r}"), words
+    assert "the state, not this HybridLoader, holds the bad value" in words and "unchanged" in words
+    assert ps.get_state() == before
+
+
 def test_loader_load_state_dict_refuses_out_of_range_position_and_keeps_its_state(photo_root):
     with HybridLoader(sources.ImageFolder(photo_root), REC, 8, policy=LoaderPolicy(cpu_actors=0)) as ld:
         state = ld.state_dict()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload import recipe, sources
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.local.process import ProcessLane
@@ -346,3 +346,15 @@ def test_the_trainer_copies_each_batch_into_pages_already_mapped():
         batches = sum(1 for _ in ld)
         per_batch = (minor_faults(copier.native_id) - before) / batches
     assert per_batch < pages / 4, f"the copying thread faulted in {per_batch:.0f} pages a batch (a batch is {pages})"
+
+
+def test_a_batch_size_past_the_dataset_gives_one_batch_of_all_on_the_process_lane(photo_root):
+    """The slots are sized by the batch a lane can receive, the source's samples at most: a batch size of
+    2**40 (torch's meaning: one batch of all) asked the OS for 2**40 images of shared memory before."""
+    src = sources.ImageFolder(photo_root)
+    policy = LoaderPolicy(cpu_actors=0, local_workers="processes", threads=1)
+    with HybridLoader(src, recipe.imagenet_eval(16), 2**40, policy=policy, shuffle=False) as ld:
+        (images, labels), *rest = list(ld)
+    assert not rest and images.shape == (60, 3, 16, 16) and len(labels) == 60
+    with pytest.raises(ValueError, match="HybridLoader: batch_size must be at most 2\\*\\*63 - 1"):
+        HybridLoader(src, recipe.imagenet_eval(16), 2**63, policy=policy)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from torch.utils.data import DistributedSampler
 
+from hybridload.errors import OrderMismatchError
 from hybridload.sampling import sharding
 from hybridload.sampling.sampler import DistributedBatchSampler
 
@@ -64,6 +65,7 @@ def test_same_seed_epoch_same_order_and_epochs_differ():
         (dict(batch_size=-2), "batch_size"),
         (dict(batch_size=2, world_size=0), "world_size"),
         (dict(batch_size=2, world_size=2, rank=2), "rank"),
+        (dict(batch_size=2**63), "batch_size must be at most 2\\*\\*63 - 1"),  # OverflowError in shared_memory before
     ],
 )
 def test_bad_arguments_name_the_argument(kwargs, msg):
@@ -120,3 +122,37 @@ def test_a_resumed_pass_continues_its_epoch_even_when_set_epoch_names_it():
     assert _pass(r) == whole[4:] and r.epoch == 2
     assert _pass(r) == [tuple(b.tolist()) for b in r.batches(3)]
     assert len(r) == len(whole)
+
+
+def test_the_sampler_takes_the_order_names_order_mismatch_error_tells_a_user_to_build():
+    """OrderMismatchError says "build it with order='keyed'": the sampler takes that string, resumes the
+    keyed state, and gives the keyed order's batches (it raised AttributeError on iteration before)."""
+    saved = DistributedBatchSampler(40, 4, seed=3, rank=0, world_size=1, order="keyed")
+    whole = _pass(saved)
+    sd = dict(saved.state_dict(), position=3)
+    assert sd["order"] == "keyed"
+    resumed = DistributedBatchSampler(40, 4, seed=3, rank=0, world_size=1, order="keyed")
+    resumed.load_state_dict(sd)
+    assert _pass(resumed) == whole[3:]
+    plain = DistributedBatchSampler(40, 4, seed=3, rank=0, world_size=1, order="randperm")
+    assert _pass(plain) == _pass(DistributedBatchSampler(40, 4, seed=3, rank=0, world_size=1)) != whole
+    with pytest.raises(OrderMismatchError, match="order='keyed'"):
+        plain.load_state_dict(sd)
+    with pytest.raises(ValueError, match="order must be 'randperm' .* or 'keyed'"):
+        DistributedBatchSampler(40, 4, rank=0, world_size=1, order="Keyed")
+
+
+@pytest.mark.parametrize("epoch, error", [(2**64, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_sampler_set_epoch_is_checked_as_hybridloaders(epoch, error):
+    s = DistributedBatchSampler(40, 4, seed=3, rank=0, world_size=1)
+    with pytest.raises(error, match="DistributedBatchSampler.set_epoch: epoch must be"):
+        s.set_epoch(epoch)  # 2**64: torch's "Overflow when unpacking long long" at iteration before
+    s.set_epoch(2**63 - 1)
+    assert len(_pass(s)) == 10
+
+
+def test_a_batch_size_as_large_as_python_takes_gives_one_batch_of_all():
+    with pytest.raises(ValueError, match="DistributedBatchSampler: batch_size must be at most"):
+        DistributedBatchSampler(10, 2**63, rank=0, world_size=1)
+    s = DistributedBatchSampler(10, 2**63 - 1, rank=0, world_size=1, shuffle=False)
+    assert _pass(s) == [tuple(range(10))]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+import sys
 import weakref
 from typing import Any, Callable, TypeVar
 
@@ -107,6 +108,11 @@ class DataLoader(tud.DataLoader[T_co]):
         reserve_local_cpus: int = 0,
         window: int | None = None,
     ):
+        if isinstance(batch_size, int) and batch_size > sys.maxsize:  # torch's BatchSampler fails only at iter()
+            raise ValueError(
+                f"batch_size should be a positive integer value at most sys.maxsize (2**63 - 1), but got "
+                f"batch_size={batch_size}; a batch never holds more than the dataset's samples, so write its size"
+            )
         if num_workers < 0:  # as torch (which sees num_workers=0 under distribute_mode): its class and words
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         self.distribute_mode = bool(distribute_mode)

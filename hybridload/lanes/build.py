@@ -40,6 +40,9 @@ def build_lanes(
     CPU lane, with a warning."""
     for note in spec.notes:
         log.warning("%s", note)
+    # the buffers a lane sizes by the batch (shared-memory slots, DALI's batch, GPU memory): no batch
+    # holds more than the source's samples, whatever batch_size says (torch's meaning of a large one)
+    batch_size = max(1, min(batch_size, len(source)))
     out = BuiltLanes()
     try:
         gpu = _gpu_lane(spec, source, recipe, batch_size=batch_size, device=device) if spec.gpu else None

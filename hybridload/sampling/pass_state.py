@@ -22,6 +22,7 @@ from typing import Any, Callable
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
 from hybridload.sampling.keyed_shard_order import order_kind
 from hybridload.sampling.resume import order_fingerprint, resume_plan, saved_plan, split_of
+from hybridload.sampling.sharding import BATCH_SIZE_MAX
 
 VERSION = 1
 #: the epoch's order is seeded with seed + epoch, which torch takes in 64 bits
@@ -93,14 +94,41 @@ def check_state(state: Any, where: str) -> dict:
         v = state[key]
         if not (isinstance(v, bool) if kind is bool else is_int(v)):
             raise TypeError(
-                f"{where}: {key} must be {'a bool' if kind is bool else 'an int'}, got {v!r} ({type(v).__name__})"
+                f"{where}: the state's field {key!r}: {key} must be {'a bool' if kind is bool else 'an int'}, "
+                f"got {v!r} ({type(v).__name__}); {UNCHANGED}"
             )
     if state["version"] != VERSION:
         raise ValueError(
             f"{where}: state version {state['version']!r} is not {VERSION}; it was saved by another hybridload version"
         )
     check_epoch(state["epoch"], where=f"{where}: field 'epoch'")
+    problem = field_problem(state)
+    if problem is not None:
+        key, what = problem
+        raise ValueError(
+            f"{where}: the state's field {key!r} is {state[key]!r}, but {what}: the state, not this "
+            f"{where.split('.')[0]}, holds the bad value; {UNCHANGED}"
+        )
     return state
+
+
+#: what a message about a damaged state tells the user to write
+UNCHANGED = "pass the dict state_dict() returned, unchanged"
+
+
+def field_problem(state: Mapping) -> tuple[str, str] | None:
+    """The first int field of a (type-checked) state out of the range `PassState.get_state` writes,
+    with that range in words; None when all are in range (the position is checked against the
+    saved epoch's plan by `resume_plan`). Pure."""
+    if state["num_samples"] < 0:
+        return "num_samples", "a dataset size is >= 0"
+    if not 1 <= state["batch_size"] <= BATCH_SIZE_MAX:
+        return "batch_size", "a batch size is a positive int up to 2**63 - 1"
+    if state["world_size"] < 1:
+        return "world_size", "a world size is a positive int"
+    if not 0 <= state["rank"] < state["world_size"]:
+        return "rank", f"a rank is in [0, world_size={state['world_size']})"
+    return None
 
 
 class PassState:

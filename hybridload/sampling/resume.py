@@ -243,8 +243,8 @@ def resume_plan(
     count = plan_batches(plan, batch_size=b, world_size=w, drop_last=drop_last)
     if not 0 <= pos <= count:
         raise ValueError(
-            f"{where}: position must be in [0, {count}] (the batches of the saved epoch's plan), got "
-            f"{pos}; save it with state_dict()"
+            f"{where}: the state's field 'position': position must be in [0, {count}] (the batches of the "
+            f"saved epoch's plan), got {pos}; pass the dict state_dict() returned, unchanged"
         )
     if (w, b) == (world_size, batch_size):
         return (None if fresh else plan), pos

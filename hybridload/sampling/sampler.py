@@ -8,9 +8,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hybridload.sampling.pass_state import PassState
+from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
+from hybridload.sampling.pass_state import PassState, check_epoch
 from hybridload.sampling.resume import plan_rank_batches
-from hybridload.sampling.sharding import check_split, num_batches, rank_batches, resolve_rank
+from hybridload.sampling.sharding import check_batch_size, check_split, num_batches, rank_batches, resolve_rank
 
 
 class DistributedBatchSampler:
@@ -29,8 +30,10 @@ class DistributedBatchSampler:
             partial batch) instead of padding.
         rank: this rank; default as `resolve_rank`.
         world_size: the number of ranks; default as `resolve_rank`.
-        order: a source's ``sample_order()`` (e.g. the shard-aware order of ``TarShards(read="shard")``);
-            None for DistributedSampler's order.
+        order: "randperm" (DistributedSampler's order, the default) or "keyed" (the same indices
+            computed batch by batch: `hybridload.sampling.keyed_order`), as `OrderMismatchError` names
+            them; or a source's ``sample_order()`` (e.g. the shard-aware order of
+            ``TarShards(read="shard")``); None: "randperm".
         fingerprint: what identifies the dataset beyond its size, for its saved states (``Source.fingerprint``).
     """
 
@@ -48,7 +51,10 @@ class DistributedBatchSampler:
         fingerprint: Callable[[], str | None] | None = None,
     ):
         rank, world_size = resolve_rank(rank, world_size)
+        check_batch_size(batch_size, "DistributedBatchSampler")
         check_split(n, batch_size, world_size, rank)
+        if isinstance(order, str):  # the setting's name, as HybridLoader(order=...) and a checkpoint spell it
+            order = keyed_order_for(None) if check_order(order, "DistributedBatchSampler") == "keyed" else None
         #: the one owner of this sampler's place in its epoch and of its saved state
         self.pass_state = PassState(
             n,
@@ -80,8 +86,9 @@ class DistributedBatchSampler:
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass is epoch ``epoch``, from its start; right after a resume into that
-        same epoch, from the resume point (`PassState.set_epoch`)."""
-        self.pass_state.set_epoch(epoch)
+        same epoch, from the resume point (`PassState.set_epoch`). An int in [0, 2**63), as
+        `HybridLoader.set_epoch` takes (`check_epoch`)."""
+        self.pass_state.set_epoch(check_epoch(epoch, where="DistributedBatchSampler.set_epoch"))
         self._prepared = None
 
     def __len__(self) -> int:

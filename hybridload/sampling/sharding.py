@@ -28,16 +28,35 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from typing import Any
 
 import numpy as np
 import torch
 
 
+#: the largest batch size: the most Python's slices and torch's ``BatchSampler`` (``islice``) take;
+#: a batch never holds more than the dataset's samples, so any size up to it gives one batch of all
+BATCH_SIZE_MAX = sys.maxsize
+
+
+def check_batch_size(batch_size: Any, where: str = "") -> int:
+    """``batch_size`` as an int, or ValueError naming ``where`` and what to write: a positive int
+    up to `BATCH_SIZE_MAX`."""
+    head = f"{where}: " if where else ""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValueError(f"{head}batch_size must be a positive int, got {batch_size!r}")
+    if batch_size > BATCH_SIZE_MAX:
+        raise ValueError(
+            f"{head}batch_size must be at most 2**63 - 1 (sys.maxsize), got {batch_size}; a batch never holds "
+            "more than the dataset's samples, so write the dataset's size for one batch of all of them"
+        )
+    return int(batch_size)
+
+
 def check_split(n: int, batch_size: int, world_size: int, rank: int) -> None:
     """Refuse a bad dataset size, batch size, world size or rank, naming it."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    check_batch_size(batch_size)
     if not isinstance(world_size, (int, np.integer)) or world_size <= 0:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     if not isinstance(rank, (int, np.integer)) or not 0 <= rank < world_size:
