@@ -76,7 +76,13 @@ FLOORS = (
     ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"),  # CPU, DALI and torch engines
     ("hybridload.recipe", "hybridload.sources"),  # what to do, to what
     ("hybridload.sampling",),  # which indices, in order
-    ("hybridload.errors", "hybridload.extras", "hybridload.compat", "hybridload.batch_result"),  # shared by every floor
+    (
+        "hybridload.errors",
+        "hybridload.extras",
+        "hybridload.compat",
+        "hybridload.batch_result",
+        "hybridload.environment",
+    ),  # shared by every floor
 )
 MAX_TOP_MODULES = 8
 

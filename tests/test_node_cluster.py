@@ -25,7 +25,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
         ({"LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "8", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),  # one rank here
         ({"WORLD_SIZE": "2"}, None),  # no job to key it by
         ({}, None),
-        ({"WORLD_SIZE": "two", "MASTER_ADDR": "h", "MASTER_PORT": "1"}, None),
     ],
 )
 def test_job_key_is_shared_by_the_ranks_of_one_job_on_one_machine_only(env, expected):

@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
+from hybridload import environment
 
 if TYPE_CHECKING:  # imported where used: `hybridload --help` builds its parser without torch
     from hybridload.cli.results import ModeResult
@@ -104,7 +105,7 @@ def policy_for(mode: str, plan, *, ray_address: str | None, threads: int | None)
             mode="auto",
             plan=plan,
             cpu_actors=None,
-            ray_address=ray_address or os.environ.get("RAY_ADDRESS") or "embedded",
+            ray_address=ray_address or environment.text("RAY_ADDRESS") or "embedded",
             placement="any",
             reserve_local_cpus=0,
         )

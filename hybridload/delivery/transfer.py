@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 import torch
 
+from hybridload import environment
+
 
 def resolve_device(
     device: str | torch.device | None, *, env: Mapping[str, str] | None = None, cuda: Any = None
@@ -37,8 +39,9 @@ def resolve_device(
     if device is None:
         if not cuda.is_available():
             return torch.device("cpu")
-        if "LOCAL_RANK" in env:
-            return torch.device("cuda", int(env["LOCAL_RANK"]) % cuda.device_count())
+        local_rank = environment.local_rank(env)
+        if local_rank is not None:
+            return torch.device("cuda", local_rank % cuda.device_count())
         return torch.device("cuda", cuda.current_device())
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None:

@@ -21,6 +21,7 @@ import os
 import time
 from typing import Any, Callable, Mapping
 
+from hybridload import environment
 from hybridload.planner.gpu_reading import GpuReading as GpuReading
 from hybridload.planner.gpu_reading import GpuUnavailable as GpuUnavailable
 
@@ -35,8 +36,8 @@ def visible_device_entry(env: Mapping[str, str] | None = None, cuda_index: int |
     """Entry ``cuda_index`` of CUDA_VISIBLE_DEVICES (default: LOCAL_RANK's); None when unset, "" when empty."""
     env = os.environ if env is None else env
     if cuda_index is None:
-        cuda_index = int(env.get("LOCAL_RANK", "0"))
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+        cuda_index = environment.local_rank(env) or 0
+    cvd = environment.visible_devices(env)
     if cvd is None:
         return None
     entries = [e.strip() for e in cvd.split(",") if e.strip()]
@@ -74,7 +75,7 @@ def _cuda_index(device: Any, env: Mapping[str, str]) -> int:
             return dev.index
     except Exception:
         pass
-    return int(env.get("LOCAL_RANK", "0"))
+    return environment.local_rank(env) or 0
 
 
 def _by_uuid(nvml, uuid: str):

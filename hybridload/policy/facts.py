@@ -9,6 +9,7 @@ import os
 import sys
 
 from hybridload.planner.fit import Here
+from hybridload import environment
 
 
 def usable_cpus() -> int:
@@ -26,7 +27,7 @@ def ray_installed() -> bool:
 
 def ray_address_env() -> str | None:
     """The RAY_ADDRESS environment variable."""
-    return os.environ.get("RAY_ADDRESS")
+    return environment.text("RAY_ADDRESS")
 
 
 def here(overrides: dict) -> Here:

@@ -26,7 +26,7 @@ import socket
 import threading
 from dataclasses import dataclass
 
-from hybridload import compat
+from hybridload import compat, environment
 from hybridload.raycluster import gcs_probe
 from hybridload.raycluster import last_out
 from hybridload.raycluster import node_cluster
@@ -92,7 +92,7 @@ def _target(address: str | None, fallback_embedded: bool) -> str:
     if address == "embedded":
         return "embedded"
     if address == "auto":
-        env = os.environ.get("RAY_ADDRESS")
+        env = environment.text("RAY_ADDRESS")
         found = ray_start.auto_address(env, ray_start.ray_start_record(), os.getuid())
         if found and not env and ray_start.gcs_started_by_another_process(found):
             log.warning(
@@ -108,7 +108,7 @@ def _target(address: str | None, fallback_embedded: bool) -> str:
                 "'embedded'"
             )
         return found or "embedded"
-    return address or os.environ.get("RAY_ADDRESS") or "embedded"
+    return address or environment.text("RAY_ADDRESS") or "embedded"
 
 
 def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) -> str:
@@ -117,7 +117,7 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
         log.info("connecting to the Ray cluster at %s", target)
         try:
             _check_listening(target)  # ray.init waits minutes on a dead address (a stale record)
-            if joined_auto and not os.environ.get("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
+            if joined_auto and not environment.text("RAY_ADDRESS"):  # found on this machine: Ray's token, as Ray's auto
                 _join(ray, target)
             else:
                 gcs_probe.require_gcs(target, gcs_probe.join_timeout_s())  # a wrong token: seconds, named
@@ -231,7 +231,7 @@ def _loopback_only(ray) -> None:
 
 def _embedded_store_bytes() -> int:
     # a modest object store: batches are consumed as they arrive (the window bounds them)
-    return int(os.environ.get("HYBRIDLOAD_OBJECT_STORE_BYTES", str(1 << 30)))
+    return environment.object_store_bytes()
 
 
 def release() -> None:

@@ -16,7 +16,7 @@ import os
 import threading
 
 from hybridload import compat
-from hybridload.raycluster.env_seconds import seconds_setting
+from hybridload.environment import seconds_setting
 
 JOIN_TIMEOUT_ENV = "HYBRIDLOAD_RAY_JOIN_TIMEOUT_S"
 DEFAULT_JOIN_TIMEOUT_S = 20.0

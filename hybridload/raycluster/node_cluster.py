@@ -22,19 +22,18 @@ import tempfile
 import time
 from typing import Callable, Mapping
 
+from hybridload import environment
+
 RECORD = "address.json"
 
 
 def job_key(env: Mapping[str, str]) -> str | None:
     """Pure: the key that the ranks of one job on one machine share, or None (one process)."""
-    try:
-        ranks_here = int(env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") or 1)
-    except ValueError:
-        return None
-    master = f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
+    ranks_here = environment.ranks_on_this_node(env)
+    master = f"{environment.text('MASTER_ADDR', env) or ''}:{environment.text('MASTER_PORT', env) or ''}"
     if ranks_here <= 1 or master == ":":
         return None
-    return f"{env.get('TORCHELASTIC_RUN_ID', '')}|{master}"
+    return f"{environment.text('TORCHELASTIC_RUN_ID', env) or ''}|{master}"
 
 
 def job_dir(key: str) -> str:

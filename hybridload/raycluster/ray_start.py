@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from hybridload import compat
+from hybridload import compat, environment
 
 RAY_CLI = "ray"  # the name of Ray's command-line tool
 
@@ -35,7 +35,7 @@ def ray_start_record() -> StartRecord | None:
     try:
         path = compat.ray_address_file()
     except Exception:  # Ray moved it: the same place, computed as Ray 2.x computes it
-        path = os.path.join(os.environ.get("RAY_TMPDIR") or "/tmp", "ray", "ray_current_cluster")
+        path = os.path.join(environment.text("RAY_TMPDIR") or "/tmp", "ray", "ray_current_cluster")
     try:
         with open(path) as f:
             address = f.read().strip()

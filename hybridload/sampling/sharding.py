@@ -27,12 +27,13 @@ True        [0, 3] [6]-> dropped   [1, 4] / [2, 5]
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any
 
 import numpy as np
 import torch
+
+from hybridload import environment
 
 
 #: the largest batch size: the most Python's slices and torch's ``BatchSampler`` (``islice``) take;
@@ -204,8 +205,8 @@ def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tupl
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         r, w = dist.get_rank(), dist.get_world_size()
-    elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        r, w = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    elif (launched := environment.rank_and_world_size()) is not None:
+        r, w = launched
     else:
         r, w = 0, 1
     return (int(rank) if rank is not None else r), (int(world_size) if world_size is not None else w)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 
 from hybridload.cli.args import positive_int, progress_bar, user_input
 from hybridload.cli.tables import key_value_table
+from hybridload import environment
 
 log = logging.getLogger("hybridload.cli.commands")
 
@@ -24,7 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     d = sub.add_parser(NAME, help="run the loader on a generated photo dataset and report images/s")
     d.add_argument(
         "--data",
-        default=os.environ.get("HYBRIDLOAD_DEMO_DATA", "data/demo-photos"),
+        default=environment.text("HYBRIDLOAD_DEMO_DATA") or "data/demo-photos",
         help="where the generated photo dataset lives (made once, reused)",
     )
     d.add_argument("--images", type=positive_int, default=512, help="dataset size")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             gpu_share=share,
             reserve_local_cpus=0,
             placement="any",
-            ray_address=(os.environ.get("RAY_ADDRESS") or "embedded") if args.ray else None,
+            ray_address=(environment.text("RAY_ADDRESS") or "embedded") if args.ray else None,
         )
     rows = []
     with HybridLoader(src, rec, args.batch_size, policy=policy, seed=0) as loader:

@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 
 from hybridload import compat
 from hybridload.raycluster.connect import NodeInfo
-from hybridload.raycluster.env_seconds import seconds_setting
+from hybridload.environment import seconds_setting
 from hybridload.raycluster.placement import reconcile
 
 from hybridload.lanes.ray.members import Member, Members, State

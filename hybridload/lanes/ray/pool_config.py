@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
-from hybridload.raycluster.env_seconds import seconds_setting
+from hybridload.environment import seconds_setting
 from hybridload.raycluster.placement import PlacementRules
 from hybridload.lanes.ray.capacity import WHEN_EMPTY
 
