@@ -5,6 +5,7 @@ saved state), builds its lanes from a `LaneSpec`, and hands each pass to a `Batc
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from typing import Iterator, Sequence
 
@@ -111,6 +112,7 @@ class HybridLoader:
         self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
         self._plan = policy.loaded_plan()
         self._closed = False
+        self._passes = threading.RLock()  # starting, superseding and counting a pass: one thread at a time
         self._mover = DeviceMover(self.device)
         self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
         self._finalizer = weakref.finalize(self, shut_dropped, self._streams, self._lanes, log)
@@ -196,10 +198,14 @@ class HybridLoader:
 
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator:
+        with self._passes:  # from two threads at once: the lanes built once, the newer pass supersedes the older
+            return self._begin_pass()
+
+    def _begin_pass(self) -> PassIterator:
         lanes = self._ensure_lanes()
-        self._finish_pass(superseded=True)
         batches, start = self._sampler.begin_pass()
         epoch, seed, pass_id = self.epoch, self.seed, self._pass.pass_id  # the pass's own, on its tasks
+        self._finish_pass(f"pass {pass_id} (iter(loader) on thread {threading.current_thread().name!r})")
         tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
         stats = self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
         stream = BatchStream(
@@ -216,17 +222,19 @@ class HybridLoader:
         self._active = weakref.ref(active)
         return active
 
-    def _finish_pass(self, superseded: bool) -> None:
+    def _finish_pass(self, superseded_by: str | None) -> None:
         active = self._active() if self._active is not None else None
         if active is not None:
-            active.finish(superseded=superseded)
+            active.finish(superseded_by)
         while self._streams:  # the pass's iterator may be gone already: its stream is closed all the same
             self._streams.pop().close()
         self._active = None
 
     def _deliver(self, result, p: PassIterator):
-        position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
-        self._pass.advance(p.id)
+        with self._passes:  # a pass superseded while this batch was on its way delivers nothing
+            p.check()
+            position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
+            self._pass.advance(p.id)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
@@ -245,8 +253,9 @@ class HybridLoader:
         """Resume from a ``state_dict()`` of any rank, saved at any world size and batch size: the
         samples of the epoch not yet delivered follow, split among this loader's ranks; another
         dataset, seed or order is refused (`ResumeMismatchError`)."""
-        self._sampler.load_state_dict(state, "HybridLoader.load_state_dict")  # checked whole before it changes
-        self._finish_pass(superseded=True)
+        with self._passes:
+            self._sampler.load_state_dict(state, "HybridLoader.load_state_dict")  # checked whole before it changes
+            self._finish_pass("load_state_dict()")
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
@@ -264,16 +273,15 @@ class HybridLoader:
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent. Every part is closed even
         when one fails to; a `ShutdownError` then names each that did."""
-        self._closed = True
-        self._finalizer.detach()
-        close_all(
-            [
-                ("the current pass", lambda: self._finish_pass(superseded=False)),
+        with self._passes:  # a pass another thread is starting (its lanes too) starts first, then closes
+            self._closed = True
+            self._finalizer.detach()
+            parts = [
+                ("the current pass", lambda: self._finish_pass(None)),
                 self._admission.steer,
                 *take_all(self._lanes),
-            ],
-            "HybridLoader.close()",
-        )
+            ]
+            close_all(parts, "HybridLoader.close()")
 
     def __enter__(self) -> "HybridLoader":
         return self

@@ -13,7 +13,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import BatchTimeoutError, ResumeMismatchError, SampleError
 
 from support.resume_helper import check_resume
-from support.streams import stream
+from support.streams import check_the_newer_pass_supersedes_the_older, stream
 
 REC = recipe.imagenet_train(48)
 
@@ -168,6 +168,12 @@ def test_a_new_iterator_supersedes_the_old_one(photo_root):
         with pytest.raises(RuntimeError, match="superseded"):
             next(old)
         assert len(list(new)) == len(ld)
+
+
+def test_of_two_threads_starting_passes_at_once_the_newer_supersedes_the_older(photo_root):
+    """Both got a whole pass (epochs 0 and 1) before, or the older one "superseded" naming nothing."""
+    with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_eval(16), 6, policy=inproc(threads=2)) as ld:
+        check_the_newer_pass_supersedes_the_older(ld, rounds=20)
 
 
 def test_normalized_output_is_float_on_cpu_device(photo_root):

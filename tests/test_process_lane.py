@@ -15,7 +15,7 @@ from hybridload.errors import SampleError, WorkerLost
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.local.process import ProcessLane
 from support.pictures import minor_faults, picture_loader
-from support.streams import local_lane_streams
+from support.streams import check_the_newer_pass_supersedes_the_older, local_lane_streams
 
 REC = recipe.imagenet_train(48)
 
@@ -358,3 +358,13 @@ def test_a_batch_size_past_the_dataset_gives_one_batch_of_all_on_the_process_lan
     assert not rest and images.shape == (60, 3, 16, 16) and len(labels) == 60
     with pytest.raises(ValueError, match="HybridLoader: batch_size must be at most 2\\*\\*63 - 1"):
         HybridLoader(src, recipe.imagenet_eval(16), 2**63, policy=policy)
+
+
+def test_of_two_threads_starting_passes_at_once_the_newer_supersedes_the_older_on_processes(photo_root):
+    """The older pass once raised "next() after close()" here though nobody called close(); the lanes
+    are built once whichever thread starts first (each thread built its own worker processes before)."""
+    policy = LoaderPolicy(cpu_actors=0, local_workers="processes", threads=2)
+    for _ in range(3):  # a fresh loader each time: the first iter() builds the lanes, also raced
+        with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_eval(16), 6, policy=policy) as ld:
+            check_the_newer_pass_supersedes_the_older(ld, rounds=4)
+            assert ld.describe_lanes().count("process lane") == 1, ld.describe_lanes()

@@ -22,23 +22,37 @@ class PassIterator:
     ):
         self._deliver, self._stream = deliver, stream
         self.id, self.epoch, self.seed = pass_id, epoch, seed
-        self._superseded = False
+        self._superseded_by: str | None = None  # what superseded this pass, in words
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._superseded:
-            raise RuntimeError("this iterator was superseded by a newer iter(loader) or load_state_dict()")
-        return self._deliver(next(self._stream), self)
+        self.check()
+        try:
+            result = next(self._stream)
+        except Exception:  # StopIteration too: a stream closed under its reader by the pass that superseded it
+            self.check()
+            raise
+        return self._deliver(result, self)
+
+    def check(self) -> None:
+        """RuntimeError, naming what superseded this pass, once a newer one did."""
+        if self._superseded_by is not None:
+            raise RuntimeError(
+                f"this iterator (pass {self.id}, epoch {self.epoch}) was superseded by {self._superseded_by}: a "
+                "loader runs one pass at a time, the newest; iterate one loader per thread"
+            ) from None
 
     def buffered(self) -> int:
         """Finished batches waiting to be delivered (bounded by the policy's window)."""
         return self._stream.buffered()
 
-    def finish(self, superseded: bool = False) -> None:
-        if superseded and not self._stream.closed:
-            self._superseded = True
+    def finish(self, superseded_by: str | None = None) -> None:
+        """Close the pass; ``superseded_by``: what superseded it, in words, which its next ``next()`` raises
+        (unless the pass had ended already); None: closed (``close()`` on the loader)."""
+        if superseded_by is not None and not self._stream.closed:
+            self._superseded_by = superseded_by
         self._stream.close()
 
 

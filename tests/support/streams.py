@@ -93,3 +93,40 @@ def run_ranks(target, args_of_rank, world: int, timeout_s: float) -> list[int]:
             if p.is_alive():
                 p.kill()
                 p.join(5)
+
+
+def two_threads_start_passes(loader, timeout_s: float = 60) -> dict:
+    """Two threads each call ``iter(loader)`` at once and, once both iterators exist, read theirs to
+    the end: {thread name: (pass id, "batches" and how many, or "error" and its message)}."""
+    import threading
+
+    start, made, out = threading.Barrier(2), threading.Barrier(2), {}
+
+    def run():
+        name = threading.current_thread().name
+        start.wait(timeout=timeout_s)
+        it = iter(loader)
+        made.wait(timeout=timeout_s)  # both passes begun before either is read: they overlap
+        try:
+            out[name] = (it.id, "batches", sum(1 for _ in it))
+        except RuntimeError as exc:
+            out[name] = (it.id, "error", str(exc))
+
+    threads = [threading.Thread(target=run, name=f"reader-{k}", daemon=True) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout_s)
+    assert not any(t.is_alive() for t in threads), f"a reader hung past {timeout_s} s: {out}"
+    return out
+
+
+def check_the_newer_pass_supersedes_the_older(loader, rounds: int) -> None:
+    """Over ``rounds`` of `two_threads_start_passes`: every time, the newer pass runs whole and the
+    older raises that it was superseded, naming the newer pass and its thread (never both whole,
+    never "next() after close()")."""
+    for _ in range(rounds):
+        out = two_threads_start_passes(loader)
+        (old_name, old), (new_name, new) = sorted(out.items(), key=lambda kv: kv[1][0])
+        assert (old[1], new[1:]) == ("error", ("batches", len(loader))), out
+        assert f"was superseded by pass {new[0]} (iter(loader) on thread {new_name!r})" in old[2], out
