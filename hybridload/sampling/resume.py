@@ -51,14 +51,14 @@ def check_remaining(remaining: Any, n: int, where: str) -> Intervals:
         pairs = tuple((int(a), int(b)) for a, b in remaining)
     except (TypeError, ValueError):
         raise ValueError(
-            f"{where}: 'remaining' must be a list of [start, stop] pairs, got {remaining!r}; pass "
+            f"{where}: the state's field 'remaining' must be a list of [start, stop] pairs, got {remaining!r}; pass "
             "the whole dict state_dict() returned"
         ) from None
     last = 0
     for a, b in pairs:
         if not last <= a < b <= n:
             raise ValueError(
-                f"{where}: 'remaining' must hold increasing, disjoint intervals inside [0, {n}), got "
+                f"{where}: the state's field 'remaining' must hold increasing, disjoint intervals inside [0, {n}), got "
                 f"{remaining!r}; pass the whole dict state_dict() returned"
             )
         last = b
