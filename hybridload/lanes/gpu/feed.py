@@ -25,6 +25,7 @@ from hybridload.errors import Reroute, SampleError
 from hybridload.batch_result import BatchResult
 from hybridload.kernels import check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
+from hybridload.kernels.jpeg_check import check_jpeg
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
 
@@ -102,6 +103,7 @@ def _check_reads(recipe, seed: int, epoch: int, refs, reads, labels: np.ndarray)
         try:
             w, h = image_size(payload)
             check_pixels(w, h)
+            check_jpeg(payload)  # what the CPU lanes refuse before decoding, GPU decoders would decode
             params.append(recipe.sample_params(seed, epoch, i, w, h))
         except Exception as exc:
             raise Reroute(f"sample {i} ({ref.location}): {exc}") from None
