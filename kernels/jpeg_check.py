@@ -54,12 +54,15 @@ class _Frame:
             raise _refuse(f"a frame header of {len(body) + 2} bytes for {n} components")
         self.marker = marker
         self.height, self.width = body[1] << 8 | body[2], body[3] << 8 | body[4]
-        self.sampling = {body[6 + 3 * c]: (body[7 + 3 * c] >> 4, body[7 + 3 * c] & 15) for c in range(n)}
-        if any(not (1 <= h <= 4 and 1 <= v <= 4) for h, v in self.sampling.values()):
-            raise _refuse(f"sampling factors {sorted(self.sampling.values())} outside 1-4")
+        self.sampling: dict[int, tuple[int, int]] = {}
+        self.hmax = self.vmax = 1
+        for c in range(7, 6 + 3 * n, 3):  # (id, h << 4 | v, table) per component
+            h, v = body[c] >> 4, body[c] & 15
+            if not (1 <= h <= 4 and 1 <= v <= 4):
+                raise _refuse(f"sampling factors {h}x{v} outside 1-4")
+            self.sampling[body[c - 1]] = (h, v)
+            self.hmax, self.vmax = max(self.hmax, h), max(self.vmax, v)
         check_pixels(self.width, self.height)
-        self.hmax = max(h for h, _ in self.sampling.values())
-        self.vmax = max(v for _, v in self.sampling.values())
 
     def blocks(self, ids: list[int]) -> int:
         """The 8x8 blocks a scan over the components ``ids`` codes (T.81 A.2)."""

@@ -2,7 +2,9 @@
 
 Read: the encoded bytes, the labels and each sample's parameters from the recipe (drawn
 from the image header, so the boxes are the ones ``kernels/`` cuts). A sample a GPU
-decoder cannot take raises `Reroute`.
+decoder cannot take, or one failing the structure check the CPU lanes run before decoding
+(`kernels.jpeg_check`, which GPU decoders would otherwise decode into garbage), raises
+`Reroute`: a CPU lane then raises or skips it as it would have.
 
 This host preparation (about 0.6 ms an image on one core: mostly the keyed parameters,
 then the read and the header) capped the torch lane far below nvJPEG when one thread did
