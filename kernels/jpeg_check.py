@@ -4,9 +4,10 @@ libjpeg-turbo on the CPU lanes decodes strictly (a warning is an error): a JPEG 
 out before its declared frame is filled fails there ("premature end of data segment"), while
 DALI and nvJPEG decode the same bytes into an image padded with garbage and say nothing, and
 the CPU's crop-window decode never reads the rows below its window. Running libjpeg's strict
-entropy decode on the GPU lanes' host threads would settle every case, but it costs 46-64% of
-a full CPU decode (measured at 1/8 DCT scale on 500x375 and 1203x901 photos), most of what the
-GPU lane saves. This check reads the header and the data's last bytes only (a few microseconds):
+entropy decode on the GPU lanes' host threads would settle every case, but it costs about half
+a full CPU decode or more (at 1/8 DCT scale, the cheapest way: `benchmarks/jpeg_check_cost.py`,
+issue 44.1 in benchmarks/RESULTS.md), most of what the GPU lane saves. This check reads the
+header and the data's last bytes only (a few microseconds):
 
 - SOI, then marker segments whose lengths stay inside the data up to the first scan (SOS), a
   frame header (SOF) before it with 1-4 components, sampling factors 1-4 and a size within
