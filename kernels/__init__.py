@@ -8,7 +8,8 @@ through ctypes) to decode only a sample's crop where its first op is one (the sa
 Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 
 Modules: ``batch`` (one sample and one batch, end to end), ``decode`` (bytes to an RGB image),
-``jpeg_markers`` (the walk over a JPEG header's marker segments), ``turbo`` (TurboJPEG 3's
+``jpeg_markers`` (the walk over a JPEG header's marker segments), ``jpeg_check`` (the
+structure check every lane runs before decoding a JPEG), ``turbo`` (TurboJPEG 3's
 cropping region through ctypes), ``crop_window`` (decoding only a sample's crop), ``dct_scale``
 (decoding at 1/2, 1/4 or 1/8 where the recipe shrinks that much), ``geometry`` (crops, resizes,
 flips), ``photometric`` (the colour ops' reference formulas), ``grey`` (grey levels and exact

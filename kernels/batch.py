@@ -19,9 +19,10 @@ from hybridload.sources.reads import Reads, read_many
 
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload.kernels.crop_window import window_decode
-from hybridload.kernels.decode import DecodeError, check_pixels, decode_image, jpeg_size
+from hybridload.kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_size
 from hybridload.kernels.erase import erase_batch
 from hybridload.kernels.geometry import apply_ops
+from hybridload.kernels.jpeg_check import check_jpeg
 
 log = logging.getLogger("hybridload.kernels")
 _TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
@@ -66,8 +67,11 @@ def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.nda
     """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
     size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
     `crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
-    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (`dct_scale`)."""
+    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (`dct_scale`). A JPEG
+    passes `jpeg_check` first, the check the GPU lanes run too, whatever part of it is decoded."""
     dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
+    if is_jpeg(payload):
+        check_jpeg(payload)
     size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
         arr = decode_image(payload)

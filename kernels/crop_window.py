@@ -11,9 +11,11 @@ the same pixels as the whole image decoded at that scale then cropped.
 Everything else keeps the full decode: no leading crop, a crop reaching outside the image,
 a non-JPEG, CMYK/YCCK, 12-bit or lossless JPEGs, a file not ending in the EOI marker
 (truncated), a JPEG libjpeg-turbo refuses (the full decode then raises its named error), or
-no ``turbojpeg`` wheel. One difference remains: damaged entropy-coded data below the window
-of a baseline JPEG is never read, so it raises nothing where the full decode would (as with
-DALI's and nvImageCodec's region decode); ``Decode(crop_window=False)`` checks every byte.
+no ``turbojpeg`` wheel. Every JPEG has passed the structure check first (`jpeg_check`: a
+frame declaring more than its data holds is refused whatever the window). One difference
+remains: damage inside the entropy-coded data below the window of a baseline JPEG that
+leaves that structure whole is never read, so it raises nothing where the full decode would
+(as with DALI's and nvImageCodec's region decode); ``Decode(crop_window=False)`` checks every byte.
 The choice is a pure function of the bytes and the sample's ops, so every CPU lane makes it
 alike and stays bit-identical to the others.
 """

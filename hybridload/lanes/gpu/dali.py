@@ -6,14 +6,16 @@ through ``external_source``, runs the pipeline and hands the output to torch thr
 DLPack on the loader's device.
 
 A sample the lane cannot take (a payload that is not a JPEG, a JPEG without its end
-marker, a crop DALI cannot express, the decoder refusing an image) fails the batch with
-`Reroute`; the scheduler then gives it to a CPU lane, which produces the exact
-pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
+marker or failing the structure check every lane runs (`kernels.jpeg_check`: a frame
+declaring more pixels than its data can hold among them), a crop DALI cannot express, the
+decoder refusing an image) fails the batch with `Reroute`; the scheduler then gives it to a
+CPU lane, which produces the exact pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
 CUDA error) is a lane failure (see `failures`), and so is a sample nvImageCodec fails
 ("Failed to decode sample #k", which names no cause) that the CPU kernels decode.
 
-Known limit: corruption inside a JPEG's entropy-coded data that libjpeg treats as
-recoverable ("Corrupt JPEG data: premature end of data segment") is decoded by DALI
+Known limit: corruption inside a JPEG's entropy-coded data that leaves its structure whole
+(bytes changed, a frame declared smaller than its data, or larger by less than the check's
+floor), which libjpeg reports as a warning ("Corrupt JPEG data: ..."), is decoded by DALI
 with artifacts, as DALI does on its own, while the CPU lanes decode strictly and raise.
 """
 

@@ -1,7 +1,8 @@
 """Which GPU-lane exceptions are a sample's problem and which are the device's.
 
-A per-sample decode problem (a payload that is not a JPEG, a JPEG without its end marker,
-too many pixels, a bitstream the decoder refuses) is rerouted: the batch goes to a CPU lane,
+A per-sample decode problem (a payload that is not a JPEG, a JPEG without its end marker
+or failing the structure check (`kernels.jpeg_check`), too many pixels, a bitstream the
+decoder refuses) is rerouted: the batch goes to a CPU lane,
 which makes the exact pixels or the exact error naming the sample, and the GPU lane is not
 blamed. A device fault (CUDA out of memory, a CUDA or driver error, nvJPEG failing to
 allocate, initialise or execute) is a lane failure: it counts against the lane, so a broken

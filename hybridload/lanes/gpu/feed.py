@@ -2,7 +2,9 @@
 
 Read: the encoded bytes, the labels and each sample's parameters from the recipe (drawn
 from the image header, so the boxes are the ones ``kernels/`` cuts). A sample a GPU
-decoder cannot take raises `Reroute`.
+decoder cannot take, or one failing the structure check the CPU lanes run before decoding
+(`kernels.jpeg_check`, which GPU decoders would otherwise decode into garbage), raises
+`Reroute`: a CPU lane then raises or skips it as it would have.
 
 This host preparation (about 0.6 ms an image on one core: mostly the keyed parameters,
 then the read and the header) capped the torch lane far below nvJPEG when one thread did
@@ -25,6 +27,7 @@ from hybridload.errors import Reroute, SampleError
 from hybridload.batch_result import BatchResult
 from hybridload.kernels import check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
+from hybridload.kernels.jpeg_check import check_jpeg
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
 
@@ -102,6 +105,7 @@ def _check_reads(recipe, seed: int, epoch: int, refs, reads, labels: np.ndarray)
         try:
             w, h = image_size(payload)
             check_pixels(w, h)
+            check_jpeg(payload)  # what the CPU lanes refuse before decoding, GPU decoders would decode
             params.append(recipe.sample_params(seed, epoch, i, w, h))
         except Exception as exc:
             raise Reroute(f"sample {i} ({ref.location}): {exc}") from None
