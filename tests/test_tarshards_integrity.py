@@ -183,3 +183,41 @@ def test_members_with_long_or_non_ascii_names_pass_the_per_read_header_check(tmp
     path = write_shard(tmp_path / "u.tar", [(n, b"\xff\xd8" + bytes([i]) * (50 + i)) for i, n in enumerate(names)])
     src = sources.TarShards(path)
     assert [src.read(src.ref(i))[0] for i in range(4)] == [b"\xff\xd8" + bytes([i]) * (50 + i) for i in range(4)]
+
+
+def _one_shard_in_sub(tmp_path, monkeypatch):
+    """``sub/s0.tar`` (3 samples) and ``sub/link.tar`` (a symlink to it), the working directory at ``tmp_path``."""
+    (tmp_path / "sub").mkdir()
+    small_shard(tmp_path / "sub" / "s0.tar", [0, 1, 2])
+    os.symlink("s0.tar", tmp_path / "sub" / "link.tar")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "second", ["sub/./s0.tar", "sub//s0.tar", "sub/../sub/s0.tar", "sub/link.tar", "file://{tmp}/sub/s0.tar"]
+)
+def test_one_shard_under_two_spellings_is_refused_naming_both_entries(tmp_path, monkeypatch, second):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    second = second.format(tmp=tmp_path)
+    with pytest.raises(ValueError, match=rf"'sub/s0.tar' and {re.escape(repr(second))} name the same shard"):
+        sources.TarShards(["sub/s0.tar", second])
+    with pytest.raises(ValueError, match=r"name the same shard"):  # a relative and an absolute spelling
+        sources.TarShards([str(tmp_path / "sub" / "s0.tar"), second])
+
+
+def test_index_refuses_a_pattern_naming_one_shard_twice_and_writes_no_manifest(tmp_path, monkeypatch, capsys):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    for pattern in ("sub/{s0,./s0}.tar", "sub/{s0,link}.tar"):
+        assert main(["index", pattern, "-o", "m.json", "--quiet", "--workers", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "name the same shard" in err and "sub/s0.tar" in err, err
+        assert sorted(os.listdir(tmp_path)) == ["sub"]
+
+
+@pytest.mark.parametrize("second", ["{tmp}/sub//s0.tar", "file://{tmp}/sub/s0.tar", "{tmp}/sub/../sub/s0.tar"])
+def test_a_manifest_listing_one_shard_under_two_spellings_is_a_manifest_error(tmp_path, monkeypatch, second):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    entries = [{"url": "sub/s0.tar", "nsamples": 3}, {"url": second.format(tmp=tmp_path), "nsamples": 3}]
+    (tmp_path / "m.json").write_text(json.dumps({"wids_version": 1, "shardlist": entries}))
+    with pytest.raises(ManifestError, match=r"lists the shard .*s0.tar' twice \(shardlist\[0\] and shardlist\[1\]"):
+        sources.TarShards(str(tmp_path / "m.json"))

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from typing import Any, Mapping
 
 from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
+from hybridload.sources.tar.atomic_write import write_atomic
 
 log = logging.getLogger("hybridload.sources.tar.tar_index")
 
@@ -166,7 +165,4 @@ def write_sidecar(
         fs, path = url_to_fs(where, storage_options)
         fs.pipe_file(path, doc)
         return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(where)), suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(doc)
-    os.replace(tmp, where)
+    write_atomic(where, doc)

@@ -21,10 +21,10 @@ import os
 import re
 import stat
 import tarfile
-import tempfile
 from typing import Any, BinaryIO, Callable, Mapping
 
 from hybridload.sources._base import is_url, read_error, url_to_fs
+from hybridload.sources.tar.atomic_write import write_atomic
 from hybridload.sources.tar.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
 
 __all__ = [
@@ -176,10 +176,7 @@ def _save_json(path: str, url: str, size: int, stamp: str, samples: list) -> Non
     doc = {"version": INDEX_VERSION, "url": url, "size": size, "stamp": stamp, "samples": samples}
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, path)  # atomic: concurrent ranks never see half a file
+        write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())  # concurrent ranks never see half a file
     except OSError as exc:
         log.warning("TarShards: could not write the index cache %s (%s); continuing without it", path, exc)
 
