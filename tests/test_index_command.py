@@ -104,6 +104,9 @@ def test_a_glob_pattern_names_its_shards_in_sorted_order(shard_dir, tmp_path, mo
     assert index("nothing-*.tar", tmp_path / "m2.json", "--workers", "1") == 2
     err = capsys.readouterr().err
     assert "'nothing-*.tar' matches no file" in err and "brace pattern" in err, err
+    assert index("memory://hl-glob/*.tar", tmp_path / "m3.json", "--workers", "1") == 2
+    err = capsys.readouterr().err
+    assert "a glob is expanded for local paths only" in err and "brace pattern" in err, err
 
 
 def test_the_failure_line_names_the_first_failed_shard_in_order_and_counts_in_words():

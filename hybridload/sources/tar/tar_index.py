@@ -64,7 +64,13 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
         fs, path = url_to_fs(url, storage_options)
         info = fs.info(path)
     except FileNotFoundError:
-        raise FileNotFoundError(f"TarShards: shard {url!r} does not exist") from None
+        hint = (
+            " (a glob is expanded for local paths only; name URL shards with a brace pattern such as "
+            "'train-{000000..000099}.tar')"
+            if is_url(url) and any(c in url for c in "*?[")
+            else ""
+        )
+        raise FileNotFoundError(f"TarShards: shard {url!r} does not exist{hint}") from None
     except IsADirectoryError:
         raise
     except OSError as exc:
