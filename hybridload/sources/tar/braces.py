@@ -11,7 +11,7 @@ from typing import Sequence
 
 import braceexpand as _braceexpand_lib
 
-from hybridload.sources.tar.shard_names import expand_glob, first_repeat, shard_key
+from hybridload.sources.tar.shard_names import expand_glob, repeated_shard
 
 
 def braceexpand(pattern: str) -> list[str]:
@@ -68,7 +68,7 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
         if not isinstance(u, (str, os.PathLike)):
             raise TypeError(f"TarShards: shard URLs must be strings, got {type(u).__name__}")
         out += [g for b in braceexpand(os.fspath(u)) for g in expand_glob(b)]
-    repeat = first_repeat(out, lambda u: shard_key(u, links=True))
+    repeat = repeated_shard(out, links=True)
     if repeat is not None:
         i, j = repeat
         named = (

@@ -22,7 +22,7 @@ from hybridload.errors import ManifestError
 
 from hybridload.sources._base import is_url, read_bytes, read_error
 from hybridload.sources.tar.atomic_write import write_atomic
-from hybridload.sources.tar.shard_names import first_repeat, shard_key
+from hybridload.sources.tar.shard_names import repeated_shard
 
 WIDS_VERSION = 1
 #: the most samples a dataset can hold: its indices are int64
@@ -138,7 +138,7 @@ def _check_unique(where: str, urls: list[str]) -> None:
     """A shard listed twice, under one spelling or two (``sub/s0.tar`` and ``/data/sub//s0.tar``,
     a path and its ``file://`` URL: `shard_names`, without touching the shards) would be read
     twice every epoch: a ManifestError naming both entries."""
-    repeat = first_repeat(urls, shard_key)
+    repeat = repeated_shard(urls)
     if repeat is None:
         return
     i, j = repeat

@@ -15,9 +15,10 @@ to one file are two shards, as two copies would be.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
-from typing import Callable, Iterable
+from typing import Sequence
 
 from hybridload.sources._base import is_url
 
@@ -26,6 +27,7 @@ _CACHES = ("simplecache", "filecache", "blockcache", "cached")
 _LOCAL = ("file", "local")
 
 
+@functools.lru_cache(maxsize=64)
 def _protocol_key(protocol: str) -> str:
     """One name for the protocols fsspec serves with one filesystem class (``s3``, ``s3a``)."""
     try:
@@ -58,26 +60,46 @@ def local_path(url: str) -> str | None:
 def shard_key(url: str, links: bool = False) -> str:
     """What every spelling of the shard ``url`` shares (see the module's docstring); ``links``:
     resolve the symlinks of a local path too."""
+    if not links and url[:1] == "/" and "//" not in url and "/." not in url:
+        return url  # the form a manifest mostly holds (10^6 of them): normal already, no call
+    protocol, sep, rest = url.partition("://")
+    if sep and "::" not in url and protocol.lower() not in _LOCAL and is_url(url):
+        return f"{_protocol_key(protocol)}{sep}{rest}"
     path = local_path(url)
     if path is not None:
         if links:
             return os.path.realpath(path)
-        if path.startswith("/") and "//" not in path and "/." not in path:
-            return path  # the form a manifest mostly holds: normal already, no call
         return os.path.normpath(os.path.abspath(path))
     protocol, sep, rest = _uncached(url).partition("://")
     return f"{_protocol_key(protocol)}{sep}{rest}"
 
 
-def first_repeat(urls: Iterable[str], key: Callable[[str], str]) -> tuple[int, int] | None:
-    """``(i, j)``: entry ``j`` names the shard entry ``i`` named before it (by ``key``), the first
-    such ``j``; None where every shard is named once."""
+def repeated_shard(urls: Sequence[str], links: bool = False) -> tuple[int, int] | None:
+    """``(i, j)``: entry ``j`` names the shard entry ``i`` named before it (by `shard_key`), the
+    first such ``j``; None where every shard is named once. Without ``links``, a list whose
+    entries are all their own keys (normal absolute paths, or URLs of one protocol: what a
+    manifest of 10^6 shards holds) is checked as a set, without a key per entry."""
+    if not links and len(set(urls)) == len(urls) and _plain(urls):
+        return None
     seen: dict[str, int] = {}
     for j, url in enumerate(urls):
-        i = seen.setdefault(key(url), j)
+        i = seen.setdefault(shard_key(url, links), j)
         if i != j:
             return i, j
     return None
+
+
+def _plain(urls: Sequence[str]) -> bool:
+    """Whether every entry is its own `shard_key` up to one protocol's spelling: two entries
+    name one shard only where they are equal."""
+    if not urls:
+        return True
+    if urls[0][:1] == "/":
+        return not any(u[:1] != "/" or "//" in u or "/." in u for u in urls)
+    prefix = urls[0].partition("://")[0] + "://"
+    if prefix == "://" or prefix[:-3].lower() in _LOCAL or "::" in prefix:
+        return False
+    return all(u.startswith(prefix) and "::" not in u for u in urls)
 
 
 def expand_glob(url: str) -> list[str]:
