@@ -54,6 +54,61 @@ def test_a_pattern_that_names_only_missing_shards_leaves_no_partial_file(tmp_pat
     assert "no shard was indexed" in err and not (tmp_path / "m.json.partial").exists()
 
 
+def test_an_out_that_is_a_directory_is_refused_before_any_work_and_leaves_nothing(
+    shard_dir, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    assert index(shard_dir / "shard-000.tar", "d", "--workers", "1") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "hybridload index: -o d is a directory: -o must be a file path, e.g. -o d/manifest.json", err
+    assert sorted(os.listdir(tmp_path)) == ["d"] and not os.listdir(tmp_path / "d")
+    assert not os.path.exists(str(shard_dir / "shard-000.tar") + ".members.json")  # refused before any shard
+
+
+def test_a_manifest_that_cannot_replace_its_out_leaves_no_temporary_file(shard_dir, tmp_path, monkeypatch, capsys):
+    from hybridload.sources.tar import manifest
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", src)
+
+    monkeypatch.setattr(manifest.os, "replace", refuse)
+    assert index(shard_dir / "shard-000.tar", tmp_path / "m.json", "--workers", "1", "--no-sidecars") == 2
+    err = capsys.readouterr().err
+    assert "Permission denied" in err and ".tmp" not in err, err
+    assert sorted(os.listdir(tmp_path)) == ["m.json.partial"]  # the counted shard, kept to resume
+
+
+def test_the_manifest_and_sidecars_are_written_with_the_umasks_mode(shard_dir, tmp_path):
+    import shutil
+
+    shutil.copy(shard_dir / "shard-000.tar", tmp_path / "s.tar")
+    old = os.umask(0o022)
+    try:
+        assert index(tmp_path / "s.tar", tmp_path / "m.json", "--workers", "1") == 0
+        modes = {p: os.stat(tmp_path / p).st_mode & 0o777 for p in ("m.json", "s.tar.members.json")}
+        assert modes == {"m.json": 0o644, "s.tar.members.json": 0o644}
+        os.umask(0o077)
+        assert index(tmp_path / "s.tar", tmp_path / "m2.json", "--workers", "1") == 0
+        assert os.stat(tmp_path / "m2.json").st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_a_glob_pattern_names_its_shards_in_sorted_order(shard_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(shard_dir)
+    out = tmp_path / "m.json"
+    assert index("shard-*.tar", out, "--workers", "1", "--no-sidecars") == 0
+    urls = [e["url"] for e in json.loads(out.read_text())["shardlist"]]
+    assert urls == [str(shard_dir / f"shard-{s:03d}.tar") for s in range(3)]
+    assert index("nothing-*.tar", tmp_path / "m2.json", "--workers", "1") == 2
+    err = capsys.readouterr().err
+    assert "'nothing-*.tar' matches no file" in err and "brace pattern" in err, err
+    assert index("memory://hl-glob/*.tar", tmp_path / "m3.json", "--workers", "1") == 2
+    err = capsys.readouterr().err
+    assert "a glob is expanded for local paths only" in err and "brace pattern" in err, err
+
+
 def test_the_failure_line_names_the_first_failed_shard_in_order_and_counts_in_words():
     urls = [f"s-{i}.tar" for i in range(4)]
     line = index_cmd.failure_line(urls, [("s-3.tar", "bad three"), ("s-1.tar", "bad one")], 1, "m.json.partial")

@@ -2,6 +2,7 @@
 
 import gc
 import hashlib
+import os
 import threading
 import time
 
@@ -14,6 +15,11 @@ from hybridload.errors import BatchTimeoutError, ResumeMismatchError, SampleErro
 
 from support.resume_helper import check_resume
 from support.streams import check_the_newer_pass_supersedes_the_older, stream
+
+import test_tarshards
+
+#: the tar source's fixtures, by assignment (an import would need a noqa that `ruff format` moves)
+folder, shard_dir = test_tarshards.folder, test_tarshards.shard_dir
 
 REC = recipe.imagenet_train(48)
 
@@ -70,6 +76,43 @@ def test_load_state_dict_refuses_another_seed_or_dataset(photo_root):
             b.load_state_dict(a.state_dict())
         with pytest.raises(ResumeMismatchError, match="num_samples=61 but this one has num_samples=60"):
             b.load_state_dict(dict(a.state_dict(), seed=1, num_samples=61))
+
+
+def _state_after_one_batch(src):
+    with HybridLoader(src, REC, 8, policy=inproc(), seed=3) as ld:
+        next(iter(ld))
+        return ld.state_dict()
+
+
+def _resume(src, state):
+    with HybridLoader(src, REC, 8, policy=inproc(), seed=3) as ld:
+        ld.load_state_dict(state)
+        return len(list(ld))
+
+
+def test_a_state_saved_over_one_image_folder_resumes_only_over_that_folder(photo_root, shard_dir, tmp_path):
+    import shutil
+
+    state = _state_after_one_batch(sources.ImageFolder(photo_root))
+    moved = shutil.copytree(photo_root, tmp_path / "moved")  # the same tree elsewhere: the same dataset
+    assert _resume(sources.ImageFolder(moved), state) == 7
+    renamed = shutil.copytree(photo_root, tmp_path / "renamed")  # 60 files still: only num_samples agrees
+    os.rename(renamed / "class_002", renamed / "class_zzz")
+    other = shutil.copytree(photo_root, tmp_path / "other")
+    first = sorted(os.listdir(other / "class_001"))[0]
+    os.rename(other / "class_001" / first, other / "class_001" / ("x" + first))
+    for src, what in (
+        (sources.ImageFolder(renamed), "its classes and relative paths differ"),
+        (sources.ImageFolder(other), "its relative paths differ"),
+        (sources.FileList(sources.ImageFolder(photo_root).paths), "an ImageFolder then, a FileList now"),
+        (sources.TarShards(str(shard_dir / "shard-{000..002}.tar")), "an ImageFolder then, another source now"),
+    ):
+        with pytest.raises(
+            ResumeMismatchError, match=f"saved over another dataset \\({what}\\): source='ImageFolder; "
+        ) as info:
+            _resume(src, state)
+        assert info.value.field == "source"
+    assert _resume(sources.ImageFolder(renamed), dict(state, source=None)) == 7  # a state of an older hybridload
 
 
 def test_a_bad_sample_raises_after_every_earlier_batch_was_delivered(photo_root, bad_files):

@@ -183,3 +183,115 @@ def test_members_with_long_or_non_ascii_names_pass_the_per_read_header_check(tmp
     path = write_shard(tmp_path / "u.tar", [(n, b"\xff\xd8" + bytes([i]) * (50 + i)) for i, n in enumerate(names)])
     src = sources.TarShards(path)
     assert [src.read(src.ref(i))[0] for i in range(4)] == [b"\xff\xd8" + bytes([i]) * (50 + i) for i in range(4)]
+
+
+def _one_shard_in_sub(tmp_path, monkeypatch):
+    """``sub/s0.tar`` (3 samples) and ``sub/link.tar`` (a symlink to it), the working directory at ``tmp_path``."""
+    (tmp_path / "sub").mkdir()
+    small_shard(tmp_path / "sub" / "s0.tar", [0, 1, 2])
+    os.symlink("s0.tar", tmp_path / "sub" / "link.tar")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "second", ["sub/./s0.tar", "sub//s0.tar", "sub/../sub/s0.tar", "sub/link.tar", "file://{tmp}/sub/s0.tar"]
+)
+def test_one_shard_under_two_spellings_is_refused_naming_both_entries(tmp_path, monkeypatch, second):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    second = second.format(tmp=tmp_path)
+    with pytest.raises(ValueError, match=rf"'sub/s0.tar' and {re.escape(repr(second))} name the same shard"):
+        sources.TarShards(["sub/s0.tar", second])
+    with pytest.raises(ValueError, match=r"name the same shard"):  # a relative and an absolute spelling
+        sources.TarShards([str(tmp_path / "sub" / "s0.tar"), second])
+
+
+def test_index_refuses_a_pattern_naming_one_shard_twice_and_writes_no_manifest(tmp_path, monkeypatch, capsys):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    for pattern in ("sub/{s0,./s0}.tar", "sub/{s0,link}.tar"):
+        assert main(["index", pattern, "-o", "m.json", "--quiet", "--workers", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "name the same shard" in err and "sub/s0.tar" in err, err
+        assert sorted(os.listdir(tmp_path)) == ["sub"]
+
+
+@pytest.mark.parametrize("second", ["{tmp}/sub//s0.tar", "file://{tmp}/sub/s0.tar", "{tmp}/sub/../sub/s0.tar"])
+def test_a_manifest_listing_one_shard_under_two_spellings_is_a_manifest_error(tmp_path, monkeypatch, second):
+    _one_shard_in_sub(tmp_path, monkeypatch)
+    entries = [{"url": "sub/s0.tar", "nsamples": 3}, {"url": second.format(tmp=tmp_path), "nsamples": 3}]
+    (tmp_path / "m.json").write_text(json.dumps({"wids_version": 1, "shardlist": entries}))
+    with pytest.raises(ManifestError, match=r"lists the shard .*s0.tar' twice \(shardlist\[0\] and shardlist\[1\]"):
+        sources.TarShards(str(tmp_path / "m.json"))
+
+
+def _twice(s):
+    s[1] = s[0]  # one sample listed twice, its neighbour never
+
+
+def _swapped(s):
+    s[0], s[1] = s[1], s[0]
+
+
+def _relabelled(s):
+    s[0][2] = "2\n" if s[0][2] != "2\n" else "1\n"
+
+
+def _off_boundary(s):
+    s[3][1] = [[ext, off + 100, size - 100] if ext == "jpg" else [ext, off, size] for ext, off, size in s[3][1]]
+
+
+def _member_of_another(s):
+    jpg6 = next(m for m in s[6][1] if m[0] == "jpg")
+    s[5][1] = [m if m[0] != "cls" else ["cls", *jpg6[1:]] for m in s[5][1]]  # sample 6's image as 5's label
+
+
+def _past_end(s):
+    s[-1][1] = [[ext, off + 4 * 512, size] for ext, off, size in s[-1][1]]
+
+
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (
+            _twice,
+            r"samples\[1\] \('.*'\) does not follow samples\[0\] in tar order: a member listed twice or out of order",
+        ),
+        (_swapped, r"samples\[1\] \('.*'\) does not follow samples\[0\] in tar order"),
+        (_relabelled, r"its member table does not match its digest \(edited after `hybridload index` wrote it"),
+        (_off_boundary, r"samples\[3\] \('.*'\) has a member at offset \d+, not on a 512-byte tar block"),
+        (_member_of_another, r"samples\[6\] \('.*'\) has a member at offset \d+, inside a member of samples\[5\]"),
+        (
+            _past_end,
+            r"samples\[19\] \('.*'\) has a member at offset \d+ of \d+ bytes, outside the shard's members \(bytes 512 to \d+\)",
+        ),
+    ],
+)
+def test_a_sidecar_whose_member_table_was_edited_is_ignored_and_the_shard_scanned(shards, caplog, edit, why):
+    # size, stamp and end stay: only the table's own order, bounds and digest show the edit
+    d, m = shards
+    side = d / "shard-001.tar.members.json"
+    doc = json.loads(side.read_text())
+    edit(doc["samples"])
+    side.write_text(json.dumps(doc))
+    src = sources.TarShards(str(m))
+    good = sources.TarShards(str(d / "shard-001.tar"), image_exts=("jpg",))
+    assert [src.read(src.ref(20 + i)) for i in range(20)] == [good.read(good.ref(i)) for i in range(20)]
+    assert [src.ref(20 + i).location for i in range(20)] == [good.ref(i).location for i in range(20)]
+    assert "shard-001.tar.members.json" in caplog.text
+    assert any(re.search(why, r.getMessage()) for r in caplog.records), caplog.text
+
+
+def test_a_sidecar_an_older_hybridload_wrote_is_scanned_with_one_warning_to_index_again(shards, caplog, monkeypatch):
+    from hybridload.sources.tar import sidecar
+
+    monkeypatch.setattr(sidecar, "_older_seen", False)  # the warning is once per process
+    d, m = shards
+    for s in range(3):
+        side = d / f"shard-{s:03d}.tar.members.json"
+        doc = json.loads(side.read_text())
+        doc["hybridload_members"] = 2  # an older sidecar: no digest of its table
+        del doc["digest"]
+        side.write_text(json.dumps(doc))
+    src = sources.TarShards(str(m))
+    assert [src.ref(i).label for i in range(60)] == [sources.TarShards(str(m)).ref(i).label for i in range(60)]
+    older = [r.getMessage() for r in caplog.records if "an older hybridload" in r.getMessage()]
+    assert len(older) == 1 and "run `hybridload index` again" in older[0], caplog.text

@@ -123,13 +123,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     from hybridload.sources.tar.manifest import write_manifest
     from hybridload.sources.tar.tarshards import IMAGE_EXTS
 
+    out = os.fspath(args.out)
+    if os.path.isdir(out):  # before any work: nothing to clean up after
+        raise UsageError(
+            f"-o {out} is a directory: -o must be a file path, e.g. -o {os.path.join(out, 'manifest.json')}"
+        )
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise UsageError(f"-o {out}: its directory does not exist")
     with user_input("PATTERN"):
         urls = expand_urls(args.pattern)
     if not urls:
         raise UsageError(f"{args.pattern!r} names no shards")
-    out = os.fspath(args.out)
-    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-        raise UsageError(f"-o {out}: its directory does not exist")
     partial = out + ".partial"
     done = read_partial(partial)
     todo = [u for u in urls if u not in done]

@@ -85,6 +85,12 @@ class ResumeMismatchError(HybridLoadError, ValueError):
 
     def __init__(self, field: str, saved, mine, where: str):
         self.field, self.saved, self.mine = field, saved, mine
+        if field == "source":
+            super().__init__(
+                f"{where}: the state was saved over another dataset ({_what_differs(saved, mine)}): "
+                f"source={saved!r} then, source={mine!r} now; resume it over the dataset it was saved over"
+            )
+            return
         super().__init__(
             f"{where}: the state was saved with {field}={saved!r} but this one has {field}={mine!r}; "
             f"build it with {field}={saved!r} (the same dataset and seed) to resume"
@@ -92,6 +98,26 @@ class ResumeMismatchError(HybridLoadError, ValueError):
 
     def __reduce__(self):
         return (type(self), (self.field, self.saved, self.mine, str(self).split(":", 1)[0]))
+
+
+def _what_differs(saved: object, mine: object) -> str:
+    """What of two source fingerprints (``"Kind; part: value; ..."``, `Source.fingerprint`)
+    differs, in words: the kinds, or the parts by name."""
+
+    def parts(fp: object) -> tuple[str | None, dict[str, str]]:
+        if not isinstance(fp, str) or "; " not in fp:
+            return None, {}
+        kind, *rest = fp.split("; ")
+        return kind, {p.partition(": ")[0]: p.partition(": ")[2] for p in rest}
+
+    (kind_a, a), (kind_b, b) = parts(saved), parts(mine)
+    if kind_a != kind_b:
+        then, now = (f"{'an' if k[0] in 'AEIOU' else 'a'} {k}" if k else "another source" for k in (kind_a, kind_b))
+        return f"{then} then, {now} now"
+    names = [k for k in a if a[k] != b.get(k)] + [k for k in b if k not in a]
+    if not names:
+        return "its fingerprint differs"
+    return f"its {' and '.join(names) if len(names) < 3 else ', '.join(names[:-1]) + ' and ' + names[-1]} differ"
 
 
 class BatchTimeoutError(HybridLoadError, RuntimeError):

@@ -75,9 +75,13 @@ class Source:
 
     def fingerprint(self) -> str | None:
         """What a saved loader state records of the dataset beyond its size, and a resume must
-        find again (`ResumeMismatchError` otherwise); None: nothing
-        beyond the size. `TarShards` gives its shards' names and counts, in order."""
-        return None
+        find again (`ResumeMismatchError`, naming what differs, otherwise): ``"Kind; part:
+        value; ..."``. The base gives its class and size; `ImageFolder` its classes and the
+        digest of its files' paths below the root, `FileList` the digests of its paths (below
+        their common directory) and labels, `TarShards` its shards' names and counts, in
+        order. A dataset moved elsewhere keeps its fingerprint. A subclass whose samples differ
+        from another's of the same class and size says so here."""
+        return f"{type(self).__name__}; samples: {len(self)}"
 
     def _check_index(self, index: int) -> int:
         n = len(self)

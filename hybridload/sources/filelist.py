@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -61,7 +62,20 @@ class FileList(Source):
                 f"({self.paths[bad]}) has label {values[bad]!r} ({given.dtype})"
             )
         self._labels = given.astype(np.int64)
+        self._fingerprint: str | None = None  # made when a state first asks for it
         check_protocols(self.paths, self.storage_options)
+
+    def fingerprint(self) -> str:
+        """The kind, the file count and digests of the paths below their common directory (a
+        dataset moved keeps it) and of the labels, made once."""
+        if self._fingerprint is None:
+            common = os.path.commonprefix([min(self.paths), max(self.paths)]) if self.paths else ""
+            cut = common.rfind("/") + 1  # the directory all share, as a prefix of whole names
+            self._fingerprint = (
+                f"{type(self).__name__}; files: {len(self.paths)}; paths: sha1 {names_digest(p[cut:] for p in self.paths)}; "
+                f"labels: sha1 {hashlib.sha1(self._labels.tobytes()).hexdigest()[:12]}"
+            )
+        return self._fingerprint
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -76,3 +90,11 @@ class FileList(Source):
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
         """The reads of ``refs`` in order, ``io_threads`` of them in flight at once."""
         return ordered_reads(self.read, refs, self.io_threads)
+
+
+def names_digest(names: Iterable[str]) -> str:
+    """A short digest of ``names`` in order (what a fingerprint records of a source's paths)."""
+    h = hashlib.sha1()
+    for name in names:
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()[:12]

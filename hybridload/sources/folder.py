@@ -6,10 +6,10 @@ import logging
 import os
 import posixpath
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from hybridload.sources._base import is_url, url_to_fs
-from hybridload.sources.filelist import FileList
+from hybridload.sources.filelist import FileList, names_digest
 from hybridload.sources.read_retry import ReadRetry
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,8 @@ class ImageFolder(FileList):
             super().__init__(
                 paths, labels, storage_options=storage_options, io_threads=io_threads, read_retry=read_retry
             )
+            cut = len(root.rstrip("/")) + 1
+            self._fingerprint = _folder_fingerprint(self.classes, len(paths), (p[cut:] for p in paths))
             return
         root_path = Path(root)
         if not root_path.is_dir():
@@ -80,6 +82,19 @@ class ImageFolder(FileList):
                 "remove those folders or add their images"
             )
         super().__init__(paths, labels, io_threads=io_threads, read_retry=read_retry)
+        tops = [len(str(root_path / c)) for c in self.classes]  # each class's files start with its folder
+        rel = (self.classes[k] + p[tops[k] :] for p, k in zip(paths, labels))
+        self._fingerprint = _folder_fingerprint(self.classes, len(paths), rel)
+
+
+def _folder_fingerprint(classes: list[str], files: int, relative: Iterable[str]) -> str:
+    """What a saved state records of a tree (`Source.fingerprint`): its classes, its file
+    count and a digest of its files' paths below the root, in listing order (a tree moved
+    elsewhere keeps it; a renamed, added or removed file or class changes it)."""
+    shown = ", ".join(classes[:3]) + (f", ... sha1 {names_digest(classes)}" if len(classes) > 3 else "")
+    return (
+        f"ImageFolder; classes: {len(classes)} ({shown}); files: {files}; relative paths: sha1 {names_digest(relative)}"
+    )
 
 
 def _walk_class(top: Path, exts: tuple[str, ...]) -> list[str]:

@@ -55,6 +55,11 @@ class TorchDataset(Source):
     def __len__(self) -> int:
         return len(self.dataset)
 
+    def fingerprint(self) -> str:
+        """The dataset's name and size: a state of another kind of source, or of a dataset of
+        another class, is refused (the samples themselves are the dataset's own business)."""
+        return f"TorchDataset; dataset: {self.name}; samples: {len(self)}"
+
     def ref(self, index: int) -> SampleRef:
         i = self._check_index(index)
         last = getattr(self._last, "read", None)

@@ -16,9 +16,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """The ``index`` subcommand on ``sub`` (the command line's subparsers)."""
     ix = sub.add_parser(NAME, help="write a shard manifest (and sidecar member indexes) for TarShards")
     ix.add_argument(
-        "pattern", metavar="PATTERN", help="the shards: a brace pattern such as 'train-{000000..000999}.tar'"
+        "pattern",
+        metavar="PATTERN",
+        help="the shards: a brace pattern such as 'train-{000000..000999}.tar', or a local glob such as "
+        "'train/*.tar' (sorted)",
     )
-    ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write")
+    ix.add_argument("-o", "--out", default="manifest.json", help="the manifest to write: a file path, not a directory")
     ix.add_argument(
         "--workers",
         type=positive_int,

@@ -1,7 +1,7 @@
 """Shell-style brace expansion of shard URL patterns, through the ``braceexpand`` library.
 
 WebDataset expands its shard specs with the same library, so a pattern means the same
-shards here as there.
+shards here as there (a local glob, which WebDataset refuses, is expanded too).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import os
 from typing import Sequence
 
 import braceexpand as _braceexpand_lib
+
+from hybridload.sources.tar.shard_names import expand_glob, repeated_shard
 
 
 def braceexpand(pattern: str) -> list[str]:
@@ -43,18 +45,21 @@ def braceexpand(pattern: str) -> list[str]:
 
 
 def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Shard URLs from a brace pattern or a list of them (each entry expanded).
+    """Shard URLs from a brace pattern or a list of them (each entry expanded), each shard once.
 
     Args:
-        urls: a pattern, a path, or a list of them.
+        urls: a pattern, a path, or a list of them; a local path with ``*``, ``?`` or ``[``
+            that names no file is a glob, expanded in sorted order (`shard_names`).
 
     Returns:
         The expanded URLs, entry by entry in the order given.
 
     Raises:
         TypeError: an entry is not a string or path.
-        ValueError: an entry has an unbalanced brace, or a shard is named twice (``{a,a}``,
-            a list with a repeated entry): its samples would come twice every epoch.
+        ValueError: an entry has an unbalanced brace, or a shard is named twice, under one
+            spelling or two (``{a,a}``, ``sub/s0.tar`` and ``sub/./s0.tar``, a symlink and its
+            target, a path and its ``file://`` URL): its samples would come twice every epoch.
+        FileNotFoundError: a glob that matches no file.
     """
     if isinstance(urls, (str, os.PathLike)):
         urls = [urls]
@@ -62,15 +67,17 @@ def expand_urls(urls: str | os.PathLike | Sequence[str | os.PathLike]) -> list[s
     for u in urls:
         if not isinstance(u, (str, os.PathLike)):
             raise TypeError(f"TarShards: shard URLs must be strings, got {type(u).__name__}")
-        out += braceexpand(os.fspath(u))
-    if len(set(out)) != len(out):
-        seen: set[str] = set()
-        for twice in out:  # the first URL named a second time
-            if twice in seen:
-                break
-            seen.add(twice)
+        out += [g for b in braceexpand(os.fspath(u)) for g in expand_glob(b)]
+    repeat = repeated_shard(out, links=True)
+    if repeat is not None:
+        i, j = repeat
+        named = (
+            f"the shard {out[i]!r} is named twice"
+            if out[i] == out[j]
+            else f"{out[i]!r} and {out[j]!r} name the same shard"
+        )
         raise ValueError(
-            f"TarShards: the shard {twice!r} is named twice by {str(urls)[:200]}; its samples would come "
+            f"TarShards: {named} (entries {i} and {j} of {str(urls)[:200]}); its samples would come "
             "twice every epoch: name each shard once"
         )
     return out

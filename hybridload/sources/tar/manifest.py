@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import tempfile
 from typing import Any, Mapping, Sequence, TypeGuard
 
 from hybridload.errors import ManifestError
 
 from hybridload.sources._base import is_url, read_bytes, read_error
+from hybridload.sources.tar.atomic_write import write_atomic
+from hybridload.sources.tar.shard_names import repeated_shard
 
 WIDS_VERSION = 1
 #: the most samples a dataset can hold: its indices are int64
@@ -134,17 +135,18 @@ def read_manifest(
 
 
 def _check_unique(where: str, urls: list[str]) -> None:
-    """A shard listed twice would be read twice every epoch: a ManifestError naming both entries."""
-    if len(set(urls)) == len(urls):
+    """A shard listed twice, under one spelling or two (``sub/s0.tar`` and ``/data/sub//s0.tar``,
+    a path and its ``file://`` URL: `shard_names`, without touching the shards) would be read
+    twice every epoch: a ManifestError naming both entries."""
+    repeat = repeated_shard(urls)
+    if repeat is None:
         return
-    first: dict[str, int] = {}
-    for i, u in enumerate(urls):
-        if u in first:
-            raise ManifestError(
-                f"TarShards: manifest {where!r} lists the shard {u!r} twice (shardlist[{first[u]}] and "
-                f"shardlist[{i}]): its samples would come twice every epoch; list each shard once"
-            )
-        first[u] = i
+    i, j = repeat
+    also = f", as {urls[j]!r}" if urls[j] != urls[i] else ""
+    raise ManifestError(
+        f"TarShards: manifest {where!r} lists the shard {urls[i]!r} twice (shardlist[{i}] and "
+        f"shardlist[{j}]{also}): its samples would come twice every epoch; list each shard once"
+    )
 
 
 def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = None) -> dict:
@@ -169,10 +171,7 @@ def manifest_doc(urls: Sequence[str], counts: Sequence[int], base: str | None = 
 
 def write_manifest(location: str | os.PathLike, urls: Sequence[str], counts: Sequence[int]) -> None:
     """Write the manifest of ``urls`` and ``counts`` to local ``location`` atomically, URLs
-    below its directory relative to it."""
+    below its directory relative to it, with the mode ``open()`` gives (`atomic_write`)."""
     where = os.fspath(location)
     base = os.path.dirname(os.path.abspath(where))
-    fd, tmp = tempfile.mkstemp(dir=base, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(manifest_doc(urls, counts, base), f, separators=(",", ":"))
-    os.replace(tmp, where)
+    write_atomic(where, json.dumps(manifest_doc(urls, counts, base), separators=(",", ":")).encode())

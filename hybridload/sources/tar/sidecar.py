@@ -1,5 +1,5 @@
 """The sidecar member index next to a shard (``<shard>.members.json``), and the checks that
-keep a stale or malformed one from being used.
+keep a stale, malformed or edited one from being used.
 
 ``hybridload index`` writes, next to each shard, its member index (see `tar_index`)
 with what identifies the shard it was built from: its size, its modification stamp and
@@ -8,27 +8,31 @@ hold (the block at ``end`` must be the end-of-archive zeros: a member appended t
 the same size and stamp is seen); anything else is a *stale sidecar*, ignored with a warning
 and the shard scanned. Tar pads to 10 KiB records, so a shard rewritten with one sample more
 or other labels often keeps its size: the size alone is no key. A sidecar (or ``cache_dir``
-file) whose member table is malformed — offsets before the first header or past the shard's
-end, sizes that are not ints — is ignored the same way, so a bad one never reaches a read.
-"""
+file) whose member table is malformed or names a member twice or out of tar order
+(`member_table`: offsets on tar blocks, strictly increasing, inside ``end``), or whose table
+does not match the digest written with it (a label edited in place), is ignored the same way,
+so a bad one never reaches a read. A sidecar of an older hybridload (no digest) is scanned past
+too, with one warning per process to run ``hybridload index`` again."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from typing import Any, Mapping
 
 from hybridload.sources._base import is_url, read_bytes, read_error, url_to_fs
+from hybridload.sources.tar.atomic_write import write_atomic
+from hybridload.sources.tar.member_table import BLOCK, digest_holds, table_document, table_problem
 
 log = logging.getLogger("hybridload.sources.tar.tar_index")
 
 #: what ``hybridload index`` appends to a shard's URL for its sidecar member index
 SIDECAR_SUFFIX = ".members.json"
-SIDECAR_VERSION = 2
-#: a tar header (and a tar block)
-BLOCK = 512
+SIDECAR_VERSION = 3
+#: the versions an older hybridload wrote: without their table's digest (1: without the stamp too)
+OLDER_VERSIONS = (1, 2)
+
+_older_seen = False  # an older sidecar met in this process: warned once, not for each shard
 
 
 def sidecar_url(url: str) -> str:
@@ -36,41 +40,9 @@ def sidecar_url(url: str) -> str:
     return url + SIDECAR_SUFFIX
 
 
-def _is_count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def samples_problem(samples: Any, size: int) -> str:
-    """Why ``samples`` is not a member index of a shard of ``size`` bytes (``""``: it is one):
-    ``[[key, [[ext, offset, size], ...], cls_text|None], ...]``, every member inside the shard."""
-    if not isinstance(samples, list):
-        return f'"samples" is a {type(samples).__name__}, not a list'
-    for j, entry in enumerate(samples):
-        if not (
-            isinstance(entry, list)
-            and len(entry) == 3
-            and isinstance(entry[0], str)
-            and entry[0]
-            and isinstance(entry[1], list)
-            and (entry[2] is None or isinstance(entry[2], str))
-        ):
-            return f"samples[{j}] is {str(entry)[:60]}, not [key, [[ext, offset, size], ...], cls text or null]"
-        for m in entry[1]:
-            if not (
-                isinstance(m, list) and len(m) == 3 and isinstance(m[0], str) and _is_count(m[1]) and _is_count(m[2])
-            ):
-                return f"samples[{j}] ({entry[0]!r}) has the member {str(m)[:60]}, not [ext, offset, size]"
-            if m[1] < BLOCK or m[2] < 0 or m[1] + m[2] > size:
-                return (
-                    f"samples[{j}] ({entry[0]!r}) has a member at offset {m[1]} of {m[2]} bytes, outside the "
-                    f"shard's {size} bytes"
-                )
-    return ""
-
-
 def _tail_is_end(url: str, end: Any, size: int, storage_options: Mapping[str, Any]) -> bool:
     """Whether the block at ``end`` is the tar's end-of-archive zeros (or the shard ends there)."""
-    if not _is_count(end) or not BLOCK <= end <= size:
+    if isinstance(end, bool) or not isinstance(end, int) or not BLOCK <= end <= size:
         return False
     tail = read_bytes(url, storage_options, offset=end, size=BLOCK) if end < size else b""
     return not tail.strip(b"\0")
@@ -82,7 +54,8 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
     stale (written for another shard): then it is ignored, with a warning, and the shard scanned."""
     where = sidecar_url(url)
     try:
-        doc = json.loads(read_bytes(where, storage_options))
+        raw = read_bytes(where, storage_options)
+        doc = json.loads(raw)
     except FileNotFoundError:
         return None
     except Exception as exc:  # any filesystem's error, or bad JSON: scan instead
@@ -90,7 +63,10 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
             "TarShards: ignoring the unreadable sidecar index %s (%s); scanning the shard", where, read_error(exc)
         )
         return None
-    if not isinstance(doc, dict) or doc.get("hybridload_members") not in (1, SIDECAR_VERSION):
+    if isinstance(doc, dict) and doc.get("hybridload_members") in OLDER_VERSIONS:
+        _older(where)
+        return None
+    if not isinstance(doc, dict) or doc.get("hybridload_members") != SIDECAR_VERSION:
         log.warning("TarShards: ignoring %s: not a sidecar index of version %d", where, SIDECAR_VERSION)
         return None
     rerun = "the shard changed since it was written; run `hybridload index` again"
@@ -102,13 +78,6 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
             doc.get("size"),
             size,
             rerun,
-        )
-        return None
-    if "stamp" not in doc:
-        log.warning(
-            "TarShards: ignoring the sidecar index %s: an older hybridload wrote it without the shard's "
-            "modification stamp (run `hybridload index` again); scanning the shard",
-            where,
         )
         return None
     if doc.get("stamp") != stamp:
@@ -139,11 +108,33 @@ def read_sidecar(url: str, size: int, stamp: str, storage_options: Mapping[str, 
             rerun,
         )
         return None
-    problem = samples_problem(doc.get("samples"), size)
+    problem = table_problem(doc.get("samples"), size, doc["end"])
     if problem:
         log.warning("TarShards: ignoring the malformed sidecar index %s (%s); scanning the shard", where, problem)
         return None
+    if not digest_holds(doc, raw):
+        log.warning(
+            "TarShards: ignoring the sidecar index %s: its member table does not match its digest (edited after "
+            "`hybridload index` wrote it; run it again); scanning the shard",
+            where,
+        )
+        return None
     return doc["samples"]
+
+
+def _older(where: str) -> None:
+    """Say once per process that sidecars of an older hybridload are scanned past."""
+    global _older_seen
+    if _older_seen:
+        log.debug("TarShards: ignoring %s, a sidecar index of an older hybridload; scanning the shard", where)
+        return
+    _older_seen = True
+    log.warning(
+        "TarShards: ignoring %s and every other sidecar index an older hybridload wrote (without the digest of "
+        "its member table, which keeps an edited table from being used); scanning those shards: run "
+        "`hybridload index` again to rewrite them (this warning is given once)",
+        where,
+    )
 
 
 def write_sidecar(
@@ -151,22 +142,16 @@ def write_sidecar(
 ) -> None:
     """Write shard ``url``'s member index next to it (atomically for local shards); ``ident``
     is the shard's ``{"size", "stamp", "end"}`` as `index_shard` found them."""
-    doc = json.dumps(
-        {
-            "hybridload_members": SIDECAR_VERSION,
-            "size": ident["size"],
-            "stamp": ident["stamp"],
-            "end": ident["end"],
-            "samples": samples,
-        },
-        separators=(",", ":"),
-    ).encode()
+    fields = {
+        "hybridload_members": SIDECAR_VERSION,
+        "size": ident["size"],
+        "stamp": ident["stamp"],
+        "end": ident["end"],
+    }
+    doc = table_document(fields, samples)
     where = sidecar_url(url)
     if is_url(where):
         fs, path = url_to_fs(where, storage_options)
         fs.pipe_file(path, doc)
         return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(where)), suffix=".tmp")
-    with os.fdopen(fd, "wb") as f:
-        f.write(doc)
-    os.replace(tmp, where)
+    write_atomic(where, doc)

@@ -21,11 +21,12 @@ import os
 import re
 import stat
 import tarfile
-import tempfile
 from typing import Any, BinaryIO, Callable, Mapping
 
 from hybridload.sources._base import is_url, read_error, url_to_fs
-from hybridload.sources.tar.sidecar import SIDECAR_SUFFIX, read_sidecar, samples_problem, sidecar_url, write_sidecar
+from hybridload.sources.tar.atomic_write import write_atomic
+from hybridload.sources.tar.member_table import digest_holds, table_document, table_problem
+from hybridload.sources.tar.sidecar import SIDECAR_SUFFIX, read_sidecar, sidecar_url, write_sidecar
 
 __all__ = [
     "SIDECAR_SUFFIX",
@@ -39,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: with the digest of its table (an older file is rebuilt)
 
 _KEY_EXT = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # WebDataset's base_plus_ext
 _COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -63,7 +64,13 @@ def _fingerprint(url: str, storage_options: Mapping[str, Any]) -> tuple[int, str
         fs, path = url_to_fs(url, storage_options)
         info = fs.info(path)
     except FileNotFoundError:
-        raise FileNotFoundError(f"TarShards: shard {url!r} does not exist") from None
+        hint = (
+            " (a glob is expanded for local paths only; name URL shards with a brace pattern such as "
+            "'train-{000000..000099}.tar')"
+            if is_url(url) and any(c in url for c in "*?[")
+            else ""
+        )
+        raise FileNotFoundError(f"TarShards: shard {url!r} does not exist{hint}") from None
     except IsADirectoryError:
         raise
     except OSError as exc:
@@ -150,8 +157,9 @@ def _cache_file(cache_dir: str, url: str, size: int, stamp: str) -> str:
 
 def _load_json(path: str, url: str, size: int, stamp: str) -> list | None:
     try:
-        with open(path) as f:
-            doc = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
+        doc = json.loads(raw)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -165,7 +173,9 @@ def _load_json(path: str, url: str, size: int, stamp: str) -> list | None:
         or doc.get("stamp") != stamp
     ):
         return None
-    problem = samples_problem(doc.get("samples"), size)
+    problem = table_problem(doc.get("samples"), size)
+    if not problem and not digest_holds(doc, raw):
+        problem = "its member table does not match its digest: edited after it was written"
     if problem:
         log.warning("TarShards: ignoring the malformed index cache %s (%s); rebuilding it", path, problem)
         return None
@@ -173,13 +183,10 @@ def _load_json(path: str, url: str, size: int, stamp: str) -> list | None:
 
 
 def _save_json(path: str, url: str, size: int, stamp: str, samples: list) -> None:
-    doc = {"version": INDEX_VERSION, "url": url, "size": size, "stamp": stamp, "samples": samples}
+    doc = table_document({"version": INDEX_VERSION, "url": url, "size": size, "stamp": stamp}, samples)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, path)  # atomic: concurrent ranks never see half a file
+        write_atomic(path, doc)  # concurrent ranks never see half a file
     except OSError as exc:
         log.warning("TarShards: could not write the index cache %s (%s); continuing without it", path, exc)
 

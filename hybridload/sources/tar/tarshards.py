@@ -57,7 +57,8 @@ class TarShards(Source):
             ``{"wids_version": 1, "shardlist": [{"url": ..., "nsamples": ...}, ...]}``, as
             ``hybridload index`` writes it; only its 0-count shards touched), or a brace
             pattern (``"train-{000000..000099}.tar"``) or a list of shard paths or fsspec URLs
-            (each entry may hold braces too), each shard scanned once at construction.
+            (each entry may hold braces too; a local glob such as ``"train/*.tar"`` is expanded,
+            sorted), each shard scanned once at construction.
         label: a function ``key -> int``; default: the integer in the sample's ``.cls``
             member, or -1 where a sample has none. It travels to the workers with the source
             (labels are read there), so with spawned worker processes it must be picklable
@@ -83,14 +84,17 @@ class TarShards(Source):
 
     Raises:
         ManifestError: a manifest that is missing, not JSON, or malformed, named.
-        ValueError: no shards; a key without an image member; a bad ``.cls``; a key whose
+        ValueError: no shards; a shard named twice, under one spelling or two (``sub/s0.tar``
+            and ``sub/./s0.tar``, a symlink and its target, a path and its ``file://`` URL),
+            naming both entries; a key without an image member; a bad ``.cls``; a key whose
             members hold several images or a dotted ``.cls`` (``img.000.jpg``,
             ``img.001.jpg``: dots inside the keys, which WebDataset's key rule merges); a
             compressed or damaged shard; no samples at all. Each names the shard and key.
             With a manifest these surface when a worker first touches the shard, as
             `ShardIndexError` (so does a missing shard, or a sample count that
             disagrees with the manifest's ``nsamples``).
-        FileNotFoundError: a shard of a pattern or list that does not exist, named.
+        FileNotFoundError: a shard of a pattern or list that does not exist, named; a glob
+            that matches no file.
     """
 
     def __init__(
