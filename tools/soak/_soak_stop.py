@@ -14,6 +14,7 @@ restart: a resumed job reads it the same way.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 STOP_FILE = "stop.json"
@@ -56,11 +57,16 @@ class StopAsk:
         return last
 
 
+def write_json(path: Path, obj) -> None:
+    """Atomically: a SIGKILL mid-write leaves the previous file whole."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
 def request_stop(run_dir: Path, last_epoch: int) -> None:
     """Ask the job to stop after training epoch ``last_epoch`` (atomically: a reader never sees
     half a file)."""
-    from _soak_trainer import write_json  # (here: the trainer imports this module)
-
     write_json(run_dir / STOP_FILE, {"last_epoch": last_epoch})
 
 
