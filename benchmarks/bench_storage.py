@@ -2,7 +2,7 @@
 """Reading from slow storage: concurrent reads and shard streaming against per-sample reads.
 
 The photo set is copied into fsspec's memory:// store and read back through ``slowmem://``
-(`_slowfs.py`), which sleeps ``--latency-ms`` before every request, as a round trip to
+(`SlowMemory` below), which sleeps ``--latency-ms`` before every request, as a round trip to
 object storage would. Every contestant is a ``HybridLoader`` (in-process lane, one thread per
 usable core, batch ``--batch-size``, imagenet_train at ``--size``) over the same images, built
 afresh before each round (untimed), so no shard stays cached from one round to the next:
@@ -28,18 +28,55 @@ import io
 import logging
 import sys
 import tarfile
+import threading
+import time
 import uuid
 
 import fsspec
+from fsspec.implementations.memory import MemoryFileSystem
 
 import _harness as h
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.policy import usable_cpus
-from _slowfs import SlowMemoryFileSystem
 
 log = logging.getLogger("bench_storage")
 GOALS = {"folder, concurrent reads / no latency": 0.8, "tar, shard streaming / tar, sequential reads": 3.0}
+
+
+class SlowMemory(MemoryFileSystem):
+    """``memory://`` read as ``slowmem://``: ``latency_s`` slept before each request (``cat_file``,
+    ``open``), the process's requests counted. The tests' slow store, with bounds checks and more
+    counters, is tests/support/slowfs.py: benchmarks/ runs without the test tree."""
+
+    protocol = "slowmem"
+    _lock = threading.Lock()
+    requests = 0
+
+    def __init__(self, latency_s: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.latency_s = latency_s
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if isinstance(path, str) and path.startswith("slowmem://"):
+            path = "memory://" + path[len("slowmem://") :]
+        return super()._strip_protocol(path)
+
+    def _request(self, fn, *args, **kwargs):
+        with self._lock:
+            SlowMemory.requests += 1
+        time.sleep(self.latency_s)
+        return fn(*args, **kwargs)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        return self._request(super().cat_file, path, start=start, end=end, **kwargs)
+
+    def _open(self, path, mode="rb", **kwargs):
+        return self._request(super()._open, path, mode=mode, **kwargs)
+
+
+fsspec.register_implementation("slowmem", SlowMemory, clobber=True)
 
 
 def to_memory(folder: sources.ImageFolder, shard_size: int) -> str:
@@ -81,12 +118,12 @@ class Reader(h.Contestant):
             device="cpu",
             policy=LoaderPolicy(cpu_actors=0, threads=self.threads),
         )
-        SlowMemoryFileSystem.reset_counts()
+        SlowMemory.requests = 0
 
     def run(self, epoch: int) -> dict:
         self.loader.set_epoch(epoch)
         images = sum(len(labels) for _images, labels in self.loader)
-        return {"images": images, **{f"storage_{k}": v for k, v in SlowMemoryFileSystem.counts().items()}}
+        return {"images": images, "storage_requests": SlowMemory.requests}
 
     def close(self) -> None:
         if self.loader is not None:
