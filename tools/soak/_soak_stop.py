@@ -23,7 +23,7 @@ STOP_FILE = "stop.json"
 ENDS_AFTER_CALM = 3
 #: seconds the driver waits for the Ray pools to be back at their target after the last fault
 #: before it asks for the stop anyway: the Ray CI soak's pools were not back at all while its
-#: job ran (seed 14, benchmarks/RESULTS.md), and a pool back after the ask moves the stop later
+#: job ran (seed 14 on a loaded machine), and a pool back after the ask moves the stop later
 POOL_WAIT_S = 3.0
 
 
