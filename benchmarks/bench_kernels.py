@@ -1,15 +1,35 @@
 #!/usr/bin/env python
-"""hybridload's CPU kernels against DALI's CPU pipeline and a plain Pillow pipeline.
+"""hybridload's CPU kernels, per core, against DALI's CPU pipeline and Pillow; one suite a run.
 
-Recipe: RandomResizedCrop(224) + random flip, uint8 CHW; each round runs every contestant over
-the photo set (method: _harness.py), ``torch.set_num_threads(1)``. ``kernels`` 1t
-(``process_sample`` in a loop) and 2t (ThreadPoolExecutor(2) over ``process_batch``); ``dali``
-1t/2t (_contestants.DaliFiles); ``pillow-ref`` (open + convert + crop + resize(BILINEAR) + flip,
-same boxes and flips); decode only from bytes: Pillow vs simplejpeg. Goal: kernels >= 1.0x
-DALI's CPU pipeline (same thread count, ratio of medians). Photometric rows
-(_photo_contestants.py): each colour/blur/erase kernel against DALI's CPU operator for it,
-one thread, on the decoded images (``--no-photometric`` skips them, ``--photometric-only``
-runs only them).
+Every suite: RandomResizedCrop(224) + random flip, uint8 CHW, in interleaved rounds (method:
+_harness.py), ``torch.set_num_threads(1)``.
+
+``--suite dali`` (the default): ``kernels`` 1t (``process_sample`` in a loop) and 2t
+(ThreadPoolExecutor(2) over ``process_batch``); ``dali`` 1t/2t (_contestants.DaliFiles);
+``pillow-ref`` (open + convert + crop + resize(BILINEAR) + flip, same boxes and flips); decode
+only from bytes: Pillow vs simplejpeg. Goal: kernels >= 1.0x DALI's CPU pipeline (same thread
+count, ratio of medians). Photometric rows (_photo_contestants.py): each colour/blur/erase
+kernel against DALI's CPU operator for it, one thread, on the decoded images
+(``--no-photometric`` skips them, ``--photometric-only`` runs only them).
+
+``--suite large``: ``full`` (``Decode()``) against ``dct`` (``Decode(dct_scaling=True)``:
+libjpeg-turbo's 1/2, 1/4, 1/8 scaled decode where the crop keeps at least twice the output's
+pixels), 1 and 2 threads, on 12 MP photos (the photo set scaled to 4000x3000 with a little
+grain, about 1.5-2 MB each at quality 90, 4:2:0, written once under ``ROOT/large-n<N>``) and on
+the photo set, beside DALI's CPU pipeline; the pixel rows give mean and largest |dct - full|.
+Goal: ``dct`` >= 2x ``full`` on large photos; no loss on the photo set.
+
+``--suite crop``: decoding only the crop (issue 37), per image, one thread, from the bytes in
+memory: ``alone`` (the full decode, no crop: the roofline), ``full`` (full decode, crop,
+antialiased resize, flip), ``full+dct``, ``turbo`` (TurboJPEG 3's cropping region,
+``kernels/turbo.py``), ``turbo+dct`` (the region at the DCT scale ``plan_scaled_decode``
+picks), ``nvimgcodec`` (nvImageCodec's CPU-only backend, no DCT scale), each through
+``kernels.crop_window.window_decode``'s mapping (the recipe's keyed boxes, ``--draws`` per
+image), on the photo set and ``--large`` 12 MP photos, baseline and progressive.
+
+    python benchmarks/bench_kernels.py [--no-dali] [--no-photometric | --photometric-only]
+    python benchmarks/bench_kernels.py --suite large --n 24
+    python benchmarks/bench_kernels.py --suite crop --n 64 --large 8 --draws 3
 """
 
 from __future__ import annotations
@@ -17,8 +37,10 @@ from __future__ import annotations
 import io
 import logging
 import sys
+from pathlib import Path
 
 import numpy as np
+import simplejpeg
 import torch
 from PIL import Image
 
@@ -26,9 +48,14 @@ import _harness as h
 from _contestants import DaliFiles, KernelBatches
 from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS as PHOTO_RATIOS, photo_contestants
 from _data import parser, photo_source
-from hybridload import kernels, recipe
+from hybridload import kernels, recipe, sources
+from hybridload.kernels import crop_window, turbo
+from hybridload.kernels.decode import decode_image
+from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
+from hybridload.kernels.geometry import apply_ops
 
 log = logging.getLogger("bench_kernels")
+
 GOALS = {"kernels / DALI, 1 thread": 1.0, "kernels / DALI, 2 threads": 1.0}
 RATIOS = {  # name: (a, b, field)
     "kernels / DALI, 1 thread": ("kernels/1t", "dali/1t", "images_per_s"),
@@ -69,20 +96,140 @@ def pillow_decode(data: bytes) -> np.ndarray:
         return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
 
 
-def main(argv=None) -> int:
-    ap = parser(__doc__, quick=dict(n=64, rounds=1, warmup_rounds=0), batch_size=64, size=224)
-    ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
-    ap.add_argument("--no-photometric", action="store_true", help="skip the photometric kernels' rows")
-    ap.add_argument("--photometric-only", action="store_true", help="only the photometric kernels' rows")
-    args = ap.parse_args(argv)
-    if args.no_photometric and args.photometric_only:
-        ap.error("--no-photometric and --photometric-only exclude each other; pass one")
-    torch.set_num_threads(1)
+LARGE_GOALS = {
+    "large: dct / full, 1 thread": 2.0,
+    "large: dct / full, 2 threads": 2.0,
+    "large: dct / DALI, 2 threads": 1.5,
+}
+LARGE_RATIOS = {
+    "large: dct / full, 1 thread": ("large/dct/1t", "large/full/1t", "images_per_s"),
+    "large: dct / full, 2 threads": ("large/dct/2t", "large/full/2t", "images_per_s"),
+    "large: dct / full per CPU-second, 2 threads": ("large/dct/2t", "large/full/2t", "images_per_cpu_s"),
+    "large: dct / DALI, 2 threads": ("large/dct/2t", "large/dali/2t", "images_per_s"),
+    "large: full / DALI, 2 threads": ("large/full/2t", "large/dali/2t", "images_per_s"),
+    "photos: dct / full, 1 thread": ("photos/dct/1t", "photos/full/1t", "images_per_s"),
+    "photos: dct / full, 2 threads": ("photos/dct/2t", "photos/full/2t", "images_per_s"),
+}
+
+
+def large_photo_set(root: Path, photos: sources.ImageFolder, n: int) -> Path:
+    """``n`` 4000x3000 JPEGs made from the photo set (one class folder), written once."""
+    folder = Path(root) / f"large-n{n}" / "class_0"
+    if len(list(folder.glob("*.jpg"))) == n:
+        return folder.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        with Image.open(photos.ref(i % len(photos)).location) as im:
+            big = np.asarray(im.convert("RGB").resize((4000, 3000), Image.BICUBIC), dtype=np.int16)
+        grain = rng.integers(-2, 3, big.shape, dtype=np.int16)
+        data = simplejpeg.encode_jpeg((big + grain).clip(0, 255).astype(np.uint8), quality=90, colorsubsampling="420")
+        (folder / f"img_{i:03d}.jpg").write_bytes(data)
+    return folder.parent
+
+
+def pixel_rows(source, full, dct, n: int) -> list[str]:
+    """Mean and largest |dct - full| per image over the first ``n`` samples (epoch 0)."""
+    means, peaks = [], []
+    for i in range(min(n, len(source))):
+        a = kernels.process_sample(source, full, i, seed=0, epoch=0)[0].float()
+        b = kernels.process_sample(source, dct, i, seed=0, epoch=0)[0].float()
+        means.append((a - b).abs().mean().item())
+        peaks.append((a - b).abs().max().item())
+    return [f"{np.mean(means):.2f}", f"{np.max(means):.2f}", f"{np.max(peaks):.0f}"]
+
+
+REC = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224), recipe.HorizontalFlip()])
+
+NV: dict = {}  # the nvImageCodec module and its CPU-only decoder, made on first use
+
+
+def _nv():
+    if not NV:
+        from nvidia import nvimgcodec as nv
+
+        NV.update(
+            mod=nv,
+            dec=nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.BackendKind.CPU_ONLY)]),
+        )
+    return NV["mod"], NV["dec"]
+
+
+def _have_nvimgcodec() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("nvidia.nvimgcodec") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def route_alone(item):
+    return simplejpeg.decode_jpeg(item[0], colorspace="RGB", strict=True)
+
+
+def route_full(item):
+    return apply_ops(decode_image(item[0]), item[1])
+
+
+def route_full_dct(item):
+    data, ops = item[0], item[1]
+    plan = plan_scaled_decode(item[2], item[3], ops)
+    arr = decode_image(data, plan)
+    return apply_ops(arr, ops if plan is None else scaled_ops(ops, plan.denominator, arr.shape[1], arr.shape[0]))
+
+
+def _window(dct: bool):
+    def run(item):
+        got = crop_window.window_decode(item[0], (item[2], item[3]), item[1], dct)
+        return apply_ops(*got) if got is not None else route_full(item)
+
+    return run
+
+
+def route_nv(item):
+    data, ops = item[0], item[1]
+    c, (nv, dec) = ops[0], _nv()
+    img = dec.decode(nv.CodeStream(data).get_sub_code_stream(region=nv.Region(c.y, c.x, c.y + c.h, c.x + c.w)))
+    return apply_ops(np.asarray(img.cpu()), (type(c)(0, 0, c.w, c.h), *ops[1:]))
+
+
+ROUTES = {
+    "alone": route_alone,
+    "full": route_full,
+    "full+dct": route_full_dct,
+    "turbo": _window(False),
+    "turbo+dct": _window(True),
+    "nvimgcodec": route_nv,
+}
+
+
+def reencode(data: bytes, progressive: bool) -> bytes:
+    with Image.open(io.BytesIO(data)) as im:
+        out = io.BytesIO()
+        im.convert("RGB").save(out, "JPEG", quality=90, subsampling=2, progressive=progressive)
+    return out.getvalue()
+
+
+def items_of(source, draws: int, progressive: bool) -> list:
+    items = []
+    for i in range(len(source)):
+        data = reencode(source.read(source.ref(i))[0], progressive)
+        w, hgt = Image.open(io.BytesIO(data)).size
+        for d in range(draws):
+            items.append((data, REC.sample_params(0, d, i, w, hgt).ops, w, hgt))
+    return items
+
+
+def per_item(name: str, source, rec) -> h.Contestant:
+    return h.per_item(name, lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(len(source)))
+
+
+def suite_dali(args, env) -> tuple[list, dict, dict, list[str]]:
+    """(contestants, ratio definitions, goals, lines after the ratios)."""
     folder, source = photo_source(args.root, args.n, log)
     rec = recipe.imagenet_train(args.size)
     payloads = [open(source.ref(i).location, "rb").read() for i in range(len(source))]
-    env = h.environment(dali=h.dali_version(args.no_dali, log))
-    import simplejpeg
 
     def dali_c(t):
         return [DaliFiles(folder, args.n, t, args.batch_size, args.size, name=f"dali/{t}t")] if env.get("dali") else []
@@ -91,7 +238,7 @@ def main(argv=None) -> int:
         []
         if args.photometric_only
         else [
-            h.per_item("kernels/1t", lambda i: kernels.process_sample(source, rec, i, seed=0, epoch=0), range(args.n)),
+            per_item("kernels/1t", source, rec),
             *dali_c(1),
             KernelBatches("kernels/2t", source, rec, args.batch_size, threads=2, shuffle=False),
             *dali_c(2),
@@ -101,19 +248,102 @@ def main(argv=None) -> int:
         ]
     )
     ratio_defs, goals = ({}, {}) if args.photometric_only else (dict(RATIOS), dict(GOALS))
-    if not args.no_photometric:
-        crop = recipe.make(
-            [recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size), recipe.ToTensor(layout="HWC")]
-        )
-        decoded = [kernels.process_sample(source, crop, i, seed=0, epoch=0)[0].numpy() for i in range(args.n)]
-        cs += photo_contestants(decoded, args.batch_size, dali=bool(env.get("dali")))
-        ratio_defs.update(PHOTO_RATIOS if env.get("dali") else {})
-        goals.update(PHOTO_GOALS if env.get("dali") else {})
+    if args.no_photometric:
+        return cs, ratio_defs, goals, []
+    crop = recipe.make(
+        [recipe.Decode(), recipe.Resize(args.size), recipe.CenterCrop(args.size), recipe.ToTensor(layout="HWC")]
+    )
+    decoded = [kernels.process_sample(source, crop, i, seed=0, epoch=0)[0].numpy() for i in range(args.n)]
+    cs += photo_contestants(decoded, args.batch_size, dali=bool(env.get("dali")))
+    ratio_defs.update(PHOTO_RATIOS if env.get("dali") else {})
+    goals.update(PHOTO_GOALS if env.get("dali") else {})
+    return cs, ratio_defs, goals, [PHOTO_NOTE, ""]
+
+
+def suite_large(args, env) -> tuple[list, dict, dict, list[str]]:
+    _, photos = photo_source(args.root, max(args.n, 64), log)
+    large_root = large_photo_set(args.root, photos, args.n)
+    large = sources.ImageFolder(large_root)
+    full = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(args.size), recipe.HorizontalFlip()])
+    dct = recipe.Recipe([recipe.Decode(dct_scaling=True), recipe.RandomResizedCrop(args.size), recipe.HorizontalFlip()])
+    cs = []
+    for label, src in (("large", large), ("photos", photos)):
+        for kind, rec in (("full", full), ("dct", dct)):
+            cs += [
+                per_item(f"{label}/{kind}/1t", src, rec),
+                KernelBatches(f"{label}/{kind}/2t", src, rec, args.batch_size, threads=2, shuffle=False),
+            ]
+    if env.get("dali"):
+        cs.append(DaliFiles(large_root, args.n, 2, args.batch_size, args.size, name="large/dali/2t"))
+    pixels = h.markdown_table(
+        ["set", "mean abs(dct - full), average", "worst image", "largest"],
+        [
+            ["large (12 MP)", *pixel_rows(large, full, dct, args.n)],
+            [f"photos (first {args.n})", *pixel_rows(photos, full, dct, args.n)],
+        ],
+    )
+    return cs, LARGE_RATIOS, LARGE_GOALS, [*pixels, ""]
+
+
+def suite_crop(args, env) -> tuple[list, dict, dict, list[str]]:
+    if not turbo.available():
+        raise SystemExit("the turbojpeg wheel is not installed: pip install turbojpeg")
+    _, photos = photo_source(args.root, args.n, log)
+    large = sources.ImageFolder(large_photo_set(args.root, photos, args.large))
+    sets = {}
+    for label, src in (("photos", photos), ("12MP", large)):
+        for mode in ("base", "prog"):
+            sets[f"{label}/{mode}"] = items_of(src, args.draws, mode == "prog")
+    cs = [
+        h.per_item(f"{s}/{r}", fn, items)
+        for s, items in sets.items()
+        for r, fn in ROUTES.items()
+        if r != "nvimgcodec" or _have_nvimgcodec()
+    ]
+    ratio_defs = {}
+    for s in sets:
+        for r in ("full+dct", "turbo", "turbo+dct", "nvimgcodec"):
+            ratio_defs[f"{s}: {r} / full"] = (f"{s}/{r}", f"{s}/full", "images_per_cpu_s")
+        for r in ("full", "turbo", "turbo+dct"):
+            ratio_defs[f"{s}: {r} / alone"] = (f"{s}/{r}", f"{s}/alone", "images_per_cpu_s")
+    return cs, ratio_defs, {}, []
+
+
+SUITES = {"dali": suite_dali, "large": suite_large, "crop": suite_crop}
+#: per suite, the defaults of the flags every suite shares: its size of a run
+SUITE_DEFAULTS = {
+    "dali": dict(n=1024, rounds=5, batch_size=64),
+    "large": dict(n=24, rounds=3, batch_size=8),
+    "crop": dict(n=64, rounds=3, batch_size=64),
+}
+
+
+def main(argv=None) -> int:
+    ap = parser(__doc__, quick="n 64 (8 for large and crop), 1 round", n=None, rounds=None, batch_size=None, size=224)
+    ap.add_argument("--suite", choices=SUITES, default="dali", help="which comparison (see the docstring)")
+    ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
+    ap.add_argument("--no-photometric", action="store_true", help="dali suite: skip the photometric kernels' rows")
+    ap.add_argument("--photometric-only", action="store_true", help="dali suite: only the photometric kernels' rows")
+    ap.add_argument("--large", type=int, default=8, help="crop suite: how many 12 MP photos")
+    ap.add_argument("--draws", type=int, default=3, help="crop suite: crop boxes drawn per image")
+    args = ap.parse_args(argv)
+    if args.no_photometric and args.photometric_only:
+        ap.error("--no-photometric and --photometric-only exclude each other; pass one")
+    for name, default in SUITE_DEFAULTS[args.suite].items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    if args.quick:
+        args.n, args.rounds, args.warmup_rounds = (64 if args.suite == "dali" else 8), 1, 0
+    torch.set_num_threads(1)
+    env = h.environment(dali=h.dali_version(args.no_dali or args.suite == "crop", log))
+    cs, ratio_defs, goals, after = SUITES[args.suite](args, env)
     results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
     ratios = {k: h.ratio(results, a, b, f) for k, (a, b, f) in ratio_defs.items()}
     lines = [
-        f"## bench_kernels: {args.n} photo JPEGs, {args.rounds} interleaved rounds (after {args.warmup_rounds} "
-        f"untimed), RandomResizedCrop({args.size}) + flip, uint8 CHW\n",
+        f"## bench_kernels --suite {args.suite}: {args.n} photo JPEGs"
+        + (f" + {args.large} 12 MP photos, {args.draws} boxes each" if args.suite == "crop" else "")
+        + f", {args.rounds} interleaved rounds (after {args.warmup_rounds} untimed), "
+        f"RandomResizedCrop({args.size}) + flip, uint8 CHW\n",
         h.environment_line(env),
         *h.results_table(results),
         "",
@@ -121,21 +351,10 @@ def main(argv=None) -> int:
         "",
         *h.ratio_table(ratios, goals),
         "",
-        *([] if args.no_photometric else [PHOTO_NOTE, ""]),
+        *after,
     ]
-    h.emit(
-        lines,
-        args,
-        {
-            "benchmark": "bench_kernels",
-            "dataset": str(folder),
-            "environment": env,
-            "contestants": results,
-            "ratios": ratios,
-            "goals": h.goals_met(ratios, goals),
-        },
-        log,
-    )
+    doc = {"benchmark": "bench_kernels", "suite": args.suite, "environment": env, "contestants": results}
+    h.emit(lines, args, {**doc, "ratios": ratios, "goals": h.goals_met(ratios, goals)}, log)
     return 0
 
 

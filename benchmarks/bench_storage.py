@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Reading from slow storage: concurrent reads and shard streaming against per-sample reads.
 
-The photo set is copied into fsspec's memory:// store and read back through ``slowmem://``
-(`_slowfs.py`), which sleeps ``--latency-ms`` before every request, as a round trip to
+The photo set is copied into fsspec's memory:// store and read back through ``latencymem://``
+(`SlowMemory` below), which sleeps ``--latency-ms`` before every request, as a round trip to
 object storage would. Every contestant is a ``HybridLoader`` (in-process lane, one thread per
 usable core, batch ``--batch-size``, imagenet_train at ``--size``) over the same images, built
 afresh before each round (untimed), so no shard stays cached from one round to the next:
 
 * ``no latency``: ImageFolder over memory:// (the ceiling: decode-bound);
-* ``folder, sequential reads``: ImageFolder over slowmem://, ``io_threads=1`` (one request
+* ``folder, sequential reads``: ImageFolder over latencymem://, ``io_threads=1`` (one request
   after another, as before concurrent reads);
 * ``folder, concurrent reads``: the same with the default ``io_threads`` (32 in flight);
 * ``tar, sequential reads``: TarShards (``--shard-size`` samples per shard), one ranged read
@@ -28,18 +28,56 @@ import io
 import logging
 import sys
 import tarfile
+import threading
+import time
 import uuid
 
 import fsspec
+from fsspec.implementations.memory import MemoryFileSystem
 
 import _harness as h
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.policy import usable_cpus
-from _slowfs import SlowMemoryFileSystem
 
 log = logging.getLogger("bench_storage")
 GOALS = {"folder, concurrent reads / no latency": 0.8, "tar, shard streaming / tar, sequential reads": 3.0}
+
+
+class SlowMemory(MemoryFileSystem):
+    """``memory://`` read as ``latencymem://``: ``latency_s`` slept before each request (``cat_file``,
+    ``open``), the process's requests counted. The tests' slow store, ``slowmem://`` with bounds
+    checks and more counters, is tests/support/slowfs.py (benchmarks/ runs without the test tree);
+    a protocol of its own, so that importing this script leaves theirs registered."""
+
+    protocol = "latencymem"
+    _lock = threading.Lock()
+    requests = 0
+
+    def __init__(self, latency_s: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.latency_s = latency_s
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if isinstance(path, str) and path.startswith("latencymem://"):
+            path = "memory://" + path[len("latencymem://") :]
+        return super()._strip_protocol(path)
+
+    def _request(self, fn, *args, **kwargs):
+        with self._lock:
+            SlowMemory.requests += 1
+        time.sleep(self.latency_s)
+        return fn(*args, **kwargs)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        return self._request(super().cat_file, path, start=start, end=end, **kwargs)
+
+    def _open(self, path, mode="rb", **kwargs):
+        return self._request(super()._open, path, mode=mode, **kwargs)
+
+
+fsspec.register_implementation("latencymem", SlowMemory, clobber=True)
 
 
 def to_memory(folder: sources.ImageFolder, shard_size: int) -> str:
@@ -81,12 +119,12 @@ class Reader(h.Contestant):
             device="cpu",
             policy=LoaderPolicy(cpu_actors=0, threads=self.threads),
         )
-        SlowMemoryFileSystem.reset_counts()
+        SlowMemory.requests = 0
 
     def run(self, epoch: int) -> dict:
         self.loader.set_epoch(epoch)
         images = sum(len(labels) for _images, labels in self.loader)
-        return {"images": images, **{f"storage_{k}": v for k, v in SlowMemoryFileSystem.counts().items()}}
+        return {"images": images, "storage_requests": SlowMemory.requests}
 
     def close(self) -> None:
         if self.loader is not None:
@@ -96,13 +134,13 @@ class Reader(h.Contestant):
 
 def contestants(base: str, n_shards: int, args) -> list[Reader]:
     slow = {"latency_s": args.latency_ms / 1000}
-    tars = f"slowmem://{base}/shards/{{00000..{n_shards - 1:05d}}}.tar"
+    tars = f"latencymem://{base}/shards/{{00000..{n_shards - 1:05d}}}.tar"
     makes = {
         "no latency": lambda: sources.ImageFolder(f"memory://{base}/folder"),
         "folder, sequential reads": lambda: sources.ImageFolder(
-            f"slowmem://{base}/folder", storage_options=slow, io_threads=1
+            f"latencymem://{base}/folder", storage_options=slow, io_threads=1
         ),
-        "folder, concurrent reads": lambda: sources.ImageFolder(f"slowmem://{base}/folder", storage_options=slow),
+        "folder, concurrent reads": lambda: sources.ImageFolder(f"latencymem://{base}/folder", storage_options=slow),
         "tar, sequential reads": lambda: sources.TarShards(tars, storage_options=slow, io_threads=1),
         "tar, shard streaming": lambda: sources.TarShards(
             tars, storage_options=slow, read="shard", buffer_shards=args.buffer_shards

@@ -5,8 +5,8 @@ out before its declared frame is filled fails there ("premature end of data segm
 DALI and nvJPEG decode the same bytes into an image padded with garbage and say nothing, and
 the CPU's crop-window decode never reads the rows below its window. Running libjpeg's strict
 entropy decode on the GPU lanes' host threads would settle every case, but it costs about half
-a full CPU decode or more (at 1/8 DCT scale, the cheapest way: `benchmarks/jpeg_check_cost.py`,
-issue 44.1 in benchmarks/RESULTS.md), most of what the GPU lane saves. This check reads the
+a full CPU decode or more (at 1/8 DCT scale, the cheapest way: `benchmarks/RESULTS.md`, one-off figures,
+issue 44.1), most of what the GPU lane saves. This check reads the
 header and the data's last bytes only (a few microseconds):
 
 - SOI, then marker segments whose lengths stay inside the data up to the first scan (SOS), a

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from hybridload.cli.demo_data import make_photo_folder
-from _bad_files import make_bad_files
+from support.bad_files import make_bad_files
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -96,7 +96,7 @@ def photo_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def bad_files(tmp_path_factory, photo_root):
-    """Named bad inputs next to one good JPEG: {kind: path} (kinds: benchmarks/_bad_files.py)."""
+    """Named bad inputs next to one good JPEG: {kind: path} (kinds: tests/support/bad_files.py)."""
     good = sorted(
         p for d, _, fs in os.walk(photo_root) for p in (os.path.join(d, f) for f in fs) if p.endswith(".jpg")
     )[0]

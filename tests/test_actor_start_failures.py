@@ -17,7 +17,7 @@ from hybridload.lanes.base import BatchTask
 from hybridload.lanes.ray.members import State
 from hybridload.lanes.ray.worker import PoolWorker
 
-from bench_start_kills import SlowStart, kill_first_actor
+from support.actor_kills import SlowStart, kill_first_actor
 
 from support.ray_fixtures import alive_actors
 from support.waits import wait_until

@@ -3,7 +3,7 @@ on_error="skip" substitutes deterministically and counts."""
 
 import os
 
-import _bad_files as testing
+import support.bad_files as testing
 import pytest
 import simplejpeg
 import torch

@@ -1,5 +1,5 @@
 """benchmarks/ runs from a checkout without the test tree: no benchmark module puts tests/ on
-sys.path or imports its helpers (tests import the shared ones from benchmarks/ instead)."""
+sys.path or imports its helpers (tests/support/ holds those; tools/ may import them)."""
 
 import os
 import subprocess
@@ -42,7 +42,7 @@ def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_pat
     """compare_revisions times each revision's own code: the package and its package-dir
     sub-packages (hybridload.kernels = kernels/) load from the exported tree; without the
     link the editable install would serve this checkout's kernels, and the probe says so."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(REPO / "tools"))
     import compare_revisions as cr
 
     tree = tmp_path / "rev"

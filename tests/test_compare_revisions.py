@@ -1,4 +1,4 @@
-"""benchmarks/compare_revisions.py's arithmetic on recorded benchmark documents: rows pair each
+"""tools/compare_revisions.py's arithmetic on recorded benchmark documents: rows pair each
 repeat's base and head runs, a contestant or ratio missing on one side is left out, and the
 side that runs first alternates. Its exporting of a revision runs in
 tests/test_benchmarks_standalone.py (it starts git and Python)."""
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
 @pytest.fixture
 def cr(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.syspath_prepend(str(TOOLS))
     return importlib.import_module("compare_revisions")
 
 

@@ -12,7 +12,7 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.kernels import process_batch
-from _slowfs import SlowMemoryFileSystem
+from support.slowfs import SlowMemoryFileSystem
 from hybridload.sources.reads import ordered_reads, read_many
 
 from support.streams import stream

@@ -175,7 +175,7 @@ def test_a_4_4_1_jpeg_decodes_in_every_kernel_path_instead_of_a_keyerror():
     """libjpeg-turbo 3 writes 4:4:1 (chroma at a quarter of the rows); simplejpeg 1.9's header
     reader has no name for it and raised a bare KeyError out of the kernel (found by
     benchmarks/fuzz_decode_window.py): the full decode takes it, in both settings."""
-    from _fuzz_jpegs import TJ_SUBSAMPLINGS, tj_compress
+    from support.jpegs import TJ_SUBSAMPLINGS, tj_compress
 
     data = tj_compress(photo_pixels((203, 101)), {"quality": 90, "subsamp": TJ_SUBSAMPLINGS["441"]})
     assert data is not None

@@ -1,6 +1,6 @@
 """The crop-window decode never crashes the process, never leaves its thread's decoder broken
 and refuses, before libjpeg-turbo sees them, windows and scales no JPEG takes.
-`benchmarks/fuzz_decode_window.py` finds such cases; its fixed nastiest ones run here in a
+`tools/fuzz/fuzz_decode_window.py` finds such cases; its fixed nastiest ones run here in a
 child process, so that a crash is a signal the test sees rather than the end of pytest."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import _fuzz_jpegs as fj
+import support.jpegs as fj
 from hybridload.kernels import crop_window, turbo
 from hybridload.kernels.dct_scale import ScaledDecode
 from hybridload.kernels.decode import decode_image
@@ -23,7 +23,8 @@ from hybridload.kernels.jpeg_markers import jpeg_segments
 from hybridload.recipe.ops import Crop, Resize
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+TESTS = Path(__file__).resolve().parent
+FUZZ = TESTS.parent / "tools" / "fuzz"
 
 
 def _bogus_sampling(data: bytes) -> bytes:
@@ -51,9 +52,9 @@ def test_a_lossless_jpeg_is_never_decoded_at_a_dct_scale():
     used. In a child process, so that a crash fails this test only."""
     code = f"""
 import sys
-sys.path.insert(0, {str(BENCH)!r})
+sys.path.insert(0, {str(TESTS)!r})
 import torch
-import _fuzz_jpegs as fj
+import support.jpegs as fj
 from hybridload import recipe
 from hybridload.kernels.batch import process_payload
 from hybridload.sources import SampleRef
@@ -110,7 +111,7 @@ def test_the_fuzzers_nastiest_cases_end_in_no_signal_and_a_named_outcome():
     """Each case: the window's pixels equal to the full decode's crop, None, or a named error
     (`TurboError`, `DecodeError` in a `SampleError`, ValueError for an argument). One child
     process runs them all in order (a crash is its signal, named with the case it died in)."""
-    cmd = [sys.executable, str(BENCH / "fuzz_decode_window.py"), "--child", "--nasty", "--stop", "1000"]
+    cmd = [sys.executable, str(FUZZ / "fuzz_decode_window.py"), "--child", "--nasty", "--stop", "1000"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     started = [r["start"] for r in lines if "start" in r]

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py runs as a CPU smoke test, so the GPU check cannot rot between GPU runs;
+"""tools/gpu_check/gpu_check.py runs as a CPU smoke test, so the GPU check cannot rot between GPU runs;
 it runs from the built wheel in a venv as bare as the GPU machine (no checkout, Ray, DALI,
 scikit-image, torchvision, matplotlib), so it cannot come to need what that machine lacks; and
 the logic of its verdicts (exit status, ordering, tolerance, lane record, watchdog) is tested
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+SCRIPT = REPO / "tools" / "gpu_check" / "gpu_check.py"
 HELPERS = (
     "gpu_check.py",
     "_gpu_sections.py",
@@ -48,7 +48,7 @@ GPU_SECTIONS = {
 
 @pytest.fixture
 def bench(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
     import _gpu_sections
 
     return _gpu_sections
@@ -243,7 +243,7 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     for name in HELPERS:
-        shutil.copy(REPO / "benchmarks" / name, run / name)
+        shutil.copy(SCRIPT.parent / name, run / name)
     probe = (
         "import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml; "
         f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])"
@@ -386,7 +386,7 @@ def _sync(lane):
 
 @pytest.fixture
 def ordering_lane(photo_root, monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
     from hybridload import recipe, sources
     from hybridload.lanes.gpu import LOADER_LANE_FLAGS
     from hybridload.lanes.gpu.torch_lane import TorchGpuLane

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import _fuzz_jpegs as fj
-from _bad_files import huge_header
+import support.jpegs as fj
+from support.bad_files import huge_header
 from hybridload.kernels import turbo
 from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
 from hybridload.kernels.decode import DecodeError, decode_image, image_size, is_lossless, jpeg_size

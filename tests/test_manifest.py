@@ -236,7 +236,7 @@ def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeyp
 
 
 def test_streamed_shards_without_sidecars_are_indexed_from_their_one_whole_read(shards, tmp_path):
-    from _slowfs import SlowMemoryFileSystem
+    from support.slowfs import SlowMemoryFileSystem
 
     d, pattern = shards
     fs = fsspec.filesystem("memory")

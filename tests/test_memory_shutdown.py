@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from _readings import rss_mb, store_used_mb
+from support.readings import rss_mb, store_used_mb
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 

@@ -12,7 +12,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import ShardIndexError
 from hybridload.kernels import process_batch
 from hybridload.sampling.shard_order import ShardOrder
-from _slowfs import SlowMemoryFileSystem
+from support.slowfs import SlowMemoryFileSystem
 
 from support.resume_helper import check_resume
 from support.streams import local_lane_streams

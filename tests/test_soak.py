@@ -1,4 +1,4 @@
-"""The chaos soak (benchmarks/soak.py) at CI size: fixed seeds, faults at drawn moments (the
+"""The chaos soak (tools/soak/soak.py) at CI size: fixed seeds, faults at drawn moments (the
 trainer SIGKILLed and resumed on another world size, a process-lane worker SIGKILLed, the S3
 server stopped, a GPU-lane device fault; Ray actors and nodes in the slow tier), and what the job
 trained on equals an uninterrupted run, nothing left behind. And the soak's own comparison fails
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+SOAK = Path(__file__).resolve().parent.parent / "tools" / "soak"
 
 
 @pytest.fixture(scope="module")
 def soak():
-    sys.path.insert(0, str(BENCH))  # the soak runs as `python benchmarks/soak.py`
+    sys.path.insert(0, str(SOAK))  # the soak runs as `python tools/soak/soak.py`
     try:
         yield importlib.import_module("soak")
     finally:
-        sys.path.remove(str(BENCH))
+        sys.path.remove(str(SOAK))
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +110,14 @@ def test_the_soak_comparison_fails_on_a_dropped_duplicated_reordered_or_changed_
 
 
 def _run_soak(tmp_path, seed, faults, kinds, worlds="1,2", samples=16, deadline_s=300) -> dict:
-    """The soak as users run it: ``python benchmarks/soak.py`` in a process of its own, so its
+    """The soak as users run it: ``python tools/soak/soak.py`` in a process of its own, so its
     leak check watches only its own descendants and its Ray is its own (this test session may hold
     a Ray cluster of its own, alive until the session ends); its ``--json`` result."""
     import json
     import subprocess
 
     out = tmp_path / "result.json"
-    cmd = [sys.executable, str(BENCH / "soak.py"), "--seed", str(seed), "--faults", str(faults)]
+    cmd = [sys.executable, str(SOAK / "soak.py"), "--seed", str(seed), "--faults", str(faults)]
     cmd += ["--samples", str(samples), "--deadline-s", str(deadline_s), "--step-s", "0.03", "--save-every", "3"]
     cmd += ["--kinds", ",".join(kinds), "--worlds", worlds, "--json", str(out), "--data", str(tmp_path / "photos")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline_s + 120)
@@ -279,7 +279,7 @@ def _stop_rank(rank: int, port: int, runs: list[str], out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    sys.path.insert(0, str(BENCH))
+    sys.path.insert(0, str(SOAK))
     from _soak_stop import agreed_stop
 
     dist.init_process_group(

@@ -61,7 +61,7 @@ PROCESSES_FROM_CPUS_FORK = 2
 #: ... and from this many where they start by forkserver or spawn: those import the main
 #: script, which fails for a script without an ``if __name__ == "__main__":`` guard (most quick
 #: scripts), so they are the default only where threads clearly stop scaling (a guess until the
-#: 16-core sweep in benchmarks/gpu_check.py runs).
+#: 16-core sweep in tools/gpu_check/gpu_check.py runs).
 PROCESSES_FROM_CPUS = 8
 
 #: mode "auto" starts the GPU lane at this share when neither the policy nor a plan gives one.

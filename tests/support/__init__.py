@@ -1,1 +1,2 @@
-"""Test helpers shared by the tests and the benchmarks (not part of the package)."""
+"""Test helpers the tests share, and the tools under tools/ with them (not part of the package;
+benchmarks/ runs without them)."""

@@ -4,7 +4,8 @@ the subsampling, progression or grey they are about."""
 from __future__ import annotations
 
 import numpy as np
-from _fuzz_jpegs import pixels
+
+from support.jpegs import pixels
 
 
 def photo_pixels(size: tuple[int, int] = (1203, 901), seed: int = 7) -> np.ndarray:

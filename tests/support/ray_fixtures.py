@@ -8,13 +8,11 @@ import os
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback only; before Ray starts
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 # Ray workers inherit this process's environment: let them import classes defined in test
-# modules (test sources and datasets pickled to actors) and in the helpers the tests share with
-# benchmarks/ (the slowmem:// filesystem), whatever directory pytest runs from.
+# modules and in support/ (test sources, datasets, the slowmem:// filesystem, actor classes
+# pickled to actors), whatever directory pytest runs from.
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/, above support/
-_BENCHMARKS = os.path.join(os.path.dirname(_TESTS), "benchmarks")
-for _dir in (_BENCHMARKS, _TESTS):
-    if _dir not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_dir, os.environ.get("PYTHONPATH")) if p)
+if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p)
 
 STORE = 150 * 1024 * 1024
 

@@ -17,7 +17,8 @@ A lane of one thread runs torch on one intra-op thread (`one_intraop_thread`): o
 process's intra-op threads (OpenMP, all cores, shared with the trainer) it ran 5-12x slower
 than two lane threads, and 3-7x slower than on its own thread (what ``hybridload profile``
 measures with ``threads = CPUs - reserve`` = 1 on 2 cores). Two or more lane threads keep the
-process's intra-op threads: there, one each measured 0.3-0.6x (RESULTS.md, "Issue 35: lanes").
+process's intra-op threads: there, one each measured 0.3-0.6x (benchmarks/RESULTS.md, "The local
+lanes against torch's DataLoader").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 long until the Ray lane is back at full capacity, and images/s during and after the churn
 against a fault-free run over the same batches (paired: each round runs both, same cluster).
 
-    python benchmarks/bench_churn.py [--n 512] [--rounds 3] [--epochs 8] [--graceful] [--out F]
+    python tools/stress/bench_churn.py [--n 512] [--rounds 3] [--epochs 8] [--graceful] [--out F]
 
 A loopback cluster: a head (the trainer's node, its CPUs reserved) and ``--workers`` worker
 nodes of one CPU; the Ray lane runs one actor per worker CPU (placement "remote-first").
@@ -20,6 +20,9 @@ import statistics
 import sys
 import threading
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the harness and the photo set
 
 import _harness as h
 from _data import loopback_cluster, parser, photo_source

@@ -18,8 +18,8 @@ only, pixels where the full decode raised (damage the window never reads) or whe
 without an error but differ (``pixels-differ``). A child runs the cases in order; one killed by
 a signal is restarted after its case, which is then run again alone.
 
-    python benchmarks/fuzz_decode_window.py --seed 1 --cases 3000
-    python benchmarks/fuzz_decode_window.py --seed 1 --case 117   # one case, in this process
+    python tools/fuzz/fuzz_decode_window.py --seed 1 --cases 3000
+    python tools/fuzz/fuzz_decode_window.py --seed 1 --case 117   # one case, in this process
 """
 
 from __future__ import annotations
@@ -34,11 +34,13 @@ import subprocess
 import sys
 import time
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
 
-import _fuzz_jpegs as fj
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support/: helpers the tests share
+
 from _fuzz_nasty import nasty_cases
 from hybridload import recipe
 from hybridload.errors import SampleError
@@ -48,6 +50,7 @@ from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
 from hybridload.kernels.decode import DecodeError, decode_image, jpeg_size
 from hybridload.recipe.ops import Crop, Resize
 from hybridload.sources import SampleRef
+from support import jpegs as fj
 
 log = logging.getLogger("fuzz_decode_window")
 ROUTES = ("decode_window", "window_decode", "process_payload")

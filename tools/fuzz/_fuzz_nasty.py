@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import _fuzz_jpegs as fj
-from _bad_files import huge_header
-
 from hybridload.kernels.dct_scale import scaled_size
 from hybridload.kernels.jpeg_markers import jpeg_segments
+from support import jpegs as fj
+from support.bad_files import huge_header
 
 
 def nasty_cases() -> list[dict]:

@@ -8,7 +8,7 @@ while it waits for work; then it needs a report for the batch it held and a batc
 replacement, within ``--deadline`` seconds. ``--burners N`` starts N busy processes (stopped by
 pid at the end) to load the machine, as a loaded CI box is.
 
-    .venv/bin/python benchmarks/process_lane_kills.py --rounds 200 --burners 4
+    .venv/bin/python tools/stress/process_lane_kills.py --rounds 200 --burners 4
 """
 
 from __future__ import annotations

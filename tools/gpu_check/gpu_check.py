@@ -36,13 +36,13 @@ GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no ne
     there (device tool: carry [".whl"], timeout_s 600):
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
             --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
-            PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json
-    (``python3 benchmarks/gpu_check.py`` puts benchmarks/, not the checkout, on sys.path.)
+            PYTHONUNBUFFERED=1 python3 tools/gpu_check/gpu_check.py --out $OUT/gpu_check.json
+    (``python3 tools/gpu_check/gpu_check.py`` puts tools/gpu_check/, not the checkout, on sys.path.)
 
 Bare CPU venv (this box; what tests/test_gpu_check.py also does with links):
     python3 -m venv /tmp/bare && /tmp/bare/bin/pip install -q torch==2.13.0 numpy pillow nvidia-ml-py \\
         .whl/*.whl   # the wheels built as above (tqdm, fsspec from the index)
-    mkdir /tmp/run && cp benchmarks/gpu_check.py benchmarks/_gpu_*.py /tmp/run && cd /tmp/run
+    mkdir /tmp/run && cp tools/gpu_check/gpu_check.py tools/gpu_check/_gpu_*.py /tmp/run && cd /tmp/run
     /tmp/bare/bin/python gpu_check.py                                  # exit 0, GPU sections skipped
     /tmp/bare/bin/python gpu_check.py --device cpu --quick --sweep     # exit 0, stand-ins ok
 """

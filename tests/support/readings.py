@@ -1,4 +1,4 @@
-"""Readings the benchmarks, the soak and the memory tests share: this process's resident set and
+"""Readings the stress tools, the soak and the memory tests share: this process's resident set and
 open file descriptors (Linux ``/proc``), and the Ray object store's use."""
 
 import os

@@ -17,7 +17,7 @@ min-max); and each benchmark's own ratios (loader / raw) for both sides. Only ra
 anything on a shared machine; the third-party rows of bench_kernels (pillow, simplejpeg)
 change with no revision and show the noise.
 
-    python benchmarks/compare_revisions.py --base main~5 --head main
+    python tools/compare_revisions.py --base main~5 --head main
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the harness and the photo set
 
 import _harness as h
 

@@ -1,4 +1,4 @@
-"""The JPEGs and the damage `fuzz_decode_window.py` feeds the crop-window decode (issue 37).
+"""The JPEGs and the damage `tools/fuzz/fuzz_decode_window.py` feeds the crop-window decode (issue 37).
 
 Base images are encoded by libjpeg-turbo 3 itself (the ``turbojpeg`` wheel's library, through
 ctypes) where Pillow cannot write them (4:4:0, 4:1:1, 4:4:1, arithmetic coding, 12-bit,

@@ -14,16 +14,19 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from unittest import mock
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[2] / d) for d in ("benchmarks", "tests")]  # the harness; support/
 
 import _harness as h
 from _data import loopback_cluster, parser
-from _readings import rss_mb, store_used_mb
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.errors import SampleError
 from hybridload.lanes.gpu.dali import DaliLane
-from _bad_files import make_bad_files
+from support.bad_files import make_bad_files
+from support.readings import rss_mb, store_used_mb
 
 log = logging.getLogger("reliability")
 REC = recipe.imagenet_train(64)

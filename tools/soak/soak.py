@@ -9,11 +9,11 @@ world sizes: nothing lost, nothing repeated beyond the padding, the same order, 
 and after it no process, actor or shared-memory segment is left, RSS flat, file descriptors flat
 once the last fault is over.
 
-    python benchmarks/soak.py --seed 3 --faults 12
+    python tools/soak/soak.py --seed 3 --faults 12
 
 Exits 0 when everything held, 1 otherwise; prints the seed and the schedule first (the same
 command replays it) and, last, a line with the counts per fault kind and the recovery times.
-``--json FILE`` keeps the result; ``python benchmarks/soak.py --table A.json B.json`` prints the
+``--json FILE`` keeps the result; ``python tools/soak/soak.py --table A.json B.json`` prints the
 table of several.
 """
 
@@ -32,12 +32,14 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support/: helpers the tests share
+
 import _soak_world as world
-from _readings import fd_count
 from _soak_check import calm_since, compare, fd_growth, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
 from _soak_run import Deadline, Driver
 from _soak_trainer import BATCH, WINDOW
+from support.readings import fd_count
 
 log = logging.getLogger("soak")
 RSS_TOLERANCE_KIB = 64 * 1024  # a trainer's RSS may grow this much from its first epoch's end to its last

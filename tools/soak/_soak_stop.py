@@ -14,6 +14,7 @@ restart: a resumed job reads it the same way.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 STOP_FILE = "stop.json"
@@ -22,7 +23,7 @@ STOP_FILE = "stop.json"
 ENDS_AFTER_CALM = 3
 #: seconds the driver waits for the Ray pools to be back at their target after the last fault
 #: before it asks for the stop anyway: the Ray CI soak's pools were not back at all while its
-#: job ran (seed 14, benchmarks/RESULTS.md), and a pool back after the ask moves the stop later
+#: job ran (seed 14 on a loaded machine), and a pool back after the ask moves the stop later
 POOL_WAIT_S = 3.0
 
 
@@ -56,11 +57,16 @@ class StopAsk:
         return last
 
 
+def write_json(path: Path, obj) -> None:
+    """Atomically: a SIGKILL mid-write leaves the previous file whole."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
 def request_stop(run_dir: Path, last_epoch: int) -> None:
     """Ask the job to stop after training epoch ``last_epoch`` (atomically: a reader never sees
     half a file)."""
-    from _soak_trainer import write_json  # (here: the trainer imports this module)
-
     write_json(run_dir / STOP_FILE, {"last_epoch": last_epoch})
 
 

@@ -150,6 +150,6 @@ def fd_growth(statuses: list[list[list[float]]], calm: float) -> int:
     ``calm`` (`calm_since`); lives with fewer than two such ends are not read. A leak grows on
     with the epochs; a fault's churn (a Ray node added, an actor replaced on another node) may
     leave a trainer a connection or two more, and stops there (+1 to +3 over a node removed,
-    two added and actors killed, then flat for 8 epochs: benchmarks/RESULTS.md)."""
+    two added and actors killed, then flat for 8 epochs: the Ray CI soak's seed 14)."""
     growth = [int(s[-1][0] - s[0][0]) for s in ([x for x in life if x[2] >= calm] for life in statuses) if len(s) >= 2]
     return max(growth or [0])

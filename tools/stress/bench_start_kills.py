@@ -1,6 +1,6 @@
 """A Ray pool's actor killed while it starts: seconds from the kill to a ready actor again.
 
-    python benchmarks/bench_start_kills.py [--rounds 6] [--start-s 2] [--label after] [--out F]
+    python tools/stress/bench_start_kills.py [--rounds 6] [--start-s 2] [--label after] [--out F]
 
 Each round opens an `ActorPool` of one actor on a local Ray instance on 127.0.0.1 (its start
 takes ``--start-s`` besides the process's own start and the pool worker's imports: an actor
@@ -18,42 +18,21 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import threading
 import time
+from pathlib import Path
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback only: before Ray is imported
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from hybridload.lanes.ray.worker import PoolWorker  # noqa: E402  (after the loopback settings)
+# support/ (the slow actor and its killer, shared with the tests) on this process's path and on
+# its Ray workers', which import the actor's class by name
+TESTS = str(Path(__file__).resolve().parents[2] / "tests")
+sys.path.insert(0, TESTS)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)
 
-
-class SlowStart(PoolWorker):
-    """A pool's actor whose start takes ``start_s`` more."""
-
-    def __init__(self, start_s: float):
-        super().__init__()
-        time.sleep(start_s)
-
-
-def named_actors() -> list[dict]:
-    import ray
-
-    return ray.util.list_named_actors(all_namespaces=True)
-
-
-def kill_first_actor(prefix: str, old: set, timeout_s: float, out: dict) -> None:
-    """``ray.kill`` the first actor named ``prefix...`` (not in ``old``) once the GCS lists it;
-    note when (``out["t"]``, monotonic) and its name (``out["name"]``)."""
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for a in named_actors():
-            if a["name"].startswith(prefix) and a["name"] not in old:
-                ray.kill(ray.get_actor(a["name"], namespace=a["namespace"]), no_restart=True)
-                out.update(t=time.monotonic(), name=a["name"])
-                return
-        time.sleep(0.02)
+from support.actor_kills import SlowStart, kill_first_actor, named_actors
 
 
 def one_round(start_s: float, timeout_s: float = 300.0) -> float | None:

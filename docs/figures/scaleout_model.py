@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the harness and the photo set
+
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
 from bench_ingest import BATCH, measure as measure_ingest

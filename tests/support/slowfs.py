@@ -4,7 +4,7 @@ counters of the requests it served (how many, how many at once at most, bytes).
 ``slowmem://`` shares its files with fsspec's ``memory://`` (one store per process): write
 with ``memory://``, read through ``slowmem://`` with ``storage_options={"latency_s": 0.02}``.
 Each ``cat_file`` (whole or ranged) and each ``open`` counts as one request and sleeps
-``latency_s`` first, as a round trip to S3 or GCS would. For tests and benchmarks of the
+``latency_s`` first, as a round trip to S3 or GCS would. For the tests of the
 ingest path; importing this module registers the protocol with fsspec.
 
     SlowMemoryFileSystem.reset_counts(); ...; SlowMemoryFileSystem.counts()["max_in_flight"]

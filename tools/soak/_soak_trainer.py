@@ -23,8 +23,10 @@ from pathlib import Path
 
 import torch
 
-from _readings import fd_count, rss_kib
-from _soak_stop import agreed_stop
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support/: helpers the tests share
+
+from _soak_stop import agreed_stop, write_json
+from support.readings import fd_count, rss_kib
 
 SIZE, BATCH = 32, 4
 WINDOW = 3  # batches in flight (the loader's window)
@@ -106,13 +108,6 @@ def arm_gpu_faults(flag: Path) -> None:
             )
 
     DaliLane._decode = decode
-
-
-def write_json(path: Path, obj) -> None:
-    """Atomically: a SIGKILL mid-write leaves the previous file whole."""
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
 
 
 def pool_now(loader) -> dict | None:

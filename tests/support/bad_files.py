@@ -1,6 +1,6 @@
-"""Helpers to generate bad inputs for tests and benchmarks.
+"""Helpers to generate bad inputs for the tests and the stress tools.
 
-One place makes every kind of bad or unusual file the suite and ``benchmarks/reliability.py``
+One place makes every kind of bad or unusual file the suite and ``tools/stress/reliability.py``
 feed the lanes, so they all test the same inputs.
 """
 

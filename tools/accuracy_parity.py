@@ -19,9 +19,12 @@ import logging
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the harness and the photo set
 
 import _harness as h
 from _data import parser
