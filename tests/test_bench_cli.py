@@ -1,10 +1,12 @@
 """`hybridload bench` end to end on a small generated dataset with every mode."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 
 from hybridload.planner import Plan
@@ -62,9 +64,32 @@ def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
         assert ("Ray lane" in m["label"]) == ("ray" in took), m
         assert ("in-process lane" in m["label"]) == ("inprocess" in took), m
     assert "DALI CPU-only mode, no GPU visible" in modes["gpu"]["label"]
+    assert proc.stderr.count("no GPU lane") == 1, proc.stderr  # single-gpu and multi-node: one note
+    assert proc.stderr.count("CPU-only mode (no GPU visible)") == 1, proc.stderr  # "gpu": DALI's stand-in, said once
     assert "GPU lane" not in modes["cpu"]["label"]
     with Image.open(png) as im:
         im.verify()
     table = [ln for ln in proc.stdout.splitlines() if ln.startswith("|")]
     assert len(table) == 6 and len({len(ln) for ln in table}) == 1, proc.stdout  # aligned columns
     assert "| single-gpu |" in proc.stdout and "what ran" in proc.stdout
+
+
+@pytest.mark.parametrize("dali", ["installed", "unimportable"])
+def test_bench_says_no_gpu_lane_once_and_truly_for_this_venv(photo_root, dali, monkeypatch, caplog):
+    """Two modes that decode to mode='auto' on a CPU machine (single-gpu, auto): one note, not one a
+    mode; it offers DALI's CPU-only stand-in only where DALI is installed."""
+    from hybridload import recipe, sources
+    from hybridload.cli.bench import run_mode
+    from hybridload.lanes import once
+
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process
+    if dali == "unimportable":
+        monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
+    with caplog.at_level(logging.WARNING, logger="hybridload"):
+        for mode in ("single-gpu", "auto"):
+            run_mode(src, rec, mode, batch_size=4, batches=2, step_ms=0, threads=1)
+    said = [r.getMessage() for r in caplog.records if "no GPU lane" in r.getMessage()]
+    assert len(said) == 1, said
+    assert ("stand-in" in said[0] and "would run" in said[0]) is (dali == "installed"), said[0]
+    assert ("DALI" in said[0] and "not installed" in said[0]) is (dali == "unimportable"), said[0]

@@ -11,6 +11,7 @@ from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.recipe.custom import CustomOp, custom_generator
 from hybridload.errors import SampleError
 from hybridload.kernels import process_sample
+from hybridload.lanes import once
 from hybridload.policy.decode import decode_lanes
 
 from support.streams import local_lane_streams, stream
@@ -115,7 +116,8 @@ def test_the_lane_spec_says_how_the_recipe_travels_to_the_workers(policy, cpus, 
     assert decode_lanes(policy, cpus=cpus).ships_recipe == ships
 
 
-def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog):
+def test_gpu_mode_runs_on_the_cpu_lane_with_one_warning(photo_root, caplog, monkeypatch):
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process: the note comes once
     src = sources.ImageFolder(photo_root)
     with caplog.at_level(logging.WARNING, logger="hybridload"):
         with HybridLoader(

@@ -6,6 +6,7 @@ import threading
 import pytest
 import torch
 
+from hybridload.lanes import once
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
 from hybridload.lanes.gpu.dali import DaliLane
@@ -109,6 +110,7 @@ def test_missing_dali_falls_back_to_the_cpu_lane_with_a_warning(photo_root, monk
     src = sources.ImageFolder(photo_root)
     ref, _ = run(src, LoaderPolicy(mode="cpu", cpu_actors=0))
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # import nvidia.dali now raises ImportError
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process: the warning comes
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*DALI"):
         got, stats = run(src, LoaderPolicy(mode="split", gpu_share=0.5, gpu_engine="dali", cpu_actors=0))
     assert [(i, lab, torch.equal(img, r)) for (i, lab, img), (_, _, r) in zip(got, ref)] == [

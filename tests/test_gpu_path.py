@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 import warnings
 
 import numpy as np
@@ -20,6 +21,7 @@ from PIL import Image
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import Reroute
 from hybridload.kernels import decode_image, process_batch
+from hybridload.lanes import once
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.gpu import dali as dali_mod
 from hybridload.lanes.gpu import make_gpu_lane
@@ -136,6 +138,7 @@ def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_w
         raise RuntimeError("nvJPEG initialization failed: CUDA driver version is insufficient")
 
     monkeypatch.setattr(pipelines, "build_pipeline", broken)
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process: the warning comes
     src = sources.ImageFolder(photo_root)
     with pytest.warns(RuntimeWarning, match="GPU lane is unavailable.*could not build.*CPU lanes"):
         assert (
@@ -312,14 +315,15 @@ def exif_source(tmp_path_factory):
     return sources.ImageFolder(str(root.parent))
 
 
-def test_exif_orientation_is_ignored_by_the_cpu_lane_dali_and_the_torch_engine(exif_source):
+def test_exif_orientation_is_ignored_by_the_cpu_lane_dali_and_the_torch_engine(exif_source, monkeypatch):
     payload, _ = exif_source.read(exif_source.ref(0))
     assert Image.open(io.BytesIO(payload)).getexif()[0x0112] == 6
     assert decode_image(payload).shape == (48, 80, 3)  # stored orientation, not rotated
     rec = recipe.Recipe([recipe.Decode(), recipe.Resize((24, 40))])
     idx = np.arange(4)
     cpu = process_batch(exif_source, rec, idx, 0, 0).images
-    with pytest.warns(RuntimeWarning) if not dali_mod._CPU_ONLY_WARNED else contextlib.nullcontext():
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process: the warning comes
+    with pytest.warns(RuntimeWarning, match="CPU-only mode"):
         dali = dali_mod.DaliLane(exif_source, rec, batch_size=4, device="cpu")
     dali_imgs = dali.run_batch(BatchTask(0, 0, idx)).images
     dali.close()
@@ -335,7 +339,7 @@ def test_exif_orientation_is_ignored_by_the_cpu_lane_dali_and_the_torch_engine(e
 
 # ------------------------------------------------------------------ fix 9: one loud warning
 def test_dali_cpu_only_mode_warns_once_per_process(photo_root, monkeypatch):
-    monkeypatch.setattr(dali_mod, "_CPU_ONLY_WARNED", False)
+    monkeypatch.setattr(once, "_said", set())
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -382,3 +386,25 @@ def test_torch_engine_index_stream_equals_cpu_lane_and_pixels_within_tolerance(p
     for (_, _, a), (_, _, b) in zip(gpu, cpu):
         d = (a.float() - b.float()).abs() * scale
         assert d.mean() <= TORCH_MEAN_TOL and d.max() <= TORCH_MAX_TOL + 1e-3
+
+
+@pytest.mark.parametrize("dali", ["installed", "unimportable"])
+def test_split_on_a_cpu_machine_warns_once_in_one_short_line_true_for_this_venv(photo_root, dali, monkeypatch):
+    """The quickstart's mode="split" on a machine with no GPU, its loader made twice: one warning
+    of at most 200 characters; DALI's CPU-only stand-in where DALI is installed, and where it is
+    not, a warning that says so (no install lines for a GPU stack this machine cannot use)."""
+    monkeypatch.setattr(once, "_said", set())  # as in a fresh process
+    if dali == "unimportable":
+        monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    policy = LoaderPolicy(mode="split", gpu_share=0.5, cpu_actors=0, threads=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with HybridLoader(sources.ImageFolder(photo_root), recipe.imagenet_train(32), 4, policy=policy) as ld:
+                next(iter(ld))
+    said = [str(w.message) for w in caught if "GPU" in str(w.message) or "DALI" in str(w.message)]
+    assert len(said) == 1 and len(said[0]) <= 200, said
+    if dali == "installed":
+        assert "DALI's CPU-only mode" in said[0] and "stand-in" in said[0], said[0]
+    else:
+        assert "DALI" in said[0] and "not installed" in said[0] and "pip install" not in said[0], said[0]

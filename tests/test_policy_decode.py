@@ -457,3 +457,17 @@ def test_each_pass_runs_the_settings_the_policy_decodes_to():
         device_budget_bytes=2 * 2**20,
     )
     assert pass_config(LoaderPolicy(), decode_lanes(LoaderPolicy())) == PassConfig()  # the defaults agree
+
+
+@pytest.mark.parametrize("dali_installed", [True, False])
+@pytest.mark.parametrize("mode", ["auto", "split"])
+def test_no_gpu_here_offers_dalis_stand_in_only_where_dali_is_installed(mode, dali_installed):
+    """On a CPU device: where DALI is installed its CPU-only mode stands in ("split") and the auto note
+    says so; where it is not, nothing is tried and every note says DALI is not installed."""
+    policy = LoaderPolicy(mode=mode, gpu_share=0.5 if mode == "split" else None, cpu_actors=0)
+    spec = decode_lanes(policy, device="cpu", dali_installed=dali_installed)
+    assert spec.gpu_engines == (("dali",) if dali_installed else ())
+    said = " ".join(spec.notes) + " " + spec.gpu_engines_note
+    assert ("would run DALI's CPU-only stand-in" in said) is (dali_installed and mode == "auto"), said
+    assert ("not installed" in said) is (not dali_installed), said
+    assert decode_lanes(policy, device="cuda:0", dali_installed=dali_installed).gpu_engines == ("dali", "torch")

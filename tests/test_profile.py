@@ -2,6 +2,7 @@
 and mode="auto" carrying out and re-planning a split without changing the stream."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -43,7 +44,7 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
     plan = Plan.load(out)
     assert 0 <= plan.gpu_share <= 1 and plan.predicted["total"] > 0
     meas = json.loads(out.read_text())["measurements"]
-    assert "DALI CPU-only mode" in meas["gpu_label"]  # labelled as the stand-in
+    assert "CPU-only stand-in" in meas["gpu_label"]  # labelled as the stand-in
     assert any("NVML" in n for n in meas["notes"])  # the no-NVML path, said plainly
     assert len(meas["checked_points"]) >= 1
     with Image.open(png) as im:
@@ -189,3 +190,40 @@ def test_profile_reads_nvml_for_the_loaders_device_not_nvmls_first(monkeypatch):
         profile.run_profile(list(range(8)), None, batch_size=4, device="cuda:1")
     assert seen["device"] == torch.device("cuda", 1)
     assert seen["reading"].uuid == "GPU-bbbb" and seen["reading"].util_mean > 0.9
+
+
+#: `hybridload profile` as its console script runs it, with DALI made unimportable when asked
+PROFILE_MAIN = """
+import sys
+if sys.argv.pop(1) == "unimportable":
+    sys.modules["nvidia.dali"] = None
+from hybridload.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("dali", ["installed", "unimportable"])
+def test_profile_says_each_thing_about_the_gpu_lane_once_and_counts_in_words(photo_root, tmp_path, dali):
+    """What profile prints about the GPU lane on a machine without a GPU: no line twice, DALI's
+    stand-in explained once where DALI is installed, and where it is not, one row saying so; counts
+    as words ("1 thread", never "1 threads")."""
+    argv = [photo_root, "--recipe", "imagenet_train:48", "--batch-size", "8", "--seconds", "0.5"]
+    proc = subprocess.run(
+        [sys.executable, "-c", PROFILE_MAIN, dali, "profile", *argv, "--sample", "24", "--quiet"]
+        + ["--out", str(tmp_path / "plan.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    about_dali = [line for line in out.splitlines() if "DALI" in line]
+    assert len(about_dali) == len(set(about_dali)), about_dali  # nothing said twice
+    assert not re.search(r"\b1 (local |remote )?(threads|actors)\b", out), out
+    if dali == "installed":
+        assert out.count("a stand-in on the CPUs") == 1, about_dali  # the explanation, once
+        assert sum("CPU-only mode (no GPU visible)" in line for line in about_dali) == 1, about_dali  # the warning
+    else:
+        assert about_dali == [ln for ln in about_dali if ln.startswith("| GPU lane")], about_dali
+        assert "not installed" in about_dali[0] and "stand-in" in about_dali[0] and len(about_dali) == 1

@@ -1,8 +1,10 @@
 """The README's code runs as written: each block marked ``<!-- readme-test: NAME -->`` is
 extracted and run in a fresh process in an empty directory."""
 
+import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +22,66 @@ def readme_block(name: str, text: str | None = None) -> str:
     if m is None:
         raise LookupError(f"README.md has no block marked <!-- readme-test: {name} -->")
     return m.group(1)
+
+
+#: the modules each extra brings (pyproject.toml's [project.optional-dependencies]), to make the
+#: ones the README's install line leaves out unimportable
+EXTRA_MODULES = {
+    "ray": ("ray",),
+    "dali-cu12": ("nvidia.dali",),
+    "dali-cu13": ("nvidia.dali",),
+    "torch-gpu": ("torchvision",),
+    "nvml": ("pynvml",),
+    "plot": ("matplotlib",),
+    "photos": ("skimage",),
+    "lightning": ("lightning",),
+    "peers": ("torchdata", "spdl"),
+    "docs": ("mkdocs",),
+}
+#: extras that only name others
+ALIASES = ("dali", "dev")
+
+
+def installed_extras(text: str | None = None) -> set[str]:
+    """The extras in the brackets of the README's install lines; every line with brackets names the same."""
+    found = {
+        frozenset(e.strip() for e in m.group(1).split(","))
+        for line in install_lines(text)
+        for m in [re.search(r"\[([\w,-]+)\]", line)]
+        if m
+    }
+    assert len(found) == 1, f"the README's install lines name different extras: {found}"
+    return set(next(iter(found)))
+
+
+def readme_commands(text: str | None = None) -> list[list[str]]:
+    """Every ``hybridload ...`` command in the README's bash blocks, as argv (continuations joined)."""
+    text = README.read_text() if text is None else text
+    out = []
+    for block in re.findall(r"```bash\n(.*?)\n```", text, re.S):
+        for cmd in block.replace("\\\n", " ").splitlines():
+            argv = shlex.split(cmd.split("#", 1)[0])
+            if argv[:1] == ["hybridload"]:
+                out.append(argv[1:])
+    return out
+
+
+def extras_needed(argv: list[str]) -> set[str]:
+    """The extras a command line needs: each flag given whose help says "(needs [EXTRA])"."""
+    from hybridload.cli.commands import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    sub = commands.choices[argv[0]]  # a command the CLI does not have: KeyError, named
+    flags = {o for a in sub._actions for o in a.option_strings}
+    unknown = [a.split("=")[0] for a in argv[1:] if a.startswith("-") and a.split("=")[0] not in flags]
+    assert not unknown, f"`hybridload {argv[0]}` has no flag {unknown}"
+    needed = set()
+    for action in sub._actions:
+        given = any(a == o or a.startswith(o + "=") for a in argv for o in action.option_strings)
+        m = re.search(r"needs \[([\w-]+)\]", action.help or "")
+        if given and m:
+            needed.add(m.group(1))
+    return needed
 
 
 def _run(code: str, cwd: Path, timeout: int = 300, ray_address: str | None = None) -> str:
@@ -42,7 +104,11 @@ def test_readme_block_finds_the_marked_block_only():
 
 
 def test_the_readme_quickstart_runs_as_written_and_resumes_mid_epoch(tmp_path):
-    out = _run(readme_block("quickstart"), tmp_path)
+    """With only what the README's install line installs: the modules of every other extra (DALI,
+    scikit-image, NVML, ...) made unimportable."""
+    left_out = sorted({m for e, mods in EXTRA_MODULES.items() if e not in installed_extras() for m in mods})
+    block = f"import sys\nsys.modules.update(dict.fromkeys({left_out!r}))  # as if not installed\n"
+    out = _run(block + readme_block("quickstart"), tmp_path)
     assert "resumed epoch 1: 2 of 4 batches left" in out  # 64 photos, batches of 16, saved after 2
     assert (tmp_path / "loader.pt").exists() and (tmp_path / "data" / "quickstart-photos").is_dir()
 
@@ -51,6 +117,33 @@ def install_lines(text: str | None = None) -> list[str]:
     """The commands of the README's install block, comments dropped."""
     lines = [line.split("#", 1)[0].strip() for line in readme_block("install", text).splitlines()]
     return [line for line in lines if line]
+
+
+def test_the_readme_install_line_carries_every_extra_the_readmes_commands_need():
+    """`hybridload profile ... --plot plan.png` needs the `plot` extra: after the README's own install
+    line a command of the README must not stop at a missing extra."""
+    commands = readme_commands()
+    assert {argv[0] for argv in commands} >= {"profile", "bench"}, commands
+    have = installed_extras()
+    for argv in commands:
+        assert extras_needed(argv) <= have, f"`hybridload {' '.join(argv)}` needs {extras_needed(argv) - have}"
+    assert extras_needed(["profile", "d", "--plot", "p.png"]) == {"plot"}  # the help says so, as read here
+
+
+def test_every_extra_has_its_modules_named():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRA_MODULES) == set(extras) - set(ALIASES)
+
+
+def test_the_quickstarts_prose_asks_for_no_extra_the_install_line_leaves_out():
+    """An extra named in the quickstart's words is in the install line, or said not to be needed."""
+    section = README.read_text().split("<!-- --8<-- [start:quickstart] -->")[1].split("```python")[0]
+    have = installed_extras()
+    for sentence in re.split(r"(?<=[.:;])\s", " ".join(section.split())):
+        for extra in re.findall(r"`([\w-]+)` extra", sentence):
+            assert extra in have or "not needed" in sentence, sentence
 
 
 def test_install_lines_reads_the_commands_without_their_comments():

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from hybridload.cli.results import Profile
+from hybridload.cli.tables import plural
 from hybridload.planner.nvml import read_gpu
 from hybridload.planner.plan import Plan
 from hybridload.planner.rates import cpu_rate_per_core, gpu_lane_rate, remote_rates
@@ -156,8 +157,8 @@ def run_profile(
         # in CPU-only mode the stand-in needs no GPU time; on a GPU, NVML's reading sets the headroom
         gpu_ok = True
         util = gpu.util_mean if gpu.available and device.type == "cuda" else 0.0
-    except Exception as exc:
-        g_rate, g_cost, g_label, gpu_ok, util = 0.0, 0.0, f"unavailable ({exc})", False, 0.0
+    except Exception as exc:  # why is said once, in the table's GPU lane row (and the plan's notes)
+        g_rate, g_cost, g_label, gpu_ok, util = 0.0, 0.0, f"none: {exc}", False, 0.0
         notes.append(f"GPU lane: {exc}")
     m = Measurements(
         nodes=tuple(nodes),
@@ -213,7 +214,7 @@ def run_profile(
         ("GPU (NVML)", _gpu_text(gpu)),
         (
             "CPU lane, trainer node",
-            f"{lane_rate:.0f} images/s on {cpus} threads ({single:.0f} images/s on one core alone)",
+            f"{lane_rate:.0f} images/s on {plural(cpus, 'thread')} ({single:.0f} images/s on one core alone)",
         ),
     ]
     rows += [
@@ -222,11 +223,17 @@ def run_profile(
     ]
     in_loader = f" in the loader ({g_rate:.0f} run batch by batch)" if m.gpu_rate != g_rate else ""
     rows += [
-        ("GPU lane", f"{m.gpu_rate:.0f} images/s{in_loader}, {m.gpu_cpu_cost:.2f} trainer cores ({g_label})"),
+        (
+            "GPU lane",
+            f"{m.gpu_rate:.0f} images/s{in_loader}, {m.gpu_cpu_cost:.2f} trainer cores ({g_label})"
+            if gpu_ok
+            else g_label,
+        ),
         ("chosen GPU share", f"{plan.gpu_share:.2f}"),
         (
             "CPU workers",
-            f"{plan.local_threads} local threads, {plan.total_actors} remote actors {plan.cpu_actors or ''}".rstrip(),
+            f"{plural(plan.local_threads, 'local thread')}, {plural(plan.total_actors, 'remote actor')} "
+            f"{plan.cpu_actors or ''}".rstrip(),
         ),
         ("predicted images/s", " / ".join(f"{k} {v:.0f}" for k, v in plan.predicted.items())),
         ("why", plan.reason),

@@ -35,3 +35,12 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Se
 def key_value_table(rows: Sequence[tuple[str, str]]) -> str:
     """A two-column table: what, value."""
     return format_table(["what", "value"], rows)
+
+
+def plural(n: int, word: str) -> str:
+    """``n`` and ``word``, with an s unless ``n`` is 1.
+
+    >>> plural(1, "thread"), plural(2, "thread"), plural(0, "remote actor")
+    ('1 thread', '2 threads', '0 remote actors')
+    """
+    return f"{n} {word}{'' if n == 1 else 's'}"

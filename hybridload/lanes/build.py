@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from hybridload.errors import close_all, take_all
+from hybridload.lanes import once
 from hybridload.lanes.base import Lane, LaneKind
 from hybridload.lanes.spec import LaneSpec
 
@@ -39,7 +40,8 @@ def build_lanes(
     """Build the lanes ``spec`` asks for; a GPU lane that cannot run here is replaced by the
     CPU lane, with a warning."""
     for note in spec.notes:
-        log.warning("%s", note)
+        if once.first_time(note):
+            log.warning("%s", note)
     # the buffers a lane sizes by the batch (shared-memory slots, DALI's batch, GPU memory): no batch
     # holds more than the source's samples, whatever batch_size says (torch's meaning of a large one)
     batch_size = max(1, min(batch_size, len(source)))

@@ -123,10 +123,10 @@ def gpu_lane_rate(
         except (LaneUnavailableError, ValueError) as exc:
             errors.append(f"{name}: {exc}")
     if lane is None:
-        raise LaneUnavailableError("; ".join(errors))
+        raise LaneUnavailableError("; ".join(errors) or spec.gpu_engines_note)
     label = lane.describe()
-    if getattr(lane, "cpu_only", False):
-        label = "DALI CPU-only mode (no GPU here: a stand-in for the GPU lane)"
+    if getattr(lane, "cpu_only", False):  # what it means is said once, in the lane's warning
+        label = "DALI's CPU-only stand-in"
     sync = _synchronizer(lane.device if hasattr(lane, "device") else torch.device(device))
     try:
         gen = _chunks(indices, batch_size)

@@ -215,7 +215,7 @@ def _explain(m: Measurements, lim: Limits, share: float, pred: dict, best: float
         words.append(f"the CPUs: {local_cap:.0f} images/s local{feeding}, {remote_cap:.0f} images/s remote")
     bottleneck = " and ".join(words)
     if not m.gpu_available:
-        reason = f"no GPU lane ({m.gpu_label}): CPU lanes only"
+        reason = "no GPU lane: CPU lanes only"  # why not is the measurements' to say (gpu_label, notes)
     elif g_cap <= 0 and m.gpu_time_bound:
         reason = f"the training leaves no GPU time under max_gpu_util={lim.max_gpu_util:g}: CPU lanes only"
     elif share == 0:

@@ -78,6 +78,7 @@ def decode_lanes(
     plan: Plan | None = None,
     *,
     ray_installed: bool = True,
+    dali_installed: bool = True,
     ray_address_env: str | None = None,
     cpus: int = 1,
     device: Any = "cpu",
@@ -86,7 +87,8 @@ def decode_lanes(
     """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``: the one place a
     policy is decoded (``LoaderPolicy.lane_spec`` calls it with this process's facts).
 
-    ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
+    ``dali_installed``: whether DALI is (its CPU-only mode stands in for the GPU lane where
+    no GPU is); ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
     process may use; ``device``: where batches land (a torch.device or its name: the GPU
     engines to try depend on its type); all passed in, so this stays pure. ``recipe``: a
     recipe that is not ``gpu_capable`` turns the GPU lane off.
@@ -98,7 +100,7 @@ def decode_lanes(
     workers = policy.local_workers
     if workers == "auto" and policy.cpu_actors == 0:
         workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
-    engines, engines_note = gpu_engines(policy.gpu_engine, str(device))
+    engines, engines_note = gpu_engines(policy.gpu_engine, str(device), dali_installed=dali_installed)
     knobs = {f.name for f in dataclasses.fields(policy)} - set(DECODED)
     kw: dict[str, Any] = {
         f.name: getattr(policy, f.name) for f in dataclasses.fields(LaneSpec) if f.name in knobs
@@ -127,9 +129,9 @@ def decode_lanes(
         return LaneSpec(gpu=share > 0, gpu_share=share, auto=False, **kw)
     if policy.mode == "auto" and policy.gpu_engine == "auto" and engines_note:
         # auto builds a GPU lane only on a GPU; DALI's CPU-only stand-in is for an explicit "gpu"/"split"
+        stand_in = "; 'gpu' or 'split' would run DALI's CPU-only stand-in" if engines else ""
         kw["notes"] += (
-            f"mode='auto': no GPU lane, {engines_note}; every batch goes to the CPU lane (mode='gpu' or "
-            "'split' runs DALI's CPU-only stand-in; mode='cpu' silences this)",
+            f"mode='auto': no GPU lane, {engines_note}: CPU lanes only (mode='cpu' silences this{stand_in})",
         )
         return LaneSpec(gpu=False, gpu_share=None, auto=False, **kw)
     if policy.mode == "auto":
@@ -177,15 +179,20 @@ def pass_config(policy, spec: LaneSpec) -> PassConfig:
     )
 
 
-def gpu_engines(asked: str, device: str) -> tuple[tuple[str, ...], str]:
+def gpu_engines(asked: str, device: str, *, dali_installed: bool = True) -> tuple[tuple[str, ...], str]:
     """The GPU engines to try for ``LoaderPolicy.gpu_engine`` ``asked`` on ``device`` (a device
     name such as "cuda:0" or "cpu"), and why "auto" leaves one out ("" when it does not):
     a named engine alone; "auto" DALI then the torch engine on a CUDA device, else DALI alone
-    (its CPU-only stand-in: never the torch engine on CPU tensors)."""
+    where it is installed (its CPU-only stand-in: never the torch engine on CPU tensors), else none."""
     if asked != "auto":
         return (asked,), ""
     if device.partition(":")[0] == "cuda":
         return ("dali", "torch"), ""
+    if not dali_installed:
+        return (
+            (),
+            f"the loader's device is {device}, not a CUDA device, and DALI (its CPU-only stand-in) is not installed",
+        )
     return ("dali",), f"the loader's device is {device}, not a CUDA device"
 
 

@@ -1,4 +1,4 @@
-"""This process's facts a policy is decoded with: the CPUs it may use, whether Ray imports,
+"""This process's facts a policy is decoded with: the CPUs it may use, whether Ray and DALI are installed,
 RAY_ADDRESS, and (for a plan made elsewhere) its GPU and the Ray cluster as far as it is known.
 Read here, passed to the pure decoding (`hybridload.policy.decode`)."""
 
@@ -23,6 +23,14 @@ def usable_cpus() -> int:
 def ray_installed() -> bool:
     """Whether Ray imports here (without importing it)."""
     return importlib.util.find_spec("ray") is not None
+
+
+def dali_installed() -> bool:
+    """Whether NVIDIA DALI is installed here (without importing it, which takes seconds)."""
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except (ImportError, ValueError):  # no ``nvidia`` package, or a module made unimportable
+        return False
 
 
 def ray_address_env() -> str | None:

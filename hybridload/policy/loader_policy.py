@@ -232,7 +232,7 @@ class LoaderPolicy:
 
     def lane_spec(self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
         """The lanes this policy runs here, decoded by `hybridload.policy.decode.decode_lanes`
-        with this process's facts (whether Ray imports, RAY_ADDRESS, the usable CPUs).
+        with this process's facts (whether Ray and DALI are installed, RAY_ADDRESS, the usable CPUs).
 
         The loader, the bench and the profiler all decode a policy through this. ``plan``:
         default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
@@ -242,6 +242,7 @@ class LoaderPolicy:
             self,
             self.loaded_plan() if plan is None else plan,
             ray_installed=facts.ray_installed(),
+            dali_installed=facts.dali_installed(),
             ray_address_env=facts.ray_address_env(),
             cpus=facts.usable_cpus(),
             device=device,

@@ -3,7 +3,9 @@
 ``connect`` (one connection per process: an address, or the embedded local cluster),
 ``ray_start`` (starting an embedded head), ``node_cluster`` (one embedded cluster per
 machine, shared by its ranks), ``last_out`` (the rank that started it leaves it last),
-``gcs_probe`` (whether a cluster answers at an address, within a deadline), ``shipping``
+``agent_guard`` (Ray's node agents of the embedded cluster end with its raylet, even under a
+SIGKILLed trainer), ``gcs_probe`` (whether a cluster answers at an address, within a deadline),
+``shipping``
 (user code the workers cannot import travels by value) and ``placement`` (which nodes the
 actors go to).
 """

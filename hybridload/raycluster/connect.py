@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 
 from hybridload import compat, environment
+from hybridload.raycluster import agent_guard
 from hybridload.raycluster import gcs_probe
 from hybridload.raycluster import last_out
 from hybridload.raycluster import node_cluster
@@ -160,13 +161,15 @@ def _start_embedded(ray) -> str:
     # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
     logging.getLogger(compat.RAY_TOKEN_LOGGER).setLevel(logging.ERROR)
     log.info("starting an embedded Ray cluster on 127.0.0.1")
-    ray.init(
-        address="local",
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-        object_store_memory=_embedded_store_bytes(),
+    agent_guard.guarded(  # Ray 2.60 starts the node agents regardless: they end with the raylet
+        lambda: ray.init(
+            address="local",
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            object_store_memory=_embedded_store_bytes(),
+        )
     )
     return ray.get_runtime_context().gcs_address
 
@@ -257,6 +260,7 @@ def shutdown() -> bool:
             return False
         log.info("shutting down the Ray connection hybridload made (%s)", _ours)
         ray.shutdown()
+        agent_guard.reap()
         _ours = None
         return True
 

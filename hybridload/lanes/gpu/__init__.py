@@ -17,7 +17,8 @@ decoded from ``LoaderPolicy.gpu_engine`` once, by `hybridload.policy.decode.gpu_
 
 A lane that cannot be had (engine missing, pipeline or decoder failing to start on the
 device: driver or CUDA mismatch, nvJPEG initialisation, out of memory, a recipe outside
-the engine's reach) gives ``None`` and one RuntimeWarning: the batches go to the CPU lanes.
+the engine's reach) gives ``None`` and one RuntimeWarning (once per process): the batches go
+to the CPU lanes.
 
 Modules: ``base`` (`GpuLane`, the skeleton both engines fill in), ``dali`` (the DALI engine),
 ``torch_lane`` (the torch engine) with ``torch_decoders`` (its JPEG decoder backends),
@@ -37,6 +38,7 @@ import torch
 from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
+from hybridload.lanes import once
 from hybridload.lanes.base import Lane
 from hybridload.lanes.spec import LaneSpec
 
@@ -108,9 +110,10 @@ def make_gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int, device: st
         except (LaneUnavailableError, ValueError) as exc:
             reasons.append(f"{name}: {exc}")
             log.info("GPU engine %s unavailable: %s", name, exc)
-    warnings.warn(
-        f"hybridload: the GPU lane is unavailable ({'; '.join(reasons)}); its batches go to the CPU lanes",
-        RuntimeWarning,
-        stacklevel=5,
-    )
+    if not spec.gpu_engines:  # nothing here could run it (no CUDA device, no DALI): said in one short line
+        msg = f"hybridload: no GPU lane ({spec.gpu_engines_note}): its batches go to the CPU lanes (mode='cpu' silences this)"
+    else:
+        msg = f"hybridload: the GPU lane is unavailable ({'; '.join(reasons)}); its batches go to the CPU lanes"
+    if once.first_time(msg):
+        warnings.warn(msg, RuntimeWarning, stacklevel=5)
     return None

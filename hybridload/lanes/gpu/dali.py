@@ -30,6 +30,7 @@ import torch
 from hybridload.errors import LaneUnavailableError, Reroute
 from hybridload.delivery.transfer import resolve_device
 
+from hybridload.lanes import once
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import confirm_on_cpu
@@ -39,20 +40,16 @@ from hybridload.extras import install_hint
 log = logging.getLogger(__name__)
 
 
-_CPU_ONLY_WARNED = False
+#: the one warning of DALI's CPU-only mode, said once per process
+CPU_ONLY_WARNING = (
+    "hybridload: the GPU lane runs DALI's CPU-only mode (no GPU visible): a stand-in on the CPUs, no speed-up"
+)
 
 
 def _warn_cpu_only() -> None:
     """One loud warning per process: DALI's CPU-only mode is a stand-in, not a GPU lane."""
-    global _CPU_ONLY_WARNED
-    if _CPU_ONLY_WARNED:
-        return
-    _CPU_ONLY_WARNED = True
-    msg = (
-        "hybridload: the GPU lane runs in DALI's CPU-only mode (no GPU visible): it decodes on this "
-        "machine's CPUs, a stand-in for the GPU lane, not a GPU speed-up"
-    )
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)  # a log line too where logging captures warnings (the CLI)
+    if once.first_time(CPU_ONLY_WARNING):  # a log line too where logging captures warnings (the CLI)
+        warnings.warn(CPU_ONLY_WARNING, RuntimeWarning, stacklevel=3)
 
 
 class DaliLane(GpuLane):
@@ -115,7 +112,9 @@ class DaliLane(GpuLane):
         )
         if self.cpu_only:
             _warn_cpu_only()
-        log.info("%s, %d threads, batch %d", self.describe(), num_threads, batch_size)
+        said = f"{self.describe()}, {num_threads} thread{'s' if num_threads != 1 else ''}, batch {batch_size}"
+        if once.first_time(said):  # a lane per measurement in `hybridload profile`: said once
+            log.info("%s", said)
 
     def describe(self) -> str:
         return "GPU lane: " + ("DALI CPU-only mode, no GPU visible" if self.cpu_only else f"DALI on {self.device}")
