@@ -5,8 +5,9 @@ the batches of its (batch) sampler are sent, as index lists, to a pool of Ray ac
 holding the dataset and the collate function; results come back in sampler order
 through the ordered merger. Compared with Dpex:
 
-Each batch reseeds ``random``, ``numpy`` and ``torch`` with ``base_seed + batch number`` (the
-seed travels with the task); the user's exceptions arrive with their own class, once, and the
+Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators
+``worker_init_fn`` left alone with ``base_seed + batch number`` (the seed travels with the task),
+and batch i goes to worker ``i % num_workers`` while it lives; the user's exceptions arrive with their own class, once, and the
 pass goes on; a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``,
 ``get_worker_info()``, ``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave
 as in torch's workers; with a ``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()``
