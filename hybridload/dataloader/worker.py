@@ -215,10 +215,10 @@ def seed_as_torch_worker(base_seed: int, worker_id: int) -> None:
 
 def rng_states() -> dict:
     """The global generators' states, comparable: what ``worker_init_fn`` changed of them."""
-    state = np.random.get_state()
+    state = np.random.get_state(legacy=False)
     return {
         "random": random.getstate(),
-        "numpy": (state[1].tobytes(), state[2], state[3], state[4]),
+        "numpy": (state["state"]["key"].tobytes(), state["state"]["pos"], state["has_gauss"], state["gauss"]),
         "torch": torch.get_rng_state().numpy().tobytes(),
     }
 
