@@ -629,7 +629,8 @@ class Segfaults(Dataset):
 def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_crash_as_in_torch(ray_cluster):
     import time
 
-    theirs, mine = both(Segfaults(), batch_size=2, num_workers=2, worker_init_fn=silence_stderr, timeout=120)
+    theirs, mine = both(Segfaults(), batch_size=2, num_workers=2, worker_init_fn=silence_stderr)  # (with a
+    # timeout, torch's iterator looks at its workers only when it runs out: 120 s)
     with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid"):  # its words need its workers as children
         next(iter(theirs))  # (a fork, as torch's test_segfault has: "is killed by signal"; here a forkserver's)
     with mine:
