@@ -36,7 +36,7 @@ def init(worker_id):
 
 
 def test_get_worker_info_and_worker_init_fn_are_seen_by_getitem_in_the_worker():
-    w = DatasetWorker((Info(), default_collate, init), True, 0, 1, 3)
+    w = DatasetWorker((Info(), default_collate, init), True, 0, worker_id=1, num_workers=3)
     out = w.run([0, 1], seed=7, seq=0)
     assert out.tolist() == [[1, 3, 101], [1, 3, 101]]
     info = get_worker_info()
@@ -177,7 +177,10 @@ def record_init(worker_id):
 
 def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its_own_dataset_copy():
     # a pool of 2 actors for num_workers=5: actor 0 hosts ids 0, 2, 4 and actor 1 ids 1, 3
-    actors = [DatasetWorker((InitRecorder(), default_collate, record_init), True, 5, index, 2) for index in (0, 1)]
+    actors = [
+        DatasetWorker((InitRecorder(), default_collate, record_init), True, 5, worker_id=index, num_workers=2)
+        for index in (0, 1)
+    ]
     seen = {}
     for seq in range(10):  # whichever actor runs a batch, it runs as one of its ids, that id's copy
         out = actors[seq % 2].run([seq], seed=seq, seq=seq)
@@ -185,7 +188,7 @@ def test_an_actor_hosting_several_worker_ids_runs_worker_init_fn_for_each_on_its
         assert worker_id == inited and worker_id % 2 == seq % 2
         seen[worker_id] = inited
     assert sorted(seen) == [0, 1, 2, 3, 4]  # every id 0..num_workers-1 was initialised, as torch's workers
-    shared = DatasetWorker((InitRecorder(), default_collate, None), True, 5, 0, 2)
+    shared = DatasetWorker((InitRecorder(), default_collate, None), True, 5, worker_id=0, num_workers=2)
     assert len({id(dataset) for dataset, _ in shared.hosted.values()}) == 1  # no init: one copy, not one per id
 
 
@@ -218,3 +221,46 @@ def test_fewer_cpu_slots_than_num_workers_still_runs_worker_init_fn_for_every_wo
 
             assert _wait_for(lambda: ids() == list(range(8)), timeout_s=90), ids()  # every actor started: each id once
             assert len({name.split("-")[2] for name in os.listdir(tmp_path)}) < 8  # in fewer processes than ids
+
+
+class Draws(Dataset):
+    """Each sample: torch's initial seed, a torch number and a ``random`` number."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        import random
+
+        return torch.tensor([float(torch.initial_seed()), float(torch.rand(())), random.random()], dtype=torch.float64)
+
+
+def seed_torch(worker_id):
+    torch.manual_seed(12345)
+
+
+def test_a_generator_seeded_in_worker_init_fn_runs_on_per_worker_the_others_are_reseeded_per_batch():
+    """The user's seed wins for the generator it sets (torch's stream from 12345, batch after
+    batch); the generators it leaves alone keep the per-batch seed of the task, so a batch run
+    again (another actor, after a loss) draws the same ``random`` numbers."""
+    w = DatasetWorker((Draws(), default_collate, seed_torch), True, 2, base_seed=100, worker_id=0, num_workers=2)
+    first, second = w.run([0, 1], seed=7, seq=0), w.run([2, 3], seed=9, seq=2)
+    assert set(torch.cat([first, second])[:, 0].tolist()) == {12345.0}  # torch's test_worker_init_fn
+    want = torch.Generator().manual_seed(12345)
+    assert torch.cat([first, second])[:, 1].tolist() == torch.rand(4, generator=want, dtype=torch.float32).tolist()
+    again = DatasetWorker((Draws(), default_collate, seed_torch), True, 2, base_seed=55, worker_id=0, num_workers=2)
+    assert again.run([2, 3], seed=9, seq=2)[:, 2].tolist() == second[:, 2].tolist()  # random: the task's seed
+
+
+def note_seeds(worker_id):
+    import random
+
+    SEEN["init_seeds"] = (get_worker_info().seed, torch.initial_seed(), random.random())
+
+
+def test_worker_init_fn_runs_with_torchs_worker_seeds_base_seed_plus_id():
+    import random
+
+    DatasetWorker((Draws(), default_collate, note_seeds), True, 2, base_seed=1000, worker_id=1, num_workers=2)
+    info_seed, initial, drawn = SEEN["init_seeds"]
+    assert info_seed == initial == 1001 and drawn == random.Random(1001).random()  # as torch seeds worker 1

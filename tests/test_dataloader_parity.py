@@ -9,6 +9,7 @@ Ray) inherits its Ray connection, and such children crash the raylet when they e
 import importlib
 import logging
 import multiprocessing
+import re
 import textwrap
 import typing
 import warnings
@@ -509,3 +510,135 @@ def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_re
     result = json.loads(out.read_text())
     assert result["module"] == "__mp_main__"
     assert result["mine"] == result["torch"] and len(result["torch"]) == 3
+
+
+def shuffled_shards():
+    """torch's DataPipe recipe: a shuffle, then each worker's shard (torch seeds the shuffle alike in
+    every worker and gives each its shard)."""
+    from torch.utils.data.datapipes.iter import IterableWrapper
+
+    return IterableWrapper(range(20)).shuffle(buffer_size=5).sharding_filter()
+
+
+def test_a_shuffled_sharded_datapipe_gives_each_sample_once_in_torchs_order(ray_cluster):
+    theirs, mine = both(shuffled_shards(), seed=4, num_workers=2, shuffle=True)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert sorted(o[1][2][0] for o in got) == list(range(20))  # each sample once: every worker its own shard
+
+
+def test_a_datapipe_on_persistent_workers_is_reseeded_each_epoch_from_the_global_seed_as_in_torch(ray_cluster):
+    def epochs(loader):
+        try:
+            out = []
+            for _ in range(2):
+                torch.manual_seed(123)  # torch draws each epoch's shuffle seed from the global generator
+                out.append([int(x) for x in loader])
+            return out
+        finally:
+            getattr(loader, "close", lambda: None)()
+
+    kw = dict(num_workers=2, shuffle=True, persistent_workers=True)
+    want = epochs(torch.utils.data.DataLoader(shuffled_shards(), multiprocessing_context=FORKSERVER, **kw))
+    got = epochs(hybridload.DataLoader(shuffled_shards(), distribute_mode=True, **kw))
+    assert got == want and got[0] == got[1] and sorted(got[0]) == list(range(20))
+
+
+class InitialSeed(Dataset):
+    """Each sample: torch's initial seed, the worker's id and info seed as its init saw them, and a
+    number of ``random``'s, which the init leaves alone."""
+
+    def __init__(self):
+        self.seen = (-1, -1)
+
+    def init(self, worker_id):
+        self.seen = (worker_id, get_worker_info().seed)
+        torch.manual_seed(12345)
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([torch.initial_seed(), *self.seen, i])
+
+
+def test_a_seed_set_in_worker_init_fn_holds_in_every_sample_as_in_torch(ray_cluster):
+    """torch's test_worker_init_fn: torch.manual_seed(12345) in worker_init_fn holds for every
+    sample; the init sees torch's worker seed (base_seed + id), drawn from the same generator."""
+    ds = InitialSeed()
+    theirs, mine = both(ds, seed=9, batch_size=2, num_workers=2, worker_init_fn=ds.init)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    rows = [row for o in got for row in o[1][2]]
+    assert {r[0] for r in rows} == {12345} and [r[3] for r in rows] == list(range(8))
+    assert {r[1] for r in rows} == {0, 1} and len({r[2] - r[1] for r in rows}) == 1  # base_seed + id, one base
+
+
+class WorkerQueue(Dataset):
+    """torch's TestWorkerQueueDataset: each sample says which worker's init set up its dataset copy."""
+
+    def __init__(self):
+        self.worker_id = None
+
+    def worker_init_fn(self, worker_id):
+        self.worker_id = worker_id
+
+    def __len__(self):
+        return 48
+
+    def __getitem__(self, i):
+        return torch.tensor([self.worker_id, get_worker_info().id, i])
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_batches_are_dealt_to_the_workers_in_turn_as_in_torch(ray_cluster, workers):
+    """torch's test_ind_worker_queue: batch i runs on worker i % num_workers (its init's dataset copy
+    and its get_worker_info().id)."""
+    ds = WorkerQueue()
+    theirs, mine = both(ds, batch_size=4, num_workers=workers, worker_init_fn=ds.worker_init_fn)
+    with mine:
+        got = outcomes(mine)
+    want = outcomes(theirs)
+    same_outcomes(got, want)
+    assert [o[1][2][0][:2] for o in got] == [[k % workers] * 2 for k in range(12)]
+
+
+def silence_stderr(worker_id):
+    """torch's test_segfault: the worker's stderr goes to /dev/null (no crash line in any log)."""
+    import os
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+class Segfaults(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        import ctypes
+
+        return ctypes.string_at(0)  # reads address 0: SIGSEGV
+
+
+def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_crash_as_in_torch(ray_cluster):
+    import time
+
+    theirs, mine = both(Segfaults(), batch_size=2, num_workers=2, worker_init_fn=silence_stderr)  # (with a
+    # timeout, torch's iterator looks at its workers only when it runs out: 120 s)
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid"):  # its words need its workers as children
+        next(iter(theirs))  # (a fork, as torch's test_segfault has: "is killed by signal"; here a forkserver's)
+    with mine:
+        it, t0 = iter(mine), time.monotonic()
+        with pytest.raises(hybridload.errors.WorkerLost) as got:
+            next(it)
+        took = time.monotonic() - t0
+    msg = str(got.value)
+    assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
+    assert re.search(r"killed 1 workers \(pids \d+\), 1 of them by a crash signal \(SIGSEGV\)", msg), msg
+    assert got.value.batch_at_fault and took < 20, took  # the first crash ends it: no four worker starts

@@ -99,3 +99,26 @@ def test_the_default_retry_rules_hand_a_lost_workers_batch_on_until_it_is_blamed
     one_lane = LaneState(fails_in_row=0, lanes=1, others_working=False, others_usable=False)
     for attempts in range(1, DEATHS_TO_FAIL):
         assert decide(WorkerLost("pid 7 died"), attempts, one_lane).action is Action.RETRY, attempts
+
+
+def test_a_crash_recorded_only_in_the_workers_crash_file_is_read_as_its_signal(tmp_path, monkeypatch):
+    """Ray's death text says nothing of the signal, and a worker whose stderr the user silenced
+    leaves no line in its Ray log: faulthandler's line in its crash file names the signal."""
+    monkeypatch.setattr(deaths.compat, "ray_node_logs_dir", lambda: str(tmp_path))
+    (tmp_path / "worker-ab-ffff-611.err").write_text(":job_id:01000000\n")  # stderr silenced: nothing there
+    with open(deaths.crash_file(str(tmp_path), 611), "w") as f:
+        f.write("Fatal Python error: Segmentation fault\n\nCurrent thread 0x7f (most recent call first):\n")
+    assert deaths.signal_in_log("611") == "SIGSEGV"
+    assert deaths.signal_in_log("612") is None  # no crash file, no log line: a death with no signal
+
+
+def test_a_pool_that_fails_at_the_first_crash_blames_the_batch_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(deaths.compat, "ray_node_logs_dir", lambda: str(tmp_path))
+    with open(deaths.crash_file(str(tmp_path), 701), "w") as f:
+        f.write("Fatal Python error: Floating-point exception\n")
+    assert not Deaths("ray").lost((0, 3, 0), 3, 0, Died(KILLED.format(pid=701))).batch_at_fault  # the lane: 2
+    first = Deaths("ray-dataset", crashes_to_fail=1).lost((0, 3, 0), 3, 0, Died(KILLED.format(pid=701)))
+    assert first.batch_at_fault and "killed by signal: Floating point exception" in str(first)  # strsignal, as torch
+    assert (
+        not Deaths("ray-dataset", crashes_to_fail=1).lost((0, 3, 0), 3, 0, Died(KILLED.format(pid=702))).batch_at_fault
+    )

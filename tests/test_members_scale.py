@@ -123,3 +123,17 @@ def test_a_nodes_first_actor_starts_alone_and_every_node_gets_one_at_once():
     assert start_waves(["A", "A", "B", "A", "C", "B"]) == (["A", "B", "C"], ["A", "A", "B"])
     assert start_waves(["A"]) == (["A"], [])
     assert start_waves([]) == ([], [])
+
+
+def test_a_dealt_batch_goes_to_its_worker_whatever_the_loads_while_that_worker_lives():
+    members, ms = pool(3)
+    assert [members.pick(seq, dealt=seq % 3).index for seq in range(6)] == [0, 1, 2, 0, 1, 2]  # in turn
+    members.pick(9, dealt=0)
+    assert ms[0].load == 3 and members.pick(10, dealt=0) is ms[0]  # the most loaded, as torch's worker queue
+    assert members.pick(10, dealt=0) is not ms[0]  # but never a second copy of the same batch
+    starting = members.add(lambda key, index: f"actor-{key}", "N", initial=False)
+    assert members.pick(11, dealt=starting.index) is starting and starting.load == 1  # Ray queues the call
+    members.ready(starting)
+    members.dead(ms[1], lost=True)
+    assert members.pick(12, dealt=1) is not None  # its worker is dead: the least loaded takes it
+    assert members.pick(13, dealt=1).index != 1

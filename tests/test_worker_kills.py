@@ -79,3 +79,33 @@ def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger
     assert len(set(said.group(2).split(", "))) == int(said.group(1)), msg  # each pid named once
     assert "none by a crash signal" in msg, msg
     assert took < 110, took  # worker starts, never the loader's timeout
+
+
+CRASHES_PAST_SILENCED_STDERR = """
+import ctypes, os, sys
+from hybridload import compat
+from hybridload.lanes.ray import worker
+compat.ray_node_logs_dir = lambda: sys.argv[1]
+keep = worker.record_crashes()
+print(os.getpid(), flush=True)
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 2)
+ctypes.string_at(0)
+"""
+
+
+def test_a_pool_worker_records_its_crash_signal_in_its_crash_file_past_a_silenced_stderr(tmp_path):
+    """A worker's side of reading a crash: faulthandler writes the signal on a descriptor of its
+    own, though stderr was pointed at /dev/null before the crash (torch's test_segfault)."""
+    import subprocess
+    import sys
+
+    from hybridload.lanes.ray.deaths import crash_file
+
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHES_PAST_SILENCED_STDERR, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr == ""  # nothing reached stderr
+    pid = int(proc.stdout.split()[0])
+    assert "Fatal Python error: Segmentation fault" in open(crash_file(str(tmp_path), pid)).read()

@@ -24,9 +24,12 @@ from hybridload.dataloader.worker import UserFailure
 
 class IterablePass:
     """Batches of ``handles`` (``{worker id: actor}``) in torch's turn order; ``base_seed`` as
-    drawn for the pass (used by actors that start their workers now)."""
+    drawn for the pass (used by actors that start their workers now); ``shared_seed`` a DataPipe's
+    seed for this pass (None: not a DataPipe)."""
 
-    def __init__(self, handles: dict, base_seed: int, *, prefetch: int, timeout_s: float, length=None):
+    def __init__(
+        self, handles: dict, base_seed: int, *, prefetch: int, timeout_s: float, length=None, shared_seed=None
+    ):
         import ray
 
         self._ray, self._timeout = ray, timeout_s
@@ -34,7 +37,7 @@ class IterablePass:
         self._taken = 0  # batches taken: `_lost` reads it, from the pass's start on
         actors = {id(h): h for h in handles.values()}
         try:
-            ray.get([h.begin.remote(base_seed) for h in actors.values()], timeout=timeout_s)
+            ray.get([h.begin.remote(base_seed, shared_seed) for h in actors.values()], timeout=timeout_s)
         except Exception as exc:
             raise self._lost(exc, "starting the pass") from None
         self._queued = {

@@ -10,6 +10,12 @@ run; then ``iter(dataset)``), and each ``next_batch(id)`` is torch's
 state of each id is kept apart. The end of an id's data comes back as `END`; an
 exception of the user's code as a `UserFailure`
 value, as torch's worker sends an ``ExceptionWrapper``.
+
+A DataPipe (``IterDataPipe``) is set up as torch's worker sets it up: its random operations
+(``shuffle``) seeded from the pass's shared seed, the same in every worker, before the worker
+info and ``worker_init_fn``; then its ``sharding_filter`` given the worker's shard (``num_workers``
+times the world size shards, this worker's at ``id * world_size + rank``). Each pass of
+persistent workers seeds it again from that pass's shared seed.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import sys
 
 import numpy as np
 import torch
+from torch.utils.data import IterDataPipe, graph_settings
 
 from hybridload.compat import torch_iterable_fetcher, torch_worker_numpy_seed
 from hybridload.dataloader.worker import UserFailure, set_worker_info, shippable
@@ -59,10 +66,18 @@ class _Hosted:
 class IterableDatasetWorker(PoolWorker):
     """The actor. ``bundle`` is ``(dataset, collate_fn, worker_init_fn)`` in one piece (see
     `DatasetWorker`); ``asked`` the ``num_workers``
-    given (0 → one id per actor)."""
+    given (0 → one id per actor); ``ranks`` ``(rank, world_size)`` of the trainer (a DataPipe's shards)."""
 
     def __init__(
-        self, bundle, auto_collation: bool, batch_size, drop_last: bool, asked: int = 0, index: int = 0, size: int = 1
+        self,
+        bundle,
+        auto_collation: bool,
+        batch_size,
+        drop_last: bool,
+        asked: int = 0,
+        ranks: tuple[int, int] = (0, 1),
+        index: int = 0,
+        size: int = 1,
     ):
         super().__init__()
         from ray import cloudpickle  # in the actor: Ray is there (never at hybridload's import)
@@ -75,15 +90,17 @@ class IterableDatasetWorker(PoolWorker):
             i: _Hosted(i, bundle if k == 0 else cloudpickle.loads(cloudpickle.dumps(bundle))) for k, i in enumerate(ids)
         }
         self.base_seed = 0
+        self.rank, self.world_size = ranks
 
     def ids(self) -> list[int]:
         """The DataLoader worker ids this actor runs."""
         return sorted(self.hosted)
 
-    def begin(self, base_seed: int) -> None:
+    def begin(self, base_seed: int, shared_seed: int | None = None) -> None:
         """A pass starts: the first seeds, inits and iterates each id as a new torch worker does;
         a later pass (persistent workers) only iterates the dataset again, as torch's
-        ``_ResumeIteration``."""
+        ``_ResumeIteration``. ``shared_seed``: a DataPipe's seed for this pass (torch's
+        ``_shared_seed``, drawn in the trainer for every pass)."""
         for w in self.hosted.values():
             if not w.started:
                 w.started, self.base_seed = True, base_seed
@@ -91,13 +108,25 @@ class IterableDatasetWorker(PoolWorker):
                 random.seed(seed)
                 torch.manual_seed(seed)
                 np.random.seed(torch_worker_numpy_seed(base_seed, w.id))
+                self._seed_datapipe(w, shared_seed)
                 w.swap_in(self.num_workers, self.base_seed)
+                if isinstance(w.dataset, IterDataPipe):  # torch's _sharding_worker_init_fn, before the user's
+                    graph_settings.apply_sharding(
+                        w.dataset, self.num_workers * self.world_size, w.id * self.world_size + self.rank
+                    )
                 w.failure = self._start(w, init=True)
             else:
+                self._seed_datapipe(w, shared_seed)
                 w.swap_in(self.num_workers, self.base_seed)
                 w.batches = 0
                 w.failure = w.failure or self._start(w, init=False)
             w.swap_out()
+
+    @staticmethod
+    def _seed_datapipe(w: _Hosted, shared_seed: int | None) -> None:
+        """A DataPipe's random operations seeded alike in every worker, as torch's worker does."""
+        if isinstance(w.dataset, IterDataPipe) and shared_seed is not None:
+            w.dataset = graph_settings.apply_random_seed(w.dataset, torch.Generator().manual_seed(shared_seed))
 
     def _start(self, w: _Hosted, init: bool) -> UserFailure | None:
         w.fetcher = None

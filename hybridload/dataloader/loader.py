@@ -5,8 +5,9 @@ the batches of its (batch) sampler are sent, as index lists, to a pool of Ray ac
 holding the dataset and the collate function; results come back in sampler order
 through the ordered merger. Compared with Dpex:
 
-Each batch reseeds ``random``, ``numpy`` and ``torch`` with ``base_seed + batch number`` (the
-seed travels with the task); the user's exceptions arrive with their own class, once, and the
+Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators
+``worker_init_fn`` left alone with ``base_seed + batch number`` (the seed travels with the task),
+and batch i goes to worker ``i % num_workers`` while it lives; the user's exceptions arrive with their own class, once, and the
 pass goes on; a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``,
 ``get_worker_info()``, ``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave
 as in torch's workers; with a ``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()``
@@ -21,7 +22,7 @@ import logging
 import warnings
 import sys
 import weakref
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, NamedTuple, TypeVar
 
 import torch
 import torch.utils.data as tud
@@ -180,35 +181,48 @@ class DataLoader(tud.DataLoader[T_co]):
         if not self.distribute_mode:
             return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:
-            return self._progress.wrap(self._ray_pass(self._lanes[0], first=False))
+            return self._progress.wrap(self._ray_pass(self._lanes[0], self._draw(first=False), first=False))
         if self.num_workers:  # torch's warning, at every new set of workers as torch gives it
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
             return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
         if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
             return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
+        drawn = self._draw(first=True)  # before the workers start, as torch's: worker_init_fn sees their seeds
         try:
-            lane = start_actors(self)
+            lane = start_actors(self, drawn.base_seed)
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
         try:
-            return self._progress.wrap(self._ray_pass(lane, first=True))
+            return self._progress.wrap(self._ray_pass(lane, drawn, first=True))
         except BaseException:  # the pass could not start: its actors go now
             self._lanes.remove(lane)
             close_all([lane], "starting a DataLoader pass", log=log)
             raise
 
-    def _ray_pass(self, lane, first: bool) -> RayPass:
-        """A pass over ``lane``: the first over a new pool draws the workers' base seed; a persistent
-        pool's later pass counts on from it."""
+    def _draw(self, first: bool) -> Drawn:
+        """A pass's sampler iterator and seeds, drawn from ``generator`` as torch's iterator draws
+        them: the first pass over a new pool draws the workers' base seed; a persistent pool's
+        later pass counts on from it. A DataPipe's shared seed (its shuffle's, alike in every
+        worker) comes first in a first pass (torch's ``_reset`` then draws one its workers never
+        see), after the sampler's iterator in a later one."""
+        datapipe = isinstance(self.dataset, tud.IterDataPipe)
+        shared = _draw_seed(self.generator) if datapipe and first else None
         batches = iter(self._index_sampler)
         if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            base_seed = _draw_seed(self.generator)
             self._pass_seeds = (base_seed, 0)
-        else:  # torch's persistent iterator is reset, not remade: nothing is drawn from the generator
+            if datapipe:
+                _draw_seed(self.generator)
+        else:  # torch's persistent iterator is reset, not remade: no base seed is drawn
             base_seed, passes = self._pass_seeds
             self._pass_seeds = (base_seed, passes + 1)
+            shared = _draw_seed(self.generator) if datapipe else None
+        return Drawn(batches, base_seed, shared)
+
+    def _ray_pass(self, lane, drawn: Drawn, first: bool) -> RayPass:
+        """A pass over ``lane`` with what `_draw` drew for it."""
         settings = PassSettings(
             window=self.window,
             timeout=self.timeout,
@@ -219,10 +233,11 @@ class DataLoader(tud.DataLoader[T_co]):
         length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
         return RayPass(
             lane,
-            batches,
+            drawn.batches,
             self._index_sampler,
             settings,
             seeds=self._pass_seeds,
+            shared_seed=drawn.shared_seed,
             length=length,
             hooks=self._stats,
             pools=self._lanes,
@@ -251,6 +266,18 @@ class DataLoader(tud.DataLoader[T_co]):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Drawn(NamedTuple):
+    """What a pass draws before it starts (`DataLoader._draw`)."""
+
+    batches: Iterator
+    base_seed: int
+    shared_seed: int | None
+
+
+def _draw_seed(generator: torch.Generator | None) -> int:
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def _close_all(streams: list, lanes: list) -> None:

@@ -83,6 +83,7 @@ class RayPass:
 
     Args:
         seeds: (the base seed drawn for the loader's workers, earlier passes over them).
+        shared_seed: a DataPipe's seed for this pass (torch's ``_shared_seed``), None for another dataset.
         length: the pass's ``len()`` for an ``IterableDataset`` (None: none).
         hooks: the loader's stats, written by the stream's dispatcher.
         pools: the loader's live pools, which the pass leaves when it closes its own.
@@ -97,6 +98,7 @@ class RayPass:
         settings: PassSettings,
         *,
         seeds: tuple[int, int],
+        shared_seed: int | None = None,
         length: int | None,
         hooks: Any,
         pools: list,
@@ -109,7 +111,9 @@ class RayPass:
         timeout = settings.timeout_s
         self._stream: IterablePass | BatchStream
         if isinstance(lane, IterableDatasetActors):
-            self._stream = lane.start_pass(base_seed, prefetch=settings.prefetch, timeout_s=timeout, length=length)
+            self._stream = lane.start_pass(
+                base_seed, prefetch=settings.prefetch, timeout_s=timeout, length=length, shared_seed=shared_seed
+            )
         else:
             self._count = length_of(sampler)  # None: no len() (an infinite sampler), never listed
             if passes:  # the pass's own seeds, after those of the earlier passes

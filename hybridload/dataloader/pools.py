@@ -25,12 +25,19 @@ class DatasetLane(ActorPool):
     name = "ray-dataset"
     pass_worker_index = True  # each actor knows its torch worker id
     fit_request = True  # more workers than CPU slots: as many actors as fit, as torch runs more workers than cores
+    crashes_to_fail = 1  # a batch that crashed its worker (SIGSEGV, ...) fails the pass, as torch's first dead worker
 
-    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, asked: int):
-        super().__init__(DatasetWorker, (bundle, auto_collation, asked), pool)
+    def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, asked: int, base_seed: int = 0):
+        self._asked = asked
+        super().__init__(DatasetWorker, (bundle, auto_collation, asked, base_seed), pool)
 
     def call(self, actor, task: BatchTask):
         return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
+
+    def deal(self, seq: int) -> int:
+        """torch's turn: batch ``seq`` to worker ``seq % num_workers``, i.e. to the actor hosting that id."""
+        size = self._factory.size
+        return (seq % (self._asked or size)) % size
 
     def failure(self, task: BatchTask, exc: BaseException):
         """A result Ray could not send back is the batch's outcome, as the user's errors are."""
@@ -47,9 +54,18 @@ class IterableDatasetActors(ActorPool):
     fit_request = True
 
     def __init__(
-        self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, batch_size, drop_last: bool, asked: int
+        self,
+        bundle: tuple,
+        pool: PoolConfig,
+        *,
+        auto_collation: bool,
+        batch_size,
+        drop_last: bool,
+        asked: int,
+        ranks: tuple[int, int] = (0, 1),
     ):
-        super().__init__(IterableDatasetWorker, (bundle, auto_collation, batch_size, drop_last, asked), pool)
+        init = (bundle, auto_collation, batch_size, drop_last, asked, ranks)
+        super().__init__(IterableDatasetWorker, init, pool)
         import ray
 
         handles = [m.handle for m in self.members()]
@@ -63,5 +79,10 @@ class IterableDatasetActors(ActorPool):
     def call(self, actor, task: BatchTask):
         raise TypeError("an IterableDataset's actors take no indexed batches")
 
-    def start_pass(self, base_seed: int, *, prefetch: int, timeout_s: float, length=None) -> IterablePass:
-        return IterablePass(self._by_id, base_seed, prefetch=prefetch, timeout_s=timeout_s, length=length)
+    def start_pass(
+        self, base_seed: int, *, prefetch: int, timeout_s: float, length=None, shared_seed: int | None = None
+    ) -> IterablePass:
+        """A pass in torch's order; ``shared_seed`` seeds a DataPipe's shuffle alike in every worker."""
+        return IterablePass(
+            self._by_id, base_seed, prefetch=prefetch, timeout_s=timeout_s, length=length, shared_seed=shared_seed
+        )

@@ -36,8 +36,10 @@ def placement_rules(loader: Any, rank: int = 0, world_size: int = 1) -> Placemen
         raise ValueError(f"hybridload.DataLoader: {exc}") from None
 
 
-def start_actors(loader: Any) -> DatasetLane | IterableDatasetActors:
-    """The actor pool of ``loader``'s dataset (an ``IterableDataset``'s, or a map-style one's)."""
+def start_actors(loader: Any, base_seed: int = 0) -> DatasetLane | IterableDatasetActors:
+    """The actor pool of ``loader``'s dataset (an ``IterableDataset``'s, or a map-style one's);
+    ``base_seed``: the pass's, which seeds a map-style dataset's workers before ``worker_init_fn``
+    (an ``IterableDataset``'s workers get it when their pass begins)."""
     rank, world = resolve_rank()
     bundle = (loader.dataset, loader.collate_fn, loader.worker_init_fn)  # one pickle: shared objects stay shared
     ship_nameless_classes(loader.dataset)  # results come back as the user's own classes (namedtuples)
@@ -55,8 +57,11 @@ def start_actors(loader: Any) -> DatasetLane | IterableDatasetActors:
                 batch_size=loader.batch_size,
                 drop_last=loader.drop_last,
                 asked=loader.num_workers,
+                ranks=(rank, world),
             )
-        return DatasetLane(bundle, pool, auto_collation=loader._auto_collation, asked=loader.num_workers)
+        return DatasetLane(
+            bundle, pool, auto_collation=loader._auto_collation, asked=loader.num_workers, base_seed=base_seed
+        )
     except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
         if "serializ" not in str(exc):
             raise

@@ -1,8 +1,9 @@
 """The actor of the drop-in ``hybridload.DataLoader``: what one torch worker process does.
 
 `DatasetWorker` fetches a batch as torch's ``_MapDatasetFetcher`` does
-(``__getitems__`` where the dataset defines it), reseeds per batch, sets torch's worker
-info and runs ``worker_init_fn`` first. An exception of the user's code comes back as a
+(``__getitems__`` where the dataset defines it), seeds each worker id as torch does, sets
+torch's worker info and runs ``worker_init_fn`` first; the generators ``worker_init_fn`` leaves
+alone are reseeded per batch. An exception of the user's code comes back as a
 `UserFailure` *value* (the batch's outcome, as torch's worker sends an
 ``ExceptionWrapper``): the pass goes on, and the driver re-raises it with its original
 class (`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
@@ -19,7 +20,7 @@ import traceback
 import numpy as np
 import torch
 
-from hybridload.compat import set_torch_worker_info, torch_key_error
+from hybridload.compat import set_torch_worker_info, torch_key_error, torch_worker_numpy_seed
 from hybridload.errors import HybridLoadError, UserCodeError
 from hybridload.lanes.ray import PoolWorker
 
@@ -106,7 +107,7 @@ class InitFailed(HybridLoadError):
 
 
 class DatasetWorker(PoolWorker):
-    """The actor: ``collate_fn(fetch(indices))`` with per-batch seeding and torch's worker info.
+    """The actor: ``collate_fn(fetch(indices))`` with torch's worker seeds and info.
 
     ``bundle`` is ``(dataset, collate_fn, worker_init_fn)``, sent in one piece so that a
     ``worker_init_fn`` bound to the dataset changes the very dataset ``__getitem__`` reads
@@ -116,14 +117,24 @@ class DatasetWorker(PoolWorker):
     ``worker_id, worker_id + num_workers, ...``: each its own copy of the bundle, set up by
     ``worker_init_fn(id)`` as a torch worker process is (without a ``worker_init_fn`` the ids
     share one dataset: copies would only cost memory); a batch runs as id ``seq % asked``
-    where the actor hosts it, else as one of its ids in turn."""
+    where the actor hosts it, else as one of its ids in turn.
 
-    def __init__(self, bundle, auto_collation, asked: int = 0, worker_id: int = 0, num_workers: int = 1):
+    Seeds: each id starts as a torch worker does (``random`` and ``torch`` seeded ``base_seed +
+    id``, numpy with torch's ``_generate_state``) before its ``worker_init_fn``. A generator that
+    ``worker_init_fn`` seeds (or draws from) is the user's: it runs on in that id's own stream,
+    as in torch's worker. Every other generator is reseeded per batch with the seed its task
+    carries (``base_seed + batch number``), so a batch's random numbers are the same whichever
+    actor runs it, also when a lost actor's batch runs again elsewhere."""
+
+    def __init__(
+        self, bundle, auto_collation, asked: int = 0, base_seed: int = 0, worker_id: int = 0, num_workers: int = 1
+    ):
         super().__init__()
         self.auto = auto_collation
         self.worker_id, self.num_workers = worker_id, max(asked, worker_id + 1) if asked else num_workers
         ids = range(worker_id, self.num_workers, max(1, num_workers)) if asked else [worker_id]
         self.hosted: dict[int, tuple] = {}  # worker id -> (dataset, collate_fn): its own copy
+        self.streams: dict[int, Streams] = {}  # worker id -> its generators' states, those worker_init_fn took
         self.init_failure = None
         for k, wid in enumerate(ids):
             if k and bundle[2] is not None:  # a copy only where worker_init_fn may set it up (memory: one per id)
@@ -132,7 +143,9 @@ class DatasetWorker(PoolWorker):
                 bundle = cloudpickle.loads(cloudpickle.dumps(bundle))
             dataset, collate_fn, worker_init_fn = bundle
             self.hosted[wid] = (dataset, collate_fn)
-            set_worker_info(wid, self.num_workers, wid, dataset)
+            seed_as_torch_worker(base_seed, wid)
+            set_worker_info(wid, self.num_workers, base_seed + wid, dataset)
+            before = rng_states()
             if worker_init_fn is not None and self.init_failure is None:
                 try:
                     worker_init_fn(wid)
@@ -140,6 +153,9 @@ class DatasetWorker(PoolWorker):
                     self.init_failure = UserFailure(
                         sys.exc_info(), f"in worker_init_fn of DataLoader worker {wid} (a Ray actor)"
                     )
+            after = rng_states()
+            self.streams[wid] = Streams({name for name in after if after[name] != before[name]})
+            self.streams[wid].save()
         self.dataset, self.collate_fn = self.hosted[worker_id]
 
     def _as(self, seq: int) -> int:
@@ -153,12 +169,17 @@ class DatasetWorker(PoolWorker):
         return super().ready()
 
     def run(self, indices, seed: int, seq: int = 0):
-        random.seed(seed)
-        np.random.seed(seed % (2**32))
-        torch.manual_seed(seed)
         wid = self._as(seq)
+        streams = self.streams[wid]
+        streams.restore(seed)
         dataset, collate_fn = self.hosted[wid]
         set_worker_info(wid, self.num_workers, seed, dataset)
+        try:
+            return self._fetch(wid, dataset, collate_fn, indices, seq)
+        finally:
+            streams.save()
+
+    def _fetch(self, wid: int, dataset, collate_fn, indices, seq: int):
         at = f"in DataLoader worker {wid} (a Ray actor), batch {seq}"
         where = at
         try:
@@ -180,6 +201,58 @@ class DatasetWorker(PoolWorker):
             raise
         except Exception:  # the user's code: the batch's outcome, delivered once at its place
             return UserFailure(sys.exc_info(), where)
+
+
+GENERATORS = ("random", "numpy", "torch")
+
+
+def seed_as_torch_worker(base_seed: int, worker_id: int) -> None:
+    """``random``, numpy and torch seeded as torch seeds worker ``worker_id`` of a pass."""
+    random.seed(base_seed + worker_id)
+    torch.manual_seed(base_seed + worker_id)
+    np.random.seed(torch_worker_numpy_seed(base_seed, worker_id))
+
+
+def rng_states() -> dict:
+    """The global generators' states, comparable: what ``worker_init_fn`` changed of them."""
+    state = np.random.get_state(legacy=False)
+    return {
+        "random": random.getstate(),
+        "numpy": (state["state"]["key"].tobytes(), state["state"]["pos"], state["has_gauss"], state["gauss"]),
+        "torch": torch.get_rng_state().numpy().tobytes(),
+    }
+
+
+class Streams:
+    """One worker id's generators: those its ``worker_init_fn`` took (``owned``) keep their state
+    from batch to batch, apart from the other ids' on the same actor; the rest are reseeded per batch."""
+
+    def __init__(self, owned: set):
+        self.owned = owned
+        self._saved: dict = {}
+
+    def save(self) -> None:
+        if "random" in self.owned:
+            self._saved["random"] = random.getstate()
+        if "numpy" in self.owned:
+            self._saved["numpy"] = np.random.get_state()
+        if "torch" in self.owned:
+            self._saved["torch"] = torch.get_rng_state()
+
+    def restore(self, seed: int) -> None:
+        """The user's generators back as this id left them; the others seeded ``seed``."""
+        if "random" in self.owned:
+            random.setstate(self._saved["random"])
+        else:
+            random.seed(seed)
+        if "numpy" in self.owned:
+            np.random.set_state(self._saved["numpy"])
+        else:
+            np.random.seed(seed % (2**32))
+        if "torch" in self.owned:
+            torch.set_rng_state(self._saved["torch"])
+        else:
+            torch.manual_seed(seed)
 
 
 def short(indices) -> str:

@@ -2,9 +2,9 @@
 
 Subclasses say what an actor is (``worker_cls``, its init args; with ``pass_worker_index`` its
 index and the pool size too), how a task is called on it (``call``) and how a raw result becomes
-the lane's (``convert``); a `PoolConfig` says where the actors go. The pool picks the
-least-loaded ready actor and kills every actor on ``close()``. It starts one actor per node at
-once, the others once the first is ready (`startup`), and works from its first ready actor on:
+the lane's (``convert``); a `PoolConfig` says where the actors go. The pool picks the least-loaded
+ready actor (or the one ``deal`` names while it lives) and kills every actor on ``close()``. It
+starts one actor per node at once, the others once the first is ready (`startup`), and works from its first ready actor on:
 a slow node never holds the stream. A `Keeper` thread keeps it on the placement rules' target:
 lost actors replaced, joining nodes used, drained nodes left once idle. A task lost with its
 actor, or with an actor Ray could not reach (drained and replaced), comes back as `WorkerLost`
@@ -24,7 +24,7 @@ from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, probe, report_converted, when_done
 from hybridload.lanes.ray.capacity import Capacity
-from hybridload.lanes.ray.deaths import Deaths, actor_died, actor_unavailable, unwrap
+from hybridload.lanes.ray.deaths import CRASHES_TO_FAIL, Deaths, actor_died, actor_unavailable, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.held import HeldTasks
 from hybridload.lanes.ray.members import Member, Members, State
@@ -45,6 +45,7 @@ class ActorPool(Lane):
     pass_worker_index = False
     #: a ``cpu_actors`` beyond this rank's CPU slots runs the actors that fit (one warning) instead of failing
     fit_request = False
+    crashes_to_fail = CRASHES_TO_FAIL  # crash signals that stop a batch (`deaths`); 1: fail at the first crash
 
     def __init__(self, worker_cls: type, init_args: tuple, config: PoolConfig):
         if not isinstance(config, PoolConfig):
@@ -62,7 +63,7 @@ class ActorPool(Lane):
         self._members = Members(self._pool_stats, hold=config.when_empty != "local")
         self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
-        self._deaths = Deaths(self.name)  # the worker processes each batch killed
+        self._deaths = Deaths(self.name, self.crashes_to_fail)  # the worker processes each batch killed
         self._probing: set[int] = set()  # members asked whether they live, not answered yet
         self._capacity = Capacity(
             when_empty=config.when_empty,
@@ -124,6 +125,10 @@ class ActorPool(Lane):
 
     def convert(self, raw: Any) -> Any:
         return raw
+
+    def deal(self, seq: int) -> int | None:
+        """The worker index batch ``seq`` goes to while that actor lives (None: the least loaded)."""
+        return None
 
     def failure(self, task: BatchTask, exc: BaseException) -> Any:
         """What a task that failed in Ray (not with its actor) reports: hybridload's own error unwrapped."""
@@ -210,7 +215,8 @@ class ActorPool(Lane):
         """Run ``task`` on one actor and wait for its result (for measurements)."""
         import ray
 
-        m = self._pick(task.seq)
+        if (m := self._members.pick(task.seq)) is None:
+            raise WorkerLost(f"every Ray actor of the {self.name} lane has died")
         try:
             raw = ray.get(self.call(m.handle, task), timeout=timeout_s)
         except BaseException as exc:
@@ -219,18 +225,12 @@ class ActorPool(Lane):
             self._release(m, task.seq)
         return self.convert(raw)
 
-    def _pick(self, seq: int) -> Member:
-        m = self._members.pick(seq)
-        if m is None:
-            raise WorkerLost(f"every Ray actor of the {self.name} lane has died")
-        return m
-
     def _release(self, m: Member, seq: int) -> None:
         if self._members.release(m, seq) and self._keeper is not None:
             self._keeper.wake()  # a draining actor is idle: stop it
 
     def _start(self, task: BatchTask, done: Done) -> None:
-        m = self._members.pick(task.seq)
+        m = self._members.pick(task.seq, self.deal(task.seq))
         if m is None:
             if not self._members.usable:
                 raise WorkerLost(f"the {self.name} lane has no actor ({self.unavailable()})")

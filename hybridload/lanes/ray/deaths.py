@@ -19,12 +19,20 @@ naming the worker, its node and each pid) only when its deaths say so (`blamed`)
   whose worker was lost is handed on at least 3 + 1 times before its error is delivered, so
   the user reads this error, naming the pids, not a bare "no lane" one.
 
+A pool may stop a batch at its first crash (``crashes_to_fail=1``: the drop-in DataLoader,
+as torch's fails at its first dead worker).
+
 Each death costs one worker start (seconds). A lost node, or an actor the pool stopped, is
 not a process death: not counted, handed on like any lost batch.
 
-Ray reports neither the signal nor the exit status; a worker on this machine wrote the signal
-to its log, read here; elsewhere the message says where that log lives. Runs on Ray's
-callback thread: reads a log file, never calls Ray."""
+Ray reports neither the signal nor the exit status (its death cause and the raylet's record
+say "connection error code 2. End of file" for a segfault and a SIGKILL alike). So each actor
+has Python's ``faulthandler`` write a fatal signal to a crash file of its own
+(`crash_file`, beside its Ray log, on a descriptor of its own: user code that silences
+stderr, as torch's ``test_segfault`` does, does not silence it), and Ray's ``*** SIGSEGV
+received`` line in the worker's log is read too. Both are read where that worker ran on this
+machine; elsewhere the message says where the log lives. Runs on Ray's callback thread: reads
+files, never calls Ray."""
 
 from __future__ import annotations
 
@@ -44,11 +52,26 @@ DEATHS_TO_FAIL = 4
 _LOG_TAIL = 64 * 1024
 
 
-def blamed(deaths: Sequence[tuple[str, str | None]]) -> bool:
+#: what faulthandler writes for each crash signal ("Fatal Python error: Segmentation fault")
+FAULTHANDLER_NAMES = {
+    "Segmentation fault": "SIGSEGV",
+    "Bus error": "SIGBUS",
+    "Illegal instruction": "SIGILL",
+    "Floating-point exception": "SIGFPE",
+    "Aborted": "SIGABRT",
+}
+
+
+def blamed(deaths: Sequence[tuple[str, str | None]], crashes_to_fail: int = CRASHES_TO_FAIL) -> bool:
     """Whether a batch's worker deaths, ``(pid, signal in its log or None)`` each, are the
-    batch's doing: `CRASHES_TO_FAIL` crash signals, or `DEATHS_TO_FAIL` deaths of any kind."""
+    batch's doing: ``crashes_to_fail`` crash signals, or `DEATHS_TO_FAIL` deaths of any kind."""
     crashes = sum(1 for _, sig in deaths if sig in CRASH_SIGNALS)
-    return crashes >= CRASHES_TO_FAIL or len(deaths) >= DEATHS_TO_FAIL
+    return crashes >= crashes_to_fail or len(deaths) >= DEATHS_TO_FAIL
+
+
+def crash_file(logs_dir: str, pid: int | str) -> str:
+    """Where worker ``pid`` of the Ray node logging to ``logs_dir`` has faulthandler write a crash."""
+    return os.path.join(logs_dir, f"hybridload-crash-{pid}.log")
 
 
 def process_died(exc: BaseException) -> bool:
@@ -63,13 +86,21 @@ def _field(msg: str, name: str) -> str | None:
 
 
 def signal_in_log(pid: str | None) -> str | None:
-    """The signal a worker of this machine's Ray node logged before it died (``SIGSEGV``), or None."""
+    """The signal a worker of this machine's Ray node recorded before it died (``SIGSEGV``), or
+    None: its crash file (`crash_file`) first, then Ray's line in its log."""
     if pid is None:
         return None
     try:
         logs = compat.ray_node_logs_dir()  # the node's logs: no call to Ray
     except Exception:  # not connected, or another Ray layout
         return None
+    try:
+        with open(crash_file(logs, pid), "rb") as f:  # faulthandler's line, on a descriptor the user cannot silence
+            said = re.search(r"Fatal Python error: ([A-Za-z -]+)", f.read(_LOG_TAIL).decode(errors="replace"))
+        if said and said.group(1).strip() in FAULTHANDLER_NAMES:
+            return FAULTHANDLER_NAMES[said.group(1).strip()]
+    except OSError:  # none: another node, or a worker that is no PoolWorker
+        pass
     for path in glob.glob(os.path.join(logs, f"worker-*-{pid}.err")):
         try:
             with open(path, "rb") as f:
@@ -98,8 +129,8 @@ def fate(pid: str | None, ip: str, sig: str | None) -> str:
 class Deaths:
     """The worker processes each batch killed, over a pool's life."""
 
-    def __init__(self, lane: str):
-        self.lane = lane
+    def __init__(self, lane: str, crashes_to_fail: int = CRASHES_TO_FAIL):
+        self.lane, self.crashes_to_fail = lane, crashes_to_fail
         self._killed: dict[tuple, dict[str, str | None]] = {}
         self._lock = threading.Lock()
 
@@ -119,10 +150,10 @@ class Deaths:
                 killed[name] = sig
             deaths = list(killed.items())
         where = f"It was worker {worker} of the {self.lane} lane (a Ray actor on {ip})"
-        if not blamed(deaths):
+        if not blamed(deaths, self.crashes_to_fail):
             return WorkerLost(
                 f"{said} {where}, running batch {seq}; the batch goes to another worker (its death {len(deaths)}: "
-                f"a batch is stopped at {CRASHES_TO_FAIL} crashes or {DEATHS_TO_FAIL} deaths)"
+                f"a batch is stopped at {self.crashes_to_fail} crash(es) or {DEATHS_TO_FAIL} deaths)"
             )
         crashes = sorted({s for _, s in deaths if s in CRASH_SIGNALS})
         n = sum(1 for _, s in deaths if s in CRASH_SIGNALS)

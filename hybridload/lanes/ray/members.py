@@ -64,6 +64,7 @@ class Members:
         self._next_key = 0
         self._counts: Counter = Counter()  # members per state
         self._by_load: list[dict[int, Member]] = []  # load -> READY members with that load, oldest first
+        self._by_index: dict[int, Member] = {}  # worker index -> its live member (a batch dealt to it)
         self._free_index: list[int] = []  # worker indices given back (a heap: lowest first)
         self._next_index = 0
 
@@ -87,6 +88,7 @@ class Members:
         m = Member(key, handle, node_id, index)
         with self._lock:
             self._table[key] = m
+            self._by_index[index] = m
             self._counts[State.STARTING] += 1
             self._changed()
         self.stats.actor_started(initial)
@@ -109,6 +111,8 @@ class Members:
             self._move(m, State.DEAD)
             if self._table.pop(m.key, None) is not None:
                 heapq.heappush(self._free_index, m.index)
+                if self._by_index.get(m.index) is m:
+                    del self._by_index[m.index]
             if lost or failed_start:
                 self.awaiting_repair = True
             self._changed()
@@ -150,21 +154,35 @@ class Members:
             return self._counts[state]
 
     # -- tasks
-    def pick(self, seq: int) -> Member | None:
-        """The least-loaded READY member (among equals, the one longest at that load), avoiding
-        those already running a copy of ``seq`` while another is READY; O(1): loads are few."""
+    def pick(self, seq: int, dealt: int | None = None) -> Member | None:
+        """The member with worker index ``dealt`` while it is READY or STARTING (Ray queues a call
+        to an actor still starting) and runs no copy of ``seq``: a batch dealt to its worker in
+        turn, whatever the loads. Else the least-loaded READY member (among equals, the one
+        longest at that load), avoiding those already running a copy of ``seq`` while another is
+        READY; O(1): loads are few."""
         with self._lock:
             busy_with = self._running.get(seq, ())
+            m = self._by_index.get(dealt) if dealt is not None else None
+            if m is not None and m.state in (State.READY, State.STARTING) and m.key not in busy_with:
+                self._load(m, seq)
+                return m
             m = next((r for bucket in self._by_load for r in _head(bucket, busy_with) if r.key not in busy_with), None)
             if m is None:  # every READY member runs a copy of seq already (or none is READY)
                 m = next((r for bucket in self._by_load for r in bucket.values()), None)
             if m is None:
                 return None
-            self._unfile(m)
-            m.load += 1
-            self._file(m)
-            self._running.setdefault(seq, set()).add(m.key)
+            self._load(m, seq)
             return m
+
+    def _load(self, m: Member, seq: int) -> None:
+        """``m`` takes a copy of ``seq`` (a READY member moves to its new load's bucket)."""
+        ready = m.state is State.READY
+        if ready:
+            self._unfile(m)
+        m.load += 1
+        if ready:
+            self._file(m)
+        self._running.setdefault(seq, set()).add(m.key)
 
     def release(self, m: Member, seq: int) -> bool:
         """A task of ``m`` ended; True when ``m`` is draining and now idle (stop it)."""

@@ -2,17 +2,44 @@
 
 from __future__ import annotations
 
+import faulthandler
+import logging
+import os
+from typing import IO
+
 import torch
+
+from hybridload import compat
+from hybridload.lanes.ray.deaths import crash_file
+
+log = logging.getLogger(__name__)
 
 
 class PoolWorker:
-    """The actor's common part: torch on one thread (the actor holds one CPU) and ``ready()``,
-    which the pool awaits and which names the node the actor landed on. Subclasses add ``run``."""
+    """The actor's common part: torch on one thread (the actor holds one CPU), a fatal signal
+    recorded in a crash file of its own (`record_crashes`), and ``ready()``, which the pool
+    awaits and which names the node the actor landed on. Subclasses add ``run``."""
 
     def __init__(self) -> None:
         torch.set_num_threads(1)
+        self._crash_log = record_crashes()
 
     def ready(self) -> str:
         import ray
 
         return ray.get_runtime_context().get_node_id()
+
+
+def record_crashes() -> IO[str] | None:
+    """Have faulthandler write a fatal signal (and the Python stack) to this worker's crash file
+    (`deaths.crash_file`) instead of stderr, where Ray points it: user code may silence stderr
+    (``os.dup2`` of /dev/null onto fd 2), never this descriptor. Ray's own handler still writes its
+    ``*** SIGSEGV received`` line to stderr after it. The open file (None where there is no Ray
+    node's log directory); keep it for the process's life."""
+    try:
+        f = open(crash_file(compat.ray_node_logs_dir(), os.getpid()), "w")  # noqa: SIM115 (kept open: faulthandler's)
+    except (OSError, RuntimeError) as exc:  # not in a Ray worker, or a log directory it cannot write
+        log.debug("no crash file for this worker (%s): a fatal signal is read from its Ray log only", exc)
+        return None
+    faulthandler.enable(file=f, all_threads=False)
+    return f
