@@ -25,10 +25,12 @@ from typing import Any, Callable, TypeVar
 import torch
 import torch.utils.data as tud
 
+from hybridload.dataloader.hosted import HOSTED, HostedPass
 from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
-from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, length_of
+from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, iterable_lengths
 from hybridload.dataloader.progress import PassProgress
-from hybridload.dataloader.startup import placement_rules, start_actors
+from hybridload.dataloader.startup import check_multiprocessing_context, placement_rules, start_actors
+from hybridload.dataloader.travel import travel_error
 from hybridload.dataloader.worker import InitFailed
 from hybridload.errors import close_all, take_all
 from hybridload.execution import LoaderStats
@@ -119,6 +121,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
             placement_rules(self)  # a bad placement, reserve_local_cpus or num_actors: refused here
+            check_multiprocessing_context(multiprocessing_context, num_workers)  # what torch refuses, refused
             if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
                 warnings.warn(
                     "hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
@@ -179,8 +182,9 @@ class DataLoader(tud.DataLoader[T_co]):
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
             return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
-        if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
-            return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
+        here = self._in_process_instead([p for ld in list(_LIVE) for p in ld._lanes])  # never wait for our own CPUs
+        if here is not None:
+            return self._progress.wrap(here)
         try:
             lane = start_actors(self)
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
@@ -192,6 +196,27 @@ class DataLoader(tud.DataLoader[T_co]):
             self._lanes.remove(lane)
             close_all([lane], "starting a DataLoader pass", log=log)
             raise
+
+    def _in_process_instead(self, held: list):
+        """The pass to run in this process instead of on new actors while this process holds the
+        pools ``held`` (None: start actors). A map-style pass runs so only when the cluster has no
+        CPU they leave free; an ``IterableDataset``'s whenever pools are held (a new pool would be
+        placed on their slots and its iterators wait for them), every worker's stream hosted
+        here. Either refuses, naming it, a dataset that could not travel to actors: the answer
+        must not depend on a free CPU, and a dataset holding process-shared objects (a
+        ``multiprocessing.Value``, a barrier its workers meet at) needs its several workers."""
+        iterable = isinstance(self.dataset, tud.IterableDataset)
+        if not (held and iterable) and not no_cpu_for_another_pool(held):
+            return None
+        if iterable:
+            warnings.warn(f"hybridload.DataLoader: {HOSTED}", stacklevel=3)
+            iter(self._index_sampler)  # as torch's new iterator, before the seed is drawn
+            base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
+            return HostedPass(self, base_seed, **iterable_lengths(self))
+        error = travel_error((self.dataset, self.collate_fn, self.worker_init_fn))
+        if error is not None:
+            raise error
+        return in_process_pass(self, why=OVERSUBSCRIBED)
 
     def _ray_pass(self, lane, first: bool) -> RayPass:
         """A pass over ``lane``: the first over a new pool draws the workers' base seed; a persistent
@@ -210,18 +235,20 @@ class DataLoader(tud.DataLoader[T_co]):
             pin_memory=self.pin_memory,
             pin_memory_device=self.pin_memory_device,
         )
-        length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
+        lengths = iterable_lengths(self) if isinstance(self.dataset, tud.IterableDataset) else {}
         return RayPass(
             lane,
             batches,
             self._index_sampler,
             settings,
             seeds=self._pass_seeds,
-            length=length,
+            length=lengths.get("length"),
+            reported=lengths.get("reported"),
             hooks=self._stats,
             pools=self._lanes,
             streams=self._streams,
             owns_lane=first and not self._persistent_actors,
+            loader=self,
         )
 
     def state_dict(self) -> dict:
