@@ -62,7 +62,8 @@ class DataLoader(tud.DataLoader[T_co]):
         timeout: seconds to wait for a batch from the workers (0: the default bound, 300 s
             with ``distribute_mode=True``).
         worker_init_fn: called in each worker with its id before it loads data.
-        multiprocessing_context: torch's worker start method (worker processes only).
+        multiprocessing_context: torch's worker start method (worker processes only; checked as
+            torch checks it, then ignored on Ray actors).
         generator: the random generator for the sampler and the workers' base seed.
         prefetch_factor: batches loaded ahead per worker.
         persistent_workers: keep the workers alive across epochs.
