@@ -210,10 +210,11 @@ class DataLoader(tud.DataLoader[T_co]):
         if not (held and iterable) and not no_cpu_for_another_pool(held):
             return None
         if iterable:
-            warnings.warn(f"hybridload.DataLoader: {HOSTED}", stacklevel=3)
             iter(self._index_sampler)  # as torch's new iterator, before the seed is drawn
             base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=self.generator).item())
-            return HostedPass(self, base_seed, **iterable_lengths(self))
+            hosted = HostedPass(self, base_seed, **iterable_lengths(self))
+            warnings.warn(f"hybridload.DataLoader: {HOSTED}", stacklevel=3)
+            return hosted
         error = travel_error((self.dataset, self.collate_fn, self.worker_init_fn))
         if error is not None:
             raise error

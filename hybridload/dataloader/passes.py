@@ -163,7 +163,8 @@ class RayPass:
             batch.reraise()
         if isinstance(self._stream, IterablePass):
             self._yielded += 1
-            warn_past_length(getattr(self._loader, "dataset", None), self._reported, self._yielded, workers=1)
+            dataset = getattr(self._loader, "dataset", None)
+            warn_past_length(dataset, self._reported, self._yielded, workers=1)  # on workers: torch's words for them
         if isinstance(batch, Generated):  # collate_fn returned a generator: so does the loader, as torch's
             batch = batch.generator()
         if self._pin:
