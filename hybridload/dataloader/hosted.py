@@ -43,6 +43,7 @@ def this_process_kept() -> Iterator[None]:
     """Run a worker's code here and leave this process's random generators, worker info and
     torch thread count as they were."""
     state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # torch.manual_seed seeds it
     info, threads = torch_worker_info(), torch.get_num_threads()
     try:
         yield
@@ -50,6 +51,8 @@ def this_process_kept() -> Iterator[None]:
         random.setstate(state[0])
         np.random.set_state(state[1])
         torch.set_rng_state(state[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
         restore_torch_worker_info(info)
         torch.set_num_threads(threads)  # an actor's worker runs torch on one thread: not this process
 
