@@ -152,6 +152,47 @@ def test_close_and_gc_kill_the_actors(ray_cluster):
     assert alive_actors() == []
 
 
+class Counted(torch.utils.data.IterableDataset):
+    """An IterableDataset each worker iterates whole (torch's workers each give 0..5)."""
+
+    def __iter__(self):
+        return iter(range(6))
+
+
+LANES = {  # the drop-in's lanes, each on TensorDataset(arange(8)) or Counted, as in issue 45
+    "local-workers": dict(num_workers=1, multiprocessing_context="forkserver"),  # torch's own (no fork of Ray)
+    "ray-workers": dict(num_workers=1, distribute_mode=True),
+    "num_workers-0": dict(num_workers=0, distribute_mode=True),  # a fair share of the cluster's actors
+    "iterable-pass": dict(num_workers=2, distribute_mode=True, iterable=True),
+    "iterable-in-process": dict(num_workers=0, distribute_mode=True, iterable=True),  # torch's num_workers=0
+}
+
+
+def values(batches) -> list:
+    """Every sample of ``batches`` (a TensorDataset's batches are lists of one tensor), as numbers."""
+    return [v for b in batches for t in (b if isinstance(b, list) else [b]) for v in t.tolist()]
+
+
+@pytest.mark.parametrize("lane", list(LANES))
+def test_a_loader_nothing_else_holds_lives_as_long_as_its_pass(ray_cluster, lane):
+    """``for b in DataLoader(...)``: the pass holds its loader (as torch's iterator does), so the
+    loader's finalizer cannot close the pass it runs; dropping both still ends the pass and its actors."""
+    kw = dict(LANES[lane])
+    dataset = Counted() if kw.pop("iterable", False) else torch.utils.data.TensorDataset(torch.arange(8))
+    theirs = {k: v for k, v in kw.items() if k != "distribute_mode"}
+    if theirs["num_workers"]:
+        theirs["multiprocessing_context"] = "forkserver"  # torch's workers: no fork of a Ray driver
+    first = next(iter(hybridload.DataLoader(dataset, batch_size=2, **kw)))  # nothing holds the loader but the pass
+    got = [b for b in hybridload.DataLoader(dataset, batch_size=4, **kw)]
+    assert values([first]) == values([next(iter(torch.utils.data.DataLoader(dataset, batch_size=2, **theirs)))])
+    assert values(got) == values(torch.utils.data.DataLoader(dataset, batch_size=4, **theirs))
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while alive_actors() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert alive_actors() == []  # every pass ended: no actor left behind
+
+
 class Stuck(Dataset):
     def __len__(self):
         return 4

@@ -221,3 +221,64 @@ def test_namedtuples_of_the_users_module_come_back_as_the_same_classes(ray_clust
     for batch, theirs in zip(batches, torchs):
         assert type(batch) is NamedTupleDataset.Batch and type(batch.data) is NamedTupleDataset.Data  # as torch's
         assert batch.data.positive.tolist() == theirs.data.positive.tolist() and batch.label == theirs.label
+
+
+class Shared(Dataset):
+    """torch's SynchronizedDataset: a count its worker processes share (a ``multiprocessing.Value``,
+    shared by inheritance only) and a barrier its two workers meet at before each sample."""
+
+    def __init__(self):
+        import multiprocessing
+
+        self.count = multiprocessing.Value("i", 0, lock=True)
+        self.barrier = multiprocessing.Barrier(2)
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        self.barrier.wait(timeout=5)  # one process alone breaks it within 5 s, never hangs
+        with self.count.get_lock():
+            self.count.value += 1
+        return i
+
+
+class SharedStream(torch.utils.data.IterableDataset):
+    """The same as an IterableDataset."""
+
+    def __init__(self):
+        self.inner = Shared()
+
+    def __iter__(self):
+        return (self.inner[i] for i in range(len(self.inner)))
+
+
+@pytest.mark.parametrize("dataset", [Shared, SharedStream], ids=["map-style", "iterable"])
+def test_a_dataset_holding_a_multiprocessing_value_names_the_attribute_that_cannot_travel(ray_cluster, dataset):
+    with hybridload.DataLoader(dataset(), batch_size=2, distribute_mode=True, num_workers=2, timeout=60) as loader:
+        with pytest.raises(TypeError) as got:
+            next(iter(loader))
+    msg = str(got.value)
+    assert re.search(r"dataset(\.inner)?\.count \(a Synchronized\) cannot be pickled", msg), msg
+    assert "only be shared between processes through inheritance" in msg and "distribute_mode=False" in msg
+
+
+@pytest.mark.parametrize("dataset", [Shared, SharedStream], ids=["map-style", "iterable"])
+def test_a_dataset_its_workers_synchronize_is_refused_by_name_not_run_in_process_when_no_cpu_is_free(
+    ray_cluster, dataset
+):
+    """Another loader's persistent actors hold every CPU: the pass would run in this process, where
+    the two workers the barrier waits for are one (torch's persistent-workers tests hung there)."""
+    import warnings
+
+    import ray
+
+    cpus = int(ray.cluster_resources()["CPU"])
+    kw = dict(batch_size=2, distribute_mode=True, timeout=60)
+    with hybridload.DataLoader(Squares(), num_workers=cpus, persistent_workers=True, **kw) as holder:
+        list(holder)  # its actors stay: no CPU is free
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fewer-slots warning
+            with hybridload.DataLoader(dataset(), num_workers=2, **kw) as loader:
+                with pytest.raises(TypeError, match=r"count \(a Synchronized\) cannot be pickled"):
+                    next(iter(loader))

@@ -1,4 +1,4 @@
-"""The drop-in against torch's own DataLoader on the same arguments: what a loop sees (values,
+"""The differential tests: the drop-in against torch's own DataLoader on the same arguments: what a loop sees (values,
 order, types, exception classes) compared item by item, torch's worker processes beside the
 drop-in's Ray actors (the shared 3-node loopback cluster).
 
@@ -281,6 +281,68 @@ def test_num_workers_checks_and_warnings_are_torchs():
         ld = hybridload.DataLoader(Faulty(), num_workers=1000, distribute_mode=True)
     assert [str(w.message) for w in got] == [str(w.message) for w in want] and "1000 worker" in str(want[0].message)
     assert ld.num_workers == 1000
+
+
+@pytest.mark.parametrize(
+    "num_workers, context",
+    [(0, "fork"), (0, "spawn"), (2, "bad"), (2, object()), (0, object()), (2, 3), (2, "spawn"), (2, FORKSERVER)],
+    ids=["fork-0", "spawn-0", "bad-name", "object", "object-0", "number", "spawn", "context"],
+)
+def test_multiprocessing_context_is_refused_where_torch_refuses_it_with_torchs_class(num_workers, context):
+    def made(cls, **kw):
+        try:
+            cls(Faulty(), num_workers=num_workers, multiprocessing_context=context, **kw)
+        except Exception as exc:
+            return type(exc), str(exc)
+        return None, ""
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the drop-in says once that it ignores an accepted context
+        theirs, mine = made(torch.utils.data.DataLoader), made(hybridload.DataLoader, distribute_mode=True)
+    assert mine[0] is theirs[0], (mine, theirs)  # None (accepted), ValueError or TypeError, as torch
+    assert mine[0] is None or "multiprocessing_context" in mine[1]  # the argument named
+
+
+class Counting(IterableDataset):
+    """torch's CountingIterableDataset: every worker iterates it whole (n samples each)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return iter(range(self.n))
+
+    def __len__(self):
+        return self.n
+
+
+def length_warnings(caught) -> int:
+    return sum("samples have been fetched" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["fresh", "persistent"])
+def test_a_second_live_iterator_of_an_iterable_dataset_gives_torchs_stream_and_length_warning(ray_cluster, persistent):
+    """torch's test_iterable_style_dataset: 4 workers each give the 20 samples (no warning before
+    len(dataloader) is read), then a second iterator, made while the first lives, gives all 80 and
+    warns at each batch past len(dataloader). The first pass holds every CPU of the cluster."""
+
+    def run(loader):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = iter(loader)
+            head = [int(next(first)) for _ in range(40)]
+            before = length_warnings(caught)
+            assert len(loader) == 20
+            second = iter(loader)  # the first still lives
+            rest = [int(b) for b in second]
+        return head, before, rest, length_warnings(caught)
+
+    kw = dict(num_workers=4, persistent_workers=persistent, timeout=120)
+    want = run(torch.utils.data.DataLoader(Counting(20), multiprocessing_context=FORKSERVER, **kw))
+    with hybridload.DataLoader(Counting(20), distribute_mode=True, **kw) as mine:
+        got = run(mine)
+    assert want[1] == 0 and len(want[2]) == 80 and want[3] == 60  # torch's, for the record
+    assert got == want  # the samples in torch's order, no warning before len(), one per batch past it
 
 
 def test_a_persistent_loaders_second_epoch_comes_in_torchs_order(ray_cluster):

@@ -63,3 +63,33 @@ def test_a_pass_run_in_process_instead_of_on_actors_leaves_num_workers_as_the_us
     assert [b.tolist() for b in it] == [[0, 1, 4, 9], [16, 25]]
     assert sampler.seen == [(2, 5)]
     assert (loader.num_workers, loader.timeout) == (2, 5)
+
+
+class PerWorker(torch.utils.data.IterableDataset):
+    """Each worker gives (its id, a number from the global generator) three times; ``worker_init_fn``
+    marks the worker's own copy."""
+
+    def __init__(self):
+        self.marked = None
+
+    def init(self, worker_id):
+        self.marked = worker_id
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        assert self.marked == info.id  # the copy worker_init_fn set up is the one iterated
+        return iter([(info.id, info.seed, float(torch.rand(()))) for _ in range(3)])
+
+
+def test_an_iterable_pass_hosted_here_gives_each_workers_stream_in_turn_and_leaves_this_process_as_it_was():
+    from hybridload.dataloader.hosted import HostedPass
+
+    ds = PerWorker()
+    loader = hybridload.DataLoader(ds, batch_size=None, distribute_mode=True, num_workers=3, worker_init_fn=ds.init)
+    torch.manual_seed(1)
+    rng, threads = torch.get_rng_state(), torch.get_num_threads()
+    got = list(HostedPass(loader, 100, length=None, reported=None))
+    assert [(w, seed) for w, seed, _ in got] == [(w, 100 + w) for _ in range(3) for w in range(3)]  # torch's turn
+    assert len({r for *_, r in got}) == 9  # each worker seeded apart (base_seed + id), as torch's
+    assert torch.equal(torch.get_rng_state(), rng) and torch.get_num_threads() == threads
+    assert torch.utils.data.get_worker_info() is None and ds.marked is None  # the user's dataset untouched

@@ -144,6 +144,20 @@ def set_torch_worker_info(worker_id: int, num_workers: int, seed: int, dataset: 
     worker._worker_info = worker.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
 
 
+def torch_worker_info() -> Any:
+    """What ``torch.utils.data.get_worker_info()`` returns in this process now (None outside a worker)."""
+    from torch.utils.data._utils import worker
+
+    return worker._worker_info
+
+
+def restore_torch_worker_info(info: Any) -> None:
+    """Put back a worker info read by `torch_worker_info` (None: this process is no worker)."""
+    from torch.utils.data._utils import worker
+
+    worker._worker_info = info
+
+
 def torch_worker_numpy_seed(base_seed: int, worker_id: int) -> Any:
     """The numpy seed torch's DataLoader gives worker ``worker_id`` of a pass seeded ``base_seed``."""
     from torch.utils.data._utils import worker
@@ -180,6 +194,8 @@ __all__ = [
     "ray_address_file",
     "torch_key_error",
     "set_torch_worker_info",
+    "torch_worker_info",
+    "restore_torch_worker_info",
     "torch_worker_numpy_seed",
     "torch_iterable_fetcher",
     "torch_pin_memory",

@@ -3,7 +3,8 @@ public names (the faces of ``execution``, ``lanes``, ``lanes.ray``, ``sampling``
 ``errors``; ``tests/test_architecture.py`` holds it to them).
 
 ``loader`` (`DataLoader`), ``passes`` (a pass on Ray actors: `RayPass`, `FailedPass`),
-``inprocess`` (a pass run in this process instead), ``pools`` (the actor pools of a map-style
+``inprocess`` (a pass run in this process instead), ``hosted`` (an ``IterableDataset``'s
+workers run in this process beside live pools, torch's stream), ``pools`` (the actor pools of a map-style
 dataset and of an ``IterableDataset``), ``startup`` (a pass's pool started from the loader's
 arguments), ``worker`` (a map-style dataset's actor: what one torch worker process does, user
 errors as values), ``iterable_worker`` and ``iterable_pass`` (an

@@ -15,6 +15,7 @@ a result later than ``timeout_s`` raises `BatchTimeoutError`.
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 
 from hybridload.errors import BatchTimeoutError, WorkerLost
@@ -115,3 +116,22 @@ class IterablePass:
         self.closed = True
         self._queued.clear()
         self._turn.clear()
+
+
+def warn_past_length(dataset, reported: int | None, yielded: int, workers: int) -> None:
+    """torch's warning for an ``IterableDataset`` pass that yields more batches (``yielded``) than
+    the ``len(dataloader)`` the user read before the pass started (``reported``; None: never read,
+    no warning), in torch's words: the worker copies may each give the whole dataset."""
+    if reported is None or yielded <= reported:
+        return
+    msg = (
+        f"Length of IterableDataset {dataset} was reported to be {reported}"
+        f"(when accessing len(dataloader)), but {yielded} samples have been fetched. "
+    )
+    if workers > 0:
+        msg += (
+            "For multiprocessing data-loading, this could be caused by not properly configuring the "
+            "IterableDataset replica at each worker. Please see "
+            "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+        )
+    warnings.warn(msg, stacklevel=3)

@@ -22,15 +22,18 @@ import logging
 import warnings
 import sys
 import weakref
-from typing import Any, Callable, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, TypeVar
 
 import torch
 import torch.utils.data as tud
 
+from hybridload.dataloader.hosted import HOSTED, HostedPass
 from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
-from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, length_of
+from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, iterable_lengths
 from hybridload.dataloader.progress import PassProgress
-from hybridload.dataloader.startup import placement_rules, start_actors
+from hybridload.dataloader.seeds import Drawn, draw, draw_seed
+from hybridload.dataloader.startup import check_multiprocessing_context, placement_rules, start_actors
+from hybridload.dataloader.travel import travel_error
 from hybridload.dataloader.worker import InitFailed
 from hybridload.errors import close_all, take_all
 from hybridload.execution import LoaderStats
@@ -62,7 +65,8 @@ class DataLoader(tud.DataLoader[T_co]):
         timeout: seconds to wait for a batch from the workers (0: the default bound, 300 s
             with ``distribute_mode=True``).
         worker_init_fn: called in each worker with its id before it loads data.
-        multiprocessing_context: torch's worker start method (worker processes only).
+        multiprocessing_context: torch's worker start method (worker processes only; checked as
+            torch checks it, then ignored on Ray actors).
         generator: the random generator for the sampler and the workers' base seed.
         prefetch_factor: batches loaded ahead per worker.
         persistent_workers: keep the workers alive across epochs.
@@ -126,6 +130,7 @@ class DataLoader(tud.DataLoader[T_co]):
         self._prefetch = prefetch_factor or 2
         if self.distribute_mode:
             placement_rules(self)  # a bad placement, reserve_local_cpus or num_actors: refused here
+            check_multiprocessing_context(multiprocessing_context, num_workers)  # what torch refuses, refused
             if multiprocessing_context is not None:  # scripts pass it whatever the workers: once a process
                 warnings.warn(
                     "hybridload.DataLoader: multiprocessing_context is ignored with distribute_mode=True: "
@@ -186,8 +191,9 @@ class DataLoader(tud.DataLoader[T_co]):
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
             return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
-        if no_cpu_for_another_pool([p for ld in list(_LIVE) for p in ld._lanes]):  # never wait for our own CPUs
-            return self._progress.wrap(in_process_pass(self, why=OVERSUBSCRIBED))
+        here = self._in_process_instead([p for ld in list(_LIVE) for p in ld._lanes])  # never wait for our own CPUs
+        if here is not None:
+            return self._progress.wrap(here)
         drawn = self._draw(first=True)  # before the workers start, as torch's: worker_init_fn sees their seeds
         try:
             lane = start_actors(self, drawn.base_seed)
@@ -201,25 +207,33 @@ class DataLoader(tud.DataLoader[T_co]):
             close_all([lane], "starting a DataLoader pass", log=log)
             raise
 
+    def _in_process_instead(self, held: list):
+        """The pass to run in this process instead of on new actors while this process holds the
+        pools ``held`` (None: start actors). A map-style pass runs so only when the cluster has no
+        CPU they leave free; an ``IterableDataset``'s whenever pools are held (a new pool would be
+        placed on their slots and its iterators wait for them), every worker's stream hosted
+        here. Either refuses, naming it, a dataset that could not travel to actors: the answer
+        must not depend on a free CPU, and a dataset holding process-shared objects (a
+        ``multiprocessing.Value``, a barrier its workers meet at) needs its several workers."""
+        iterable = isinstance(self.dataset, tud.IterableDataset)
+        if not (held and iterable) and not no_cpu_for_another_pool(held):
+            return None
+        if iterable:
+            iter(self._index_sampler)  # as torch's new iterator, before the seed is drawn
+            base_seed = draw_seed(self.generator)
+            hosted = HostedPass(self, base_seed, **iterable_lengths(self))
+            warnings.warn(f"hybridload.DataLoader: {HOSTED}", stacklevel=3)
+            return hosted
+        error = travel_error((self.dataset, self.collate_fn, self.worker_init_fn))
+        if error is not None:
+            raise error
+        return in_process_pass(self, why=OVERSUBSCRIBED)
+
     def _draw(self, first: bool) -> Drawn:
-        """A pass's sampler iterator and seeds, drawn from ``generator`` as torch's iterator draws
-        them: the first pass over a new pool draws the workers' base seed; a persistent pool's
-        later pass counts on from it. A DataPipe's shared seed (its shuffle's, alike in every
-        worker) comes first in a first pass (torch's ``_reset`` then draws one its workers never
-        see), after the sampler's iterator in a later one."""
-        datapipe = isinstance(self.dataset, tud.IterDataPipe)
-        shared = _draw_seed(self.generator) if datapipe and first else None
-        batches = iter(self._index_sampler)
-        if first:  # drawn exactly as torch's _BaseDataLoaderIter draws it (after creating the sampler iterator)
-            base_seed = _draw_seed(self.generator)
-            self._pass_seeds = (base_seed, 0)
-            if datapipe:
-                _draw_seed(self.generator)
-        else:  # torch's persistent iterator is reset, not remade: no base seed is drawn
-            base_seed, passes = self._pass_seeds
-            self._pass_seeds = (base_seed, passes + 1)
-            shared = _draw_seed(self.generator) if datapipe else None
-        return Drawn(batches, base_seed, shared)
+        """A pass's sampler iterator and seeds, drawn from ``generator`` as torch's iterator draws them."""
+        drawn = draw(self.dataset, self._index_sampler, self.generator, self._pass_seeds, first)
+        self._pass_seeds = drawn.seeds
+        return drawn
 
     def _ray_pass(self, lane, drawn: Drawn, first: bool) -> RayPass:
         """A pass over ``lane`` with what `_draw` drew for it."""
@@ -230,7 +244,7 @@ class DataLoader(tud.DataLoader[T_co]):
             pin_memory=self.pin_memory,
             pin_memory_device=self.pin_memory_device,
         )
-        length = length_of(self) if isinstance(self.dataset, tud.IterableDataset) else None
+        lengths = iterable_lengths(self) if isinstance(self.dataset, tud.IterableDataset) else {}
         return RayPass(
             lane,
             drawn.batches,
@@ -238,11 +252,13 @@ class DataLoader(tud.DataLoader[T_co]):
             settings,
             seeds=self._pass_seeds,
             shared_seed=drawn.shared_seed,
-            length=length,
+            length=lengths.get("length"),
+            reported=lengths.get("reported"),
             hooks=self._stats,
             pools=self._lanes,
             streams=self._streams,
             owns_lane=first and not self._persistent_actors,
+            loader=self,
         )
 
     def state_dict(self) -> dict:
@@ -266,18 +282,6 @@ class DataLoader(tud.DataLoader[T_co]):
 
     def __exit__(self, *exc):
         self.close()
-
-
-class Drawn(NamedTuple):
-    """What a pass draws before it starts (`DataLoader._draw`)."""
-
-    batches: Iterator
-    base_seed: int
-    shared_seed: int | None
-
-
-def _draw_seed(generator: torch.Generator | None) -> int:
-    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
 def _close_all(streams: list, lanes: list) -> None:

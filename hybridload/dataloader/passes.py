@@ -17,7 +17,7 @@ import torch
 
 from hybridload.compat import torch_pin_memory
 from hybridload.errors import BatchTimeoutError
-from hybridload.dataloader.iterable_pass import IterablePass
+from hybridload.dataloader.iterable_pass import IterablePass, warn_past_length
 from hybridload.dataloader.pools import IterableDatasetActors
 from hybridload.dataloader.worker import Generated, UserFailure
 from hybridload.execution import BatchStream, PassConfig, sampler_tasks
@@ -88,6 +88,11 @@ class RayPass:
         hooks: the loader's stats, written by the stream's dispatcher.
         pools: the loader's live pools, which the pass leaves when it closes its own.
         streams: the loader's live streams, which the pass joins (``close()`` stops them).
+        reported: an ``IterableDataset``'s ``len(dataloader)`` as the user read it before the pass
+            (None: never read): more batches than that give torch's warning, as torch's iterator.
+        loader: the loader, held while the pass lives, as torch's iterator holds its loader: a
+            loader nothing else holds (``for b in DataLoader(...)``) would otherwise be collected
+            and its finalizer close the very pass that runs.
     """
 
     def __init__(
@@ -104,7 +109,11 @@ class RayPass:
         pools: list,
         streams: list,
         owns_lane: bool,
+        loader: Any = None,
+        reported: int | None = None,
     ):
+        self._loader = loader
+        self._reported, self._yielded = reported, 0
         self._sampler = sampler
         self._own, self._lanes = (lane if owns_lane else None), pools
         base_seed, passes = seeds
@@ -156,6 +165,10 @@ class RayPass:
             self._release()  # the last batch is out: a loop of len(loader) steps (Lightning's) never asks again
         if isinstance(batch, UserFailure):  # the user's code raised for this batch: raise it, the pass goes on
             batch.reraise()
+        if isinstance(self._stream, IterablePass):
+            self._yielded += 1
+            dataset = getattr(self._loader, "dataset", None)
+            warn_past_length(dataset, self._reported, self._yielded, workers=1)  # on workers: torch's words for them
         if isinstance(batch, Generated):  # collate_fn returned a generator: so does the loader, as torch's
             batch = batch.generator()
         if self._pin:
@@ -182,3 +195,13 @@ def length_of(sized) -> int | None:
         return len(sized)
     except TypeError:
         return None
+
+
+def iterable_lengths(loader: Any) -> dict:
+    """An ``IterableDataset`` pass's ``length`` (its ``len()``, None without one) and ``reported``
+    (``len(loader)`` as the user read it, None if never): reading the length here must not
+    count as the user's, which torch's warning past it follows."""
+    reported = loader._IterableDataset_len_called
+    length = length_of(loader)
+    loader._IterableDataset_len_called = reported
+    return {"length": length, "reported": reported}

@@ -4,13 +4,15 @@ rebuilt loader), the pool's config, and what of a dataset cannot travel to the a
 
 from __future__ import annotations
 
+import pickle
 from numbers import Integral
 from typing import Any
 
 import torch.utils.data as tud
 
 from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
-from hybridload.dataloader.travel import ship_nameless_classes, unpicklable_error
+from hybridload.dataloader.travel import ship_nameless_classes, travel_error
+from hybridload.errors import HybridLoadError
 from hybridload.raycluster import PlacementRules
 from hybridload.lanes.ray import PoolConfig
 from hybridload.sampling import resolve_rank
@@ -34,6 +36,35 @@ def placement_rules(loader: Any, rank: int = 0, world_size: int = 1) -> Placemen
         )
     except ValueError as exc:
         raise ValueError(f"hybridload.DataLoader: {exc}") from None
+
+
+def check_multiprocessing_context(context: Any, num_workers: int) -> None:
+    """Refuse a ``multiprocessing_context`` torch's DataLoader refuses, with torch's exception
+    classes (``num_workers`` as the user gave it): ValueError with ``num_workers=0`` or a string
+    that is not one of this platform's start methods, TypeError for anything but a string or a
+    ``multiprocessing`` context. What torch accepts is accepted (and ignored: Ray starts the actors)."""
+    import multiprocessing
+
+    if context is None:
+        return
+    if not num_workers:
+        raise ValueError(
+            "hybridload.DataLoader: multiprocessing_context can only be used with multi-process loading "
+            f"(num_workers > 0), but got num_workers={num_workers}; drop multiprocessing_context or give num_workers"
+        )
+    if isinstance(context, str):
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError(
+                f"hybridload.DataLoader: multiprocessing_context should specify a valid start method in {methods!r}, "
+                f"but got multiprocessing_context={context!r}"
+            )
+    elif not isinstance(context, multiprocessing.context.BaseContext):
+        raise TypeError(
+            "hybridload.DataLoader: multiprocessing_context should be a valid context object or a string specifying "
+            f"the start method ({', '.join(map(repr, multiprocessing.get_all_start_methods()))}), but got "
+            f"multiprocessing_context={context!r}"
+        )
 
 
 def start_actors(loader: Any, base_seed: int = 0) -> DatasetLane | IterableDatasetActors:
@@ -62,7 +93,12 @@ def start_actors(loader: Any, base_seed: int = 0) -> DatasetLane | IterableDatas
         return DatasetLane(
             bundle, pool, auto_collation=loader._auto_collation, asked=loader.num_workers, base_seed=base_seed
         )
-    except TypeError as exc:  # Ray's "Could not serialize": say which part of the dataset, and what to do
-        if "serializ" not in str(exc):
+    except HybridLoadError:  # worker_init_fn raised, no actor could start: not about pickling
+        raise
+    except (TypeError, RuntimeError, AttributeError, pickle.PicklingError):
+        # Ray's "Could not serialize", or the pickler's own error (a multiprocessing.Value's RuntimeError
+        # "should only be shared between processes through inheritance"): name the part that cannot travel
+        error = travel_error(bundle)
+        if error is None:
             raise
-        raise unpicklable_error(bundle, exc) from None
+        raise error from None

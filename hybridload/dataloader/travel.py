@@ -4,7 +4,9 @@ The dataset, ``collate_fn`` and ``worker_init_fn`` go to the actors in one pickl
 error for one that cannot be pickled names neither the dataset nor the attribute (a
 ``random_split`` Subset over a dataset holding a lock, an open file, a database handle).
 Only on that failure path: each part is pickled alone, then a dataset's attributes, depth
-first (a Subset's or a wrapper's ``.dataset`` included), to find the first one that fails."""
+first (a Subset's or a wrapper's ``.dataset`` included), to find the first one that fails; an
+object of Python's own library (a ``multiprocessing.Value``, a lock) is named itself, not its
+insides."""
 
 from __future__ import annotations
 
@@ -21,6 +23,13 @@ def _fails(obj: Any) -> BaseException | None:
     return None
 
 
+def _standard_library(cls: type) -> bool:
+    """Whether ``cls`` comes with Python (its insides are not the user's to mend)."""
+    import sys
+
+    return cls.__module__.split(".")[0] in sys.stdlib_module_names
+
+
 def describe(dataset: Any) -> str:
     """``Subset of Locked`` for a wrapper over another dataset, else the class name."""
     inner = getattr(dataset, "dataset", None)
@@ -33,7 +42,7 @@ def culprit(obj: Any, path: str, depth: int = 4) -> tuple[str, Any, BaseExceptio
     exc = _fails(obj)
     if exc is None:
         return None
-    if depth > 0:
+    if depth > 0 and not _standard_library(type(obj)):  # a multiprocessing.Value is named, not its mmap
         for name, value in list(getattr(obj, "__dict__", {}).items()):
             found = culprit(value, f"{path}.{name}", depth - 1)
             if found is not None:
@@ -59,6 +68,16 @@ def unpicklable_error(bundle: tuple, cause: BaseException) -> TypeError:
         f"hybridload.DataLoader: the dataset ({describe(dataset)}), collate_fn and worker_init_fn "
         f"cannot be sent to the Ray actors together: {str(cause).splitlines()[0]}"
     )
+
+
+def travel_error(bundle: tuple) -> TypeError | None:
+    """The named error for a ``(dataset, collate_fn, worker_init_fn)`` that cannot be pickled as
+    one (a lock, an open file, a ``multiprocessing.Value`` or another object shared between
+    processes only by inheritance); None when it pickles. Pickles the whole bundle: for the
+    failure path and for a pass that would run in this process instead of on actors (whose
+    answer must not depend on whether the cluster had a free CPU)."""
+    exc = _fails(bundle)
+    return None if exc is None else unpicklable_error(bundle, exc)
 
 
 def _by_reference(cls: type) -> bool:

@@ -168,7 +168,7 @@ def _start_embedded(ray) -> str:
             _node_ip_address="127.0.0.1",
             logging_level=logging.WARNING,
             log_to_driver=False,
-            object_store_memory=_embedded_store_bytes(),
+            object_store_memory=environment.object_store_bytes(),  # modest: the window bounds the batches held
         )
     )
     return ray.get_runtime_context().gcs_address
@@ -230,11 +230,6 @@ def _loopback_only(ray) -> None:
             f"cannot confine the embedded Ray cluster to loopback ({exc}); start Ray yourself "
             "and pass LoaderPolicy(ray_address=...)"
         ) from exc
-
-
-def _embedded_store_bytes() -> int:
-    # a modest object store: batches are consumed as they arrive (the window bounds them)
-    return environment.object_store_bytes()
 
 
 def release() -> None:

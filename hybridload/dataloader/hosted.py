@@ -1,0 +1,118 @@
+"""An ``IterableDataset`` pass that asked for workers, run in this process with every worker's
+stream: `HostedPass`.
+
+A pass that starts while this process already holds actor pools (a validation loader beside a
+training one, a second live iterator of one loader) starts no actors of its own: the new pool
+would be placed on the slots the live pools hold and wait for them. A map-style pass then runs as
+torch's ``num_workers=0`` (the same batches). An ``IterableDataset`` cannot: torch's
+single-process iterator reads one copy of the dataset, where torch's workers each iterate their
+own (three workers of a dataset that does not split itself give 3 x its samples). So here every
+worker id is hosted as `IterableDatasetWorker` hosts it on an actor (its own copy of the
+dataset, seeded and set up by ``worker_init_fn`` as torch's worker, ``get_worker_info()`` set
+while it runs, batches taken from the ids in turn): torch's stream, in one process. This
+process's random state and worker info are put back after each call into the workers' code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections import deque
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from hybridload.compat import restore_torch_worker_info, torch_pin_memory, torch_worker_info
+from hybridload.dataloader.iterable_pass import warn_past_length
+from hybridload.dataloader.iterable_worker import End, IterableDatasetWorker
+from hybridload.dataloader.travel import unpicklable_error
+from hybridload.dataloader.worker import Generated, UserFailure
+
+
+#: why an IterableDataset pass runs in this process although it asked for actors (`HostedPass`)
+HOSTED = (
+    "another pass of this process holds Ray actors (a training and a validation loader, two live iterators); "
+    "this IterableDataset pass runs each of its workers' iterators in this process, in torch's order (torch's "
+    "batches, on one CPU); close() the other loader, or end its pass, to run this one on actors"
+)
+
+
+@contextlib.contextmanager
+def this_process_kept() -> Iterator[None]:
+    """Run a worker's code here and leave this process's random generators, worker info and
+    torch thread count as they were."""
+    state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # torch.manual_seed seeds it
+    info, threads = torch_worker_info(), torch.get_num_threads()
+    try:
+        yield
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.set_rng_state(state[2])
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        restore_torch_worker_info(info)
+        torch.set_num_threads(threads)  # an actor's worker runs torch on one thread: not this process
+
+
+class HostedPass:
+    """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids, in this process.
+
+    Args:
+        loader: the drop-in loader (held while the pass lives, as torch's iterator holds it).
+        base_seed: the workers' base seed, drawn as torch draws it for a new iterator.
+        length: the pass's ``len()`` (None: the dataset has none).
+        reported: ``len(dataloader)`` as the user read it before the pass (None: never read),
+            past which each batch gives torch's warning.
+
+    Raises:
+        TypeError: the dataset, ``collate_fn`` or ``worker_init_fn`` cannot be copied for the
+            workers (what cannot be pickled is named, as on actors).
+    """
+
+    def __init__(self, loader: Any, base_seed: int, *, length: int | None, reported: int | None):
+        from ray import cloudpickle
+
+        bundle = (loader.dataset, loader.collate_fn, loader.worker_init_fn)
+        try:  # the workers' own copies: the user's dataset stays as built, as torch's workers leave it
+            copy = cloudpickle.loads(cloudpickle.dumps(bundle))
+        except Exception as exc:
+            raise unpicklable_error(bundle, exc) from None
+        self._loader, self._length, self._reported, self._yielded = loader, length, reported, 0
+        self._workers = loader.num_workers or loader.num_actors or 1
+        with this_process_kept():
+            self._host = IterableDatasetWorker(
+                copy, loader._auto_collation, loader.batch_size, loader.drop_last, self._workers
+            )
+            self._host.begin(base_seed)
+        self._turn = deque(self._host.ids())  # ids still yielding, the next to serve first
+        self._pin = loader.pin_memory and torch.cuda.is_available()
+        self._pin_device = loader.pin_memory_device or None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this IterableDataset has no __len__")
+        return self._length
+
+    def __next__(self) -> Any:
+        while self._turn:
+            w = self._turn[0]
+            with this_process_kept():
+                out = self._host.next_batch(w)
+            if isinstance(out, End):  # this id's data ended: it leaves the turn
+                self._turn.popleft()
+                continue
+            self._turn.rotate(-1)
+            if isinstance(out, UserFailure):  # the user's code raised: this batch's outcome, the pass goes on
+                out.reraise()
+            if isinstance(out, Generated):
+                out = out.generator()
+            self._yielded += 1
+            warn_past_length(self._loader.dataset, self._reported, self._yielded, self._workers)
+            return torch_pin_memory(out, self._pin_device) if self._pin else out
+        raise StopIteration

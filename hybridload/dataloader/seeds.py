@@ -1,0 +1,51 @@
+"""What a drop-in pass draws from the loader's ``generator`` before it starts, in torch's order.
+
+torch's iterator draws the workers' base seed after creating the sampler's iterator; a
+persistent iterator is reset, not remade, and draws no base seed. A DataPipe's shared seed (its
+shuffle's, alike in every worker) comes first in a first pass (torch's ``_reset`` then draws one
+its workers never see), after the sampler's iterator in a later one.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, NamedTuple
+
+import torch
+import torch.utils.data as tud
+
+
+class Drawn(NamedTuple):
+    """What a pass draws before it starts."""
+
+    batches: Iterator
+    base_seed: int
+    shared_seed: int | None
+    seeds: tuple[int, int]  # (the pool's base seed, the passes it ran before this one)
+
+
+def draw_seed(generator: torch.Generator | None) -> int:
+    """One seed drawn as torch's iterator draws its base seed."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def draw(
+    dataset: object,
+    sampler: Iterable,
+    generator: torch.Generator | None,
+    seeds: tuple[int, int] | None,
+    first: bool,
+) -> Drawn:
+    """A pass's sampler iterator and seeds; ``seeds``: the pool's, from its last pass (a later pass
+    of a persistent pool counts on from them)."""
+    datapipe = isinstance(dataset, tud.IterDataPipe)
+    shared = draw_seed(generator) if datapipe and first else None
+    batches = iter(sampler)
+    if first or seeds is None:
+        base_seed = draw_seed(generator)
+        seeds = (base_seed, 0)
+        if datapipe:
+            draw_seed(generator)
+    else:
+        seeds = (seeds[0], seeds[1] + 1)
+        shared = draw_seed(generator) if datapipe else None
+    return Drawn(batches, seeds[0], shared, seeds)
