@@ -9,7 +9,7 @@ dataset and of an ``IterableDataset``), ``startup`` (a pass's pool started from 
 arguments), ``worker`` (a map-style dataset's actor: what one torch worker process does, user
 errors as values), ``iterable_worker`` and ``iterable_pass`` (an
 ``IterableDataset`` on actors, in torch's order), ``progress`` (the batches delivered, for
-``state_dict()``) and ``travel`` (what of a dataset cannot be pickled to the actors).
+``state_dict()``), ``seeds`` (what a pass draws from ``generator``, in torch's order) and ``travel`` (what of a dataset cannot be pickled to the actors).
 """
 
 from hybridload.dataloader.loader import DataLoader
