@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The developer's loop: every test that starts neither Ray nor processes of its own (the tiers:
 # tests/conftest.py), under a minute on 2 cores. CI runs `make test`, all of them.

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from hybridload.compat import restore_torch_worker_info, torch_pin_memory, torch_worker_info
-from hybridload.dataloader.iterable_pass import warn_past_length
+from hybridload.dataloader.iterable_pass import SizedPass, warn_past_length
 from hybridload.dataloader.iterable_worker import End, IterableDatasetWorker
 from hybridload.dataloader.travel import unpicklable_error
 from hybridload.dataloader.worker import Generated, UserFailure
@@ -57,7 +57,7 @@ def this_process_kept() -> Iterator[None]:
         torch.set_num_threads(threads)  # an actor's worker runs torch on one thread: not this process
 
 
-class HostedPass:
+class HostedPass(SizedPass):
     """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids, in this process.
 
     Args:
@@ -90,14 +90,6 @@ class HostedPass:
         self._turn = deque(self._host.ids())  # ids still yielding, the next to serve first
         self._pin = loader.pin_memory and torch.cuda.is_available()
         self._pin_device = loader.pin_memory_device or None
-
-    def __iter__(self):
-        return self
-
-    def __len__(self) -> int:
-        if self._length is None:
-            raise TypeError("this IterableDataset has no __len__")
-        return self._length
 
     def __next__(self) -> Any:
         while self._turn:

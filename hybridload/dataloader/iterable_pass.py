@@ -23,7 +23,22 @@ from hybridload.dataloader.iterable_worker import End
 from hybridload.dataloader.worker import UserFailure
 
 
-class IterablePass:
+class SizedPass:
+    """A pass over an ``IterableDataset``: its own iterator, with the ``len()`` torch gives it
+    (the dataset's ``__len__``; a TypeError where it has none)."""
+
+    _length: int | None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this IterableDataset has no __len__")
+        return self._length
+
+
+class IterablePass(SizedPass):
     """Batches of ``handles`` (``{worker id: actor}``) in torch's turn order; ``base_seed`` as
     drawn for the pass (used by actors that start their workers now); ``shared_seed`` a DataPipe's
     seed for this pass (None: not a DataPipe)."""
@@ -46,14 +61,6 @@ class IterablePass:
         }
         self._turn = deque(sorted(handles))  # ids still yielding, the next to serve first
         self.closed, self._ended = False, False
-
-    def __iter__(self):
-        return self
-
-    def __len__(self) -> int:
-        if self._length is None:
-            raise TypeError("this IterableDataset has no __len__")
-        return self._length
 
     def __next__(self):
         if self.closed:
