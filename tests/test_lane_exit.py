@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from hybridload.raycluster.agent_guard import children, start_time
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 BREAK_AFTER_TWO_STEPS = textwrap.dedent("""
@@ -83,42 +85,17 @@ KILLED_TRAINER = textwrap.dedent("""
 """)
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(k) for k in f.read().split()]
-        except OSError:
-            continue
-    return kids
-
-
 def _descendants(pid: int) -> list[int]:
-    out, todo = [], _children(pid)
+    out, todo = [], children(pid)
     while todo:
         k = todo.pop()
         out.append(k)
-        todo += _children(k)
+        todo += children(k)
     return out
 
 
-def _start_time(pid: int) -> str | None:
-    """Field 22 of /proc/PID/stat, or None when the process is gone or a zombie (a reused pid differs)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] == "Z" else fields[19]
-
-
-def _alive(pid: int, born: str | None = None) -> bool:
-    now = _start_time(pid)
+def _alive(pid: int, born: int | None = None) -> bool:
+    now = start_time(pid)
     return now is not None and (born is None or now == born)
 
 
@@ -139,14 +116,14 @@ def test_every_descendant_of_a_killed_trainer_exits_within_10_s(photo_root, star
             env={**os.environ, "PYTHONPATH": HERE, "RAY_TMPDIR": tmp, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
             start_new_session=True,
         )
-        born: dict[int, str | None] = {}
+        born: dict[int, int | None] = {}
         try:
             line = ""
             deadline = time.monotonic() + 180
             while "READY" not in line and time.monotonic() < deadline and proc.poll() is None:
                 line = proc.stdout.readline()
             assert "READY" in line, proc.stderr.read()[-3000:] if proc.poll() is not None else "no first batch in 180 s"
-            born = {k: _start_time(k) for k in _descendants(proc.pid)}
+            born = {k: start_time(k) for k in _descendants(proc.pid)}
             names = {k: open(f"/proc/{k}/cmdline", "rb").read()[:80] for k in born if _alive(k)}
             assert born, "the trainer started no process"
             os.kill(proc.pid, signal.SIGKILL)
