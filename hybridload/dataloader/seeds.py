@@ -32,7 +32,7 @@ def draw(
     dataset: object,
     sampler: Iterable,
     generator: torch.Generator | None,
-    seeds: tuple[int, int] | None,
+    seeds: tuple[int, int],
     first: bool,
 ) -> Drawn:
     """A pass's sampler iterator and seeds; ``seeds``: the pool's, from its last pass (a later pass
@@ -40,7 +40,7 @@ def draw(
     datapipe = isinstance(dataset, tud.IterDataPipe)
     shared = draw_seed(generator) if datapipe and first else None
     batches = iter(sampler)
-    if first or seeds is None:
+    if first:
         base_seed = draw_seed(generator)
         seeds = (base_seed, 0)
         if datapipe:
