@@ -15,13 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# package directory -> dotted prefix (the engines kernels/, pipelines/ and torchops/ install as hybridload.*)
-ROOTS = {
-    REPO / "hybridload": "hybridload",
-    REPO / "pipelines": "hybridload.pipelines",
-    REPO / "kernels": "hybridload.kernels",
-    REPO / "torchops": "hybridload.torchops",
-}
+# package directory -> dotted prefix
+ROOTS = {REPO / "hybridload": "hybridload"}
 MAX_LINES = 300
 
 

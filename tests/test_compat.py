@@ -13,7 +13,7 @@ import pytest
 from hybridload import compat
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = ("hybridload", "kernels", "pipelines", "torchops")
+PACKAGE_DIRS = ("hybridload",)
 
 
 @pytest.mark.parametrize("api", compat.PRIVATE_APIS, ids=lambda a: f"{a.module}:{a.attribute}")

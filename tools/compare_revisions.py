@@ -4,8 +4,8 @@ alternation, in one run; per contestant the head / base ratio of images/s.
 
 Each revision is exported with ``git archive`` into a temporary folder (the repository, its
 worktrees and its stash are left alone) and runs its own benchmark scripts on its own package:
-``PYTHONPATH`` puts the folder first, and the package-dir entries of its ``pyproject.toml``
-(``hybridload.kernels`` = ``kernels``) are linked in place, so the editable install of this
+``PYTHONPATH`` puts the folder first (a revision whose ``pyproject.toml`` still maps top-level
+folders in through ``package-dir`` gets them linked in place), so the editable install of this
 checkout serves nothing; a probe checks where ``hybridload`` and ``hybridload.kernels`` load
 from before anything is timed. Both revisions share one photo set (``--root``) and this venv.
 

@@ -1,7 +1,7 @@
-"""The torch engine (installed as ``hybridload.torchops``): the recipe's ops as torch functions on
+"""The torch engine: the recipe's ops as torch functions on
 CHW uint8 tensors, on any device, for the torch GPU lane (``hybridload/lanes/gpu/torch_lane.py``).
 
-Side by side with the CPU engine (``kernels/``) and the DALI engine (``pipelines/``): ``ops``
+Side by side with the CPU engine (``hybridload/kernels/``) and the DALI engine (``hybridload/pipelines/``): ``ops``
 holds its table (`OP_FUNCTIONS`, `UNSUPPORTED`) and the geometric ops, ``photo`` the colour ops.
 """
 

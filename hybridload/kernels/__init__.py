@@ -1,5 +1,6 @@
 """The CPU engine: every recipe stage as pure functions over bytes and arrays (its op table:
-``geometry.OP_FUNCTIONS``; the DALI and torch engines sit beside it in ``pipelines/`` and ``torchops/``).
+``geometry.OP_FUNCTIONS``; the DALI and torch engines sit beside it in
+``hybridload/pipelines/`` and ``hybridload/torchops/``).
 
 Run directly by the in-process lane and by Ray actors; testable without either.
 Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through

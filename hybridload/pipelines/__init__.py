@@ -1,7 +1,8 @@
-"""The DALI engine: the recipe as a DALI graph (installed as ``hybridload.pipelines``).
+"""The DALI engine: the recipe as a DALI graph.
 
-Its op table is ``ops.OP_FUNCTIONS``. `chain_for` / `chain_params` map a recipe and its per-sample parameters onto
-the fixed chain a DALI graph runs; `build_pipeline` builds that graph. DALI is
+Its op table is ``ops.OP_FUNCTIONS``. `chain_for` / `chain_params` (``params``) map a recipe and its
+per-sample parameters onto the fixed chain a DALI graph runs; `build_pipeline` (``builder``) builds
+that graph, with the colour stages' inputs from ``photo``. DALI is
 imported only inside `build_pipeline`, so ``import hybridload`` works without it.
 """
 
