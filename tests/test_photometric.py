@@ -147,10 +147,10 @@ DALI_MEAN_TOL, DALI_MAX_TOL = 0.001, 1
 @pytest.mark.parametrize("name", list(STAGES))
 def test_dali_photometric_graph_matches_the_kernels(images, name):
     pytest.importorskip("nvidia.dali")
-    from hybridload.pipelines import build_photo_pipeline
-    from hybridload.pipelines.photo import photo_inputs, photo_vectors
+    from hybridload.pipelines import build_photo_pipeline, compile, photo_vectors
 
     rec = R.make([R.Decode(), R.CenterCrop(40), STAGES[name]])
+    plan = compile(rec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pipe = build_photo_pipeline(rec, batch_size=len(images))
@@ -161,10 +161,10 @@ def test_dali_photometric_graph_matches_the_kernels(images, name):
             p = rec.sample_params(1, epoch, i, a.shape[1], a.shape[0])
             x = apply_ops(a, p.ops[:1]).contiguous()
             crops.append(x.numpy())
-            vectors.append(photo_vectors(p))
+            vectors.append(photo_vectors(plan, p.ops))
             want.append(apply_ops(x, p.ops[1:]).numpy())
         pipe.feed_input("image", crops)
-        for j, input_name in enumerate(photo_inputs(rec)):
+        for j, input_name in enumerate(plan.photo_inputs()):
             pipe.feed_input(input_name, [v[j] for v in vectors])
         (out,) = pipe.run()
         d += [np.abs(out.at(k).astype(int) - want[k].astype(int)).ravel() for k in range(len(images))]

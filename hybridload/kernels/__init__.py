@@ -1,6 +1,6 @@
 """The CPU engine: every recipe stage as pure functions over bytes and arrays (its op table:
-``geometry.OP_FUNCTIONS``; the DALI and torch engines sit beside it in
-``hybridload/pipelines/`` and ``hybridload/torchops/``).
+``geometry.OP_FUNCTIONS``, and `compile`, a recipe into its per-sample function; the DALI and
+torch engines sit beside it in ``hybridload/pipelines/`` and ``hybridload/torchops/``).
 
 Run directly by the in-process lane and by Ray actors; testable without either.
 Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through
@@ -21,7 +21,7 @@ temporaries).
 from hybridload.batch_result import BatchResult
 from hybridload.kernels.batch import process_batch, process_sample, start_reads
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
-from hybridload.kernels.geometry import apply_ops
+from hybridload.kernels.geometry import OP_FUNCTIONS, UNSUPPORTED, apply_ops, compile
 
 __all__ = [
     "BatchResult",
@@ -33,5 +33,8 @@ __all__ = [
     "check_pixels",
     "DecodeError",
     "apply_ops",
+    "compile",
+    "OP_FUNCTIONS",
+    "UNSUPPORTED",
     "MAX_IMAGE_PIXELS",
 ]

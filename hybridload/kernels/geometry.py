@@ -8,7 +8,7 @@ with the DALI engine's (``pipelines/ops.py``) and the torch engine's (``torchops
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -18,6 +18,9 @@ from hybridload.recipe.custom import CustomOp, SampleOp, apply_custom
 from hybridload.recipe.ops import Crop, Flip, Op, Resize
 
 from hybridload.kernels.photometric import PHOTO_FUNCTIONS, apply_photometric
+
+if TYPE_CHECKING:
+    from hybridload.recipe import Recipe
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
@@ -96,3 +99,12 @@ def apply_ops(
             raise
         k = end
     return img
+
+
+def compile(rec: Recipe) -> Callable[..., torch.Tensor]:
+    """The CPU engine's pipeline of ``rec``: `apply_ops` over each sample's ops, once every op
+    type its stages emit (their ``op_slots()``) has its kernel here; ValueError naming the
+    stage and the op otherwise."""
+    if (why := rec.cannot_run("CPU", OP_FUNCTIONS, UNSUPPORTED)) is not None:
+        raise ValueError(why)
+    return apply_ops

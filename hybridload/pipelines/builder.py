@@ -1,8 +1,8 @@
-"""Compile a recipe into a DALI pipeline fed through external_source.
+"""Build a recipe's DALI pipeline, fed through external_source, from its plan (`plan.compile`).
 
 Inputs per sample: the encoded bytes and the chain parameters (see `params`) the
-recipe's generator drew, so DALI cuts the same boxes and flips as ``kernels/``, and each
-photometric stage's values (see `photo`). Output:
+recipe's generator drew, so DALI cuts the same boxes and flips as the CPU kernels, and each
+colour stage's values (see `photo`). Output:
 uint8 in the recipe's layout; normalization is applied afterwards by the same torch code
 as the CPU lanes (so the two lanes differ only by resize rounding).
 
@@ -18,8 +18,8 @@ from hybridload.recipe import Recipe
 from hybridload.recipe.ops import Crop, Flip, Resize
 
 from hybridload.pipelines.ops import OP_FUNCTIONS, Dali
-from hybridload.pipelines.params import chain_for
-from hybridload.pipelines.photo import photo_graph, photo_inputs
+from hybridload.pipelines.photo import photo_graph
+from hybridload.pipelines.plan import compile
 
 
 def decoder_options(types) -> dict:
@@ -34,7 +34,8 @@ INPUTS = ("encoded", "anchor1", "shape1", "size", "anchor2", "shape2", "flip")
 
 def used_inputs(rec: Recipe) -> tuple[str, ...]:
     """The external_source names the pipeline of ``rec`` takes (DALI prunes unused ones)."""
-    chain = chain_for(rec)
+    plan = compile(rec)
+    chain = plan.chain
     names = ["encoded"]
     if chain.crop1:
         names += ["anchor1", "shape1"]
@@ -43,7 +44,7 @@ def used_inputs(rec: Recipe) -> tuple[str, ...]:
     if chain.crop2:
         names += ["anchor2", "shape2"]
     names.append("flip")
-    return tuple(names) + photo_inputs(rec)
+    return tuple(names) + plan.photo_inputs()
 
 
 def build_pipeline(
@@ -60,7 +61,8 @@ def build_pipeline(
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.types import DALIDataType as dt  # in its .pyi; types.UINT8 etc. are set at run time
 
-    chain = chain_for(rec)
+    plan = compile(rec)
+    chain = plan.chain
     d = Dali(fn, types, dmath)
     gpu = device_id is not None
     layout = rec.layout
@@ -97,7 +99,7 @@ def build_pipeline(
             img = OP_FUNCTIONS[Resize](d, img, source("size", dt.FLOAT, 1))
         if chain.crop2:
             img = OP_FUNCTIONS[Crop](d, img, source("anchor2", dt.FLOAT, 1), source("shape2", dt.FLOAT, 1))
-        img = photo_graph(img, rec, source, fn, types, dmath)  # per-pixel or symmetric: commutes with the mirror
+        img = photo_graph(img, plan, source, d)  # per-pixel or symmetric: commutes with the mirror
         return OP_FUNCTIONS[Flip](d, img, source("flip", dt.INT32, 0), layout)
 
     pipe = graph()
@@ -112,6 +114,9 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.types import DALIDataType as dt
 
+    plan = compile(rec)
+    d = Dali(fn, types, dmath)
+
     def source(name, dtype, ndim):
         return fn.external_source(name=name, dtype=dtype, ndim=ndim)
 
@@ -124,7 +129,7 @@ def build_photo_pipeline(rec: Recipe, *, batch_size: int, num_threads: int = 1, 
     )  # (exec_dynamic: as above)
     def graph():
         img = fn.external_source(name="image", dtype=dt.UINT8, ndim=3, layout="HWC")
-        return photo_graph(img, rec, source, fn, types, dmath)
+        return photo_graph(img, plan, source, d)
 
     pipe = graph()
     pipe.build()

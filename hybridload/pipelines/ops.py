@@ -141,6 +141,18 @@ OP_FUNCTIONS: dict[type, Callable[..., Any]] = {
     Solarize: solarize,
     AutoContrast: autocontrast,
 }
+#: Each colour op's per-sample value, the graph input its function takes.
+VALUES: dict[type, Callable[[Any], float]] = {
+    Brightness: lambda op: op.factor,
+    Contrast: lambda op: op.factor,
+    Saturation: lambda op: op.factor,
+    Hue: lambda op: op.shift,
+    Grayscale: lambda op: float(op.apply),
+    Blur: lambda op: op.sigma,
+    Posterize: lambda op: float(op.bits),
+    Solarize: lambda op: op.threshold,
+    AutoContrast: lambda op: 0.0,
+}
 #: Colour ops that take the uint8 image instead of the float32 one.
 UINT8_OPS = (Blur,)
 #: Op types the DALI engine does not run, and why (their batches go to the CPU lanes).

@@ -1,14 +1,13 @@
 """Per-sample parameters in the fixed shape a DALI pipeline takes.
 
-A DALI graph is fixed when it is built, so every sample of a recipe must map onto one
-chain: ROI decode (crop 1) → resize → slice (crop 2) → mirror. This module checks a
-recipe fits that chain and turns each sample's `SampleParams` into the arrays
-fed through ``external_source``. Pure functions; no DALI import.
+A DALI graph is fixed when it is built, so every sample of a recipe maps onto the chain
+its plan holds (`plan.compile`): ROI decode (crop 1), resize, slice (crop 2), mirror. This
+module turns each sample's `SampleParams` into the arrays fed through ``external_source``.
+Pure functions; no DALI import.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,35 +16,12 @@ from hybridload import recipe as R
 from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Resize
 
 from hybridload.pipelines.ops import UNSUPPORTED
-from hybridload.pipelines.photo import photo_vectors
-
-_STAGE_KINDS = {R.RandomResizedCrop: "cr", R.Resize: "r", R.CenterCrop: "c", R.HorizontalFlip: "f"}
-_CHAIN = re.compile(r"^c?r?c?f?$")
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Which steps of the fixed chain a recipe uses."""
-
-    crop1: bool
-    resize: bool
-    crop2: bool
-    flip: bool
+from hybridload.pipelines.plan import Chain, DaliPlan, compile, photo_vectors
 
 
 def chain_for(rec: R.Recipe) -> Chain:
-    """The DALI chain of a recipe; ValueError when its geometric stages do not fit it."""
-    kinds = "".join(_STAGE_KINDS.get(type(s), "") for s in rec.stages)
-    if not _CHAIN.match(kinds):
-        raise ValueError(
-            f"the GPU lane runs recipes of the form [crop] [resize] [crop] [flip]; "
-            f"{rec.describe()} does not fit (its tasks go to the CPU lanes)"
-        )
-    # assign the first crop to crop1 only if it comes before the resize
-    crop1 = kinds.startswith("c")
-    resize = "r" in kinds
-    crop2 = kinds.count("c") - int(crop1) > 0
-    return Chain(crop1, resize, crop2, "f" in kinds)
+    """The DALI chain of a recipe (`plan.compile`); ValueError when it does not fit."""
+    return compile(rec).chain
 
 
 @dataclass(frozen=True)
@@ -67,8 +43,9 @@ class ChainParams:
         raise AttributeError(name)
 
 
-def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams:
-    """Map a sample's ops onto the chain: crop 1, resize, crop 2, flip (each may be identity)."""
+def chain_params(params: R.SampleParams, width: int, height: int, plan: DaliPlan | None = None) -> ChainParams:
+    """Map a sample's ops onto the chain: crop 1, resize, crop 2, flip (each may be identity),
+    and its colour ops onto the ``plan``'s vectors (a sample with colour ops needs the plan)."""
     w, h = width, height
     c1 = (0, 0, w, h)
     size = None
@@ -92,7 +69,7 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
         elif isinstance(op, PHOTOMETRIC):
             continue  # after the geometry, in .photo
         else:
-            why = UNSUPPORTED.get(type(op), "no function in pipelines/ops.py")
+            why = UNSUPPORTED.get(type(op), "no function in hybridload/pipelines/ops.py")
             raise ValueError(f"the DALI chain has no step for {op!r}: {why} (its tasks go to the CPU lanes)")
     x, y, cw, ch = c1
     if x < 0 or y < 0 or x + cw > width or y + ch > height:
@@ -109,5 +86,13 @@ def chain_params(params: R.SampleParams, width: int, height: int) -> ChainParams
         np.array(c2[:2], f32),
         np.array(c2[2:], f32),
         np.array(flip, np.int32),
-        photo_vectors(params),
+        _photo(params, plan),
     )
+
+
+def _photo(params: R.SampleParams, plan: DaliPlan | None) -> tuple[np.ndarray, ...]:
+    if plan is not None:
+        return photo_vectors(plan, params.ops)
+    if any(isinstance(op, PHOTOMETRIC) for op in params.ops):
+        raise ValueError("a sample with colour ops maps onto the DALI graph through its recipe's plan (compile)")
+    return ()

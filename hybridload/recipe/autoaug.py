@@ -56,5 +56,9 @@ class TrivialAugmentWide:
             m = -m
         return (make(m),), hw
 
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        """One slot: the op types of `OPS` (Identity is a Brightness), in their first order."""
+        return (O.Slot(tuple(dict.fromkeys(type(make(1.0)) for _, _, _, make in OPS))),)
+
 
 __all__ = ["TrivialAugmentWide", "OP_NAMES", "NUM_BINS"]

@@ -24,12 +24,13 @@ They draw after the geometric stages, so adding them leaves every geometric para
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from hybridload.recipe.custom import CustomStage, SampleOp
 from hybridload.recipe.keys import keyed_generator
+from hybridload.recipe.ops import Slot
 from hybridload.recipe.order import NOT_FIXED, PER_SAMPLE, check_order, fixed_hw
 from hybridload.recipe.stages import (
     CenterCrop,
@@ -163,6 +164,21 @@ class Recipe:
                 ops.append(st.op(seed, epoch, index, k))
                 names.append(repr(st))
         return SampleParams(tuple(ops), tuple(names), hw)
+
+    def op_slots(self) -> tuple[tuple[object, tuple[Slot, ...]], ...]:
+        """Each stage that emits per-sample ops, with the `Slot`s it fills, in order: what an
+        engine compiles its pipeline from."""
+        return tuple((st, st.op_slots()) for st in self.stages if isinstance(st, (*PER_SAMPLE, CustomStage)))
+
+    def cannot_run(self, engine: str, functions: Mapping[type, object], unsupported: Mapping[type, str]) -> str | None:
+        """Pure: why ``engine``, whose op table is ``functions`` (its reasons: ``unsupported``),
+        cannot run this recipe (the first op type a stage emits that it has no function for),
+        or None. Each engine's ``compile`` asks it."""
+        for st, slots in self.op_slots():
+            for op in (t for slot in slots for t in slot.types if t not in functions):
+                why = unsupported.get(op, f"no function for it in the {engine} engine's OP_FUNCTIONS")
+                return f"the {engine} engine cannot run {op.__name__} of {st!r}: {why}"
+        return None
 
     def describe(self) -> str:
         return " -> ".join(repr(s) for s in self.stages)

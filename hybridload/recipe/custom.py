@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from hybridload.recipe.keys import keyed_generator
-from hybridload.recipe.ops import Op
+from hybridload.recipe.ops import Op, Slot
 
 #: Spawn key of the custom stages' generators: apart from the shared per-sample generator
 #: (``recipe.sample_generator``, spawn key ()), one stream per stage position.
@@ -87,6 +87,9 @@ class CustomStage:
     def op(self, seed: int, epoch: int, index: int, position: int) -> "CustomOp":
         """This stage's op for one sample (its generator's key travels with it)."""
         return CustomOp(self, (int(seed), int(epoch), int(index), int(position)))
+
+    def op_slots(self) -> tuple[Slot, ...]:
+        return (Slot((CustomOp,)),)
 
 
 @dataclass(frozen=True)

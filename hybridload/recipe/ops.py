@@ -103,6 +103,23 @@ class AutoContrast:
 
 PHOTOMETRIC = (Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize, AutoContrast)
 
+
+@dataclass(frozen=True)
+class Slot:
+    """One position of a stage's per-sample op list, the same for every sample: what an engine
+    compiles a fixed graph from (a stage's ``op_slots()``, in the order ``sample_ops`` emits).
+
+    Attributes:
+        types: the op types the position may hold; more than one: one of them drawn per sample.
+        optional: some samples emit no op here (a flip not drawn, a crop of the whole image).
+        identity: its op never changes the image (a ColorJitter factor left off): may be skipped.
+    """
+
+    types: tuple[type, ...]
+    optional: bool = False
+    identity: bool = False
+
+
 Op = Union[
     Crop, Resize, Flip, Brightness, Contrast, Saturation, Hue, Grayscale, Blur, Posterize, Solarize, AutoContrast
 ]
@@ -122,4 +139,5 @@ __all__ = [
     "AutoContrast",
     "PHOTOMETRIC",
     "Op",
+    "Slot",
 ]

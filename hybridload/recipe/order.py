@@ -50,9 +50,9 @@ def phase_of(kind: type) -> Phase | None:
     the phase where it was and is checked on its own)."""
     if kind is Decode:
         return Phase.DECODE
-    if kind in GEOMETRY:
+    if issubclass(kind, GEOMETRY):
         return Phase.GEOMETRY
-    if kind in PER_SAMPLE:
+    if issubclass(kind, PER_SAMPLE):
         return Phase.PHOTOMETRIC
     return {Normalize: Phase.NORMALIZE, RandomErasing: Phase.ERASE, ToTensor: Phase.LAYOUT}.get(kind)
 

@@ -100,6 +100,12 @@ class ColorJitter:
         h = _draw(rng, self.hue, 0.0)
         return (O.Brightness(b), O.Contrast(c), O.Saturation(s), O.Hue(h)), hw
 
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        """One slot per factor, in the order drawn; a factor left off is the identity."""
+        fields = ("brightness", "contrast", "saturation", "hue")
+        types = (O.Brightness, O.Contrast, O.Saturation, O.Hue)
+        return tuple(O.Slot((t,), identity=getattr(self, f) is None) for f, t in zip(fields, types))
+
 
 @dataclass(frozen=True)
 class RandomGrayscale:
@@ -116,6 +122,9 @@ class RandomGrayscale:
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[O.Op, ...], HW]:
         return (O.Grayscale(bool(rng().random() < self.p)),), hw
+
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Grayscale,)),)
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,9 @@ class GaussianBlur:
         lo, hi = cast("tuple[float, float]", self.sigma)  # as __post_init__ left them
         sigma = lo if lo == hi else float(rng().uniform(lo, hi))
         return (O.Blur(cast(int, self.kernel_size), sigma),), hw
+
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Blur,)),)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ themselves, per sample, into `hybridload.recipe.ops`.
 
 A geometric stage's ``sample_ops(hw, rng)`` takes the current (height, width) and the
 sample's generator (keyed by seed, epoch, index; created on first use) and returns its
-ops and the new (height, width). Randomness comes from ``rng`` only, in stage order, so
-every engine cuts the same boxes. Users reach these as ``hybridload.recipe.<Stage>``.
+ops and the new (height, width), from ``rng`` only, in stage order, so every engine cuts
+the same boxes; ``op_slots()`` says which op types it emits, for the engines' compile.
 """
 
 from __future__ import annotations
@@ -123,6 +123,9 @@ class RandomResizedCrop:
         size = size_hw(self.size)  # already a pair (__post_init__): typed as given
         return (O.Crop(x, y, cw, ch), O.Resize(*size)), size
 
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Crop,)), O.Slot((O.Resize,)))
+
 
 @dataclass(frozen=True)
 class Resize:
@@ -147,6 +150,9 @@ class Resize:
             nh, nw = self.size, int(self.size * w / h)
         return (() if (nh, nw) == (h, w) else (O.Resize(nh, nw),)), (nh, nw)
 
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Resize,), optional=True),)
+
 
 @dataclass(frozen=True)
 class CenterCrop:
@@ -167,6 +173,9 @@ class CenterCrop:
             return (), (ch, cw)
         return (O.Crop(int(round((w - cw) / 2.0)), int(round((h - ch) / 2.0)), cw, ch),), (ch, cw)
 
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Crop,), optional=True),)
+
 
 @dataclass(frozen=True)
 class HorizontalFlip:
@@ -185,6 +194,9 @@ class HorizontalFlip:
 
     def sample_ops(self, hw: HW, rng: Rng) -> tuple[tuple[Op, ...], HW]:
         return ((O.Flip(),) if rng().random() < self.p else ()), hw
+
+    def op_slots(self) -> tuple[O.Slot, ...]:
+        return (O.Slot((O.Flip,), optional=True),)
 
 
 @dataclass(frozen=True)
@@ -228,8 +240,7 @@ class Normalize:
             )
 
 
-def _real(x) -> bool:
-    """A real number (Python's or numpy's), not a bool."""
+def _real(x) -> bool:  # a real number (Python's or numpy's), not a bool
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 

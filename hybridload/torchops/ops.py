@@ -14,7 +14,7 @@ differ by at most one grey level on most values (see tests/test_gpu_path.py).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +23,9 @@ from hybridload.recipe.custom import CustomOp
 from hybridload.recipe.ops import PHOTOMETRIC, Crop, Flip, Op, Resize
 
 from hybridload.torchops.photo import PHOTO_FUNCTIONS
+
+if TYPE_CHECKING:
+    from hybridload.recipe import Recipe
 
 
 def as_op(op) -> Op:
@@ -93,6 +96,15 @@ def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
         op = as_op(op)
         img = OP_FUNCTIONS[type(op)](img, op)
     return img
+
+
+def compile(rec: Recipe) -> Callable[[list[torch.Tensor], Any], list[torch.Tensor]]:
+    """The torch engine's pipeline of ``rec``: `apply_ops_batch` over a batch's ops, once every
+    op type its stages emit (their ``op_slots()``) has its function here; ValueError naming
+    the stage and the op (and why, from `UNSUPPORTED`) otherwise."""
+    if (why := rec.cannot_run("torch", OP_FUNCTIONS, UNSUPPORTED)) is not None:
+        raise ValueError(why)
+    return apply_ops_batch
 
 
 def apply_ops_batch(images: list[torch.Tensor], ops_lists) -> list[torch.Tensor]:

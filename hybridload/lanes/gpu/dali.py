@@ -79,7 +79,7 @@ class DaliLane(GpuLane):
         normalize_output: bool = False,
         host_sync: bool = False,
     ):
-        from hybridload.pipelines import build_pipeline, used_inputs
+        from hybridload.pipelines import build_pipeline, compile, used_inputs
 
         try:
             import nvidia.dali  # noqa: F401
@@ -92,7 +92,8 @@ class DaliLane(GpuLane):
         self.cpu_only = device.type != "cuda"
         self.device_id = None if self.cpu_only else device.index
         self.num_threads = num_threads
-        self._inputs = used_inputs(recipe)  # raises ValueError when the recipe does not fit
+        self._plan = compile(recipe)  # raises ValueError when the recipe does not fit
+        self._inputs = used_inputs(recipe)
         try:
             self._pipe = build_pipeline(
                 recipe, batch_size=batch_size, device_id=self.device_id, num_threads=num_threads
@@ -124,7 +125,7 @@ class DaliLane(GpuLane):
         from hybridload.pipelines import chain_params
 
         try:
-            params = [chain_params(p, w, h) for p, (w, h) in zip(batch.params, batch.sizes)]
+            params = [chain_params(p, w, h, self._plan) for p, (w, h) in zip(batch.params, batch.sizes)]
         except ValueError as exc:  # a crop DALI's ROI decoding cannot express
             raise Reroute(f"batch {task.seq}: {exc}") from None
         self._pipe.feed_input("encoded", [np.frombuffer(p, np.uint8) for p in batch.payloads])
