@@ -18,6 +18,7 @@ import torch.utils.data as tud
 
 from _harness import Contestant
 from hybridload import HybridLoader, LoaderPolicy, kernels
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.sampling import sharding
 
 
@@ -84,7 +85,7 @@ class Loader(Batches):
 
 
 class KernelBatches(Batches):
-    """``one(indices, epoch)``, by default ``kernels.process_batch``, over ``sharding.rank_batches``
+    """``one(indices, epoch)``, by default ``process_batch`` (a CPU lane's batch job), over ``sharding.rank_batches``
     (seed 0; epoch 0 unshuffled when ``shuffle`` is False): a loop on this thread, or a
     ThreadPoolExecutor(threads) when ``threads > 1`` or ``pooled``, consumed in order."""
 
@@ -104,7 +105,7 @@ class KernelBatches(Batches):
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bench-{name}") if threads > 1 or pooled else None
 
     def one(self, indices: np.ndarray, epoch: int) -> tuple:
-        r = kernels.process_batch(self.source, self.rec, indices, 0, epoch, on_error="raise")
+        r = process_batch(self.source, self.rec, indices, 0, epoch, on_error="raise")
         return r.images, r.labels
 
     def batches(self, epoch: int) -> Iterator[tuple]:

@@ -4,7 +4,7 @@ the kernels directly.
 
 Both process the same batches (``sharding.rank_batches``, shuffled, seed 0) with T threads,
 ``--epochs-per-round`` epochs per round (method: _harness.py): ``raw``, a ThreadPoolExecutor(T)
-mapping ``kernels.process_batch``, consumed in order; ``loader``, ``HybridLoader(source, recipe,
+mapping ``process_batch`` (a CPU lane's batch job), consumed in order; ``loader``, ``HybridLoader(source, recipe,
 B, policy=LoaderPolicy(cpu_actors=0, threads=T), seed=0)``, created once. An untimed epoch checks
 both deliver identical batches; ``stats()["stall_s"]`` is reported. Goal: loader / raw >= 0.95.
 """

@@ -4,7 +4,7 @@
 peers.py's contest (``peers.run_contest``: same JPEGs and cores, ``imagenet_train(224)``, batch
 64, ``--workers 2``, Ray embedded on 127.0.0.1 with 2 x workers logical CPUs; method: _harness.py)
 over ``hybridload`` (its Ray lane alone), ``torch-dataloader``, ``ray-data``, ``dali``,
-``raw-kernels`` (``kernels.process_batch`` on one thread: times the usable cores, the ideal) and
+``raw-kernels`` (``process_batch``, a CPU lane's batch job, on one thread: times the usable cores, the ideal) and
 ``raw-kernels-pool`` (the same on a ThreadPoolExecutor(2)). Goals (ratios of medians):
 hybridload / torch DataLoader >= 1.5; / Ray Data >= 1.5; / (raw kernels x cores) >= 0.9.
 """

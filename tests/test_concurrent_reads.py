@@ -11,7 +11,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.kernels import process_batch
+from hybridload.lanes.cpu_job import process_batch
 from support.slowfs import SlowMemoryFileSystem
 from hybridload.sources.reads import ordered_reads, read_many
 

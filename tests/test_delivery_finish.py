@@ -1,7 +1,7 @@
 """Delivery finishes the batch: ``hybridload.delivery.finish.finish_batch`` normalizes a lane's
-uint8 batch, then erases the recipe's boxes keyed by (seed, epoch, index); the CPU engine's whole
-job (``process_batch(normalize=True)``) gives the same pixels, and the loader and the GPU lanes
-reach the finishing step only through delivery/, never through the CPU engine's module."""
+uint8 batch, then erases the recipe's boxes keyed by (seed, epoch, index); a CPU lane's batch job
+(``process_batch``) leaves both to it, and the loader and the GPU lanes reach the finishing step
+only through delivery/, never through the CPU engine's module."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import torch
 
 from hybridload import recipe as R, sources
-from hybridload.delivery.finish import finish_batch
-from hybridload.kernels.batch import normalize_batch, process_batch
+from hybridload.delivery.finish import finish_batch, normalize_batch
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.kernels.erase import erase_batch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,11 +29,22 @@ def test_finishing_is_normalize_then_erasing_keyed_by_seed_epoch_and_index():
     assert not torch.equal(got, finish_batch(buf.clone(), REC, 7, 4, idx))  # another epoch: other boxes
 
 
-def test_the_cpu_engines_whole_job_equals_its_uint8_batch_finished_by_delivery(photo_root):
+def test_a_cpu_lanes_batch_is_uint8_whatever_the_recipe_and_delivery_finishes_it(photo_root):
     src, idx = sources.ImageFolder(photo_root), np.arange(5)
-    whole = process_batch(src, REC, idx, seed=3, epoch=1).images
-    raw = process_batch(src, REC, idx, seed=3, epoch=1, normalize=False).images
-    assert raw.dtype == torch.uint8 and torch.equal(whole, finish_batch(raw, REC, 3, 1, idx))
+    raw = process_batch(src, REC, idx, seed=3, epoch=1).images
+    plain = process_batch(src, R.Recipe(REC.stages[:3]), idx, seed=3, epoch=1).images
+    assert raw.dtype == torch.uint8 and torch.equal(raw, plain)  # Normalize and RandomErasing left to delivery
+    assert finish_batch(raw, REC, 3, 1, idx).dtype == torch.float32
+
+
+def test_normalize_batch_matches_the_formula(photo_root):
+    src = sources.ImageFolder(photo_root)
+    plain = process_batch(src, R.imagenet_eval(32), [0, 1], 0, 0).images
+    norm = normalize_batch(plain, R.imagenet_eval(32, normalize=True))
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    assert norm.dtype == torch.float32
+    torch.testing.assert_close(norm, (plain.float() / 255 - mean) / std, atol=1e-5, rtol=1e-5)
 
 
 def test_the_loader_and_the_gpu_lanes_finish_batches_through_delivery_only():

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import tomllib
 import subprocess
 import sys
 import time
@@ -482,7 +481,7 @@ def test_tolerance_measures_each_subsampling_and_fails_only_a_gross_difference(t
     import _gpu_pixels as p
     from hybridload import recipe, sources
     from hybridload.cli.demo_data import make_photo_folder
-    from hybridload.kernels import process_batch
+    from hybridload.lanes.cpu_job import process_batch
 
     src = sources.ImageFolder(str(make_photo_folder(tmp_path / "p", 4, num_classes=1)))
     folders = p.subsampled_folders(src, tmp_path / "sub", 4)
@@ -546,7 +545,7 @@ def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
     when the event is synchronised; read too early, the batch would be zeros."""
     import _gpu_pixels as p
     from hybridload import recipe, sources
-    from hybridload.kernels import process_batch
+    from hybridload.lanes.cpu_job import process_batch
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
 

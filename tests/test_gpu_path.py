@@ -20,7 +20,8 @@ from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import Reroute
-from hybridload.kernels import decode_image, process_batch
+from hybridload.kernels import decode_image
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes import once
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.gpu import dali as dali_mod
@@ -28,9 +29,9 @@ from hybridload.lanes.gpu import make_gpu_lane
 from hybridload.lanes.gpu import torch_decoders as torch_decoders_mod
 from hybridload.lanes.gpu.failures import is_device_failure, is_sample_decode_problem
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-from hybridload.kernels.batch import normalize_batch as normalize
+from hybridload.delivery.finish import normalize_batch as normalize
 from hybridload.torchops.ops import as_op
-from hybridload.kernels.batch import normalize_batch
+from hybridload.delivery.finish import normalize_batch
 from hybridload.recipe.ops import Crop, Flip, Resize
 from hybridload.delivery.transfer import DeviceMover, resolve_device, wait_for
 

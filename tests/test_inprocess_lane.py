@@ -80,7 +80,7 @@ def test_a_delivered_batch_is_released_once_the_consumer_drops_it():
 def test_a_held_batch_is_never_overwritten_by_a_later_one():
     """Batches kept by the consumer (all of two passes) keep their pixels: a buffer is lent again
     only once nothing can read its batch."""
-    from hybridload.kernels import process_batch
+    from hybridload.lanes.cpu_job import process_batch
 
     with picture_loader(8, return_indices=True) as ld:
         held = []
@@ -88,7 +88,7 @@ def test_a_held_batch_is_never_overwritten_by_a_later_one():
             ld.set_epoch(epoch)
             held += [(epoch, images, idx) for images, _labels, idx in ld]
         for epoch, images, idx in held:
-            want = process_batch(ld.source, ld.recipe, idx.numpy(), 3, epoch, normalize=False).images
+            want = process_batch(ld.source, ld.recipe, idx.numpy(), 3, epoch).images
             assert torch.equal(images, want), f"epoch {epoch} batch {idx.tolist()} was overwritten"
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe as R, sources
-from hybridload.kernels import decode_image, process_batch
+from hybridload.kernels import decode_image
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes.base import BatchTask
 
 REC = R.make(
@@ -56,7 +57,7 @@ def test_one_cpu_lane_keys_each_task_by_the_seed_it_carries(photo_root, kind):
     try:
         for seq, seed in enumerate((3, 8, 3)):
             got = _run(lane, BatchTask(seq, 1, IDX, size=len(IDX), seed=seed)).images
-            want = process_batch(src, REC, IDX, seed, 1, normalize=False).images
+            want = process_batch(src, REC, IDX, seed, 1).images
             assert torch.equal(got, want), f"task {seq} (seed {seed}) was not keyed by its own seed"
     finally:
         lane.close()

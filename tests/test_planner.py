@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 
+import numpy as np
 import pytest
 
 from hybridload.policy import usable_cpus
@@ -587,3 +588,38 @@ def test_the_gpu_lanes_feeding_never_caps_the_gpu_lane_itself():
     measured rate, so only that rate caps it (the old model capped it by the CPU lane's cores)."""
     pred = predict(STAND_IN, Limits(), 1.0)
     assert pred["total"] == pytest.approx(STAND_IN.gpu_rate)
+
+
+def test_the_cpu_rate_probe_times_exactly_the_batch_job_the_cpu_lanes_run(photo_root, monkeypatch):
+    """The planner rates the CPU lane by what it runs: the probe's batches are the in-process
+    lane's, bit for bit and uint8, even for a recipe that normalizes and erases (delivery's work,
+    the same for every lane, never a CPU lane's)."""
+    import torch
+
+    from hybridload import recipe as R, sources
+    from hybridload.lanes import cpu_job
+    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.planner.rates import cpu_rate_per_core
+
+    src = sources.ImageFolder(photo_root)
+    rec = R.make([R.Decode(), R.RandomResizedCrop(32), R.ColorJitter(0.4), R.Normalize(), R.RandomErasing(p=1.0)])
+    probed = []
+    real = cpu_job.process_batch
+
+    def recorded(*args, **kwargs):
+        result = real(*args, **kwargs)
+        probed.append(result)
+        return result
+
+    monkeypatch.setattr(cpu_job, "process_batch", recorded)
+    assert cpu_rate_per_core(src, rec, range(4), seconds=0.01, batch=4, seed=5) > 0
+    monkeypatch.undo()
+    lane = InProcessLane(src, rec, threads=1)
+    try:
+        want = lane.run_batch(BatchTask(0, 0, np.arange(4), size=4, seed=5))
+    finally:
+        lane.close()
+    assert probed and probed[0].indices.tolist() == [0, 1, 2, 3]
+    assert probed[0].images.dtype == want.images.dtype == torch.uint8
+    assert torch.equal(probed[0].images, want.images)

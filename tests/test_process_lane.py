@@ -317,7 +317,7 @@ def test_a_worker_killed_halfway_through_writing_its_result_never_wedges_the_lan
 def test_a_held_batch_is_never_overwritten_by_a_later_one():
     """Batches the consumer keeps (all of two passes) keep their pixels: the lane copies each batch
     out of its shared-memory slot into a kept buffer, lent again only once nothing can read it."""
-    from hybridload.kernels import process_batch
+    from hybridload.lanes.cpu_job import process_batch
 
     with picture_loader(8, local_workers="processes", return_indices=True) as ld:
         held = []
@@ -326,7 +326,7 @@ def test_a_held_batch_is_never_overwritten_by_a_later_one():
             held += [(epoch, images, idx) for images, _labels, idx in ld]
         assert ld.describe_lanes().startswith("process lane"), ld.describe_lanes()
         for epoch, images, idx in held:
-            want = process_batch(ld.source, ld.recipe, idx.numpy(), 3, epoch, normalize=False).images
+            want = process_batch(ld.source, ld.recipe, idx.numpy(), 3, epoch).images
             assert torch.equal(images, want), f"epoch {epoch} batch {idx.tolist()} was overwritten"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import ShardIndexError
-from hybridload.kernels import process_batch
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.sampling.shard_order import ShardOrder
 from support.slowfs import SlowMemoryFileSystem
 

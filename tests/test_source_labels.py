@@ -7,7 +7,7 @@ import torch
 
 from hybridload import recipe, sources
 from hybridload.errors import LabelError, SampleError
-from hybridload.kernels import process_batch
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes.ray.lane import _Preloaded, ship
 from hybridload.sources.torch_dataset import UNREAD_LABEL
 

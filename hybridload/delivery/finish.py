@@ -3,21 +3,42 @@ batch's device, the same for every lane.
 
 Lanes ship uint8 images (4x fewer bytes than float32); the loader finishes each batch where it
 is delivered, on the device, after the consumer's stream waits on the lane's CUDA event (a GPU
-lane asked to normalize finishes its own batches on its stream, with this same step). The
-per-op functions are the CPU engine's (`hybridload.kernels.batch.normalize_batch`,
-`hybridload.kernels.erase.erase_batch`); the erasing boxes are keyed by (seed, epoch, index)
-only, so a batch is finished alike wherever it was made.
+lane asked to normalize finishes its own batches on its stream, with this same step). Normalize
+is `normalize_batch`, the erasing the CPU engine's `hybridload.kernels.erase.erase_batch`; its
+boxes are keyed by (seed, epoch, index) only, so a batch is finished alike wherever it was made.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from hybridload.kernels.batch import normalize_and_erase
+from hybridload.kernels.erase import erase_batch
 from hybridload.recipe import Recipe
+
+_TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
+
+
+@functools.lru_cache(maxsize=32)
+def _scale_bias(mean: tuple, std: tuple, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = (1, 3, 1, 1) if layout == "CHW" else (1, 1, 1, 3)
+    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32).view(shape)
+    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32).view(shape)
+    return scale.to(device), bias.to(device)  # once per device: no host-device copy per batch
+
+
+def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
+    """Apply the recipe's Normalize and output dtype to a uint8 batch, on its device."""
+    norm = recipe.normalize
+    dtype = _TORCH_DTYPES[recipe.dtype]
+    if norm is None:
+        return buf if dtype == torch.uint8 else buf.to(dtype)
+    scale, bias = _scale_bias(tuple(norm.mean), tuple(norm.std), recipe.layout, buf.device)
+    out = buf.to(torch.float32).mul_(scale).add_(bias)
+    return out if dtype == torch.float32 else out.to(dtype)
 
 
 def finish_batch(
@@ -32,4 +53,6 @@ def finish_batch(
         epoch: the pass's epoch.
         indices: the batch's dataset indices, in order (each sample's erasing box is keyed by its own).
     """
-    return normalize_and_erase(images, recipe, seed, epoch, indices)
+    out = normalize_batch(images, recipe)
+    stage = recipe.erasing
+    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)

@@ -8,7 +8,8 @@ simplejpeg for JPEG decoding, libjpeg-turbo 3's cropping region (the ``turbojpeg
 through ctypes) to decode only a sample's crop where its first op is one (the same pixels),
 Pillow for other formats, and torch's antialiased bilinear uint8 resize.
 
-Modules: ``batch`` (one sample and one batch, end to end), ``decode`` (bytes to an RGB image),
+Modules: ``batch`` (one sample, end to end; a CPU lane's batch job is
+``hybridload/lanes/cpu_job.py``), ``decode`` (bytes to an RGB image),
 ``jpeg_markers`` (the walk over a JPEG header's marker segments), ``jpeg_check`` (the
 structure check every lane runs before decoding a JPEG), ``turbo`` (TurboJPEG 3's
 cropping region through ctypes), ``crop_window`` (decoding only a sample's crop), ``dct_scale``
@@ -19,13 +20,12 @@ temporaries).
 """
 
 from hybridload.batch_result import BatchResult
-from hybridload.kernels.batch import process_batch, process_sample, start_reads
+from hybridload.kernels.batch import process_sample, start_reads
 from hybridload.kernels.decode import MAX_IMAGE_PIXELS, DecodeError, check_pixels, decode_image, image_size
 from hybridload.kernels.geometry import OP_FUNCTIONS, UNSUPPORTED, apply_ops, compile
 
 __all__ = [
     "BatchResult",
-    "process_batch",
     "process_sample",
     "start_reads",
     "decode_image",

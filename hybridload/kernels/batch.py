@@ -1,17 +1,15 @@
-"""One sample and one batch, end to end: read, decode, geometry and colour, layout, normalize, erase."""
+"""One sample, end to end: read, decode, geometry and colour, layout (a CPU lane's batch job,
+`hybridload.lanes.cpu_job.process_batch`, runs it per sample)."""
 
 from __future__ import annotations
 
-import functools
 from typing import cast
-import time
 import logging
 
 import numpy as np
 import torch
 
-from hybridload.batch_result import BatchResult
-from hybridload.errors import SampleError, StorageError
+from hybridload.errors import SampleError
 from hybridload.recipe import Recipe
 from hybridload.recipe.stages import Decode
 from hybridload.sources import Source
@@ -20,12 +18,10 @@ from hybridload.sources.reads import Reads, read_many
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload.kernels.crop_window import window_decode
 from hybridload.kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_size
-from hybridload.kernels.erase import erase_batch
 from hybridload.kernels.geometry import apply_ops
 from hybridload.kernels.jpeg_check import check_jpeg
 
 log = logging.getLogger("hybridload.kernels")
-_TORCH_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16}
 
 
 def process_sample(
@@ -90,95 +86,8 @@ def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.nda
     return arr, scaled_ops(params.ops, plan.denominator, arr.shape[1], arr.shape[0]), params.stages
 
 
-@functools.lru_cache(maxsize=32)
-def _scale_bias(mean: tuple, std: tuple, layout: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    shape = (1, 3, 1, 1) if layout == "CHW" else (1, 1, 1, 3)
-    scale = torch.tensor([1.0 / (255.0 * s) for s in std], dtype=torch.float32).view(shape)
-    bias = torch.tensor([-m / s for m, s in zip(mean, std)], dtype=torch.float32).view(shape)
-    return scale.to(device), bias.to(device)  # once per device: no host-device copy per batch
-
-
-def normalize_batch(buf: torch.Tensor, recipe: Recipe) -> torch.Tensor:
-    """Apply the recipe's Normalize and output dtype to a uint8 batch, on its device."""
-    norm = recipe.normalize
-    dtype = _TORCH_DTYPES[recipe.dtype]
-    if norm is None:
-        return buf if dtype == torch.uint8 else buf.to(dtype)
-    scale, bias = _scale_bias(tuple(norm.mean), tuple(norm.std), recipe.layout, buf.device)
-    out = buf.to(torch.float32).mul_(scale).add_(bias)
-    return out if dtype == torch.float32 else out.to(dtype)
-
-
-def normalize_and_erase(images: torch.Tensor, recipe: Recipe, seed: int, epoch: int, indices) -> torch.Tensor:
-    """Normalize a uint8 batch, then apply the recipe's RandomErasing (boxes keyed by seed, epoch
-    and each sample's index): the last two ops of every recipe, wherever the batch is finished."""
-    out = normalize_batch(images, recipe)
-    stage = recipe.erasing
-    return out if stage is None else erase_batch(out, stage, recipe.layout, seed, epoch, indices)
-
-
 def start_reads(source: Source, indices) -> tuple[list, Reads]:
     """The refs of ``indices`` and their reads, started now where the source reads
     concurrently (remote storage), so a lane can overlap them with the batch before."""
     refs = [source.ref(i) for i in np.asarray(indices, dtype=np.int64).tolist()]
     return refs, read_many(source, refs)
-
-
-def process_batch(
-    source: Source,
-    recipe: Recipe,
-    indices,
-    seed: int,
-    epoch: int,
-    on_error: str = "raise",
-    pin_memory: bool = False,
-    lane: str = "",
-    normalize: bool = True,
-    started: tuple[list, Reads] | None = None,
-    out: torch.Tensor | None = None,
-) -> BatchResult:
-    """Process a batch of dataset indices into one stacked tensor.
-
-    With ``on_error="raise"`` the first bad sample raises `SampleError`; with
-    ``"skip"`` it is replaced by a zero image (then normalized like any other), its
-    label kept, and recorded in ``BatchResult.skipped`` — except a
-    `StorageError` (the storage failed, not the sample), raised
-    under either. ``started``: the batch's
-    `start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
-    batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
-    """
-    t0 = time.perf_counter()
-    idx = np.asarray(indices, dtype=np.int64)
-    shape = recipe.output_shape(len(idx))
-    if out is not None and (tuple(out.shape) != tuple(shape) or out.dtype != torch.uint8):
-        raise ValueError(
-            f"process_batch: out must be a uint8 tensor of shape {tuple(shape)}, got {out.dtype} {tuple(out.shape)}"
-        )
-    buf = out if out is not None else torch.empty(shape, dtype=torch.uint8, pin_memory=pin_memory)
-    labels = np.empty(len(idx), dtype=np.int64)
-    skipped = []
-    refs, reads = started if started is not None else start_reads(source, idx)
-    try:
-        for k, (ref, got) in enumerate(zip(refs, reads)):
-            try:
-                if isinstance(got, SampleError):
-                    raise got
-                payload, labels[k] = got
-                process_payload(ref, payload, recipe, seed, epoch, out=buf[k])
-            except SampleError as exc:
-                if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
-                    raise
-                buf[k].zero_()
-                labels[k] = _label_without_read(source, ref.index)
-                skipped.append((exc.index, exc.path, exc.stage, exc.reason))
-                log.warning("substituted a zero image for %s", exc)
-    finally:
-        reads.close()
-    images = buf
-    if normalize:  # the whole recipe here: the two ops delivery applies to a lane's uint8 batch
-        images = normalize_and_erase(buf, recipe, seed, epoch, idx)
-    return BatchResult(images, labels, idx, skipped, time.perf_counter() - t0, lane)
-
-
-def _label_without_read(source: Source, index: int) -> int:
-    return int(source.ref(index).label)

@@ -5,7 +5,7 @@ A lane is small: ``name``, ``slots`` (tasks it runs at once), ``submit(task, don
 thread) and ``close()``.
 
 ``base`` (the contract, the `Lane` template and the batch task), ``spec`` (which lanes a
-loader runs, as data), ``build`` (building them), ``once`` (what they say about this machine, said once per process), ``batch_buffers`` (the kept buffers the
+loader runs, as data), ``build`` (building them), ``cpu_job`` (the CPU lanes' batch job, the planner's probe's too), ``once`` (what they say about this machine, said once per process), ``batch_buffers`` (the kept buffers the
 local and Ray lanes deliver batches in), and one sub-package per kind: ``local``
 (the CPU kernels on this machine), ``ray`` (CPU actors on a Ray cluster) and ``gpu`` (the DALI
 and torch engines).

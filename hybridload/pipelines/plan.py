@@ -70,7 +70,7 @@ def compile(rec: R.Recipe) -> DaliPlan:
     and the op when a slot has no function here or the geometry does not fit `STEPS`."""
     taken: dict[str, bool] = {name: False for name, _ in STEPS}
     at = 0
-    photo = []
+    photo: list[PhotoStage] = []
     for st, slots in rec.op_slots():
         colour = []
         for slot in slots:

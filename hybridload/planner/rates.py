@@ -31,8 +31,10 @@ def _chunks(indices: Sequence[int], size: int):
 
 
 def cpu_rate_per_core(source, recipe, indices: Sequence[int], seconds: float, batch: int = 8, seed: int = 0) -> float:
-    """Images/s of the CPU kernels on one core of this process."""
-    from hybridload.kernels import process_batch
+    """Images/s of the CPU kernels on one core of this process: the CPU lanes' batch job
+    (`hybridload.lanes.cpu_job.process_batch`), called as they call it, so the planner rates
+    the work the lanes do (uint8 out; Normalize and RandomErasing are delivery's, every lane's)."""
+    from hybridload.lanes.cpu_job import process_batch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -66,7 +66,7 @@ def diff_stats(hist: np.ndarray) -> dict:
 
 def engine_vs_cpu(make_lane, src, rec, bs) -> dict:
     """|diff| statistics of a GPU engine's uint8 batches against the CPU lane's, over the folder."""
-    from hybridload.kernels import process_batch
+    from hybridload.lanes.cpu_job import process_batch
     from hybridload.lanes.base import BatchTask
 
     lane = make_lane(src, rec, bs)

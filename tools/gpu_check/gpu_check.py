@@ -64,7 +64,8 @@ import torch
 
 from hybridload import LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
-from hybridload.kernels import decode_image, process_batch
+from hybridload.kernels import decode_image
+from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu import LOADER_LANE_FLAGS, build_engine
 from hybridload.lanes.gpu.feed import read_batch

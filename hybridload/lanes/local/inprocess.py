@@ -32,7 +32,8 @@ from typing import Protocol
 
 import torch
 
-from hybridload.kernels import process_batch, start_reads
+from hybridload.kernels import start_reads
+from hybridload.lanes.cpu_job import process_batch
 
 from hybridload.lanes.base import BatchTask, Done, LaneKind, PooledLane
 from hybridload.lanes.batch_buffers import BatchBuffers, keep_for
@@ -221,7 +222,6 @@ class InProcessLane(PooledLane):
             on_error=self.on_error,
             pin_memory=self.pin_memory,
             lane=self.name,
-            normalize=False,
             started=started,
             out=out,
         )  # uint8 out: the loader normalizes on its device

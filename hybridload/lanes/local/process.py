@@ -1,6 +1,6 @@
 """The process lane: worker processes on this machine, no Ray (LaneKind.CPU_LOCAL).
 
-Each worker runs the same ``kernels.process_batch`` with the same keyed parameters as the
+Each worker runs the same ``lanes.cpu_job.process_batch`` with the same keyed parameters as the
 in-process lane, so the stream is bit-identical; it writes the whole batch into a
 shared-memory slot (one slot per task in flight, reused), as torch's DataLoader workers
 hand batches over in shared memory. The parent copies the batch out of its slot into a kept

@@ -20,7 +20,8 @@ from multiprocessing import shared_memory
 import numpy as np
 import torch
 
-from hybridload.kernels import process_batch, start_reads
+from hybridload.kernels import start_reads
+from hybridload.lanes.cpu_job import process_batch
 
 from hybridload.lanes.local.inprocess import StopAtSample
 
@@ -191,9 +192,7 @@ def worker_main(
                         lambda: RuntimeError(f"batch in slot {slot} cancelled: its pass was given up"),
                     ),
                 )
-                r = process_batch(
-                    source, recipe, indices, seed, epoch, on_error=on_error, normalize=False, out=into, started=started
-                )
+                r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, out=into, started=started)
                 payload = None if into is not None else r.images
                 results.send((tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
             except BaseException as exc:  # report every failure of the task to the parent

@@ -109,11 +109,11 @@ class KernelWorker(PoolWorker):
         self.source, self.recipe, self.on_error = source, recipe, on_error
 
     def run(self, epoch: int, seed: int, indices: np.ndarray, payloads: dict | None = None):
-        from hybridload.kernels import process_batch
+        from hybridload.lanes.cpu_job import process_batch
 
         src: Any = self.source if payloads is None else _Preloaded(self.source, payloads)  # a Source or its view
         res = process_batch(
-            src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray", normalize=False
+            src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray"
         )  # uint8 travels: 4x fewer bytes than float32
         return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds
 

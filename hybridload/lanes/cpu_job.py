@@ -1,0 +1,78 @@
+"""A CPU lane's batch job, the same in every CPU lane (threads, worker processes, Ray actors)
+and in the planner's rate probe, which times exactly this: a batch's reads, then each sample
+through the CPU kernels (`hybridload.kernels.batch.process_payload`) into one uint8 tensor."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from hybridload.batch_result import BatchResult
+from hybridload.errors import SampleError, StorageError
+from hybridload.kernels.batch import process_payload, start_reads
+from hybridload.recipe import Recipe
+from hybridload.sources import Source
+from hybridload.sources.reads import Reads
+
+log = logging.getLogger("hybridload.kernels")
+
+
+def process_batch(
+    source: Source,
+    recipe: Recipe,
+    indices,
+    seed: int,
+    epoch: int,
+    on_error: str = "raise",
+    pin_memory: bool = False,
+    lane: str = "",
+    started: tuple[list, Reads] | None = None,
+    out: torch.Tensor | None = None,
+) -> BatchResult:
+    """Process a batch of dataset indices into one stacked uint8 tensor in the recipe's layout:
+    the whole of a CPU lane's work (the recipe's Normalize and RandomErasing are delivery's,
+    `hybridload.delivery.finish.finish_batch`, the same for every lane).
+
+    With ``on_error="raise"`` the first bad sample raises `SampleError`; with
+    ``"skip"`` it is replaced by a zero image (finished like any other), its
+    label kept, and recorded in ``BatchResult.skipped`` — except a
+    `StorageError` (the storage failed, not the sample), raised
+    under either. ``started``: the batch's
+    `start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
+    batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
+    """
+    t0 = time.perf_counter()
+    idx = np.asarray(indices, dtype=np.int64)
+    shape = recipe.output_shape(len(idx))
+    if out is not None and (tuple(out.shape) != tuple(shape) or out.dtype != torch.uint8):
+        raise ValueError(
+            f"process_batch: out must be a uint8 tensor of shape {tuple(shape)}, got {out.dtype} {tuple(out.shape)}"
+        )
+    buf = out if out is not None else torch.empty(shape, dtype=torch.uint8, pin_memory=pin_memory)
+    labels = np.empty(len(idx), dtype=np.int64)
+    skipped = []
+    refs, reads = started if started is not None else start_reads(source, idx)
+    try:
+        for k, (ref, got) in enumerate(zip(refs, reads)):
+            try:
+                if isinstance(got, SampleError):
+                    raise got
+                payload, labels[k] = got
+                process_payload(ref, payload, recipe, seed, epoch, out=buf[k])
+            except SampleError as exc:
+                if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
+                    raise
+                buf[k].zero_()
+                labels[k] = _label_without_read(source, ref.index)
+                skipped.append((exc.index, exc.path, exc.stage, exc.reason))
+                log.warning("substituted a zero image for %s", exc)
+    finally:
+        reads.close()
+    return BatchResult(buf, labels, idx, skipped, time.perf_counter() - t0, lane)
+
+
+def _label_without_read(source: Source, index: int) -> int:
+    return int(source.ref(index).label)
