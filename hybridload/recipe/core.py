@@ -8,9 +8,10 @@ lets every lane (CPU kernels, DALI) cut the same boxes.
 A recipe compiles, per sample, into `SampleParams`: a short list of concrete
 geometric operations (`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
 horizontal flips) that every engine applies in order. Each geometric stage compiles
-itself (``sample_ops``). Adding a stage: its class in `hybridload.recipe.stages` (listed in
-``GEOMETRY`` if it compiles to ops), an op in `hybridload.recipe.ops` if it needs a new one,
-and that op's function in each engine (``kernels/geometry.py``, ``pipelines/``).
+itself (``sample_ops``) and says which op types it emits (``op_slots()``), which each
+engine's ``compile`` builds its pipeline from. Adding a stage: its class in
+`hybridload.recipe.stages` (listed in ``GEOMETRY`` if it compiles to ops), an op in
+`hybridload.recipe.ops` if it needs a new one, and that op's function in each engine's table.
 The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
 
 Photometric stages (`hybridload.recipe.photometric`, `hybridload.recipe.autoaug`):
