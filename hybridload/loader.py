@@ -14,7 +14,7 @@ import torch
 
 from hybridload.sampling import sharding
 from hybridload.sampling.sampler import DistributedBatchSampler
-from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
+from hybridload.sampling.keyed_shard_order import check_order, sampler_order
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
 from hybridload.loader_checks import check_arguments, check_epoch
@@ -99,7 +99,7 @@ class HybridLoader:
             drop_last=bool(drop_last),
             rank=rank,
             world_size=world_size,
-            order=keyed_order_for(source_order) if order == "keyed" else source_order,
+            order=sampler_order(source_order, order, "HybridLoader"),
             fingerprint=source.fingerprint,
         )
         self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner

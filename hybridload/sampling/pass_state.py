@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
 from hybridload.sampling.keyed_shard_order import order_kind
+from hybridload.sampling.mix_order import check_mixture, mixture_fields
 from hybridload.sampling.resume import order_fingerprint, resume_plan, saved_plan, split_of
 from hybridload.sampling.sharding import BATCH_SIZE_MAX
 
@@ -243,6 +244,7 @@ class PassState:
             "order": order_kind(self.order),
             "source": self.fingerprint(),
             **plan,
+            **mixture_fields(self.order),
         }
 
     def reset(self, state: Any, where: str) -> None:
@@ -257,6 +259,7 @@ class PassState:
         for key in SAME:
             if state[key] != getattr(self, key):
                 raise ResumeMismatchError(key, state[key], getattr(self, key), where)
+        check_mixture(state, self.order, where)
         saved_source, fingerprint = state.get("source"), self.fingerprint()
         if saved_source is not None and fingerprint is not None and saved_source != fingerprint:
             # another dataset of the same size (a manifest rewritten with its shards reordered or replaced)
