@@ -26,6 +26,7 @@ from hybridload.policy.decode import pass_config
 from hybridload.recipe import Recipe
 from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
+from hybridload.sources.mix import DeliveredCounts
 from hybridload.execution.stats import LoaderStats, loader_report
 from hybridload.execution.pass_iter import PassIterator, shut_dropped
 from hybridload.execution.stream import BatchStream
@@ -108,6 +109,7 @@ class HybridLoader:
         self._hook = BatchHook(fn, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
+        self._per_source = DeliveredCounts.of(source)  # a Mix: samples delivered per source
         self._lanes, self._fallback = [], []  # type: list, list
         self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
         self._plan = policy.loaded_plan()
@@ -235,6 +237,8 @@ class HybridLoader:
             p.check()
             position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
             self._pass.advance(p.id)
+            if self._per_source is not None:
+                self._per_source.add(result.indices)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
@@ -264,11 +268,15 @@ class HybridLoader:
             self._stats, self._lanes, self._fallback, self._admission, self.policy.mode, self._plan is not None
         )
         d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
+        if self._per_source is not None:
+            d["sources"] = self._per_source.as_dict()
         return d
 
     def reset_stats(self) -> None:
         """Start the counters of ``stats()`` afresh (e.g. after a warm-up)."""
         self._stats.reset()
+        if self._per_source is not None:
+            self._per_source.reset()
 
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent. Every part is closed even

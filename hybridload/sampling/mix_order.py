@@ -128,7 +128,7 @@ class MixOrder:
         offsets: Sequence[int],
         state: Callable[[], dict] | None = None,
     ):
-        self.sizes, self.quota = tuple(int(s) for s in sizes), tuple(int(q) for q in quota)
+        self.source_sizes, self.quota = tuple(int(s) for s in sizes), tuple(int(q) for q in quota)
         self.orders, self.offsets = tuple(orders), np.asarray(offsets, dtype=np.int64)
         self.n = sum(self.quota)
         self._state = state
@@ -179,7 +179,7 @@ class MixOrder:
         out = np.empty_like(p)
         for k in np.unique(source):
             sel = source == k
-            n_k = self.sizes[int(k)]
+            n_k = self.source_sizes[int(k)]
             base = int(epoch) * self.quota[int(k)]  # where the epoch's run of the source's stream begins
             first, at = divmod(base, n_k)
             s = at + rank[sel]  # under n_k + q_k: no overflow, however many epochs

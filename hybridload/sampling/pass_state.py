@@ -256,10 +256,10 @@ class PassState:
         saved, mine = state.get("order", "randperm"), order_kind(self.order)  # older states: randperm
         if saved != mine:
             raise OrderMismatchError(saved, mine, where)
+        check_mixture(state, self.order, where)  # first: another mixture's epoch length is named as such
         for key in SAME:
             if state[key] != getattr(self, key):
                 raise ResumeMismatchError(key, state[key], getattr(self, key), where)
-        check_mixture(state, self.order, where)
         saved_source, fingerprint = state.get("source"), self.fingerprint()
         if saved_source is not None and fingerprint is not None and saved_source != fingerprint:
             # another dataset of the same size (a manifest rewritten with its shards reordered or replaced)

@@ -59,10 +59,14 @@ class Mix(Source):
     ):
         pairs = list(sources) if isinstance(sources, (list, tuple)) else None
         if not pairs:
-            raise ValueError(f"Mix: sources must be a non-empty list of (source, weight) pairs, got {sources!r}; {EXAMPLE}")
+            raise ValueError(
+                f"Mix: sources must be a non-empty list of (source, weight) pairs, got {sources!r}; {EXAMPLE}"
+            )
         for k, pair in enumerate(pairs):
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Source)):
-                raise ValueError(f"Mix: entry {k} must be a (source, weight) pair with a hybridload source, got {pair!r}; {EXAMPLE}")
+                raise ValueError(
+                    f"Mix: entry {k} must be a (source, weight) pair with a hybridload source, got {pair!r}; {EXAMPLE}"
+                )
         self.sources = [src for src, _ in pairs]
         self.weights = [_check_weight(w, k) for k, (_, w) in enumerate(pairs)]
         self.sizes = [len(src) for src in self.sources]
@@ -171,3 +175,29 @@ class _Interleaved:
             close = getattr(reads, "close", None)
             if close is not None:
                 close()
+
+
+class DeliveredCounts:
+    """Samples delivered per source of a `Mix` (``stats()["sources"]``), counted in the trainer
+    from each delivered batch's indices; `of` gives None for a source that is not a mixture.
+
+    Args:
+        mix: the mixture.
+    """
+
+    def __init__(self, mix: Mix):
+        self._mix, self._counts = mix, [0] * len(mix.sources)
+
+    @classmethod
+    def of(cls, source: Source) -> "DeliveredCounts | None":
+        return cls(source) if isinstance(source, Mix) else None
+
+    def add(self, indices: Any) -> None:
+        for k in self._mix.source_of(indices):
+            self._counts[k] += 1
+
+    def as_dict(self) -> dict:
+        return dict(zip(self._mix.names, self._counts))
+
+    def reset(self) -> None:
+        self._counts = [0] * len(self._counts)
