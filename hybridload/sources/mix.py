@@ -85,9 +85,10 @@ class Mix(Source):
                 f"Mix: epoch_length must be an int >= 1 (positions per epoch), got {epoch_length!r}; "
                 f"write e.g. epoch_length={total} (the sources' samples together, the default)"
             )
-        self.epoch_length, self.repeat = int(length), repeat
-        self.quotas = quotas(self.weights, self.epoch_length)
-        self.offsets = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
+        self.epoch_length: int = int(length)
+        self.repeat: bool = repeat
+        self.quotas: tuple[int, ...] = quotas(self.weights, self.epoch_length)
+        self.offsets: list[int] = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
         for k, (q, n) in enumerate(zip(self.quotas, self.sizes)):
             if q == 0:
                 raise ValueError(
