@@ -17,7 +17,7 @@ from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, sampler_order
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.loader_checks import check_arguments, check_epoch
+from hybridload.loader_checks import check_arguments, check_epoch, warn_no_batches
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes
 from hybridload.lanes.spec import LaneSpec
@@ -64,6 +64,9 @@ class HybridLoader:
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
             delivered batch on the device, its generator keyed by (seed, epoch, rank, batch
             position); see `hybridload.delivery.batch_hook`.
+        even_batches: True (DistributedSampler's): every rank the same batches, padded with
+            repeats; False (Accelerate's name): each sample once across the ranks, batch counts
+            may differ: for evaluation (docs/guide/mixtures.md, the DDP evaluation loop).
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -85,6 +88,7 @@ class HybridLoader:
         return_indices: bool = False,
         batch_transform: BatchTransform | None = None,
         order: str = "randperm",
+        even_batches: bool = True,
     ):
         policy, seed, rank, world_size = check_arguments(
             source, recipe, batch_size, policy, seed, device, rank, world_size, drop_last
@@ -102,6 +106,7 @@ class HybridLoader:
             world_size=world_size,
             order=sampler_order(source_order, order, "HybridLoader"),
             fingerprint=source.fingerprint,
+            even_batches=even_batches,
         )
         self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
@@ -124,14 +129,7 @@ class HybridLoader:
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
-            log.warning(
-                "HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, drop_last=%s)",
-                rank,
-                len(source),
-                batch_size,
-                world_size,
-                drop_last,
-            )
+            warn_no_batches(rank, len(source), batch_size, world_size, drop_last)
 
     # ----------------------------------------------------------------- the sampler's state
     seed = property(lambda self: self._sampler.seed)
