@@ -118,19 +118,19 @@ class DistributedBatchSampler:
         order gives a lazy sequence, each batch computed when indexed."""
         ps = self.pass_state
         epoch = ps.epoch if epoch is None else epoch
-        resumed = ps.remaining is not None and epoch == ps.epoch
-        out = self._even_batches(epoch, resumed)
+        remaining = ps.remaining if epoch == ps.epoch else None  # a resumed epoch: what was left of it
+        out = self._even_batches(epoch, remaining)
         if self.even_batches:
             return out
-        length = size(ps.remaining) if resumed else ps.num_samples
+        length = size(remaining) if remaining is not None else ps.num_samples
         real = real_samples(length, world_size=ps.world_size, rank=ps.rank, split=split_of(ps.order))
         return without_padding(out, real, ps.batch_size)
 
-    def _even_batches(self, epoch: int, resumed: bool) -> Sequence[np.ndarray]:
+    def _even_batches(self, epoch: int, remaining: tuple | None) -> Sequence[np.ndarray]:
         ps = self.pass_state
-        if resumed:  # a resumed epoch: what was left of it
+        if remaining is not None:
             return plan_rank_batches(
-                ps.remaining,
+                remaining,
                 ps.order,
                 ps.num_samples,
                 batch_size=ps.batch_size,
