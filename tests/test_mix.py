@@ -161,3 +161,13 @@ def test_a_mix_with_a_shard_streamed_source_serves_the_mixture_order(photo_root,
         assert ld.stats()["sources"] == {"0:TarShards": 60, "1:ImageFolder": 30}
         ld.reset_stats()
         assert ld.stats()["sources"] == {"0:TarShards": 0, "1:ImageFolder": 0}
+
+
+def test_a_weighted_source_draws_the_same_stream_on_threads_and_processes_never_a_zero_weight(photo_root):
+    folder_src = sources.ImageFolder(photo_root)
+    weights = [0.0 if folder_src.ref(i).label == 0 else 1.0 for i in range(len(folder_src))]
+    src = sources.Weighted(folder_src, weights, num_samples=30)
+    threads, _ = run(src, LoaderPolicy(cpu_actors=0, local_workers="threads", threads=2))
+    processes, _ = run(src, LoaderPolicy(cpu_actors=0, local_workers="processes", threads=2))
+    assert processes == threads and sum(len(d[0]) for d in threads) == 60
+    assert all(lab != 0 for d in threads for lab in d[1])  # class 0 weighs nothing: never drawn
