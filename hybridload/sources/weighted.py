@@ -26,11 +26,12 @@ class Weighted(Source):
     def __init__(self, source: Source, weights: Any, *, num_samples: int | None = None):
         if not isinstance(source, Source):
             raise ValueError(f"Weighted: source must be a hybridload source, got {type(source).__name__}")
-        self.source, self.weights = source, check_weights(weights, len(source), "Weighted")
+        self.source: Source = source
+        self.weights = check_weights(weights, len(source), "Weighted")
         draws = len(source) if num_samples is None else num_samples
         if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or draws < 1:
             raise ValueError(f"Weighted: num_samples must be an int >= 1 (draws per epoch), got {num_samples!r}")
-        self.num_samples = int(draws)
+        self.num_samples: int = int(draws)
 
     def __len__(self) -> int:
         return self.num_samples
