@@ -17,8 +17,9 @@ size, the trainer's peak RSS (and after imports), rank 3 of 8, batch 64, the def
 ``LoaderPolicy()``: seconds from ``iter`` to the first batch, and the same for the next
 epoch; the batch's labels checked against the ``.cls`` each index's shard holds. The manifest
 path uses ``order="keyed"`` (the epoch order is O(batch), not O(samples)); today's path the
-default ``order="randperm"``. Between the two passes the script waits 3 s, untimed: the process
-lane refuses a new pass's tasks ("more than N tasks in flight") while the abandoned pass's
+default ``order="randperm"``. ``--mix``: also a 3-source ``Mix`` (weights 0.5/0.3/0.2, each a
+manifest of a third of the shards, N per epoch). Between the two passes the script waits 3 s,
+untimed: the process lane refuses a new pass's tasks ("more than N tasks in flight") while the abandoned pass's
 batches still hold its slots, which breaks the lane (a bug of the lane, not of the source).
 """
 
@@ -120,17 +121,20 @@ CHILD = r"""
 import json, pickle, sys, time
 def hwm_kb():  # this process's peak RSS (VmHWM: reset by exec, unlike ru_maxrss)
     return int(next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")).split()[1])
-spec, keyed, real = sys.argv[1], sys.argv[2] == "keyed", int(sys.argv[3])
+spec, keyed, real, mix = sys.argv[1], sys.argv[2] != "randperm", int(sys.argv[3]), sys.argv[2] == "mix"
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 rss0 = hwm_kb()
-t = time.perf_counter(); src = sources.TarShards(spec); build = time.perf_counter() - t
+t = time.perf_counter()
+parts = [sources.TarShards(spec) for _ in range(3 if mix else 1)]
+src = sources.Mix(list(zip(parts, (0.5, 0.3, 0.2))), epoch_length=3 * len(parts[0]), repeat=True) if mix else parts[0]
+build, per = time.perf_counter() - t, src.sizes[0] if mix else 1 << 62  # a mixture's index: source k's sample i % per
 t = time.perf_counter(); pickled = len(pickle.dumps(src)); pickle_s = time.perf_counter() - t
 kw = {"order": "keyed"} if keyed else {}
 ld = HybridLoader(src, recipe.imagenet_eval(32), 64, seed=0, rank=3, world_size=8, return_indices=True,
                   policy=LoaderPolicy(), **kw)
 def first():
     t = time.perf_counter(); it = iter(ld); images, labels, idx = next(it); s = time.perf_counter() - t
-    want = [((i // 1000) % real * 7 + i % 1000 * 3) % 1000 for i in idx.tolist()]
+    want = [((i % per // 1000) % real * 7 + i % per % 1000 * 3) % 1000 for i in idx.tolist()]
     ok = labels.tolist() == want and len(idx) == 64
     del it
     return s, ok
@@ -145,11 +149,11 @@ print("RESULT", json.dumps({"n": len(src), "build_s": build, "pickled": pickled,
 """
 
 
-def measure(tree: Path, spec: str, keyed: bool, real: int, timeout: float) -> dict:
+def measure(tree: Path, spec: str, mode: str, real: int, timeout: float) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     run = subprocess.run(
-        [sys.executable, "-c", CHILD, spec, "keyed" if keyed else "randperm", str(real)],
+        [sys.executable, "-c", CHILD, spec, mode, str(real)],
         env=env,
         capture_output=True,
         text=True,
@@ -235,6 +239,7 @@ def main() -> None:
     )
     ap.add_argument("--index-shards", type=int, default=1000, help="shards `hybridload index` is timed on (0: skip)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
+    ap.add_argument("--mix", action="store_true", help="also a 3-source Mix of the same N per epoch")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--plot", type=Path, default=None, help="write a PNG of bytes per sample against N here")
     ap.add_argument("--from-json", type=Path, default=None, help="only plot the results of an earlier --out")
@@ -253,11 +258,12 @@ def main() -> None:
         log.info("hybridload index: %d shards in %.1f s", index["shards"], index["seconds"])
     for n in points:
         shards = n // PER_SHARD
-        runs = [("manifest", REPO, str(manifest(args.root, shards)), True)]
+        runs = [("manifest", REPO, str(manifest(args.root, shards)), "keyed")]
+        runs += [("mix", REPO, str(manifest(args.root, shards // 3)), "mix")] if args.mix else []
         if n in old_points:
-            runs.insert(0, ("today", old_tree(args.old_commit, args.root), pattern(args.root, shards), False))
-        for path, tree, spec, keyed in runs:
-            got = measure(tree, spec, keyed, args.real, args.timeout)
+            runs.insert(0, ("today", old_tree(args.old_commit, args.root), pattern(args.root, shards), "randperm"))
+        for path, tree, spec, mode in runs:
+            got = measure(tree, spec, mode, args.real, args.timeout)
             got.update(path=path, shards=shards)
             rows.append(got)
             log.info(

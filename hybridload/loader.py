@@ -14,10 +14,10 @@ import torch
 
 from hybridload.sampling import sharding
 from hybridload.sampling.sampler import DistributedBatchSampler
-from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
+from hybridload.sampling.keyed_shard_order import check_order, sampler_order
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.loader_checks import check_arguments, check_epoch
+from hybridload.loader_checks import check_arguments, check_epoch, warn_no_batches
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes
 from hybridload.lanes.spec import LaneSpec
@@ -26,6 +26,7 @@ from hybridload.policy.decode import pass_config
 from hybridload.recipe import Recipe
 from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
+from hybridload.sources.mix import DeliveredCounts
 from hybridload.execution.stats import LoaderStats, loader_report
 from hybridload.execution.pass_iter import PassIterator, shut_dropped
 from hybridload.execution.stream import BatchStream
@@ -63,6 +64,9 @@ class HybridLoader:
         batch_transform: ``fn(images, labels, generator) -> (images, labels)`` run on each
             delivered batch on the device, its generator keyed by (seed, epoch, rank, batch
             position); see `hybridload.delivery.batch_hook`.
+        even_batches: True (DistributedSampler's): every rank the same batches, padded with
+            repeats; False (Accelerate's name): each sample once across the ranks, batch counts
+            may differ: for evaluation (docs/guide/mixtures.md, the DDP evaluation loop).
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -84,6 +88,7 @@ class HybridLoader:
         return_indices: bool = False,
         batch_transform: BatchTransform | None = None,
         order: str = "randperm",
+        even_batches: bool = True,
     ):
         policy, seed, rank, world_size = check_arguments(
             source, recipe, batch_size, policy, seed, device, rank, world_size, drop_last
@@ -99,8 +104,9 @@ class HybridLoader:
             drop_last=bool(drop_last),
             rank=rank,
             world_size=world_size,
-            order=keyed_order_for(source_order) if order == "keyed" else source_order,
+            order=sampler_order(source_order, order, "HybridLoader"),
             fingerprint=source.fingerprint,
+            even_batches=even_batches,
         )
         self._pass = self._sampler.pass_state  # where the pass is, and the saved state: one owner
         self.device, self.return_indices = default_device(device), return_indices
@@ -108,6 +114,7 @@ class HybridLoader:
         self._hook = BatchHook(fn, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
         self._stats = LoaderStats(policy.skip_warn_fraction)
+        self._per_source = DeliveredCounts.of(source)  # a Mix: samples delivered per source
         self._lanes, self._fallback = [], []  # type: list, list
         self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
         self._plan = policy.loaded_plan()
@@ -122,14 +129,7 @@ class HybridLoader:
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
-            log.warning(
-                "HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, drop_last=%s)",
-                rank,
-                len(source),
-                batch_size,
-                world_size,
-                drop_last,
-            )
+            warn_no_batches(rank, len(source), batch_size, world_size, drop_last)
 
     # ----------------------------------------------------------------- the sampler's state
     seed = property(lambda self: self._sampler.seed)
@@ -235,6 +235,8 @@ class HybridLoader:
             p.check()
             position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
             self._pass.advance(p.id)
+            if self._per_source is not None:
+                self._per_source.add(result.indices)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
         images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
@@ -264,11 +266,15 @@ class HybridLoader:
             self._stats, self._lanes, self._fallback, self._admission, self.policy.mode, self._plan is not None
         )
         d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
+        if self._per_source is not None:
+            d["sources"] = self._per_source.as_dict()
         return d
 
     def reset_stats(self) -> None:
         """Start the counters of ``stats()`` afresh (e.g. after a warm-up)."""
         self._stats.reset()
+        if self._per_source is not None:
+            self._per_source.reset()
 
     def close(self) -> None:
         """Stop work in flight and release every lane. Idempotent. Every part is closed even

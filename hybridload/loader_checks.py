@@ -4,6 +4,7 @@ owned (`hybridload.sampling.pass_state`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -85,3 +86,15 @@ def check_arguments(
     if not 0 <= rank < world_size:
         raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
     return policy, seed, rank, world_size
+
+
+def warn_no_batches(rank: int, n: int, batch_size: int, world_size: int, drop_last: bool) -> None:
+    """Log that this rank gets no batches (a dataset smaller than the ranks, or all dropped)."""
+    logging.getLogger("hybridload.loader").warning(
+        "HybridLoader: rank %d gets no batches (%d samples, batch_size %d, world_size %d, drop_last=%s)",
+        rank,
+        n,
+        batch_size,
+        world_size,
+        drop_last,
+    )

@@ -176,6 +176,19 @@ def keyed_order_for(source_order):
     )
 
 
+def sampler_order(source_order, order: str, where: str):
+    """The sampler's ``order=`` for a source's ``sample_order()`` under the ``order`` setting: its
+    keyed form for "keyed"; a source whose own order is keyed (a `Mix`) needs "keyed"."""
+    if order == "keyed":
+        return keyed_order_for(source_order)
+    if getattr(source_order, "kind", None) == "keyed":
+        raise ValueError(
+            f"{where}: the source's order ({type(source_order).__name__}) is computed batch by batch, "
+            "keyed by (seed, epoch, position); pass order='keyed'"
+        )
+    return source_order
+
+
 def order_kind(order) -> str:
     """What a sampler's ``order=`` object is called in a checkpoint ("keyed" or "randperm")."""
     return getattr(order, "kind", "randperm")

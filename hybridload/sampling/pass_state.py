@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
 from hybridload.sampling.keyed_shard_order import order_kind
+from hybridload.sampling.mix_order import check_mixture, mixture_fields
 from hybridload.sampling.resume import order_fingerprint, resume_plan, saved_plan, split_of
 from hybridload.sampling.sharding import BATCH_SIZE_MAX
 
@@ -243,6 +244,7 @@ class PassState:
             "order": order_kind(self.order),
             "source": self.fingerprint(),
             **plan,
+            **mixture_fields(self.order),
         }
 
     def reset(self, state: Any, where: str) -> None:
@@ -254,6 +256,7 @@ class PassState:
         saved, mine = state.get("order", "randperm"), order_kind(self.order)  # older states: randperm
         if saved != mine:
             raise OrderMismatchError(saved, mine, where)
+        check_mixture(state, self.order, where)  # first: another mixture's epoch length is named as such
         for key in SAME:
             if state[key] != getattr(self, key):
                 raise ResumeMismatchError(key, state[key], getattr(self, key), where)

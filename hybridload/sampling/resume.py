@@ -185,7 +185,10 @@ def order_fingerprint(order: Any) -> str | None:
 
 
 def split_of(order: Any) -> str:
-    """How an ``order=`` object splits the epoch among ranks: "contiguous" (shard-aware) or "strided"."""
+    """How an ``order=`` object splits the epoch among ranks: "contiguous" (shard-aware, a
+    mixture: its ``split``) or "strided"."""
+    if getattr(order, "split", None) in SPLITS:
+        return order.split
     return "contiguous" if hasattr(order, "shard_sizes") or hasattr(order, "sizes") else "strided"
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
 from hybridload.sampling.pass_state import PassState, check_epoch
-from hybridload.sampling.resume import plan_rank_batches
+from hybridload.sampling.resume import plan_rank_batches, size, split_of
+from hybridload.sampling.uneven import check_even_batches, real_samples, without_padding
 from hybridload.sampling.sharding import check_batch_size, check_split, num_batches, rank_batches, resolve_rank
 
 
@@ -35,6 +36,9 @@ class DistributedBatchSampler:
             them; or a source's ``sample_order()`` (e.g. the shard-aware order of
             ``TarShards(read="shard")``); None: "randperm".
         fingerprint: what identifies the dataset beyond its size, for its saved states (``Source.fingerprint``).
+        even_batches: True (DistributedSampler's): every rank the same number of batches, the
+            epoch padded with repeats; False: no padding, each sample once across the ranks,
+            whose batch counts may differ (for evaluation: `hybridload.sampling.uneven`).
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class DistributedBatchSampler:
         world_size: int | None = None,
         order: Any = None,
         fingerprint: Callable[[], str | None] | None = None,
+        even_batches: bool = True,
     ):
         rank, world_size = resolve_rank(rank, world_size)
         check_batch_size(batch_size, "DistributedBatchSampler")
@@ -68,6 +73,7 @@ class DistributedBatchSampler:
             fingerprint=fingerprint,
         )
         self._prepared: tuple | None = None  # a pass begun by prepare_pass(), taken by the next __iter__
+        self.even_batches = check_even_batches(even_batches, drop_last, "DistributedBatchSampler")
 
     n = property(lambda self: self.pass_state.num_samples)
     batch_size = property(lambda self: self.pass_state.batch_size)
@@ -101,7 +107,10 @@ class DistributedBatchSampler:
         return self.epoch_batches()
 
     def epoch_batches(self) -> int:
-        """The batches of a whole epoch of this rank (every rank the same)."""
+        """The batches of a whole epoch of this rank (every rank the same unless ``even_batches=False``)."""
+        if not self.even_batches:
+            real = real_samples(self.n, world_size=self.world_size, rank=self.rank, split=split_of(self.order))
+            return -(-real // self.batch_size)
         return num_batches(self.n, batch_size=self.batch_size, world_size=self.world_size, drop_last=self.drop_last)
 
     def batches(self, epoch: int | None = None) -> Sequence[np.ndarray]:
@@ -109,9 +118,19 @@ class DistributedBatchSampler:
         order gives a lazy sequence, each batch computed when indexed."""
         ps = self.pass_state
         epoch = ps.epoch if epoch is None else epoch
-        if ps.remaining is not None and epoch == ps.epoch:  # a resumed epoch: what was left of it
+        remaining = ps.remaining if epoch == ps.epoch else None  # a resumed epoch: what was left of it
+        out = self._even_batches(epoch, remaining)
+        if self.even_batches:
+            return out
+        length = size(remaining) if remaining is not None else ps.num_samples
+        real = real_samples(length, world_size=ps.world_size, rank=ps.rank, split=split_of(ps.order))
+        return without_padding(out, real, ps.batch_size)
+
+    def _even_batches(self, epoch: int, remaining: tuple | None) -> Sequence[np.ndarray]:
+        ps = self.pass_state
+        if remaining is not None:
             return plan_rank_batches(
-                ps.remaining,
+                remaining,
                 ps.order,
                 ps.num_samples,
                 batch_size=ps.batch_size,

@@ -8,7 +8,8 @@ Modules: ``_base`` (the Source base class, refs, reading local paths and fsspec 
 ``filelist`` (FileList), ``folder`` (ImageFolder), the ``tar`` sub-package (TarShards, with its
 manifest, shard list, member index, sidecar, read checks, member tables, shard cache and
 brace patterns), ``torch_dataset``
-(TorchDataset), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
+(TorchDataset), ``mix`` (Mix: several sources by weight, in exact per-epoch quotas), ``weighted`` (Weighted:
+per-sample weights, WeightedRandomSampler's draws), ``read_retry`` (retrying a read the storage failed), ``reads`` (a batch's reads in flight at once on an I/O thread pool). A new
 source subclasses `Source` in its own module and is re-exported here.
 """
 
@@ -18,6 +19,8 @@ from hybridload.sources.filelist import FileList
 from hybridload.sources.folder import IMG_EXTENSIONS, ImageFolder
 from hybridload.sources.tar import TarShards, braceexpand, expand_urls
 from hybridload.sources.torch_dataset import TorchDataset
+from hybridload.sources.mix import Mix
+from hybridload.sources.weighted import Weighted
 
 __all__ = [
     "SampleRef",
@@ -26,6 +29,8 @@ __all__ = [
     "ImageFolder",
     "TarShards",
     "TorchDataset",
+    "Mix",
+    "Weighted",
     "IMG_EXTENSIONS",
     "ReadRetry",
     "is_url",

@@ -1,0 +1,237 @@
+"""The order of a mixture of sources (`hybridload.sources.Mix`): exact per-epoch quotas, keyed
+interleaving, each source's own order kept; computed batch by batch, nothing per sample held.
+
+**Quotas.** An epoch has ``epoch_length`` positions; source ``k`` fills ``q_k`` of them, the
+largest-remainder rounding of ``w_k * epoch_length`` (weights normalized by their sum): every
+source gets ``floor(w_k * L)``, and the ``L - sum(floor)`` positions left go one each to the
+sources with the largest fractional parts, ties to the earlier source. So ``sum(q) == L``
+exactly, and each ``q_k`` is ``round(w_k * L)`` rounded up or down (`quotas`, exact in
+rationals).
+
+**Each source's stream.** Source ``k`` is read as its own keyed order would read it alone:
+its epoch ``t`` is the keyed order (`KeyedOrder`, or `KeyedShardOrder` for a source with
+shards) of ``(seed, t)``, and its *stream* is its epochs one after another. Mixture epoch
+``e`` takes stream positions ``[e * q_k, (e + 1) * q_k)``: a quota below the source's size
+(down-sampling) takes a fresh part of the source each epoch and reaches every sample before
+any repeats; a quota above it (up-sampling, ``repeat=True``) runs through the source more than
+once in an epoch, each time in a new order. Within the epoch a source's samples come in its
+stream's order.
+
+**Interleaving.** The epoch's positions are cut into blocks of `BLOCK`. Block ``i`` holds
+``F(end_i) - F(start_i)`` positions of each source, where ``F(x)`` (the positions of each
+source among the first ``x``) is the two-way floor rule ``floor(x * a / T)`` applied down a
+binary tree of the sources: monotone in ``x``, ``F(L) = q`` exactly, every block within one
+sample of its share. Inside the block the sources' slots are permuted by a keyed permutation
+of ``(seed, epoch, block)``. A batch touches one or two blocks: O(batch + BLOCK) time, the last
+two blocks kept, never the epoch. ``shuffle=False`` leaves each block's slots in source order
+and each source in its own order unshuffled.
+
+Ranks take contiguous spans of the epoch (``split="contiguous"``, as the shard-aware order):
+each rank reads its own run of every source's stream, so a sharded source's locality holds
+per rank, with DistributedSampler's padding and dropping.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from hybridload.errors import ResumeMismatchError
+from hybridload.sampling.keyed_order import KeyedPermutation, RankBatches, derive_key
+from hybridload.sampling.sharding import num_batches, samples_per_rank
+
+#: positions per interleaving block: a batch's positions meet one or two of them
+BLOCK = 1024
+_MIX = 0x6D6978  # "mix": the blocks' keys apart from the sources' own orders
+
+
+def quotas(weights: Sequence[float], epoch_length: int) -> tuple[int, ...]:
+    """Each source's positions in an epoch: the largest-remainder rounding of
+    ``w_k / sum(w) * epoch_length``, ties to the earlier source; they sum to ``epoch_length``."""
+    exact = [Fraction(w) for w in weights]
+    total = sum(exact)
+    shares = [w * epoch_length / total for w in exact]
+    out = [int(s) for s in shares]  # floor: shares are >= 0
+    left = epoch_length - sum(out)
+    by_remainder = sorted(range(len(out)), key=lambda k: (-(shares[k] - out[k]), k))
+    for k in by_remainder[:left]:
+        out[k] += 1
+    return tuple(out)
+
+
+def counts_before(x: int, q: Sequence[int]) -> list[int]:
+    """Positions of each source among the epoch's first ``x`` (``0 <= x <= sum(q)``): the
+    floor rule down a binary tree of the sources; monotone in ``x``, ``q`` itself at ``sum(q)``."""
+    out = [0] * len(q)
+
+    def split(lo: int, hi: int, total: int, count: int) -> None:
+        if hi - lo == 1:
+            out[lo] = count
+            return
+        mid = (lo + hi) // 2
+        a = sum(q[lo:mid])
+        left = count * a // total if total else 0
+        split(lo, mid, a, left)
+        split(mid, hi, total - a, count - left)
+
+    if q:
+        split(0, len(q), sum(q), int(x))
+    return out
+
+
+def mixture_fields(order: Any) -> dict:
+    """A mixture's part of a state (`MixOrder.mixture_state`: weights, quotas, each source's
+    fingerprint), under ``"mixture"``; nothing for another order."""
+    mixture = getattr(order, "mixture_state", None)
+    return {"mixture": mixture()} if mixture is not None else {}
+
+
+def check_mixture(state: Mapping, order: Any, where: str) -> None:
+    """Refuse a state of another mixture, naming the first field that differs (``weights``,
+    ``epoch_length``, ``repeat``, ``quotas``, ``sources``), or a mixture's state loaded
+    without one (or the reverse)."""
+    mine, saved = mixture_fields(order).get("mixture"), state.get("mixture")
+    if mine is None and saved is None:
+        return
+    if mine is None or saved is None:
+        raise ResumeMismatchError(
+            "mixture", None if saved is None else "a Mix", None if mine is None else "a Mix", where
+        )
+    for key, value in mine.items():
+        if saved.get(key) != value:
+            raise ResumeMismatchError(key, saved.get(key), value, where)
+
+
+class MixOrder:
+    """The order of a mixture (an ``order=`` for the sampler; `Source.sample_order` of `Mix`).
+
+    Args:
+        sizes: each source's samples.
+        quota: each source's positions per epoch (`quotas`); their sum is the epoch's length.
+        orders: each source's keyed order (`KeyedOrder` or `KeyedShardOrder`).
+        offsets: where each source's indices begin in the mixture's index space.
+        state: what a saved state records of the mixture (weights, quotas, the sources'
+            fingerprints), asked when a state is saved or loaded.
+    """
+
+    kind = "keyed"
+    split = "contiguous"
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        quota: Sequence[int],
+        orders: Sequence[Any],
+        offsets: Sequence[int],
+        state: Callable[[], dict] | None = None,
+    ):
+        self.source_sizes, self.quota = tuple(int(s) for s in sizes), tuple(int(q) for q in quota)
+        self.orders, self.offsets = tuple(orders), np.asarray(offsets, dtype=np.int64)
+        self.n = sum(self.quota)
+        self._state = state
+        self._blocks: tuple = ()  # ((seed, epoch, block, shuffle), (source, rank)) of the last two blocks met
+
+    def mixture_state(self) -> dict | None:
+        """The mixture's part of a saved state (`PassState`): weights, quotas, sources."""
+        return self._state() if self._state is not None else None
+
+    def _block(self, seed: int, epoch: int, i: int, shuffle: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Block ``i``'s source at each position and that position's rank in its source's quota."""
+        key = (seed, epoch, i, shuffle)
+        for k, got in self._blocks:
+            if k == key:
+                return got
+        start, stop = i * BLOCK, min((i + 1) * BLOCK, self.n)
+        lo, hi = counts_before(start, self.quota), counts_before(stop, self.quota)
+        counts = np.asarray(hi, dtype=np.int64) - np.asarray(lo, dtype=np.int64)
+        labels = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        if shuffle:
+            labels = labels[KeyedPermutation(len(labels), derive_key(seed, epoch, _MIX, i))(np.arange(len(labels)))]
+        rank = np.empty_like(labels)
+        for k in range(len(counts)):
+            at = np.flatnonzero(labels == k)
+            rank[at] = lo[k] + np.arange(len(at), dtype=np.int64)
+        got = (labels, rank)
+        self._blocks = (self._blocks + ((key, got),))[-2:]
+        return got
+
+    def sources_at(self, p: np.ndarray, *, seed: int, epoch: int, shuffle: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(source, rank in the source's quota of the epoch) at positions ``p`` of the epoch."""
+        p = np.asarray(p, dtype=np.int64)
+        source, rank = np.empty_like(p), np.empty_like(p)
+        block = p // BLOCK
+        for i in np.unique(block):
+            sel = block == i
+            labels, ranks = self._block(seed, epoch, int(i), shuffle)
+            source[sel], rank[sel] = labels[p[sel] - i * BLOCK], ranks[p[sel] - i * BLOCK]
+        return source, rank
+
+    def positions(self, p: np.ndarray, *, seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+        """The mixture's indices (source ``k``'s sample ``j`` is ``offsets[k] + j``) at positions
+        ``p`` (in [0, epoch length)) of epoch ``epoch``."""
+        from hybridload.sampling.resume import position_lookup
+
+        p = np.asarray(p, dtype=np.int64)
+        source, rank = self.sources_at(p, seed=seed, epoch=epoch, shuffle=shuffle)
+        out = np.empty_like(p)
+        for k in np.unique(source):
+            sel = source == k
+            n_k = self.source_sizes[int(k)]
+            base = int(epoch) * self.quota[int(k)]  # where the epoch's run of the source's stream begins
+            first, at = divmod(base, n_k)
+            s = at + rank[sel]  # under n_k + q_k: no overflow, however many epochs
+            turn, j = s // n_k, s % n_k
+            idx = np.empty_like(j)
+            for t in np.unique(turn):
+                inside = turn == t
+                look = position_lookup(self.orders[int(k)], n_k, seed=seed, epoch=first + int(t), shuffle=shuffle)
+                idx[inside] = look(j[inside])
+            out[sel] = self.offsets[int(k)] + idx
+        return out
+
+    def rank_batches(
+        self,
+        n: int,
+        *,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        world_size: int,
+        rank: int,
+        shuffle: bool,
+        drop_last: bool,
+    ) -> RankBatches:
+        """This rank's batches of an epoch: a contiguous span of the padded order, each batch
+        computed when asked."""
+        if n != self.n:
+            raise ValueError(
+                f"MixOrder: the sampler has {n} samples but the mixture's epoch has {self.n}; "
+                "build the sampler from len(mix)"
+            )
+        count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
+        per_rank = samples_per_rank(n, world_size, drop_last)
+
+        def lookup(j: np.ndarray) -> np.ndarray:
+            return self.positions((rank * per_rank + j) % max(n, 1), seed=seed, epoch=epoch, shuffle=shuffle)
+
+        return RankBatches(count, per_rank, batch_size, lookup)
+
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
+        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
+        per_rank = samples_per_rank(n, world_size, drop_last)
+        batches = self.rank_batches(
+            n,
+            batch_size=max(1, per_rank),
+            seed=seed,
+            epoch=epoch,
+            world_size=world_size,
+            rank=rank,
+            shuffle=shuffle,
+            drop_last=drop_last,
+        )
+        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
