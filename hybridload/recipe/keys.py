@@ -49,7 +49,7 @@ def _pool_of(entropy: list[np.ndarray], n: int) -> list[np.ndarray]:
         return v ^ (v >> np.uint32(16))
 
     def mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        r = x * np.uint32(_MIX_L) - y * np.uint32(_MIX_R)
+        r: np.ndarray = x * np.uint32(_MIX_L) - y * np.uint32(_MIX_R)  # uint32, wrapping (numpy's stubs say float)
         return r ^ (r >> np.uint32(16))
 
     zero = np.zeros(n, dtype=np.uint32)
