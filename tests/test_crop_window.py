@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import io
+from pathlib import Path
 
 import pytest
 import torch
@@ -184,3 +185,20 @@ def test_a_4_4_1_jpeg_decodes_in_every_kernel_path_instead_of_a_keyerror():
     assert torch.equal(got[0], got[1]) and got[0].shape == (3, 24, 24)
     assert decode_image(data).shape == (101, 203, 3)
     assert image_size(data) == (203, 101) and jpeg_size(data) is None  # the window leaves it to the full decode
+
+
+def test_the_crop_decoders_wheel_is_asked_for_only_where_it_ships_wheels():
+    """``turbojpeg`` 0.0.2 has wheels for CPython 3.11-3.13 on x86-64 Linux and no sdist: a
+    requirement that matched elsewhere (3.14, aarch64) would fail ``pip install hybridload``,
+    where the kernels would only have decoded fully."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    deps = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    (req,) = [Requirement(d) for d in deps["dependencies"] if Requirement(d).name == "turbojpeg"]
+    assert req.marker is not None
+    linux = {"platform_system": "Linux", "platform_machine": "x86_64"}
+    for version, wheel in (("3.11", True), ("3.12", True), ("3.13", True), ("3.14", False), ("3.15", False)):
+        assert req.marker.evaluate({**linux, "python_version": version}) is wheel, version
+    assert not req.marker.evaluate({**linux, "platform_machine": "aarch64", "python_version": "3.11"})

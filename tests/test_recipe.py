@@ -1,8 +1,11 @@
+import math
 import warnings
 
+import numpy as np
 import pytest
 
 from hybridload import recipe as R
+from hybridload.recipe.core import sample_generators
 from hybridload.recipe.ops import Crop, Flip, Resize
 
 
@@ -128,3 +131,44 @@ def test_every_stage_class_has_a_phase_and_the_phases_run_decode_geometry_colour
     ]
     assert phase_of(R.CustomStage) is None and phase_of(int) is None
     assert list(Phase) == sorted(Phase)
+
+
+@pytest.mark.parametrize("seed", [0, 5, 2**32, 2**63 + 5, -1])
+def test_a_batchs_generators_draw_what_each_samples_keyed_generator_draws(seed):
+    # keys of one word and of two (2**32 and above: numpy's own path), in no order, repeated
+    indices = [17, 0, 2**31, 2**32 - 1, 2**32, 3, 17, 2**40 + 1]
+    for epoch in (0, 1, 2**33):
+        keyed = sample_generators(seed, epoch, np.array(indices))
+        for j in [7, 0, 3, 1, 6, 2, 5, 4]:  # re-seeded per call, in any order
+            g, ref = keyed.generator(j), R.sample_generator(seed, epoch, indices[j])
+            assert g.random(3).tolist() == ref.random(3).tolist()
+            assert g.integers(0, 1000, 4).tolist() == ref.integers(0, 1000, 4).tolist()
+            assert g.random() == ref.random()  # integers' buffered 32-bit half left behind too
+
+
+def test_sample_params_with_a_batchs_generator_are_the_samples_own():
+    rec = R.Recipe([R.Decode(), R.RandomResizedCrop(96, scale=(0.1, 0.9)), R.HorizontalFlip(0.5)])
+    keyed = sample_generators(7, 2, np.arange(40))
+    for i in range(40):
+        own = rec.sample_params(7, 2, i, 320, 211)
+        assert rec.sample_params(7, 2, i, 320, 211, lambda i=i: keyed.generator(i)) == own
+
+
+def test_random_resized_crop_draws_torchvisions_box_from_numpys_uniform():
+    """The box of torchvision's get_params with numpy's ``uniform`` (the stage draws through
+    ``random()`` with the same arithmetic: the same boxes, to the bit)."""
+    st = R.RandomResizedCrop(224, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3))
+    rec = R.Recipe([R.Decode(), st])
+    for i in range(400):
+        w, h = 300 + i % 250, 500 - i % 170
+        rng = R.sample_generator(1, 0, i)
+        want = None
+        for _ in range(10):
+            area = w * h * rng.uniform(*st.scale)
+            aspect = math.exp(rng.uniform(math.log(st.ratio[0]), math.log(st.ratio[1])))
+            cw, ch = int(round(math.sqrt(area * aspect))), int(round(math.sqrt(area / aspect)))
+            if 0 < cw <= w and 0 < ch <= h:
+                want = Crop(int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1)), cw, ch)
+                break
+        if want is not None:
+            assert rec.sample_params(1, 0, i, w, h).ops[0] == want

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Callable, cast
 import logging
 
 import numpy as np
@@ -35,11 +35,18 @@ def process_sample(
 
 
 def process_payload(
-    ref, payload, recipe: Recipe, seed: int, epoch: int, out: torch.Tensor | None = None
+    ref,
+    payload,
+    recipe: Recipe,
+    seed: int,
+    epoch: int,
+    out: torch.Tensor | None = None,
+    generator: Callable[[], np.random.Generator] | None = None,
 ) -> torch.Tensor:
-    """Decode and process one sample's read payload (see `process_sample`)."""
+    """Decode and process one sample's read payload (see `process_sample`); ``generator``: its
+    keyed generator from the batch's `sample_generators` (None: made for it)."""
     try:
-        arr, ops, stages = _decode(ref, payload, recipe, seed, epoch)
+        arr, ops, stages = _decode(ref, payload, recipe, seed, epoch, generator)
     except DecodeError as exc:
         raise SampleError(ref.index, ref.location, "Decode", str(exc)) from None
     try:
@@ -59,7 +66,7 @@ def process_payload(
     return out
 
 
-def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.ndarray, tuple, tuple]:
+def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int, generator=None) -> tuple[np.ndarray, tuple, tuple]:
     """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
     size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
     `crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
@@ -71,10 +78,10 @@ def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int) -> tuple[np.nda
     size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
         arr = decode_image(payload)
-        params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0])
+        params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator)
         return arr, params.ops, params.stages
     check_pixels(*size)  # as the full decode does, before any pixel is decoded
-    params = recipe.sample_params(seed, epoch, ref.index, *size)
+    params = recipe.sample_params(seed, epoch, ref.index, *size, generator=generator)
     if dec.crop_window:
         got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
         if got is not None:

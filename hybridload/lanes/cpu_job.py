@@ -4,6 +4,7 @@ through the CPU kernels (`hybridload.kernels.batch.process_payload`) into one ui
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -14,6 +15,7 @@ from hybridload.batch_result import BatchResult
 from hybridload.errors import SampleError, StorageError
 from hybridload.kernels.batch import process_payload, start_reads
 from hybridload.recipe import Recipe
+from hybridload.recipe.core import sample_generators
 from hybridload.sources import Source
 from hybridload.sources.reads import Reads
 
@@ -55,13 +57,14 @@ def process_batch(
     labels = np.empty(len(idx), dtype=np.int64)
     skipped = []
     refs, reads = started if started is not None else start_reads(source, idx)
+    keyed = sample_generators(seed, epoch, [r.index for r in refs])  # keyed at once, as each sample is
     try:
         for k, (ref, got) in enumerate(zip(refs, reads)):
             try:
                 if isinstance(got, SampleError):
                     raise got
                 payload, labels[k] = got
-                process_payload(ref, payload, recipe, seed, epoch, out=buf[k])
+                process_payload(ref, payload, recipe, seed, epoch, buf[k], functools.partial(keyed.generator, k))
             except SampleError as exc:
                 if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
                     raise

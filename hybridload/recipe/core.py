@@ -25,12 +25,12 @@ They draw after the geometric stages, so adding them leaves every geometric para
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from hybridload.recipe.custom import CustomStage, SampleOp
-from hybridload.recipe.keys import keyed_generator
+from hybridload.recipe.keys import KeyedGenerators, keyed_generator
 from hybridload.recipe.ops import Slot
 from hybridload.recipe.order import NOT_FIXED, PER_SAMPLE, check_order, fixed_hw
 from hybridload.recipe.stages import (
@@ -43,7 +43,7 @@ from hybridload.recipe.stages import (
 )
 from hybridload.recipe.photometric import RandomErasing
 
-__all__ = ["Recipe", "SampleParams", "sample_generator", "imagenet_train", "imagenet_eval", "make"]
+__all__ = ["Recipe", "SampleParams", "sample_generator", "sample_generators", "imagenet_train", "imagenet_eval", "make"]
 
 # ---------------------------------------------------------------------- parameters
 
@@ -79,6 +79,21 @@ def sample_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
         A numpy generator whose draws are the same in every lane, worker and process.
     """
     return keyed_generator(seed, epoch, index)
+
+
+def sample_generators(seed: int, epoch: int, indices) -> KeyedGenerators:
+    """The `sample_generator` of every sample of a batch, keyed at once.
+
+    Args:
+        seed: the loader's seed.
+        epoch: the epoch (non-negative).
+        indices: the samples' indices in the dataset, in batch order.
+
+    Returns:
+        A `KeyedGenerators` whose ``generator(j)`` draws what ``sample_generator(seed, epoch,
+        indices[j])`` draws (one bit generator re-seeded: one thread's, valid until the next call).
+    """
+    return KeyedGenerators(seed, (epoch,), indices)
 
 
 # --------------------------------------------------------------------------- recipe
@@ -144,13 +159,31 @@ class Recipe:
         return (batch_size, 3, h, w) if self.layout == "CHW" else (batch_size, h, w, 3)
 
     # -- per-sample parameters
-    def sample_params(self, seed: int, epoch: int, index: int, width: int, height: int) -> SampleParams:
-        """Concrete operations for sample ``index`` of an image of ``width`` x ``height``."""
+    def sample_params(
+        self,
+        seed: int,
+        epoch: int,
+        index: int,
+        width: int,
+        height: int,
+        generator: Callable[[], np.random.Generator] | None = None,
+    ) -> SampleParams:
+        """Concrete operations for sample ``index`` of an image of ``width`` x ``height``.
+
+        Args:
+            seed: the loader's seed.
+            epoch: the epoch.
+            index: the sample's index in the dataset.
+            width: the decoded image's width (from the file's header).
+            height: its height.
+            generator: gives this sample's `sample_generator` when a stage first draws (a
+                batch's `sample_generators`); None: made here.
+        """
         gen: list[np.random.Generator] = []
 
-        def rng() -> np.random.Generator:  # created on first use: most eval recipes draw nothing
+        def rng() -> np.random.Generator:  # made on first use: most eval recipes draw nothing
             if not gen:
-                gen.append(sample_generator(seed, epoch, index))
+                gen.append(sample_generator(seed, epoch, index) if generator is None else generator())
             return gen[0]
 
         ops: list[SampleOp] = []

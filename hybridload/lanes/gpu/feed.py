@@ -16,6 +16,7 @@ benchmarks/bench_gpu_host.py measures it.
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import Future
 from contextlib import closing
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from hybridload.batch_result import BatchResult
 from hybridload.kernels import check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
 from hybridload.kernels.jpeg_check import check_jpeg
+from hybridload.recipe.core import sample_generators
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
 
@@ -92,6 +94,7 @@ def join_batch(parts: list[Future]) -> BatchInput:
 
 def _check_reads(recipe, seed: int, epoch: int, refs, reads, labels: np.ndarray) -> BatchInput:
     payloads, params, sizes = [], [], []
+    keyed = sample_generators(seed, epoch, [r.index for r in refs])  # the CPU lanes' keyed draws, made at once
     for k, (ref, got) in enumerate(zip(refs, reads)):
         i = ref.index
         if isinstance(got, SampleError):  # the CPU lane reports it, or substitutes under on_error="skip"
@@ -106,7 +109,7 @@ def _check_reads(recipe, seed: int, epoch: int, refs, reads, labels: np.ndarray)
             w, h = image_size(payload)
             check_pixels(w, h)
             check_jpeg(payload)  # what the CPU lanes refuse before decoding, GPU decoders would decode
-            params.append(recipe.sample_params(seed, epoch, i, w, h))
+            params.append(recipe.sample_params(seed, epoch, i, w, h, functools.partial(keyed.generator, k)))
         except Exception as exc:
             raise Reroute(f"sample {i} ({ref.location}): {exc}") from None
         payloads.append(bytes(payload))
