@@ -3,11 +3,13 @@ same at 4,096 actors as at 4 (buckets by load, counted states, a free list of wo
 still picks the least loaded and avoids a member already running the task; and a pool starts
 working when its first actor is ready (lanes/ray/startup.py), on recorded refs."""
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
-from hybridload.lanes.ray.members import Members, State
+from hybridload.lanes.ray.members import LIFECYCLE, Event, Members, State, next_state
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.lanes.ray.startup import await_first_ready, start_waves
 
@@ -137,3 +139,29 @@ def test_a_dealt_batch_goes_to_its_worker_whatever_the_loads_while_that_worker_l
     members.dead(ms[1], lost=True)
     assert members.pick(12, dealt=1) is not None  # its worker is dead: the least loaded takes it
     assert members.pick(13, dealt=1).index != 1
+
+
+def test_the_lifecycle_table_on_the_cluster_changes_page_is_the_one_the_table_applies():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "cluster-changes.md").read_text()
+    rows = re.findall(r"^\| `([A-Z]+)` \| ([a-z ]+) \| `([A-Z]+)` \|", page, re.M)
+    assert {(State[s], Event(e), State[n]) for s, e, n in rows} == {(s, e, n) for (s, e), n in LIFECYCLE.items()}
+    assert len(rows) == len(LIFECYCLE)
+
+
+@pytest.mark.parametrize("state", [State.STARTING, State.READY, State.DRAINING])
+def test_an_event_the_lifecycle_does_not_list_for_a_state_changes_nothing(state):
+    for event in Event:
+        members = Members(PoolStats())
+        m = members.add(lambda key, index: f"actor-{key}", "A", initial=True)
+        if state is not State.STARTING:
+            members.ready(m)
+        if state is State.DRAINING:
+            members.drain(m)
+        counts = members.stats.as_dict()
+        moved = members.on(m, event)
+        assert moved == ((state, event) in LIFECYCLE), (state, event)
+        if not moved:
+            assert m.state is state and members.stats.as_dict()["lost"] == counts["lost"]
+            assert members.members() == [m]
+        else:
+            assert m.state is next_state(state, event)

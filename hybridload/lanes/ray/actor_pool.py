@@ -27,7 +27,7 @@ from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.deaths import CRASHES_TO_FAIL, Deaths, actor_died, actor_unavailable, unwrap
 from hybridload.lanes.ray.elastic import Keeper, poll_seconds
 from hybridload.lanes.ray.held import HeldTasks
-from hybridload.lanes.ray.members import Member, Members, State
+from hybridload.lanes.ray.members import Event, Member, Members, State
 from hybridload.lanes.ray.pool_config import PoolConfig, start_timeout_seconds
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.lanes.ray.spawner import ActorFactory
@@ -269,7 +269,7 @@ class ActorPool(Lane):
         could not reach it (a node gone but not yet declared dead answers so for ~10 s: the actor
         takes no more batches and is replaced), else the task's own error."""
         if actor_unavailable(exc):
-            self._members.drain(m)
+            self._members.drain(m, Event.UNREACHABLE)
             if self._keeper is not None:
                 self._keeper.wake()  # it retires the idle actor and starts its replacement
             return WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")

@@ -219,8 +219,8 @@ class Keeper:
                     bound,
                     self._start_bounds[m.node_id],
                 )
-                self.members.dead(m, lost=False, failed_start=True)
-                self._stop(m)
+                if self.members.dead(m, lost=False, failed_start=True):  # (not if it became ready just now)
+                    self._stop(m)
             elif m.state is State.DRAINING and m.load == 0:
                 self._retire(m)
             elif m.state is State.READY and m.load == 0 and self._probe is not None:

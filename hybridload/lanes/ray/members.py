@@ -1,8 +1,10 @@
 """An actor pool's membership table: its actors, their state and load. No Ray here.
 
-An actor is STARTING until its ``ready()`` answers, READY while it takes tasks, DRAINING
-when its node is being drained or the target no longer wants it (it finishes what it holds,
-then is stopped), DEAD when lost or stopped (then it leaves the table).
+Each actor moves through `LIFECYCLE`, one table of (state, event) -> next state: STARTING
+until its ``ready()`` answers, READY while it takes tasks, DRAINING when its node is being
+drained, the target no longer wants it or Ray could not reach it (it finishes what it holds,
+then is stopped), DEAD when lost, failed to start or stopped (then it leaves the table). An
+event the table does not list for a state changes nothing (a second report of one death).
 
 ``usable`` — the lane's capacity in actors, read lock-free by the dispatcher through the
 lane's ``slots`` — is the READY count. A pool that ``hold`` s (no local lane stands in for it)
@@ -36,6 +38,44 @@ class State(enum.Enum):
     READY = "ready"
     DRAINING = "draining"
     DEAD = "dead"
+
+
+class Event(enum.Enum):
+    """What happens to an actor, whoever saw it (Ray's callback, the keeper's step, the pool)."""
+
+    READY = "ready"  # its ready() answered
+    START_FAILED = "start failed"  # it died or raised before it was ready, or outlasted its start bound
+    LOST = "lost"  # its process or its node died
+    UNREACHABLE = "unreachable"  # Ray could not reach it for a task (it may live on; not trusted again)
+    DRAIN = "drain"  # its node is being drained, or the target no longer wants it
+    STOPPED = "stopped"  # stopped on purpose: drained and idle, or the pool closes
+
+
+S, E = State, Event
+#: The actor lifecycle. "repair": a replacement is owed (the keeper starts it at once).
+LIFECYCLE: dict[tuple[State, Event], State] = {
+    (S.STARTING, E.READY): S.READY,
+    (S.STARTING, E.START_FAILED): S.DEAD,  # repair
+    (S.STARTING, E.LOST): S.DEAD,  # repair
+    (S.STARTING, E.UNREACHABLE): S.DRAINING,  # (a batch dealt to it while it started)
+    (S.STARTING, E.DRAIN): S.DRAINING,  # stopped once idle
+    (S.STARTING, E.STOPPED): S.DEAD,
+    (S.READY, E.LOST): S.DEAD,  # repair
+    (S.READY, E.UNREACHABLE): S.DRAINING,  # the target counts it out: its replacement starts
+    (S.READY, E.DRAIN): S.DRAINING,
+    (S.READY, E.STOPPED): S.DEAD,
+    (S.DRAINING, E.START_FAILED): S.DEAD,  # repair
+    (S.DRAINING, E.LOST): S.DEAD,  # repair
+    (S.DRAINING, E.STOPPED): S.DEAD,  # once idle
+}
+#: the events after which the pool owes a replacement
+REPAIR = frozenset({E.START_FAILED, E.LOST})
+del S, E
+
+
+def next_state(state: State, event: Event) -> State | None:
+    """Where ``event`` takes an actor in ``state`` (`LIFECYCLE`); None: it changes nothing."""
+    return LIFECYCLE.get((state, event))
 
 
 @dataclass(eq=False)
@@ -94,39 +134,42 @@ class Members:
         self.stats.actor_started(initial)
         return m
 
-    def ready(self, m: Member) -> bool:
+    def on(self, m: Member, event: Event) -> bool:
+        """Apply ``event`` to ``m`` as `LIFECYCLE` says; False when it changes nothing there.
+        A member that dies leaves the table (its worker index is free again) and is counted."""
         with self._lock:
-            if m.state is not State.STARTING:
+            state = next_state(m.state, event)
+            if state is None:
                 return False
-            self._move(m, State.READY)
+            self._move(m, state)
+            if state is State.DEAD:
+                if self._table.pop(m.key, None) is not None:
+                    heapq.heappush(self._free_index, m.index)
+                    if self._by_index.get(m.index) is m:
+                        del self._by_index[m.index]
+                if event in REPAIR:
+                    self.awaiting_repair = True
             self._changed()
-            return True
-
-    def dead(self, m: Member, *, lost: bool, failed_start: bool = False) -> bool:
-        """Mark ``m`` dead (``lost``: not stopped on purpose; ``failed_start``: it never became
-        ready, the keeper tries again) and count it in the stats; False if it already was."""
-        with self._lock:
-            if m.state is State.DEAD:
-                return False
-            self._move(m, State.DEAD)
-            if self._table.pop(m.key, None) is not None:
-                heapq.heappush(self._free_index, m.index)
-                if self._by_index.get(m.index) is m:
-                    del self._by_index[m.index]
-            if lost or failed_start:
-                self.awaiting_repair = True
-            self._changed()
-        if lost:
+        if event is Event.LOST:
             self.stats.actor_lost()
-        if failed_start:
+        elif event is Event.START_FAILED:
             self.stats.start_failed()
         return True
 
-    def drain(self, m: Member) -> bool:
-        """No more tasks for ``m``; True when it holds none (stop it now)."""
+    def ready(self, m: Member) -> bool:
+        return self.on(m, Event.READY)
+
+    def dead(self, m: Member, *, lost: bool, failed_start: bool = False) -> bool:
+        """Mark ``m`` dead: ``lost`` (its process or node died), ``failed_start`` (it never
+        became ready; the keeper tries again) or else stopped on purpose; False if it already was."""
+        return self.on(m, Event.LOST if lost else Event.START_FAILED if failed_start else Event.STOPPED)
+
+    def drain(self, m: Member, event: Event = Event.DRAIN) -> bool:
+        """No more tasks for ``m`` (``event``: DRAIN or UNREACHABLE); True when it holds none (stop it now)."""
         with self._lock:
-            if m.state in (State.READY, State.STARTING):
-                self._move(m, State.DRAINING)
+            state = next_state(m.state, event)
+            if state is not None:
+                self._move(m, state)
                 self._changed()
             return m.state is State.DRAINING and m.load == 0
 
