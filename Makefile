@@ -17,8 +17,15 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The suite on TEST_WORKERS processes (pytest-xdist), a test module whole on one of them (its
+# module fixtures start once, its tests run in order), the long modules handed out first
+# (tests/conftest.py's queue_rank; xdist's own reorder, by test count, is off); each worker has
+# its own session fixtures, the Ray cluster among them. 0 is one process, as before; 2 is for
+# 2 cores once a whole two-worker run is green on a quiet machine (CONTRIBUTING.md).
+TEST_WORKERS ?= 0
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The developer's loop: every test that starts neither Ray nor processes of its own (the tiers:
 # tests/conftest.py), under a minute on 2 cores. CI runs `make test`, all of them.

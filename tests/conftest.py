@@ -45,9 +45,24 @@ def tiers_of(source: str) -> set[str]:
     return {name for name, pattern in TIER_PATTERNS.items() if pattern.search(source)}
 
 
+def queue_rank(markers: set[str]) -> int:
+    """Pure: where a test module whose tests carry ``markers`` stands in the queue that
+    pytest-xdist's workers take modules from (``make test``), lowest first: a module with a slow
+    test, then one that starts Ray or processes, the fast tier last. Long modules handed out
+    first and short ones left to fill the gaps keep both workers busy to the end, instead of
+    one running a long module alone after the other ran out of work."""
+    if "slow" in markers:
+        return 0
+    if markers & {"ray", "subprocess"}:
+        return 1
+    return 2
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark every test by what its module starts (``make test-fast`` leaves those out); a
-    module may add ``slow`` or ``gpu`` itself (``pytestmark``)."""
+    module may add ``slow`` or ``gpu`` itself (``pytestmark``). In a pytest-xdist worker, order
+    the modules by ``queue_rank`` (each worker collects, and sorts, alike; within a module the
+    order is the file's)."""
     seen: dict[str, set[str]] = {}
     for item in items:
         path = str(item.path)
@@ -56,6 +71,11 @@ def pytest_collection_modifyitems(config, items):
                 seen[path] = tiers_of(f.read())
         for name in seen[path]:
             item.add_marker(getattr(pytest.mark, name))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        markers: dict[str, set[str]] = {}
+        for item in items:
+            markers.setdefault(str(item.path), set()).update(m.name for m in item.iter_markers())
+        items.sort(key=lambda item: queue_rank(markers[str(item.path)]))  # stable: a module stays whole
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from conftest import tiers_of
+from conftest import queue_rank, tiers_of
 
 HERE = Path(__file__).parent
 
@@ -36,3 +36,15 @@ def test_the_suites_process_and_ray_modules_are_out_of_the_fast_tier():
     assert "subprocess" in tiers("test_elastic_resume.py")  # 4 gloo processes
     assert "ray" in tiers("test_faults.py")
     assert tiers("test_sharding.py") == set()
+
+
+def test_xdist_workers_take_slow_modules_first_then_ray_and_process_ones_and_the_fast_tier_last():
+    modules = {
+        "fast": set(),
+        "procs": {"subprocess"},
+        "slow": {"subprocess", "slow"},
+        "ray": {"ray", "starts_nothing"},
+        "gpu": {"gpu"},
+    }
+    assert sorted(modules, key=lambda name: queue_rank(modules[name])) == ["slow", "procs", "ray", "fast", "gpu"]
+    assert queue_rank(tiers_of("import ray\n")) == queue_rank({"ray"})  # a module's tiers are its markers
