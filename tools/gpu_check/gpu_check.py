@@ -219,7 +219,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", action="store_true", help="also run the CPU-only local sweep, last")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # pytest runs in a folder of its own
     out.parent.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
     run = Sections(str(out), None, args.section_s)
