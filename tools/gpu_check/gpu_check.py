@@ -34,7 +34,7 @@ The GPU machine (torch 2.11 + torchvision 0.26; no DALI, no Ray, no network; Pyt
             -d .whl simplejpeg==1.9.0 braceexpand==0.1.7 pytest==9.2.0 pluggy==1.7.0 \\
             iniconfig==2.3.1 packaging==26.3 pygments==2.21.0
         du -ch .whl $(git ls-files) | tail -1     # what travels: under 64 MiB
-    there (device tool: carry [".whl"], timeout_s 420):
+    there (device tool: carry [".whl"], timeout_s 450; typically 4 minutes, at most about 7):
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
             --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
             PYTHONUNBUFFERED=1 python3 tools/gpu_check/gpu_check.py --out $OUT/gpu_check.json
@@ -206,16 +206,16 @@ def main(argv=None) -> int:
     ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
     ap.add_argument("--out", default="gpu_check.json", help="the JSON; the table goes beside it (.md)")
     ap.add_argument("--tests", default=str(TESTS), help="the GPU tests' folder (default: the checkout's tests/gpu)")
-    ap.add_argument("--tests-s", type=float, default=150.0, help="the GPU tests' time limit, all together")
+    ap.add_argument("--tests-s", type=float, default=120.0, help="the GPU tests' time limit, all together")
     ap.add_argument("--test-s", type=float, default=60.0, help="one GPU test's time limit")
     ap.add_argument(
         "--budget-s",
         type=float,
         default=None,
-        help="the figures' seconds after the tests (default 180 on CUDA): later sections are skipped "
+        help="the figures' seconds after the tests (default 120 on CUDA): later sections are skipped "
         "(reason 'budget'), running ones cut their measurements short",
     )
-    ap.add_argument("--section-s", type=float, default=75.0, help="the watchdog's limit per figure section")
+    ap.add_argument("--section-s", type=float, default=60.0, help="the watchdog's limit per figure section")
     ap.add_argument("--sweep", action="store_true", help="also run the CPU-only local sweep, last")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
@@ -256,7 +256,7 @@ def main(argv=None) -> int:
         for name in GPU_SECTIONS[1:]:
             run.set(name, skipped(reason))
         return finish(run, out)
-    budget = args.budget_s if args.budget_s is not None else (180.0 if device.type == "cuda" else None)
+    budget = args.budget_s if args.budget_s is not None else (120.0 if device.type == "cuda" else None)
     run.restart_budget(budget)
     with cpu_stand_in(device):
         figures(run, args, device)
@@ -283,14 +283,18 @@ def figures(run: Sections, args, device) -> None:
 
     quick, left = args.quick, run.time_left
     n_img, bs, nb, size = (48, 8, 3, 64) if quick else (1024, 256, 20, 224)
-    root = args.data or make_photo_folder(
-        os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"), n_img, num_classes=10, seed=0
-    )
-    src, rec, rec8 = (
-        sources.ImageFolder(str(root)),
-        recipe.imagenet_train(size, normalize=True),
-        recipe.imagenet_train(size),
-    )
+    rec, rec8 = recipe.imagenet_train(size, normalize=True), recipe.imagenet_train(size)
+    state: dict = {}
+
+    def photos():
+        """The photo set, made inside the first section that reads it (under its watchdog)."""
+        if "src" not in state:
+            root = args.data or make_photo_folder(
+                os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"), n_img, num_classes=10, seed=0
+            )
+            state["src"] = sources.ImageFolder(str(root))
+        return state["src"]
+
     why_torch = torch_unavailable(device)
     warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
 
@@ -298,6 +302,7 @@ def figures(run: Sections, args, device) -> None:
         return (lambda: skipped(f"the torch engine cannot run: {why_torch}")) if why_torch else fn
 
     def headline():
+        src = photos()
         head_bs = min(256, len(src))
         batch = read_batch(src, rec8, BatchTask(0, 0, np.arange(head_bs)))
         from hybridload.lanes.gpu.torch_decoders import gpu_decoder
@@ -321,9 +326,9 @@ def figures(run: Sections, args, device) -> None:
         return out
 
     run.run("headline", needs_torch(headline))
-    state: dict = {}
 
     def speed():
+        src = photos()
         step = state["step"] = model_and_step(device, quick)
         synth = torch.randn(bs, 3, *rec.out_hw, device=device)
         labels = torch.randint(0, 1000, (bs,), device=device)
@@ -359,6 +364,7 @@ def figures(run: Sections, args, device) -> None:
     def plan():
         from hybridload.cli.profile import run_profile
 
+        src = photos()
         step = state.get("step") or model_and_step(device, quick)
         with training_beside(step, bs, rec.out_hw, device), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -398,7 +404,7 @@ def figures(run: Sections, args, device) -> None:
     run.run("plan", needs_torch(plan))
     run.run(
         "local_sweep",
-        (lambda: local_sweep(src, rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
+        (lambda: local_sweep(photos(), rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
         if args.sweep
         else lambda: skipped("optional: --sweep runs it"),
     )
