@@ -3,8 +3,10 @@
 spec as the loader builds it, the ordering check under a stalled stream, and the pixel
 tolerance per chroma subsampling (measured, then judged).
 
-Imports only torch, numpy, Pillow and the installed hybridload: the GPU machine runs these
-tests from a copy of this folder beside the wheel, with no checkout on ``sys.path``.
+Imports only torch, numpy, Pillow, pytest and the installed hybridload: the GPU machine runs
+these tests from a copy of this folder beside the wheel, with no checkout on ``sys.path``. The
+folder has no conftest (a second ``conftest`` module would shadow the suite's): the fixtures
+live here and each test module imports those it uses.
 
 Ordering: torchvision's batched CUDA decode writes its outputs on a private stream that does
 not wait for the caller's (torchvision PR #9606). A lane whose previous batch's kernels are
@@ -29,10 +31,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
-from hybridload import LoaderPolicy
+from hybridload import LoaderPolicy, recipe, sources
+from hybridload.cli.demo_data import make_photo_folder
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes
 from hybridload.lanes.gpu import torch_lane as torch_lane_module
@@ -57,6 +61,31 @@ def dali_missing() -> str | None:
     except Exception:
         return DALI_ABSENT
     return None
+
+
+# -- the fixtures: each test module imports those it uses (``*_fixture``; pytest finds them by
+# their ``name``). The folder has no conftest, so it runs the same inside the suite and copied
+# to the GPU machine.
+
+
+@pytest.fixture(scope="session", name="cuda")
+def cuda_fixture():
+    """This process's CUDA device."""
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.fixture(scope="session", name="gpu_photos")
+def gpu_photos_fixture(tmp_path_factory):
+    """An ImageFolder of 256 photo JPEGs (crops of real photographs) in 8 classes (made once:
+    each module that imports the fixture has its own, and they share the folder)."""
+    root = make_photo_folder(tmp_path_factory.getbasetemp() / "gpu-photos", 256, num_classes=8, seed=0)
+    return sources.ImageFolder(str(root))
+
+
+@pytest.fixture(scope="session", name="rec224")
+def rec224_fixture():
+    """The ImageNet training recipe at 224, uint8 out (the lanes' delivery form)."""
+    return recipe.imagenet_train(224)
 
 
 class NoGpuLane(RuntimeError):

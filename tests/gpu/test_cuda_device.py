@@ -15,6 +15,7 @@ import warnings
 import pytest
 import torch
 
+from cuda_checks import cuda_fixture, gpu_photos_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, dali_missing
 
 from hybridload import HybridLoader, LoaderPolicy, recipe

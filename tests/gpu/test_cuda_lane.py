@@ -14,6 +14,7 @@ import torch
 from hybridload import HybridLoader, LoaderPolicy
 from hybridload.kernels import process_batch
 
+from cuda_checks import cuda_fixture, gpu_photos_fixture, rec224_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, host_images, spec_gpu_lane, tasks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cuda_checks import cuda_fixture, gpu_photos_fixture, rec224_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, cuda_stall, spec_gpu_lane, stalled_ordering
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from cuda_checks import cuda_fixture, gpu_photos_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, SUBSAMPLINGS, dali_missing, engine_vs_cpu, judge, spec_gpu_lane, subsampled_folders
 
 from hybridload import recipe, sources

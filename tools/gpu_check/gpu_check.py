@@ -153,7 +153,22 @@ def run_gpu_tests(tests_dir: Path, out: Path, limit_s: float, test_s: float) -> 
         # the machine's own pytest plugins were built for its own pytest, not the carried one
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
-    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-rs", "-p", "no:cacheprovider", "-c", "pytest.ini", "."]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-v",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "cuda_report",
+        "-c",
+        "pytest.ini",
+        ".",
+    ]
     timed_out = False
     with open(logfile, "w") as f:
         proc = subprocess.Popen(cmd, cwd=run, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)

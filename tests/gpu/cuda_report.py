@@ -1,9 +1,7 @@
-"""The GPU tests' fixtures, and what the GPU command (tools/gpu_check/gpu_check.py) reads of a run.
-
-This folder runs two ways: in the suite (``pytest -m gpu``: without CUDA every test skips,
-naming why), and on the GPU machine, copied beside the installed wheel and run by the GPU
-command with no checkout on ``sys.path``. So it imports only torch, numpy, Pillow, pytest and
-hybridload, and registers its marker itself. Two variables, set by the GPU command only:
+"""The pytest plugin the GPU command (tools/gpu_check/gpu_check.py) runs the GPU tests with
+(``-p cuda_report``): what it reads of a run. The GPU machine runs this folder copied beside the
+installed wheel, with no checkout and none of the suite's conftest, so the plugin registers the
+``gpu`` marker itself. Two variables, set by the GPU command:
 
 * ``GPU_CHECK_RESULTS``: a file each test's outcome is appended to as one JSON line when it
   ends (its reason or failure and its recorded figures), so a run cut short leaves what ran.
@@ -18,10 +16,6 @@ import json
 import os
 
 import pytest
-import torch
-
-from hybridload import recipe, sources
-from hybridload.cli.demo_data import make_photo_folder
 
 
 def pytest_configure(config):
@@ -59,22 +53,3 @@ def _gpu_test_limit():
     yield
     if limit > 0:
         faulthandler.cancel_dump_traceback_later()
-
-
-@pytest.fixture(scope="session")
-def cuda():
-    """This process's CUDA device."""
-    return torch.device("cuda", torch.cuda.current_device())
-
-
-@pytest.fixture(scope="session")
-def gpu_photos(tmp_path_factory):
-    """An ImageFolder of 256 photo JPEGs (crops of real photographs) in 8 classes."""
-    root = make_photo_folder(tmp_path_factory.mktemp("gpu-photos"), 256, num_classes=8, seed=0)
-    return sources.ImageFolder(str(root))
-
-
-@pytest.fixture(scope="session")
-def rec224():
-    """The ImageNet training recipe at 224, uint8 out (the lanes' delivery form)."""
-    return recipe.imagenet_train(224)
