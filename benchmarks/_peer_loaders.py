@@ -25,11 +25,17 @@ from hybridload.sampling import sharding
 logging.getLogger("spdl").setLevel(logging.WARNING)  # its per-stage INFO reports would fill the run's log
 
 
-class PilSample:
-    """``(epoch, i)`` -> (CHW uint8 tensor, label): sample ``i`` through Pillow (seed 0)."""
+IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
 
-    def __init__(self, source, rec):
-        self.source, self.rec = source, rec
+
+class PilSample:
+    """``(epoch, i)`` -> (CHW uint8 tensor, label): sample ``i`` through Pillow (seed 0).
+    ``normalize``: then ToDtype(float32, scale=True) and Normalize with ImageNet's mean and std,
+    spelled out as torchvision's reference training recipe runs them in each worker."""
+
+    def __init__(self, source, rec, normalize: bool = False):
+        self.source, self.rec, self.normalize = source, rec, normalize
 
     def __len__(self) -> int:
         return len(self.source)
@@ -48,15 +54,18 @@ class PilSample:
         im = im.resize((out.w, out.h), Image.BILINEAR, box=(c.x, c.y, c.x + c.w, c.y + c.h))
         if any(type(op) is Flip for op in ops[2:]):
             im = im.transpose(Image.FLIP_LEFT_RIGHT)
-        return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous(), label
+        img = torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous()
+        if self.normalize:
+            img = img.to(torch.float32).div_(255).sub_(IMAGENET_MEAN).div_(IMAGENET_STD)
+        return img, label
 
 
 class _Keyed(Batches):
     """One epoch's (epoch, index) keys in the shuffled order (seed 0), ``batches(epoch)`` by a peer."""
 
-    def __init__(self, name: str, source, rec, batch_size: int, threads: int):
+    def __init__(self, name: str, source, rec, batch_size: int, threads: int, normalize: bool = False):
         self.name, self.threads, self.batch_size = name, threads, batch_size
-        self.sample, self.n = PilSample(source, rec), len(source)
+        self.sample, self.n = PilSample(source, rec, normalize), len(source)
 
     def keys(self, epoch: int) -> list[tuple[int, int]]:
         return [(epoch, int(i)) for i in sharding.epoch_order(self.n, 0, epoch, True)]
@@ -65,8 +74,8 @@ class _Keyed(Batches):
 class TorchPil(_Keyed):
     """torch's DataLoader, ``threads`` persistent worker processes, over `PilSample`."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.epoch = 0
         self.dl = tud.DataLoader(
             self.sample,

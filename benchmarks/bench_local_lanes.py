@@ -9,12 +9,13 @@ count; also the first-batch latency of ``HybridLoader(..., policy=LoaderPolicy()
 pipelines (``--pipelines``), each loader delivering the same kind of batch as its torch
 contestant:
 
-* ``uint8``: Pillow open, RandomResizedCrop's box, bilinear resize, flip, uint8 CHW tensor;
-  against ``imagenet_train(size)``;
+* ``uint8``: Pillow open, the sample's RandomResizedCrop box, bilinear resize, flip, uint8 CHW
+  tensor (``_peer_loaders.PilSample``, the peers job's torch contestant); against
+  ``imagenet_train(size)``;
 * ``normalized``: the same, then what torchvision's reference recipe adds in the workers
-  (``PILToTensor``, ``ToDtype(float32, scale=True)``, ``Normalize`` with ImageNet's mean and
-  std): float32 batches; against ``imagenet_train(size, normalize=True)``, which normalizes
-  on the loader's device (here the CPU, in the consumer's thread).
+  (``ToDtype(float32, scale=True)``, ``Normalize`` with ImageNet's mean and std): float32
+  batches; against ``imagenet_train(size, normalize=True)``, which normalizes on the loader's
+  device (here the CPU, in the consumer's thread).
 
 ``--measure overhead``: the lane's own cost on one worker (issue 37): HybridLoader (batch
 ``-B``, RandomResizedCrop(224) + flip (always), uint8, no Normalize) against the bare kernel
@@ -38,80 +39,22 @@ run for ``--seconds``; the lane takes "own" for one thread and "shared" for more
 
 from __future__ import annotations
 
-import math
-import random
 import resource
 import statistics
 import time
 
-import numpy as np
 import torch
 
 import _harness as h
-from _contestants import Batches, Loader
+from _contestants import Loader
+from _peer_loaders import TorchPil
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, kernels, recipe
 from hybridload.lanes.local import inprocess
 
 
-class PillowDataset(torch.utils.data.Dataset):
-    """The Pillow pipeline a torch user writes (torchvision's RandomResizedCrop + flip,
-    spelled out so torchvision is not needed): uint8 CHW."""
-
-    def __init__(self, src, size: int):
-        self.src, self.size = src, size
-
-    def __len__(self):
-        return len(self.src)
-
-    def __getitem__(self, i):
-        from PIL import Image
-
-        ref = self.src.ref(i)
-        with Image.open(ref.location) as im:
-            im = im.convert("RGB")
-            w, h = im.size
-            area = w * h * random.uniform(0.08, 1.0)
-            ratio = math.exp(random.uniform(math.log(3 / 4), math.log(4 / 3)))
-            cw, ch = min(w, round(math.sqrt(area * ratio))), min(h, round(math.sqrt(area / ratio)))
-            x, y = random.randint(0, w - cw), random.randint(0, h - ch)
-            out = im.resize((self.size, self.size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
-            if random.random() < 0.5:
-                out = out.transpose(Image.FLIP_LEFT_RIGHT)
-        return torch.from_numpy(np.asarray(out).copy()).permute(2, 0, 1), int(ref.label)
-
-
-IMAGENET_MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
-IMAGENET_STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
-
-
-class TorchvisionRecipeDataset(PillowDataset):
-    """:class:`PillowDataset`, then ToDtype(float32, scale=True) and Normalize, spelled out as
-    torchvision's reference training recipe runs them in each worker."""
-
-    def __getitem__(self, i):
-        img, label = super().__getitem__(i)
-        return img.to(torch.float32).div_(255).sub_(IMAGENET_MEAN).div_(IMAGENET_STD), label
-
-
-PIPELINES = {"uint8": (PillowDataset, False), "normalized": (TorchvisionRecipeDataset, True)}
+PIPELINES = {"uint8": False, "normalized": True}  # whether the batches are normalized
 KINDS = ("threads", "processes")
-
-
-class TorchLoader(Batches):
-    """torch's DataLoader over ``dataset`` with persistent workers (a run: one epoch)."""
-
-    def __init__(self, name: str, dataset, batch_size: int, workers: int):
-        self.name, self.threads = name, workers
-        self.loader = torch.utils.data.DataLoader(
-            dataset, batch_size=batch_size, shuffle=True, num_workers=workers, persistent_workers=workers > 0
-        )
-
-    def batches(self, epoch: int):
-        return self.loader
-
-    def close(self) -> None:
-        del self.loader  # persistent workers end with their iterator
 
 
 def first_batch_s(src, rec, bs) -> float:
@@ -124,12 +67,12 @@ def first_batch_s(src, rec, bs) -> float:
 def compare(src, args, w: int, pipeline: str) -> tuple[dict, dict]:
     """One pipeline at ``w`` workers: threads, processes and torch's DataLoader, interleaved.
     Returns (summaries by contestant, ratios)."""
-    dataset_cls, normalize = PIPELINES[pipeline]
+    normalize = PIPELINES[pipeline]
     rec = recipe.imagenet_train(args.size, normalize=normalize)
     contestants = [
         Loader(k, src, rec, args.batch_size, LoaderPolicy(threads=w, local_workers=k), threads=w) for k in KINDS
     ]
-    contestants.append(TorchLoader("torch", dataset_cls(src, args.size), args.batch_size, w))
+    contestants.append(TorchPil("torch", src, rec, args.batch_size, w, normalize=normalize))
     results = h.set_up_and_run(contestants, args.rounds, args.warmup_rounds, label=f"[{pipeline}, {w} workers] ")
     ratios = {
         "threads / torch": h.ratio(results, "threads", "torch"),

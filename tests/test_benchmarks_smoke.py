@@ -130,9 +130,9 @@ def test_measured_run_table_has_the_named_columns_and_json_round_trips(harness, 
 def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_same_output(monkeypatch, tmp_path):
     """bench_local_lanes at toy size: both pipelines reported; the normalized torch contestant
     delivers the uint8 contestant's images, scaled and normalized as torchvision's recipe does."""
-    import random
-
     import torch
+
+    from hybridload import recipe
 
     monkeypatch.syspath_prepend(str(BENCH))
     bench = importlib.import_module("bench_local_lanes")
@@ -161,12 +161,12 @@ def test_local_lane_bench_compares_each_pipeline_against_a_torch_loader_of_the_s
         assert run["ratios"]["threads / torch"]["of_medians"] > 0
     assert out["first_batch_s_default"] > 0
     _folder, src = importlib.import_module("_data").photo_source(tmp_path, 16)
-    random.seed(3)
-    raw, label = bench.PillowDataset(src, 32)[5]
-    random.seed(3)
-    norm, label2 = bench.TorchvisionRecipeDataset(src, 32)[5]
-    assert norm.dtype == torch.float32 and label == label2
-    expect = (raw.float() / 255 - bench.IMAGENET_MEAN) / bench.IMAGENET_STD
+    peer = importlib.import_module("_peer_loaders")
+    rec = recipe.imagenet_train(32)
+    raw, label = peer.PilSample(src, rec)((0, 5))
+    norm, label2 = peer.PilSample(src, rec, normalize=True)((0, 5))
+    assert raw.dtype == torch.uint8 and norm.dtype == torch.float32 and label == label2
+    expect = (raw.float() / 255 - peer.IMAGENET_MEAN) / peer.IMAGENET_STD
     assert torch.allclose(norm, expect, atol=1e-5)
     with pytest.raises(SystemExit):
         bench.main(["--root", str(tmp_path), "--n", "16", "--pipelines", "float16"])

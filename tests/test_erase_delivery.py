@@ -1,7 +1,7 @@
 """RandomErasing at delivery: the same pixels as the box-by-box reference (host noise copied
 per box, the fill copied from a host tensor), now with fill_ and one batched noise copy —
 on every layout and dtype. (On CUDA the noise goes through pinned memory with a
-non-blocking copy; gpu_check's ``syncs`` section counts the host waits on a GPU.)"""
+non-blocking copy; ``tests/gpu/test_cuda_device.py`` counts the host waits on a GPU.)"""
 
 from __future__ import annotations
 

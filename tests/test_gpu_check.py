@@ -1,8 +1,9 @@
-"""tools/gpu_check/gpu_check.py runs as a CPU smoke test, so the GPU check cannot rot between GPU runs;
-it runs from the built wheel in a venv as bare as the GPU machine (no checkout, Ray, DALI,
-scikit-image, torchvision, matplotlib), so it cannot come to need what that machine lacks; and
-the logic of its verdicts (exit status, ordering, tolerance, lane record, watchdog) is tested
-here directly. No CUDA here: the ordering check runs on a fake stream that defers the work
+"""tools/gpu_check/gpu_check.py (the GPU tests of tests/gpu/ and the GPU figures) runs as a CPU
+smoke test, so the GPU command cannot rot between GPU runs; it runs from the built wheel in a
+venv as bare as the GPU machine (no checkout, Ray, DALI, scikit-image, torchvision, matplotlib;
+pytest from the carried wheels), so it cannot come to need what that machine lacks; and the
+logic of its verdicts (exit status, the tests' record, the goals table, ordering, tolerance,
+lane record, watchdog) is tested here directly. No CUDA here: the ordering check runs on a fake stream that defers the work
 queued on it, as a stalled CUDA stream does."""
 
 import contextlib
@@ -22,38 +23,31 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "tools" / "gpu_check" / "gpu_check.py"
-HELPERS = (
-    "gpu_check.py",
-    "_gpu_sections.py",
-    "_gpu_ordering.py",
-    "_gpu_device.py",
-    "_gpu_pixels.py",
-    "_gpu_headline.py",
-    "_gpu_loaders.py",
-)
-GPU_SECTIONS = {
-    "correctness",
-    "ordering",
-    "tolerance",
-    "dali_decoders",
-    "headline",
-    "speed",
-    "nvml",
-    "plan",
-    "device",
-    "local_sweep",
-}
+GPU_TESTS = REPO / "tests" / "gpu"
+HELPERS = ("gpu_check.py", "_gpu_sections.py", "_gpu_headline.py", "_gpu_loaders.py")
+FIGURES = {"headline", "speed", "nvml", "plan", "local_sweep"}
+GPU_SECTIONS = {"tests"} | FIGURES
+#: what the device tool carries to the GPU machine, the working tree and the wheels together
+CARRY_LIMIT = 64 * 2**20
 
 
 @pytest.fixture
 def bench(monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    monkeypatch.syspath_prepend(str(GPU_TESTS))
     import _gpu_sections
 
     return _gpu_sections
 
 
-def test_gpu_check_quick_on_cpu_passes_and_says_why_each_gpu_section_is_skipped(tmp_path):
+def _all_skipped_without_cuda(tests: dict) -> None:
+    """The tests section on a machine without CUDA: pytest ran every GPU test, each skipped naming why."""
+    assert tests["status"] == "ok" and tests["exit_code"] == 0, tests
+    assert len(tests["tests"]) >= 10 and {t["outcome"] for t in tests["tests"]} == {"skipped"}
+    assert all(t["detail"].startswith("needs a CUDA device") for t in tests["tests"]), tests["tests"][0]
+
+
+def test_gpu_check_quick_on_cpu_runs_the_gpu_tests_and_every_figure_and_writes_the_table(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # its own photo folder: another run may be rewriting /tmp's
     proc = subprocess.run(
@@ -67,30 +61,22 @@ def test_gpu_check_quick_on_cpu_passes_and_says_why_each_gpu_section_is_skipped(
     report = json.loads(out.read_text())
     assert set(report) == {"environment"} | GPU_SECTIONS
     status = {k: v["status"] for k, v in report.items()}
-    assert status == {
-        **dict.fromkeys(report, "ok"),
-        "ordering": "skipped",
-        "dali_decoders": "skipped",
-        "device": "skipped",
-        "speed": "skipped",
-        "nvml": "skipped",
-        "plan": "skipped",
-    }, status
-    # no torchvision here: the loader's GPU lane falls back, and that is never reported as a GPU figure
-    assert "not a GPU figure" in report["speed"]["reason"]
-    assert report["speed"]["runs"]["hybridload_gpu"]["img_s"] is None
-    assert report["correctness"]["pixels"]["mean_abs_diff_max"] <= 0.5
-    assert report["correctness"]["index_streams_identical"] is True
-    tol = report["tolerance"]["engines"]["torch"]
-    assert set(tol) == {"4:4:4", "4:2:2", "4:2:0", "grey"} and all(r["p99"] <= 2 for r in tol.values())
+    assert status == {**dict.fromkeys(report, "ok"), "nvml": "skipped"}, status
+    _all_skipped_without_cuda(report["tests"])
+    # the stand-in engine, built through the lane spec, ran every loader figure on the GPU lane
+    assert report["speed"]["runs"]["hybridload_gpu"]["lanes"].get("gpu")
     assert report["headline"]["lane_alone_img_s"] > 0 and report["headline"]["lane_vs_raw"] > 0
+    assert report["plan"]["split_vs_sum_of_lanes"] > 0
     env = report["environment"]
-    assert {"torchvision", "driver", "cpu_model", "dev_shm_gb", "decoder_backend"} <= set(env)
+    assert {"torchvision", "driver", "cpu_model", "dev_shm_gb", "torch_cuda", "dali", "hybridload"} <= set(env)
     assert set(report["local_sweep"]) >= {"1", "2"}
-    assert "| tolerance torch 4:2:0" in proc.stdout and "| headline" in proc.stdout
+    table = out.with_suffix(".md").read_text()
+    assert "| goal (issue 50) | measured | met |" in table and "CPU stand-in: not a GPU figure" in table
+    assert "| test_cuda_lane.py::test_device_memory_stays_flat" in table
+    assert table in proc.stdout and "| headline" in proc.stdout
 
 
-def test_sections_past_the_budget_are_skipped_and_the_json_is_written(tmp_path):
+def test_figures_past_the_budget_are_skipped_and_the_json_and_table_are_written(tmp_path):
     out = tmp_path / "gpu_check.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--budget-s", "0", "--out", str(out)],
@@ -101,15 +87,18 @@ def test_sections_past_the_budget_are_skipped_and_the_json_is_written(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["environment"]["status"] == "ok"
-    assert {k: v["status"] for k, v in report.items() if k in GPU_SECTIONS} == dict.fromkeys(GPU_SECTIONS, "skipped")
-    assert {v["reason"] for k, v in report.items() if k in GPU_SECTIONS} == {"budget"}
+    assert report["environment"]["status"] == "ok" and report["tests"]["status"] == "ok"
+    assert {k: v["status"] for k, v in report.items() if k in FIGURES} == dict.fromkeys(FIGURES, "skipped")
+    assert {v["reason"] for k, v in report.items() if k in FIGURES} == {"budget"}
+    assert "not measured: budget" in out.with_suffix(".md").read_text()
 
 
 # -- the bare machine: a venv that sees only torch, numpy, Pillow, nvidia-ml-py (and torch's own
 # dependencies), with the hybridload wheel built from this checkout and its small dependencies
 
 BARE = ["torch", "numpy", "pillow", "nvidia-ml-py", "simplejpeg", "tqdm", "fsspec", "braceexpand"]
+#: carried as wheels with hybridload's (the GPU tests run under them)
+CARRIED = ["simplejpeg", "braceexpand", "pytest", "pluggy", "iniconfig", "packaging", "pygments"]
 ABSENT = ["ray", "nvidia.dali", "skimage", "torchvision", "matplotlib", "sklearn"]
 
 
@@ -177,13 +166,14 @@ def _copy_source(dst: Path) -> None:
     shutil.copytree(REPO / "hybridload", dst / "hybridload", ignore=skip)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
-    """SLOW-ISH CI TEST (~20-60 s on 2 cores): builds the wheel, makes a venv, runs gpu_check twice.
+    """SLOW-ISH CI TEST (60-200 s on 2 cores): builds the wheel, makes a venv, runs gpu_check twice.
 
-    The GPU machine's situation, here: a built wheel, no checkout on
-    sys.path, none of the optional packages. Fails if gpu_check (or hybridload at import) needs Ray,
-    DALI, scikit-image, torchvision or matplotlib, or a file of the checkout besides its helper."""
+    The GPU machine's situation, here: a built wheel, pytest and its needs as carried wheels, no
+    checkout on sys.path, none of the optional packages. Fails if gpu_check, the GPU tests (or
+    hybridload at import) need Ray, DALI, scikit-image, torchvision or matplotlib, or a file of the
+    checkout besides the helpers and tests/gpu; and if what travels passes 64 MiB."""
     _copy_source(tmp_path / "src")
     # the setuptools here builds it offline; an older one: pip fetches a new one into an isolated build
     try:
@@ -226,7 +216,7 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
             timeout=60,
         ).stdout.strip()
     )
-    for dist in _closure(BARE).values():
+    for dist in _closure(BARE + CARRIED).values():
         _expose(dist, site)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", "--no-index", str(wheel)],
@@ -237,12 +227,30 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
+    # what the device tool carries: the working tree and the wheels (a wheel is zipped: its
+    # installed files bound it from above)
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60
+    ).stdout.split(b"\0")
+    tree = sum(os.path.getsize(REPO / os.fsdecode(f)) for f in tracked if f and os.path.isfile(REPO / os.fsdecode(f)))
+    wheels = wheel.stat().st_size + sum(
+        os.path.getsize(dist.locate_file(f))
+        for dist in map(metadata.distribution, CARRIED)
+        for f in dist.files or []
+        if os.path.isfile(dist.locate_file(f))
+    )
+    print(f"carried to the GPU machine: tree {tree / 2**20:.1f} MiB + wheels <= {wheels / 2**20:.1f} MiB")
+    assert tree + wheels < CARRY_LIMIT, (
+        f"{(tree + wheels) / 2**20:.1f} MiB carried: over the 64 MiB the GPU machine takes"
+    )
+
     run = tmp_path / "run"
     run.mkdir()
     for name in HELPERS:
         shutil.copy(SCRIPT.parent / name, run / name)
+    shutil.copytree(GPU_TESTS, run / "gpu_tests", ignore=shutil.ignore_patterns("__pycache__"))
     probe = (
-        "import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml; "
+        "import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml, pytest; "
         f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])"
     )
     proc = subprocess.run([py, "-c", probe], cwd=run, env=env, capture_output=True, text=True, timeout=120)
@@ -250,16 +258,20 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     where, present = proc.stdout.split("\n")[:2]
     assert where.startswith(str(site)) and present == "[]", proc.stdout  # the wheel, and nothing optional
 
+    command = [py, "gpu_check.py", "--tests", "gpu_tests"]
     proc = subprocess.run(
-        [py, "gpu_check.py", "--out", "all.json"], cwd=run, env=env, capture_output=True, text=True, timeout=180
+        [*command, "--out", "out/all.json"], cwd=run, env=env, capture_output=True, text=True, timeout=180
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no CUDA device" in proc.stderr and "Traceback" not in proc.stderr
-    report = json.loads((run / "all.json").read_text())
-    assert {k: v["status"] for k, v in report.items() if k in GPU_SECTIONS} == dict.fromkeys(GPU_SECTIONS, "skipped")
+    report = json.loads((run / "out" / "all.json").read_text())
+    _all_skipped_without_cuda(report["tests"])
+    assert {k: v["status"] for k, v in report.items() if k in FIGURES} == dict.fromkeys(FIGURES, "skipped")
+    assert "not installed: it cannot be carried here" in report["environment"]["dali"]
+    assert (run / "out" / "all.md").exists() and (run / "out" / "all.tests.jsonl").exists()
 
     proc = subprocess.run(
-        [py, "gpu_check.py", "--device", "cpu", "--quick", "--out", "cpu.json"],
+        [*command, "--device", "cpu", "--quick", "--out", "cpu.json"],
         cwd=run,
         env=env,
         capture_output=True,
@@ -270,10 +282,8 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
     assert "drawing photo-like images instead" in proc.stderr  # no scikit-image: drawn photos
     report = json.loads((run / "cpu.json").read_text())
     status = {k: v["status"] for k, v in report.items()}
-    assert all(v in ("ok", "skipped") for v in status.values()) and status["correctness"] == "ok", status
+    assert all(v in ("ok", "skipped") for v in status.values()) and status["headline"] == "ok", status
     assert all(v.get("reason") for v in report.values() if v["status"] == "skipped")  # each says why
-    assert report["tolerance"]["engines"]["dali"]["status"] == "skipped"
-    assert report["correctness"]["pixels"]["mean_abs_diff_max"] <= 0.5
 
 
 # -- 1. the exit status says a real fault only
@@ -298,17 +308,98 @@ def test_a_section_where_no_gpu_decode_ran_is_skipped_never_passed_or_failed(tmp
 
 
 def test_an_engine_that_is_not_installed_is_a_reason_not_a_lane(monkeypatch, bench):
-    """The old device section imported DaliLane (whose DALI import is lazy, so it succeeded), let the
-    loader fall back to the CPU lane and failed the fault test: exit 1 with nothing wrong."""
+    """DALI cannot travel to the GPU machine: its tests skip saying so, and the run says it plainly."""
+    import cuda_checks
     import gpu_check
 
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # DALI not installed
-    why = gpu_check.dali_unavailable(torch.device("cuda", 0))
-    assert why and "needs nvidia-dali" in why
-    assert gpu_check.dali_unavailable(torch.device("cpu")).startswith("DALI runs here only in its CPU-only mode")
-    import _gpu_device
+    assert cuda_checks.dali_missing() == cuda_checks.DALI_ABSENT
+    assert "verified in its CPU-only mode only" in cuda_checks.DALI_ABSENT
+    assert gpu_check.dali_record().startswith("not installed: it cannot be carried here")
+    assert bench.verdict(bench.no_gpu_decode("the dali GPU lane took no batch"))["status"] == "skipped"
 
-    assert bench.verdict(_gpu_device.no_gpu_decode("the dali GPU lane took no batch"))["status"] == "skipped"
+
+def test_a_failed_gpu_test_fails_the_run_and_a_cut_run_keeps_what_ran(tmp_path, bench):
+    lines = tmp_path / "r.jsonl"
+
+    def wrote(*outcomes):
+        lines.write_text(
+            "".join(
+                json.dumps({"test": f"t{k}", "module": "m.py", "outcome": o, "detail": "", "figures": {}}) + "\n"
+                for k, o in enumerate(outcomes)
+            )
+        )
+
+    wrote("passed", "skipped")
+    ok = bench.tests_record(lines, 0, "", "9")
+    assert "status" not in ok and ok["counts"] == {"passed": 1, "skipped": 1}
+    wrote("passed", "failed")
+    failed = bench.tests_record(lines, 1, "", "9")
+    assert (failed["status"], failed["reason"]) == ("fail", "failed: t1")
+    wrote("passed")  # the second test hung: faulthandler ended pytest with the stacks
+    hung = bench.tests_record(lines, 1, "Timeout (0:01:00)!\nThread ...", "9")
+    assert hung["status"] == "error" and "--test-s" in hung["error"] and hung["counts"] == {"passed": 1}
+    cut = bench.tests_record(lines, -9, "", "9", timed_out=True, limit_s=150)
+    assert cut["status"] == "error" and "150 s" in cut["error"] and len(cut["tests"]) == 1
+    lines.unlink()
+    assert bench.tests_record(lines, 4, "usage", "9")["status"] == "error"  # pytest never ran a test
+
+
+def test_the_table_names_the_machine_and_judges_each_figure_against_its_goal(bench):
+    env = {
+        "status": "ok",
+        "device": "cuda:0",
+        "device_name": "NVIDIA H200",
+        "driver": "580.1",
+        "torch_cuda": "13.0",
+        "torch": "2.11.0",
+        "torchvision": "0.26.0",
+        "dali": "not installed: it cannot be carried here",
+    }
+    mem = {"at_20_mb": 10.0, "at_150_mb": 12.0, "after_close_mb": 1.0}
+    report = {
+        "environment": env,
+        "tests": {
+            "status": "ok",
+            "counts": {"passed": 2},
+            "tests": [
+                {
+                    "test": "test_device_memory_stays_flat_over_150_batches_and_returns_after_close",
+                    "module": "test_cuda_lane.py",
+                    "outcome": "passed",
+                    "detail": "",
+                    "figures": mem,
+                },
+                {
+                    "test": "test_gpu_engine_pixels_stay_within_rounding_of_the_cpu_lane[torch-4:2:0]",
+                    "module": "test_cuda_tolerance.py",
+                    "outcome": "passed",
+                    "detail": "",
+                    "figures": {"mean": 0.31, "p99": 2, "max": 9},
+                },
+            ],
+        },
+        "headline": {
+            "status": "ok",
+            "lane_vs_raw": 0.85,
+            "lane_alone_img_s": 9000.0,
+            "raw_decode_resize_img_s": 10600.0,
+            "raw_decode_img_s": 14000.0,
+            "batch": 256,
+        },
+        "speed": {"status": "skipped", "reason": "budget"},
+    }
+    table = bench.goals_table(report)
+    assert "NVIDIA H200, driver 580.1, CUDA 13.0, torch 2.11.0, torchvision 0.26.0" in table
+    assert "DALI: not installed: it cannot be carried here" in table
+    rows = {r.split(" | ")[0].lstrip("| "): r for r in table.splitlines() if r.startswith("| ")}
+    assert rows["the torch engine's GPU lane >= 0.9x the raw nvJPEG decode + resize, same 256 JPEGs"].endswith(
+        "| **no** |"
+    )
+    assert rows["images/s at batch 256 >= 8,000 (H100-class)"].endswith("| yes |")
+    assert "not measured: budget" in rows["ResNet-50 step fed by the loader >= 0.95x synthetic data"]
+    assert "+10.0 MiB at batch 20, +12.0 at 150" in rows["device memory flat over 150 batches, back after close()"]
+    assert "torch-4:2:0: 0.31 / 2 / 9" in table
 
 
 def test_the_watchdog_leaves_a_hung_section_behind_and_the_run_goes_on(tmp_path, bench):
@@ -382,66 +473,84 @@ def _sync(lane):
 
 
 @pytest.fixture
-def ordering_lane(photo_root, monkeypatch):
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+def ordering_lane(photo_root, monkeypatch, bench):
+    """The torch engine's lane as the lane spec builds it, on CPU tensors with a decoder that reuses memory."""
     from hybridload import recipe, sources
-    from hybridload.lanes.gpu import LOADER_LANE_FLAGS
-    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+    from hybridload.lanes.gpu import torch_decoders
 
+    import cuda_checks
+
+    monkeypatch.setattr(torch_decoders, "gpu_decoder", lambda device: ReusingDecoder())
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
-    return len(src), lambda: TorchGpuLane(
-        src, rec, batch_size=4, device="cpu", decode=ReusingDecoder(), **LOADER_LANE_FLAGS
-    )
+    return len(src), lambda: cuda_checks.spec_gpu_lane(src, rec, 4, "cpu")
 
 
 def test_the_stalled_lane_equals_its_unstalled_run_and_the_control_shows_the_hazard(ordering_lane):
-    import _gpu_ordering as o
+    import cuda_checks as o
 
     n, make = ordering_lane
     got = o.stalled_ordering(make, n, 4, stall=_deferring_stall, sync=_sync, batches=4, tries=2)
-    assert got["status"] == "ok" and got["equal_batches"] == 4
+    assert got["differing_batches"] == [] and got["equal_batches"] == 4
     assert got["control"].startswith("corrupting") and got["control_corrupted_on_try"] == 1
 
 
 def test_the_ordering_check_fails_a_lane_without_the_wait(ordering_lane):
     """Without the wait before each decode, the lane's queued ops read the next batch's pixels: the
     check must see it (the old check compared with the CPU lane under host_sync=True, and could not)."""
-    import _gpu_ordering as o
+    import cuda_checks as o
 
     n, make = ordering_lane
     with o.without_the_wait():
         got = o.stalled_ordering(
             make, n, 4, stall=_deferring_stall, sync=_sync, batches=4, tries=1, unguarded=contextlib.nullcontext
         )
-    assert got["status"] == "fail" and got["equal_batches"] < 4 and "changed under a stalled stream" in got["reason"]
+    assert got["differing_batches"] and got["equal_batches"] < 4
 
 
 def test_a_lane_whose_hazard_never_shows_is_reported_as_not_seen_in_n_tries(ordering_lane):
-    import _gpu_ordering as o
+    import cuda_checks as o
 
     n, make = ordering_lane
     got = o.stalled_ordering(make, n, 4, stall=lambda lane: None, sync=_sync, batches=3, tries=2)
-    assert got["status"] == "ok" and got["control"] == "hazard not seen in 2 tries"
+    assert got["differing_batches"] == [] and got["control"] == "hazard not seen in 2 tries"
 
 
-def test_gpu_check_builds_its_lane_as_the_loader_does(photo_root, monkeypatch, bench):
-    """The loader's lanes never wait on the host per batch (host_sync=False) and stay uint8; the
-    old ordering check used the default host_sync=True, so its control could never corrupt."""
+def test_the_gpu_tests_and_figures_build_their_lanes_through_the_lane_spec(photo_root, monkeypatch, bench):
+    """The loader's lanes never wait on the host per batch and stay uint8: the GPU tests and the
+    figures get theirs from ``LoaderPolicy.lane_spec`` and ``build_lanes``, never by hand."""
+    import _gpu_headline
+    import cuda_checks
     import gpu_check
     from hybridload import LoaderPolicy, recipe, sources
-    from hybridload.lanes.gpu import build_engine, torch_decoders
+    from hybridload.lanes.gpu import make_gpu_lane, torch_decoders
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     monkeypatch.setattr(torch_decoders, "gpu_decoder", lambda device: gpu_check.cpu_decoder)
-    loader_built = build_engine(
-        "torch", LoaderPolicy(gpu_engine="torch").lane_spec(), src, rec, batch_size=4, device=torch.device("cpu")
-    )
-    ours = gpu_check.loader_lane(src, rec, 4, torch.device("cpu"))
+    spec = LoaderPolicy(mode="gpu", gpu_engine="torch").lane_spec(device="cpu", recipe=rec)
+    lanes = [
+        make_gpu_lane(spec, src, rec, batch_size=4, device="cpu"),
+        cuda_checks.spec_gpu_lane(src, rec, 4, "cpu"),
+        _gpu_headline.spec_lane(src, rec, 4, "cpu"),
+    ]
     try:
-        assert (ours.host_sync, ours._normalize) == (loader_built.host_sync, loader_built._normalize) == (False, False)
+        assert {(lane.host_sync, lane._normalize, lane.prep_threads) for lane in lanes} == {
+            (False, False, spec.gpu_threads)
+        }
     finally:
-        ours.close()
-        loader_built.close()
+        for lane in lanes:
+            lane.close()
+    built_by_hand = re.compile(r"LOADER_LANE_FLAGS|TorchGpuLane\(|DaliLane\(|build_engine\(")
+    for path in [*SCRIPT.parent.glob("*.py"), *GPU_TESTS.glob("*.py")]:
+        assert not built_by_hand.search(path.read_text()), f"{path.name} builds a lane by hand"
+
+
+def test_without_cuda_the_spec_builds_no_gpu_lane_and_says_why(photo_root, bench):
+    import cuda_checks
+    from hybridload import recipe, sources
+
+    src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
+    with pytest.raises(cuda_checks.NoGpuLane, match="GPU lane"):
+        cuda_checks.spec_gpu_lane(src, rec, 4, "cpu")
 
 
 # -- 3. tolerance: measured, then judged
@@ -463,28 +572,29 @@ def test_gpu_check_builds_its_lane_as_the_loader_does(photo_root, monkeypatch, b
     ids=["rounding", "no-fancy-420-mean", "no-fancy-420-worst", "shifted", "wrong-box"],
 )
 def test_a_rounding_difference_is_stated_never_failed_and_a_gross_one_fails(row, fault, says, bench):
-    import _gpu_pixels as p
+    import cuda_checks as p
 
     verdict, is_fault = p.judge(row)
     assert is_fault is fault and says in verdict
 
 
 def test_the_difference_statistics_come_from_the_whole_histogram(bench):
-    import _gpu_pixels as p
+    import cuda_checks as p
 
     hist = np.zeros(256, np.int64)
     hist[0], hist[1], hist[7] = 980, 19, 1  # 1000 pixels
     assert p.diff_stats(hist) == {"mean": (19 + 7) / 1000, "p99": 1, "max": 7, "pixels": 1000}
 
 
-def test_tolerance_measures_each_subsampling_and_fails_only_a_gross_difference(tmp_path, bench):
-    import _gpu_pixels as p
+def test_tolerance_measures_each_subsampling_and_judges_only_a_gross_difference_a_fault(tmp_path, bench):
+    import cuda_checks as p
     from hybridload import recipe, sources
     from hybridload.cli.demo_data import make_photo_folder
     from hybridload.lanes.cpu_job import process_batch
 
     src = sources.ImageFolder(str(make_photo_folder(tmp_path / "p", 4, num_classes=1)))
     folders = p.subsampled_folders(src, tmp_path / "sub", 4)
+    assert set(folders) == {"4:4:4", "4:2:2", "4:2:0", "grey"}
     rec = recipe.imagenet_train(32)
 
     def engine(offset):
@@ -505,13 +615,11 @@ def test_tolerance_measures_each_subsampling_and_fails_only_a_gross_difference(t
 
         return Off
 
-    tol = p.tolerance(folders, rec, 2, {"exact": engine(0), "off": engine(3), "absent": "needs nvidia-dali"})
-    assert set(tol["engines"]["exact"]) == {"4:4:4", "4:2:2", "4:2:0", "grey"}
-    assert tol["status"] == "fail" and "off on 4:2:0" in tol["reason"] and "exact" not in tol["reason"]
-    assert tol["engines"]["off"]["4:4:4"]["max"] == 3
-    assert tol["engines"]["absent"] == {"status": "skipped", "reason": "needs nvidia-dali"}
-    only_absent = p.tolerance(folders, rec, 2, {"absent": "needs nvidia-dali"})
-    assert bench.verdict(only_absent)["status"] == "skipped"
+    for name, folder in folders.items():
+        exact = p.engine_vs_cpu(engine(0), sources.ImageFolder(folder), rec, 2)
+        off = p.engine_vs_cpu(engine(3), sources.ImageFolder(folder), rec, 2)
+        assert exact["max"] == 0 and p.judge(exact) == ("within the documented 0.5", False), name
+        assert off["max"] == 3 and p.judge(off)[1] is True, name
 
 
 # -- 4. which lane ran each loader figure
@@ -543,7 +651,7 @@ def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
     """A lane built as the loader builds it does not wait for its own work: reading its images
     before ``result.ready`` reads memory its kernels have not written yet. Here the "kernels" run
     when the event is synchronised; read too early, the batch would be zeros."""
-    import _gpu_pixels as p
+    import cuda_checks as p
     from hybridload import recipe, sources
     from hybridload.lanes.cpu_job import process_batch
 

@@ -184,8 +184,8 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
     """The ordering logic on a fake stream (no CUDA here): before every batched decode — which
     torchvision runs on a private stream that does not wait for the lane's — the lane's stream
     is synchronised, so no kernel of the previous batch can still read memory the decode is
-    about to reuse. On a GPU, gpu_check's ``ordering`` section stalls the stream and compares
-    pixels."""
+    about to reuse. On a GPU, ``tests/gpu/test_cuda_ordering.py`` stalls the stream and compares
+    the pixels with an unstalled run."""
     from hybridload.kernels.decode import decode_image
 
     events = []

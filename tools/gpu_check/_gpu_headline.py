@@ -163,3 +163,22 @@ def environment_record(device) -> dict:
         "dev_shm_gb": shm_gb(),
         "python": platform.python_version(),
     }
+
+
+def spec_lane(src, rec, bs: int, device):
+    """The torch engine's GPU lane built as the loader builds it: ``LoaderPolicy.lane_spec``,
+    then ``build_lanes`` (the stand-by CPU lane closed); RuntimeError naming why when the spec
+    builds no GPU lane here."""
+    from hybridload import LoaderPolicy
+    from hybridload.lanes.base import LaneKind
+    from hybridload.lanes.build import build_lanes, close_lanes
+
+    spec = LoaderPolicy(mode="gpu", gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
+    built = build_lanes(
+        spec, src, rec, batch_size=bs, device=torch.device(device), rank=0, world_size=1, pin_memory=False
+    )
+    gpu = [lane for lane in built.lanes if lane.kind is LaneKind.GPU]
+    close_lanes([lane for lane in built.lanes if lane.kind is not LaneKind.GPU])
+    if not gpu:
+        raise RuntimeError("the lane spec built no GPU lane here (the warning above says why)")
+    return gpu[0]

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 
 log = logging.getLogger("gpu_check")
 
@@ -101,6 +102,10 @@ class Sections:
         self.hung: list[str] = []
         self._section_end = float("inf")
         self.show = show or (lambda text: print(text, flush=True))
+
+    def restart_budget(self, budget_s: float | None) -> None:
+        """The budget from now on (the figure sections' own, after the tests)."""
+        self.t0, self.budget_s = time.monotonic(), budget_s
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -184,54 +189,21 @@ def _fig(v, fmt="{:,.0f}") -> str:
 def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
     """The printed rows of one section (a skipped or failed one says why)."""
     if name == "environment":
-        return [
-            ("device", str(v.get("device_name", "?"))),
-            (
-                "stack",
-                f"torch {v.get('torch')}, torchvision {v.get('torchvision')}, decoder {v.get('decoder_backend')}",
-            ),
-        ]
+        return [("machine", machine(v)), ("hybridload", str(v.get("hybridload"))), ("DALI", str(v.get("dali")))]
     status = v.get("status")
     if status not in ("ok", "fail"):
         return [(name, _status(v))]
     rows = [(name, status)]
-    if name == "correctness":
-        px = v["pixels"]
-        rows += [
-            ("pixels vs CPU lane", f"mean |diff| <= {px['mean_abs_diff_max']:.3f} ({px['engine']})"),
-            ("index streams identical", str(v["index_streams_identical"])),
-        ]
-        for k in ("device_after_set_device", "gpu_memory"):
-            if k in v:
-                rows.append((k, json.dumps(v[k])[:160]))
-    elif name == "ordering":
-        rows += [
-            ("stalled run == unstalled run", f"{v['equal_batches']}/{v['batches']} batches equal"),
-            ("without the wait", v["control"]),
-        ]
-    elif name == "tolerance":
-        for engine, by_set in v.get("engines", {}).items():
-            if by_set.get("status") == "skipped":
-                rows.append((f"tolerance {engine}", _status(by_set)))
-                continue
-            for sub, r in by_set.items():
-                if isinstance(r, dict) and "mean" in r:
-                    rows.append(
-                        (
-                            f"tolerance {engine} {sub}",
-                            f"mean {r['mean']:.3f}, p99 {r['p99']}, max {r['max']}: {r['verdict']}",
-                        )
-                    )
+    if name == "tests":
+        rows.append(("GPU tests", _fig_counts(v)))
+        said: dict = {}
+        for t in v.get("tests", []):
+            if t["outcome"] != "passed":
+                said.setdefault((t["outcome"], t["detail"][-300:]), []).append(t["test"])
+        for (outcome, detail), names in said.items():
+            rows.append((f"{len(names)} {outcome}" if len(names) > 1 else names[0][:60], f"{outcome}: {detail}"))
     elif name == "headline":
-        rows += [
-            (k, _fig(v.get(k)))
-            for k in (
-                "raw_decode_img_s",
-                "raw_decode_resize_img_s",
-                "lane_alone_img_s",
-                "lane_alone_prep_processes_img_s",
-            )
-        ]
+        rows += [(k, _fig(v.get(k))) for k in ("raw_decode_img_s", "raw_decode_resize_img_s", "lane_alone_img_s")]
         rows.append(("lane alone / raw decode+resize", _fig(v.get("lane_vs_raw"), "{:.2f}")))
     elif name == "speed":
         for k, r in v.get("runs", {}).items():
@@ -243,11 +215,7 @@ def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
             )
     elif name == "plan":
         rows.append(("planned share / best swept", f"{v['planned_share']:.2f} / {v['best_swept_share']:.2f}"))
-    elif name == "device":
-        for k in ("syncs", "auto_share"):
-            rows.append((k, _status(v[k]) if v[k].get("status") == "skipped" else json.dumps(v[k])[:160]))
-        for k, f in v.get("faults", {}).items():
-            rows.append((f"fault {k}", _status(f) if f.get("status") == "skipped" else json.dumps(f)[:160]))
+        rows.append(("split / sum of its lanes alone", _fig(v.get("split_vs_sum_of_lanes"), "{:.2f}")))
     elif name == "local_sweep":
         for n, r in v.items():
             if isinstance(r, dict):
@@ -263,6 +231,201 @@ def section_rows(name: str, v: dict, report: dict) -> list[tuple[str, str]]:
     else:
         rows.append((name, json.dumps({k: x for k, x in v.items() if k not in ("status", "seconds")})[:160]))
     return rows
+
+
+def _fig_counts(v: dict) -> str:
+    counts = v.get("counts", {})
+    return (
+        ", ".join(f"{counts.get(k, 0)} {k}" for k in ("passed", "failed", "skipped")) + f" (pytest {v.get('pytest')})"
+    )
+
+
+def machine(env: dict) -> str:
+    """The machine as RESULTS.md names it: GPU, driver, CUDA, torch, torchvision, CPU."""
+    return (
+        f"{env.get('device_name', '?')}, driver {env.get('driver')}, CUDA {env.get('torch_cuda')}, "
+        f"torch {env.get('torch')}, torchvision {env.get('torchvision')}, Python {env.get('python')}, "
+        f"{env.get('cpus')} x {env.get('cpu_model')}"
+    )
+
+
+def tests_record(
+    results, code: int, log_tail: str, version: str, *, timed_out: bool = False, limit_s: float = 0
+) -> dict:
+    """The ``tests`` section from the JSON lines the GPU tests wrote as each ended and pytest's
+    exit: ``fail`` when a test failed, ``error`` when pytest ended otherwise than by its verdict
+    (a test past its limit, the run past ``limit_s``, a crash): what ran is kept either way."""
+    tests = []
+    if Path(results).exists():
+        tests = [json.loads(line) for line in Path(results).read_text().splitlines() if line.strip()]
+    counts: dict = {}
+    for t in tests:
+        counts[t["outcome"]] = counts.get(t["outcome"], 0) + 1
+    out: dict = {"pytest": version, "exit_code": code, "counts": counts, "tests": tests}
+    failed = [t["test"] for t in tests if t["outcome"] == "failed"]
+    if timed_out:
+        out.update(status="error", error=f"the GPU tests ran past {limit_s:.0f} s and were ended", log_tail=log_tail)
+    elif "Timeout (" in log_tail:
+        out.update(
+            status="error", error="a GPU test ran past its limit (--test-s): stacks in the log", log_tail=log_tail
+        )
+    elif failed:
+        out.update(status="fail", reason=f"failed: {', '.join(failed)}")
+    elif code not in (0,) or not tests:
+        out.update(status="error", error=f"pytest exited {code} with {len(tests)} tests reported", log_tail=log_tail)
+    return out
+
+
+def _test(report: dict, name: str) -> dict | None:
+    return next((t for t in report.get("tests", {}).get("tests", []) if t["test"] == name), None)
+
+
+def _met(ok: bool | None, judged: bool = True) -> str:
+    if not judged:
+        return "— (CPU stand-in: not a GPU figure)"
+    return "—" if ok is None else ("yes" if ok else "**no**")
+
+
+def goals_table(report: dict) -> str:
+    """The table for benchmarks/RESULTS.md: the machine, then each figure issue 50 asks for with
+    its goal, then each GPU test's outcome; a figure not measured says why."""
+    env = report.get("environment", {})
+    rows: list[tuple[str, str, str]] = []
+    on_gpu = str(env.get("device", "")).startswith("cuda")
+
+    def met(ok: bool | None) -> str:
+        return _met(ok, on_gpu)
+
+    def why(section: str) -> str:
+        v = report.get(section, {})
+        return f"not measured: {v.get('reason') or v.get('error') or 'did not run'}"[:200]
+
+    head = report.get("headline", {})
+    if head.get("status") == "ok":
+        ratio, lane = head["lane_vs_raw"], head["lane_alone_img_s"]
+        rows.append(
+            (
+                "the torch engine's GPU lane >= 0.9x the raw nvJPEG decode + resize, same 256 JPEGs",
+                f"{ratio:.2f}x (lane {lane:,.0f} img/s, raw {head['raw_decode_resize_img_s']:,.0f}; decode alone {head['raw_decode_img_s']:,.0f})",
+                met(ratio >= 0.9),
+            )
+        )
+        rows.append(
+            ("images/s at batch 256 >= 8,000 (H100-class)", f"{lane:,.0f} (batch {head['batch']})", met(lane >= 8000))
+        )
+    else:
+        rows += [("the GPU lane >= 0.9x the raw nvJPEG ceiling; >= 8,000 img/s at batch 256", why("headline"), "—")]
+    sp = report.get("speed", {})
+    if sp.get("status") == "ok":
+        runs = sp["runs"]
+        g = runs["hybridload_gpu"]
+        others = ", ".join(
+            f"{k} {_fig(r.get('vs_ceiling'), '{:.2f}')}x"
+            for k, r in runs.items()
+            if k not in ("hybridload_gpu", "ceiling_synthetic")
+        )
+        rows.append(
+            (
+                "ResNet-50 step fed by the loader (mode gpu) >= 0.95x the step on synthetic data",
+                f"{g['vs_ceiling']:.2f}x ({g['img_s']:,.0f} vs {runs['ceiling_synthetic']['img_s']:,.0f} img/s; {others})",
+                met(g["vs_ceiling"] >= 0.95),
+            )
+        )
+    else:
+        rows.append(("ResNet-50 step fed by the loader >= 0.95x synthetic data", why("speed"), "—"))
+    pl = report.get("plan", {})
+    if pl.get("status") == "ok" and pl.get("split_vs_sum_of_lanes") is not None:
+        r = pl["split_vs_sum_of_lanes"]
+        rows.append(
+            (
+                "the split >= 0.9x the sum of its lanes alone",
+                f"{r:.2f}x at share {pl['planned_share']:.2f}",
+                met(r >= 0.9),
+            )
+        )
+        rows.append(
+            (
+                "the planner's share beside a training step",
+                f"planned {pl['planned_share']:.2f}, best swept {pl['best_swept_share']:.2f}, at plan "
+                f"{_fig(pl.get('at_plan_vs_best_swept'), '{:.2f}')}x the best swept",
+                "measured",
+            )
+        )
+    else:
+        rows.append(("the split >= 0.9x the sum of its lanes alone; the planner's share", why("plan"), "—"))
+    mem = _test(report, "test_device_memory_stays_flat_over_150_batches_and_returns_after_close")
+    if mem and mem["outcome"] != "skipped":
+        f = mem["figures"]
+        rows.append(
+            (
+                "device memory flat over 150 batches, back after close()",
+                f"+{f.get('at_20_mb')} MiB at batch 20, +{f.get('at_150_mb')} at 150, +{f.get('after_close_mb')} after close",
+                met(mem["outcome"] == "passed"),
+            )
+        )
+    else:
+        rows.append(
+            (
+                "device memory flat over 150 batches",
+                f"not measured: {(mem or {}).get('detail', 'the test did not run')}"[:200],
+                "—",
+            )
+        )
+    tol = [
+        t
+        for t in report.get("tests", {}).get("tests", [])
+        if t["test"].startswith("test_gpu_engine_pixels") and t["outcome"] != "skipped"
+    ]
+    if tol:
+        cells = "; ".join(
+            f"{t['test'].split('[')[-1].rstrip(']')}: {t['figures'].get('mean')} / {t['figures'].get('p99')} / {t['figures'].get('max')}"
+            for t in tol
+        )
+        rows.append(
+            (
+                "pixel |diff| against the CPU lane per chroma subsampling (mean / p99 / max)",
+                cells,
+                met(all(t["outcome"] == "passed" for t in tol)),
+            )
+        )
+    else:
+        rows.append(("pixel tolerance per chroma subsampling", "not measured: the tolerance tests did not run", "—"))
+    nv = report.get("nvml", {})
+    if nv.get("status") == "ok" and nv.get("available"):
+        rows.append(
+            (
+                "NVML during the GPU lane's run",
+                f"util mean {nv['util_mean']:.0f}%, max {nv['util_max']:.0f}%; engines {nv.get('engines')}",
+                "measured",
+            )
+        )
+    else:
+        rows.append(
+            (
+                "NVML during the GPU lane's run",
+                why("nvml") if nv.get("status") != "ok" else f"unavailable: {nv.get('reason')}",
+                "—",
+            )
+        )
+    lines = [
+        f"Machine: {machine(env)}.",
+        f"hybridload: {env.get('hybridload')}.",
+        f"DALI: {env.get('dali')}.",
+        f"GPU tests (`pytest -m gpu` over tests/gpu): {_fig_counts(report.get('tests', {}))}.",
+        "",
+        "| goal (issue 50) | measured | met |",
+        "| --- | --- | --- |",
+        *(f"| {a} | {b} | {c} |" for a, b, c in rows),
+        "",
+        "| GPU test | outcome | figures |",
+        "| --- | --- | --- |",
+        *(
+            f"| {t['module']}::{t['test']} | {t['outcome']}{': ' + t['detail'][:160].replace('|', '/') if t['outcome'] != 'passed' else ''} | "
+            f"{json.dumps(t['figures'])[:200].replace('|', '/')} |"
+            for t in report.get("tests", {}).get("tests", [])
+        ),
+    ]
+    return "\n".join(lines)
 
 
 def format_rows(rows, header: bool = True) -> str:

@@ -1,50 +1,44 @@
-"""One command that checks the GPU path end to end and measures it: JSON + a printed table.
+"""The one command of a GPU machine: the GPU tests and the GPU figures, and the table for
+benchmarks/RESULTS.md.
 
-Sections, in order (each ends with its rows printed and the JSON written):
-``environment`` (versions, torchvision's image extension, decoder backend, driver, CPU model,
-/dev/shm); ``correctness`` (GPU lane pixels vs the CPU lane, identical index streams, batches
-on the device after ``torch.cuda.set_device``, device memory flat over 150 batches and back
-after ``close()``); ``ordering`` (``_gpu_ordering.py``: a stalled run of the lane as the loader
-builds it equals an unstalled run, and the control without the wait); ``tolerance``
-(``_gpu_pixels.py``: mean, p99, max |diff| per engine on 4:4:4, 4:2:2, 4:2:0 and greyscale,
-measured then judged); ``dali_decoders``; ``headline`` (``_gpu_headline.py``: the raw nvJPEG
-ceiling on 256 JPEGs, decode + resize, the GPU lane alone at the same batch, their ratio);
-``speed`` (trainer images/s with a ResNet-50 step — AMP, channels_last — per mode, each with
-the lanes that ran it, and NVML read while the GPU lane runs); ``plan`` (the planner's share,
-profiled beside a running training step, vs a trimmed sweep); ``device`` (``_gpu_device.py``:
-syncs on the consumer thread, injected device faults, mode auto's share); ``local_sweep``
-(CPU lanes vs torch DataLoader workers; optional, last: ``--sweep``).
+Sections, in order, each with its own time limit; the JSON (``--out``) is rewritten after each
+one and the table (the same name, ``.md``) at the end, whatever failed:
 
-Exit status: 1 only when a section failed or raised. An engine that is not installed, or a
-section where no GPU decode ran, is ``skipped`` with its reason. Without a CUDA device every
-GPU section is skipped and the status is 0; ``--device cpu`` runs the CPU stand-ins (the
-torch engine on CPU tensors) as a smoke test. Each section runs under a watchdog
-(``--section-s``) and reads the budget (``--budget-s``, default 330 s on CUDA) inside, so the
-whole run fits one 10-minute command with room to rerun.
+``environment``: the machine (GPU, driver, CUDA, torch, torchvision, CPU, /dev/shm), where
+hybridload was imported from, and that DALI is not there (it cannot be carried: the DALI engine
+is verified in its CPU-only mode only; that is said, never failed). ``tests``: ``pytest -m gpu``
+over a copy of ``tests/gpu/`` (``--tests``) in a folder of its own, so hybridload comes from the
+installed wheel; each test's outcome and figures are appended to ``<out>.tests.jsonl`` as it
+ends, pytest's output to ``<out>.tests.log``; a test past ``--test-s`` ends the run with every
+thread's stack. ``headline``: the raw nvJPEG ceiling on 256 JPEGs (decode, then decode +
+resize) against the GPU lane alone at batch 256, built through the lane spec. ``speed``: trainer
+images/s with a ResNet-50 step (AMP, channels_last) fed by the loader per mode, against the same
+step on synthetic data; NVML read while the GPU lane runs (``nvml``). ``plan``: the planner's
+share, profiled beside a running training step, against a sweep; the split against the sum of
+its lanes alone. ``local_sweep`` (``--sweep``): the CPU lanes against torch DataLoader workers.
 
-Needs: torch, numpy, Pillow, nvidia-ml-py and the hybridload wheel (with simplejpeg,
-braceexpand, tqdm, fsspec); torchvision or torchcodec for the torch engine on CUDA; no checkout
-on sys.path. The ``_gpu_*.py`` helpers must sit beside it.
+Exit status: 1 only when a section failed or raised (a failed GPU test included). Without a
+CUDA device the GPU tests skip, each with its reason, the figures are skipped with theirs, and
+the status is 0; ``--device cpu --quick`` runs the figures' code as a CPU smoke test (the torch
+engine on CPU tensors with the CPU kernels' decoder, built through the same lane spec).
 
-GPU machine (torch 2.11 + torchvision 0.26, tqdm, fsspec; no DALI, no Ray, no network; Python 3.12).
+Needs: torch, numpy, Pillow, nvidia-ml-py, pytest and the hybridload wheel (with simplejpeg,
+braceexpand, tqdm, fsspec); torchvision or torchcodec for the torch engine on CUDA.
+
+The GPU machine (torch 2.11 + torchvision 0.26; no DALI, no Ray, no network; Python 3.12):
     here, in the repo root (the project's venv: its setuptools builds the PEP 639 licence):
         echo /.whl/ >> .git/info/exclude; rm -rf .whl
         .venv/bin/python -m pip wheel --no-deps --no-build-isolation -w .whl .
         .venv/bin/python -m pip download --no-deps --only-binary=:all: --python-version 3.12 \\
             --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
-            -d .whl simplejpeg==1.9.0 braceexpand==0.1.7
-    there (device tool: carry [".whl"], timeout_s 600):
+            -d .whl simplejpeg==1.9.0 braceexpand==0.1.7 pytest==9.2.0 pluggy==1.7.0 \\
+            iniconfig==2.3.1 packaging==26.3 pygments==2.21.0
+        du -ch .whl $(git ls-files) | tail -1     # what travels: under 64 MiB
+    there (device tool: carry [".whl"], timeout_s 450; typically 4 minutes, at most about 7):
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \\
             --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
             PYTHONUNBUFFERED=1 python3 tools/gpu_check/gpu_check.py --out $OUT/gpu_check.json
     (``python3 tools/gpu_check/gpu_check.py`` puts tools/gpu_check/, not the checkout, on sys.path.)
-
-Bare CPU venv (this box; what tests/test_gpu_check.py also does with links):
-    python3 -m venv /tmp/bare && /tmp/bare/bin/pip install -q torch==2.13.0 numpy pillow nvidia-ml-py \\
-        .whl/*.whl   # the wheels built as above (tqdm, fsspec from the index)
-    mkdir /tmp/run && cp tools/gpu_check/gpu_check.py tools/gpu_check/_gpu_*.py /tmp/run && cd /tmp/run
-    /tmp/bare/bin/python gpu_check.py                                  # exit 0, GPU sections skipped
-    /tmp/bare/bin/python gpu_check.py --device cpu --quick --sweep     # exit 0, stand-ins ok
 """
 
 from __future__ import annotations
@@ -53,6 +47,8 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,48 +58,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hybridload import LoaderPolicy, recipe, sources
+from hybridload import recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.kernels import decode_image
-from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu import LOADER_LANE_FLAGS, build_engine
 from hybridload.lanes.gpu.feed import read_batch
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 from hybridload.planner import read_gpu
 from hybridload.policy import usable_cpus
 
-from _gpu_device import auto_share, delivery_syncs, injected_fault
-from _gpu_headline import environment_record, host_images, lane_alone, raw_ceiling
+from _gpu_headline import environment_record, lane_alone, raw_ceiling
 from _gpu_loaders import (
     forever,
     loader_figure,
-    loader_for,
     local_sweep,
     model_and_step,
     pipeline_depth,
     torch_dataloader,
     trainer_rate,
-    endless,
 )
-from _gpu_ordering import cuda_stall, stalled_ordering
-from _gpu_pixels import subsampled_folders, tolerance
-from _gpu_sections import Sections, no_gpu_decode, skipped, table
+from _gpu_sections import Sections, goals_table, no_gpu_decode, skipped, table, tests_record
 
 log = logging.getLogger("gpu_check")
 
-GPU_SECTIONS = (
-    "correctness",
-    "ordering",
-    "tolerance",
-    "dali_decoders",
-    "headline",
-    "speed",
-    "nvml",
-    "plan",
-    "device",
-    "local_sweep",
-)
+#: the GPU tests, beside this folder in a checkout (the GPU machine gets the whole tree)
+TESTS = Path(__file__).resolve().parents[2] / "tests" / "gpu"
+GPU_SECTIONS = ("tests", "headline", "speed", "nvml", "plan", "local_sweep")
 
 
 def cpu_decoder(datas):
@@ -111,10 +90,25 @@ def cpu_decoder(datas):
     return [torch.from_numpy(decode_image(d.numpy().tobytes())).permute(2, 0, 1) for d in datas]
 
 
+@contextlib.contextmanager
+def cpu_stand_in(device):
+    """On a CPU device, the torch engine's decoder is the CPU kernels' (``--device cpu``): the
+    lane spec then builds the same lane, on CPU tensors."""
+    if device.type == "cuda":
+        yield
+        return
+    from hybridload.lanes.gpu import torch_decoders
+
+    real = torch_decoders.gpu_decoder
+    torch_decoders.gpu_decoder = lambda device: cpu_decoder
+    try:
+        yield
+    finally:
+        torch_decoders.gpu_decoder = real
+
+
 def torch_unavailable(device) -> str | None:
-    """Why the torch engine cannot run on ``device`` (None: it can; a CPU device runs the stand-in)."""
-    if device.type != "cuda":
-        return None
+    """Why the torch engine cannot run on ``device`` (None: it can)."""
     from hybridload.lanes.gpu.torch_decoders import gpu_decoder
 
     try:
@@ -124,99 +118,68 @@ def torch_unavailable(device) -> str | None:
     return None
 
 
-def loader_lane(src, rec, bs, device):
-    """The torch GPU lane exactly as the loader builds it (uint8 out, no host wait per batch); on a
-    CPU device the same lane and flags with the CPU decoder."""
-    if device.type == "cuda":
-        spec = LoaderPolicy(gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
-        return build_engine("torch", spec, src, rec, batch_size=bs, device=device)
-    return TorchGpuLane(src, rec, batch_size=bs, device=device, decode=cpu_decoder, **LOADER_LANE_FLAGS)
-
-
-def dali_unavailable(device) -> str | None:
-    if device.type != "cuda":
-        return "DALI runs here only in its CPU-only mode; the GPU figure needs a CUDA device"
+def dali_record() -> str:
     try:
-        import nvidia.dali  # noqa: F401
-    except Exception as exc:
-        return f"needs nvidia-dali, which is not installed ({type(exc).__name__}: {exc})"
-    return None
+        import nvidia.dali
 
-
-def used_bytes(device) -> int:
-    """Device memory in use by everyone, as the driver sees it (nvJPEG's pools included)."""
-    torch.cuda.synchronize(device)
-    free, total = torch.cuda.mem_get_info(device)
-    return total - free
-
-
-def device_memory_over(make_loader, device, batches: int = 150, time_left=None) -> dict:
-    """Used device memory after 20 and after ``batches`` batches (fewer, at least 40, when the
-    section's time runs short), and after ``close()``."""
-    base = used_bytes(device)
-    ld, mem, n = make_loader(), {}, 0
-    for n, b in enumerate(endless(ld), start=1):
-        if n == 20:
-            mem[20] = used_bytes(device)
-        short = n >= 40 and time_left is not None and time_left() < 15
-        if n >= batches or short:
-            mem["end"] = used_bytes(device)
-            break
-    del b
-    ld.close()
-    torch.cuda.empty_cache()
-    after = used_bytes(device)
-    return {
-        "batches": n,
-        "at_20_mb": (mem[20] - base) / 2**20,
-        "at_end_mb": (mem["end"] - base) / 2**20,
-        "after_close_mb": (after - base) / 2**20,
-        "flat": mem["end"] <= mem[20] + 64 * 2**20,
-        "back_to_baseline": after <= base + 64 * 2**20,
-    }
-
-
-def check_correctness(src, rec, bs, device, nb, time_left=None):
-    out = {}
-    lane = loader_lane(src, rec, bs, device)
-    means = []
-    try:
-        for k in range(nb):
-            idx = np.arange(k * bs, (k + 1) * bs) % len(src)
-            a = host_images(lane.run_batch(BatchTask(k, 0, idx)))
-            b = process_batch(src, rec, idx, 0, 0).images
-            means.append((a.int() - b.int()).abs().float().mean().item())
-    finally:
-        lane.close()
-    out["pixels"] = {"engine": lane.describe(), "batches": nb, "mean_abs_diff_max": max(means)}
-    streams, ran = [], {}
-    for mode in ("cpu", "gpu"):
-        with loader_for(src, rec, bs, device, mode, threads=2) as ld:
-            streams.append([idx.tolist() for _i, _l, idx in ld])
-            ran[mode] = {k: v["batches"] for k, v in ld.stats()["lanes"].items()}
-    out["index_streams_identical"], out["lanes"] = streams[0] == streams[1], ran
-    if device.type == "cuda":
-        k = torch.cuda.device_count() - 1
-        torch.cuda.set_device(k)
-        with loader_for(src, rec, bs, "cuda", "gpu", threads=2) as ld:
-            img = next(iter(ld))[0]
-            out["device_after_set_device"] = {"set": k, "batch_on": str(img.device), "ok": img.device.index == k}
-        torch.cuda.set_device(device)
-        out["gpu_memory"] = device_memory_over(
-            lambda: loader_for(src, rec, bs, device, "gpu", threads=2), device, time_left=time_left
+        return f"installed ({nvidia.dali.__version__})"
+    except Exception:
+        return (
+            "not installed: it cannot be carried here (788 MB against 64 MiB); the DALI engine is "
+            "verified in its CPU-only mode only"
         )
-    bad = [
-        k
-        for k, v in [
-            ("index streams", out["index_streams_identical"]),
-            ("set_device", out.get("device_after_set_device", {}).get("ok", True)),
-            ("memory flat", out.get("gpu_memory", {}).get("flat", True)),
-        ]
-        if not v
+
+
+def run_gpu_tests(tests_dir: Path, out: Path, limit_s: float, test_s: float) -> dict:
+    """``pytest -m gpu`` over a copy of ``tests_dir`` in a fresh folder (hybridload from the
+    installed wheel, not a checkout); each test's outcome as it ends in ``<out>.tests.jsonl``."""
+    try:
+        import pytest
+    except ImportError as exc:
+        return skipped(f"needs pytest, which is not installed ({exc})")
+    if not tests_dir.is_dir():
+        return skipped(f"no GPU tests at {tests_dir} (--tests names the folder)")
+    run = Path(tempfile.mkdtemp(prefix="gpu-tests-"))
+    for f in tests_dir.glob("*.py"):
+        shutil.copy(f, run / f.name)
+    (run / "pytest.ini").write_text("[pytest]\n")  # this folder is the root: no checkout's conftest
+    results, logfile = out.with_suffix(".tests.jsonl"), out.with_suffix(".tests.log")
+    results.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "GPU_CHECK_RESULTS": str(results),
+        "GPU_CHECK_TEST_S": str(test_s),
+        "PYTHONUNBUFFERED": "1",
+        # the machine's own pytest plugins were built for its own pytest, not the carried one
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-m",
+        "gpu",
+        "-v",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "cuda_report",
+        "-c",
+        "pytest.ini",
+        ".",
     ]
-    if device.type == "cuda" and not ran["gpu"].get("gpu"):
-        return no_gpu_decode(f"the loader in mode gpu ran no batch on the GPU lane (lanes: {ran['gpu']})", **out)
-    return {**out, **({"status": "fail", "reason": ", ".join(bad)} if bad else {})}
+    timed_out = False
+    with open(logfile, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=run, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, 9)
+            code = proc.wait(30)
+    tail = logfile.read_text(errors="replace")[-3000:]
+    return tests_record(results, code, tail, pytest.__version__, timed_out=timed_out, limit_s=limit_s)
 
 
 def nvml_reader(device, box: dict, window_s: float = 2.0):
@@ -263,169 +226,134 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="small data and model (the CI smoke test)")
     ap.add_argument("--data", help="an ImageFolder root (default: generated photos)")
-    ap.add_argument("--out", default="gpu_check.json")
+    ap.add_argument("--out", default="gpu_check.json", help="the JSON; the table goes beside it (.md)")
+    ap.add_argument("--tests", default=str(TESTS), help="the GPU tests' folder (default: the checkout's tests/gpu)")
+    ap.add_argument("--tests-s", type=float, default=120.0, help="the GPU tests' time limit, all together")
+    ap.add_argument("--test-s", type=float, default=60.0, help="one GPU test's time limit")
     ap.add_argument(
         "--budget-s",
         type=float,
         default=None,
-        help="the whole run's seconds (default 330 on CUDA): later sections are skipped "
+        help="the figures' seconds after the tests (default 120 on CUDA): later sections are skipped "
         "(reason 'budget'), running ones cut their measurements short",
     )
-    ap.add_argument("--section-s", type=float, default=120.0, help="the watchdog's limit per section")
+    ap.add_argument("--section-s", type=float, default=60.0, help="the watchdog's limit per figure section")
     ap.add_argument("--sweep", action="store_true", help="also run the CPU-only local sweep, last")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="gpu_check: %(message)s")
+    out = Path(args.out).resolve()  # pytest runs in a folder of its own
+    out.parent.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
-    budget = args.budget_s if args.budget_s is not None else (330.0 if device.type == "cuda" else None)
-    run = Sections(args.out, budget, args.section_s)
+    run = Sections(str(out), None, args.section_s)
+    import hybridload
+
     env = {
         **environment_record(device),
+        "hybridload": f"{getattr(hybridload, '__version__', '?')} from {Path(hybridload.__file__).parent}",
+        "dali": dali_record(),
         "device": str(device),
         "cpus": usable_cpus(),
         "quick": args.quick,
-        "budget_s": budget,
     }
-    if device.type == "cuda" and not torch.cuda.is_available():
+    no_cuda = device.type == "cuda" and not torch.cuda.is_available()
+    if no_cuda:
         reason = (
             f"no CUDA device (torch {torch.__version__}, CUDA build {torch.version.cuda}: "
-            "torch.cuda.is_available() is False); --device cpu runs the CPU stand-ins"
+            "torch.cuda.is_available() is False); --device cpu runs the figures' CPU smoke test"
         )
-        log.warning("%s: every GPU section skipped", reason)
-        run.set("environment", {**env, "status": "ok", "device_name": "none"})
-        for name in GPU_SECTIONS:
-            run.set(name, skipped(reason))
-        print(table(run.report))
-        return 0
-    if device.type == "cuda":
+        log.warning("%s: the GPU tests skip and the figures are skipped", reason)
+        env["device_name"] = "none"
+    elif device.type == "cuda":
         device = torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+        try:
+            env["device_name"] = torch.cuda.get_device_name(device)
+        except Exception as exc:  # the table still comes: the tests and figures say what fails
+            env["device_name"] = f"unknown ({type(exc).__name__}: {exc})"[:200]
+    else:
+        env["device_name"] = "cpu (stand-in)"
+    run.set("environment", {**env, "status": "ok"})
+    run.run(
+        "tests",
+        lambda: run_gpu_tests(Path(args.tests), out, args.tests_s, args.test_s),
+        limit_s=args.tests_s + 30,
+    )
+    if no_cuda:
+        for name in GPU_SECTIONS[1:]:
+            run.set(name, skipped(reason))
+        return finish(run, out)
+    budget = args.budget_s if args.budget_s is not None else (120.0 if device.type == "cuda" else None)
+    run.restart_budget(budget)
+    with cpu_stand_in(device):
+        figures(run, args, device)
+    return finish(run, out)
+
+
+def finish(run: Sections, out: Path) -> int:
+    text = goals_table(run.report)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(table(run.report), flush=True)
+    print(text, flush=True)
+    code = 1 if run.failed() else 0
+    if run.failed():
+        log.error("failed sections: %s", ", ".join(run.failed()))
+    if run.hung:  # a section's thread is still running: do not wait for it at exit
+        logging.shutdown()
+        os._exit(code)
+    return code
+
+
+def figures(run: Sections, args, device) -> None:
+    """The figure sections: headline, speed, nvml, plan, local_sweep."""
+    from _gpu_headline import spec_lane
+
     quick, left = args.quick, run.time_left
     n_img, bs, nb, size = (48, 8, 3, 64) if quick else (1024, 256, 20, 224)
-    tol_bs = 4 if quick else 32
-    data = {}
+    rec, rec8 = recipe.imagenet_train(size, normalize=True), recipe.imagenet_train(size)
+    state: dict = {}
 
-    def environment():
-        root = args.data or make_photo_folder(
-            os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"), n_img, num_classes=10, seed=0
-        )
-        data["src"], data["rec"] = sources.ImageFolder(str(root)), recipe.imagenet_train(size, normalize=True)
-        from hybridload.lanes.gpu.torch_decoders import backend_name
+    def photos():
+        """The photo set, made inside the first section that reads it (under its watchdog)."""
+        if "src" not in state:
+            root = args.data or make_photo_folder(
+                os.path.join(tempfile.gettempdir(), f"hybridload-gpu-check-{n_img}"), n_img, num_classes=10, seed=0
+            )
+            state["src"] = sources.ImageFolder(str(root))
+        return state["src"]
 
-        return {
-            **env,
-            "device": str(device),
-            "batch_size": bs,
-            "images": len(data["src"]),
-            "data": str(root),
-            "decoder_backend": backend_name() if device.type == "cuda" else "CPU kernels (stand-in)",
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        }
-
-    if run.run("environment", environment, budgeted=False)["status"] != "ok":
-        for name in GPU_SECTIONS:
-            run.set(name, skipped("no data: the environment section did not finish"))
-        print(table(run.report))
-        return 1
-    src, rec, rec8 = data["src"], data["rec"], recipe.imagenet_train(size)
     why_torch = torch_unavailable(device)
     warnings.filterwarnings("once", category=RuntimeWarning)  # a fallback is said once, and shows in the table
 
     def needs_torch(fn):
         return (lambda: skipped(f"the torch engine cannot run: {why_torch}")) if why_torch else fn
 
-    run.run("correctness", needs_torch(lambda: check_correctness(src, rec8, bs, device, 4 if not quick else nb, left)))
-    run.run(
-        "ordering",
-        needs_torch(
-            lambda: stalled_ordering(
-                lambda: loader_lane(src, rec8, tol_bs, device),
-                len(src),
-                tol_bs,
-                stall=cuda_stall,
-                sync=lambda lane: torch.cuda.synchronize(device),
-            )
-        )
-        if device.type == "cuda"
-        else lambda: skipped(
-            "needs a CUDA device (torch.cuda._sleep stalls a CUDA stream); "
-            "tests/test_gpu_check.py runs its logic on a fake stream"
-        ),
-    )
-
-    def folders():
-        if "folders" not in data:
-            data["folders"] = subsampled_folders(src, Path(tempfile.mkdtemp(prefix="gpu-check-sub-")), 2 * tol_bs)
-        return data["folders"]
-
-    engines = {
-        "torch": why_torch or (lambda s, r, b: loader_lane(s, r, b, device)),
-        "dali": dali_unavailable(device)
-        or (
-            lambda s, r, b: build_engine(
-                "dali",
-                LoaderPolicy(gpu_engine="dali", cpu_actors=0).lane_spec(device=device, recipe=r),
-                s,
-                r,
-                batch_size=b,
-                device=device,
-            )
-        ),
-    }
-    run.run("tolerance", lambda: tolerance(folders(), rec8, tol_bs, engines))
-
-    def dali_section():
-        if dali_unavailable(device):
-            return skipped(dali_unavailable(device))
-        from _gpu_pixels import dali_decoders
-
-        return dali_decoders(folders(), tol_bs, device.index)
-
-    run.run("dali_decoders", dali_section)
-
     def headline():
+        src = photos()
         head_bs = min(256, len(src))
-        idx = np.arange(head_bs)
-        batch = read_batch(src, rec8, BatchTask(0, 0, idx))
+        batch = read_batch(src, rec8, BatchTask(0, 0, np.arange(head_bs)))
         from hybridload.lanes.gpu.torch_decoders import gpu_decoder
 
-        decode = gpu_decoder(device) if device.type == "cuda" else cpu_decoder
         box: dict = {}
         reader = threading.Thread(target=nvml_reader(device, box, 1.0), daemon=True) if device.type == "cuda" else None
         if reader:
             reader.start()
-        out = raw_ceiling(batch.payloads, decode, batch.params, device, reps=2 if quick else 5)
+        out = raw_ceiling(batch.payloads, gpu_decoder(device), batch.params, device, reps=2 if quick else 5)
         if reader:
             reader.join(30)
             out["nvml_during_raw_decode"] = box  # NVJPG > 0: nvJPEG's hardware backend ran
-        lane = loader_lane(src, rec8, head_bs, device)
+        lane = spec_lane(src, rec8, head_bs, device)
         try:
             out["lane_alone_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
-            out["lane_prep"] = f"{lane.prep_threads} threads (as the loader builds it)"
+            out["lane"] = f"{lane.describe()}, {lane.prep_threads} prep threads (built through the lane spec)"
         finally:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
-        procs = min(8, usable_cpus())  # the host preparation in worker processes: cores, not one GIL
-        lane = TorchGpuLane(
-            src,
-            rec8,
-            batch_size=head_bs,
-            device=device,
-            decode=decode,
-            prep_threads=procs,
-            prep_kind="processes",
-            **LOADER_LANE_FLAGS,
-        )
-        try:
-            out["lane_alone_prep_processes_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
-            out["prep_processes"] = procs
-        finally:
-            lane.close()
         out["batch"] = head_bs
         return out
 
     run.run("headline", needs_torch(headline))
-    state = {}
 
     def speed():
+        src = photos()
         step = state["step"] = model_and_step(device, quick)
         synth = torch.randn(bs, 3, *rec.out_hw, device=device)
         labels = torch.randint(0, 1000, (bs,), device=device)
@@ -454,13 +382,14 @@ def main(argv=None) -> int:
         lambda: (
             {**state["nvml"], "read": "while the GPU lane fed the training step"}
             if state.get("nvml")
-            else skipped("read during the speed section, which did not run")
+            else skipped("read during the speed section on a CUDA device, which did not run")
         ),
     )
 
     def plan():
         from hybridload.cli.profile import run_profile
 
+        src = photos()
         step = state.get("step") or model_and_step(device, quick)
         with training_beside(step, bs, rec.out_hw, device), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -473,79 +402,37 @@ def main(argv=None) -> int:
                 check_points=False,
                 device=device,
             )
-        shares = sorted({0.0, 0.5, 1.0, round(prof.plan.gpu_share, 2)})
+        planned = round(prof.plan.gpu_share, 2)
+        shares = sorted({0.0, 0.5, 1.0, planned})
         swept = {s: loader_figure(src, rec, bs, device, "split", step, nb, left, share=s) for s in shares}
         rates = {s: r["img_s"] or 0.0 for s, r in swept.items()}
         if not any(r["lanes"].get("gpu") for r in swept.values()):
-            return no_gpu_decode(
-                "no swept share ran a batch on the GPU lane", planned_share=prof.plan.gpu_share, swept=swept
-            )
-        best_single = max(rates.get(0.0, 0.0), rates.get(1.0, 0.0))
+            return no_gpu_decode("no swept share ran a batch on the GPU lane", planned_share=prof.plan.gpu_share)
+        # the loader alone (a consumer that only takes the batch): the split against the sum of its lanes alone
+        idle = lambda images, labels: None  # noqa: E731
+        alone = {s: loader_figure(src, rec, bs, device, "split", idle, nb, left, share=s) for s in (0.0, 1.0, planned)}
+        both = (alone[0.0]["img_s"] or 0.0) + (alone[1.0]["img_s"] or 0.0)
         out = {
             "planned_share": prof.plan.gpu_share,
             "planned_beside_training_step": True,
-            "swept": swept,
-            "best_swept_share": max(rates, key=rates.get),
+            "swept": {str(s): r for s, r in swept.items()},
+            "best_swept_share": max(rates, key=lambda s: rates[s]),
             "reason": prof.plan.reason,
-            "split_vs_best_single_lane": rates[round(prof.plan.gpu_share, 2)] / best_single if best_single else None,
+            "at_plan_vs_best_swept": rates[planned] / max(rates.values()) if max(rates.values()) else None,
+            "loader_alone": {str(s): r for s, r in alone.items()},
+            "split_vs_sum_of_lanes": (alone[planned]["img_s"] or 0.0) / both if both else None,
         }
         if sp.get("status") == "ok":
-            out["at_plan_vs_ceiling"] = rates[round(prof.plan.gpu_share, 2)] / sp["runs"]["ceiling_synthetic"]["img_s"]
+            out["at_plan_vs_ceiling"] = rates[planned] / sp["runs"]["ceiling_synthetic"]["img_s"]
         return out
 
-    run.run("plan", needs_torch(plan))
-
-    def device_section():
-        from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
-        from _gpu_sections import verdict
-
-        parts = {
-            "syncs": delivery_syncs(src, size, bs, device, 5 if quick else 20),
-            "auto_share": auto_share(
-                src,
-                size,
-                bs,
-                device,
-                state.get("step") or model_and_step(device, quick),
-                30 if quick else 150,
-                time_left=left,
-            ),
-        }
-        faults = {"torch": injected_fault(src, size, bs, device, "torch", lane_cls)}
-        if dali_unavailable(device):
-            faults["dali"] = skipped(dali_unavailable(device))
-        else:
-            from hybridload.lanes.gpu.dali import DaliLane
-
-            faults["dali"] = injected_fault(src, size, bs, device, "dali", DaliLane)
-        parts = {k: verdict(v) for k, v in parts.items()}
-        faults = {k: verdict(v) for k, v in faults.items()}
-        judged = [(k, v) for k, v in [*parts.items(), *faults.items()] if v["status"] != "skipped"]
-        if not judged:
-            return no_gpu_decode("no part ran a GPU decode", **parts, faults=faults)
-        bad = [k for k, v in judged if not v.get("ok")]
-        return {**parts, "faults": faults, "status": "fail" if bad else "ok", "failed": bad}
-
-    run.run(
-        "device",
-        needs_torch(device_section)
-        if device.type == "cuda"
-        else lambda: skipped("needs a CUDA device (sync debug mode, device faults, auto mode's share)"),
-    )
+    run.run("plan", needs_torch(plan), limit_s=args.section_s * 1.5)
     run.run(
         "local_sweep",
-        (lambda: local_sweep(src, rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
+        (lambda: local_sweep(photos(), rec, bs, 6 if quick else nb, (1, 2) if quick else (8, 16), left))
         if args.sweep
         else lambda: skipped("optional: --sweep runs it"),
     )
-    print(table(run.report), flush=True)
-    code = 1 if run.failed() else 0
-    if run.failed():
-        log.error("failed sections: %s", ", ".join(run.failed()))
-    if run.hung:  # a section's thread is still running: do not wait for it at exit
-        logging.shutdown()
-        os._exit(code)
-    return code
 
 
 if __name__ == "__main__":

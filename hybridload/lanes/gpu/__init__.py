@@ -47,15 +47,15 @@ log = logging.getLogger(__name__)
 __all__ = ["make_gpu_lane", "build_engine"]
 
 
-#: how the loader builds every GPU lane: uint8 out (delivery normalizes) and no host wait per
-#: batch (delivery makes the consumer's stream wait on ``result.ready``); gpu_check builds its
-#: lanes with the same flags.
+#: how every GPU lane is built: uint8 out (delivery normalizes) and no host wait per batch
+#: (delivery makes the consumer's stream wait on ``result.ready``); the GPU tests and the GPU
+#: command build theirs through the lane spec, so with these flags too.
 class LaneFlags(TypedDict):
     normalize_output: bool
     host_sync: bool
 
 
-LOADER_LANE_FLAGS: LaneFlags = {"normalize_output": False, "host_sync": False}
+_LOADER_FLAGS: LaneFlags = {"normalize_output": False, "host_sync": False}
 
 
 def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
@@ -68,7 +68,7 @@ def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         device=device,
         num_threads=spec.gpu_threads,
         memory_budget_mb=spec.gpu_memory_budget_mb,
-        **LOADER_LANE_FLAGS,
+        **_LOADER_FLAGS,
     )
 
 
@@ -85,7 +85,7 @@ def _torch(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         decode=decode,
         memory_budget_mb=spec.gpu_memory_budget_mb,
         prep_threads=spec.gpu_threads,
-        **LOADER_LANE_FLAGS,
+        **_LOADER_FLAGS,
     )
 
 

@@ -246,8 +246,8 @@ class ProcessLane(Lane):
                 images = self._buffers.take(shape)
             else:
                 images = torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=self.pin_memory)
-            # numpy's copy, on this thread only: torch's copy_ would wake the trainer's intra-op (OpenMP) threads,
-            # whose spinning took 0.18 of a core from the workers (12% of the rate on 2 cores, RESULTS.md)
+            # numpy's copy, on this thread only: torch's copy_ woke the trainer's intra-op (OpenMP) threads, whose
+            # spinning kept the trainer at 0.25 of a core against numpy's 0.07 (11% of the rate on 2 cores, RESULTS.md)
             out = images.numpy().reshape(-1).view(np.uint8)
             np.copyto(out, np.frombuffer(shm_view(self._shm[slot]), dtype=np.uint8, count=out.size))
             del out
