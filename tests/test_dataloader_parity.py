@@ -289,6 +289,27 @@ def test_num_workers_checks_and_warnings_are_torchs():
     ids=["fork-0", "spawn-0", "bad-name", "object", "object-0", "number", "spawn", "context"],
 )
 def test_multiprocessing_context_is_refused_where_torch_refuses_it_with_torchs_class(num_workers, context):
+    theirs, mine = context_refusals(num_workers, context)
+    assert mine[0] is theirs[0], (mine, theirs)  # None (accepted), ValueError or TypeError, as torch
+    assert mine[0] is None or "multiprocessing_context" in mine[1]  # the argument named
+
+
+@pytest.mark.parametrize(
+    "num_workers, context",
+    [(0, "fork"), (2, "bad"), (2, object()), (2, 3)],
+    ids=["fork-0", "bad-name", "object", "number"],
+)
+def test_multiprocessing_context_refusal_says_torchs_words(num_workers, context):
+    """Scripts and torch's own tests match torch's message (``assertRaisesRegex``): its words up
+    to "but got" stand in the drop-in's message."""
+    theirs, mine = context_refusals(num_workers, context)
+    assert theirs[0] is not None and theirs[1].split("but got")[0] in mine[1], (mine, theirs)
+
+
+def context_refusals(num_workers, context) -> tuple:
+    """(class, message) of what torch's loader and the drop-in on Ray workers raise for
+    ``multiprocessing_context=context`` ((None, "") where it is accepted)."""
+
     def made(cls, **kw):
         try:
             cls(Faulty(), num_workers=num_workers, multiprocessing_context=context, **kw)
@@ -298,9 +319,7 @@ def test_multiprocessing_context_is_refused_where_torch_refuses_it_with_torchs_c
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the drop-in says once that it ignores an accepted context
-        theirs, mine = made(torch.utils.data.DataLoader), made(hybridload.DataLoader, distribute_mode=True)
-    assert mine[0] is theirs[0], (mine, theirs)  # None (accepted), ValueError or TypeError, as torch
-    assert mine[0] is None or "multiprocessing_context" in mine[1]  # the argument named
+        return made(torch.utils.data.DataLoader), made(hybridload.DataLoader, distribute_mode=True)
 
 
 class Counting(IterableDataset):

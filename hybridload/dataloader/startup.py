@@ -56,14 +56,15 @@ def check_multiprocessing_context(context: Any, num_workers: int) -> None:
         methods = multiprocessing.get_all_start_methods()
         if context not in methods:
             raise ValueError(
-                f"hybridload.DataLoader: multiprocessing_context should specify a valid start method in {methods!r}, "
-                f"but got multiprocessing_context={context!r}"
+                f"hybridload.DataLoader: multiprocessing_context option should specify a valid start method in "
+                f"{methods!r}, but got multiprocessing_context={context!r}"
             )
     elif not isinstance(context, multiprocessing.context.BaseContext):
         raise TypeError(
-            "hybridload.DataLoader: multiprocessing_context should be a valid context object or a string specifying "
-            f"the start method ({', '.join(map(repr, multiprocessing.get_all_start_methods()))}), but got "
-            f"multiprocessing_context={context!r}"
+            "hybridload.DataLoader: multiprocessing_context option should be a valid context object or a string "
+            "specifying the start method, but got "
+            f"multiprocessing_context={context!r}; write one of "
+            f"{', '.join(map(repr, multiprocessing.get_all_start_methods()))} or a multiprocessing context"
         )
 
 
