@@ -28,7 +28,13 @@ import torch
 import torch.utils.data as tud
 
 from hybridload.dataloader.hosted import HOSTED, HostedPass
-from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
+from hybridload.dataloader.inprocess import (
+    OVERSUBSCRIBED,
+    actors_beside,
+    cpus_left_beside,
+    in_process_pass,
+    no_cpu_for_another_pool,
+)
 from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, iterable_lengths
 from hybridload.dataloader.progress import PassProgress
 from hybridload.dataloader.seeds import Drawn, draw, draw_seed
@@ -191,12 +197,14 @@ class DataLoader(tud.DataLoader[T_co]):
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
             return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
-        here = self._in_process_instead([p for ld in list(_LIVE) for p in ld._lanes])  # never wait for our own CPUs
+        held = [p for ld in list(_LIVE) for p in ld._lanes]
+        here = self._in_process_instead(held)  # never wait for our own CPUs
         if here is not None:
             return self._progress.wrap(here)
+        actors = actors_beside(self.num_actors, cpus_left_beside(held))  # on the CPUs our pools leave
         drawn = self._draw(first=True)  # before the workers start, as torch's: worker_init_fn sees their seeds
         try:
-            lane = start_actors(self, drawn.base_seed)
+            lane = start_actors(self, drawn.base_seed, actors)
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)
