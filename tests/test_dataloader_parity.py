@@ -688,6 +688,30 @@ def test_batches_are_dealt_to_the_workers_in_turn_as_in_torch(ray_cluster, worke
     assert [o[1][2][0][:2] for o in got] == [[k % workers] * 2 for k in range(12)]
 
 
+class SlowStart(WorkerQueue):
+    """Worker 1's init takes seconds (a Ray worker importing torch and the user's code on a loaded machine)."""
+
+    def worker_init_fn(self, worker_id):
+        import time
+
+        if worker_id == 1:
+            time.sleep(6)
+        super().worker_init_fn(worker_id)
+
+
+def test_a_workers_start_is_not_counted_against_the_timeout_of_the_batch_dealt_to_it(ray_cluster):
+    """Batch 1 is dealt to worker 1 whatever the others do: an actor's start (seconds of a Ray
+    worker's imports, not torch's fork) belongs to the pool's start, under the actors' own start
+    timeout, not to that batch's ``timeout``; the batches still come from the workers in turn."""
+    ds = SlowStart()
+    with hybridload.DataLoader(
+        ds, batch_size=4, num_workers=2, worker_init_fn=ds.worker_init_fn, timeout=3, distribute_mode=True
+    ) as mine:
+        got = outcomes(mine)
+    assert [o[0] for o in got] == ["batch"] * 12, got
+    assert [o[1][2][0][:2] for o in got] == [[k % 2] * 2 for k in range(12)]
+
+
 def silence_stderr(worker_id):
     """torch's test_segfault: the worker's stderr goes to /dev/null (no crash line in any log)."""
     import os
