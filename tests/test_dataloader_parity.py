@@ -266,6 +266,29 @@ def test_the_drop_in_is_generic_as_torchs_dataloader():
     assert typing.get_type_hints(train, globals())["loader"] == alias
 
 
+class Defaults(hybridload.DataLoader):
+    """A project's loader that only sets defaults (the way a code base swaps its loaders)."""
+
+    def __init__(self, *a, **k):
+        k.setdefault("distribute_mode", True)
+        super().__init__(*a, **k)
+
+
+def test_a_subclass_that_sets_defaults_stays_subscriptable_where_the_code_annotated_torchs_loader():
+    """torch's own test_typing writes ``DataLoader[List[Tensor]]`` of whatever ``DataLoader`` is:
+    a subclass swapped in by that name must take the annotation (typing's own alias where the
+    subclass is generic itself)."""
+    alias = Defaults[typing.List[torch.Tensor]]
+    assert typing.get_origin(alias) is Defaults and typing.get_args(alias) == (typing.List[torch.Tensor],)
+
+    class Typed(hybridload.DataLoader[typing.Any]):
+        pass
+
+    assert typing.get_origin(hybridload.DataLoader[int]) is hybridload.DataLoader
+    with pytest.raises(TypeError):
+        hybridload.DataLoader[int, str]  # typing's check of a generic class's arity holds
+
+
 def test_num_workers_checks_and_warnings_are_torchs():
     for kw in (dict(), dict(distribute_mode=True)):
         with pytest.raises(ValueError) as mine:
@@ -747,3 +770,26 @@ def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_cr
     assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
     assert re.search(r"killed 1 workers \(pids \d+\), 1 of them by a crash signal \(SIGSEGV\)", msg), msg
     assert got.value.batch_at_fault and took < 20, took  # the first crash ends it: no four worker starts
+
+
+def test_an_iterators_workers_are_listed_and_end_once_it_and_its_loader_are_dropped_as_in_torch(ray_cluster):
+    """torch's test_partial_workers reads the iterator's ``_workers``: each alive while the pass
+    runs, ended (``exitcode`` 0) within the join's timeout once the iterator and its loader go."""
+    import gc
+
+    def states(loader) -> tuple:
+        it = iter(loader)
+        workers = it._workers
+        next(it), next(it)
+        alive = [w.is_alive() for w in workers]
+        del it, loader
+        gc.collect()
+        for w in workers:
+            w.join(30)
+        return len(workers), alive, [(w.is_alive(), w.exitcode) for w in workers]
+
+    theirs, mine = both(torch.utils.data.TensorDataset(torch.arange(12)), batch_size=2, num_workers=2)
+    want = states(theirs)
+    del theirs
+    got = states(mine)
+    assert got == want == (2, [True, True], [(False, 0), (False, 0)]), (got, want)
