@@ -79,11 +79,9 @@ class IterableDatasetActors(ActorPool):
     ):
         init = (bundle, auto_collation, batch_size, drop_last, asked, ranks)
         super().__init__(IterableDatasetWorker, init, pool)
-        import ray
-
         handles = [m.handle for m in self.members()]
         try:
-            ids = ray.get([h.ids.remote() for h in handles], timeout=60)
+            ids = hosted_ids(handles, start_timeout_seconds(pool.ready_timeout_s))
         except BaseException:
             self.close()
             raise
@@ -99,3 +97,19 @@ class IterableDatasetActors(ActorPool):
         return IterablePass(
             self._by_id, base_seed, prefetch=prefetch, timeout_s=timeout_s, length=length, shared_seed=shared_seed
         )
+
+
+def hosted_ids(handles: list, timeout_s: float) -> list:
+    """The worker ids each actor of ``handles`` hosts (``ids()``), once every one has started:
+    within ``timeout_s`` (the actors' start timeout), else a TimeoutError that says so, not
+    Ray's ``GetTimeoutError``."""
+    import ray
+
+    try:
+        return ray.get([h.ids.remote() for h in handles], timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise TimeoutError(
+            f"hybridload.DataLoader: not every Ray actor of this IterableDataset pass started within "
+            f"{timeout_s:g} s; the cluster may lack free CPUs (check `ray status`), or its machines are "
+            "loaded: allow more with HYBRIDLOAD_ACTOR_START_TIMEOUT_S (seconds)"
+        ) from None
