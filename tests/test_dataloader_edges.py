@@ -282,3 +282,27 @@ def test_a_dataset_its_workers_synchronize_is_refused_by_name_not_run_in_process
             with hybridload.DataLoader(dataset(), num_workers=2, **kw) as loader:
                 with pytest.raises(TypeError, match=r"count \(a Synchronized\) cannot be pickled"):
                     next(iter(loader))
+
+
+def test_an_iterable_datasets_actors_that_start_late_raise_a_timeout_in_the_drop_ins_words(ray_cluster):
+    """Asking each actor of an IterableDataset pass for its worker ids waits for its start: past
+    the start timeout a TimeoutError names the knob, never Ray's raw GetTimeoutError."""
+    import ray
+
+    from hybridload.dataloader.pools import hosted_ids
+
+    @ray.remote(num_cpus=0)
+    class Slow:
+        def ids(self):
+            import time
+
+            time.sleep(30)
+            return [0]
+
+    actor = Slow.remote()
+    try:
+        with pytest.raises(TimeoutError, match="HYBRIDLOAD_ACTOR_START_TIMEOUT_S") as got:
+            hosted_ids([actor], 1.0)
+        assert not isinstance(got.value, ray.exceptions.GetTimeoutError)
+    finally:
+        ray.kill(actor)

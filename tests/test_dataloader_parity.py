@@ -266,6 +266,29 @@ def test_the_drop_in_is_generic_as_torchs_dataloader():
     assert typing.get_type_hints(train, globals())["loader"] == alias
 
 
+class Defaults(hybridload.DataLoader):
+    """A project's loader that only sets defaults (the way a code base swaps its loaders)."""
+
+    def __init__(self, *a, **k):
+        k.setdefault("distribute_mode", True)
+        super().__init__(*a, **k)
+
+
+def test_a_subclass_that_sets_defaults_stays_subscriptable_where_the_code_annotated_torchs_loader():
+    """torch's own test_typing writes ``DataLoader[List[Tensor]]`` of whatever ``DataLoader`` is:
+    a subclass swapped in by that name must take the annotation (typing's own alias where the
+    subclass is generic itself)."""
+    alias = Defaults[typing.List[torch.Tensor]]
+    assert typing.get_origin(alias) is Defaults and typing.get_args(alias) == (typing.List[torch.Tensor],)
+
+    class Typed(hybridload.DataLoader[typing.Any]):
+        pass
+
+    assert typing.get_origin(hybridload.DataLoader[int]) is hybridload.DataLoader
+    with pytest.raises(TypeError):
+        hybridload.DataLoader[int, str]  # typing's check of a generic class's arity holds
+
+
 def test_num_workers_checks_and_warnings_are_torchs():
     for kw in (dict(), dict(distribute_mode=True)):
         with pytest.raises(ValueError) as mine:
@@ -289,6 +312,27 @@ def test_num_workers_checks_and_warnings_are_torchs():
     ids=["fork-0", "spawn-0", "bad-name", "object", "object-0", "number", "spawn", "context"],
 )
 def test_multiprocessing_context_is_refused_where_torch_refuses_it_with_torchs_class(num_workers, context):
+    theirs, mine = context_refusals(num_workers, context)
+    assert mine[0] is theirs[0], (mine, theirs)  # None (accepted), ValueError or TypeError, as torch
+    assert mine[0] is None or "multiprocessing_context" in mine[1]  # the argument named
+
+
+@pytest.mark.parametrize(
+    "num_workers, context",
+    [(0, "fork"), (2, "bad"), (2, object()), (2, 3)],
+    ids=["fork-0", "bad-name", "object", "number"],
+)
+def test_multiprocessing_context_refusal_says_torchs_words(num_workers, context):
+    """Scripts and torch's own tests match torch's message (``assertRaisesRegex``): its words up
+    to "but got" stand in the drop-in's message."""
+    theirs, mine = context_refusals(num_workers, context)
+    assert theirs[0] is not None and theirs[1].split("but got")[0] in mine[1], (mine, theirs)
+
+
+def context_refusals(num_workers, context) -> tuple:
+    """(class, message) of what torch's loader and the drop-in on Ray workers raise for
+    ``multiprocessing_context=context`` ((None, "") where it is accepted)."""
+
     def made(cls, **kw):
         try:
             cls(Faulty(), num_workers=num_workers, multiprocessing_context=context, **kw)
@@ -298,9 +342,7 @@ def test_multiprocessing_context_is_refused_where_torch_refuses_it_with_torchs_c
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the drop-in says once that it ignores an accepted context
-        theirs, mine = made(torch.utils.data.DataLoader), made(hybridload.DataLoader, distribute_mode=True)
-    assert mine[0] is theirs[0], (mine, theirs)  # None (accepted), ValueError or TypeError, as torch
-    assert mine[0] is None or "multiprocessing_context" in mine[1]  # the argument named
+        return made(torch.utils.data.DataLoader), made(hybridload.DataLoader, distribute_mode=True)
 
 
 class Counting(IterableDataset):
@@ -669,6 +711,30 @@ def test_batches_are_dealt_to_the_workers_in_turn_as_in_torch(ray_cluster, worke
     assert [o[1][2][0][:2] for o in got] == [[k % workers] * 2 for k in range(12)]
 
 
+class SlowStart(WorkerQueue):
+    """Worker 1's init takes seconds (a Ray worker importing torch and the user's code on a loaded machine)."""
+
+    def worker_init_fn(self, worker_id):
+        import time
+
+        if worker_id == 1:
+            time.sleep(6)
+        super().worker_init_fn(worker_id)
+
+
+def test_a_workers_start_is_not_counted_against_the_timeout_of_the_batch_dealt_to_it(ray_cluster):
+    """Batch 1 is dealt to worker 1 whatever the others do: an actor's start (seconds of a Ray
+    worker's imports, not torch's fork) belongs to the pool's start, under the actors' own start
+    timeout, not to that batch's ``timeout``; the batches still come from the workers in turn."""
+    ds = SlowStart()
+    with hybridload.DataLoader(
+        ds, batch_size=4, num_workers=2, worker_init_fn=ds.worker_init_fn, timeout=3, distribute_mode=True
+    ) as mine:
+        got = outcomes(mine)
+    assert [o[0] for o in got] == ["batch"] * 12, got
+    assert [o[1][2][0][:2] for o in got] == [[k % 2] * 2 for k in range(12)]
+
+
 def silence_stderr(worker_id):
     """torch's test_segfault: the worker's stderr goes to /dev/null (no crash line in any log)."""
     import os
@@ -704,3 +770,26 @@ def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_cr
     assert re.search(r"DataLoader worker \(pid \d+\) is killed by signal: Segmentation fault", msg), msg  # torch's
     assert re.search(r"killed 1 workers \(pids \d+\), 1 of them by a crash signal \(SIGSEGV\)", msg), msg
     assert got.value.batch_at_fault and took < 20, took  # the first crash ends it: no four worker starts
+
+
+def test_an_iterators_workers_are_listed_and_end_once_it_and_its_loader_are_dropped_as_in_torch(ray_cluster):
+    """torch's test_partial_workers reads the iterator's ``_workers``: each alive while the pass
+    runs, ended (``exitcode`` 0) within the join's timeout once the iterator and its loader go."""
+    import gc
+
+    def states(loader) -> tuple:
+        it = iter(loader)
+        workers = it._workers
+        next(it), next(it)
+        alive = [w.is_alive() for w in workers]
+        del it, loader
+        gc.collect()
+        for w in workers:
+            w.join(30)
+        return len(workers), alive, [(w.is_alive(), w.exitcode) for w in workers]
+
+    theirs, mine = both(torch.utils.data.TensorDataset(torch.arange(12)), batch_size=2, num_workers=2)
+    want = states(theirs)
+    del theirs
+    got = states(mine)
+    assert got == want == (2, [True, True], [(False, 0), (False, 0)]), (got, want)

@@ -81,3 +81,27 @@ def test_a_pass_that_delivered_its_last_batch_leaves_its_cpus_to_the_next_pass(z
     actors of a pass whose last batch is out must go then, or the validation at the epoch's end
     and every later epoch ran in this process (the "no free CPU" warning) for want of them."""
     assert _result(zygote, COUNTED) == ["True", "True", "0"]  # every sample once, and every pass on actors
+
+
+BESIDE = SETUP + textwrap.dedent("""
+    one = hybridload.DataLoader(TensorDataset(torch.arange(200, 224)), batch_size=4, num_workers=1,
+                                distribute_mode=True, head_address=None, timeout=60)
+    a, b = [], []
+    with warnings.catch_warnings(record=True) as caught, one, train:
+        warnings.simplefilter("always")
+        first, second = iter(one), iter(train)  # torch's test_multiple_dataloaders: both live, taken in turn
+        for (x,), (y,) in zip(first, second):
+            a += x.tolist(); b += y.tolist()
+        a += [v for (x,) in first for v in x.tolist()]
+        b += [v for (y,) in second for v in y.tolist()]
+    print("RESULT", sorted(a) == list(range(200, 224)), sorted(b) == list(range(24)),
+          sum("no free CPU" in str(w.message) for w in caught))
+""")
+
+
+def test_a_second_pool_starts_only_the_actors_the_cpus_left_free_allow(zygote):
+    """A loader of one worker live beside one asking for every CPU (torch's
+    ``test_multiple_dataloaders``): the second pool's actors must fit the CPUs the first leaves,
+    hosting its worker ids between them, or a batch dealt to an actor that waits for a CPU this
+    process holds never comes."""
+    assert _result(zygote, BESIDE) == ["True", "True", "0"]  # both on actors, every sample once

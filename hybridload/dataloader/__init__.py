@@ -2,7 +2,8 @@
 public names (the faces of ``execution``, ``lanes``, ``lanes.ray``, ``sampling``, and
 ``errors``; ``tests/test_architecture.py`` holds it to them).
 
-``loader`` (`DataLoader`), ``passes`` (a pass on Ray actors: `RayPass`, `FailedPass`),
+``loader`` (`DataLoader`), ``passes`` (a pass on Ray actors: `RayPass`, `FailedPass`), ``handles`` (its actors as torch's
+``_workers``),
 ``inprocess`` (a pass run in this process instead), ``hosted`` (an ``IterableDataset``'s
 workers run in this process beside live pools, torch's stream), ``pools`` (the actor pools of a map-style
 dataset and of an ``IterableDataset``), ``startup`` (a pass's pool started from the loader's

@@ -58,7 +58,8 @@ def this_process_kept() -> Iterator[None]:
 
 
 class HostedPass(SizedPass):
-    """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids, in this process.
+    """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids, in this process
+    (``_workers``, torch's list of its worker processes, is empty: none runs).
 
     Args:
         loader: the drop-in loader (held while the pass lives, as torch's iterator holds it).
@@ -72,6 +73,8 @@ class HostedPass(SizedPass):
             workers (what cannot be pickled is named, as on actors).
     """
 
+    _workers: list = []
+
     def __init__(self, loader: Any, base_seed: int, *, length: int | None, reported: int | None):
         from ray import cloudpickle
 
@@ -81,10 +84,10 @@ class HostedPass(SizedPass):
         except Exception as exc:
             raise unpicklable_error(bundle, exc) from None
         self._loader, self._length, self._reported, self._yielded = loader, length, reported, 0
-        self._workers = loader.num_workers or loader.num_actors or 1
+        self._ids = loader.num_workers or loader.num_actors or 1
         with this_process_kept():
             self._host = IterableDatasetWorker(
-                copy, loader._auto_collation, loader.batch_size, loader.drop_last, self._workers
+                copy, loader._auto_collation, loader.batch_size, loader.drop_last, self._ids
             )
             self._host.begin(base_seed)
         self._turn = deque(self._host.ids())  # ids still yielding, the next to serve first
@@ -105,6 +108,6 @@ class HostedPass(SizedPass):
             if isinstance(out, Generated):
                 out = out.generator()
             self._yielded += 1
-            warn_past_length(self._loader.dataset, self._reported, self._yielded, self._workers)
+            warn_past_length(self._loader.dataset, self._reported, self._yielded, self._ids)
             return torch_pin_memory(out, self._pin_device) if self._pin else out
         raise StopIteration

@@ -13,16 +13,34 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
     """Whether a new pass must not start actors: this process already holds actor pools
     (``pools_here``: a training loader beside a validation one, two live iterators) and the
     cluster has no CPU they leave free, i.e. the new actors would wait for CPUs this very
-    process holds. Counts the pools' actors starting or ready (Ray's free count lags them)."""
+    process holds."""
+    free = cpus_left_beside(pools_here)
+    return free is not None and free < 1
+
+
+def cpus_left_beside(pools_here: list) -> int | None:
+    """The CPUs the cluster leaves free beside this process's actor pools ``pools_here`` (None:
+    it holds none, or Ray is not up: nothing of this process to wait for). Counts the pools'
+    actors starting or ready (Ray's free count lags them)."""
     if not pools_here:
-        return False
+        return None
     import ray
 
     if not ray.is_initialized():
-        return False
+        return None
     held = sum(len(p.actors) for p in pools_here)
-    free = min(ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0) - held)
-    return free < 1
+    return int(min(ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0) - held))
+
+
+def actors_beside(asked: int | None, free: int | None) -> int | None:
+    """How many actors a new pool starts while this process holds others (``free``: the CPUs
+    they leave, `cpus_left_beside`): the ``asked`` ones (None: a fair share of the cluster)
+    where they fit, else the free CPUs, so that no actor of it waits for a CPU this process
+    holds; its actors then host several worker ids, as on a cluster with fewer CPUs than
+    workers. None: as asked (no pool held)."""
+    if free is None or (asked is not None and asked <= free):
+        return None
+    return max(1, free)
 
 
 #: why a pass runs in this process although it asked for actors (`in_process_pass`)

@@ -1,9 +1,8 @@
 """``hybridload.DataLoader``: torch's DataLoader whose workers can be Ray actors.
 
-With ``distribute_mode=False`` it *is* torch's DataLoader. With ``distribute_mode=True``
-the batches of its (batch) sampler are sent, as index lists, to a pool of Ray actors
-holding the dataset and the collate function; results come back in sampler order
-through the ordered merger. Compared with Dpex:
+With ``distribute_mode=False`` it *is* torch's DataLoader. With ``distribute_mode=True`` the
+batches of its (batch) sampler go, as index lists, to Ray actors holding the dataset and the
+collate function; results come back in sampler order through the ordered merger.
 
 Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators
 ``worker_init_fn`` left alone with ``base_seed + batch number`` (the seed travels with the task),
@@ -21,6 +20,7 @@ from __future__ import annotations
 import logging
 import warnings
 import sys
+import types
 import weakref
 from typing import Any, Callable, TypeVar
 
@@ -29,6 +29,7 @@ import torch.utils.data as tud
 
 from hybridload.dataloader.hosted import HOSTED, HostedPass
 from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass, no_cpu_for_another_pool
+from hybridload.dataloader.inprocess import actors_beside, cpus_left_beside
 from hybridload.dataloader.passes import FailedPass, PassSettings, RayPass, iterable_lengths
 from hybridload.dataloader.progress import PassProgress
 from hybridload.dataloader.seeds import Drawn, draw, draw_seed
@@ -73,12 +74,10 @@ class DataLoader(tud.DataLoader[T_co]):
         pin_memory_device: the device to pin for (torch's argument).
         in_order: yield batches in sampler order (torch's argument).
         distribute_mode: False → plain torch behaviour; True → Ray actors.
-        head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this
-            user started on this machine with ``ray start`` (Ray's record of it,
-            ``$RAY_TMPDIR/ray/ray_current_cluster`` or ``/tmp/ray/ray_current_cluster``,
-            served by a process ``ray start`` started; see `hybridload.raycluster.ray_start`); with
-            neither, an embedded cluster on 127.0.0.1 for this process. Never a cluster
-            another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``. "host:port": that cluster; None: RAY_ADDRESS, else embedded.
+        head_address: "auto" joins the cluster named by ``RAY_ADDRESS``, else the one this user
+            started on this machine with ``ray start`` (never one another process started with
+            ``ray.init()``), else an embedded cluster on 127.0.0.1 (``docs/guide/dropin.md``);
+            "host:port": that cluster; None: RAY_ADDRESS, else embedded.
         num_actors: actors for this process; None → ``num_workers`` if > 0, else a fair
             share of the cluster's CPUs (divided among DDP ranks).
         placement: where the actors go: "remote-first", "any" or "local", as in LoaderPolicy.
@@ -181,6 +180,13 @@ class DataLoader(tud.DataLoader[T_co]):
         self._finalizer = weakref.finalize(self, _close_all, self._streams, self._lanes)
         _LIVE.add(self)
 
+    def __class_getitem__(cls, item):
+        """``Loader[T]`` as torch's ``DataLoader[T]``, also of a subclass that only sets defaults
+        (how a code base swaps its loaders), which code annotated for torch's class subscripts."""
+        if cls.__dict__.get("__parameters__"):  # generic itself: typing's alias and its checks
+            return super().__class_getitem__(item)  # type: ignore[misc]
+        return types.GenericAlias(cls, item)
+
     def __iter__(self):
         self._progress.begin()  # a stateful batch sampler's pass begins now: state_dict() counts from its start
         if not self.distribute_mode:
@@ -191,12 +197,14 @@ class DataLoader(tud.DataLoader[T_co]):
             self.check_worker_number_rationality()
         if isinstance(self.dataset, tud.IterableDataset) and not self.num_actors:  # torch's num_workers=0:
             return self._progress.wrap(in_process_pass(self))  # once, in this process (each worker iterates it all)
-        here = self._in_process_instead([p for ld in list(_LIVE) for p in ld._lanes])  # never wait for our own CPUs
+        held = [p for ld in list(_LIVE) for p in ld._lanes]
+        here = self._in_process_instead(held)  # never wait for our own CPUs
         if here is not None:
             return self._progress.wrap(here)
+        actors = actors_beside(self.num_actors, cpus_left_beside(held))  # on the CPUs our pools leave
         drawn = self._draw(first=True)  # before the workers start, as torch's: worker_init_fn sees their seeds
         try:
-            lane = start_actors(self, drawn.base_seed)
+            lane = start_actors(self, drawn.base_seed, actors)
         except InitFailed as exc:  # worker_init_fn raised: every batch of the pass raises it, as torch's
             return self._progress.wrap(FailedPass(exc.failure, self._index_sampler))
         self._lanes.append(lane)

@@ -17,6 +17,7 @@ import torch
 
 from hybridload.compat import torch_pin_memory
 from hybridload.errors import BatchTimeoutError
+from hybridload.dataloader.handles import worker_handles
 from hybridload.dataloader.iterable_pass import IterablePass, warn_past_length
 from hybridload.dataloader.pools import IterableDatasetActors
 from hybridload.dataloader.worker import Generated, UserFailure
@@ -90,6 +91,7 @@ class RayPass:
         streams: the loader's live streams, which the pass joins (``close()`` stops them).
         reported: an ``IterableDataset``'s ``len(dataloader)`` as the user read it before the pass
             (None: never read): more batches than that give torch's warning, as torch's iterator.
+        _workers: the pool's actors as torch's iterator lists its worker processes (`WorkerHandle`).
         loader: the loader, held while the pass lives, as torch's iterator holds its loader: a
             loader nothing else holds (``for b in DataLoader(...)``) would otherwise be collected
             and its finalizer close the very pass that runs.
@@ -113,6 +115,7 @@ class RayPass:
         reported: int | None = None,
     ):
         self._loader = loader
+        self._workers = worker_handles(lane)  # torch's iterator's list of its workers, read-only stand-ins
         self._reported, self._yielded = reported, 0
         self._sampler = sampler
         self._own, self._lanes = (lane if owns_lane else None), pools

@@ -12,11 +12,13 @@ bound to the dataset arrives bound to the very dataset the actor reads. An excep
 
 from __future__ import annotations
 
+import time
+
 from hybridload.dataloader.iterable_pass import IterablePass
 from hybridload.dataloader.iterable_worker import IterableDatasetWorker
 from hybridload.dataloader.worker import DatasetWorker, UserFailure
 from hybridload.lanes import BatchTask
-from hybridload.lanes.ray import ActorPool, PoolConfig
+from hybridload.lanes.ray import ActorPool, PoolConfig, start_timeout_seconds
 
 
 class DatasetLane(ActorPool):
@@ -30,6 +32,17 @@ class DatasetLane(ActorPool):
     def __init__(self, bundle: tuple, pool: PoolConfig, *, auto_collation: bool, asked: int, base_seed: int = 0):
         self._asked = asked
         super().__init__(DatasetWorker, (bundle, auto_collation, asked, base_seed), pool)
+        self._await_started(start_timeout_seconds(pool.ready_timeout_s))
+
+    def _await_started(self, timeout_s: float) -> None:
+        """Wait, up to ``timeout_s`` (the actors' start timeout), until every actor started
+        with the pool is ready or failed. Batches are dealt to workers in turn, so batch 1 waits
+        for worker 1's actor whatever the others do: its start (a Ray worker importing torch,
+        seconds on a loaded machine) belongs to the pool's start, not to a batch's ``timeout``,
+        as a torch worker starts before its first batch is asked for."""
+        deadline = time.monotonic() + timeout_s
+        while self.parallelism < len(self.actors) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def call(self, actor, task: BatchTask):
         return actor.run.remote(task.indices, task.seed, task.seq)  # the pass's seed, on its task
@@ -66,11 +79,9 @@ class IterableDatasetActors(ActorPool):
     ):
         init = (bundle, auto_collation, batch_size, drop_last, asked, ranks)
         super().__init__(IterableDatasetWorker, init, pool)
-        import ray
-
         handles = [m.handle for m in self.members()]
         try:
-            ids = ray.get([h.ids.remote() for h in handles], timeout=60)
+            ids = hosted_ids(handles, start_timeout_seconds(pool.ready_timeout_s))
         except BaseException:
             self.close()
             raise
@@ -86,3 +97,19 @@ class IterableDatasetActors(ActorPool):
         return IterablePass(
             self._by_id, base_seed, prefetch=prefetch, timeout_s=timeout_s, length=length, shared_seed=shared_seed
         )
+
+
+def hosted_ids(handles: list, timeout_s: float) -> list:
+    """The worker ids each actor of ``handles`` hosts (``ids()``), once every one has started:
+    within ``timeout_s`` (the actors' start timeout), else a TimeoutError that says so, not
+    Ray's ``GetTimeoutError``."""
+    import ray
+
+    try:
+        return ray.get([h.ids.remote() for h in handles], timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise TimeoutError(
+            f"hybridload.DataLoader: not every Ray actor of this IterableDataset pass started within "
+            f"{timeout_s:g} s; the cluster may lack free CPUs (check `ray status`), or its machines are "
+            "loaded: allow more with HYBRIDLOAD_ACTOR_START_TIMEOUT_S (seconds)"
+        ) from None

@@ -18,8 +18,9 @@ from hybridload.lanes.ray import PoolConfig
 from hybridload.sampling import resolve_rank
 
 
-def placement_rules(loader: Any, rank: int = 0, world_size: int = 1) -> PlacementRules:
-    """Where this rank's actors go, from ``loader``'s arguments as they are now."""
+def placement_rules(loader: Any, rank: int = 0, world_size: int = 1, actors: int | None = None) -> PlacementRules:
+    """Where this rank's actors go, from ``loader``'s arguments as they are now (``actors``: so
+    many instead of ``num_actors``, the CPUs this process's other pools leave)."""
     n = loader.num_actors
     if n is not None and (not isinstance(n, Integral) or isinstance(n, bool) or n < 0):
         raise ValueError(
@@ -30,7 +31,7 @@ def placement_rules(loader: Any, rank: int = 0, world_size: int = 1) -> Placemen
         return PlacementRules(
             placement=loader.placement,
             reserve_local_cpus=loader.reserve_local_cpus,
-            cpu_actors=loader.num_actors,
+            cpu_actors=loader.num_actors if actors is None else actors,
             rank=rank,
             world_size=world_size,
         )
@@ -56,26 +57,28 @@ def check_multiprocessing_context(context: Any, num_workers: int) -> None:
         methods = multiprocessing.get_all_start_methods()
         if context not in methods:
             raise ValueError(
-                f"hybridload.DataLoader: multiprocessing_context should specify a valid start method in {methods!r}, "
-                f"but got multiprocessing_context={context!r}"
+                f"hybridload.DataLoader: multiprocessing_context option should specify a valid start method in "
+                f"{methods!r}, but got multiprocessing_context={context!r}"
             )
     elif not isinstance(context, multiprocessing.context.BaseContext):
         raise TypeError(
-            "hybridload.DataLoader: multiprocessing_context should be a valid context object or a string specifying "
-            f"the start method ({', '.join(map(repr, multiprocessing.get_all_start_methods()))}), but got "
-            f"multiprocessing_context={context!r}"
+            "hybridload.DataLoader: multiprocessing_context option should be a valid context object or a string "
+            "specifying the start method, but got "
+            f"multiprocessing_context={context!r}; write one of "
+            f"{', '.join(map(repr, multiprocessing.get_all_start_methods()))} or a multiprocessing context"
         )
 
 
-def start_actors(loader: Any, base_seed: int = 0) -> DatasetLane | IterableDatasetActors:
+def start_actors(loader: Any, base_seed: int = 0, actors: int | None = None) -> DatasetLane | IterableDatasetActors:
     """The actor pool of ``loader``'s dataset (an ``IterableDataset``'s, or a map-style one's);
     ``base_seed``: the pass's, which seeds a map-style dataset's workers before ``worker_init_fn``
-    (an ``IterableDataset``'s workers get it when their pass begins)."""
+    (an ``IterableDataset``'s workers get it when their pass begins); ``actors``: so many actors
+    instead of ``num_actors`` (None: as asked)."""
     rank, world = resolve_rank()
     bundle = (loader.dataset, loader.collate_fn, loader.worker_init_fn)  # one pickle: shared objects stay shared
     ship_nameless_classes(loader.dataset)  # results come back as the user's own classes (namedtuples)
     pool = PoolConfig(
-        rules=placement_rules(loader, rank, world),
+        rules=placement_rules(loader, rank, world, actors),
         ray_address=loader.head_address,
         fallback_embedded=(loader.head_address == "auto"),
     )

@@ -13,7 +13,7 @@ the pool does while the cluster gives its rank no actor), ``pool_stats`` and ``c
 
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.lane import RayLane
-from hybridload.lanes.ray.pool_config import PoolConfig
+from hybridload.lanes.ray.pool_config import PoolConfig, start_timeout_seconds
 from hybridload.lanes.ray.worker import PoolWorker
 
-__all__ = ["ActorPool", "PoolConfig", "PoolWorker", "RayLane"]
+__all__ = ["ActorPool", "PoolConfig", "PoolWorker", "RayLane", "start_timeout_seconds"]
