@@ -1,6 +1,7 @@
 """The rules of thumb of the code's shape, checked on the source (see CONTRIBUTING.md's map):
 packages import downward only (the FLOORS table), no import cycle, at most 8 modules at the
-top of the package, no module over 300 lines, no import of another module's private names,
+top of the package, no module over 600 lines (a smell's ceiling: modules split by concept, not
+by a count), no import of another module's private names,
 no branching on a lane's name outside ``lanes/``, no test helper in the package (nothing
 generated tracked under ``benchmarks/``: tests/test_benchmarks_standalone.py, which runs git).
 Every import counts: module-level, inside functions and under ``TYPE_CHECKING``. No process is
@@ -17,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # package directory -> dotted prefix
 ROOTS = {REPO / "hybridload": "hybridload"}
-MAX_LINES = 300
+MAX_LINES = 600  # a ceiling that flags a module doing several jobs; the shape comes from concepts
 
 
 def modules() -> dict[str, Path]:
@@ -152,9 +153,9 @@ def test_no_import_cycle_inside_the_package():
 
 
 @pytest.mark.parametrize("mod", sorted(modules()))
-def test_no_module_over_300_lines(mod):
+def test_no_module_over_the_line_ceiling(mod):
     n = len(modules()[mod].read_text().splitlines())
-    assert n <= MAX_LINES, f"{mod} has {n} lines; split it by job (limit {MAX_LINES})"
+    assert n <= MAX_LINES, f"{mod} has {n} lines; split it by concept (ceiling {MAX_LINES})"
 
 
 def test_nothing_imports_another_modules_private_names():
