@@ -128,10 +128,15 @@ TRAINER = node("T" * 8, cpus=1, trainer=True, address="192.0.2.1")
 RULES = PlacementRules(placement="remote-first", reserve_local_cpus=1, cpu_actors=1, rank=0, world_size=1)
 
 
-def capacity(when_empty, wait_s=60.0, hold=None):
-    members = Members(PoolStats(), hold=when_empty != "local" if hold is None else hold)
+def capacity(on_no_actors, actor_wait_s=60.0, hold=None):
+    members = Members(PoolStats(), hold=on_no_actors != "local" if hold is None else hold)
     return Capacity(
-        when_empty=when_empty, wait_s=wait_s, rules=RULES, members=members, stats=members.stats, name="ray"
+        on_no_actors=on_no_actors,
+        actor_wait_s=actor_wait_s,
+        rules=RULES,
+        members=members,
+        stats=members.stats,
+        name="ray",
     ), members
 
 
@@ -159,13 +164,13 @@ def test_no_capacity_at_start_under_raise_is_a_named_error_at_once():
 
 def test_wait_polls_the_node_table_until_a_node_joins():
     tables = iter([[TRAINER], [TRAINER], [TRAINER, node("B" * 8)]])
-    cap, _ = capacity("wait", wait_s=WAIT_S)
+    cap, _ = capacity("wait", actor_wait_s=WAIT_S)
     where, _ = cap.first_target(lambda: next(tables), poll_s=0.01)
     assert where == ["B" * 8]
 
 
 def test_wait_raises_a_named_error_after_its_bound():
-    cap, _ = capacity("wait", wait_s=0.2)
+    cap, _ = capacity("wait", actor_wait_s=0.2)
     t0 = time.monotonic()
     with pytest.raises(NoActorsError, match=r"waited 0.2 s for a node.*ray start --address"):
         cap.first_target(lambda: [TRAINER], poll_s=0.05)
@@ -173,7 +178,7 @@ def test_wait_raises_a_named_error_after_its_bound():
 
 
 def test_wait_holds_batches_while_the_target_is_empty_and_stops_holding_after_its_bound():
-    cap, members = capacity("wait", wait_s=0.3)
+    cap, members = capacity("wait", actor_wait_s=0.3)
     cap.after_step([], [TRAINER])
     assert members.usable == 1  # the lane holds its batches
     time.sleep(0.35)

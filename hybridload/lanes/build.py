@@ -134,7 +134,9 @@ def _cpu_lane(
         rank=rank,
         world_size=world_size,
     )
-    pool = PoolConfig(rules=rules, ray_address=spec.ray_address, when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s)
+    pool = PoolConfig(
+        rules=rules, ray_address=spec.ray_address, on_no_actors=spec.on_no_actors, actor_wait_s=spec.actor_wait_s
+    )
     return RayLane(source, recipe, pool, on_error=spec.on_error, ship_bytes=spec.ship_bytes, pin_memory=pin_memory)
 
 
