@@ -89,7 +89,7 @@ class LaneSpec:
         return budget_bytes(self.gpu_memory_budget_mb)
 
 
-def budget_bytes(memory_budget_mb: float | None) -> int | None:
+def budget_bytes(gpu_memory_budget_mb: float | None) -> int | None:
     """A GPU memory budget in MiB as bytes (None: no budget): the one conversion, for the
     dispatcher's device budget and the GPU lane's slots alike."""
-    return None if memory_budget_mb is None else int(memory_budget_mb * 2**20)
+    return None if gpu_memory_budget_mb is None else int(gpu_memory_budget_mb * 2**20)

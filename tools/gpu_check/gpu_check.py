@@ -398,7 +398,7 @@ def main(argv=None) -> int:
         lane = loader_lane(src, rec8, head_bs, device)
         try:
             out["lane_alone_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
-            out["lane_prep"] = f"{lane.prep_threads} threads (as the loader builds it)"
+            out["lane_prep"] = f"{lane.gpu_threads} threads (as the loader builds it)"
         finally:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]
@@ -409,7 +409,7 @@ def main(argv=None) -> int:
             batch_size=head_bs,
             device=device,
             decode=decode,
-            prep_threads=procs,
+            gpu_threads=procs,
             prep_kind="processes",
             **LOADER_LANE_FLAGS,
         )

@@ -66,8 +66,8 @@ def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         recipe,
         batch_size=batch_size,
         device=device,
-        num_threads=spec.gpu_threads,
-        memory_budget_mb=spec.gpu_memory_budget_mb,
+        gpu_threads=spec.gpu_threads,
+        gpu_memory_budget_mb=spec.gpu_memory_budget_mb,
         **LOADER_LANE_FLAGS,
     )
 
@@ -83,8 +83,8 @@ def _torch(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         batch_size=batch_size,
         device=device,
         decode=decode,
-        memory_budget_mb=spec.gpu_memory_budget_mb,
-        prep_threads=spec.gpu_threads,
+        gpu_memory_budget_mb=spec.gpu_memory_budget_mb,
+        gpu_threads=spec.gpu_threads,
         **LOADER_LANE_FLAGS,
     )
 
