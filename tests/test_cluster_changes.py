@@ -66,7 +66,7 @@ def tasks(n):
 def test_batches_run_on_the_stand_in_while_the_ray_lane_has_no_worker_and_move_back_when_it_has():
     ray_lane, local = ThreadLane("ray", slots=0, why="no node"), ThreadLane("local-fallback", slots=2)
     got = []
-    with BatchStream([ray_lane, local], tasks(12), PassConfig(window=2, timeout_s=WAIT_S), fallback=[local]) as s:
+    with BatchStream([ray_lane, local], tasks(12), PassConfig(window=2, batch_timeout_s=WAIT_S), fallback=[local]) as s:
         got += [next(s) for _ in range(4)]
         ray_lane.slots = 2  # a node joined: the pool has actors again
         got += list(s)
@@ -84,7 +84,7 @@ def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the
     with BatchStream(
         [gpu, ray_lane, local],
         tasks(10),
-        PassConfig(window=4, timeout_s=WAIT_S),
+        PassConfig(window=4, batch_timeout_s=WAIT_S),
         fallback=[local],
         admission=ShareAdmission({LaneKind.GPU: 0.5}),
     ) as s:
@@ -95,7 +95,7 @@ def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the
 
 def test_a_batch_no_lane_can_take_names_each_lanes_reason_and_what_to_do():
     ray_lane = ThreadLane("ray", slots=0, why="node 1a2b3c4d (192.0.2.2) lost at 02:41:07 UTC")
-    with BatchStream([ray_lane], tasks(3), PassConfig(window=1, timeout_s=WAIT_S)) as s:
+    with BatchStream([ray_lane], tasks(3), PassConfig(window=1, batch_timeout_s=WAIT_S)) as s:
         with pytest.raises(NoLaneError) as err:
             next(s)
     msg = str(err.value)
@@ -107,7 +107,7 @@ def test_a_batch_no_lane_can_take_names_each_lanes_reason_and_what_to_do():
 def test_a_broken_lane_is_named_with_its_last_error():
     only = ThreadLane("only", slots=1, fail=RuntimeError("decoder crashed"))
     with BatchStream(
-        [only], tasks(3), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
+        [only], tasks(3), PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
     ) as s:
         with pytest.raises(
             NoLaneError,

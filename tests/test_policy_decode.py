@@ -451,10 +451,10 @@ def test_each_pass_runs_the_settings_the_policy_decodes_to():
     )
     assert pass_config(policy, decode_lanes(policy)) == PassConfig(
         window=3,
-        timeout_s=7.0,
+        batch_timeout_s=7.0,
         rules=RetryRules(1, 4),
         stragglers=StragglerRule(None, 0.5),
-        device_budget_bytes=2 * 2**20,
+        gpu_memory_budget_mb=2,
     )
     assert pass_config(LoaderPolicy(), decode_lanes(LoaderPolicy())) == PassConfig()  # the defaults agree
 

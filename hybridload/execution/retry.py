@@ -108,19 +108,19 @@ def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules
 
 @dataclass(frozen=True)
 class StragglerRule:
-    """Re-issue a task once it ran ``factor`` x its lane's typical time (at least ``min_s``);
-    ``factor=None`` turns re-issuing off."""
+    """Re-issue a task once it ran ``straggler_factor`` x its lane's typical time (at least
+    ``straggler_min_s``); ``straggler_factor=None`` turns re-issuing off."""
 
-    factor: float | None = 4.0
-    min_s: float = 2.0
+    straggler_factor: float | None = 4.0
+    straggler_min_s: float = 2.0
 
     def overdue(self, elapsed_s: float, typical_s: float | None) -> bool:
-        if self.factor is None or typical_s is None:
+        if self.straggler_factor is None or typical_s is None:
             return False
-        return elapsed_s >= max(self.min_s, self.factor * typical_s)
+        return elapsed_s >= max(self.straggler_min_s, self.straggler_factor * typical_s)
 
     def deadline(self, t0: float, typical_s: float | None) -> float | None:
         """When a task started at ``t0`` becomes overdue; None while that cannot be said."""
-        if self.factor is None or typical_s is None:
+        if self.straggler_factor is None or typical_s is None:
             return None
-        return t0 + max(self.min_s, self.factor * typical_s)
+        return t0 + max(self.straggler_min_s, self.straggler_factor * typical_s)

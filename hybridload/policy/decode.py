@@ -172,10 +172,10 @@ def pass_config(policy, spec: LaneSpec) -> PassConfig:
     stragglers), with the GPU memory budget as ``spec`` decoded it."""
     return PassConfig(
         window=policy.window,
-        timeout_s=policy.batch_timeout_s,
+        batch_timeout_s=policy.batch_timeout_s,
         rules=RetryRules(policy.max_retries, policy.break_after),
         stragglers=StragglerRule(policy.straggler_factor, policy.straggler_min_s),
-        device_budget_bytes=spec.gpu_memory_budget_bytes,
+        gpu_memory_budget_mb=spec.gpu_memory_budget_mb,
     )
 
 
