@@ -8,6 +8,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from hybridload.raycluster import free_cpus
+
 
 def no_cpu_for_another_pool(pools_here: list) -> bool:
     """Whether a new pass must not start actors: this process already holds actor pools
@@ -16,13 +18,8 @@ def no_cpu_for_another_pool(pools_here: list) -> bool:
     process holds. Counts the pools' actors starting or ready (Ray's free count lags them)."""
     if not pools_here:
         return False
-    import ray
-
-    if not ray.is_initialized():
-        return False
-    held = sum(len(p.actors) for p in pools_here)
-    free = min(ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0) - held)
-    return free < 1
+    free = free_cpus(held=sum(len(p.actors) for p in pools_here))
+    return free is not None and free < 1
 
 
 #: why a pass runs in this process although it asked for actors (`in_process_pass`)
