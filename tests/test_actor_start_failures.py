@@ -152,7 +152,9 @@ def test_an_idle_actor_killed_is_replaced_before_any_task_is_sent_to_it(ray_clus
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
-        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.5, on_no_actors="local"
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        node_poll_s=0.5,
+        on_no_actors="local",
     )
     pool = ActorPool(PoolWorker, (), config)
     try:
@@ -197,7 +199,9 @@ def _quick_pool():
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
-        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.3, on_no_actors="local"
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        node_poll_s=0.3,
+        on_no_actors="local",
     )
     return ActorPool(PoolWorker, (), config)
 

@@ -245,7 +245,7 @@ def test_time_without_actors_counts_from_the_pool_opening_until_an_actor_is_read
 
 @pytest.mark.parametrize("bad", ["fallback", None, 1])
 def test_on_no_actors_must_be_one_of_its_choices(bad):
-    with pytest.raises(ValueError, match="on_no_actors must be one of local, wait, raise"):
+    with pytest.raises(ValueError, match="LoaderPolicy: on_no_actors must be one of 'local', 'wait', 'raise'"):
         LoaderPolicy(on_no_actors=bad)
 
 

@@ -13,9 +13,11 @@ from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
 from hybridload.lanes.ray.pool_config import start_timeout_seconds
 
 
+RULES = PlacementRules(reserve_local_cpus=0)
+
+
 def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had():
-    config = PoolConfig(on_no_actors="raise")
-    assert config.rules == PlacementRules()
+    config = PoolConfig(rules=RULES, on_no_actors="raise")
     assert (
         config.ray_address,
         config.fallback_embedded,
@@ -43,14 +45,14 @@ def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had()
 )
 def test_a_pool_config_refuses_a_bad_value_naming_the_field_and_what_to_write(kw, words):
     with pytest.raises(ValueError, match=words):
-        PoolConfig(**{"on_no_actors": "raise", **kw})
+        PoolConfig(**{"rules": RULES, "on_no_actors": "raise", **kw})
 
 
 def test_a_pool_config_takes_its_placement_as_placement_rules_not_a_dict():
     with pytest.raises(TypeError, match=r"rules must be a PlacementRules\(placement=\.\.\..*got dict"):
         PoolConfig(rules=dict(placement="any"), on_no_actors="raise")
     with pytest.raises(TypeError, match=r"ray_address must be None, 'auto', 'embedded' or 'host:port'; got 6379"):
-        PoolConfig(ray_address=6379, on_no_actors="raise")
+        PoolConfig(rules=RULES, ray_address=6379, on_no_actors="raise")
 
 
 def test_a_pool_given_anything_but_a_pool_config_says_what_to_give_before_connecting():

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 
 from hybridload.execution.retry import RetryRules, StragglerRule
-from hybridload.lanes.spec import budget_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,9 +47,7 @@ class PassConfig:
                 f"PassConfig: stragglers must be a StragglerRule(straggler_factor=..., straggler_min_s=...) "
                 f"(StragglerRule(None) turns re-issuing off), got {self.stragglers!r}"
             )
-        if self.gpu_memory_budget_mb is not None and (
-            not _is_seconds(self.gpu_memory_budget_mb) or budget_bytes(self.gpu_memory_budget_mb) < 1
-        ):
+        if self.gpu_memory_budget_mb is not None and not _is_seconds(self.gpu_memory_budget_mb):
             raise ValueError(
                 f"PassConfig: gpu_memory_budget_mb must be None (unbounded) or a positive number of MiB, "
                 f"got {self.gpu_memory_budget_mb!r}"
@@ -65,5 +62,5 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_seconds(v) -> bool:
+def _is_seconds(v) -> bool:  # a positive finite number (seconds, or MiB)
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0

@@ -44,7 +44,7 @@ def one_round(start_s: float, timeout_s: float = 300.0) -> float | None:
     old = {a["name"] for a in named_actors()}  # an earlier round's, if Ray still lists it
     killer = threading.Thread(target=kill_first_actor, args=(f"hybridload-{os.getpid()}-", old, 120, killed))
     killer.start()
-    config = PoolConfig(rules=PlacementRules(placement="any", cpu_actors=1), on_no_actors="local")
+    config = PoolConfig(rules=PlacementRules(placement="any", reserve_local_cpus=0, cpu_actors=1), on_no_actors="local")
     pool = ActorPool(SlowStart, (start_s,), config)
     try:
         killer.join(130)

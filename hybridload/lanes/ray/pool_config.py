@@ -7,7 +7,7 @@ whether a count beyond the CPUs is a request) is the subclass's, not configurati
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 from hybridload.environment import seconds_setting
@@ -56,7 +56,7 @@ class PoolConfig:
         actor_wait_s: with ``on_no_actors="wait"``, how long to wait for a node (seconds).
     """
 
-    rules: PlacementRules = field(default_factory=PlacementRules)
+    rules: PlacementRules
     ray_address: str | None = None
     fallback_embedded: bool = False
     tasks_per_actor: int = 2
