@@ -111,7 +111,7 @@ class HybridLoader:
         self._knobs = knobs(policy, rank=rank, world_size=world_size)
         self._stats = LoaderStats(self._knobs.skip_warn_fraction)
         self._lanes, self._fallback = [], []  # type: list, list
-        self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
+        self._admission: ShareAdmission | None = None  # the GPU lane's share: built once, with the lanes
         self._plan = policy.loaded_plan()
         self._closed = False
         self._passes = threading.RLock()  # starting, superseding and counting a pass: one thread at a time
@@ -279,7 +279,7 @@ class HybridLoader:
             self._finalizer.detach()
             parts = [
                 ("the current pass", lambda: self._finish_pass(None)),
-                self._admission.steer,
+                self._admission.steer if self._admission is not None else None,
                 *take_all(self._lanes),
             ]
             close_all(parts, "HybridLoader.close()")
