@@ -17,8 +17,12 @@ def joined() -> tuple[frozenset[str], int] | None:
 
 
 def free_cpus(held: int = 0) -> float | None:
-    """The CPUs the connected cluster has free, taking ``held`` CPUs (actors of this process
-    starting or ready: Ray's free count lags them) off its total; None when not connected."""
+    """The CPUs the connected cluster has free, or None when this process is not connected.
+
+    Args:
+        held: CPUs of this process's actors starting or ready, taken off the cluster's total
+            (Ray's free count lags them).
+    """
     ray = _imported_ray()
     if ray is None or not ray.is_initialized():
         return None
