@@ -102,7 +102,7 @@ class DispatchAt(h.Contestant):
     def __init__(self, k: int, batches: int, rate: float, stragglers: bool):
         super().__init__(f"k={k}" + ("" if stragglers else ", stragglers off"))
         self.k, self.batches, self.rate = k, batches, rate
-        self.rule = StragglerRule() if stragglers else StragglerRule(factor=None)
+        self.rule = StragglerRule() if stragglers else StragglerRule(straggler_factor=None)
 
     def run(self, epoch: int) -> dict:
         lane = PacedLane(self.k, self.rate)
@@ -114,7 +114,7 @@ class DispatchAt(h.Contestant):
             else LazyTasks(range(count), lambda k, _b: BatchTask(k, epoch, idx, size=1))
         )
         before = set(threading.enumerate())
-        settings = dict(timeout_s=120, stragglers=self.rule)
+        settings = dict(batch_timeout_s=120, stragglers=self.rule)
         stream = (
             BatchStream([lane], tasks, **settings)
             if PassConfig is None

@@ -41,7 +41,7 @@ class StandaloneDali(KernelBatches):
     def __init__(self, source, rec, batch_size: int, threads: int):
         super().__init__("dali-standalone", source, rec, batch_size)
         self.threads = threads
-        self.lane = DaliLane(source, rec, batch_size=batch_size, device=torch.device("cpu"), num_threads=threads)
+        self.lane = DaliLane(source, rec, batch_size=batch_size, device=torch.device("cpu"), gpu_threads=threads)
 
     def one(self, indices: np.ndarray, epoch: int) -> tuple:
         r = self.lane.run_batch(BatchTask(0, epoch, indices))

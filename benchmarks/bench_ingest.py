@@ -98,6 +98,7 @@ def measure(size: int = 224, store_mb: int = 300, inflight: int = 2, batches: in
                 rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1),
                 ray_address=cl.address,
                 tasks_per_actor=inflight,
+                on_no_actors="raise",
             ),
         )
         try:

@@ -22,7 +22,7 @@ from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes
 from hybridload.lanes.spec import LaneSpec
 from hybridload.policy import LoaderPolicy
-from hybridload.policy.decode import pass_config
+from hybridload.policy.decode import knobs
 from hybridload.recipe import Recipe
 from hybridload.execution.admission import ShareAdmission
 from hybridload.sources import Source
@@ -113,10 +113,12 @@ class HybridLoader:
         fn = check_batch_transform(batch_transform)
         self._hook = BatchHook(fn, rank=rank) if fn is not None else None
         self._active: weakref.ref | None = None  # the pass holds the loader, not back: no cycle for the GC
-        self._stats = LoaderStats(policy.skip_warn_fraction)
+        #: the policy's knobs, each in the options object of the code that reads it
+        self._knobs = knobs(policy, rank=rank, world_size=world_size)
+        self._stats = LoaderStats(self._knobs.skip_warn_fraction)
         self._per_source = DeliveredCounts.of(source)  # a Mix: samples delivered per source
         self._lanes, self._fallback = [], []  # type: list, list
-        self._admission = ShareAdmission()  # the GPU lane's share, once the lanes are built
+        self._admission: ShareAdmission | None = None  # the GPU lane's share: built once, with the lanes
         self._plan = policy.loaded_plan()
         self._closed = False
         self._passes = threading.RLock()  # starting, superseding and counting a pass: one thread at a time
@@ -124,8 +126,9 @@ class HybridLoader:
         self._streams: list = []  # the current pass's stream: closed before the lanes, even by GC
         self._finalizer = weakref.finalize(self, shut_dropped, self._streams, self._lanes, log)
         #: the lanes this loader runs, decoded from the policy once (``LoaderPolicy.lane_spec``)
-        self.lane_spec: LaneSpec = policy.lane_spec(self._plan, device=self.device, recipe=recipe)
-        self._pass_config = pass_config(policy, self.lane_spec)  # each pass's window, timeouts, retries
+        self.lane_spec: LaneSpec = policy.lane_spec(
+            self._plan, device=self.device, recipe=recipe, options=self._knobs.lanes
+        )
         if not recipe.gpu_capable:  # a user's function must reach the workers: say so now, naming it
             check_shippable(recipe.stages, self.lane_spec.ships_recipe)
         if len(self) == 0:
@@ -170,8 +173,6 @@ class HybridLoader:
             self.recipe,
             batch_size=self.batch_size,
             device=self.device,
-            rank=self.rank,
-            world_size=self.world_size,
             pin_memory=self._mover.pin_memory,
         )
         self._lanes.extend(built.lanes)
@@ -185,7 +186,7 @@ class HybridLoader:
                 spec.start_share,
                 "from the plan" if self._plan is not None else "in-line start",
             )
-            steer = OnlinePlanner.start(self._lanes, self.policy.replan_every, self.policy.max_gpu_util, self.device)
+            steer = OnlinePlanner.start(self._lanes, self._knobs.replan_every, self._knobs.max_gpu_util, self.device)
         self._admission = ShareAdmission(
             {LaneKind.GPU: spec.gpu_share} if gpu and spec.gpu_share is not None else {}, steer=steer
         )  # from here on written by the passes' dispatchers only
@@ -211,7 +212,7 @@ class HybridLoader:
         stream = BatchStream(
             lanes,
             tasks,
-            self._pass_config,
+            self._knobs.passes,
             start=start,
             hooks=stats,
             admission=self._admission,
@@ -263,7 +264,7 @@ class HybridLoader:
     def stats(self) -> dict:
         """What the loader counted since it started or `reset_stats()`, a plain dict (keys: the API page)."""
         d = loader_report(
-            self._stats, self._lanes, self._fallback, self._admission, self.policy.mode, self._plan is not None
+            self._stats, self._lanes, self._fallback, self._admission, self.lane_spec.mode, self._plan is not None
         )
         d.update(epoch=self.epoch, position=self._pass.position, rank=self.rank, world_size=self.world_size)
         if self._per_source is not None:
@@ -284,7 +285,7 @@ class HybridLoader:
             self._finalizer.detach()
             parts = [
                 ("the current pass", lambda: self._finish_pass(None)),
-                self._admission.steer,
+                self._admission.steer if self._admission is not None else None,
                 *take_all(self._lanes),
             ]
             close_all(parts, "HybridLoader.close()")

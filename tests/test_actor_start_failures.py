@@ -133,7 +133,7 @@ def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restart
         rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
         ready_timeout_s=1.0,
         node_poll_s=0.5,
-        when_empty="local",
+        on_no_actors="local",
     )
     pool = ActorPool(SlowStart, (SLOW_START_S,), config)
     try:
@@ -152,7 +152,9 @@ def test_an_idle_actor_killed_is_replaced_before_any_task_is_sent_to_it(ray_clus
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
-        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.5, when_empty="local"
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        node_poll_s=0.5,
+        on_no_actors="local",
     )
     pool = ActorPool(PoolWorker, (), config)
     try:
@@ -197,7 +199,9 @@ def _quick_pool():
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
-        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1), node_poll_s=0.3, when_empty="local"
+        rules=PlacementRules(placement="local", reserve_local_cpus=1, cpu_actors=1),
+        node_poll_s=0.3,
+        on_no_actors="local",
     )
     return ActorPool(PoolWorker, (), config)
 
@@ -332,7 +336,7 @@ def test_each_sigkilled_busy_actor_is_replaced_at_once_and_the_pool_is_back_at_i
             return actor.run.remote(task.seq)
 
     config = PoolConfig(
-        rules=PlacementRules(placement="any", reserve_local_cpus=1, cpu_actors=3), node_poll_s=60, when_empty="local"
+        rules=PlacementRules(placement="any", reserve_local_cpus=1, cpu_actors=3), node_poll_s=60, on_no_actors="local"
     )
     pool = Pool(Killable, (), config)
     stop = threading.Event()

@@ -94,10 +94,10 @@ def test_pass_config_defaults_are_the_streams_former_defaults():
     config = PassConfig()
     assert (
         config.window,
-        config.timeout_s,
+        config.batch_timeout_s,
         config.rules,
         config.stragglers,
-        config.device_budget_bytes,
+        config.gpu_memory_budget_mb,
         config.tick_s,
     ) == (None, 300.0, RetryRules(), StragglerRule(), None, 0.05)
     with pytest.raises(AttributeError):
@@ -109,17 +109,21 @@ def test_pass_config_defaults_are_the_streams_former_defaults():
     [
         ("window", 0, r"window must be None \(two per lane slot\) or an int >= 1, got 0"),
         ("window", 2.5, r"window must be None .* got 2.5"),
-        ("timeout_s", 0, r"timeout_s must be a positive finite number of seconds .* got 0"),
-        ("timeout_s", float("inf"), r"timeout_s must be .* got inf"),
+        ("batch_timeout_s", 0, r"batch_timeout_s must be a positive finite number of seconds .* got 0"),
+        ("batch_timeout_s", float("inf"), r"batch_timeout_s must be .* got inf"),
         ("rules", (3, 2), r"rules must be a RetryRules\(max_retries=..., break_after=...\), got \(3, 2\)"),
         (
             "stragglers",
             None,
-            r"stragglers must be a StragglerRule\(factor=..., min_s=...\) \(StragglerRule\(None\) "
+            r"stragglers must be a StragglerRule\(straggler_factor=..., straggler_min_s=...\) \(StragglerRule\(None\) "
             r"turns re-issuing off\), got None",
         ),
-        ("device_budget_bytes", 0, r"device_budget_bytes must be None \(unbounded\) or an int >= 1 \(bytes\), got 0"),
-        ("device_budget_bytes", True, r"device_budget_bytes must be .* got True"),
+        (
+            "gpu_memory_budget_mb",
+            0,
+            r"gpu_memory_budget_mb must be None \(unbounded\) or a positive number of MiB, got 0",
+        ),
+        ("gpu_memory_budget_mb", True, r"gpu_memory_budget_mb must be .* got True"),
         ("tick_s", -1, r"tick_s must be a positive finite number of seconds .* got -1"),
     ],
 )
@@ -131,7 +135,7 @@ def test_a_bad_pass_setting_is_refused_naming_it_and_what_to_write(field, value,
 def test_a_stream_given_settings_that_are_not_a_pass_config_says_what_to_write():
     with pytest.raises(
         TypeError,
-        match=r"BatchStream: config must be a PassConfig\(window=..., timeout_s=...\), "
+        match=r"BatchStream: config must be a PassConfig\(window=..., batch_timeout_s=...\), "
         r"got int",
     ):
         BatchStream([], [], 4)

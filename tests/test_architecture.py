@@ -188,6 +188,23 @@ def test_no_branching_on_a_lane_name_outside_lanes():
     assert not offenders, offenders
 
 
+#: asking Ray about the cluster itself (its nodes, its CPUs, whether this process joined)
+ASKS_THE_CLUSTER = re.compile(r"\bray\.(nodes|cluster_resources|available_resources|is_initialized)\(")
+
+
+def test_only_the_ray_adapter_and_the_ray_lane_ask_the_cluster():
+    """What the cluster holds is read through `hybridload.raycluster` (its ``resources``), so a
+    plan fitted here and the drop-in's passes decide on the adapter's answers, not Ray's calls."""
+    offenders = []
+    for mod, path in modules().items():
+        if mod.startswith(("hybridload.raycluster", "hybridload.lanes.ray")):
+            continue
+        for k, line in enumerate(path.read_text().splitlines(), 1):
+            if ASKS_THE_CLUSTER.search(line):
+                offenders.append(f"{path.relative_to(REPO)}:{k}: {line.strip()}")
+    assert not offenders, offenders
+
+
 def _all_of(path: Path) -> set[str] | None:
     """The names in a module's ``__all__`` (None: it has none)."""
     for node in ast.parse(path.read_text()).body:

@@ -66,7 +66,7 @@ def tasks(n):
 def test_batches_run_on_the_stand_in_while_the_ray_lane_has_no_worker_and_move_back_when_it_has():
     ray_lane, local = ThreadLane("ray", slots=0, why="no node"), ThreadLane("local-fallback", slots=2)
     got = []
-    with BatchStream([ray_lane, local], tasks(12), PassConfig(window=2, timeout_s=WAIT_S), fallback=[local]) as s:
+    with BatchStream([ray_lane, local], tasks(12), PassConfig(window=2, batch_timeout_s=WAIT_S), fallback=[local]) as s:
         got += [next(s) for _ in range(4)]
         ray_lane.slots = 2  # a node joined: the pool has actors again
         got += list(s)
@@ -84,7 +84,7 @@ def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the
     with BatchStream(
         [gpu, ray_lane, local],
         tasks(10),
-        PassConfig(window=4, timeout_s=WAIT_S),
+        PassConfig(window=4, batch_timeout_s=WAIT_S),
         fallback=[local],
         admission=ShareAdmission({LaneKind.GPU: 0.5}),
     ) as s:
@@ -95,7 +95,7 @@ def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the
 
 def test_a_batch_no_lane_can_take_names_each_lanes_reason_and_what_to_do():
     ray_lane = ThreadLane("ray", slots=0, why="node 1a2b3c4d (192.0.2.2) lost at 02:41:07 UTC")
-    with BatchStream([ray_lane], tasks(3), PassConfig(window=1, timeout_s=WAIT_S)) as s:
+    with BatchStream([ray_lane], tasks(3), PassConfig(window=1, batch_timeout_s=WAIT_S)) as s:
         with pytest.raises(NoLaneError) as err:
             next(s)
     msg = str(err.value)
@@ -107,7 +107,7 @@ def test_a_batch_no_lane_can_take_names_each_lanes_reason_and_what_to_do():
 def test_a_broken_lane_is_named_with_its_last_error():
     only = ThreadLane("only", slots=1, fail=RuntimeError("decoder crashed"))
     with BatchStream(
-        [only], tasks(3), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
+        [only], tasks(3), PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
     ) as s:
         with pytest.raises(
             NoLaneError,
@@ -128,10 +128,15 @@ TRAINER = node("T" * 8, cpus=1, trainer=True, address="192.0.2.1")
 RULES = PlacementRules(placement="remote-first", reserve_local_cpus=1, cpu_actors=1, rank=0, world_size=1)
 
 
-def capacity(when_empty, wait_s=60.0, hold=None):
-    members = Members(PoolStats(), hold=when_empty != "local" if hold is None else hold)
+def capacity(on_no_actors, actor_wait_s=60.0, hold=None):
+    members = Members(PoolStats(), hold=on_no_actors != "local" if hold is None else hold)
     return Capacity(
-        when_empty=when_empty, wait_s=wait_s, rules=RULES, members=members, stats=members.stats, name="ray"
+        on_no_actors=on_no_actors,
+        actor_wait_s=actor_wait_s,
+        rules=RULES,
+        members=members,
+        stats=members.stats,
+        name="ray",
     ), members
 
 
@@ -159,13 +164,13 @@ def test_no_capacity_at_start_under_raise_is_a_named_error_at_once():
 
 def test_wait_polls_the_node_table_until_a_node_joins():
     tables = iter([[TRAINER], [TRAINER], [TRAINER, node("B" * 8)]])
-    cap, _ = capacity("wait", wait_s=WAIT_S)
+    cap, _ = capacity("wait", actor_wait_s=WAIT_S)
     where, _ = cap.first_target(lambda: next(tables), poll_s=0.01)
     assert where == ["B" * 8]
 
 
 def test_wait_raises_a_named_error_after_its_bound():
-    cap, _ = capacity("wait", wait_s=0.2)
+    cap, _ = capacity("wait", actor_wait_s=0.2)
     t0 = time.monotonic()
     with pytest.raises(NoActorsError, match=r"waited 0.2 s for a node.*ray start --address"):
         cap.first_target(lambda: [TRAINER], poll_s=0.05)
@@ -173,7 +178,7 @@ def test_wait_raises_a_named_error_after_its_bound():
 
 
 def test_wait_holds_batches_while_the_target_is_empty_and_stops_holding_after_its_bound():
-    cap, members = capacity("wait", wait_s=0.3)
+    cap, members = capacity("wait", actor_wait_s=0.3)
     cap.after_step([], [TRAINER])
     assert members.usable == 1  # the lane holds its batches
     time.sleep(0.35)
@@ -240,7 +245,7 @@ def test_time_without_actors_counts_from_the_pool_opening_until_an_actor_is_read
 
 @pytest.mark.parametrize("bad", ["fallback", None, 1])
 def test_on_no_actors_must_be_one_of_its_choices(bad):
-    with pytest.raises(ValueError, match="on_no_actors must be one of local, wait, raise"):
+    with pytest.raises(ValueError, match="LoaderPolicy: on_no_actors must be one of 'local', 'wait', 'raise'"):
         LoaderPolicy(on_no_actors=bad)
 
 

@@ -110,7 +110,9 @@ OWN_FAILURES = {
 @pytest.mark.parametrize("failure", list(OWN_FAILURES))
 def test_a_batchs_own_failure_is_delivered_at_once_and_its_other_copy_cancelled(failure, stops):
     lane, stats = HeldLane("ray", slots=2, stops=stops), LoaderStats()
-    config = PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.2))
+    config = PassConfig(
+        window=3, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=1.0, straggler_min_s=0.2)
+    )
     with BatchStream([lane], batches(3), config, hooks=stats) as stream:
         two_copies_of_batch_1(lane)
         error = OWN_FAILURES[failure]()
@@ -139,7 +141,9 @@ NOT_THE_BATCHS = {
 @pytest.mark.parametrize("failure", list(NOT_THE_BATCHS))
 def test_a_failure_not_the_batchs_own_is_dropped_while_its_other_copy_carries_it(failure):
     lane, stats = HeldLane("ray", slots=2), LoaderStats()
-    config = PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.2))
+    config = PassConfig(
+        window=3, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=1.0, straggler_min_s=0.2)
+    )
     with BatchStream([lane], batches(3), config, hooks=stats) as stream:
         two_copies_of_batch_1(lane)
         lane.finish(1, NOT_THE_BATCHS[failure]())
@@ -185,7 +189,9 @@ def test_on_the_in_process_lane_a_bad_sample_in_a_copy_issued_again_ends_the_bat
     ds = Sample2FailsOnItsSecondRead()
     lane = InProcessLane(sources.TorchDataset(ds), recipe.imagenet_eval(32), threads=2)
     tasks = [BatchTask(k, 0, np.array([2 * k, 2 * k + 1]), size=2) for k in range(3)]
-    config = PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.3))
+    config = PassConfig(
+        window=3, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=1.0, straggler_min_s=0.3)
+    )
     try:
         with BatchStream([lane], tasks, config) as stream:
             assert next(stream).indices.tolist() == [0, 1]

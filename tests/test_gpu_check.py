@@ -533,7 +533,7 @@ def test_the_gpu_tests_and_figures_build_their_lanes_through_the_lane_spec(photo
         _gpu_headline.spec_lane(src, rec, 4, "cpu"),
     ]
     try:
-        assert {(lane.host_sync, lane._normalize, lane.prep_threads) for lane in lanes} == {
+        assert {(lane.host_sync, lane._normalize, lane.gpu_threads) for lane in lanes} == {
             (False, False, spec.gpu_threads)
         }
     finally:

@@ -42,8 +42,8 @@ def test_a_batch_is_cut_into_contiguous_parts_of_at_least_min_part(n, workers, s
     assert all(s.stop - s.start >= MIN_PART for s in parts) or len(parts) == 1
 
 
-def _lane(src, rec, prep_threads):
-    return TorchGpuLane(src, rec, batch_size=40, device="cpu", decode=cpu_decode, prep_threads=prep_threads)
+def _lane(src, rec, gpu_threads):
+    return TorchGpuLane(src, rec, batch_size=40, device="cpu", decode=cpu_decode, gpu_threads=gpu_threads)
 
 
 def test_prepared_in_parts_the_batches_equal_one_thread_one_image_at_a_time(photo_root):
@@ -151,7 +151,7 @@ def test_a_bad_sample_prepared_in_a_worker_process_is_rerouted_naming_it(photo_r
         batch_size=40,
         device="cpu",
         decode=cpu_decode,
-        prep_threads=2,
+        gpu_threads=2,
         prep_kind="processes",
     )
     try:

@@ -43,6 +43,25 @@ def test_stream_follows_the_batch_plan_with_labels(photo_root):
             assert sorted(np.concatenate([g[0] for g in got]).tolist()) == list(range(60))
 
 
+def test_the_share_admission_is_built_once_with_the_lanes_and_kept_for_every_pass(photo_root, monkeypatch):
+    import hybridload.loader as loader_module
+    from hybridload.execution.admission import ShareAdmission
+
+    built = []
+
+    class Counted(ShareAdmission):
+        def __init__(self, *a, **kw):
+            built.append(self)
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(loader_module, "ShareAdmission", Counted)
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 30, policy=inproc(threads=1)) as ld:
+        assert ld.stats()["plan"]["gpu_share"] == 0.0  # no lane yet: nothing capped, nothing built
+        for _ in range(2):
+            assert len(list(ld)) == 2
+    assert len(built) == 1
+
+
 def test_stream_identical_whatever_threads_and_window(photo_root):
     src = sources.ImageFolder(photo_root)
     runs = []

@@ -43,7 +43,7 @@ class CountingBatches:
 def test_a_pass_over_lazy_tasks_makes_only_what_the_window_reached():
     batches = CountingBatches(10**9)  # a billion batches: a listed epoch could not be made
     lane = ScriptedLane("a", slots=2, auto=ok)
-    with BatchStream([lane], LazyTasks(batches, make), PassConfig(window=4, timeout_s=10)) as stream:
+    with BatchStream([lane], LazyTasks(batches, make), PassConfig(window=4, batch_timeout_s=10)) as stream:
         got = [next(stream) for _ in range(20)]
     assert [g[1] for g in got] == list(range(20))
     assert batches.made < 40
@@ -54,17 +54,17 @@ def test_streamed_tasks_pull_the_sampler_in_order_and_name_a_wrong_len():
     tasks = StreamedTasks(iter(source), 50, make, what="the sampler S")
     assert source.made == 1  # the first is pulled where the tasks are made
     lane = ScriptedLane("a", slots=2, auto=ok)
-    with BatchStream([lane], tasks, PassConfig(window=4, timeout_s=10)) as stream:
+    with BatchStream([lane], tasks, PassConfig(window=4, batch_timeout_s=10)) as stream:
         assert [next(stream)[1] for _ in range(5)] == list(range(5))
         assert source.made <= 5 + 4 + 1
         assert [r[1] for r in stream] == list(range(5, 50))
     short = StreamedTasks(iter(CountingBatches(3)), 5, make, what="the sampler S")
-    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], short, PassConfig(window=4, timeout_s=10)) as stream:
+    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], short, PassConfig(window=4, batch_timeout_s=10)) as stream:
         assert [next(stream)[1] for _ in range(3)] == [0, 1, 2]
         with pytest.raises(RuntimeError, match="the sampler S stopped after 3 batches but its len\\(\\) said 5"):
             next(stream)
     long = StreamedTasks(iter(CountingBatches(7)), 5, make, what="the sampler S")
-    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], long, PassConfig(window=4, timeout_s=10)) as stream:
+    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], long, PassConfig(window=4, batch_timeout_s=10)) as stream:
         with pytest.raises(RuntimeError, match="yields more batches than its len\\(\\) \\(5\\)"):
             list(stream)
 
@@ -75,7 +75,7 @@ class Book:
 
 
 def test_a_wake_looks_only_at_the_copies_that_are_due():
-    rule = StragglerRule(factor=4.0, min_s=2.0)
+    rule = StragglerRule(straggler_factor=4.0, straggler_min_s=2.0)
     watch = StragglerWatch(rule)
     book, now = Book(0.01), 100.0
     running = {}
@@ -96,7 +96,7 @@ def test_a_wake_looks_only_at_the_copies_that_are_due():
 
 
 def test_a_copy_whose_lane_has_no_typical_time_yet_is_looked_at_again_later():
-    watch = StragglerWatch(StragglerRule(factor=4.0, min_s=2.0))
+    watch = StragglerWatch(StragglerRule(straggler_factor=4.0, straggler_min_s=2.0))
     book = Book(None)
     watch.started(Watched(0, book, 0.0, None))
     running = {0: [(book, 0.0)]}
@@ -108,7 +108,7 @@ def test_a_copy_whose_lane_has_no_typical_time_yet_is_looked_at_again_later():
     watch.started(Watched(0, book, 10.0, None))
     assert list(watch.overdue(time.perf_counter() + 1e6, running, set(), lambda s: False)) == []
     assert len(watch) == 0
-    off = StragglerWatch(StragglerRule(factor=None))
+    off = StragglerWatch(StragglerRule(straggler_factor=None))
     off.started(Watched(0, book, 0.0, None))
     assert len(off) == 0
 
@@ -162,12 +162,14 @@ def endless(pulled: list):
 def test_open_ended_tasks_pull_only_what_the_window_reached_and_end_where_the_iterator_does():
     pulled: list = []
     tasks = StreamedTasks(endless(pulled), None, make, what="the sampler S")
-    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], tasks, PassConfig(window=4, timeout_s=10)) as stream:
+    with BatchStream([ScriptedLane("a", slots=2, auto=ok)], tasks, PassConfig(window=4, batch_timeout_s=10)) as stream:
         assert [next(stream)[1] for _ in range(50)] == list(range(50))
         assert len(pulled) <= 50 + 4 + 1  # the window ahead, never the (endless) epoch
     for n in (0, 1, 7):  # a finite iterator without len(): the pass ends where it does, every batch once
         tasks = StreamedTasks(iter([[k] for k in range(n)]), None, make, what="the sampler S")
-        with BatchStream([ScriptedLane("a", slots=2, auto=ok)], tasks, PassConfig(window=3, timeout_s=10)) as stream:
+        with BatchStream(
+            [ScriptedLane("a", slots=2, auto=ok)], tasks, PassConfig(window=3, batch_timeout_s=10)
+        ) as stream:
             assert [r[1] for r in stream] == list(range(n))
             assert len(tasks) == n
             with pytest.raises(StopIteration):

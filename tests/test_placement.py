@@ -32,19 +32,28 @@ def test_reserve_local_cpus_keeps_trainer_cpus_free():
 
 
 def test_local_placement_never_uses_other_nodes():
-    assert set(plan_actors(CLUSTER, PlacementRules(placement="local"))) == {"T"}
+    assert set(plan_actors(CLUSTER, PlacementRules(placement="local", reserve_local_cpus=0))) == {"T"}
 
 
 def test_any_placement_alternates_remote_and_trainer_slots():
-    assert plan_actors(CLUSTER, PlacementRules(placement="any", reserve_local_cpus=2)) == ["A", "T", "B", "T", "A"]
+    assert plan_actors(CLUSTER, PlacementRules(placement="any", reserve_local_cpus=2)) == [
+        "A",
+        "T",
+        "B",
+        "T",
+        "A",
+    ]
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_ranks_get_disjoint_fair_shares_of_the_slots(world):
-    shares = [plan_actors(CLUSTER, PlacementRules(placement="any", rank=r, world_size=world)) for r in range(world)]
+    shares = [
+        plan_actors(CLUSTER, PlacementRules(placement="any", reserve_local_cpus=0, rank=r, world_size=world))
+        for r in range(world)
+    ]
     sizes = [len(s) for s in shares]
     assert sum(sizes) == 7 and max(sizes) - min(sizes) <= 1
-    slots = plan_actors(CLUSTER, PlacementRules(placement="any"))
+    slots = plan_actors(CLUSTER, PlacementRules(placement="any", reserve_local_cpus=0))
     assert sorted(x for s in shares for x in s) == sorted(slots)
 
 
@@ -85,12 +94,13 @@ def test_elastic_target_leaves_out_nodes_being_drained():
 def test_elastic_targets_of_ranks_stay_disjoint_and_fair_after_churn(world):
     for table in (BEFORE, B_LOST_C_JOINED, CLUSTER):
         shares = [
-            elastic_target(table, (), PlacementRules(placement="any", rank=r, world_size=world)) for r in range(world)
+            elastic_target(table, (), PlacementRules(placement="any", reserve_local_cpus=0, rank=r, world_size=world))
+            for r in range(world)
         ]
         sizes = [len(s) for s in shares]
         assert max(sizes) - min(sizes) <= 1
         assert sorted(x for s in shares for x in s) == sorted(
-            elastic_target(table, (), PlacementRules(placement="any"))
+            elastic_target(table, (), PlacementRules(placement="any", reserve_local_cpus=0))
         )
 
 
@@ -116,7 +126,7 @@ def test_reconcile_from_nothing_starts_the_whole_target_in_its_order():
 
 def test_an_unknown_placement_is_refused_naming_the_three_placements_instead_of_acting_as_remote_first():
     with pytest.raises(ValueError, match=r"placement must be one of 'remote-first', 'any', 'local'; got 'remote'"):
-        PlacementRules(placement="remote")
+        PlacementRules(placement="remote", reserve_local_cpus=0)
 
 
 @pytest.mark.parametrize(
@@ -131,14 +141,16 @@ def test_an_unknown_placement_is_refused_naming_the_three_placements_instead_of_
     ],
 )
 def test_placement_rules_refuse_a_bad_value_naming_the_field_and_what_to_write(field, value, words):
-    kw = {"world_size": 2} if field == "rank" else {}
+    kw = {"reserve_local_cpus": 0, **({"world_size": 2} if field == "rank" else {})}
     with pytest.raises(ValueError, match=words):
-        PlacementRules(**kw, **{field: value})
+        PlacementRules(**{**kw, field: value})
 
 
 def test_placement_rules_are_frozen_and_a_smaller_request_is_a_new_value():
-    rules = PlacementRules(placement="any", cpu_actors=3, rank=1, world_size=2)
+    rules = PlacementRules(placement="any", reserve_local_cpus=0, cpu_actors=3, rank=1, world_size=2)
     with pytest.raises(AttributeError):
         rules.cpu_actors = 1
-    assert rules.with_actors(1) == PlacementRules(placement="any", cpu_actors=1, rank=1, world_size=2)
+    assert rules.with_actors(1) == PlacementRules(
+        placement="any", reserve_local_cpus=0, cpu_actors=1, rank=1, world_size=2
+    )
     assert rules.describe() == "placement='any', cpu_actors=3, reserve_local_cpus=0, world_size=2"

@@ -183,8 +183,12 @@ def test_the_gpu_engines_to_try_follow_the_policy_and_the_device(asked, device, 
 @pytest.mark.parametrize("budget,expected", [(None, None), (64, 64 * 2**20), (0.5, 2**19)])
 def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, expected):
     spec = decode_lanes(LoaderPolicy(mode="split", gpu_share=0.5, gpu_memory_budget_mb=budget, gpu_threads=3))
-    assert spec.gpu_memory_budget_mb == budget and spec.gpu_memory_budget_bytes == expected
-    assert spec.gpu_threads == 3
+    from hybridload.lanes.spec import budget_bytes
+    from hybridload.policy.decode import knobs
+
+    assert spec.options.gpu.gpu_memory_budget_mb == budget and budget_bytes(budget) == expected
+    assert knobs(LoaderPolicy(gpu_memory_budget_mb=budget)).passes.gpu_memory_budget_mb == budget
+    assert spec.options.gpu.gpu_threads == 3
 
 
 @pytest.mark.parametrize(
@@ -199,7 +203,7 @@ def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, exp
 )
 def test_actor_counts_and_local_threads_are_in_the_spec(policy, cpus, local, actors):
     spec = decode_lanes(policy, cpus=cpus, ray_address_env=None)
-    assert (spec.threads, spec.cpu_actors) == (local, actors)
+    assert (spec.threads, spec.options.pool.rules.cpu_actors) == (local, actors)
 
 
 def test_the_spec_carries_every_knob_the_cpu_lanes_take():
@@ -207,7 +211,8 @@ def test_the_spec_carries_every_knob_the_cpu_lanes_take():
         ray_address="10.0.0.1:6379", placement="any", reserve_local_cpus=2, ship_bytes=True, on_error="skip"
     )
     spec = decode_lanes(policy)
-    assert (spec.ray_address, spec.placement, spec.reserve_local_cpus, spec.ship_bytes, spec.on_error) == (
+    pool, o = spec.options.pool, spec.options
+    assert (pool.ray_address, pool.rules.placement, pool.rules.reserve_local_cpus, o.ship_bytes, o.on_error) == (
         "10.0.0.1:6379",
         "any",
         2,
@@ -220,7 +225,7 @@ def test_a_spec_is_frozen():
     import dataclasses
 
     with pytest.raises(dataclasses.FrozenInstanceError):
-        decode_lanes(LoaderPolicy()).gpu_threads = 4
+        decode_lanes(LoaderPolicy()).threads = 4
 
 
 def test_policy_lane_spec_is_the_decoding_with_this_process_facts(monkeypatch, tmp_path):
@@ -325,10 +330,9 @@ def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_
     cpus = usable_cpus()  # reserve_local_cpus=0
     assert seen["spec"] == _loader_spec(photo_root, profile.profile_policy(1.0, threads=cpus, gpu_threads=3), rec)
     at_half = profile.profile_policy(0.5, threads=cpus, gpu_threads=3).lane_spec(device="cpu", recipe=rec)
-    assert (seen["spec"].gpu_engines, seen["spec"].gpu_threads, seen["spec"].gpu_memory_budget_mb) == (
+    assert (seen["spec"].gpu_engines, seen["spec"].options.gpu) == (
         at_half.gpu_engines,
-        at_half.gpu_threads,
-        at_half.gpu_memory_budget_mb,
+        at_half.options.gpu,
     )  # what measure_loader runs
 
 
@@ -353,34 +357,138 @@ def test_auto_mode_builds_no_gpu_lane_without_a_cuda_device(mode, engine, device
 
 
 # ------------------------------------------------------------------ one name per knob, one decoding
-def test_every_lane_knob_keeps_the_policys_name_and_the_value_as_written():
-    """A LaneSpec field named as a LoaderPolicy field is that knob: its value as written, unless the
-    decoding resolves it (DECODED: the share, the thread count, what local workers run on, the start
-    method); so a knob is never renamed between the policy and the lanes."""
+def _leaves(obj, path=()):
+    """(path, value) of every field of an options object, nested options objects walked into."""
     import dataclasses
 
-    from hybridload.lanes.spec import LaneSpec
-    from hybridload.policy.decode import DECODED
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, (*path, f.name))
+        else:
+            yield (*path, f.name), value
 
-    written = dict(
-        gpu_threads=5,
-        gpu_memory_budget_mb=64.0,
-        cpu_actors=3,
-        ray_address="10.0.0.1:6379",
-        placement="any",
-        reserve_local_cpus=2,
-        on_no_actors="wait",
-        actor_wait_s=7.0,
-        ship_bytes=True,
-        on_error="skip",
-    )
-    shared = {f.name for f in dataclasses.fields(LaneSpec)} & {f.name for f in dataclasses.fields(LoaderPolicy)}
-    assert shared - set(DECODED) == set(written)  # a new shared knob: add it here with a value other than its default
-    assert all(written[k] != f.default for f in dataclasses.fields(LoaderPolicy) for k in written if f.name == k)
-    spec = decode_lanes(LoaderPolicy(**written), ray_address_env=None)
-    assert {k: getattr(spec, k) for k in written} == written
+
+#: a value other than its default for every knob that passes through as written
+WRITTEN = dict(
+    on_error="skip",
+    ship_bytes=True,
+    gpu_threads=5,
+    gpu_memory_budget_mb=64.0,
+    ray_address="10.0.0.1:6379",
+    cpu_actors=3,
+    placement="any",
+    reserve_local_cpus=2,
+    on_no_actors="wait",
+    actor_wait_s=7.0,
+    window=6,
+    batch_timeout_s=9.0,
+    max_retries=5,
+    break_after=3,
+    straggler_factor=8.0,
+    straggler_min_s=0.5,
+    skip_warn_fraction=0.2,
+    replan_every=3,
+    max_gpu_util=0.5,
+)
+
+
+def test_every_knob_reaches_an_options_object_under_the_policys_name_with_the_value_as_written():
+    """Every LoaderPolicy field is either chosen on (`CHOICE`: `decode_lanes`) or a field of the
+    same name in an options object `knobs` builds, holding the value as written: a knob renamed
+    on its way (``on_no_actors`` -> ``when_empty``) leaves its policy field unmatched here."""
+    import dataclasses
+
+    from hybridload.policy.decode import CHOICE, knobs
+
+    policy_fields = {f.name: f.default for f in dataclasses.fields(LoaderPolicy)}
+    assert set(WRITTEN) == set(policy_fields) - set(CHOICE)  # a new knob: give it a value here
+    assert all(WRITTEN[k] != policy_fields[k] for k in WRITTEN)
+    leaves = list(_leaves(knobs(LoaderPolicy(**WRITTEN))))
+    named = {path[-1] for path, _ in leaves}
+    assert set(policy_fields) - set(CHOICE) <= named  # no knob renamed on its way in
+    for path, value in leaves:
+        if path[-1] in WRITTEN:
+            assert value == WRITTEN[path[-1]], path
     local = decode_lanes(LoaderPolicy(cpu_actors=0, threads=3, local_workers="processes", start_method="spawn"))
     assert (local.threads, local.local_workers, local.start_method) == (3, "processes", "spawn")
+
+
+def test_every_options_field_named_as_a_knob_has_no_default_or_the_policys():
+    """One default per knob: an options object either has none for a knob (the user's field holds
+    it) or the policy's own."""
+    import dataclasses
+
+    from hybridload.policy.decode import knobs
+
+    policy_defaults = {f.name: f.default for f in dataclasses.fields(LoaderPolicy)}
+    built = knobs(LoaderPolicy())
+    seen = set()
+    stack = [built]
+    while stack:
+        obj = stack.pop()
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                stack.append(value)
+            elif f.name in policy_defaults and f.default is not dataclasses.MISSING:
+                seen.add((type(obj).__name__, f.name))
+                assert f.default == policy_defaults[f.name], (type(obj).__name__, f.name)
+    assert ("PassConfig", "batch_timeout_s") in seen  # the walk reached the options objects' defaults
+
+
+def _reader_names(reader) -> set[str]:
+    """The names a reader takes a knob by: a callable's parameters, or the attributes a module's
+    source reads (``.name``)."""
+    import inspect
+    import re
+
+    if inspect.ismodule(reader):
+        return set(re.findall(r"\.([a-z_][a-z0-9_]*)\b", inspect.getsource(reader)))
+    return set(inspect.signature(reader).parameters)
+
+
+def test_every_options_field_is_read_under_its_own_name_by_the_code_that_takes_it():
+    """Walks each options object's fields to their readers: each field is a parameter of the
+    callable that takes it (the GPU lanes take `GpuOptions` as keywords) or an attribute the
+    reading module reads; a field renamed at its reader (``num_threads=spec.gpu_threads``) fails."""
+    import dataclasses
+
+    from hybridload.execution import dispatch, stream, stragglers
+    from hybridload.execution import retry
+    from hybridload.execution.pass_config import PassConfig
+    from hybridload.execution.stats import LoaderStats
+    from hybridload.lanes.gpu.dali import DaliLane
+    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes.ray import actor_pool, capacity, RayLane
+    from hybridload.lanes.ray.pool_config import PoolConfig
+    from hybridload.lanes.spec import GpuOptions, LaneOptions
+    from hybridload.planner.online import OnlinePlanner
+    from hybridload.policy.decode import Knobs
+    from hybridload.raycluster import placement
+    from hybridload.raycluster.placement import PlacementRules
+    from hybridload.execution.retry import RetryRules, StragglerRule
+
+    readers = {
+        GpuOptions: [DaliLane, TorchGpuLane],  # each takes every field
+        LaneOptions: [RayLane, InProcessLane],
+        PoolConfig: [actor_pool, capacity],
+        PlacementRules: [placement, capacity],
+        PassConfig: [dispatch, stream],
+        RetryRules: [retry],
+        StragglerRule: [retry, stragglers],
+        Knobs: [LoaderStats, OnlinePlanner.start, OnlinePlanner],
+    }
+    nested = {"gpu", "pool", "rules", "stragglers", "lanes", "passes"}
+    for cls, of in readers.items():
+        fields = {f.name for f in dataclasses.fields(cls)} - nested
+        if cls is GpuOptions:  # passed whole as keywords: each lane must take each field
+            for lane in of:
+                assert fields <= _reader_names(lane), (lane, fields - _reader_names(lane))
+            continue
+        names = set().union(*(_reader_names(r) for r in of))
+        assert fields <= names, (cls.__name__, fields - names)
 
 
 @pytest.mark.parametrize(
@@ -438,7 +546,7 @@ def test_a_fitted_plan_decodes_to_the_policy_settings_that_carry_it_out(share, a
 def test_each_pass_runs_the_settings_the_policy_decodes_to():
     from hybridload.execution.pass_config import PassConfig
     from hybridload.execution.retry import RetryRules, StragglerRule
-    from hybridload.policy.decode import pass_config
+    from hybridload.policy.decode import knobs
 
     policy = LoaderPolicy(
         window=3,
@@ -449,14 +557,14 @@ def test_each_pass_runs_the_settings_the_policy_decodes_to():
         straggler_min_s=0.5,
         gpu_memory_budget_mb=2,
     )
-    assert pass_config(policy, decode_lanes(policy)) == PassConfig(
+    assert knobs(policy).passes == PassConfig(
         window=3,
-        timeout_s=7.0,
+        batch_timeout_s=7.0,
         rules=RetryRules(1, 4),
         stragglers=StragglerRule(None, 0.5),
-        device_budget_bytes=2 * 2**20,
+        gpu_memory_budget_mb=2,
     )
-    assert pass_config(LoaderPolicy(), decode_lanes(LoaderPolicy())) == PassConfig()  # the defaults agree
+    assert knobs(LoaderPolicy()).passes == PassConfig()  # the defaults agree
 
 
 @pytest.mark.parametrize("dali_installed", [True, False])

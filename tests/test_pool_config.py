@@ -13,17 +13,19 @@ from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
 from hybridload.lanes.ray.pool_config import start_timeout_seconds
 
 
+RULES = PlacementRules(reserve_local_cpus=0)
+
+
 def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had():
-    config = PoolConfig()
-    assert config.rules == PlacementRules()
+    config = PoolConfig(rules=RULES, on_no_actors="raise")
     assert (
         config.ray_address,
         config.fallback_embedded,
         config.tasks_per_actor,
         config.ready_timeout_s,
         config.node_poll_s,
-        config.when_empty,
-        config.wait_s,
+        config.on_no_actors,
+        config.actor_wait_s,
     ) == (None, False, 2, None, None, "raise", 120.0)
     with pytest.raises(AttributeError):
         config.tasks_per_actor = 4
@@ -37,20 +39,20 @@ def test_a_pool_config_holds_the_pools_settings_with_the_defaults_the_pool_had()
         (dict(ready_timeout_s=0), r"ready_timeout_s must be a number of seconds > 0, or None for .*; got 0"),
         (dict(ready_timeout_s=math.nan), r"ready_timeout_s must be a number of seconds > 0, or None .*; got nan"),
         (dict(node_poll_s=-1), r"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S"),
-        (dict(when_empty="fallback"), r"when_empty must be one of 'local', 'wait', 'raise'; got 'fallback'"),
-        (dict(wait_s=-5), r"wait_s must be a number of seconds >= 0; got -5"),
+        (dict(on_no_actors="fallback"), r"on_no_actors must be one of 'local', 'wait', 'raise'; got 'fallback'"),
+        (dict(actor_wait_s=-5), r"actor_wait_s must be a number of seconds >= 0; got -5"),
     ],
 )
 def test_a_pool_config_refuses_a_bad_value_naming_the_field_and_what_to_write(kw, words):
     with pytest.raises(ValueError, match=words):
-        PoolConfig(**kw)
+        PoolConfig(**{"rules": RULES, "on_no_actors": "raise", **kw})
 
 
 def test_a_pool_config_takes_its_placement_as_placement_rules_not_a_dict():
     with pytest.raises(TypeError, match=r"rules must be a PlacementRules\(placement=\.\.\..*got dict"):
-        PoolConfig(rules=dict(placement="any"))
+        PoolConfig(rules=dict(placement="any"), on_no_actors="raise")
     with pytest.raises(TypeError, match=r"ray_address must be None, 'auto', 'embedded' or 'host:port'; got 6379"):
-        PoolConfig(ray_address=6379)
+        PoolConfig(rules=RULES, ray_address=6379, on_no_actors="raise")
 
 
 def test_a_pool_given_anything_but_a_pool_config_says_what_to_give_before_connecting():

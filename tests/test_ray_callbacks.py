@@ -46,7 +46,7 @@ CHILD = textwrap.dedent('''
     class IndexedPool(ActorPool):
         pass_worker_index = True
 
-    pool = IndexedPool(Worker, (), PoolConfig(rules=PlacementRules(placement="any", cpu_actors=3), node_poll_s=60))
+    pool = IndexedPool(Worker, (), PoolConfig(rules=PlacementRules(placement="any", reserve_local_cpus=0, cpu_actors=3), node_poll_s=60, on_no_actors="raise"))
     deadline = time.monotonic() + 60
     while pool.stats()["failed_starts"] < 2 and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -133,7 +133,9 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
 
     src = GatedFolder(photo_root)
     src.gate = threading.Event()
-    pool = PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded")
+    pool = PoolConfig(
+        rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded", on_no_actors="raise"
+    )
     lane = RayLane(src, REC, pool, ship_bytes=True)
     got: dict = {}
     arrived = threading.Condition()
@@ -289,7 +291,9 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
     lane = RayLane(
         sources.ImageFolder(photo_root),
         REC,
-        PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded"),
+        PoolConfig(
+            rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded", on_no_actors="raise"
+        ),
     )
     got, arrived = [], threading.Event()
 
@@ -332,7 +336,11 @@ def test_ray_batches_are_copied_into_kept_buffers_never_over_a_held_batch(cluste
     src, rec, pages = sources.TorchDataset(Pictures()), recipe.imagenet_eval(224), 32 * 3 * 224 * 224 // 4096
     tasks = [BatchTask(k, 0, np.arange(32 * k, 32 * k + 32) % 96, seed=4) for k in range(12)]
     lane = RayLane(
-        src, rec, PoolConfig(rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded")
+        src,
+        rec,
+        PoolConfig(
+            rules=PlacementRules(reserve_local_cpus=1, cpu_actors=1), ray_address="embedded", on_no_actors="raise"
+        ),
     )
     try:
 

@@ -79,7 +79,7 @@ def test_scripted_lane_satisfies_the_lane_contract():
 
 def test_out_of_order_completion_is_delivered_in_sequence_order():
     lane = ScriptedLane("a", slots=4)
-    with BatchStream([lane], batches(4), PassConfig(window=4, timeout_s=WAIT_S)) as s:
+    with BatchStream([lane], batches(4), PassConfig(window=4, batch_timeout_s=WAIT_S)) as s:
         lane.wait_submitted(4)
         for seq in (2, 0, 3, 1):
             lane.finish(seq)
@@ -93,7 +93,7 @@ def test_a_lane_failing_twice_in_a_row_is_broken_and_the_other_lane_carries_on()
     with BatchStream(
         [bad, good],
         batches(6),
-        PassConfig(window=2, timeout_s=WAIT_S, rules=RetryRules(max_retries=3, break_after=2)),
+        PassConfig(window=2, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=3, break_after=2)),
         hooks=stats,
     ) as s:
         assert [r[1] for r in drain(s, 6)] == list(range(6))
@@ -113,7 +113,7 @@ def test_worker_lost_is_retried_on_the_same_lane_without_breaking_it():
     with BatchStream(
         [lane],
         batches(3),
-        PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=2, break_after=1)),
+        PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=2, break_after=1)),
         hooks=stats,
     ) as s:  # 2 + 1 lane: 3 losses fit
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
@@ -124,7 +124,10 @@ def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
     gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=lambda t: Reroute("not a JPEG") if t.seq % 2 else ok(t))
     cpu = ScriptedLane("cpu", slots=1, auto=lambda t: ("result", t.seq, "cpu"))
     with BatchStream(
-        [gpu, cpu], batches(8), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(break_after=1)), fallback=[cpu]
+        [gpu, cpu],
+        batches(8),
+        PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(break_after=1)),
+        fallback=[cpu],
     ) as s:
         out = drain(s, 8)
     assert [r[1] for r in out] == list(range(8))
@@ -136,7 +139,7 @@ def test_sample_error_is_delivered_in_order_and_not_retried():
     lane = ScriptedLane(
         "a", slots=2, auto=lambda t: SampleError(int(t.seq), "x.jpg", "decode", "bad") if t.seq == 1 else ok(t)
     )
-    with BatchStream([lane], batches(3), PassConfig(window=2, timeout_s=WAIT_S)) as s:
+    with BatchStream([lane], batches(3), PassConfig(window=2, batch_timeout_s=WAIT_S)) as s:
         assert next(s)[1] == 0
         with pytest.raises(SampleError, match="sample 1"):
             next(s)
@@ -149,7 +152,9 @@ def test_a_straggler_is_reissued_and_its_late_duplicate_dropped():
     with BatchStream(
         [lane],
         batches(3),
-        PassConfig(window=3, timeout_s=WAIT_S, stragglers=StragglerRule(factor=1.0, min_s=0.2)),
+        PassConfig(
+            window=3, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=1.0, straggler_min_s=0.2)
+        ),
         hooks=stats,
     ) as s:
         assert lane.wait_submitted(2) == [0, 1]
@@ -176,7 +181,10 @@ def test_a_capped_lane_takes_at_most_its_share(cap):
     cpu = ScriptedLane("cpu", slots=2, auto=ok)
     n = 40
     with BatchStream(
-        [gpu, cpu], batches(n), PassConfig(window=4, timeout_s=WAIT_S), admission=ShareAdmission({LaneKind.GPU: cap})
+        [gpu, cpu],
+        batches(n),
+        PassConfig(window=4, batch_timeout_s=WAIT_S),
+        admission=ShareAdmission({LaneKind.GPU: cap}),
     ) as s:
         assert [r[1] for r in drain(s, n)] == list(range(n))
     assert len(gpu.submitted) <= cap * n + 1
@@ -192,7 +200,10 @@ def test_a_retry_is_not_asked_to_the_admission_so_a_capped_lane_may_take_it():
     gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=ok)
     cpu = ScriptedLane("cpu", slots=1, auto=lambda t: RuntimeError("lost") if t.seq == 1 else ok(t))
     with BatchStream(
-        [gpu, cpu], batches(4), PassConfig(window=1, timeout_s=WAIT_S), admission=ShareAdmission({LaneKind.GPU: 0.0})
+        [gpu, cpu],
+        batches(4),
+        PassConfig(window=1, batch_timeout_s=WAIT_S),
+        admission=ShareAdmission({LaneKind.GPU: 0.0}),
     ) as s:
         assert [r[1] for r in drain(s, 4)] == [0, 1, 2, 3]
     assert [t.seq for t in gpu.submitted] == [1]  # the retry of batch 1 only, never a new batch
@@ -200,7 +211,7 @@ def test_a_retry_is_not_asked_to_the_admission_so_a_capped_lane_may_take_it():
 
 def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
     lane = ScriptedLane("a", slots=10, auto=ok)
-    with BatchStream([lane], batches(20), PassConfig(window=3, timeout_s=WAIT_S)) as s:
+    with BatchStream([lane], batches(20), PassConfig(window=3, batch_timeout_s=WAIT_S)) as s:
         assert lane.wait_submitted(3) == [0, 1, 2]
         time.sleep(0.2)  # the dispatcher ticks meanwhile; nothing beyond the window may start
         assert len(lane.submitted) == 3
@@ -210,7 +221,7 @@ def test_the_window_bounds_the_tasks_started_ahead_of_the_consumer():
 
 def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
     lane = ScriptedLane("a", slots=2)
-    s = BatchStream([lane], batches(5), PassConfig(window=2, timeout_s=WAIT_S))
+    s = BatchStream([lane], batches(5), PassConfig(window=2, batch_timeout_s=WAIT_S))
     lane.wait_submitted(2)
     dispatch_threads = [t for t in threading.enumerate() if t.name == "hybridload-dispatch"]
     s.close()
@@ -222,7 +233,7 @@ def test_stop_mid_flight_ends_the_dispatcher_and_ignores_late_results():
 
 def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
     lane = ScriptedLane("held", slots=1)
-    with BatchStream([lane], batches(2), PassConfig(window=1, timeout_s=0.3)) as s:
+    with BatchStream([lane], batches(2), PassConfig(window=1, batch_timeout_s=0.3)) as s:
         lane.wait_submitted(1)
         with pytest.raises(BatchTimeoutError, match=r"batch 0 did not arrive within 0.3 s \(held by lane 'held'\)"):
             next(s)
@@ -231,7 +242,7 @@ def test_a_batch_never_finished_ends_in_a_timeout_naming_the_lane_holding_it():
 def test_every_lane_broken_delivers_an_error_naming_the_batch_not_a_hang():
     lane = ScriptedLane("only", slots=1, auto=lambda t: RuntimeError("boom"))
     with BatchStream(
-        [lane], batches(3), PassConfig(window=1, timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
+        [lane], batches(3), PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=5, break_after=2))
     ) as s:
         with pytest.raises(RuntimeError, match="boom|no lane left"):
             next(s)
@@ -252,7 +263,9 @@ class _DeviceResult:
 def test_gpu_bytes_buffered_in_the_merger_count_against_the_device_budget():
     gpu = ScriptedLane("gpu", slots=8, kind=LaneKind.GPU, auto=lambda t: _DeviceResult(t.seq))
     cpu = ScriptedLane("cpu", slots=8, auto=ok)
-    with BatchStream([gpu, cpu], batches(30), PassConfig(window=20, timeout_s=WAIT_S, device_budget_bytes=3000)) as s:
+    with BatchStream(
+        [gpu, cpu], batches(30), PassConfig(window=20, batch_timeout_s=WAIT_S, gpu_memory_budget_mb=3000 / 2**20)
+    ) as s:
         cpu.wait_submitted(1)
         deadline = time.monotonic() + WAIT_S
         while len(gpu.submitted) + len(cpu.submitted) < 20 and time.monotonic() < deadline:
@@ -271,7 +284,7 @@ def test_the_dispatcher_counts_the_size_each_task_says_not_its_indices():
         BatchTask(2, 0, np.arange(3), size=5),
     ]  # what the task says wins
     stats = LoaderStats()
-    with BatchStream([lane], tasks, PassConfig(window=2, timeout_s=WAIT_S), hooks=stats) as s:
+    with BatchStream([lane], tasks, PassConfig(window=2, batch_timeout_s=WAIT_S), hooks=stats) as s:
         assert [r[1] for r in drain(s, 3)] == [0, 1, 2]
     assert stats.as_dict()["lanes"]["a"]["images"] == 10
     assert [t.size for t in lane.submitted] == [4, 1, 5]  # the tasks handed to the lane are the caller's
@@ -316,7 +329,7 @@ def test_caps_are_written_by_the_dispatcher_thread_only_through_the_admissions_h
     cpu = ScriptedLane("cpu", slots=2, auto=ok)
     hook = HalvingHook()
     caps = RecordingAdmission({LaneKind.GPU: 0.8}, hook)
-    with BatchStream([gpu, cpu], batches(16), PassConfig(window=4, timeout_s=WAIT_S), admission=caps) as s:
+    with BatchStream([gpu, cpu], batches(16), PassConfig(window=4, batch_timeout_s=WAIT_S), admission=caps) as s:
         assert [r[1] for r in drain(s, 16)] == list(range(16))
         deadline = time.monotonic() + WAIT_S
         while len(hook.calls) < 16 and time.monotonic() < deadline:
@@ -334,7 +347,7 @@ def test_a_pass_hands_out_its_first_batches_at_once_not_at_the_first_tick():
     default): that wait would leave the lanes idle for 52 ms of a 270 ms pass of 8 batches on
     one lane thread. With a tick far beyond the wait, the first tasks are handed out at once."""
     lane = ScriptedLane("a", slots=2)
-    with BatchStream([lane], batches(4), PassConfig(window=4, timeout_s=WAIT_S, tick_s=60.0)) as s:
+    with BatchStream([lane], batches(4), PassConfig(window=4, batch_timeout_s=WAIT_S, tick_s=60.0)) as s:
         t0 = time.perf_counter()
         assert lane.wait_submitted(2) == [0, 1]
         assert time.perf_counter() - t0 < WAIT_S / 2

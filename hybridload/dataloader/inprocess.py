@@ -8,6 +8,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from hybridload.raycluster import free_cpus
+
 
 def no_cpu_for_another_pool(pools_here: list) -> bool:
     """Whether a new pass must not start actors: this process already holds actor pools
@@ -24,12 +26,8 @@ def cpus_left_beside(pools_here: list) -> int | None:
     actors starting or ready (Ray's free count lags them)."""
     if not pools_here:
         return None
-    import ray
-
-    if not ray.is_initialized():
-        return None
-    held = sum(len(p.actors) for p in pools_here)
-    return int(min(ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0) - held))
+    free = free_cpus(held=sum(len(p.actors) for p in pools_here))
+    return None if free is None else int(free)
 
 
 def actors_beside(asked: int | None, free: int | None) -> int | None:

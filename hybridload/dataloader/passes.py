@@ -137,7 +137,7 @@ class RayPass:
                 lambda k, b: BatchTask(k, 0, b, size=batch_size_of(b), seed=base_seed + k),
             )
             self._stream = BatchStream(
-                [lane], tasks, PassConfig(window=settings.window, timeout_s=timeout), hooks=hooks
+                [lane], tasks, PassConfig(window=settings.window, batch_timeout_s=timeout), hooks=hooks
             )
         self._pin = settings.pin_memory and torch.cuda.is_available()
         self._pin_device = settings.pin_memory_device or None

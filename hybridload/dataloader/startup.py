@@ -81,6 +81,7 @@ def start_actors(loader: Any, base_seed: int = 0, actors: int | None = None) -> 
         rules=placement_rules(loader, rank, world, actors),
         ray_address=loader.head_address,
         fallback_embedded=(loader.head_address == "auto"),
+        on_no_actors="raise",  # torch's workers have no local lane beside them: no actor is an error
     )
     try:
         if isinstance(loader.dataset, tud.IterableDataset):

@@ -34,6 +34,7 @@ from typing import Sequence
 
 from hybridload.errors import Reroute, SampleError, StorageError
 from hybridload.lanes.base import BatchTask, Lane
+from hybridload.lanes.spec import budget_bytes
 from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.books import LaneBook
 from hybridload.execution.hooks import DispatchHooks
@@ -70,7 +71,7 @@ class Dispatcher:
         self._admission = admission if admission is not None else ShareAdmission()  # its caps: written here only
         config = config if config is not None else PassConfig()
         self._rules, self._tick_s = config.rules, config.tick_s
-        self._picker = LanePicker(self._books, merger, self._admission, config.device_budget_bytes)
+        self._picker = LanePicker(self._books, merger, self._admission, budget_bytes(config.gpu_memory_budget_mb))
         self._retry_queue: deque[BatchTask] = deque()
         self._attempts: dict[int, int] = {}
         self._running: dict[int, list[tuple[LaneBook, float]]] = {}  # seq -> copies (book, start)

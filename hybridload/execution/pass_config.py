@@ -15,28 +15,28 @@ class PassConfig:
     Attributes:
         window: batches in flight or buffered ahead of the consumer; None: two per lane slot
             (`hybridload.execution.stream.default_window`).
-        timeout_s: how long the consumer waits for the next batch before an error naming it.
+        batch_timeout_s: how long the consumer waits for the next batch before an error naming it.
         rules: when a failed batch is retried, handed on, or raised (`hybridload.execution.retry`).
         stragglers: when a slow batch is issued again to another worker.
-        device_budget_bytes: the most GPU memory finished GPU batches may hold while they wait
-            for the consumer, with the GPU lane's batches in flight; None: unbounded.
+        gpu_memory_budget_mb: the most GPU memory (MiB) finished GPU batches may hold while they
+            wait for the consumer, with the GPU lane's batches in flight; None: unbounded.
         tick_s: how often the dispatcher looks for stragglers when nothing else wakes it.
     """
 
     window: int | None = None
-    timeout_s: float = 300.0
+    batch_timeout_s: float = 300.0
     rules: RetryRules = field(default_factory=RetryRules)
     stragglers: StragglerRule = field(default_factory=StragglerRule)
-    device_budget_bytes: int | None = None
+    gpu_memory_budget_mb: float | None = None
     tick_s: float = 0.05
 
     def __post_init__(self):
         if self.window is not None and (not _is_int(self.window) or self.window < 1):
             raise ValueError(f"PassConfig: window must be None (two per lane slot) or an int >= 1, got {self.window!r}")
-        if not _is_seconds(self.timeout_s):
+        if not _is_seconds(self.batch_timeout_s):
             raise ValueError(
-                f"PassConfig: timeout_s must be a positive finite number of seconds (300.0 by "
-                f"default), got {self.timeout_s!r}"
+                f"PassConfig: batch_timeout_s must be a positive finite number of seconds (300.0 by "
+                f"default), got {self.batch_timeout_s!r}"
             )
         if not isinstance(self.rules, RetryRules):
             raise ValueError(
@@ -44,15 +44,13 @@ class PassConfig:
             )
         if not isinstance(self.stragglers, StragglerRule):
             raise ValueError(
-                f"PassConfig: stragglers must be a StragglerRule(factor=..., min_s=...) "
+                f"PassConfig: stragglers must be a StragglerRule(straggler_factor=..., straggler_min_s=...) "
                 f"(StragglerRule(None) turns re-issuing off), got {self.stragglers!r}"
             )
-        if self.device_budget_bytes is not None and (
-            not _is_int(self.device_budget_bytes) or self.device_budget_bytes < 1
-        ):
+        if self.gpu_memory_budget_mb is not None and not _is_seconds(self.gpu_memory_budget_mb):
             raise ValueError(
-                f"PassConfig: device_budget_bytes must be None (unbounded) or an int >= 1 "
-                f"(bytes), got {self.device_budget_bytes!r}"
+                f"PassConfig: gpu_memory_budget_mb must be None (unbounded) or a positive number of MiB, "
+                f"got {self.gpu_memory_budget_mb!r}"
             )
         if not _is_seconds(self.tick_s):
             raise ValueError(
@@ -64,5 +62,5 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_seconds(v) -> bool:
+def _is_seconds(v) -> bool:  # a positive finite number (seconds, or MiB)
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0

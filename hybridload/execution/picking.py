@@ -8,7 +8,7 @@
 * A lane that failed a batch may be excluded from it (`hybridload.execution.retry.decide`);
   a task no lane can take ends as a `NoLaneError` naming why each lane cannot
   (`hybridload.execution.books`).
-* Device memory: with a ``device_budget_bytes``, a GPU lane starts a task only while the
+* Device memory: with a ``gpu_memory_budget_mb``, a GPU lane starts a task only while the
   GPU bytes of finished batches waiting in the merger plus its own in flight fit in it."""
 
 from __future__ import annotations

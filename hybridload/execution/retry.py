@@ -32,9 +32,18 @@ anything else       yes              if another lane works        within max_ret
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from hybridload.errors import Reroute, SampleError, UserCodeError, WorkerLost
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_finite(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 
 class Action(enum.Enum):
@@ -53,6 +62,12 @@ class RetryRules:
 
     max_retries: int = 3
     break_after: int = 2
+
+    def __post_init__(self):
+        if not _is_int(self.max_retries) or self.max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
+        if not _is_int(self.break_after) or self.break_after < 1:
+            raise ValueError(f"break_after must be an int >= 1, got {self.break_after!r}")
 
 
 @dataclass(frozen=True)
@@ -108,19 +123,25 @@ def decide(exc: BaseException, attempts: int, lane: LaneState, rules: RetryRules
 
 @dataclass(frozen=True)
 class StragglerRule:
-    """Re-issue a task once it ran ``factor`` x its lane's typical time (at least ``min_s``);
-    ``factor=None`` turns re-issuing off."""
+    """Re-issue a task once it ran ``straggler_factor`` x its lane's typical time (at least
+    ``straggler_min_s``); ``straggler_factor=None`` turns re-issuing off."""
 
-    factor: float | None = 4.0
-    min_s: float = 2.0
+    straggler_factor: float | None = 4.0
+    straggler_min_s: float = 2.0
+
+    def __post_init__(self):
+        if self.straggler_factor is not None and (not _is_finite(self.straggler_factor) or self.straggler_factor < 1):
+            raise ValueError(f"straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}")
+        if not _is_finite(self.straggler_min_s) or self.straggler_min_s < 0:
+            raise ValueError(f"straggler_min_s must be a finite number of seconds >= 0, got {self.straggler_min_s!r}")
 
     def overdue(self, elapsed_s: float, typical_s: float | None) -> bool:
-        if self.factor is None or typical_s is None:
+        if self.straggler_factor is None or typical_s is None:
             return False
-        return elapsed_s >= max(self.min_s, self.factor * typical_s)
+        return elapsed_s >= max(self.straggler_min_s, self.straggler_factor * typical_s)
 
     def deadline(self, t0: float, typical_s: float | None) -> float | None:
         """When a task started at ``t0`` becomes overdue; None while that cannot be said."""
-        if self.factor is None or typical_s is None:
+        if self.straggler_factor is None or typical_s is None:
             return None
-        return t0 + max(self.min_s, self.factor * typical_s)
+        return t0 + max(self.straggler_min_s, self.straggler_factor * typical_s)

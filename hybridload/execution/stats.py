@@ -165,13 +165,20 @@ class LoaderStats:
 
 
 def loader_report(
-    stats: LoaderStats, lanes: list, fallback: list, admission: ShareAdmission, mode: str, from_plan_file: bool
+    stats: LoaderStats,
+    lanes: list,
+    fallback: list,
+    admission: ShareAdmission | None,
+    mode: str,
+    from_plan_file: bool,
 ) -> dict:
     """``stats()``'s dict but the loader's position: the counters, the plan in force (the policy's
-    ``mode``, the GPU share, re-plans of the online planner) and the actor pools' reports."""
+    ``mode``, the GPU share, re-plans of the online planner) and the actor pools' reports;
+    ``admission`` None: no lane built yet, no cap."""
     gpu_lane = any(lane.kind is LaneKind.GPU for lane in lanes)
     uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
-    share, online = admission.share(LaneKind.GPU), admission.steer
+    share = admission.share(LaneKind.GPU) if admission is not None else None
+    online = admission.steer if admission is not None else None
     plan = {"mode": mode, "gpu_share": uncapped if share is None else share, "from_plan_file": from_plan_file}
     if online is not None:
         plan["replans"] = list(getattr(online, "history", ()))  # the online planner's re-plans

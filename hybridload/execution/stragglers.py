@@ -41,8 +41,8 @@ class StragglerWatch:
 
     def started(self, copy: Watched) -> None:
         """A copy started; nothing is kept when re-issuing is off."""
-        if self.rule.factor is not None:
-            self.again(copy, copy.t0 + self.rule.min_s)
+        if self.rule.straggler_factor is not None:
+            self.again(copy, copy.t0 + self.rule.straggler_min_s)
 
     def again(self, copy: Watched, at: float) -> None:
         heapq.heappush(self._heap, (at, next(self._tie), copy))
@@ -63,6 +63,6 @@ class StragglerWatch:
                 continue
             deadline = self.rule.deadline(copy.t0, copy.book.typical_s)
             if deadline is None or deadline > now:
-                self.again(copy, now + self.rule.min_s if deadline is None else deadline)
+                self.again(copy, now + self.rule.straggler_min_s if deadline is None else deadline)
                 continue
             yield copy

@@ -68,7 +68,7 @@ class BatchStream:
     ):
         if config is not None and not isinstance(config, PassConfig):
             raise TypeError(
-                f"BatchStream: config must be a PassConfig(window=..., timeout_s=...), got {type(config).__name__}"
+                f"BatchStream: config must be a PassConfig(window=..., batch_timeout_s=...), got {type(config).__name__}"
             )
         config = config if config is not None else PassConfig()
         listed = tasks if isinstance(tasks, (list, tuple)) else ()  # lazy tasks (execution.tasks) are made in place
@@ -80,7 +80,7 @@ class BatchStream:
             )
         self._hooks = hooks if hooks is not None else NoHooks()
         self._merger = OrderedMerger(
-            start, len(tasks), config.window or default_window(lanes, fallback), config.timeout_s
+            start, len(tasks), config.window or default_window(lanes, fallback), config.batch_timeout_s
         )
         self._dispatcher = Dispatcher(
             lanes,

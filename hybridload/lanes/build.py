@@ -33,8 +33,6 @@ def build_lanes(
     *,
     batch_size: int,
     device: torch.device,
-    rank: int,
-    world_size: int,
     pin_memory: bool,
 ) -> BuiltLanes:
     """Build the lanes ``spec`` asks for; a GPU lane that cannot run here is replaced by the
@@ -51,9 +49,7 @@ def build_lanes(
         if gpu is not None:
             out.lanes.append(gpu)
         if gpu is not None and spec.cpu_standby:
-            standby = _cpu_lane(
-                LaneKind.CPU_LOCAL, spec, source, recipe, rank=rank, world_size=world_size, pin_memory=pin_memory
-            )
+            standby = _cpu_lane(LaneKind.CPU_LOCAL, spec, source, recipe, pin_memory=pin_memory)
             out.lanes.append(standby)
             out.fallback.append(standby)
         elif spec.cpu is LaneKind.CPU_LOCAL and spec.local_workers == "processes":
@@ -65,23 +61,19 @@ def build_lanes(
                     recipe,
                     workers=spec.threads,
                     batch_size=batch_size,
-                    on_error=spec.on_error,
+                    on_error=spec.options.on_error,
                     pin_memory=pin_memory,
                     start_method=spec.start_method,
                 )
             )
         else:
-            out.lanes.append(
-                _cpu_lane(spec.cpu, spec, source, recipe, rank=rank, world_size=world_size, pin_memory=pin_memory)
-            )
+            out.lanes.append(_cpu_lane(spec.cpu, spec, source, recipe, pin_memory=pin_memory))
             if spec.actor_fallback:  # batches the cluster has no actor for run here (threads)
                 standby = _cpu_lane(
                     LaneKind.CPU_LOCAL,
                     spec,
                     source,
                     recipe,
-                    rank=rank,
-                    world_size=world_size,
                     pin_memory=pin_memory,
                     name=FALLBACK_NAME,
                 )
@@ -106,36 +98,20 @@ def _gpu_lane(spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.
     return make_gpu_lane(spec, source, recipe, batch_size=batch_size, device=device)
 
 
-def _cpu_lane(
-    kind: LaneKind,
-    spec: LaneSpec,
-    source,
-    recipe,
-    *,
-    rank: int,
-    world_size: int,
-    pin_memory: bool,
-    name: str | None = None,
-) -> Lane:
+def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, pin_memory: bool, name: str | None = None) -> Lane:
     if kind is LaneKind.CPU_LOCAL:
         from hybridload.lanes.local.inprocess import InProcessLane
 
-        lane = InProcessLane(source, recipe, threads=spec.threads, on_error=spec.on_error, pin_memory=pin_memory)
+        lane = InProcessLane(
+            source, recipe, threads=spec.threads, on_error=spec.options.on_error, pin_memory=pin_memory
+        )
         if name is not None:
             lane.name = name
         return lane
-    from hybridload.raycluster.placement import PlacementRules
-    from hybridload.lanes.ray import PoolConfig, RayLane
+    from hybridload.lanes.ray import RayLane
 
-    rules = PlacementRules(
-        placement=spec.placement,
-        reserve_local_cpus=spec.reserve_local_cpus,
-        cpu_actors=spec.cpu_actors,
-        rank=rank,
-        world_size=world_size,
-    )
-    pool = PoolConfig(rules=rules, ray_address=spec.ray_address, when_empty=spec.on_no_actors, wait_s=spec.actor_wait_s)
-    return RayLane(source, recipe, pool, on_error=spec.on_error, ship_bytes=spec.ship_bytes, pin_memory=pin_memory)
+    o = spec.options
+    return RayLane(source, recipe, o.pool, on_error=o.on_error, ship_bytes=o.ship_bytes, pin_memory=pin_memory)
 
 
 def pool_reports(lanes: list, fallback: list, stats) -> dict:

@@ -1,60 +1,94 @@
-"""LaneSpec: which lanes a loader runs and everything they need, as data. Decoded once from a
-LoaderPolicy (and a plan) by `hybridload.policy.decode`; the lane builders, the rate probe, the
-bench and the profiler read it. A knob keeps the policy's name here."""
+"""LaneSpec: which lanes a loader runs and the GPU share, as data, with `LaneOptions`, the knobs
+the lanes take under the policy's names. Decoded once from a LoaderPolicy (and a plan) by
+`hybridload.policy.decode`; the lane builders, the rate probe, the bench and the profiler read it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from hybridload.lanes.base import LaneKind
+from hybridload.lanes.ray.pool_config import PoolConfig
+
+#: what a lane does with a bad sample: stop, naming it, or a zero image in its place
+ON_ERROR = ("raise", "skip")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuOptions:
+    """The GPU lane's knobs, under the policy's names, passed to the engine's lane as keywords.
+
+    Attributes:
+        gpu_threads: CPU threads of the GPU lane (DALI's; the torch engine's host preparation).
+        gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight; None: none.
+    """
+
+    gpu_threads: int
+    gpu_memory_budget_mb: float | None
+
+    def __post_init__(self):  # gpu_memory_budget_mb is checked by the PassConfig built beside it (`knobs`)
+        if not _count(self.gpu_threads) or self.gpu_threads == 0:
+            raise ValueError(f"gpu_threads must be an int >= 1, got {self.gpu_threads!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaneOptions:
+    """What the lanes take from the policy, under its names, as the user wrote them; built by
+    `hybridload.policy.decode.knobs`, the one function that reads the policy's knobs. No
+    defaults here: the user's field holds the one default.
+
+    Attributes:
+        on_error: "raise" or "skip": what every lane does with a bad sample.
+        ship_bytes: the Ray lane's driver reads the samples and sends their bytes.
+        gpu: the GPU lane's knobs.
+        pool: the Ray lane's actor pool (placement with this rank, cluster, ``on_no_actors``).
+    """
+
+    on_error: str
+    ship_bytes: bool
+    gpu: GpuOptions
+    pool: PoolConfig
+
+    def __post_init__(self):
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {self.on_error!r}")
+        if not isinstance(self.ship_bytes, bool):
+            raise ValueError(f"ship_bytes must be True or False, got {self.ship_bytes!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaneSpec:
-    """Everything the lanes of a loader need, decoded once from a LoaderPolicy (and a plan)
-    by `hybridload.policy.decode.decode_lanes`. A field named as a policy field is that knob.
+    """Which lanes a loader runs and the GPU share, decoded once from a LoaderPolicy (and a
+    plan) by `hybridload.policy.decode.decode_lanes`, with the knobs the lanes take (``options``).
 
     Attributes:
+        mode: the policy's mode, as written (for ``stats()``).
         gpu: build a GPU lane.
         gpu_share: the GPU lane's share cap (0..1); None: uncapped.
         auto: re-plan the cap online from live lane rates.
         gpu_engines: the GPU engines to try, in order ("dali", "torch"): the first that builds
             runs the GPU lane.
         gpu_engines_note: why "auto" leaves an engine out on this device ("" when it does not).
-        gpu_threads: CPU threads of the GPU lane (DALI's; the torch engine's host preparation).
-        gpu_memory_budget_mb: upper bound on the GPU lane's output buffers in flight; None: none.
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
-        threads: threads (or worker processes) of a CPU_LOCAL lane.
+        threads: threads (or worker processes) of a CPU_LOCAL lane (``None`` decoded to the CPUs).
         local_workers: what a CPU_LOCAL primary lane runs on: "threads" or "processes".
         start_method: how those processes start ("fork", "forkserver" or "spawn").
-        cpu_actors: Ray CPU actors of a CPU_ACTORS lane; None: as many as the cluster's CPUs allow.
-        ray_address, placement, reserve_local_cpus, ship_bytes, on_no_actors, actor_wait_s: as
-            ``LoaderPolicy``, for the CPU_ACTORS lane.
-        on_error: "raise" or "skip": what every lane does with a bad sample.
+        options: the knobs the lanes take, under the policy's names.
         notes: things the user should hear (logged as warnings when the lanes are built).
     """
 
+    mode: str
     gpu: bool
     gpu_share: float | None
     auto: bool
     gpu_engines: tuple[str, ...]
     gpu_engines_note: str = ""
-    gpu_threads: int
-    gpu_memory_budget_mb: float | None
     cpu: LaneKind
     cpu_standby: bool = False
     threads: int
-    local_workers: str = "threads"
-    start_method: str = "fork"
-    cpu_actors: int | None
-    ray_address: str | None
-    placement: str
-    reserve_local_cpus: int
-    on_no_actors: str = "local"
-    actor_wait_s: float = 120.0
-    ship_bytes: bool
-    on_error: str
+    local_workers: str
+    start_method: str
+    options: LaneOptions
     notes: tuple[str, ...] = ()
 
     @property
@@ -74,7 +108,8 @@ class LaneSpec:
     def actor_fallback(self) -> bool:
         """The Ray lane runs beside a local stand-in (threads in this process) that takes the
         batches while the cluster gives this rank no actor (``on_no_actors="local"``)."""
-        return self.cpu is LaneKind.CPU_ACTORS and self.on_no_actors == "local" and not (self.gpu and self.cpu_standby)
+        local = self.options.pool.on_no_actors == "local"
+        return self.cpu is LaneKind.CPU_ACTORS and local and not (self.gpu and self.cpu_standby)
 
     @property
     def start_share(self) -> float:
@@ -83,13 +118,12 @@ class LaneSpec:
             return 0.0
         return 1.0 if self.gpu_share is None else self.gpu_share
 
-    @property
-    def gpu_memory_budget_bytes(self) -> int | None:
-        """``gpu_memory_budget_mb`` in bytes (what the dispatcher holds device batches to)."""
-        return budget_bytes(self.gpu_memory_budget_mb)
 
-
-def budget_bytes(memory_budget_mb: float | None) -> int | None:
+def budget_bytes(gpu_memory_budget_mb: float | None) -> int | None:
     """A GPU memory budget in MiB as bytes (None: no budget): the one conversion, for the
     dispatcher's device budget and the GPU lane's slots alike."""
-    return None if memory_budget_mb is None else int(memory_budget_mb * 2**20)
+    return None if gpu_memory_budget_mb is None else int(gpu_memory_budget_mb * 2**20)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0

@@ -6,18 +6,18 @@ pass runs; a plan's settings for ``LoaderPolicy.from_plan``) and ``facts`` (this
 facts the decoding is given: usable CPUs, Ray, RAY_ADDRESS, the GPU and cluster a plan is fitted to).
 """
 
+from hybridload.lanes.ray.capacity import ON_NO_ACTORS
+from hybridload.lanes.spec import ON_ERROR
 from hybridload.policy.facts import usable_cpus
 from hybridload.policy.loader_policy import (
     GPU_ENGINES,
     LOCAL_WORKERS,
     MODES,
-    ON_ERROR,
-    ON_NO_ACTORS,
-    PLACEMENTS,
     START_METHODS,
     LoaderPolicy,
     is_ray_address,
 )
+from hybridload.raycluster.placement import PLACEMENTS
 
 __all__ = [
     "GPU_ENGINES",

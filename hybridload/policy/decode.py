@@ -33,8 +33,10 @@ N >= 1         set (or RAY_ADDRESS)    no               CPU_ACTORS (fails to bui
                                                         naming the install command)
 =============  ======================  ===============  ==========================
 
-A knob keeps its name from the policy to the lanes: a `LaneSpec` field named as a policy
-field holds that field's value as written, except the ones decoded here (`DECODED`).
+The knobs that pass through as written go, under the policy's names, into the options object
+of the code that reads them, all built by `knobs` (the one function that reads them): a field
+of an options object named as a policy field takes that field's value; its check is the
+options object's. `decode_lanes` only chooses the lanes and the GPU share (`CHOICE`).
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.retry import RetryRules, StragglerRule
 from hybridload.extras import install_hint
 from hybridload.lanes.base import LaneKind
-from hybridload.lanes.spec import LaneSpec
+from hybridload.lanes.ray.pool_config import PoolConfig
+from hybridload.lanes.spec import GpuOptions, LaneOptions, LaneSpec
+from hybridload.raycluster.placement import PlacementRules
 from hybridload.planner.fit import Fitted
 from hybridload.planner.plan import Plan
 
@@ -67,8 +71,10 @@ PROCESSES_FROM_CPUS = 8
 #: mode "auto" starts the GPU lane at this share when neither the policy nor a plan gives one.
 START_SHARE = 0.5
 
-#: the LaneSpec fields named as policy fields whose value is decoded here, not copied as written
-DECODED = ("gpu_share", "threads", "local_workers", "start_method")
+#: the policy fields only `decode_lanes` reads, to choose the lanes and the GPU share; every other
+#: field is a knob `knobs` hands on as written (``cpu_actors`` and ``ray_address`` also choose
+#: the CPU lane's kind)
+CHOICE = ("mode", "gpu_share", "threads", "local_workers", "start_method", "gpu_engine", "plan")
 #: what ``LoaderPolicy.local_workers`` decodes to ("auto" resolved)
 LOCAL_WORKERS_DECODED = ("threads", "processes")
 
@@ -83,15 +89,17 @@ def decode_lanes(
     cpus: int = 1,
     device: Any = "cpu",
     recipe: Any = None,
+    options: LaneOptions | None = None,
 ) -> LaneSpec:
-    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``: the one place a
-    policy is decoded (``LoaderPolicy.lane_spec`` calls it with this process's facts).
+    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``, and the GPU share:
+    the one place they are chosen (``LoaderPolicy.lane_spec`` calls it with this process's facts).
 
     ``dali_installed``: whether DALI is (its CPU-only mode stands in for the GPU lane where
     no GPU is); ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
     process may use; ``device``: where batches land (a torch.device or its name: the GPU
     engines to try depend on its type); all passed in, so this stays pure. ``recipe``: a
-    recipe that is not ``gpu_capable`` turns the GPU lane off.
+    recipe that is not ``gpu_capable`` turns the GPU lane off. ``options``: the knobs the lanes
+    take (`knobs`' ``lanes``); default: the policy's, for rank 0 of 1.
     """
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
     start = resolve_start_method(
@@ -101,11 +109,9 @@ def decode_lanes(
     if workers == "auto" and policy.cpu_actors == 0:
         workers = "threads"  # cpu_actors=0 asks for the in-process lane (the policy's documented meaning)
     engines, engines_note = gpu_engines(policy.gpu_engine, str(device), dali_installed=dali_installed)
-    knobs = {f.name for f in dataclasses.fields(policy)} - set(DECODED)
-    kw: dict[str, Any] = {
-        f.name: getattr(policy, f.name) for f in dataclasses.fields(LaneSpec) if f.name in knobs
-    }  # every other knob as written, under its own name
-    kw.update(
+    kw: dict[str, Any] = dict(
+        mode=policy.mode,
+        options=options if options is not None else knobs(policy).lanes,
         cpu=cpu,
         notes=tuple(notes),
         start_method=start,
@@ -167,16 +173,44 @@ def plan_settings(plan: Plan, fit: Fitted) -> dict[str, Any]:
     return kw
 
 
-def pass_config(policy, spec: LaneSpec) -> PassConfig:
-    """How each pass of a loader with ``policy`` runs (its window, timeouts, retries and
-    stragglers), with the GPU memory budget as ``spec`` decoded it."""
-    return PassConfig(
-        window=policy.window,
-        timeout_s=policy.batch_timeout_s,
-        rules=RetryRules(policy.max_retries, policy.break_after),
-        stragglers=StragglerRule(policy.straggler_factor, policy.straggler_min_s),
-        device_budget_bytes=spec.gpu_memory_budget_bytes,
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """Every knob of a policy that passes through as written, in the options object of the
+    code that reads it, under the policy's name.
+
+    Attributes:
+        lanes: what the lanes take (`build_lanes`, `make_gpu_lane`).
+        passes: how each pass runs (`BatchStream`).
+        skip_warn_fraction: `LoaderStats`' warning threshold.
+        replan_every: the online planner's re-planning interval (batches).
+        max_gpu_util: the online planner's GPU utilization ceiling.
+    """
+
+    lanes: LaneOptions
+    passes: PassConfig
+    skip_warn_fraction: float
+    replan_every: int
+    max_gpu_util: float
+
+
+def knobs(policy, *, rank: int = 0, world_size: int = 1) -> Knobs:
+    """The options objects built from ``policy``: the one function that reads its knobs. Each
+    options field named as a policy field takes that field's value (`named`), so a knob keeps
+    its name from the user's field to its reader; ``rank`` and ``world_size`` place the Ray
+    lane's actors. A bad value raises the options object's ValueError, naming the field."""
+    pool = named(PoolConfig, policy, rules=named(PlacementRules, policy, rank=rank, world_size=world_size))
+    passes = named(PassConfig, policy, rules=named(RetryRules, policy), stragglers=named(StragglerRule, policy))
+    return named(
+        Knobs, policy, lanes=named(LaneOptions, policy, gpu=named(GpuOptions, policy), pool=pool), passes=passes
     )
+
+
+def named(cls, policy, **given):
+    """``cls`` with each of its fields that the policy has set to the policy's value under the
+    same name, the rest from ``given`` (or ``cls``'s defaults)."""
+    mine = {f.name for f in dataclasses.fields(policy)}
+    kw = {f.name: getattr(policy, f.name) for f in dataclasses.fields(cls) if f.name in mine and f.name not in given}
+    return cls(**kw, **given)
 
 
 def gpu_engines(asked: str, device: str, *, dali_installed: bool = True) -> tuple[tuple[str, ...], str]:

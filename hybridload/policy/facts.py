@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 
 from hybridload.planner.fit import Here
-from hybridload import environment
+from hybridload import environment, raycluster
 
 
 def usable_cpus() -> int:
@@ -47,10 +46,9 @@ def here(overrides: dict) -> Here:
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     address = overrides.get("ray_address", ray_address_env())
     reserve = overrides.get("reserve_local_cpus", 1)
-    ray = sys.modules["ray"] if "ray" in sys.modules else None  # connected already only if imported
-    if address is not None and ray is not None and ray.is_initialized():
-        nodes = frozenset(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-        slots = max(1, int(ray.cluster_resources().get("CPU", 0)) - reserve)
-        return Here(gpu, usable_cpus(), ray=True, node_ids=nodes, actor_slots=slots)
+    cluster = raycluster.joined() if address is not None else None  # asks only a cluster joined already
+    if cluster is not None:
+        nodes, cpus = cluster
+        return Here(gpu, usable_cpus(), ray=True, node_ids=nodes, actor_slots=max(1, cpus - reserve))
     slots = max(1, (os.cpu_count() or 1) - reserve) if address == "embedded" else None
     return Here(gpu, usable_cpus(), ray=address is not None, actor_slots=slots)

@@ -6,22 +6,20 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from hybridload.lanes.spec import LaneSpec
+from hybridload.lanes.spec import LaneOptions, LaneSpec
 from hybridload.planner.fit import fit_plan
 from hybridload.planner.plan import Plan
 from hybridload.policy import decode, facts
 
 MODES = ("cpu", "gpu", "split", "auto")
-PLACEMENTS = ("remote-first", "any", "local")
-ON_ERROR = ("raise", "skip")
 GPU_ENGINES = ("auto", "dali", "torch")
 LOCAL_WORKERS = ("auto", "threads", "processes")
 START_METHODS = ("auto", "fork", "forkserver", "spawn")
-ON_NO_ACTORS = ("local", "wait", "raise")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,12 +120,6 @@ class LoaderPolicy:
             raise ValueError(f"LoaderPolicy: mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.gpu_share is not None and not _is_fraction(self.gpu_share):
             raise ValueError(f"LoaderPolicy: gpu_share must be a number in [0, 1], got {self.gpu_share!r}")
-        if self.straggler_factor is not None and (
-            not _is_positive_finite(self.straggler_factor) or self.straggler_factor < 1
-        ):
-            raise ValueError(
-                f"LoaderPolicy: straggler_factor must be None or a number >= 1, got {self.straggler_factor!r}"
-            )
         if not _is_count(self.replan_every) or self.replan_every == 0:
             raise ValueError(f"LoaderPolicy: replan_every must be an int >= 1, got {self.replan_every!r}")
         if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, Plan)):
@@ -136,20 +128,6 @@ class LoaderPolicy:
             raise ValueError("LoaderPolicy: mode='split' needs gpu_share=<0..1> or a plan")
         if not _is_fraction(self.max_gpu_util) or self.max_gpu_util == 0:
             raise ValueError(f"LoaderPolicy: max_gpu_util must be in (0, 1], got {self.max_gpu_util!r}")
-        if self.cpu_actors is not None and not _is_count(self.cpu_actors):
-            raise ValueError(f"LoaderPolicy: cpu_actors must be None or an int >= 0, got {self.cpu_actors!r}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"LoaderPolicy: placement must be one of {', '.join(PLACEMENTS)}; got {self.placement!r}")
-        if not _is_count(self.reserve_local_cpus):
-            raise ValueError(f"LoaderPolicy: reserve_local_cpus must be an int >= 0, got {self.reserve_local_cpus!r}")
-        if self.on_no_actors not in ON_NO_ACTORS:
-            raise ValueError(
-                f"LoaderPolicy: on_no_actors must be one of {', '.join(ON_NO_ACTORS)}; got {self.on_no_actors!r}"
-            )
-        if not _is_positive_finite(self.actor_wait_s, allow_zero=True):
-            raise ValueError(
-                f"LoaderPolicy: actor_wait_s must be a finite number of seconds >= 0, got {self.actor_wait_s!r}"
-            )
         if self.threads is not None and (not _is_count(self.threads) or self.threads == 0):
             raise ValueError(f"LoaderPolicy: threads must be None or an int >= 1, got {self.threads!r}")
         if self.local_workers not in LOCAL_WORKERS:
@@ -169,47 +147,21 @@ class LoaderPolicy:
             raise ValueError(
                 f"LoaderPolicy: gpu_engine must be one of {', '.join(GPU_ENGINES)}; got {self.gpu_engine!r}"
             )
-        if not _is_count(self.gpu_threads) or self.gpu_threads == 0:
-            raise ValueError(f"LoaderPolicy: gpu_threads must be an int >= 1, got {self.gpu_threads!r}")
-        if self.gpu_memory_budget_mb is not None and (
-            isinstance(self.gpu_memory_budget_mb, bool)
-            or not isinstance(self.gpu_memory_budget_mb, (int, float))
-            or self.gpu_memory_budget_mb <= 0
-        ):
-            raise ValueError(
-                "LoaderPolicy: gpu_memory_budget_mb must be None or a positive number, "
-                f"got {self.gpu_memory_budget_mb!r}"
-            )
-        if self.window is not None and (not _is_count(self.window) or self.window == 0):
-            raise ValueError(f"LoaderPolicy: window must be None or an int >= 1, got {self.window!r}")
-        if self.on_error not in ON_ERROR:
-            raise ValueError(f"LoaderPolicy: on_error must be 'raise' or 'skip', got {self.on_error!r}")
         if not _is_fraction(self.skip_warn_fraction):
             raise ValueError(
                 f"LoaderPolicy: skip_warn_fraction must be a fraction in [0, 1] of a pass's samples "
                 f"(0.01: warn past 1% skipped), got {self.skip_warn_fraction!r}"
             )
-        if not _is_positive_finite(self.batch_timeout_s):
-            raise ValueError(
-                f"LoaderPolicy: batch_timeout_s must be a positive finite number of seconds, "
-                f"got {self.batch_timeout_s!r}"
-            )
-        if not _is_positive_finite(self.straggler_min_s, allow_zero=True):
-            raise ValueError(
-                f"LoaderPolicy: straggler_min_s must be a finite number of seconds >= 0, got {self.straggler_min_s!r}"
-            )
-        if not isinstance(self.ship_bytes, bool):
-            raise ValueError(f"LoaderPolicy: ship_bytes must be True or False, got {self.ship_bytes!r}")
-        if not _is_count(self.max_retries):
-            raise ValueError(f"LoaderPolicy: max_retries must be an int >= 0, got {self.max_retries!r}")
-        if not _is_count(self.break_after) or self.break_after == 0:
-            raise ValueError(f"LoaderPolicy: break_after must be an int >= 1, got {self.break_after!r}")
         if self.ray_address is not None and not is_ray_address(self.ray_address):
             raise ValueError(
                 f"LoaderPolicy: ray_address must be None (no Ray unless RAY_ADDRESS is set), "
                 f"'embedded' (a Ray cluster on 127.0.0.1 for this process), 'auto' (the cluster "
                 f"started with `ray start` here) or 'host:port'; got {self.ray_address!r}"
             )
+        try:  # every knob that passes through is checked once, by the options object that takes it
+            decode.knobs(self)
+        except ValueError as exc:  # named as the user's field, not the options object's class
+            raise ValueError(f"LoaderPolicy: {re.sub(r'^[A-Z][A-Za-z]*: ', '', str(exc))}") from None
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides) -> "LoaderPolicy":
@@ -230,13 +182,16 @@ class LoaderPolicy:
             return self.plan
         return Plan.load(self.plan)
 
-    def lane_spec(self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None) -> LaneSpec:
+    def lane_spec(
+        self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None, options: LaneOptions | None = None
+    ) -> LaneSpec:
         """The lanes this policy runs here, decoded by `hybridload.policy.decode.decode_lanes`
         with this process's facts (whether Ray and DALI are installed, RAY_ADDRESS, the usable CPUs).
 
         The loader, the bench and the profiler all decode a policy through this. ``plan``:
         default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
-        ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off.
+        ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off; ``options``: the knobs
+        the lanes take (`hybridload.policy.decode.knobs`' ``lanes``), default this policy's for rank 0.
         """
         return decode.decode_lanes(
             self,
@@ -247,6 +202,7 @@ class LoaderPolicy:
             cpus=facts.usable_cpus(),
             device=device,
             recipe=recipe,
+            options=options,
         )
 
 

@@ -35,20 +35,21 @@ def _whole(value, at_least: int) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= at_least
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlacementRules:
     """Where one rank's Ray CPU actors may go: the policy's part of `plan_actors`.
 
     Attributes:
         placement: "remote-first", "any" or "local" (see the module docstring).
-        reserve_local_cpus: CPUs of the trainer's node kept free for training (0: none kept).
+        reserve_local_cpus: CPUs of the trainer's node kept free for training (0: none kept); no
+            default here: the user's field holds it (``LoaderPolicy``: 1, the drop-in: 0).
         cpu_actors: this rank's actors; None: every slot the placement gives the rank.
         rank: this rank, ``0 <= rank < world_size``.
         world_size: the ranks sharing the cluster's slots (each gets a disjoint, fair share).
     """
 
     placement: str = "remote-first"
-    reserve_local_cpus: int = 0
+    reserve_local_cpus: int
     cpu_actors: int | None = None
     rank: int = 0
     world_size: int = 1

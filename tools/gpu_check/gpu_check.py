@@ -343,7 +343,7 @@ def figures(run: Sections, args, device) -> None:
         lane = spec_lane(src, rec8, head_bs, device)
         try:
             out["lane_alone_img_s"] = lane_alone(lane, len(src), head_bs, 2 if quick else 10, device)
-            out["lane"] = f"{lane.describe()}, {lane.prep_threads} prep threads (built through the lane spec)"
+            out["lane"] = f"{lane.describe()}, {lane.gpu_threads} prep threads (built through the lane spec)"
         finally:
             lane.close()
         out["lane_vs_raw"] = out["lane_alone_img_s"] / out["raw_decode_resize_img_s"]

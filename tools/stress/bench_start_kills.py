@@ -6,7 +6,7 @@ Each round opens an `ActorPool` of one actor on a local Ray instance on 127.0.0.
 takes ``--start-s`` besides the process's own start and the pool worker's imports: an actor
 importing its libraries on a loaded machine), kills that actor (``ray.kill``) while it starts,
 and times the kill until the pool has a ready actor again; the pool's local stand-in would run
-the batches meanwhile (``when_empty="local"``). The keeper reads the node table every 5 s (the
+the batches meanwhile (``on_no_actors="local"``). The keeper reads the node table every 5 s (the
 default). Run it twice side by side, one copy on the code before a change (``PYTHONPATH``
 naming that copy, ``--label before``), on a shared machine: the difference of the medians is
 what the change is worth.
@@ -44,7 +44,7 @@ def one_round(start_s: float, timeout_s: float = 300.0) -> float | None:
     old = {a["name"] for a in named_actors()}  # an earlier round's, if Ray still lists it
     killer = threading.Thread(target=kill_first_actor, args=(f"hybridload-{os.getpid()}-", old, 120, killed))
     killer.start()
-    config = PoolConfig(rules=PlacementRules(placement="any", cpu_actors=1), when_empty="local")
+    config = PoolConfig(rules=PlacementRules(placement="any", reserve_local_cpus=0, cpu_actors=1), on_no_actors="local")
     pool = ActorPool(SlowStart, (start_s,), config)
     try:
         killer.join(130)

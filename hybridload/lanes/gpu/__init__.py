@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from dataclasses import asdict
 from typing import TypedDict
 
 import torch
@@ -66,8 +67,7 @@ def _dali(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         recipe,
         batch_size=batch_size,
         device=device,
-        num_threads=spec.gpu_threads,
-        memory_budget_mb=spec.gpu_memory_budget_mb,
+        **asdict(spec.options.gpu),
         **_LOADER_FLAGS,
     )
 
@@ -83,8 +83,7 @@ def _torch(spec: LaneSpec, source, recipe, *, batch_size, device) -> Lane:
         batch_size=batch_size,
         device=device,
         decode=decode,
-        memory_budget_mb=spec.gpu_memory_budget_mb,
-        prep_threads=spec.gpu_threads,
+        **asdict(spec.options.gpu),
         **_LOADER_FLAGS,
     )
 

@@ -45,9 +45,9 @@ def wait_until_idle(stream) -> None:
         stream.synchronize()
 
 
-def batches_within(memory_budget_mb: float | None, batch_bytes: int, most: int = MAX_DEPTH) -> int:
+def batches_within(gpu_memory_budget_mb: float | None, batch_bytes: int, most: int = MAX_DEPTH) -> int:
     """Batches a GPU lane holds at once: ``most``, fewer when the budget holds fewer (at least one)."""
-    budget = budget_bytes(memory_budget_mb)
+    budget = budget_bytes(gpu_memory_budget_mb)
     if budget is None:
         return most
     return max(1, min(most, budget // max(batch_bytes, 1)))
@@ -58,7 +58,7 @@ class GpuLane(PooledLane):
 
     Args:
         device: the loader's device (resolved: ``"cuda"`` is the current CUDA device).
-        memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
+        gpu_memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
         normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does)
             in the lane, on the device; the pixels stay uint8 until this last step. False (the
             loader's way, the default): uint8 out, delivery finishes the batch.
@@ -66,7 +66,7 @@ class GpuLane(PooledLane):
             delivery that does not wait on ``result.ready`` is still safe; False once
             delivery makes the consumer's stream wait on the event (no host wait at all: the
             loader's way, the default).
-        prep_threads: threads (or processes) that read the samples and draw their parameters
+        gpu_threads: threads (or processes) that read the samples and draw their parameters
             (the host preparation), each batch in that many parts, started when the lane accepts it.
         prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
             (`prep`: cores; the script needs a ``__main__`` guard).
@@ -82,10 +82,10 @@ class GpuLane(PooledLane):
         *,
         batch_size: int,
         device,
-        memory_budget_mb: float | None = None,
+        gpu_memory_budget_mb: float | None = None,
         normalize_output: bool = False,
         host_sync: bool = False,
-        prep_threads: int = 2,
+        gpu_threads: int = 2,
         prep_kind: str = "threads",
     ):
         super().__init__()
@@ -93,12 +93,12 @@ class GpuLane(PooledLane):
         self.device = resolve_device(device)
         self.on_cuda = self.device.type == "cuda"
         self._normalize, self.host_sync = normalize_output, host_sync
-        self.slots = batches_within(memory_budget_mb, int(np.prod(recipe.output_shape(batch_size))))
+        self.slots = batches_within(gpu_memory_budget_mb, int(np.prod(recipe.output_shape(batch_size))))
         self.parallelism = 1  # one batch at a time (an engine's own threads work inside it)
         self._stream = torch.cuda.Stream(device=self.device) if self.on_cuda else None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="hybridload-gpu")
-        self._prep = PrepPool(source, recipe, prep_threads, prep_kind)
-        self.prep_threads = self._prep.workers
+        self._prep = PrepPool(source, recipe, gpu_threads, prep_kind)
+        self.gpu_threads = self._prep.workers
         self._started: dict[int, list] = {}  # id(task) -> its preparation's futures
 
     def on_stream(self):

@@ -58,8 +58,8 @@ class DaliLane(GpuLane):
     Args:
         device: the loader's device; a CUDA device runs DALI on that GPU ("mixed" decode,
             ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
-        num_threads: DALI's CPU threads.
-        memory_budget_mb, normalize_output, host_sync: as `GpuLane`.
+        gpu_threads: DALI's CPU threads.
+        gpu_memory_budget_mb, normalize_output, host_sync: as `GpuLane`.
 
     Raises:
         LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or
@@ -74,8 +74,8 @@ class DaliLane(GpuLane):
         *,
         batch_size: int,
         device: torch.device,
-        num_threads: int = 2,
-        memory_budget_mb: float | None = None,
+        gpu_threads: int = 2,
+        gpu_memory_budget_mb: float | None = None,
         normalize_output: bool = False,
         host_sync: bool = False,
     ):
@@ -91,12 +91,12 @@ class DaliLane(GpuLane):
         device = resolve_device(device)
         self.cpu_only = device.type != "cuda"
         self.device_id = None if self.cpu_only else device.index
-        self.num_threads = num_threads
+        self.gpu_threads = gpu_threads
         self._plan = compile(recipe)  # raises ValueError when the recipe does not fit
         self._inputs = used_inputs(recipe)
         try:
             self._pipe = build_pipeline(
-                recipe, batch_size=batch_size, device_id=self.device_id, num_threads=num_threads
+                recipe, batch_size=batch_size, device_id=self.device_id, num_threads=gpu_threads
             )  # no random op in it: the draws come in
         except RuntimeError as exc:
             raise LaneUnavailableError(
@@ -107,13 +107,13 @@ class DaliLane(GpuLane):
             recipe,
             batch_size=batch_size,
             device=device,
-            memory_budget_mb=memory_budget_mb,
+            gpu_memory_budget_mb=gpu_memory_budget_mb,
             normalize_output=normalize_output,
             host_sync=host_sync,
         )
         if self.cpu_only:
             _warn_cpu_only()
-        said = f"{self.describe()}, {num_threads} thread{'s' if num_threads != 1 else ''}, batch {batch_size}"
+        said = f"{self.describe()}, {gpu_threads} thread{'s' if gpu_threads != 1 else ''}, batch {batch_size}"
         if once.first_time(said):  # a lane per measurement in `hybridload profile`: said once
             log.info("%s", said)
 

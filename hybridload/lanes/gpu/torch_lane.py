@@ -46,7 +46,7 @@ class TorchGpuLane(GpuLane):
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
             `torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
-        memory_budget_mb, normalize_output, host_sync, prep_threads, prep_kind: as `GpuLane`.
+        gpu_memory_budget_mb, normalize_output, host_sync, gpu_threads, prep_kind: as `GpuLane`.
     """
 
     def __init__(
@@ -57,10 +57,10 @@ class TorchGpuLane(GpuLane):
         batch_size: int,
         device: torch.device,
         decode: Decoder | None = None,
-        memory_budget_mb: float | None = None,
+        gpu_memory_budget_mb: float | None = None,
         normalize_output: bool = False,
         host_sync: bool = False,
-        prep_threads: int = 2,
+        gpu_threads: int = 2,
         prep_kind: str = "threads",
     ):
         device = resolve_device(device)
@@ -70,10 +70,10 @@ class TorchGpuLane(GpuLane):
             recipe,
             batch_size=batch_size,
             device=device,
-            memory_budget_mb=memory_budget_mb,
+            gpu_memory_budget_mb=gpu_memory_budget_mb,
             normalize_output=normalize_output,
             host_sync=host_sync,
-            prep_threads=prep_threads,
+            gpu_threads=gpu_threads,
             prep_kind=prep_kind,
         )
         log.info("%s", self.describe())

@@ -9,7 +9,7 @@ a slow node never holds the stream. A `Keeper` thread keeps it on the placement 
 lost actors replaced, joining nodes used, drained nodes left once idle. A task lost with its
 actor, or with an actor Ray could not reach (drained and replaced), comes back as `WorkerLost`
 and is handed on (exactly once is the dispatcher's and merger's job). While the cluster gives
-the rank no actor, ``config.when_empty`` decides (`capacity`). ``stats()`` counts starts,
+the rank no actor, ``config.on_no_actors`` decides (`capacity`). ``stats()`` counts starts,
 losses, live actors over time and node events.
 """
 
@@ -60,14 +60,14 @@ class ActorPool(Lane):
         self.tasks_per_actor = config.tasks_per_actor
         self._pool_stats = PoolStats()
         # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
-        self._members = Members(self._pool_stats, hold=config.when_empty != "local")
+        self._members = Members(self._pool_stats, hold=config.on_no_actors != "local")
         self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
         self._deaths = Deaths(self.name, self.crashes_to_fail)  # the worker processes each batch killed
         self._probing: set[int] = set()  # members asked whether they live, not answered yet
         self._capacity = Capacity(
-            when_empty=config.when_empty,
-            wait_s=config.wait_s,
+            on_no_actors=config.on_no_actors,
+            actor_wait_s=config.actor_wait_s,
             rules=config.rules,
             members=self._members,
             stats=self._pool_stats,

@@ -1,19 +1,19 @@
 """What an actor pool does while the cluster gives its rank no actor, and why it cannot run.
 
-The policy's ``on_no_actors`` (``when_empty`` here) decides, at start and whenever the
-keeper finds the rank's target empty (no node with a free CPU for it: the nodes are late,
-every node was lost or drained, the rank is beyond the cluster's CPUs):
+The policy's ``on_no_actors`` decides, at start and whenever the keeper finds the rank's target
+empty (no node with a free CPU for it: the nodes are late, every node was lost or drained, the
+rank is beyond the cluster's CPUs):
 
-==========  ===============================================  ==================================
-when_empty  at start, nothing fits                           later, the target becomes empty
-==========  ===============================================  ==================================
-"local"     the pool starts empty (one warning naming what    the local stand-in lane runs the
-            is missing); the local stand-in lane runs the     batches (one warning); actors
-            batches until a node joins                        start as nodes join
-"wait"      polls the node table up to ``wait_s``, then       the pool holds its batches up to
-            `NoActorsError`                            ``wait_s``, then fails them
-"raise"     `NoActorsError` at once                    the batches fail (NoLaneError)
-==========  ===============================================  ==================================
+============  ===================================================  ==================================
+on_no_actors  at start, nothing fits                                 later, the target becomes empty
+============  ===================================================  ==================================
+"local"       the pool starts empty (one warning naming what is      the local stand-in lane runs the
+              missing); the local stand-in lane runs the batches     batches (one warning); actors
+              until a node joins                                     start as nodes join
+"wait"        polls the node table up to ``actor_wait_s``, then      the pool holds its batches up to
+              `NoActorsError`                                        ``actor_wait_s``, then fails them
+"raise"       `NoActorsError` at once                                the batches fail (NoLaneError)
+============  ===================================================  ==================================
 
 A request that fits only in part runs what fits (one warning) and grows as nodes join, except
 under "raise", which refuses it as the placement rules word it. The reasons the pool could not
@@ -37,26 +37,33 @@ from hybridload.lanes.ray.pool_stats import PoolStats, utc_clock
 
 log = logging.getLogger(__name__)
 
-WHEN_EMPTY = ("local", "wait", "raise")
+ON_NO_ACTORS = ("local", "wait", "raise")
 
 
 class Capacity:
     """One pool's answer to an empty target (see the module docstring).
 
     Args:
-        when_empty: "local", "wait" or "raise" (``LoaderPolicy.on_no_actors``).
-        wait_s: how long "wait" waits for a node.
+        on_no_actors: "local", "wait" or "raise" (``LoaderPolicy.on_no_actors``).
+        actor_wait_s: how long "wait" waits for a node.
         rules: the placement rules.
         members, stats: the pool's table and counters.
         name: the lane's name, for messages.
     """
 
     def __init__(
-        self, *, when_empty: str, wait_s: float, rules: PlacementRules, members: Members, stats: PoolStats, name: str
+        self,
+        *,
+        on_no_actors: str,
+        actor_wait_s: float,
+        rules: PlacementRules,
+        members: Members,
+        stats: PoolStats,
+        name: str,
     ):
-        if when_empty not in WHEN_EMPTY:
-            raise ValueError(f"when_empty must be one of {', '.join(WHEN_EMPTY)}; got {when_empty!r}")
-        self.when_empty, self.wait_s, self.rules, self.name = when_empty, float(wait_s), rules, name
+        if on_no_actors not in ON_NO_ACTORS:
+            raise ValueError(f"on_no_actors must be one of {', '.join(ON_NO_ACTORS)}; got {on_no_actors!r}")
+        self.on_no_actors, self.actor_wait_s, self.rules, self.name = on_no_actors, float(actor_wait_s), rules, name
         self._members, self._stats = members, stats
         self._empty_since: float | None = None
         self._empty_clock = ""
@@ -68,7 +75,7 @@ class Capacity:
     ) -> tuple[list[str], list[NodeInfo]]:
         """Where the pool's first actors go (node ids; empty: none yet), and the node table read."""
         nodes = read_nodes()
-        if fit_request or self.when_empty == "raise":
+        if fit_request or self.on_no_actors == "raise":
             try:
                 return place(nodes, self.rules, fit_request=fit_request), nodes
             except ValueError as exc:
@@ -77,14 +84,14 @@ class Capacity:
                     "on this machine meanwhile: LoaderPolicy(on_no_actors='local')"
                 ) from None
         where = elastic_target(nodes, (), self.rules)
-        deadline = time.monotonic() + self.wait_s
-        while not where and self.when_empty == "wait" and time.monotonic() < deadline:
+        deadline = time.monotonic() + self.actor_wait_s
+        while not where and self.on_no_actors == "wait" and time.monotonic() < deadline:
             time.sleep(max(0.0, min(poll_s, deadline - time.monotonic())))
             nodes = read_nodes()
             where = elastic_target(nodes, (), self.rules)
-        if not where and self.when_empty == "wait":
+        if not where and self.on_no_actors == "wait":
             raise NoActorsError(
-                f"{self.missing(nodes)}; waited {self.wait_s:g} s for a node "
+                f"{self.missing(nodes)}; waited {self.actor_wait_s:g} s for a node "
                 "(LoaderPolicy(on_no_actors='wait')): start worker nodes (`ray start "
                 "--address=<head>:<port>`), lower reserve_local_cpus, or set on_no_actors='local' "
                 "to run on this machine until they join"
@@ -115,9 +122,9 @@ class Capacity:
             what = {
                 "local": "its batches run on this machine's local lane until a node joins "
                 "(LoaderPolicy(on_no_actors=...) to change this)",
-                "wait": f"its batches wait up to {self.wait_s:g} s for a node (on_no_actors='wait')",
+                "wait": f"its batches wait up to {self.actor_wait_s:g} s for a node (on_no_actors='wait')",
                 "raise": "its batches fail (on_no_actors='raise')",
-            }[self.when_empty]
+            }[self.on_no_actors]
             log.warning("%s lane: %s; %s", self.name, missing, what)
         elif target and self._empty_since is not None:
             self._empty_since = None
@@ -128,8 +135,8 @@ class Capacity:
                 self.rules.rank,
                 len(target),
             )
-        if self.when_empty == "wait":
-            self._members.set_waiting(self._empty_since is not None and now - self._empty_since < self.wait_s)
+        if self.on_no_actors == "wait":
+            self._members.set_waiting(self._empty_since is not None and now - self._empty_since < self.actor_wait_s)
 
     def on_node(self, event: str, node: NodeInfo) -> None:
         """A node joined, left or began draining: record it (a lost node is a reason too)."""
@@ -165,7 +172,7 @@ class Capacity:
         if self._empty_since is not None:
             parts.append(
                 f"no node with a free CPU for rank {self.rules.rank} since {self._empty_clock}"
-                + (" (waited for one: on_no_actors='wait')" if self.when_empty == "wait" else "")
+                + (" (waited for one: on_no_actors='wait')" if self.on_no_actors == "wait" else "")
             )
         elif self._members.count(State.STARTING):
             parts.append("its actors are still starting")

@@ -1,5 +1,5 @@
 """The tasks an actor pool was given while none of its actors was ready (starting, replaced,
-or waiting for a node under ``when_empty="wait"``): kept in the order given, sent as actors
+or waiting for a node under ``on_no_actors="wait"``): kept in the order given, sent as actors
 become ready, failed with `WorkerLost` once no actor can come. The keeper flushes them after
 each step and whenever an actor becomes ready."""
 

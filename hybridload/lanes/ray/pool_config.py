@@ -7,12 +7,12 @@ whether a count beyond the CPUs is a request) is the subclass's, not configurati
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 from hybridload.environment import seconds_setting
 from hybridload.raycluster.placement import PlacementRules
-from hybridload.lanes.ray.capacity import WHEN_EMPTY
+from hybridload.lanes.ray.capacity import ON_NO_ACTORS
 
 
 #: how long an actor's start may take when neither the config nor the environment says (seconds)
@@ -33,7 +33,7 @@ def _seconds(value, *, zero_ok: bool) -> bool:
     return number == number and (number >= 0 if zero_ok else number > 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PoolConfig:
     """An actor pool's settings.
 
@@ -49,19 +49,21 @@ class PoolConfig:
             ``HYBRIDLOAD_ACTOR_START_TIMEOUT_S``, else 120 s.
         node_poll_s: how often the keeper reads the node table; None: ``HYBRIDLOAD_NODE_POLL_S``,
             else 5 s.
-        when_empty: while the cluster gives the rank no actor: "local" (the local stand-in lane
-            runs the batches), "wait" (up to ``wait_s``) or "raise".
-        wait_s: with ``when_empty="wait"``, how long to wait for a node (seconds).
+        on_no_actors: while the cluster gives the rank no actor: "local" (the local stand-in lane
+            runs the batches), "wait" (up to ``actor_wait_s``) or "raise"; no default here: the
+            user's field holds it (``LoaderPolicy.on_no_actors``; the drop-in, with no local lane
+            beside its pools, says "raise").
+        actor_wait_s: with ``on_no_actors="wait"``, how long to wait for a node (seconds).
     """
 
-    rules: PlacementRules = field(default_factory=PlacementRules)
+    rules: PlacementRules
     ray_address: str | None = None
     fallback_embedded: bool = False
     tasks_per_actor: int = 2
     ready_timeout_s: float | None = None
     node_poll_s: float | None = None
-    when_empty: str = "raise"
-    wait_s: float = 120.0
+    on_no_actors: str
+    actor_wait_s: float = 120.0
 
     def __post_init__(self):
         if not isinstance(self.rules, PlacementRules):
@@ -90,7 +92,9 @@ class PoolConfig:
                 f"node_poll_s must be a number of seconds > 0, or None for HYBRIDLOAD_NODE_POLL_S "
                 f"(default 5); got {self.node_poll_s!r}"
             )
-        if self.when_empty not in WHEN_EMPTY:
-            raise ValueError(f"when_empty must be one of {', '.join(map(repr, WHEN_EMPTY))}; got {self.when_empty!r}")
-        if not _seconds(self.wait_s, zero_ok=True):
-            raise ValueError(f"wait_s must be a number of seconds >= 0; got {self.wait_s!r}")
+        if self.on_no_actors not in ON_NO_ACTORS:
+            raise ValueError(
+                f"on_no_actors must be one of {', '.join(map(repr, ON_NO_ACTORS))}; got {self.on_no_actors!r}"
+            )
+        if not _seconds(self.actor_wait_s, zero_ok=True):
+            raise ValueError(f"actor_wait_s must be a number of seconds >= 0; got {self.actor_wait_s!r}")
