@@ -534,7 +534,7 @@ def test_the_gpu_tests_and_figures_build_their_lanes_through_the_lane_spec(photo
     ]
     try:
         assert {(lane.host_sync, lane._normalize, lane.gpu_threads) for lane in lanes} == {
-            (False, False, spec.gpu_threads)
+            (False, False, spec.options.gpu.gpu_threads)
         }
     finally:
         for lane in lanes:

@@ -98,9 +98,7 @@ def spec_gpu_lane(src, rec, bs: int, device, engine: str = "torch"):
     spec = LoaderPolicy(mode="gpu", gpu_engine=engine, cpu_actors=0, threads=2).lane_spec(device=device, recipe=rec)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        built = build_lanes(
-            spec, src, rec, batch_size=bs, device=torch.device(device), rank=0, world_size=1, pin_memory=False
-        )
+        built = build_lanes(spec, src, rec, batch_size=bs, device=torch.device(device), pin_memory=False)
     gpu = [lane for lane in built.lanes if lane.kind is LaneKind.GPU]
     close_lanes([lane for lane in built.lanes if lane.kind is not LaneKind.GPU])
     if not gpu:

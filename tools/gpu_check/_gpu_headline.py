@@ -174,9 +174,7 @@ def spec_lane(src, rec, bs: int, device):
     from hybridload.lanes.build import build_lanes, close_lanes
 
     spec = LoaderPolicy(mode="gpu", gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
-    built = build_lanes(
-        spec, src, rec, batch_size=bs, device=torch.device(device), rank=0, world_size=1, pin_memory=False
-    )
+    built = build_lanes(spec, src, rec, batch_size=bs, device=torch.device(device), pin_memory=False)
     gpu = [lane for lane in built.lanes if lane.kind is LaneKind.GPU]
     close_lanes([lane for lane in built.lanes if lane.kind is not LaneKind.GPU])
     if not gpu:
