@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """hybridload's CPU kernels, per core, against DALI's CPU pipeline and Pillow; one suite a run.
 
-Every suite: RandomResizedCrop(224) + random flip, uint8 CHW, in interleaved rounds (method:
-_harness.py), ``torch.set_num_threads(1)``.
+Every suite: RandomResizedCrop(224) + random flip, uint8 CHW, ``torch.set_num_threads(1)``, in
+interleaved rounds (method: _harness.py; ``stages`` times per image).
 
 ``--suite dali`` (the default): ``kernels`` 1t (``process_sample`` in a loop) and 2t
 (ThreadPoolExecutor(2) over ``process_batch``); ``dali`` 1t/2t (_contestants.DaliFiles);
@@ -27,15 +27,13 @@ picks), ``nvimgcodec`` (nvImageCodec's CPU-only backend, no DCT scale), each thr
 ``kernels.crop_window.window_decode``'s mapping (the recipe's keyed boxes, ``--draws`` per
 image), on the photo set and ``--large`` 12 MP photos, baseline and progressive.
 
-``--suite stages``: the kernel stage by stage beyond the decode, thread CPU ms per image, one
-thread, on the photo set, ``varied`` (it re-encoded at sides of 300-600 px, every fourth
-progressive, written once) and ``--large`` 12 MP photos, with RandomResizedCrop(224) + flip
-(always): ``read``, ``header`` (structure check, size), ``params`` (the keyed box and flip:
-``sample``, a generator per sample; ``batch``, ``recipe.core.sample_generators``' at once, shared
-out per image), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; then
-``process_payload`` end to end with either generator, and ``alone`` (the full decode: the
-roofline; the ratios are speed against it). Per image every variant runs back to back, in an
-order that rotates, so the box's load drift hits them alike.
+``--suite stages``: the kernel stage by stage beyond the decode (thread CPU ms per image, one
+thread, RandomResizedCrop(224) + flip always) on the photo set, ``varied`` (it re-encoded at sides
+of 300-600 px, every fourth progressive) and ``--large`` 12 MP photos: ``read``, ``header``,
+``params`` (keyed box and flip: a generator per ``sample``, or the ``batch``'s made at once and
+shared out), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; ``process_payload``
+with either, and ``alone`` (the full decode: the roofline). Not the harness's rounds: per image
+every variant runs back to back in a rotating order, so the box's load drift hits them alike.
 
     python benchmarks/bench_kernels.py [--no-dali] [--no-photometric | --photometric-only]
     python benchmarks/bench_kernels.py --suite large --n 24
