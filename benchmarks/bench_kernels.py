@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """hybridload's CPU kernels, per core, against DALI's CPU pipeline and Pillow; one suite a run.
 
-Every suite: RandomResizedCrop(224) + random flip, uint8 CHW, in interleaved rounds (method:
-_harness.py), ``torch.set_num_threads(1)``.
+Every suite: RandomResizedCrop(224) + random flip, uint8 CHW, ``torch.set_num_threads(1)``, in
+interleaved rounds (method: _harness.py; ``stages`` times per image).
 
 ``--suite dali`` (the default): ``kernels`` 1t (``process_sample`` in a loop) and 2t
 (ThreadPoolExecutor(2) over ``process_batch``); ``dali`` 1t/2t (_contestants.DaliFiles);
@@ -27,9 +27,18 @@ picks), ``nvimgcodec`` (nvImageCodec's CPU-only backend, no DCT scale), each thr
 ``kernels.crop_window.window_decode``'s mapping (the recipe's keyed boxes, ``--draws`` per
 image), on the photo set and ``--large`` 12 MP photos, baseline and progressive.
 
+``--suite stages``: the kernel stage by stage beyond the decode (thread CPU ms per image, one
+thread, RandomResizedCrop(224) + flip always) on the photo set, ``varied`` (it re-encoded at sides
+of 300-600 px, every fourth progressive) and ``--large`` 12 MP photos: ``read``, ``header``,
+``params`` (keyed box and flip: a generator per ``sample``, or the ``batch``'s made at once and
+shared out), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; ``process_payload``
+with either, and ``alone`` (the full decode: the roofline). Not the harness's rounds: per image
+every variant runs back to back in a rotating order, so the box's load drift hits them alike.
+
     python benchmarks/bench_kernels.py [--no-dali] [--no-photometric | --photometric-only]
     python benchmarks/bench_kernels.py --suite large --n 24
     python benchmarks/bench_kernels.py --suite crop --n 64 --large 8 --draws 3
+    python benchmarks/bench_kernels.py --suite stages --n 128 --large 8 --rounds 5
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import io
 import logging
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +60,13 @@ from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS 
 from _data import parser, photo_source
 from hybridload import kernels, recipe, sources
 from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.decode import decode_image
+from hybridload.kernels.batch import process_payload
+from hybridload.kernels.decode import decode_image, jpeg_size
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
-from hybridload.kernels.geometry import apply_ops
+from hybridload.kernels.geometry import apply_ops, crop, flip, resize
+from hybridload.kernels.jpeg_check import check_jpeg
+from hybridload.recipe.core import sample_generators
+from hybridload.sources import SampleRef
 
 log = logging.getLogger("bench_kernels")
 
@@ -204,10 +218,12 @@ ROUTES = {
 }
 
 
-def reencode(data: bytes, progressive: bool) -> bytes:
+def reencode(data: bytes, progressive: bool, size: tuple[int, int] | None = None) -> bytes:
     with Image.open(io.BytesIO(data)) as im:
-        out = io.BytesIO()
-        im.convert("RGB").save(out, "JPEG", quality=90, subsampling=2, progressive=progressive)
+        out, rgb = io.BytesIO(), im.convert("RGB")
+        (rgb.resize(size, Image.BICUBIC) if size else rgb).save(
+            out, "JPEG", quality=90, subsampling=2, progressive=progressive
+        )
     return out.getvalue()
 
 
@@ -309,12 +325,89 @@ def suite_crop(args, env) -> tuple[list, dict, dict, list[str]]:
     return cs, ratio_defs, {}, []
 
 
-SUITES = {"dali": suite_dali, "large": suite_large, "crop": suite_crop}
+STAGE_REC = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
+STAGES = ("read", "header", "params/sample", "params/batch", "decode", "crop", "resize", "flip+layout")
+STAGE_COLS = (*STAGES, "kernel/sample", "kernel/batch", "alone")
+
+
+def varied_set(root: Path, photos: sources.ImageFolder) -> sources.ImageFolder:
+    """The photo set re-encoded at sides of 300-600 px, every fourth progressive, written once."""
+    folder, rng = Path(root) / f"varied-n{len(photos)}" / "class_0", np.random.default_rng(0)
+    if len(list(folder.glob("*.jpg"))) != len(photos):
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(len(photos)):
+            size = tuple(int(v) for v in rng.integers(300, 601, 2))
+            data = reencode(photos.read(photos.ref(i))[0], i % 4 == 3, size)  # type: ignore[arg-type]
+            (folder / f"img_{i:03d}.jpg").write_bytes(data)
+    return sources.ImageFolder(folder.parent)
+
+
+def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor) -> np.ndarray:
+    """Thread CPU seconds of each stage after ``read`` (STAGES[1:]) for one image."""
+    t = [time.thread_time()]
+    lap = lambda v: (t.append(time.thread_time()), v)[1]  # noqa: E731  (the value, its time taken)
+    size = lap((check_jpeg(data), jpeg_size(data))[1])
+    ops = lap(STAGE_REC.sample_params(0, rnd, i, *size).ops)
+    lap(STAGE_REC.sample_params(0, rnd, i, *size, generator=lambda: keyed.generator(i)))
+    got = crop_window.window_decode(data, size, ops)
+    arr, ops = lap(got if got is not None else (decode_image(data), ops))
+    img = lap(crop(torch.from_numpy(arr), ops[0]))
+    img = lap(resize(img, ops[1]))
+    lap(out.copy_(flip(img, ops[2]).permute(2, 0, 1)))
+    return np.diff(t)
+
+
+def stage_round(src: sources.ImageFolder, rnd: int) -> dict[str, float]:
+    """{stage or variant: thread CPU seconds per image} over the set, one image at a time."""
+    out, tot, t0 = torch.empty((3, 224, 224), dtype=torch.uint8), dict.fromkeys(STAGE_COLS, 0.0), time.thread_time()
+    keyed = sample_generators(0, rnd, np.arange(len(src)))
+    tot["params/batch"] = time.thread_time() - t0
+    for i in range(len(src)):
+        t0 = time.thread_time()
+        data, ref, gen = src.read(src.ref(i))[0], SampleRef(i, "x.jpg", 0), lambda i=i: keyed.generator(i)
+        tot["read"] += time.thread_time() - t0
+        jobs = {
+            "stages": lambda: stage_times(data, i, rnd, keyed, out),
+            "kernel/sample": lambda: process_payload(ref, data, STAGE_REC, 0, rnd, out),
+            "kernel/batch": lambda: process_payload(ref, data, STAGE_REC, 0, rnd, out, gen),
+            "alone": lambda: decode_image(data),
+        }
+        for name in [*jobs][(i + rnd) % 4 :] + [*jobs][: (i + rnd) % 4]:
+            t0 = time.thread_time()
+            got = jobs[name]()
+            for key, dt in zip(STAGES[1:], got) if name == "stages" else [(name, time.thread_time() - t0)]:
+                tot[key] += dt
+    return {key: v / len(src) for key, v in tot.items()}
+
+
+def suite_stages(args) -> int:
+    _, photos = photo_source(args.root, args.n, log)
+    large = sources.ImageFolder(large_photo_set(args.root, photos, args.large))
+    rows = []
+    for label, src in (("photos", photos), ("varied", varied_set(args.root, photos)), ("12MP", large)):
+        per = [stage_round(src, rnd) for rnd in range(args.warmup_rounds + args.rounds)][args.warmup_rounds :]
+        med = {k: float(np.median([r[k] for r in per])) * 1e3 for k in STAGE_COLS}
+        a, s, b = med["alone"], med["kernel/sample"], med["kernel/batch"]
+        rows.append([label, *(f"{med[k]:.3f}" for k in STAGE_COLS), f"{a / s:.2f}x", f"{a / b:.2f}x", f"{s / b:.3f}x"])
+    lines = [
+        f"## bench_kernels --suite stages: {args.n} photos, {args.large} 12 MP photos, {args.rounds} rounds, "
+        "RandomResizedCrop(224) + flip, 1 thread, thread CPU ms per image (median of rounds); "
+        "the ratios are speed (alone's time / the kernel's)\n",
+        h.environment_line(h.environment()),
+        *h.markdown_table(["set", *STAGE_COLS, "sample / alone", "batch / alone", "batch / sample"], rows),
+        "",
+    ]
+    h.emit(lines, args, {"benchmark": "bench_kernels", "suite": "stages", "rows": rows}, log)
+    return 0
+
+
+SUITES = {"dali": suite_dali, "large": suite_large, "crop": suite_crop, "stages": suite_stages}
 #: per suite, the defaults of the flags every suite shares: its size of a run
 SUITE_DEFAULTS = {
     "dali": dict(n=1024, rounds=5, batch_size=64),
     "large": dict(n=24, rounds=3, batch_size=8),
     "crop": dict(n=64, rounds=3, batch_size=64),
+    "stages": dict(n=128, rounds=5, batch_size=64),
 }
 
 
@@ -324,7 +417,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-dali", action="store_true", help="skip the DALI contestants")
     ap.add_argument("--no-photometric", action="store_true", help="dali suite: skip the photometric kernels' rows")
     ap.add_argument("--photometric-only", action="store_true", help="dali suite: only the photometric kernels' rows")
-    ap.add_argument("--large", type=int, default=8, help="crop suite: how many 12 MP photos")
+    ap.add_argument("--large", type=int, default=8, help="crop and stages suites: how many 12 MP photos")
     ap.add_argument("--draws", type=int, default=3, help="crop suite: crop boxes drawn per image")
     args = ap.parse_args(argv)
     if args.no_photometric and args.photometric_only:
@@ -335,6 +428,8 @@ def main(argv=None) -> int:
     if args.quick:
         args.n, args.rounds, args.warmup_rounds = (64 if args.suite == "dali" else 8), 1, 0
     torch.set_num_threads(1)
+    if args.suite == "stages":
+        return suite_stages(args)
     env = h.environment(dali=h.dali_version(args.no_dali or args.suite == "crop", log))
     cs, ratio_defs, goals, after = SUITES[args.suite](args, env)
     results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)

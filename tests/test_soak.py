@@ -241,7 +241,50 @@ def test_the_soak_times_a_ray_pool_back_at_its_target_only_after_it_noticed_the_
     assert first["pool_recovery_s"] >= 2.0  # noticed (1 lost > 0) and back
     assert "pool_recovery_s" not in second  # no loss counted since the second kill
     watch.keep(ranks=1)  # the life ends
-    assert second["pool_recovery_s"] is None and watch.empty_s == [1.5] and watch.open_kills == []
+    assert second["pool_recovery_s"] is None and watch.open_kills == []
+    assert watch.empty_s == [0.0]  # one actor short, never none: no time without a ready actor
+
+
+#: recorded readings, per rank's pool: (seconds, target, live ready actors); rank 0 has a slot
+#: throughout and loses its only actor at 10 s; rank 1 has no slot (target 0) until 20 s.
+READINGS = {
+    0: [(0.0, 1, 1), (10.0, 1, 0), (16.0, 1, 1), (20.0, 1, 1), (24.0, 1, 1), (30.0, 1, 1)],
+    1: [(0.0, 0, 0), (10.0, 0, 0), (16.0, 0, 0), (20.0, 1, 0), (24.0, 1, 1), (30.0, 1, 1)],
+}
+
+
+def test_a_pool_at_target_0_is_reported_apart_and_does_not_hold_back_a_kill_timed_on_the_pools_with_a_target(
+    soak, tmp_path, monkeypatch
+):
+    """A pool is back when live >= its target; a kill is timed on the pools whose target is above
+    0, so a rank with no slot does not keep it open; its time at target 0 is counted apart, not
+    as time without a ready actor (the pool's own ``without_actors_s`` mixes both)."""
+    import json
+
+    pools = importlib.import_module("_soak_pools")
+    clock = [0.0]
+    monkeypatch.setattr(pools.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(pools.time, "time", lambda: 1000.0 + clock[0])
+    watch = pools.PoolWatch(tmp_path)
+    kill = {"kind": "actor_kill"}
+    for i, (t, _, _) in enumerate(READINGS[0]):
+        clock[0] = t
+        for rank, rows in READINGS.items():
+            _, target, live = rows[i]
+            empty = min(max(t - 10.0, 0.0), 6.0) if rank == 0 else min(t, 24.0)  # as the pool counts it
+            pool = {"live": live, "target": target, "without_actors_s": empty, "lost": int(rank == 0 and t >= 10)}
+            (tmp_path / f"progress-{rank}.json").write_text(json.dumps({"pool": dict(pool, failed_starts=0)}))
+        if i == 1:
+            watch.opened(kill, 0, 1000.0 + t)
+        watch.watch(ranks=2)
+        if i == 2:  # rank 0 back at its target at 16 s while rank 1 has no slot: timed
+            assert kill.get("pool_recovery_s") == 6.0
+    watch.keep(ranks=2)
+    assert watch.empty_s == [6.0, 4.0] and watch.zero_target_s == [0.0, 20.0]
+    assert pools.pool_times(READINGS[1]) == (4.0, 20.0)  # target 1 from 20 s, its actor ready at 24 s
+    assert not pools.back([{"target": 0, "live": 0}])  # no pool with a slot: nothing back to time
+    line = soak.pool_summary([{"events": [kill], "pool_without_actors_s": [6.0, 4.0], "pool_zero_target_s": [20.0]}])
+    assert "without a ready actor 10.0 s" in line and "at target 0 (no slot for the rank) 20.0 s" in line
 
 
 def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later_when_a_pool_comes_back(soak):

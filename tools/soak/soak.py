@@ -86,19 +86,21 @@ def summary(events: list[dict]) -> str:
 
 
 def pool_summary(results: list[dict]) -> str:
-    """The Ray pools after actor kills: seconds until every pool was back at its target (median,
-    max; kills it did not come back from while the job ran), and the pools' time without a
-    ready actor."""
+    """The Ray pools after actor kills: seconds until every pool with a target above 0 was back at
+    it (median, max; kills it did not come back from while the job ran), the pools' time without a
+    ready actor while they had a target, and apart, their time at target 0 (no slot for the rank)."""
     kills = [e for r in results for e in r["events"] if "pool_recovery_s" in e]
     back = [e["pool_recovery_s"] for e in kills if e["pool_recovery_s"] is not None]
     empty = [x for r in results for x in r.get("pool_without_actors_s", [])]
+    zero = [x for r in results for x in r.get("pool_zero_target_s", [])]
     if not kills and not empty:
         return "no Ray pool"
     times = f"median {statistics.median(back):.2f} s, max {max(back):.2f} s" if back else "never"
     return (
         f"Ray pool back at its target after {len(kills)} actor kills: {times}"
         f" ({len(kills) - len(back)} not back while the job ran); without a ready actor"
-        f" {sum(empty):.1f} s in all over {len(empty)} pool lives (max {max(empty, default=0):.1f} s)"
+        f" {sum(empty):.1f} s in all over {len(empty)} pool lives (max {max(empty, default=0):.1f} s);"
+        f" at target 0 (no slot for the rank) {sum(zero):.1f} s (max {max(zero, default=0):.1f} s)"
     )
 
 
@@ -199,6 +201,7 @@ def soak(args, kinds=None) -> dict:
         "counts": dict(Counter(e["kind"] for e in events)),
         "crash_restarts": driver.crashes if driver else [],
         "pool_without_actors_s": driver.pool_watch.empty_s if driver else [],
+        "pool_zero_target_s": driver.pool_watch.zero_target_s if driver else [],
         "lives": driver.lives if driver else 0,
         "rss_growth_kib": growth,
         "problems": problems,
