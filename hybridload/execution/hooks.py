@@ -39,7 +39,7 @@ class DispatchHooks(Protocol):
 class NoHooks:
     """DispatchHooks (and the stream's ``record_wait``) that record nothing."""
 
-    trace = None
+    trace: Tracer | None = None
 
     def batch_done(self, lane, images, seconds, skipped=()):
         pass
