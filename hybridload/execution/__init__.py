@@ -18,5 +18,6 @@ from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import sampler_tasks
+from hybridload.execution.trace import Tracer, recording
 
-__all__ = ["BatchStream", "LoaderStats", "PassConfig", "ShareAdmission", "sampler_tasks"]
+__all__ = ["BatchStream", "LoaderStats", "PassConfig", "ShareAdmission", "Tracer", "recording", "sampler_tasks"]
