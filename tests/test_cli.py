@@ -344,7 +344,7 @@ def test_demo_table_reports_the_batch_it_delivered(in_process_demo):
 
 
 def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_and_run():
-    """One convention for a command (CONTRIBUTING.md): ``cli/commands/<name>.py`` with ``NAME``,
+    """One convention for a command (CONTRIBUTING.md): ``cli/commands/<name>.py`` (a ``-`` in the name an ``_``) with ``NAME``,
     ``add_parser(sub)`` and ``run(args)``, listed in ``COMMANDS``; the parser holds exactly those."""
     import pkgutil
 
@@ -355,7 +355,7 @@ def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == [c.NAME for c in commands.COMMANDS]
     for command in commands.COMMANDS:
-        assert command.NAME == command.__name__.rpartition(".")[2]
+        assert command.NAME.replace("-", "_") == command.__name__.rpartition(".")[2]  # trace-summary: trace_summary.py
         parser = sub.choices[command.NAME]
         assert parser.get_default("func") is command.run and parser.get_default("parser") is parser
 

@@ -158,8 +158,13 @@ class Tracer:
 
 @contextlib.contextmanager
 def recording(stats: Any, path: str | os.PathLike) -> Iterator[Tracer]:
-    """Attach a `Tracer` to ``stats`` (the loader's hooks, which every pass's dispatcher and stream
-    read) while the block runs; write it to ``path`` when the block ends, even on an error."""
+    """Attach a `Tracer` to ``stats`` while the block runs; write it to ``path`` when the block ends,
+    even on an error. A second block on the same ``stats`` while one records is a RuntimeError.
+
+    Args:
+        stats: the loader's hooks (its `LoaderStats`), which every pass's dispatcher and stream read.
+        path: the JSON file to write.
+    """
     if getattr(stats, "trace", None) is not None:
         raise RuntimeError("trace(): this loader is already being traced; end the first `with loader.trace(...)` block")
     tracer = Tracer(path)
