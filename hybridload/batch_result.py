@@ -24,3 +24,5 @@ class BatchResult:
     skipped: list = field(default_factory=list)  # (index, path, stage, reason) per substituted sample
     seconds: float = 0.0
     lane: str = ""
+    worker: str = ""  # who ran it (a thread, a worker process, an actor), for the trace; "": the lane
+    node: str = ""  # the machine it ran on, for the trace; "": the trainer's

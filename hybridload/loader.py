@@ -5,9 +5,10 @@ saved state), builds its lanes from a `LaneSpec`, and hands each pass to a `Batc
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
-from typing import Iterator, Sequence
+from typing import ContextManager, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -31,6 +32,7 @@ from hybridload.execution.stats import LoaderStats, loader_report
 from hybridload.execution.pass_iter import PassIterator, shut_dropped
 from hybridload.execution.stream import BatchStream
 from hybridload.execution.tasks import LazyTasks
+from hybridload.execution.trace import Tracer, recording, span
 from hybridload.delivery.finish import finish_batch
 from hybridload.delivery.transfer import DeviceMover, default_device
 from hybridload.errors import close_all, take_all
@@ -240,10 +242,12 @@ class HybridLoader:
                 self._per_source.add(result.indices)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
         # after the consumer's stream waits on the lane's CUDA event (if any); keyed by the pass's seed and epoch
-        images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
-        images = finish_batch(images, self.recipe, p.seed, p.epoch, result.indices)
+        with span("hybridload.to_device", trace := self._stats.trace):  # in torch's profiler and the trace
+            images, labels, *rest = self._mover.deliver(result, with_indices=self.return_indices)
+            images = finish_batch(images, self.recipe, p.seed, p.epoch, result.indices)
         if self._hook is not None:
-            images, labels = self._hook(images, labels, seed=p.seed, epoch=p.epoch, position=position)
+            with span("hybridload.batch_transform", trace):
+                images, labels = self._hook(images, labels, seed=p.seed, epoch=p.epoch, position=position)
         return (images, labels, *rest)
 
     # ----------------------------------------------------------------- state
@@ -271,6 +275,10 @@ class HybridLoader:
             d["sources"] = self._per_source.as_dict()
         return d
 
+    def trace(self, path: str | os.PathLike) -> ContextManager[Tracer]:
+        """``with loader.trace(path):`` the loader's work in the block, as trace-event JSON (docs/guide/tuning.md)."""
+        return recording(self._stats, path)
+
     def reset_stats(self) -> None:
         """Start the counters of ``stats()`` afresh (e.g. after a warm-up)."""
         self._stats.reset()
@@ -283,12 +291,9 @@ class HybridLoader:
         with self._passes:  # a pass another thread is starting (its lanes too) starts first, then closes
             self._closed = True
             self._finalizer.detach()
-            parts = [
-                ("the current pass", lambda: self._finish_pass(None)),
-                self._admission.steer if self._admission is not None else None,
-                *take_all(self._lanes),
-            ]
-            close_all(parts, "HybridLoader.close()")
+            current = ("the current pass", lambda: self._finish_pass(None))
+            steer = self._admission.steer if self._admission is not None else None
+            close_all([current, steer, *take_all(self._lanes)], "HybridLoader.close()")
 
     def __enter__(self) -> "HybridLoader":
         return self

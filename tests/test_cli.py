@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -138,6 +139,9 @@ ERRORS = [  # (argv with {placeholders}, words the one line must hold)
     (["bench", "{photos}", "--plan", "{old_plan}"], ["--plan", "profile"]),
     (["bench", "{photos}", "--plan", "{missing}"], ["--plan", "No such file"]),
     (["demo", "--images", "0"], ["--images"]),
+    (["trace-summary", "{bad_json}"], ["TRACE", "not valid JSON", "loader.trace(path)"]),
+    (["trace-summary", "{missing}"], ["TRACE", "cannot read"]),
+    (["trace-summary", "{old_plan}"], ["TRACE", "no traceEvents"]),
     (["demo", "--data", "{file}"], ["--data", "was not made by hybridload"]),
     (["--frobnicate"], ["unrecognized arguments: --frobnicate"]),
     (["profile", "{photos}", "--frobnicate"], ["hybridload profile", "--frobnicate"]),
@@ -340,7 +344,7 @@ def test_demo_table_reports_the_batch_it_delivered(in_process_demo):
 
 
 def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_and_run():
-    """One convention for a command (CONTRIBUTING.md): ``cli/commands/<name>.py`` with ``NAME``,
+    """One convention for a command (CONTRIBUTING.md): ``cli/commands/<name>.py`` (a ``-`` in the name an ``_``) with ``NAME``,
     ``add_parser(sub)`` and ``run(args)``, listed in ``COMMANDS``; the parser holds exactly those."""
     import pkgutil
 
@@ -351,6 +355,31 @@ def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == [c.NAME for c in commands.COMMANDS]
     for command in commands.COMMANDS:
-        assert command.NAME == command.__name__.rpartition(".")[2]
+        assert command.NAME.replace("-", "_") == command.__name__.rpartition(".")[2]  # trace-summary: trace_summary.py
         parser = sub.choices[command.NAME]
         assert parser.get_default("func") is command.run and parser.get_default("parser") is parser
+
+
+def test_trace_summary_names_the_stall_fraction_the_slowest_lane_and_what_the_longest_wait_waited_on(tmp_path, capsys):
+    from hybridload.batch_result import BatchResult
+    from hybridload.execution.trace import Tracer
+
+    tracer = Tracer(tmp_path / "run.json")
+    t = time.perf_counter()
+    batches = [("threads", 10, 0.05), ("ray", 40, 0.10), ("threads", 10, 0.15), ("ray", 300, 0.45)]  # lane, ms, done
+    for seq, (lane, ms, at) in enumerate(batches):
+        result = BatchResult(None, None, None, seconds=ms / 1e3, worker=f"{lane}-w", node=f"node-{lane}")
+        tracer.batch(seq, lane, t + at - ms / 1e3, t + at, result, True)
+        if seq == 3:
+            tracer.instant("reissue", seq=seq, lane=lane, to="threads", ran_s=0.2)
+        tracer.taken(seq, t + at - (0.25 if seq == 3 else 0.005), t + at)  # the trainer waited 5 ms, then 250 ms
+    tracer.write()
+    code, out, err = _run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    stall = 0.265 / (0.45 - 0.045)  # the waits over the time from the first wait to the last batch taken
+    assert lines[0].endswith(f"stall fraction {stall:.1%}"), lines
+    assert "(slowest: ray)" in lines[1] and "(slowest: node-ray)" in lines[2], lines
+    assert "1 reissue" in lines[3], lines
+    assert lines[5].strip().startswith("250.0 ms") and "batch 3: lane ray, ray-w on node-ray" in lines[5], lines
+    assert lines[5].endswith("reissue"), lines

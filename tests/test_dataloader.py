@@ -210,3 +210,16 @@ def test_a_late_batch_is_an_error_naming_it_not_a_hang(ray_cluster):
             next(it)
     assert str(got.value).startswith("DataLoader timed out after 1 seconds")  # torch's words
     assert "DataLoader(timeout=...)" in str(got.value) and "batch_timeout_s" not in str(got.value)  # its knob
+
+
+def test_the_drop_ins_trace_holds_each_batch_of_its_ray_pass_once(ray_cluster, tmp_path):
+    import json
+
+    path = tmp_path / "dropin.json"
+    with hybridload.DataLoader(Squares(), batch_size=8, distribute_mode=True, num_actors=2) as ld:
+        with ld.trace(path):
+            n = len(batches(ld))
+    events = json.loads(path.read_text())["traceEvents"]
+    kept = sorted(e["args"]["seq"] for e in events if e["ph"] == "X" and e["cat"] == "work" and e["args"]["kept"])
+    assert kept == list(range(n)) and n == 7, kept
+    assert [e["args"]["seq"] for e in events if e["name"] == "stall"] == list(range(n))

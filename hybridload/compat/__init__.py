@@ -46,6 +46,7 @@ PRIVATE_APIS = (
     PrivateApi("torch.utils.data._utils.worker", "_generate_state", "numpy's seed in an IterableDataset worker"),
     PrivateApi("torch.utils.data._utils.fetch", "_IterableDatasetFetcher", "an IterableDataset's batches"),
     PrivateApi("torch.utils.data._utils.pin_memory", "pin_memory", "the drop-in's pin_memory=True"),
+    PrivateApi("torch.autograd.profiler", "_is_profiler_enabled", "record_function ranges only while torch profiles"),
 )
 
 #: The logger of Ray's token set-up (its banner is noise for a loopback cluster this process owns).
@@ -200,3 +201,11 @@ __all__ = [
     "torch_iterable_fetcher",
     "torch_pin_memory",
 ]
+
+
+def torch_profiler_on() -> bool:
+    """Whether torch's profiler records now (a flag read: a ``record_function`` costs microseconds
+    when nobody records)."""
+    from torch.autograd import profiler
+
+    return bool(profiler._is_profiler_enabled)

@@ -4,14 +4,13 @@ With ``distribute_mode=False`` it *is* torch's DataLoader. With ``distribute_mod
 batches of its (batch) sampler go, as index lists, to Ray actors holding the dataset and the
 collate function; results come back in sampler order through the ordered merger.
 
-Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators
-``worker_init_fn`` left alone with ``base_seed + batch number`` (the seed travels with the task),
-and batch i goes to worker ``i % num_workers`` while it lives; the user's exceptions arrive with their own class, once, and the
-pass goes on; a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``,
-``get_worker_info()``, ``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave
-as in torch's workers; with a ``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()``
-/ ``load_state_dict()`` (torchdata's names) resume on any rank, world size and batch size.
-
+Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators ``worker_init_fn``
+left alone with ``base_seed + batch number`` (the seed travels with the task), and batch i goes to worker
+``i % num_workers`` while it lives; the user's exceptions arrive with their own class, once, and the pass goes on;
+a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``, ``get_worker_info()``,
+``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave as in torch's workers; with a
+``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()`` / ``load_state_dict()`` resume on any rank,
+world size and batch size (torchdata's names); ``trace(path)`` records the work of its Ray passes.
 Where it matches torch and where it differs: ``docs/guide/dropin.md``.
 """
 
@@ -37,7 +36,7 @@ from hybridload.dataloader.startup import check_multiprocessing_context, placeme
 from hybridload.dataloader.travel import travel_error
 from hybridload.dataloader.worker import InitFailed
 from hybridload.errors import close_all, take_all
-from hybridload.execution import LoaderStats
+from hybridload.execution import LoaderStats, recording
 
 log = logging.getLogger(__name__)
 T_co = TypeVar("T_co", covariant=True)
@@ -279,6 +278,10 @@ class DataLoader(tud.DataLoader[T_co]):
 
     def stats(self) -> dict:
         return self._stats.as_dict()
+
+    def trace(self, path: str) -> Any:
+        """``with loader.trace(path):`` its Ray passes' work in the block, as trace-event JSON (docs/guide/tuning.md)."""
+        return recording(self._stats, path)
 
     def close(self) -> None:
         """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent.

@@ -1,5 +1,5 @@
-"""The dispatcher's bookkeeping for one lane (its failures, when it breaks), and the error that says why
-no lane can run a batch."""
+"""The dispatcher's bookkeeping for one lane (its failures, when it breaks), cancelling copies at their
+lanes, and the error that says why no lane can run a batch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 from typing import Sequence
 
 from hybridload.errors import NoLaneError
-from hybridload.lanes.base import Lane
+from hybridload.lanes.base import BatchTask, Lane
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +18,15 @@ NO_WORKER_ADVICE = (
 BROKEN_ADVICE = (
     "a broken lane's last error says what failed; LoaderPolicy(max_retries=..., break_after=...) allow more attempts"
 )
+
+
+def cancel_at_lanes(out: Sequence[tuple[Lane, BatchTask]], what: str) -> None:
+    """Cancel each (lane, task) copy in ``out`` at its lane; ``what``: which batches, in words, for the log."""
+    for lane, task in out:
+        try:
+            lane.cancel(task)
+        except Exception:  # a lane failing to cancel still runs the task to its end: nothing lost
+            log.warning("lane '%s' failed to cancel batch %d %s", lane.name, task.seq, what, exc_info=True)
 
 
 class LaneBook:

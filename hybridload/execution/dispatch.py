@@ -1,26 +1,26 @@
 """The dispatcher hands batch tasks to lanes, pull-based, within the merger's window.
 
-It runs on its own thread, woken when a lane reports, when the consumer takes a batch and
-every ``tick_s``; it fills the lanes as soon as it starts, and a wake that comes while it is busy
-is kept, not lost. Lanes report into an inbox; only its thread changes its bookkeeping.
+It runs on its own thread, woken when a lane reports, when the consumer takes a batch and every ``tick_s``; it
+fills the lanes as soon as it starts, and a wake that comes while it is busy is kept, not lost. Lanes report
+into an inbox; only its thread changes its bookkeeping.
 
-* A task starts only while the merger admits its sequence number (inside the window
-  ahead of the consumer), and only on a lane with a free slot.
-* Which lane takes a task (in order, within the admission's shares, fallback lanes, the
-  device budget, lanes excluded for a batch): `hybridload.execution.picking`.
-* A failed task follows `hybridload.execution.retry.decide`: delivered as the batch's
-  result, or handed on (retries first, before new work).
-* Stragglers: a task running longer than ``factor`` times its lane's typical task time
-  (and at least ``min_s``) is issued once more, on any lane with a free slot; the first
-  result wins and the merger drops the other. A copy's failure waits for the other copy,
-  unless it is the batch's own (`retry.own_failure`, a storage outage aside: the other copy
-  would raise the same, or kill one more worker): then it is the batch's result at once and the other copies are
-  cancelled at their lanes. Running copies wait in a deadline heap (`stragglers`): O(log k) a wake.
-* The caps' one writer is this thread: it tells the admission policy each finished batch,
-  which asks its steering hook (the online planner) and writes the answer.
-* The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked
-  for in increasing ``k`` only (`tasks`); a retry or a second copy
-  is the same task.
+* A task starts only while the merger admits its sequence number (inside the window ahead of the consumer),
+  and only on a lane with a free slot.
+* Which lane takes a task (in order, within the admission's shares, fallback lanes, the device budget, lanes
+  excluded for a batch): `hybridload.execution.picking`.
+* A failed task follows `hybridload.execution.retry.decide`: delivered as the batch's result, or handed on
+  (retries first, before new work).
+* Stragglers: a task running longer than ``factor`` times its lane's typical task time (and at least
+  ``min_s``) is issued once more, on any lane with a free slot; the first result wins and the merger drops the
+  other. A copy's failure waits for the other copy, unless it is the batch's own (`retry.own_failure`, a
+  storage outage aside: the other copy would raise the same, or kill one more worker): then it is the batch's
+  result at once and the other copies are cancelled at their lanes. Running copies wait in a deadline heap
+  (`stragglers`): O(log k) a wake.
+* The caps' one writer is this thread: it tells the admission policy each finished batch, which asks its
+  steering hook (the online planner) and writes the answer.
+* The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked for in
+  increasing ``k`` only (`tasks`); a retry or a second copy is the same task.
+* A trace, while one records (``hooks.trace``), gets each copy's result, retry, re-issue and error.
 
 Whatever happens, each sequence number is delivered exactly once."""
 
@@ -36,7 +36,7 @@ from hybridload.errors import Reroute, SampleError, StorageError
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.lanes.spec import budget_bytes
 from hybridload.execution.admission import ShareAdmission
-from hybridload.execution.books import LaneBook
+from hybridload.execution.books import LaneBook, cancel_at_lanes
 from hybridload.execution.hooks import DispatchHooks
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.pass_config import PassConfig
@@ -104,15 +104,7 @@ class Dispatcher:
             self._thread.join(join_timeout_s)
         with self._lock:
             out = [(book.lane, self._held[seq]) for seq, copies in self._running.items() for book, _t0 in copies]
-        self._cancel(out, "of a given-up pass")
-
-    @staticmethod
-    def _cancel(out: Sequence[tuple[Lane, BatchTask]], what: str) -> None:
-        for lane, task in out:
-            try:
-                lane.cancel(task)
-            except Exception:  # a lane failing to cancel still runs the task to its end: nothing lost
-                log.warning("lane '%s' failed to cancel batch %d %s", lane.name, task.seq, what, exc_info=True)
+        cancel_at_lanes(out, "of a given-up pass")
 
     def where(self, seq: int) -> str:
         """Which lane holds ``seq`` (for timeout messages)."""
@@ -207,6 +199,7 @@ class Dispatcher:
                 return
             self._reissued.add(seq)
             self._hooks.batch_reissued(book.lane.name)
+            self._mark("reissue", seq=seq, lane=book.lane.name, to=other.lane.name, ran_s=now - t0)
             log.warning(
                 "batch %d has run %.1f s on lane '%s' (typical %.2f s); issuing it again on lane '%s', "
                 "the first result wins",
@@ -247,12 +240,15 @@ class Dispatcher:
             self._failed(book, task, result)
             if copies:  # the batch's own failure: the other copies would end the same way, or kill one more worker
                 lanes = {id(b.lane): b.lane for b, _t0 in copies}.values()
-                self._cancel([(lane, task) for lane in lanes], "whose other copy failed")
+                cancel_at_lanes([(lane, task) for lane in lanes], "whose other copy failed")
             return
-        seconds = time.perf_counter() - t0
+        seconds = (now := time.perf_counter()) - t0
         book.fails_in_row = 0
         book.typical_s = seconds if book.typical_s is None else 0.8 * book.typical_s + 0.2 * seconds
-        if self._merger.put(task.seq, result):
+        kept = self._merger.put(task.seq, result)
+        if self._hooks.trace is not None:
+            self._hooks.trace.batch(task.seq, book.lane.name, t0, now, result, kept)
+        if kept:
             self._hooks.batch_done(book.lane.name, task.size, seconds, getattr(result, "skipped", ()))
             self._admission.batch_done(task.seq, book.lane.name, task.size, seconds)  # may steer the caps
         else:
@@ -260,7 +256,7 @@ class Dispatcher:
 
     def _failed(self, book: LaneBook, task: BatchTask, exc: BaseException) -> None:
         if isinstance(exc, SampleError):  # the batch's own result: a bad sample, named
-            self._merger.put(task.seq, exc, error=True)
+            self._deliver_error(task.seq, exc)
             return
         book.handed -= 1  # shares count delivered work, not failed attempts
         book.last_error = exc
@@ -285,6 +281,7 @@ class Dispatcher:
             return
         self._retry_queue.append(task)
         self._hooks.batch_retried(book.lane.name)
+        self._mark("retry", seq=task.seq, lane=book.lane.name, attempt=attempts + 1, error=repr(exc))
         log.log(
             logging.INFO if isinstance(exc, Reroute) else logging.WARNING,
             "batch %d failed on lane '%s' (%s: %s); handing it on (attempt %d)",
@@ -296,4 +293,9 @@ class Dispatcher:
         )
 
     def _deliver_error(self, seq: int, exc: BaseException) -> None:
+        self._mark("error", seq=seq, error=repr(exc))
         self._merger.put(seq, exc, error=True)
+
+    def _mark(self, name: str, **args) -> None:
+        if self._hooks.trace is not None:  # rare events: a retry, a re-issue, an error
+            self._hooks.trace.instant(name, **args)

@@ -9,11 +9,17 @@ keeps its own state without a lock, but must not block (it holds up every lane's
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from hybridload.execution.trace import Tracer
 
 
 class DispatchHooks(Protocol):
     """What the dispatcher reports (``LoaderStats`` implements it)."""
+
+    #: the pass's trace while one records (`hybridload.execution.trace`), else None: one attribute read a batch
+    trace: Tracer | None
 
     def batch_done(self, lane: str, images: int, seconds: float, skipped=()) -> None: ...
 
@@ -32,6 +38,8 @@ class DispatchHooks(Protocol):
 
 class NoHooks:
     """DispatchHooks (and the stream's ``record_wait``) that record nothing."""
+
+    trace: Tracer | None = None
 
     def batch_done(self, lane, images, seconds, skipped=()):
         pass

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 
 from hybridload.execution.admission import ShareAdmission
 from hybridload.lanes.base import LaneKind
+from hybridload.execution.trace import Tracer
 from hybridload.lanes.build import pool_reports
 
 
@@ -37,6 +38,7 @@ class LoaderStats:
         self.skip_warn_fraction = skip_warn_fraction
         self._pass_samples, self._pass_skipped, self._warned = 0, 0, False
         self._warned_at = 0  # the count the pass's warning stated
+        self.trace: Tracer | None = None  # set by `hybridload.execution.trace.recording`; every pass reads it
         self.reset()
 
     def begin_pass(self, samples: int) -> "LoaderStats":

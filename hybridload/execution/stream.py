@@ -28,6 +28,7 @@ from hybridload.errors import BatchTimeoutError
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.execution.merge import OrderedMerger
 from hybridload.execution.pass_config import PassConfig
+from hybridload.execution.trace import span
 
 
 def default_window(lanes: Sequence[Lane], fallback: Sequence[Lane] = ()) -> int:
@@ -121,7 +122,8 @@ class BatchStream:
             self._after_end()
         t0 = time.perf_counter()
         try:
-            result = self._merger.get()
+            with span("hybridload.wait_for_batch", None):  # a range in torch's profiler; the trace's "stall" below
+                result = self._merger.get()
         except StopIteration:
             if self._state == "open":
                 self._hooks.pass_ended()  # e.g. the pass's final count of skipped samples
@@ -140,7 +142,10 @@ class BatchStream:
             self._end("failed", f"{type(exc).__name__}: {exc}")
             raise
         self._dispatcher.wake()  # the window moved: more may start
-        self._hooks.record_wait(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        if self._hooks.trace is not None:
+            self._hooks.trace.taken(self._merger.next - 1, t0, t1)
+        self._hooks.record_wait(t1 - t0)
         return result
 
     def _after_end(self):

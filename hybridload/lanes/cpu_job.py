@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import socket
+import threading
 import time
 
 import numpy as np
@@ -74,7 +77,8 @@ def process_batch(
                 log.warning("substituted a zero image for %s", exc)
     finally:
         reads.close()
-    return BatchResult(buf, labels, idx, skipped, time.perf_counter() - t0, lane)
+    seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
+    return BatchResult(buf, labels, idx, skipped, seconds, lane, worker=worker, node=socket.gethostname())
 
 
 def _label_without_read(source: Source, index: int) -> int:

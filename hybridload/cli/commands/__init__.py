@@ -1,11 +1,11 @@
-"""The `hybridload` command line: `demo`, `profile`, `bench` and `index`.
+"""The `hybridload` command line: `demo`, `profile`, `bench`, `index` and `trace-summary`.
 
 One convention for every command: a module of this package, ``commands/<name>.py``, holds
 ``add_parser(sub)`` (its subparser and flags, built without importing torch, so that ``--help``
 and a usage error answer at once, and ``set_defaults(func=run, parser=...)``) and ``run(args)
 -> int`` (the command, importing what it needs when it runs); `COMMANDS` lists them in the order
 ``--help`` shows. The work a command does lives in the package beside it (``cli/bench.py``,
-``cli/profile.py``, ``cli/index.py``, ``cli/demo_data.py``).
+``cli/profile.py``, ``cli/index.py``, ``cli/demo_data.py``, ``cli/trace_summary.py``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import sys
 import warnings
 
 from hybridload.cli.args import Parser, UsageError, fail
-from hybridload.cli.commands import bench, demo, index, profile
+from hybridload.cli.commands import bench, demo, index, profile, trace_summary
 from hybridload.cli.commands.profile import POLICY_DEFAULTS
 
 log = logging.getLogger("hybridload.cli.commands")
 
 #: The commands, in the order ``hybridload --help`` lists them.
-COMMANDS = (demo, profile, bench, index)
+COMMANDS = (demo, profile, bench, index, trace_summary)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="hybridload",
         description="hybridload's command line: a demo on generated photos, the planner's "
-        "profile, a benchmark of the loader's modes, and shard manifests for TarShards.",
+        "profile, a benchmark of the loader's modes, shard manifests for TarShards, and a loader trace's summary.",
     )
     p.add_argument("--version", action="version", version=f"hybridload {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log hybridload's debug messages")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -125,7 +126,14 @@ class GpuLane(PooledLane):
                 images = finish_batch(images, self.recipe, task.seed, task.epoch, task.indices)
             ready = record_ready(self._stream, self.host_sync) if self.on_cuda else None
         return GpuBatchResult(
-            images, batch.labels, np.asarray(task.indices), [], time.perf_counter() - t0, self.name, ready=ready
+            images,
+            batch.labels,
+            np.asarray(task.indices),
+            [],
+            time.perf_counter() - t0,
+            self.name,
+            ready=ready,
+            worker=threading.current_thread().name,
         )
 
     # -- what an engine fills in

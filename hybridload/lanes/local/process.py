@@ -196,7 +196,7 @@ class ProcessLane(Lane):
         if entry is None:
             return
         task, done, slot = entry
-        out = self._result(task, slot, body) if status == "ok" else body
+        out = self._result(task, slot, body, wid) if status == "ok" else body
         with self._lock:
             self._free.append(slot)
         done(task, out)
@@ -239,7 +239,7 @@ class ProcessLane(Lane):
             except BaseException as exc:  # no worker left: the dispatcher hands it on
                 done(task, exc)
 
-    def _result(self, task: BatchTask, slot: int, body) -> BatchResult:
+    def _result(self, task: BatchTask, slot: int, body, wid: int = 0) -> BatchResult:
         (shape, dtype), payload, labels, indices, skipped, seconds = body
         if payload is None:
             if dtype == "uint8" and not self.pin_memory:
@@ -253,7 +253,7 @@ class ProcessLane(Lane):
             del out
         else:
             images = payload.pin_memory() if self.pin_memory else payload
-        return BatchResult(images, labels, indices, skipped, seconds, self.name)
+        return BatchResult(images, labels, indices, skipped, seconds, self.name, worker=f"hybridload-worker-{wid}")
 
     def _check_workers(self) -> None:
         """Replace each dead worker and hand its batches on. The replacement starts first (a start
