@@ -65,7 +65,9 @@ def _trace_of_a_two_lane_pass(tmp_path):
     procs.name = "processes"
     stats = LoaderStats()
     tasks = [BatchTask(k, 0, np.array([2 * k, 2 * k + 1]), size=2) for k in range(BATCHES)]
-    config = PassConfig(window=6, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=3.0, straggler_min_s=0.5))
+    config = PassConfig(
+        window=6, batch_timeout_s=WAIT_S, stragglers=StragglerRule(straggler_factor=3.0, straggler_min_s=0.5)
+    )
     path = tmp_path / "run.json"
     try:
         with recording(stats, path), BatchStream([slowed, procs], tasks, config, hooks=stats) as stream:
