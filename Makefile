@@ -20,9 +20,9 @@ setup: $(STAMP)
 # The suite on TEST_WORKERS processes (pytest-xdist), a test module whole on one of them (its
 # module fixtures start once, its tests run in order), the long modules handed out first
 # (tests/conftest.py's queue_rank; xdist's own reorder, by test count, is off); each worker has
-# its own session fixtures, the Ray cluster among them. 0 is one process, as before; 2 is for
-# 2 cores once a whole two-worker run is green on a quiet machine (CONTRIBUTING.md).
-TEST_WORKERS ?= 0
+# its own session fixtures, the Ray cluster among them. 2 for the 2-core CI box; 0 is one
+# process (CONTRIBUTING.md).
+TEST_WORKERS ?= 2
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
