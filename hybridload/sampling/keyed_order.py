@@ -26,7 +26,7 @@ would break resumes, so the order is written here (small, tested against its own
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -188,17 +188,9 @@ class KeyedOrder:
         self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
     ) -> np.ndarray:
         """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
-        batches = self.rank_batches(
-            n,
-            batch_size=max(1, samples_per_rank(n, world_size, drop_last)),
-            seed=seed,
-            epoch=epoch,
-            world_size=world_size,
-            rank=rank,
-            shuffle=shuffle,
-            drop_last=drop_last,
+        return whole_rank(
+            self, n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last
         )
-        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
 
 
 def batch_indices(
@@ -224,3 +216,43 @@ def batch_indices(
         shuffle=shuffle,
         drop_last=drop_last,
     )[b]
+
+
+def contiguous_rank_batches(
+    positions: Callable[..., np.ndarray],
+    n: int,
+    *,
+    batch_size: int,
+    seed: int,
+    epoch: int,
+    world_size: int,
+    rank: int,
+    shuffle: bool,
+    drop_last: bool,
+) -> RankBatches:
+    """Rank ``rank``'s batches as a contiguous span of the padded order (`contiguous_rank_split`),
+    each batch's positions looked up by ``positions(p, seed=, epoch=, shuffle=)`` when asked."""
+    count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
+    per_rank = samples_per_rank(n, world_size, drop_last)
+
+    def lookup(j: np.ndarray) -> np.ndarray:
+        return positions((rank * per_rank + j) % max(n, 1), seed=seed, epoch=epoch, shuffle=shuffle)
+
+    return RankBatches(count, per_rank, batch_size, lookup)
+
+
+def whole_rank(
+    order: Any, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+) -> np.ndarray:
+    """Rank ``rank``'s whole epoch of ``order`` as one array: its ``rank_batches`` as one batch."""
+    batches = order.rank_batches(
+        n,
+        batch_size=max(1, samples_per_rank(n, world_size, drop_last)),
+        seed=seed,
+        epoch=epoch,
+        world_size=world_size,
+        rank=rank,
+        shuffle=shuffle,
+        drop_last=drop_last,
+    )
+    return batches[0] if len(batches) else np.empty(0, dtype=np.int64)

@@ -22,9 +22,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation, RankBatches, derive_key
+from hybridload.sampling.keyed_order import (
+    KeyedOrder,
+    KeyedPermutation,
+    RankBatches,
+    contiguous_rank_batches,
+    derive_key,
+    whole_rank,
+)
 from hybridload.sampling.shard_order import ShardOrder
-from hybridload.sampling.sharding import num_batches, samples_per_rank
 
 _SHARDS, _BLOCK = 1, 2  # key parts: the shards' permutation, a block's permutation
 
@@ -120,22 +126,10 @@ class KeyedShardOrder:
                 f"KeyedShardOrder: the dataset has {n} samples but the shards hold {self.n}; "
                 "build the order from the same source"
             )
-        count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
-        per_rank = samples_per_rank(n, world_size, drop_last)
-
-        def lookup(j: np.ndarray) -> np.ndarray:
-            return self.positions((rank * per_rank + j) % max(n, 1), seed=seed, epoch=epoch, shuffle=shuffle)
-
-        return RankBatches(count, per_rank, batch_size, lookup)
-
-    def rank_indices(
-        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
-    ) -> np.ndarray:
-        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
-        per_rank = samples_per_rank(n, world_size, drop_last)
-        batches = self.rank_batches(
+        return contiguous_rank_batches(
+            self.positions,
             n,
-            batch_size=max(1, per_rank),
+            batch_size=batch_size,
             seed=seed,
             epoch=epoch,
             world_size=world_size,
@@ -143,7 +137,14 @@ class KeyedShardOrder:
             shuffle=shuffle,
             drop_last=drop_last,
         )
-        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
+
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
+        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
+        return whole_rank(
+            self, n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last
+        )
 
 
 #: the values of the ``order`` setting: "randperm" (torch.randperm's order, or numpy's for the

@@ -40,8 +40,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hybridload.errors import ResumeMismatchError
-from hybridload.sampling.keyed_order import KeyedPermutation, RankBatches, derive_key
-from hybridload.sampling.sharding import num_batches, samples_per_rank
+from hybridload.sampling.keyed_order import (
+    KeyedPermutation,
+    RankBatches,
+    contiguous_rank_batches,
+    derive_key,
+    whole_rank,
+)
 
 #: positions per interleaving block: a batch's positions meet one or two of them
 BLOCK = 1024
@@ -211,22 +216,10 @@ class MixOrder:
                 f"MixOrder: the sampler has {n} samples but the mixture's epoch has {self.n}; "
                 "build the sampler from len(mix)"
             )
-        count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
-        per_rank = samples_per_rank(n, world_size, drop_last)
-
-        def lookup(j: np.ndarray) -> np.ndarray:
-            return self.positions((rank * per_rank + j) % max(n, 1), seed=seed, epoch=epoch, shuffle=shuffle)
-
-        return RankBatches(count, per_rank, batch_size, lookup)
-
-    def rank_indices(
-        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
-    ) -> np.ndarray:
-        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
-        per_rank = samples_per_rank(n, world_size, drop_last)
-        batches = self.rank_batches(
+        return contiguous_rank_batches(
+            self.positions,
             n,
-            batch_size=max(1, per_rank),
+            batch_size=batch_size,
             seed=seed,
             epoch=epoch,
             world_size=world_size,
@@ -234,4 +227,11 @@ class MixOrder:
             shuffle=shuffle,
             drop_last=drop_last,
         )
-        return batches[0] if len(batches) else np.empty(0, dtype=np.int64)
+
+    def rank_indices(
+        self, n: int, *, seed: int, epoch: int, world_size: int, rank: int, shuffle: bool, drop_last: bool
+    ) -> np.ndarray:
+        """This rank's whole epoch as one array (O(samples per rank): for tests and tools)."""
+        return whole_rank(
+            self, n, seed=seed, epoch=epoch, world_size=world_size, rank=rank, shuffle=shuffle, drop_last=drop_last
+        )
