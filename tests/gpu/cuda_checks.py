@@ -35,7 +35,7 @@ import pytest
 import torch
 from PIL import Image
 
-from hybridload import LoaderPolicy, recipe, sources
+from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes, close_lanes
@@ -257,3 +257,19 @@ def judge(row: dict, documented: float = DOCUMENTED_MEAN) -> tuple[str, bool]:
     if row["mean"] > documented:
         return f"above the documented {documented}: state the measured {row['mean']:.2f} in the docs", False
     return f"within the documented {documented}", False
+
+
+def quiet_loader(src, rec, bs, device, **policy) -> HybridLoader:
+    """A HybridLoader over ``src`` returning indices, seed 0, no Ray actors, 2 threads, the
+    policy's other knobs as given; its construction warnings silenced (the lanes it picks here)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return HybridLoader(
+            src,
+            rec,
+            bs,
+            device=device,
+            seed=0,
+            return_indices=True,
+            policy=LoaderPolicy(**{"cpu_actors": 0, "threads": 2, **policy}),
+        )

@@ -16,29 +16,15 @@ import pytest
 import torch
 
 from cuda_checks import cuda_fixture, gpu_photos_fixture  # noqa: F401 (fixtures)
-from cuda_checks import NO_CUDA, dali_missing
+from cuda_checks import NO_CUDA, dali_missing, quiet_loader
 
-from hybridload import HybridLoader, LoaderPolicy, recipe
+from hybridload import recipe
 from hybridload.lanes.gpu.failures import rerouting
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)]
 
 #: torchvision's message for a device fault in its batched decode
 FAULT = "Failed to decode batch: 5"
-
-
-def _loader(src, rec, bs, device, **policy):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return HybridLoader(
-            src,
-            rec,
-            bs,
-            device=device,
-            seed=0,
-            return_indices=True,
-            policy=LoaderPolicy(cpu_actors=0, threads=2, **policy),
-        )
 
 
 def test_the_consumer_thread_makes_no_synchronising_cuda_call(gpu_photos, cuda, record_property):
@@ -57,7 +43,7 @@ def test_the_consumer_thread_makes_no_synchronising_cuda_call(gpu_photos, cuda, 
         if threading.current_thread() is consumer and "synchroniz" in str(message).lower():
             seen.append(str(message).splitlines()[0][:200])
 
-    with _loader(gpu_photos, rec, 32, cuda, mode="gpu", gpu_engine="torch") as ld:
+    with quiet_loader(gpu_photos, rec, 32, cuda, mode="gpu", gpu_engine="torch") as ld:
         it = iter(ld)
         next(it)  # start-up (pipelines, first allocations) is not delivery
         torch.cuda.synchronize(cuda)
@@ -86,7 +72,7 @@ def test_a_device_fault_hands_the_rest_of_the_stream_to_the_cpu_lane(engine, gpu
     else:
         from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
     rec = recipe.imagenet_train(224)
-    with _loader(gpu_photos, rec, 32, cuda, mode="cpu") as ld:
+    with quiet_loader(gpu_photos, rec, 32, cuda, mode="cpu") as ld:
         want = [idx.tolist() for _i, _l, idx in ld]
     calls, real = {"n": 0}, lane_cls._decode
 
@@ -99,7 +85,7 @@ def test_a_device_fault_hands_the_rest_of_the_stream_to_the_cpu_lane(engine, gpu
 
     lane_cls._decode = faulty
     try:
-        with _loader(gpu_photos, rec, 32, cuda, mode="gpu", gpu_engine=engine, break_after=2) as ld:
+        with quiet_loader(gpu_photos, rec, 32, cuda, mode="gpu", gpu_engine=engine, break_after=2) as ld:
             got = [idx.tolist() for _i, _l, idx in ld]
             gpu_batches = ld.stats()["lanes"].get("gpu", {}).get("batches", 0)
     finally:
@@ -121,7 +107,7 @@ def test_mode_auto_beside_a_training_step_keeps_a_gpu_share(gpu_photos, cuda, re
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     rec = recipe.imagenet_train(224, normalize=True)
     by_batch, seen, n = [], 0, 0
-    with _loader(gpu_photos, rec, 32, cuda, mode="auto", gpu_engine="torch", replan_every=8) as ld:
+    with quiet_loader(gpu_photos, rec, 32, cuda, mode="auto", gpu_engine="torch", replan_every=8) as ld:
         epoch = 0
         while n < 120:
             ld.set_epoch(epoch)

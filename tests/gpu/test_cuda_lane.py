@@ -5,17 +5,15 @@ device ``torch.cuda.set_device`` chose, device memory flat over 150 batches and 
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from hybridload import HybridLoader, LoaderPolicy
 from hybridload.lanes.cpu_job import process_batch
 
 from cuda_checks import cuda_fixture, gpu_photos_fixture, rec224_fixture  # noqa: F401 (fixtures)
-from cuda_checks import NO_CUDA, host_images, spec_gpu_lane, tasks
+from cuda_checks import NO_CUDA, host_images, quiet_loader, spec_gpu_lane, tasks
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)]
 
@@ -24,20 +22,6 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 MEAN_TOL = 0.5
 #: device memory that may come and go between the 20th batch and the last (allocator rounding)
 MEMORY_SLACK_MB = 64
-
-
-def _loader(src, rec, bs, device, mode, **policy):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return HybridLoader(
-            src,
-            rec,
-            bs,
-            device=device,
-            seed=0,
-            return_indices=True,
-            policy=LoaderPolicy(mode=mode, gpu_engine="torch", cpu_actors=0, threads=2, **policy),
-        )
 
 
 def _lanes(ld) -> dict[str, int]:
@@ -71,7 +55,7 @@ def test_gpu_lane_pixels_match_the_cpu_lane(gpu_photos, rec224, cuda, record_pro
 def test_mode_gpu_delivers_the_index_stream_of_mode_cpu(gpu_photos, rec224, cuda, record_property):
     streams, ran = {}, {}
     for mode in ("cpu", "gpu"):
-        with _loader(gpu_photos, rec224, 32, cuda, mode) as ld:
+        with quiet_loader(gpu_photos, rec224, 32, cuda, mode=mode, gpu_engine="torch") as ld:
             streams[mode] = [idx.tolist() for _i, _l, idx in ld]
             ran[mode] = _lanes(ld)
     record_property("lanes", ran)
@@ -84,7 +68,7 @@ def test_batches_land_on_the_device_set_with_set_device(gpu_photos, rec224, reco
     before = torch.cuda.current_device()
     torch.cuda.set_device(k)
     try:
-        with _loader(gpu_photos, rec224, 16, "cuda", "gpu") as ld:
+        with quiet_loader(gpu_photos, rec224, 16, "cuda", mode="gpu", gpu_engine="torch") as ld:
             images = next(iter(ld))[0]
     finally:
         torch.cuda.set_device(before)
@@ -95,7 +79,7 @@ def test_batches_land_on_the_device_set_with_set_device(gpu_photos, rec224, reco
 
 def test_device_memory_stays_flat_over_150_batches_and_returns_after_close(gpu_photos, rec224, cuda, record_property):
     base = _used_mb(cuda)
-    ld, at20, n = _loader(gpu_photos, rec224, 64, cuda, "gpu"), None, 0
+    ld, at20, n = quiet_loader(gpu_photos, rec224, 64, cuda, mode="gpu", gpu_engine="torch"), None, 0
     epoch = 0
     while n < 150:
         ld.set_epoch(epoch)
