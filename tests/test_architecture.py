@@ -78,6 +78,7 @@ FLOORS = (
         "hybridload.compat",
         "hybridload.batch_result",
         "hybridload.environment",
+        "hybridload.keyed",
     ),  # shared by every floor
 )
 MAX_TOP_MODULES = 8

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from hybridload.recipe.keys import seed_sequence
+from hybridload.keyed import seed_sequence
 
 BatchTransform = Callable[[torch.Tensor, torch.Tensor, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 

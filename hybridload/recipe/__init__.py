@@ -2,8 +2,8 @@
 
 ``core`` (Recipe, per-sample parameters), ``order`` (the stages' order rules), ``stages``
 (decode, crops, flip, normalize, layout), ``photometric`` (colour stages, erasing), ``autoaug``,
-``custom`` (user CPU stages), ``presets``, ``ops`` (the typed ops engines run) and ``keys``
-(keyed randomness).
+``custom`` (user CPU stages), ``presets`` and ``ops`` (the typed ops engines run); their draws
+come from `hybridload.keyed`.
 Users reach everything as ``hybridload.recipe.<Name>``.
 """
 

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from hybridload.recipe.custom import CustomStage, SampleOp
-from hybridload.recipe.keys import KeyedGenerators, keyed_generator
+from hybridload.keyed import KeyedGenerators, keyed_generator
 from hybridload.recipe.ops import Slot
 from hybridload.recipe.order import NOT_FIXED, PER_SAMPLE, check_order, fixed_hw
 from hybridload.recipe.stages import (

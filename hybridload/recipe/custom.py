@@ -35,7 +35,7 @@ from typing import Callable, Protocol, Union
 import numpy as np
 import torch
 
-from hybridload.recipe.keys import keyed_generator
+from hybridload.keyed import keyed_generator
 from hybridload.recipe.ops import Op, Slot
 
 #: Spawn key of the custom stages' generators: apart from the shared per-sample generator

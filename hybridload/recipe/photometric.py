@@ -21,7 +21,7 @@ from typing import Any, Callable, Union, cast
 import numpy as np
 
 from hybridload.recipe import ops as O
-from hybridload.recipe.keys import keyed_generator
+from hybridload.keyed import keyed_generator
 
 HW = tuple[int, int]
 Rng = Callable[[], np.random.Generator]

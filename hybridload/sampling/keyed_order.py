@@ -30,40 +30,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hybridload.keyed import derive_key, mix64, mix64_array
 from hybridload.sampling.sharding import num_batches, samples_per_rank
 
-M64 = (1 << 64) - 1
 ROUNDS = 6
-_TAG = 0x6B65796564  # "keyed": keeps this order's keys apart from other users of (seed, epoch)
-
-_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
-
-
-def _mix_int(z: int) -> int:
-    """splitmix64's finalizer on a Python int (for deriving keys)."""
-    z &= M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise on a uint64 array, in place (wraps modulo 2**64)."""
-    z ^= z >> _S30
-    z *= _C1
-    z ^= z >> _S27
-    z *= _C2
-    z ^= z >> _S31
-    return z
-
-
-def derive_key(*parts: int) -> int:
-    """A 64-bit key from integers (seed, epoch, a block number, ...); any ints, negative too."""
-    h = _mix_int(_TAG)
-    for part in parts:
-        h = _mix_int(h ^ _mix_int(int(part) & M64) ^ (int(part) >> 64 & M64))
-    return h
 
 
 class KeyedPermutation:
@@ -85,7 +55,7 @@ class KeyedPermutation:
             (np.uint64(a), np.uint64(b)) if r % 2 == 0 else (np.uint64(b), np.uint64(a)) for r in range(ROUNDS)
         ]
         self._masks = {w: np.uint64((1 << int(w)) - 1) for w in (np.uint64(a), np.uint64(b))}
-        self._keys = [np.uint64(_mix_int(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
+        self._keys = [np.uint64(mix64(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
 
     def _rounds(self, x: np.ndarray, inverse: bool) -> np.ndarray:
         """One pass of the network: round r maps (left: wl bits, right: wr bits) to
@@ -94,14 +64,14 @@ class KeyedPermutation:
         if not inverse:
             for k, (wl, wr) in zip(self._keys, self._widths):
                 right = x & self._masks[wr]
-                f = _mix(right ^ k)
+                f = mix64_array(right ^ k)
                 f &= self._masks[wl]
                 f ^= x >> wr
                 x = (right << wl) | f
         else:
             for k, (wl, wr) in zip(reversed(self._keys), reversed(self._widths)):
                 right = x >> wl  # the forward round's right half, now on the left
-                f = _mix(right ^ k)
+                f = mix64_array(right ^ k)
                 f &= self._masks[wl]
                 f ^= x & self._masks[wl]
                 x = (f << wr) | right

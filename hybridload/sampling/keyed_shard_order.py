@@ -22,12 +22,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hybridload.keyed import derive_key
 from hybridload.sampling.keyed_order import (
     KeyedOrder,
     KeyedPermutation,
     RankBatches,
     contiguous_rank_batches,
-    derive_key,
     whole_rank,
 )
 from hybridload.sampling.shard_order import ShardOrder

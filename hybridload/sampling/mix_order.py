@@ -40,11 +40,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from hybridload.errors import ResumeMismatchError
+from hybridload.keyed import derive_key
 from hybridload.sampling.keyed_order import (
     KeyedPermutation,
     RankBatches,
     contiguous_rank_batches,
-    derive_key,
     whole_rank,
 )
 

@@ -154,7 +154,8 @@ def position_lookup(order: Any, n: int, *, seed: int, epoch: int, shuffle: bool)
     if hasattr(order, "positions"):  # the keyed shard-aware order
         return lambda p: order.positions(p, seed=seed, epoch=epoch, shuffle=shuffle)
     if getattr(order, "kind", None) == "keyed":
-        from hybridload.sampling.keyed_order import KeyedPermutation, derive_key
+        from hybridload.keyed import derive_key
+        from hybridload.sampling.keyed_order import KeyedPermutation
 
         perm = KeyedPermutation(n, derive_key(seed, epoch)) if shuffle else None
         return (lambda p: perm(p)) if perm is not None else (lambda p: np.asarray(p, dtype=np.int64))

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hybridload.keyed import keyed_generator
 from hybridload.sampling.sharding import pad_order, samples_per_rank
 
 _TAG = 0x5A4D  # keeps this order's random stream apart from other users of (seed, epoch)
 
 
 def _rng(seed: int, epoch: int) -> np.random.Generator:
-    return np.random.default_rng([_TAG, int(seed) % 2**64, int(epoch) % 2**64])
+    return keyed_generator(_TAG, int(seed) % 2**64, int(epoch) % 2**64)
 
 
 def shard_block_order(shard_sizes, *, seed: int, epoch: int, buffer_shards: int, shuffle: bool = True) -> np.ndarray:

@@ -17,19 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from hybridload.sampling.keyed_order import M64, RankBatches, derive_key
+from hybridload.keyed import M64, derive_key, mix64_array
+from hybridload.sampling.keyed_order import RankBatches
 from hybridload.sampling.sharding import num_batches, samples_per_rank
 
 _WEIGHTED = 0x776569676874  # "weight": these draws' keys apart from the orders'
-
-
-def splitmix64(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer on a uint64 array (wraps modulo 2**64), a new array."""
-    z = z ^ (z >> np.uint64(30))
-    z = z * np.uint64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> np.uint64(27))
-    z = z * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def check_weights(weights: Any, n: int, where: str) -> np.ndarray:
@@ -75,7 +67,7 @@ class WeightedOrder:
         """The samples drawn at draws ``p`` of epoch ``epoch``."""
         p = np.asarray(p, dtype=np.int64)
         z = p.astype(np.uint64) + np.uint64(derive_key(seed, epoch, _WEIGHTED) & M64)
-        u = (splitmix64(z) >> np.uint64(11)).astype(np.float64) * 2.0**-53 * self.cdf[-1]
+        u = (mix64_array(z) >> np.uint64(11)).astype(np.float64) * 2.0**-53 * self.cdf[-1]
         return np.minimum(np.searchsorted(self.cdf, u, side="right"), self.n - 1).astype(np.int64)
 
     def rank_batches(

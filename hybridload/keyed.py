@@ -1,13 +1,59 @@
-"""Keyed randomness: every draw in hybridload comes from a ``numpy.random.SeedSequence`` whose
-entropy is (the seed, as 64 bits, then a key such as epoch and sample index), optionally on its
-own stream (``spawn_key``). A pure function of its arguments: the same key gives the same draws
-in every lane, process and run."""
+"""Keyed randomness, the one place it is derived: every draw of the package is a pure function of
+a key (the seed, then parts such as epoch, sample index, block), never of worker, lane, time or
+rank, so a sample, a batch or an epoch's order is the same in every lane, process, rerun and
+resume. Two families, both fixed here because saved states and plan files hold positions in the
+orders they make (the values are pinned by ``tests/test_keyed.py``):
+
+* `derive_key`: a 64-bit key from integers (splitmix64's finalizer chained over the parts, `mix64`),
+  the key of the keyed orders' permutations (`hybridload.sampling.keyed_order`) and draws;
+* `seed_sequence` / `keyed_generator` / `KeyedGenerators`: numpy ``SeedSequence`` entropy (the seed
+  as 64 bits, then the key), optionally on a stream of its own (``spawn_key``), and the PCG64
+  generators on it: the recipe's per-sample draws, a custom stage's, erasing's, the batch hook's
+  seed, the shard-aware order's shuffles.
+
+The one draw outside it: the default epoch order (``order="randperm"``,
+`hybridload.sampling.sharding`) is ``torch.randperm`` from a ``torch.Generator`` seeded with
+``seed + epoch``, as torch's ``DistributedSampler`` draws it, so that order is
+``DistributedSampler``'s to the index; the drop-in `DataLoader`'s worker seeds likewise follow
+torch's ``DataLoader``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-SEED_BITS = 0xFFFFFFFFFFFFFFFF
+M64 = (1 << 64) - 1
+SEED_BITS = M64
+_KEY_TAG = 0x6B65796564  # "keyed": keeps `derive_key`'s keys apart from other users of (seed, epoch)
+
+_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def mix64(z: int) -> int:
+    """splitmix64's finalizer on a Python int (taken modulo 2**64)."""
+    z &= M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def mix64_array(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, elementwise on a uint64 array, in place (wraps modulo 2**64)."""
+    z ^= z >> _S30
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    z ^= z >> _S31
+    return z
+
+
+def derive_key(*parts: int) -> int:
+    """A 64-bit key from integers (seed, epoch, a block number, ...); any ints, negative too."""
+    h = mix64(_KEY_TAG)
+    for part in parts:
+        h = mix64(h ^ mix64(int(part) & M64) ^ (int(part) >> 64 & M64))
+    return h
 
 
 def seed_sequence(seed: int, *key: int, spawn_key: tuple[int, ...] = ()) -> np.random.SeedSequence:
