@@ -20,7 +20,6 @@ EXAMPLES = {
     E.LaneUnavailableError: E.LaneUnavailableError("no DALI here"),
     E.NoActorsError: E.NoActorsError("no node with a free CPU"),
     E.NoLaneError: E.NoLaneError(4, {"ray": "broken"}, "add nodes"),
-    E.Reroute: E.Reroute("not mine"),
     E.WorkerLost: E.WorkerLost("DataLoader worker (pid 7) is killed by signal: Segmentation fault.", True),
     E.UserCodeError: E.UserCodeError("batch 3", "KeyError: 4", "Traceback ..."),
     E.LabelError: E.LabelError("sample 5", "label 'cat' is a str"),

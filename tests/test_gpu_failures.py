@@ -25,8 +25,7 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.errors import Reroute
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.base import BatchTask, Reroute
 from hybridload.lanes.gpu.failures import DEVICE, IMAGE, OTHER, classify, is_sample_decode_problem
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane
 

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.errors import Reroute
 from hybridload.kernels import decode_image
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.base import BatchTask, Reroute
 from hybridload.torchops import ops as torch_ops
 from hybridload.lanes.gpu.feed import MIN_PART, parts_of
 from hybridload.lanes.gpu.torch_lane import TorchGpuLane

@@ -19,11 +19,10 @@ import torch
 from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.errors import Reroute
 from hybridload.kernels import decode_image
 from hybridload.lanes.cpu_job import process_batch
 from hybridload.lanes import once
-from hybridload.lanes.base import BatchTask, LaneKind
+from hybridload.lanes.base import BatchTask, LaneKind, Reroute
 from hybridload.lanes.gpu import dali as dali_mod
 from hybridload.lanes.gpu import make_gpu_lane
 from hybridload.lanes.gpu import torch_decoders as torch_decoders_mod

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.errors import Reroute, ShutdownError, close_all, take_all
-from hybridload.lanes.base import BatchTask, Lane, LaneKind, PooledLane
+from hybridload.errors import ShutdownError, close_all, take_all
+from hybridload.lanes.base import BatchTask, Lane, LaneKind, PooledLane, Reroute
 from hybridload.lanes.build import close_lanes
 from hybridload.lanes.gpu.base import GpuLane, batches_within
 from hybridload.lanes.gpu.feed import GpuBatchResult
@@ -84,6 +84,20 @@ def test_every_hybridload_lane_is_built_on_the_template():
     assert all(issubclass(c, Lane) for c in (ProcessLane, ActorPool, RayLane))
     for cls in (InProcessLane, ProcessLane, ActorPool, DaliLane, TorchGpuLane):
         assert "submit" not in vars(cls) and "close" not in vars(cls), cls  # the template's, not a copy
+
+
+def test_reroute_is_the_lane_contracts_signal_and_no_public_error():
+    """A lane's "not mine" reaches the dispatcher only, so it lives with the contract, not in
+    `hybridload.errors` (what users see); it still pickles whole (GPU prep worker processes
+    raise it) and is a `HybridLoadError` for an ``except`` around a lane's ``run_batch``."""
+    import pickle
+
+    import hybridload.errors
+
+    assert "Reroute" not in hybridload.errors.__all__ and not hasattr(hybridload.errors, "Reroute")
+    again = pickle.loads(pickle.dumps(Reroute("sample 3 (a.png) is not a JPEG")))
+    assert type(again) is Reroute and str(again) == "sample 3 (a.png) is not a JPEG"
+    assert issubclass(Reroute, hybridload.errors.HybridLoadError)
 
 
 def test_submit_counts_tasks_in_flight_until_each_is_reported():

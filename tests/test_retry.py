@@ -2,7 +2,8 @@
 
 import pytest
 
-from hybridload.errors import LabelError, Reroute, SampleError, UserCodeError, WorkerLost
+from hybridload.errors import LabelError, SampleError, UserCodeError, WorkerLost
+from hybridload.lanes.base import Reroute
 from hybridload.execution.retry import Action, LaneState, RetryRules, decide, own_failure
 
 RULES = RetryRules(max_retries=3, break_after=2)

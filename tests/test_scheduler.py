@@ -12,8 +12,8 @@ import pytest
 from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.pass_config import PassConfig
 from hybridload.execution.retry import StragglerRule
-from hybridload.errors import BatchTimeoutError, Reroute, SampleError, WorkerLost
-from hybridload.lanes.base import BatchTask, Lane, LaneKind
+from hybridload.errors import BatchTimeoutError, NoLaneError, SampleError, WorkerLost
+from hybridload.lanes.base import BatchTask, Lane, LaneKind, Reroute
 from hybridload.execution.retry import RetryRules
 from hybridload.execution.stats import LoaderStats
 from hybridload.execution.stream import BatchStream
@@ -133,6 +133,18 @@ def test_reroute_goes_to_another_lane_and_does_not_count_against_its_lane():
     assert [r[1] for r in out] == list(range(8))
     assert {r[1] for r in out if r[2] == "cpu"} == {1, 3, 5, 7}
     assert [t.seq for t in gpu.submitted] == list(range(8))  # never broken by reroutes
+
+
+def test_a_reroute_no_lane_takes_reaches_the_caller_only_as_the_cause_of_a_no_lane_error():
+    gpu = ScriptedLane("gpu", slots=1, kind=LaneKind.GPU, auto=lambda t: Reroute("sample 0 (a.png) is not a JPEG"))
+    with BatchStream(
+        [gpu],
+        batches(1),
+        PassConfig(window=1, batch_timeout_s=WAIT_S, rules=RetryRules(max_retries=1, break_after=1)),
+    ) as s:
+        with pytest.raises(NoLaneError, match="batch 0 cannot run") as got:
+            next(s)
+    assert isinstance(got.value.__cause__, Reroute) and "not a JPEG" in str(got.value.__cause__)
 
 
 def test_sample_error_is_delivered_in_order_and_not_retried():

@@ -1,4 +1,5 @@
-"""Errors hybridload raises. Each names what the user needs to find the problem.
+"""Errors hybridload raises to its users. Each names what the user needs to find the problem;
+a signal passed only between the package's parts lives beside them (`Reroute`: `hybridload.lanes.base`).
 
 Also the one shutdown routine, `close_all`, used by every floor that closes several
 parts: it closes them all and reports every failure at the end (`ShutdownError`).
@@ -17,7 +18,6 @@ from hybridload.errors.core import (
     NoLaneError,
     OrderMismatchError,
     ResumeMismatchError,
-    Reroute,
     SampleError,
     ShardIndexError,
     StorageError,
@@ -35,7 +35,6 @@ __all__ = [
     "NoActorsError",
     "NoLaneError",
     "OrderMismatchError",
-    "Reroute",
     "ResumeMismatchError",
     "SampleError",
     "ShardIndexError",

@@ -189,10 +189,6 @@ class NoLaneError(HybridLoadError, RuntimeError):
         return (type(self), (self.seq, self.reasons, self.advice))
 
 
-class Reroute(HybridLoadError):
-    """A lane cannot take this batch (not a failure of the lane); another lane should."""
-
-
 class WorkerLost(HybridLoadError, RuntimeError):
     """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
     handed to another worker and the lane carries on with what is left. When none is left it

@@ -32,8 +32,8 @@ import time
 from collections import deque
 from typing import Sequence
 
-from hybridload.errors import Reroute, SampleError, StorageError
-from hybridload.lanes.base import BatchTask, Lane
+from hybridload.errors import SampleError, StorageError
+from hybridload.lanes.base import BatchTask, Lane, Reroute
 from hybridload.lanes.spec import budget_bytes
 from hybridload.execution.admission import ShareAdmission
 from hybridload.execution.books import LaneBook, cancel_at_lanes

@@ -35,7 +35,8 @@ import enum
 import math
 from dataclasses import dataclass
 
-from hybridload.errors import Reroute, SampleError, UserCodeError, WorkerLost
+from hybridload.errors import SampleError, UserCodeError, WorkerLost
+from hybridload.lanes.base import Reroute
 
 
 def _is_int(v) -> bool:

@@ -37,6 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hybridload.errors import HybridLoadError
+
 log = logging.getLogger(__name__)
 
 
@@ -66,6 +68,12 @@ class BatchTask:
 
 
 Done = Callable[[BatchTask, object], None]
+
+
+class Reroute(HybridLoadError):
+    """A lane cannot take this batch (a sample its engine cannot decode: not a failure of the
+    lane); the dispatcher hands it to another lane. Between the lanes and the dispatcher only:
+    where no lane can take the batch, the caller gets a `NoLaneError` whose cause it is."""
 
 
 class LaneKind(enum.Enum):

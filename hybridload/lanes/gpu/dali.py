@@ -27,11 +27,11 @@ import warnings
 import numpy as np
 import torch
 
-from hybridload.errors import LaneUnavailableError, Reroute
+from hybridload.errors import LaneUnavailableError
 from hybridload.delivery.transfer import resolve_device
 
 from hybridload.lanes import once
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.base import BatchTask, Reroute
 from hybridload.lanes.gpu.base import GpuLane, wait_until_idle
 from hybridload.lanes.gpu.failures import confirm_on_cpu
 from hybridload.lanes.gpu.feed import BatchInput

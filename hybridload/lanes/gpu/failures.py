@@ -42,7 +42,7 @@ import re
 
 import torch
 
-from hybridload.errors import Reroute
+from hybridload.lanes.base import Reroute
 
 #: nvJPEG statuses about the image (nvjpeg.h); any other status is the device's.
 NVJPEG_IMAGE_STATUSES = frozenset({3, 4, 9, 10})

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridload.errors import Reroute, SampleError
+from hybridload.errors import SampleError
 from hybridload.batch_result import BatchResult
 from hybridload.kernels import check_pixels, image_size
 from hybridload.kernels.decode import is_jpeg
@@ -33,7 +33,7 @@ from hybridload.recipe.core import sample_generators
 from hybridload.recipe import SampleParams
 from hybridload.sources.reads import read_many
 
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes.base import BatchTask, Reroute
 
 
 @dataclass(frozen=True)
