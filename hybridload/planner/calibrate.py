@@ -1,14 +1,5 @@
-"""The model fitted to the loader measured for real, so prediction and measurement agree.
-
-``hybridload profile`` measures each lane on its own (the CPU kernels on the trainer's
-threads, the GPU lane batch by batch), solves, then runs the real loader at a few GPU
-shares. The loader at share 1 is the GPU lane as it really runs (pipelined, with every
-core it takes), which a batch-by-batch reading can under- or overstate by a factor of two;
-solving from one and reporting the other made the profile contradict itself. So the checked
-points set the model's rates (`calibrate`), the plan is solved again from them, and
-`predict_check` is the model's figure for what a check measured: on the points that
-set the rates it equals the measurement.
-"""
+"""The model's rates set from the real loader's checked points, so the profile's prediction and
+measurement agree (a lane measured alone can be off by 2x: docs/guide/planner.md)."""
 
 from __future__ import annotations
 
@@ -18,17 +9,13 @@ from typing import Sequence
 from hybridload.planner.inputs import Limits, Measurements
 from hybridload.planner.solver import predict
 
-#: the least GPU time a check is taken to have had (an NVML reading near 100 % busy would
-#: otherwise blow the fitted rate up)
+#: the least GPU time a check is taken to have had: a reading near 100 % busy would blow the rate up
 MIN_GPU_PART = 0.05
 
 
 def calibrate(m: Measurements, points: Sequence[tuple[float, float]]) -> Measurements:
-    """``m`` with its rates set from the loader measured at GPU shares 0 and 1, where measured.
-
-    Share 0 (the local CPU lane on the trainer node's threads) sets that node's rate per
-    core. Share 1 (the GPU lane alone) sets the GPU lane's rate; the trainer cores it takes
-    scale with it (the same cores per image). Other shares are left to check the model.
+    """``m`` with the trainer node's rate per core set from share 0 and the GPU lane's rate (its
+    cores per image kept) from share 1, where measured; other shares only check the model.
 
     Args:
         m: the measurements of the lanes on their own.
@@ -52,9 +39,8 @@ def calibrate(m: Measurements, points: Sequence[tuple[float, float]]) -> Measure
 
 
 def predict_check(m: Measurements, lim: Limits, share: float) -> float:
-    """The model's images/s for a check of the loader at ``share``: what the profiler runs,
-    the trainer node's lanes alone (no remote actors) with no demand and no
-    ``max_gpu_util`` cap (the check enforces neither).
+    """The model's images/s for a check at ``share``, run as the profiler runs it: the trainer
+    node's lanes alone, no demand, no ``max_gpu_util`` cap.
 
     Args:
         m: the (calibrated) measurements.

@@ -1,12 +1,5 @@
-"""A plan file made elsewhere, fitted to where it runs: what cannot hold here is clamped, and
-each change is said (a pure function of the plan and this machine's facts).
-
-A plan records the machine it was profiled on: the GPU it measured, the Ray node ids it
-spread actors over, the local threads. Carried to another machine, the GPU may be another
-(or none), the node ids are those of another cluster (Ray gives a node a new id whenever it
-starts), and 124 actors may be far more than the cluster here holds. `fit_plan` says
-what it changes, in words, for ``LoaderPolicy.from_plan`` to warn.
-"""
+"""A plan made elsewhere fitted to this machine, each change said in words for
+``LoaderPolicy.from_plan`` to warn (what changes: docs/guide/planner.md, "The plan file")."""
 
 from __future__ import annotations
 
@@ -97,7 +90,7 @@ def fit_plan(plan: Plan, here: Here) -> Fitted:
                 f"the plan's node(s) {names} are not in this Ray cluster (profiled on another cluster, or "
                 f"restarted: Ray gives a node a new id): its {actors} actors are asked of this cluster's nodes"
             )
-    # with no Ray configured the count stands: the lanes run the CPU work here, and say so when built
+    # no Ray configured: the count stands, the lanes run it here and say so
     if here.ray and here.actor_slots is not None and actors > here.actor_slots:
         notes.append(
             f"the plan asks for {actors} Ray actors but the cluster here holds {here.actor_slots}: asking "

@@ -1,11 +1,5 @@
-"""What NVML read of the trainer's GPU: a `GpuReading`, or `GpuUnavailable` saying why not
-(``read_gpu`` in ``nvml`` makes them; ``available`` tells them apart).
-
-Engine utilizations: ``nvdec_util`` is NVML's "decoder" utilization, the NVDEC *video*
-decoders (not used by JPEG decoding); ``jpeg_util`` is the NVJPG hardware JPEG engine
-(A100/H100 and later) where NVML reports it. nvJPEG's CUDA (hybrid) decode shows up in
-the GPU utilization, not in either.
-"""
+"""What NVML read of the trainer's GPU (`GpuReading`), or why not (`GpuUnavailable`); which
+engine each utilization is: docs/guide/planner.md."""
 
 from __future__ import annotations
 
@@ -27,21 +21,21 @@ class GpuReading:
         window_s: the window's length in seconds.
         mem_free_bytes: device memory free.
         mem_total_bytes: device memory in all.
-        nvdec_util: 0..1, the NVDEC video decoders, where reported.
+        nvdec_util: 0..1, the NVDEC video decoders (NVML's "decoder"; JPEG decoding does not use them), where reported.
         jpeg_util: 0..1, the NVJPG hardware JPEG engine, where reported.
     """
 
     uuid: str
     name: str
     nvml_index: int
-    util_mean: float  # 0..1, fraction of time a kernel ran, over the window
+    util_mean: float
     util_max: float
     samples: int
     window_s: float
     mem_free_bytes: int
     mem_total_bytes: int
-    nvdec_util: float | None = None  # 0..1, NVDEC video decoders ("decoder" in NVML), where reported
-    jpeg_util: float | None = None  # 0..1, NVJPG hardware JPEG engine, where reported
+    nvdec_util: float | None = None
+    jpeg_util: float | None = None
 
     #: the tag a caller branches on (`GpuUnavailable`'s is False); mypy narrows the union by it
     available: ClassVar[Literal[True]] = True

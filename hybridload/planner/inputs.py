@@ -18,8 +18,8 @@ class NodeRate:
     """
 
     node_id: str
-    cpus: int  # CPUs the loader may use on that node (trainer's: after the reserve)
-    per_core: float  # images/s of the CPU kernels per core there
+    cpus: int
+    per_core: float
     is_trainer: bool = False
 
 
@@ -39,17 +39,16 @@ class Measurements:
     """
 
     nodes: tuple[NodeRate, ...] = ()
-    gpu_rate: float = 0.0  # images/s of the GPU lane with the whole GPU
-    gpu_util: float = 0.0  # the training's own GPU utilization (0..1, NVML)
+    gpu_rate: float = 0.0
+    gpu_util: float = 0.0
     gpu_available: bool = False
-    gpu_cpu_cost: float = 0.0  # trainer-node cores the GPU lane takes at full rate
+    gpu_cpu_cost: float = 0.0
     gpu_label: str = "none"
-    gpu_time_bound: bool = True  # False for DALI's CPU-only stand-in: it takes no GPU time
+    gpu_time_bound: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
-        """Plain data for the plan file: ``gpu_available`` there means a GPU was really measured
-        (DALI's CPU-only stand-in is ``gpu_lane_measured`` only)."""
+        """Plain data for the plan file, where ``gpu_available`` means a real GPU (a stand-in: ``gpu_lane_measured``)."""
         d = asdict(self)
         d["nodes"] = [asdict(n) for n in self.nodes]
         d["gpu_lane_measured"] = self.gpu_available
@@ -68,7 +67,7 @@ class Limits:
     """
 
     max_gpu_util: float = 0.9
-    demand: float | None = None  # images/s the training consumes; None = as fast as possible
+    demand: float | None = None
     prefer: tuple[str, ...] = ("local", "gpu", "remote")
 
     def __post_init__(self):

@@ -1,19 +1,5 @@
-"""Reading the trainer's GPU through NVML (the ``pynvml`` module of nvidia-ml-py).
-
-What NVML calls utilization is the fraction of the sample period during which at least
-one kernel ran on the GPU — not SM occupancy. A GPU at "100%" may still have idle SMs;
-a GPU at 40% is idle 60% of the time. The planner uses it as time headroom:
-``max_gpu_util - utilization`` is the fraction of GPU time the loader may take.
-
-The trainer's GPU is the loader's device (``read_gpu(device=...)``; by default the
-device ``transfer.resolve_device`` picks, never a guess from LOCAL_RANK alone). It is found
-by UUID: torch's UUID of that CUDA device when torch sees CUDA (exact whatever the device
-order; tried as a ``GPU-`` and a ``MIG-`` UUID), else its entry of CUDA_VISIBLE_DEVICES
-(an index, a ``GPU-...`` UUID or a unique prefix of one, as CUDA accepts), else the NVML
-index. No NVML library, no device, or a MIG instance (NVML has no utilization per
-instance) → a `GpuUnavailable` saying why, and the plan goes on without the GPU.
-The decode engines' utilizations are in `GpuReading` (``gpu_reading``).
-"""
+"""Reading the loader's GPU through NVML (``pynvml``), found by UUID so that any device order
+or CUDA_VISIBLE_DEVICES spelling reads the right one (how: docs/guide/planner.md)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
-"""Online re-planning for ``LoaderPolicy(mode="auto")``: the GPU share from live lane rates.
-
-``rebalance`` is the pure rule; ``OnlinePlanner`` steers the loader's admission policy
-(`hybridload.execution.admission`) as its `CapsHook`: on the dispatcher's thread, the admission
-tells it each batch a lane finished; it feeds ``rebalance`` what the lanes did since the last
-re-plan and answers the new cap, which the admission writes there (the caps' one writer).
-A lane's capacity is what it produced per second of busy time, times the number of tasks it
-runs at once. The new share moves halfway from the current one toward ``gpu / (gpu + cpu)``,
-and never past what NVML says the GPU has left under ``max_gpu_util``.
-
-NVML's utilisation counts the trainer's kernels and the lane's own decode alike, so the
-headroom is judged from the lane's own GPU time (its busy seconds per wall second since the
-last re-plan, an upper bound): the trainer's part is the rest of the utilisation, the lane
-may take what ``max_gpu_util`` leaves beside the trainer — and at least ``1 - max_gpu_util``,
-the slack the policy keeps, when the trainer alone is past the limit. A busy trainer thus
-holds the share where it is instead of shrinking it every re-plan until the lane starves.
-"""
+"""Online re-planning for ``LoaderPolicy(mode="auto")``: ``rebalance``, the pure rule, and
+``OnlinePlanner``, the admission's `CapsHook` that feeds it live lane rates (the rule:
+docs/guide/planner.md)."""
 
 from __future__ import annotations
 
@@ -53,9 +39,8 @@ def rebalance(
 ) -> float:
     """The next GPU share (0..1). Unchanged when either lane has too little evidence.
 
-    ``gpu_util``: NVML's utilisation of the device (0..1), trainer and lane together;
-    ``lane_util``: the part of it that is the GPU lane's own (see the module docstring); None
-    charges the whole overshoot past ``max_gpu_util`` to the lane."""
+    ``gpu_util``: NVML's utilisation (0..1), trainer and lane together; ``lane_util``: the lane's
+    own part of it (None: the whole overshoot is charged to the lane)."""
     if gpu.images < min_images and cpu.images < min_images:
         return share
     g, c = gpu.capacity, cpu.capacity
@@ -77,14 +62,9 @@ def rebalance(
 
 
 class OnlinePlanner(CapsHook):
-    """mode="auto": every ``replan_every`` finished batches, moves the GPU lane's cap toward
-    what the lanes' live rates say, within the GPU headroom NVML reports (when the loader's
-    device is a GPU).
-
-    The steering hook of the loader's `ShareAdmission`: it is called on the dispatcher's thread
-    only, counts what the dispatcher tells it, and changes the caps only by its answer.
-    ``history`` (the last 50 re-plans) is read by copying it.
-    """
+    """mode="auto": every ``replan_every`` finished batches, the GPU lane's cap `rebalance` d.
+    Called on the dispatcher's thread only, it changes the caps only by its answer (their one
+    writer); ``history`` (the last 50 re-plans) is read by copying it."""
 
     def __init__(self, lanes, *, replan_every: int, max_gpu_util: float, monitor=None, clock=time.monotonic):
         from hybridload.lanes.base import LaneKind

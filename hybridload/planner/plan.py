@@ -14,9 +14,8 @@ FORMAT_VERSION = 1
 
 
 class PlanFormatError(HybridLoadError, ValueError):
-    """A plan file that cannot be used: the message says what is wrong and what to do.
-
-    A ``ValueError`` too, so ``except ValueError`` around reading a plan still catches it."""
+    """A plan file that cannot be used: the message says what is wrong and what to do (a
+    ``ValueError`` too, for ``except ValueError`` around reading a plan)."""
 
 
 @dataclass(frozen=True, kw_only=True)

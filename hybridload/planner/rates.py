@@ -1,11 +1,5 @@
-"""Measuring lane rates on a sample of the user's data.
-
-* CPU kernels: images/s per core on the trainer's node (one thread here) and on every
-  other node of the Ray cluster (one actor there).
-* GPU lane: images/s of the GPU lane (DALI or the torch engine) on the local GPU — or DALI's CPU-only mode,
-  labelled as such — and the trainer-node CPU it burns while doing so (process CPU
-  time over wall time), which the solver charges against the local CPU lane.
-"""
+"""Lane rates measured on a sample of the user's data: the CPU kernels per core on each node,
+the GPU lane's images/s and the trainer cores it burns (which the solver takes from the CPU lane)."""
 
 from __future__ import annotations
 
@@ -106,12 +100,9 @@ def gpu_lane_rate(
 ) -> tuple[float, float, str]:
     """(images/s, trainer-node cores used, label) of the GPU lane run on its own.
 
-    ``spec``: the `LaneSpec` of the loader being planned for
-    (``LoaderPolicy.lane_spec(device=...)``): its first GPU engine that builds is measured,
-    with its threads and memory budget. The device is synchronized before every reading of
-    the clock, so queued GPU work is counted; the cores exclude the time this thread spent
-    waiting for the GPU (a CUDA wait may spin a core, which is not work the CPU lane loses).
-    Raises LaneUnavailableError when no GPU lane can run here.
+    ``spec``: the planned loader's `LaneSpec` (its first GPU engine that builds is measured).
+    The cores exclude this thread's waits for the GPU: a CUDA wait may spin a core, which is no
+    work the CPU lane loses. Raises LaneUnavailableError when no GPU lane can run here.
     """
     from hybridload.errors import LaneUnavailableError
     from hybridload.lanes.base import BatchTask

@@ -1,23 +1,5 @@
-"""The split as a pure function of measurements, demand and policy limits.
-
-Model (images/s):
-
-* CPU lanes: the trainer's node gives ``cpus * per_core`` (its CPUs after
-  ``reserve_local_cpus``), every other node ``cpus * per_core``.
-* GPU lane: ``gpu_rate`` when it may use the whole GPU; it may use only the GPU time
-  the training leaves under ``max_gpu_util`` (``headroom``), so at most
-  ``gpu_rate * headroom``. Feeding it costs ``gpu_cpu_cost`` trainer-node cores at full
-  rate (measured; in DALI's CPU-only mode that is all of its work), which the local CPU
-  lane loses.
-* At GPU share ``s`` the loader delivers ``T(s)``, the largest T with
-  ``s*T <= gpu_rate*headroom`` and ``(1-s)*T <= local(s*T) + remote`` and
-  ``T <= demand``.
-
-The plan is the share maximising ``T(s)``; among shares that tie (a demand that several
-splits meet), the one that uses the expensive resources least, by the policy's cost
-order (default: local CPUs, then GPU headroom, then remote CPUs). Then the fewest CPU
-workers, local before remote, that carry ``(1-s)*T``.
-"""
+"""The split as a pure function of measurements and limits, so it is tested on recorded readings
+(the model, ``T(s)``: docs/guide/planner.md, "How the split is solved")."""
 
 from __future__ import annotations
 
@@ -54,9 +36,6 @@ def bounds(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
     ``"demand"``, ``"gpu"`` (the GPU lane's capacity over its share) and ``"cpu"`` (the CPU
     lanes, on the local cores the GPU lane's feeding leaves them, and the remote ones).
 
-    The GPU lane's feeding takes trainer cores from the local CPU lane, never from itself:
-    at share 1 (no CPU lane) only the GPU lane's own rate caps it.
-
     Args:
         m: the measurements.
         lim: the limits.
@@ -83,8 +62,7 @@ def bounds(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
 
 
 def predict(m: Measurements, lim: Limits, share: float) -> dict[str, float]:
-    """Predicted images/s per lane and in total at GPU share ``share``: the total is the
-    least of `bounds`.
+    """Predicted images/s per lane and in total (the least of `bounds`) at GPU share ``share``.
 
     Args:
         m: the measurements.
@@ -142,8 +120,7 @@ def solve(m: Measurements, lim: Limits = Limits(), *, window: int | None = None)
 
 
 def plan_at(m: Measurements, lim: Limits, share: float, *, reason: str = "", window: int | None = None) -> Plan:
-    """The plan that runs GPU share ``share``: its predicted rates, workers, bottleneck and
-    reason all from `predict` on ``m`` (one model), so they agree with each other.
+    """The plan that runs GPU share ``share``, every figure of it from one `predict`, so they agree.
 
     Args:
         m: the measurements.
