@@ -1,15 +1,5 @@
-"""TrivialAugmentWide: one automatic-augmentation op per sample, chosen and scaled by keyed draws.
-
-torchvision's TrivialAugmentWide draws an op uniformly from its list, then a magnitude bin
-uniformly from 31 (and a sign for the signed ops). hybridload keeps torchvision's
-magnitude bins and draw order but restricts the list to the photometric ops every engine
-(CPU kernels, DALI, torch) computes from the same formula:
-
-    Identity, Brightness, Color, Contrast, Posterize, Solarize, AutoContrast
-
-Left out: ShearX/Y, TranslateX/Y, Rotate (affine warps whose interpolation differs per
-engine), Sharpness and Equalize (not yet in every engine).
-"""
+"""TrivialAugmentWide with torchvision's bins and draw order, over the colour ops every engine
+computes from one formula (which are left out and why: docs/guide/recipes.md)."""
 
 from __future__ import annotations
 

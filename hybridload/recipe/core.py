@@ -1,26 +1,6 @@
-"""The preprocessing recipe: an ordered list of stages and its per-sample parameters.
-
-Every random stage draws from one generator keyed by ``(seed, epoch, index)`` only, so
-a sample comes out the same whichever lane, worker, thread or rank processes it. The
-parameters are computed from the image size alone (known from the file header), which
-lets every lane (CPU kernels, DALI) cut the same boxes.
-
-A recipe compiles, per sample, into `SampleParams`: a short list of concrete
-geometric operations (`hybridload.recipe.ops`: integer crops, resizes to a fixed size,
-horizontal flips) that every engine applies in order. Each geometric stage compiles
-itself (``sample_ops``) and says which op types it emits (``op_slots()``), which each
-engine's ``compile`` builds its pipeline from. Adding a stage: its class in
-`hybridload.recipe.stages` (listed in ``GEOMETRY`` if it compiles to ops), an op in
-`hybridload.recipe.ops` if it needs a new one, and that op's function in each engine's table.
-The stage classes are re-exported here: ``recipe.RandomResizedCrop`` etc.
-
-Photometric stages (`hybridload.recipe.photometric`, `hybridload.recipe.autoaug`):
-``ColorJitter``, ``RandomGrayscale``, ``GaussianBlur`` and ``TrivialAugmentWide`` follow the
-geometric stages and compile to colour ops the same way (drawing after them from the same
-generator); ``RandomErasing`` follows ``Normalize`` and is applied where the batch is
-normalized (at delivery), with boxes from a second generator keyed by (seed, epoch, index).
-They draw after the geometric stages, so adding them leaves every geometric parameter as it is.
-"""
+"""The recipe: stages compiled per sample into `SampleParams` from (seed, epoch, index) and the
+image's size alone, so every lane cuts the same boxes (docs/guide/recipes.md; adding a stage:
+CONTRIBUTING.md)."""
 
 from __future__ import annotations
 
@@ -52,12 +32,8 @@ __all__ = ["Recipe", "SampleParams", "sample_generator", "sample_generators", "i
 class SampleParams:
     """Concrete operations for one sample, applied in order after decoding.
 
-    ``ops`` holds `hybridload.recipe.ops` objects: ``Crop(x, y, w, h)`` (integer box; parts
-    outside the image read as zeros), ``Resize(h, w)`` (antialiased bilinear) and
-    ``Flip()`` (left-right mirror). ``stages`` names the recipe stage of each op (for errors).
-
     Attributes:
-        ops: the operations, in order.
+        ops: the `hybridload.recipe.ops` objects, in order (a crop's parts outside the image read as zeros).
         stages: the recipe stage each op came from, one name per op.
         out_hw: the (height, width) of the result.
     """
@@ -103,11 +79,8 @@ def sample_generators(seed: int, epoch: int, indices) -> KeyedGenerators:
 class Recipe:
     """An ordered, validated list of stages.
 
-    Rules: ``Decode`` first (and only once); geometric stages next, in any order; then
-    photometric stages (ColorJitter, RandomGrayscale, GaussianBlur, TrivialAugmentWide);
-    then optionally ``Normalize``; then optionally ``RandomErasing`` (needs Normalize); then
-    optionally ``ToTensor``. The output must have a fixed
-    size so that samples stack into batches (the rules: `hybridload.recipe.order`).
+    Decode, geometric, photometric, Normalize?, RandomErasing?, ToTensor?, with a fixed output
+    size so samples stack (the rules: `hybridload.recipe.order`, docs/guide/recipes.md).
 
     Attributes:
         stages: the stages, in the order they run.
@@ -225,8 +198,8 @@ def imagenet_train(size: int = 224, normalize: bool = False, augment: str = "bas
         size: the output side in pixels.
         normalize: add ``Normalize`` with ImageNet's mean and std (float32 output).
         augment: "basic" (just that), "color" (+ ColorJitter, timm's default) or
-            "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); see
-            `hybridload.recipe.presets` for the exact stages and their sources.
+            "trivialaugment" (+ TrivialAugmentWide and RandomErasing, torchvision's recipe); the
+            exact stages: the recipes page, "Presets".
     """
     from hybridload.recipe.presets import train_stages  # presets builds on this module's stages
 

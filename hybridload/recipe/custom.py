@@ -1,30 +1,6 @@
-"""The user's own CPU stage: a function over one decoded image and a keyed generator.
-
-For what no engine has, a recipe may hold `CustomStage`::
-
-    def posterize(image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        bits = int(rng.integers(4, 8))
-        return image & np.uint8((0xFF << (8 - bits)) & 0xFF)
-
-    rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224),
-                         recipe.CustomStage(posterize), recipe.HorizontalFlip()])
-
-The protocol (`CustomFn`): ``fn(image, rng) -> image`` where ``image`` is the
-current HWC uint8 numpy array (3 channels; it may be modified in place) and ``rng`` a
-``numpy.random.Generator`` keyed by (seed, epoch, index) and the stage's position in the
-recipe, so its draws are the same in every lane, worker and rerun, and independent of the
-other stages' draws (adding a custom stage does not change any other stage's boxes). It
-returns an HWC uint8 array of the same shape: custom stages change pixels, the recipe's
-stages change geometry.
-
-Rules:
-
-* a recipe holding one runs on CPU lanes only (``Recipe.gpu_capable`` is False; the GPU lane
-  is disabled with one warning by `hybridload.policy.decode.decode_lanes`);
-* the function travels with the recipe to worker processes (pickle) and Ray actors
-  (cloudpickle): define it at module level; `check_shippable` says so, naming it, when
-  the loader is built.
-"""
+"""The user's own CPU stage, for what no engine has: ``fn(image, rng) -> image`` over one decoded
+image with a generator of its own stream, so it moves no other stage's draws (its rules and an
+example: docs/guide/recipes.md, "On the CPU, per image")."""
 
 from __future__ import annotations
 
@@ -38,8 +14,7 @@ import torch
 from hybridload.keyed import keyed_generator
 from hybridload.recipe.ops import Op, Slot
 
-#: Spawn key of the custom stages' generators: apart from the shared per-sample generator
-#: (``recipe.sample_generator``, spawn key ()), one stream per stage position.
+#: the custom stages' streams, one per stage position, apart from `sample_generator`'s
 _SPAWN_TAG = 0x637573746F6D  # "custom"
 
 

@@ -1,10 +1,5 @@
-"""Concrete per-sample operations: what a recipe's stages become for one image.
-
-A recipe draws each sample's parameters (keyed by seed, epoch, index) and compiles them
-into a short list of these ops, applied in order after decoding. Every engine (the CPU
-kernels, the DALI builder, the torch GPU engine) has one function per op type; adding a
-stage means adding an op here (if it needs a new one) and that function in each engine.
-"""
+"""Concrete per-sample operations, typed: the one list a recipe gives each image, which every
+engine applies in order with one function per op type (adding one: CONTRIBUTING.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The order of a recipe's stages: each stage class's phase and the rules a `Recipe` checks.
-
-Phases never go back: ``Decode`` first (once), geometric stages, photometric stages, then at
-most one each of ``Normalize``, ``RandomErasing`` (right after Normalize) and ``ToTensor``; a
-``CustomStage`` keeps the phase where it was and must come before Normalize. The output size
-must be fixed (by the last geometric stage that sets one) so that samples stack into batches.
-"""
+"""Each stage class's phase and the order rules a `Recipe` checks (phases never go back; the
+output size fixed, so samples stack): one table, so a new stage needs only its row."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Photometric recipe stages: colour, greyscale, blur (per sample, on uint8) and random
-erasing (on the normalized batch, at delivery).
-
-Like the geometric stages, ``sample_ops(hw, rng)`` draws from the sample's generator (keyed
-by seed, epoch, index; in stage order) and returns `hybridload.recipe.ops`. Each stage
-always emits the same number of ops (identity values where nothing changes) so that a
-fixed DALI graph can take every sample's values through ``external_source``.
-
-`RandomErasing` runs after Normalize, as torchvision places it: the lanes ship
-uint8 and the batch is normalized at delivery, so its boxes are drawn there, from a
-second generator keyed by (seed, epoch, index) (`erase_generator`) that depends on
-nothing but the output size — every lane's batch is erased identically.
-"""
+"""Colour stages (per sample, on uint8) and RandomErasing (at delivery, after Normalize). Each
+colour stage emits the same ops for every sample (identity values where nothing changes), so
+one fixed DALI graph takes every sample's values."""
 
 from __future__ import annotations
 
@@ -71,10 +61,9 @@ def _draw(rng: Rng, r: Range, identity: float) -> float:
 class ColorJitter:
     """Random brightness, contrast, saturation and hue, with torchvision's arguments.
 
-    A number ``x`` means the factor range [max(0, 1 - x), 1 + x] (hue: [-x, x], x <= 0.5);
-    a pair is the range itself. The factors are drawn in the order brightness, contrast,
-    saturation, hue (only the enabled ones draw) and applied in that fixed order — not in
-    torchvision's random order: a fixed order keeps each engine's graph fixed.
+    A number ``x`` means the factor range [max(0, 1 - x), 1 + x] (hue: [-x, x], x <= 0.5); a
+    pair is the range itself. Applied in that fixed order, not torchvision's random one, so each
+    engine's graph stays fixed.
 
     Args:
         brightness: the brightness factor's spread or range.

@@ -1,30 +1,5 @@
-"""Training presets: the stages of ``recipe.imagenet_train(size, augment=...)``.
-
-=================  =====================================================================
-augment            stages (after Decode)
-=================  =====================================================================
-"basic"            RandomResizedCrop(size), HorizontalFlip(0.5)[, Normalize]
-"color"            ... HorizontalFlip(0.5), ColorJitter(0.4, 0.4, 0.4, 0.0)[, Normalize]
-"trivialaugment"   ... HorizontalFlip(0.5), TrivialAugmentWide(), Normalize,
-                   RandomErasing(p=0.1)
-=================  =====================================================================
-
-Sources:
-
-* "color" is timm's default ImageNet training transform (``timm/data/transforms_factory.py``,
-  ``transforms_imagenet_train(color_jitter=0.4)``: ``ColorJitter(0.4, 0.4, 0.4)`` — brightness,
-  contrast and saturation 0.4, no hue — after the crop and flip, when no auto-augment policy
-  is set; its ``grayscale_prob`` defaults to 0, so no RandomGrayscale).
-* "trivialaugment" is torchvision's reference recipe for ResNet-50 ``IMAGENET1K_V2``
-  (``references/classification``: ``--auto-augment ta_wide --random-erase 0.1``;
-  ``presets.ClassificationPresetTrain`` puts TrivialAugmentWide after the flip and
-  RandomErasing last, after Normalize). Its batch-level MixUp/CutMix belong in
-  ``HybridLoader(..., batch_transform=fn)``.
-
-"basic" keeps one stream from release to release (pinned by tests/test_stream_digests.py).
-RandomErasing works on the normalized image (as in torchvision), so "trivialaugment" needs
-``normalize=True``.
-"""
+"""The stages of ``recipe.imagenet_train(size, augment=...)``, each preset as its source
+writes it (the table and the sources: docs/guide/recipes.md, "Presets")."""
 
 from __future__ import annotations
 

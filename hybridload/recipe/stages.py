@@ -1,11 +1,6 @@
-"""Recipe stages: frozen declarations that validate their arguments and compile
-themselves, per sample, into `hybridload.recipe.ops`.
-
-A geometric stage's ``sample_ops(hw, rng)`` takes the current (height, width) and the
-sample's generator (keyed by seed, epoch, index; created on first use) and returns its
-ops and the new (height, width), from ``rng`` only, in stage order, so every engine cuts
-the same boxes; ``op_slots()`` says which op types it emits, for the engines' compile.
-"""
+"""Recipe stages: frozen, validated declarations whose ``sample_ops(hw, rng)`` draw from the
+sample's keyed generator only, so every engine cuts the same boxes; ``op_slots()`` names the op
+types each emits, which the engines compile."""
 
 from __future__ import annotations
 
@@ -52,26 +47,17 @@ class Decode:
     """Decode encoded bytes (JPEG, PNG, ...) into an RGB uint8 image. Must come first.
 
     Attributes:
-        dct_scaling: True: where a sample's crop keeps at least twice the output's pixels
-            on both sides even at 1/2, 1/4 or 1/8 size, the CPU lanes decode the JPEG at that
-            size in the DCT domain (libjpeg-turbo's scaled decode) and resize from it — about
-            2.3x the kernel's speed on 12-megapixel photos, with pixels that differ from a
-            full decode (mean about 1 grey level). The CPU lanes stay bit-identical to each
-            other; the GPU engines always decode fully, so a split run's lanes then differ by
-            more than their stated tolerance. False (the default): always the full decode.
-        crop_window: True (the default): where a sample's first op is a crop inside the
-            image, the CPU lanes decode only that window of a baseline or progressive JPEG
-            (libjpeg-turbo 3's cropping region, from the ``turbojpeg`` wheel), with pixels
-            identical to the same crop of the full decode (1.3-1.45x the kernel's speed on
-            12-megapixel photos, 2.1-2.5x with ``dct_scaling``, 1.15x on ImageNet-size
-            photos; benchmarks/RESULTS.md). Without that wheel, or for any other image, the
-            full decode runs. False: always decode (and check) the whole image.
-        reducing_gap: with ``dct_scaling``, the decoded crop keeps at least this many pixels per
-            output pixel on each side (Pillow's ``reducing_gap``). 2.0 (the default): a mean
-            difference from the full decode of 0.57 grey levels on large photos; 1.0 decodes at
-            the smallest DCT scale that still covers the output, 1.14x faster again on
-            12-megapixel photos, with a mean difference of 1.48 (the recipes page has the
-            figures). A number of at least 1.0.
+        dct_scaling: True: the CPU lanes decode a JPEG at 1/2, 1/4 or 1/8 size in the DCT
+            domain where the sample's crop keeps enough pixels (faster on large photos, pixels
+            off the full decode by about 1 grey level; the GPU engines always decode fully).
+            False (the default): always the full decode. Figures: the recipes page.
+        crop_window: True (the default): the CPU lanes decode only a sample's crop window of a
+            JPEG (libjpeg-turbo 3's cropping region), pixels identical to the full decode's crop;
+            the full decode where it cannot. False: always decode (and check) the whole image.
+        reducing_gap: with ``dct_scaling``, the pixels the decoded crop keeps per output pixel
+            on each side (Pillow's ``reducing_gap``), at least 1.0; 2.0 (the default), or 1.0
+            for the smallest DCT scale that covers the output (faster, further from the full
+            decode).
     """
 
     dct_scaling: bool = False
