@@ -1,20 +1,7 @@
-"""Ray's two node agents of the embedded cluster end with its raylet, even under a SIGKILLed trainer.
-
-The embedded cluster needs neither agent (no dashboard, no runtime environments), but Ray 2.60's
-raylet cannot run without them: it refuses an empty agent command ("Dashboard agent command must
-be non empty", "Runtime env agent command must be non empty") and exits when an agent does.
-``include_dashboard=False`` leaves out the dashboard's web modules only. When the trainer is
-killed, the GCS, the raylet and the rest of what ``ray.init`` started die with it (the parent-death
-signal Ray sets on them), but the agents are the raylet's children: they see it die at once, then
-spend 60 s reporting its death to the GCS, already gone (Ray's ``publish_error_to_driver``, a fixed
-60 s timeout) — about 190 MB held for 60-75 s.
-
-So the process that starts the embedded cluster starts this guard beside it (a bare interpreter,
-``python -I -S`` on this file, stdlib only: ~10 MB): it notes the raylet's agents and, as soon as
-the raylet is gone (a trainer's SIGKILL, or a plain ``ray.shutdown()``), SIGKILLs whichever of them
-is still there, each checked by its start time (never a pid reused since), then exits. It signals
-nothing else.
-"""
+"""Ray's two node agents of the embedded cluster end with its raylet, even under a SIGKILLed
+trainer, instead of holding ~190 MB for 60 s reporting to a dead GCS (docs/guide/cluster.md).
+Run as ``python -I -S`` on this file (stdlib only); it signals only those agents, each checked by
+its start time, never a reused pid."""
 
 from __future__ import annotations
 

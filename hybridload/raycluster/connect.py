@@ -1,22 +1,6 @@
-"""Connecting to Ray: an existing cluster, or an embedded one on loopback.
-
-Ray is imported here lazily (never at ``import hybridload``). A process holds **one** Ray
-connection, shared by every loader: ``acquire`` connects (or starts an embedded cluster)
-the first time and counts users; ``release`` drops a user but keeps the connection, so the
-next loader reuses it instead of paying Ray's start (and its per-``ray.init`` leak of file
-descriptors and memory) again. The connection ends at interpreter exit (Ray's own exit
-hook) or when `shutdown` is called with no user left. A Ray session the user started
-is used as it is and never shut down here.
-
-What ``"auto"`` joins (`hybridload.raycluster.ray_start`): the cluster named by ``RAY_ADDRESS``,
-else the cluster this user started with ``ray start`` on this machine (Ray's record of it,
-checked against the GCS server's parent process and Ray's cluster metadata). Never a cluster
-another process started with ``ray.init()`` or ``ray.cluster_utils.Cluster``.
-
-Trust model: whoever can reach a Ray cluster's ports can run code on it. The embedded
-cluster listens on 127.0.0.1 only; for remote clusters use a private network and Ray's
-token authentication (RAY_AUTH_MODE=token).
-"""
+"""One Ray connection per process, shared by every loader and counted (``acquire``/``release``),
+so a second loader pays no Ray start nor its per-``ray.init`` leak of descriptors and memory;
+Ray is imported here lazily (the addresses and the trust model: docs/guide/cluster.md)."""
 
 from __future__ import annotations
 
@@ -56,14 +40,12 @@ def _import_ray():
 def acquire(address: str | None = None, fallback_embedded: bool = False):
     """Make sure this process is connected to Ray; returns the ``ray`` module.
 
-    ``address``: "embedded" → an embedded local cluster on loopback (RAY_ADDRESS is not
-    read); None → RAY_ADDRESS if set, else the embedded cluster; "auto" → see the module
-    docstring (with ``fallback_embedded``, the embedded cluster when it finds none, else an
-    error); "host:port" → that cluster. A connection that already exists in this process is
-    used as it is; an idle one hybridload made for another target is replaced.
+    A connection that already exists in this process is used as it is (a session the user
+    started is never shut down here); an idle one hybridload made for another target is replaced.
 
     Args:
-        address: "embedded", "auto", "host:port", or None (above).
+        address: "embedded" (Ray on loopback; RAY_ADDRESS not read), None (RAY_ADDRESS if set,
+            else embedded), "auto" (`hybridload.raycluster.ray_start`) or "host:port".
         fallback_embedded: with "auto", start the embedded cluster when none is found.
     """
     global _users, _ours, _our_job
@@ -215,13 +197,8 @@ def _started_by_ray_init(ray) -> bool:
 
 
 def _loopback_only(ray) -> None:
-    """Make the embedded cluster bind to 127.0.0.1 only.
-
-    Ray decides its node address from RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER, read once when
-    ``ray`` is imported (ray._private.ray_constants.ENABLE_RAY_CLUSTER); with the default,
-    its processes listen on every interface. The variable is set for the processes Ray
-    starts, and the constant is corrected when ``ray`` was imported before us.
-    """
+    """Make the embedded cluster bind to 127.0.0.1 only: Ray reads its variable once, at import,
+    so the constant is corrected too when ``ray`` was imported before us."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         compat.ray_disable_cluster_mode()

@@ -1,14 +1,7 @@
-"""Whether a Ray cluster's GCS answers at an address, within a deadline.
-
-``ray.init(address=...)`` retries a GCS that does not answer for many minutes (each try waits
-about 40 s for the cluster id, twenty tries), inside Ray's C++ client, where a Python signal
-handler cannot run: a rank of a DDP job that dials the wrong address hangs and ignores the
-SIGTERM of its launcher. `require_gcs` asks the GCS for its cluster id from a daemon
-thread (Ray's client releases the GIL while it waits) and gives up after ``timeout_s`` with a
-one-line `ConnectionError` naming the address. The thread's client is Ray's standalone
-one with the same deadline, so it ends on its own some seconds later: a client left retrying
-for minutes disturbed the Ray connection this process already had.
-"""
+"""Whether a Ray cluster's GCS answers at an address within a deadline, asked from a daemon
+thread: ``ray.init`` retries a silent GCS for minutes in C++, where no signal handler runs
+(docs/guide/cluster.md). The thread's client has the same deadline, so it ends on its own: one
+left retrying disturbed this process's live connection."""
 
 from __future__ import annotations
 

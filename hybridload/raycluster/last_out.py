@@ -1,14 +1,6 @@
-"""The rank that started a job's embedded Ray cluster leaves it last.
-
-The embedded cluster shared by the ranks of a job on one machine
-(`hybridload.raycluster.node_cluster`) lives in the rank that started it. When that rank's
-interpreter exits first, Ray shuts the cluster down under the ranks still connected, and Ray
-ends each of them with exit status 1 ("The connection to the plasma store is failed.
-Terminate the process") — a finished job reported as failed by its launcher whenever the
-starting rank happens to exit first (``tests/test_ray_join.py`` makes it exit first).
-`stay_until_joined_ranks_leave` registers an exit hook, run before Ray's own, that
-waits (bounded) until no other live driver is connected.
-"""
+"""The rank that started a job's embedded Ray cluster leaves it last: an exit hook, run before
+Ray's own, waits (bounded) for the ranks that joined, which Ray would otherwise end with exit
+status 1 under a finished job (docs/guide/cluster.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""One embedded Ray cluster per machine for a multi-rank job (DDP on one node).
-
-With several ranks on one machine and no cluster configured, the first rank to get here
-starts the embedded cluster and the others join it, instead of one cluster (raylet, object
-store) per rank. The ranks find each other through a per-job directory,
-``<tmp>/hybridload-<uid>/<hash of the job key>/``: ``address.json`` (the cluster's address,
-the starting rank's pid) written under ``lock`` (an exclusive ``flock``). The job key is
-torchrun's ``TORCHELASTIC_RUN_ID`` with ``MASTER_ADDR:MASTER_PORT`` (two jobs running at
-once cannot share a master port). The cluster lives as long as the rank that started it;
-a record whose rank is gone, or whose address no longer answers, is replaced.
-"""
+"""One embedded Ray cluster per machine for a multi-rank job, not a raylet and object store per
+rank: the ranks meet in ``<tmp>/hybridload-<uid>/<hash of the job key>/address.json``, written
+under an ``flock``; the key is torchrun's run id with ``MASTER_ADDR:MASTER_PORT``, which two live
+jobs cannot share. A record whose rank is gone, or whose address is silent, is replaced."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
-"""Where a rank's Ray CPU actors go: a pure function of the cluster's nodes and the policy.
-
-Slots are CPUs an actor may take (one actor, one CPU). The trainer's node offers its CPUs
-less ``reserve_local_cpus``; other nodes offer all of theirs.
-
-* "remote-first": slots on other nodes first, then the trainer's.
-  With ``cpu_actors=None`` it takes every remote slot, or — with no remote CPUs —
-  the trainer's spare slots.
-* "any": every slot, in node order, the trainer's node not preferred either way.
-* "local": the trainer's node only.
-
-Under DDP each rank gets a fair, disjoint share: slots are dealt round-robin,
-rank ``r`` takes slots ``r, r + world_size, ...``.
-
-The rules are a `PlacementRules` (frozen, checked when made: a message names the field and
-what to write). The elastic pool re-applies the same rules while it runs: `elastic_target` is where
-the rank's actors should be on the node table as it is now (nodes being drained left out,
-a count that no longer fits capped, never an error), and `reconcile` the actors to
-start and to stop to get there from where they are.
-"""
+"""Where a rank's Ray CPU actors go, a pure function of the nodes and the `PlacementRules`, so
+the elastic pool re-applies it to the node table as it changes (`elastic_target`, `reconcile`:
+never an error). The rules: docs/guide/cluster.md, "Where the actors go"."""
 
 from __future__ import annotations
 
@@ -40,7 +23,7 @@ class PlacementRules:
     """Where one rank's Ray CPU actors may go: the policy's part of `plan_actors`.
 
     Attributes:
-        placement: "remote-first", "any" or "local" (see the module docstring).
+        placement: "remote-first", "any" or "local" (docs/guide/cluster.md).
         reserve_local_cpus: CPUs of the trainer's node kept free for training (0: none kept); no
             default here: the user's field holds it (``LoaderPolicy``: 1, the drop-in: 0).
         cpu_actors: this rank's actors; None: every slot the placement gives the rank.

@@ -1,15 +1,7 @@
-"""What ``ray_address``/``head_address`` ``"auto"`` joins: a cluster named by ``RAY_ADDRESS``, or
-one this user started with ``ray start`` on this machine — never one another process
-started with ``ray.init()`` or a test harness (``ray.cluster_utils.Cluster``).
-
-Ray records the address of the last ``ray start`` in ``ray_current_cluster`` in its temp
-directory (``$RAY_TMPDIR/ray`` or ``/tmp/ray``; ``ray stop`` removes it). ``ray.cluster_utils.Cluster``
-writes that file too, so the record alone is not proof: when the process listening on the
-recorded port (the GCS server) runs on this machine, its parent must be a ``ray start``
-command (``--block``) or gone (``ray start`` returned and the server was handed to init). A GCS server started by a live
-Python process (``ray.init()``, a test's ``Cluster``) is not joined. Ray's own
-``address="auto"`` also scans the machine for any raylet: that scan is not used.
-"""
+"""What ``"auto"`` joins: ``RAY_ADDRESS``'s cluster, or the one this user started with ``ray
+start`` here, never one a live ``ray.init()`` or test harness started (Ray's ``ray_current_cluster``
+record alone is no proof: the GCS server's parent must be ``ray start`` or gone; Ray's own scan
+for any raylet is not used; docs/guide/cluster.md)."""
 
 from __future__ import annotations
 

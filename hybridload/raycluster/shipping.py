@@ -1,16 +1,6 @@
-"""User code the Ray workers cannot import travels by value.
-
-Ray pickles an actor's arguments with cloudpickle, which ships a class or function by
-reference (its module's name) unless its module is ``__main__``. A Ray worker imports from its
-interpreter's default ``sys.path`` (``PYTHONPATH``, site-packages, ``.pth`` entries) plus the
-driver's script folder and working directory, so a dataset class from a module that is
-importable only in the driver — its folder put on ``sys.path`` by the script, a notebook's
-helper folder, ``__mp_main__`` (a ``multiprocessing`` spawned child's main script) — kills
-every actor with ``ModuleNotFoundError``. torch's worker processes import it (they inherit
-the driver's ``sys.path``). `ship_unimportable` finds the modules an object's pickle
-refers to and registers those the workers cannot import with cloudpickle's
-``register_pickle_by_value``, so they arrive whole, as ``__main__``'s code does.
-"""
+"""User code the Ray workers cannot import travels by value (cloudpickle's
+``register_pickle_by_value``), as ``__main__``'s does, instead of killing every actor with
+``ModuleNotFoundError`` (docs/decisions/dropin-by-value.md)."""
 
 from __future__ import annotations
 
