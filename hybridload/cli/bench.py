@@ -1,17 +1,6 @@
-"""``hybridload bench``: what scale-up and scale-out buy, measured in one command.
-
-Modes:
-  single-gpu   the GPU lane plus the trainer node's CPUs (in-process lane), split re-planned live;
-               without CUDA there is no GPU lane: the in-process lane alone
-  multi-node   the GPU lane plus Ray CPU actors across the cluster
-  cpu          CPU lanes only (Ray actors across the cluster when one is given, else in-process)
-The policy's mode names work too, on this node's lanes: ``auto`` (as single-gpu), ``gpu``
-(the GPU lane alone), ``split`` (the plan's GPU share, else 0.5, fixed).
-
-For each: images/s, each lane's share, the fraction of time a consumer with an M ms step
-waits for data, peak host RSS (this process and the processes it started, Ray's workers
-included) and peak GPU memory where there is a GPU. Labels say what really ran.
-"""
+"""``hybridload bench``: what scale-up and scale-out buy, each mode's images/s, shares, consumer
+wait and peak memory measured in one command, labelled with what really ran (the modes:
+docs/guide/bench.md)."""
 
 from __future__ import annotations
 

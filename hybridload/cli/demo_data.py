@@ -1,14 +1,7 @@
-"""Generate small photo-like datasets for the demo, tests and benchmarks.
-
-Random-noise JPEGs decode far slower than photographs and mislead every
-throughput figure, so the generator crops real photographs shipped inside
-scikit-image (and scikit-learn when installed) and re-encodes them at
-ImageNet-like size (short side 350-400 px, JPEG quality 80-95).
-
-Without scikit-image (a bare GPU machine, say) it draws photo-like images instead —
-smooth gradients, soft blobs, blurred shapes, a textured patch and sensor noise — in
-various sizes, cycling JPEG chroma subsampling 4:4:4 / 4:2:2 / 4:2:0 (``synthetic_photo``).
-"""
+"""Photo-like datasets for the demo, tests and benchmarks: crops of the photographs scikit-image
+(and scikit-learn) ship, re-encoded at ImageNet-like size, since random-noise JPEGs decode far
+slower and mislead every figure; without scikit-image, drawn photo-like images
+(`synthetic_photo`) cycling the JPEG chroma subsamplings."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""``hybridload index PATTERN -o manifest.json``: count the samples of every shard, in parallel.
-
-Each shard is scanned once (threads for fsspec URLs, whose requests wait on the network;
-processes for local shards, whose tar headers cost CPU), checked as ``TarShards`` checks it
-(an image member per key, integer ``.cls``), and its member index is written next to it as a
-sidecar (``<shard>.members.json``; ``--no-sidecars`` to skip) so that workers need not scan
-it again. Finished shards are appended to ``OUT.partial`` as they finish: a run that stops
-(Ctrl-C, a failed shard, a lost machine) resumes where it was, skipping them. When every
-shard is counted the manifest (wids' format, URLs below its directory written relative to
-it) replaces ``OUT`` at once and the partial file is removed.
-"""
+"""``hybridload index PATTERN -o manifest.json``: every shard counted and checked once, in parallel
+(threads for URLs, processes for local shards), its sidecar written beside it, and a run that
+stops resumed from ``OUT.partial`` (docs/guide/sources.md)."""
 
 from __future__ import annotations
 

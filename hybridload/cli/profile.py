@@ -255,11 +255,9 @@ def run_profile(
 def trust_measurements(
     plan: Plan, m: Measurements, lim: Limits, points: list[tuple[float, float]], margin: float = 0.03
 ) -> Plan:
-    """The loader measured at a few shares beats the model: when another checked share
-    delivered clearly more (by ``margin``) than the chosen one, take it — its predicted rates,
-    bottleneck and workers from the same model (``plan_at``), so the plan agrees with itself.
-    Two lanes whose rates are close make the model's choice flip on a noisy reading; the
-    check catches it."""
+    """Another checked share that delivered clearly more (by ``margin``) than the chosen one is
+    taken, its figures from the same model (``plan_at``): two lanes of close rates make the
+    model's choice flip on a noisy reading."""
     at_choice = next((r for s, r in points if s == plan.gpu_share), None)
     best_share, best_rate = max(points, key=lambda p: p[1])
     if at_choice is None or best_share == plan.gpu_share or best_rate <= at_choice * (1 + margin):

@@ -1,15 +1,6 @@
-"""What every source shares: sample refs, the Source base class, and reading locations.
-
-A source has ``len()``, ``ref(i)`` (a small picklable `SampleRef`) and
-``read(ref)``, which returns the encoded bytes (or an already decoded image) and is
-called by whoever processes the sample, on the node where it runs.
-
-Locations are local paths (read with a plain ``open``) or fsspec URLs (``file://``,
-``memory://``, ``s3://``, ``gs://``, chained ``simplecache::s3://...``; read through
-``fsspec`` with the source's ``storage_options``). Filesystem objects are never part of a
-source's or a ref's pickled state: each process gets its own from fsspec's instance cache
-when it first reads.
-"""
+"""What every source shares: sample refs, the `Source` base class, and reading a location (a local
+path, or an fsspec URL through a filesystem each process gets for itself on first read, so none
+travels in a pickle): docs/guide/sources.md."""
 
 from __future__ import annotations
 
@@ -76,11 +67,9 @@ class Source:
     def fingerprint(self) -> str | None:
         """What a saved loader state records of the dataset beyond its size, and a resume must
         find again (`ResumeMismatchError`, naming what differs, otherwise): ``"Kind; part:
-        value; ..."``. The base gives its class and size; `ImageFolder` its classes and the
-        digest of its files' paths below the root, `FileList` the digests of its paths (below
-        their common directory) and labels, `TarShards` its shards' names and counts, in
-        order. A dataset moved elsewhere keeps its fingerprint. A subclass whose samples differ
-        from another's of the same class and size says so here."""
+        value; ..."``; the base gives its class and size (each source's: the sources page,
+        "Resuming over another dataset"). A subclass whose samples differ from another's of the
+        same class and size says so here."""
         return f"{type(self).__name__}; samples: {len(self)}"
 
     def _check_index(self, index: int) -> int:

@@ -1,12 +1,6 @@
-"""Mix: several sources in one epoch, each with a weight, in exact per-epoch quotas.
-
-``len(mix)`` is the epoch's length (as Mosaic Streaming's ``len``); the mixture's indices are
-its sources' one after another (as torch's ``ConcatDataset``: source ``k``'s sample ``j`` is
-``mix.offsets[k] + j``), so ``return_indices`` and errors name a sample of one source. Which
-sample each position of an epoch holds is `hybridload.sampling.mix_order` (the quotas'
-rounding rule, the interleaving, the up- and down-sampling): the loader asks
-``sample_order()`` for it, like any source's own order.
-"""
+"""`Mix`: several sources in one epoch by weight, in exact per-epoch quotas; its indices are its
+sources' one after another, as torch's ``ConcatDataset`` (the order: `hybridload.sampling.mix_order`;
+docs/guide/mixtures.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Retrying a read that failed for a reason that is not the sample's.
-
-A missing or unreadable file is the sample's problem: bad data, which ``on_error="skip"``
-may skip. Anything else a read raises (a connection refused or reset, a timeout, a server
-error) is the storage's or the network's, and often passes: `with_retries` tries it
-again after a growing pause, and when it still fails raises `ReadsExhausted`, which
-the source turns into a `StorageError` (never skipped).
-"""
+"""Retrying a read that failed for a reason that is not the sample's (a connection, a timeout,
+a server error, which often pass), then a `StorageError`, never skipped as bad data."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Reading the samples of a batch at once, so per-request storage latency overlaps.
-
-Object storage answers each request after tens of milliseconds whatever its size; read one
-after another, a batch of 64 samples waits 64 latencies. `ordered_reads` runs reads on
-a process-wide I/O thread pool, at most ``width`` of them in flight for one batch, and yields
-their outcomes in input order as each becomes ready — so the caller decodes sample 0 while
-the rest are still being read. A thread blocked on a request holds no GIL and no core.
-
-Outcomes are ``(payload, label)`` or the `SampleError` the read
-raised (``on_error`` is decided by the caller, per sample); any other exception is raised at
-that sample's position, as a sequential loop would.
-"""
+"""A batch's reads in flight at once on a process-wide I/O pool, so per-request storage latency
+overlaps, their outcomes yielded in input order (the caller decodes sample 0 while the rest are
+still read); a `SampleError` comes back as the sample's outcome, anything else is raised there."""
 
 from __future__ import annotations
 

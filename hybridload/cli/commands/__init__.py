@@ -1,12 +1,7 @@
-"""The `hybridload` command line: `demo`, `profile`, `bench`, `index` and `trace-summary`.
-
-One convention for every command: a module of this package, ``commands/<name>.py``, holds
-``add_parser(sub)`` (its subparser and flags, built without importing torch, so that ``--help``
-and a usage error answer at once, and ``set_defaults(func=run, parser=...)``) and ``run(args)
--> int`` (the command, importing what it needs when it runs); `COMMANDS` lists them in the order
-``--help`` shows. The work a command does lives in the package beside it (``cli/bench.py``,
-``cli/profile.py``, ``cli/index.py``, ``cli/demo_data.py``, ``cli/trace_summary.py``).
-"""
+"""The `hybridload` command line, one module per command (``demo``, ``profile``, ``bench``,
+``index``, ``trace_summary`` for ``trace-summary``) under one convention: ``add_parser`` without
+importing torch, so ``--help`` answers at once, and ``run``; `COMMANDS` lists them (CONTRIBUTING.md,
+"Add a CLI command")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""One local file written whole or not at all, readable as ``open(path, "w")`` would make it.
-
-A manifest, a sidecar or an index cache file is read by other processes, ranks and users
-while it may be rewritten: it is written to a temporary file beside it and renamed over it,
-so a reader sees the old file or the new one, never half of one. The temporary file is
-created with mode 0o666 and the kernel's umask applied (``tempfile.mkstemp``'s 0o600 would
-lock out the other users and service accounts that read a dataset), and it is removed on any
-failure, so a failed write leaves nothing behind.
-"""
+"""One local file written whole or not at all (a temporary file renamed over it, removed on
+failure), with the mode ``open(path, "w")`` gives under the umask, since other users read a
+dataset's manifests, sidecars and caches while they may be rewritten."""
 
 from __future__ import annotations
 

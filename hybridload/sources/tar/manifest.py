@@ -1,15 +1,6 @@
-"""Shard manifests: the shards of a dataset and their sample counts in one JSON file.
-
-The format is wids' (what webdataset's ``widsindex`` writes)::
-
-    {"wids_version": 1,
-     "shardlist": [{"url": "train-000000.tar", "nsamples": 1000}, ...]}
-
-A ``url`` may be absolute (a path or an fsspec URL) or relative: then it is resolved
-against the manifest's own location (a local directory or a URL's "directory"), or against
-the manifest's optional ``base``. Reading one costs time and memory in the number of
-shards and touches no shard; ``hybridload index`` writes one.
-"""
+"""Shard manifests in wids' format (``{"wids_version": 1, "shardlist": [{"url", "nsamples"}, ...]}``,
+relative URLs against the manifest or its ``base``), read in O(shards) without touching a shard:
+docs/guide/sources.md."""
 
 from __future__ import annotations
 

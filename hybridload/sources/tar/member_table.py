@@ -1,15 +1,6 @@
-"""What a stored member index must be before a worker uses it: the checks a sidecar or
-``cache_dir`` file passes at first touch, without reading the shard, and its digest.
-
-A member index is ``[[key, [[ext, offset, size], ...], cls_text|None], ...]`` in tar order
-(`tar_index`). One a scan builds holds each member once, in the order of the tar: data
-offsets on 512-byte blocks, each past the previous member's data and the header in front of
-its own, all inside the archive's end. A table edited by hand or by another tool breaks
-these where it names a member twice or out of order (one sample twice and another never, or
-an epoch silently reordered); `table_problem` names the first such entry. A label edited in
-place keeps every offset: the digest of the whole table, written with it and checked at
-load (`table_digest`), catches that and any other edit.
-"""
+"""The checks a stored member table (sidecar or ``cache_dir`` file) passes at first touch without
+reading the shard (each member once, in tar order, on tar blocks, inside the archive's end), and
+its digest, which catches an edit that keeps the offsets (a label changed in place)."""
 
 from __future__ import annotations
 

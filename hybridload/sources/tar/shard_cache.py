@@ -1,12 +1,6 @@
-"""Whole shards held by one worker process for shard streaming: a small LRU of futures.
-
-A worker that serves samples from whole shards keeps the last ``capacity`` shards it
-fetched. Each shard is fetched with one whole-object read on the I/O pool; the cache holds
-the *future* of that read, so threads asking for a shard being fetched wait for the same
-read instead of starting another. A failed fetch is not kept: the next ask for that shard
-fetches it again; the samples that waited on it report the failure. Shards evicted while a batch still uses them stay alive
-through that batch's reference and are freed after it.
-"""
+"""Whole shards a worker keeps for shard streaming: an LRU of the reads' futures, so threads
+asking for a shard being fetched share one read; a failed fetch is not kept, and an evicted
+shard lives on through the batches still using it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""What a tar shard is checked against after a process indexed it, read by read.
-
-A sample is read together with the 512-byte tar header in front of its bytes
-(`HEADER`, about 1 % of a typical JPEG), and the header must name the member and size
-the index holds. A shard that was rewritten, truncated, deleted or made unreadable after a
-worker first touched it (a stale sidecar or cache file, a dataset changed mid-epoch, a mount
-gone) then stops the pass with a `ShardIndexError` naming the shard
-and the sample: never image bytes from the wrong member, and never an outage skipped sample
-by sample as bad data under ``on_error="skip"``.
-"""
+"""Each read checked against the tar header in front of the sample's bytes (about 1 % more read),
+so a shard rewritten, truncated or gone since it was indexed stops the pass with a
+`ShardIndexError` rather than giving another member's bytes or skipping an outage as bad data."""
 
 from __future__ import annotations
 

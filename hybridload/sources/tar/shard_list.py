@@ -1,10 +1,5 @@
-"""A dataset's shards and their sample counts in O(shards) memory: what the trainer holds.
-
-`ShardList` keeps the URLs as one byte string with offsets (no Python object per
-shard) and the counts and first sample indices as numpy arrays. Pickled (to each worker
-process and Ray actor) the URLs and counts are compressed with zlib: shard names that differ
-only in their numbers compress to a few bytes per shard, so 10^6 shards ship in a few MB.
-"""
+"""A dataset's shards and counts in O(shards) memory, the URLs one byte string, pickled with
+zlib, so 10^6 shards ship to each worker in a few MB."""
 
 from __future__ import annotations
 

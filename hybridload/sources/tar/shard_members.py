@@ -1,11 +1,6 @@
-"""Per-sample facts of one shard, as a worker needs them, and the bounded cache that holds them.
-
-`shard_members` turns a shard's member index (`tar_index`) into
-`ShardMembers`: per sample, the image member's name, offset and size and the label
-(from the ``.cls`` member or the user's ``label(key)``), checked as WebDataset's rules say.
-`MemberCache` keeps the last ``capacity`` shards' tables per process (least recently
-used out), so what a worker holds is bounded by the shards it touches, never the dataset.
-"""
+"""One shard's per-sample facts as a worker needs them (`ShardMembers`, checked as WebDataset's
+rules say) and the per-process LRU that holds the last ``capacity`` shards', so a worker's memory
+is bounded by the shards it touches."""
 
 from __future__ import annotations
 

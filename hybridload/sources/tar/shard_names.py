@@ -1,17 +1,6 @@
-"""Which shard a name means, whatever its spelling, so that no shard is listed twice; and the
-local glob patterns a shard list may hold.
-
-Two spellings of one shard (``sub/s0.tar`` and ``sub/./s0.tar``, ``sub//s0.tar``, a relative
-and an absolute path, a path and its ``file://`` URL, a symlink and its target) would serve
-its samples twice every epoch. `shard_key` is what the spellings share: a local shard's
-absolute path with ``.``, ``..`` and repeated slashes resolved, and with ``links=True`` its
-symlinks too (a look at the filesystem: the shard list and ``hybridload index``, which touch
-every shard anyway; a manifest is read without touching any, so its paths are compared as
-written, normalized). A URL keeps its object's spelling: ``s3://b/a//s0.tar`` and
-``s3://b/a/s0.tar`` are two objects in a bucket; only its protocol is normalized as fsspec
-does (``s3a://`` is ``s3://``), and a caching prefix (``simplecache::``) dropped. Two hard links
-to one file are two shards, as two copies would be.
-"""
+"""Which shard a name means, whatever its spelling (``sub/./s0.tar``, a symlink, a ``file://``
+URL), so no shard is listed twice and served twice an epoch; a URL keeps its object's spelling,
+a hard link is a shard of its own; and the local globs a list may hold (docs/guide/sources.md)."""
 
 from __future__ import annotations
 

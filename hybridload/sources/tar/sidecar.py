@@ -1,18 +1,6 @@
-"""The sidecar member index next to a shard (``<shard>.members.json``), and the checks that
-keep a stale, malformed or edited one from being used.
-
-``hybridload index`` writes, next to each shard, its member index (see `tar_index`)
-with what identifies the shard it was built from: its size, its modification stamp and
-``end``, where the tar's last member ends. A sidecar is used only while all three still
-hold (the block at ``end`` must be the end-of-archive zeros: a member appended to a shard of
-the same size and stamp is seen); anything else is a *stale sidecar*, ignored with a warning
-and the shard scanned. Tar pads to 10 KiB records, so a shard rewritten with one sample more
-or other labels often keeps its size: the size alone is no key. A sidecar (or ``cache_dir``
-file) whose member table is malformed or names a member twice or out of tar order
-(`member_table`: offsets on tar blocks, strictly increasing, inside ``end``), or whose table
-does not match the digest written with it (a label edited in place), is ignored the same way,
-so a bad one never reaches a read. A sidecar of an older hybridload (no digest) is scanned past
-too, with one warning per process to run ``hybridload index`` again."""
+"""The sidecar member index next to a shard (``<shard>.members.json``), used only while the
+shard's size, stamp and end still hold and its table passes `member_table`'s checks; anything
+else is ignored with a warning and the shard scanned (docs/guide/sources.md)."""
 
 from __future__ import annotations
 

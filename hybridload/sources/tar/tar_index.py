@@ -1,15 +1,6 @@
-"""The member index of a tar shard (WebDataset layout): found next to the shard, in a
-cache directory, or by one scan.
-
-A shard's member index lists, per key, the ``(extension, offset of the data, size)`` of its
-members. `shard_index` takes it from a *sidecar* next to the shard
-(``<shard>.members.json``, written by ``hybridload index``, valid while the shard keeps its
-size, modification stamp and end: `sidecar`), else from ``cache_dir`` (a JSON file keyed by shard URL, size and modification time),
-else scans the shard once with `tarfile`. Nothing is kept here: the caller holds what
-it needs (`shard_members`, a bounded cache per process). Members are grouped into
-samples by key: the member name up to the first dot of its basename (``train/n0144_17.jpg``
-→ key ``train/n0144_17``, extension ``jpg``), as WebDataset does.
-"""
+"""A tar shard's member index (per key, each member's extension, data offset and size; keys as
+WebDataset groups members), from its sidecar, else ``cache_dir``, else one scan; held by the
+caller (`shard_members`), never here."""
 
 from __future__ import annotations
 

@@ -1,28 +1,6 @@
-"""Tar shards in the WebDataset layout, read by random access through a member index.
-
-A shard is an uncompressed tar file whose members are grouped into samples by key: the
-member name up to the first dot of its basename (``train/n0144_17.jpg`` → key
-``train/n0144_17``, extension ``jpg``), as WebDataset does. A sample's image is its first
-member (in tar order) with an image extension; its label comes from a ``.cls`` member
-(integer text) or from a ``label(key)`` function.
-
-The source holds O(shards): the shard URLs and their sample counts (`shard_list`),
-from a manifest (`manifest`; only ``nsamples: 0`` entries touched) or, for a pattern or
-a list, from one scan of each shard at construction. Per-sample facts live with the shard: a
-process that first touches a shard takes its member index (per key, the ``(extension,
-offset of the data, size)`` of its members) from a sidecar next to it, ``cache_dir`` or a
-scan (`tar_index`), and keeps the last ``index_cache`` shards' tables
-(`shard_members`). Reading a sample is then one ranged read of its tar header and image
-bytes (`shard_checks`); a shard whose count disagrees with the source's, or that changed
-since, is a `ShardIndexError`, never a short, shifted or wrong epoch.
-
-Sample order: shards in the given order, keys in tar order (first appearance).
-
-``read="shard"`` streams shards instead: a worker reads each shard it needs whole, with one
-request, keeps the last few (`shard_cache`) and cuts samples out of them; the source
-then asks for the shard-aware epoch order (`hybridload.sampling.shard_order`) so that a worker
-needs only a few shards at a time.
-"""
+"""`TarShards`: WebDataset-layout tar shards read by random access through a member index, the
+trainer holding O(shards), each worker the tables of the shards it touched; ``read="shard"``
+streams whole shards in the shard-aware order (docs/guide/sources.md)."""
 
 from __future__ import annotations
 
