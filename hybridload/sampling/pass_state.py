@@ -223,7 +223,8 @@ class PassState:
     @property
     def position(self) -> int:
         """Batches of the epoch delivered to the consumer: the live pass's place, or where the chosen next pass starts."""
-        return self._next if self._next is not None else self.live.position  # type: ignore[union-attr]  # None only once begun
+        live = self.current
+        return live.position if live is not None else self.next_start
 
     @property
     def resuming(self) -> bool:
