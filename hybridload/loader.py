@@ -206,29 +206,29 @@ class HybridLoader:
 
     def _begin_pass(self) -> PassIterator:
         lanes = self._ensure_lanes()
-        batches, start = self._sampler.begin_pass()
-        epoch, seed, pass_id = self.epoch, self.seed, self._pass.pass_id  # the pass's own, on its tasks
-        self._finish_pass(f"pass {pass_id} (iter(loader) on thread {threading.current_thread().name!r})")
-        tasks = LazyTasks(batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
-        stats = self._stats.begin_pass((len(batches) - start) * self.batch_size)  # skips: per pass
+        p = self._sampler.begin_pass(f"iter(loader) on thread {threading.current_thread().name!r}")
+        epoch, seed = p.epoch, self.seed  # the pass's own, on its tasks
+        self._finish_pass()  # the older pass, superseded by p
+        tasks = LazyTasks(p.batches, lambda k, b: BatchTask(k, epoch, b, size=len(b), seed=seed))
+        stats = self._stats.begin_pass(len(p) * self.batch_size)  # skips: per pass
         stream = BatchStream(
             lanes,
             tasks,
             self._knobs.passes,
-            start=start,
+            start=p.start,
             hooks=stats,
             admission=self._admission,
             fallback=self._fallback,
         )
         self._streams[:] = [stream]
-        active = PassIterator(self._deliver, stream, pass_id, epoch, seed)
+        active = PassIterator(self._deliver, stream, p, seed)
         self._active = weakref.ref(active)
         return active
 
-    def _finish_pass(self, superseded_by: str | None) -> None:
+    def _finish_pass(self) -> None:
         active = self._active() if self._active is not None else None
         if active is not None:
-            active.finish(superseded_by)
+            active.finish()
         while self._streams:  # the pass's iterator may be gone already: its stream is closed all the same
             self._streams.pop().close()
         self._active = None
@@ -236,8 +236,8 @@ class HybridLoader:
     def _deliver(self, result, p: PassIterator):
         with self._passes:  # a pass superseded while this batch was on its way delivers nothing
             p.check()
-            position = self._pass.position  # this batch's place in the epoch (keys the batch hook)
-            self._pass.advance(p.id)
+            position = p.pass_.position  # this batch's place in the epoch (keys the batch hook)
+            p.pass_.deliver()
             if self._per_source is not None:
                 self._per_source.add(result.indices)
         # every lane ships uint8 (4x fewer bytes than float32); Normalize (and RandomErasing) run here, on the device,
@@ -262,7 +262,7 @@ class HybridLoader:
         dataset, seed or order is refused (`ResumeMismatchError`)."""
         with self._passes:
             self._sampler.load_state_dict(state, "HybridLoader.load_state_dict")  # checked whole before it changes
-            self._finish_pass("load_state_dict()")
+            self._finish_pass()
 
     # ----------------------------------------------------------------- reporting / shutdown
     def stats(self) -> dict:
@@ -291,7 +291,7 @@ class HybridLoader:
         with self._passes:  # a pass another thread is starting (its lanes too) starts first, then closes
             self._closed = True
             self._finalizer.detach()
-            current = ("the current pass", lambda: self._finish_pass(None))
+            current = ("the current pass", self._finish_pass)
             steer = self._admission.steer if self._admission is not None else None
             close_all([current, steer, *take_all(self._lanes)], "HybridLoader.close()")
 

@@ -29,7 +29,7 @@ def test_a_good_state_resumes_its_epoch_and_position():
     for position in (3, 8):
         ps = mine()
         ps.reset(good_state(position=position), "HybridLoader.load_state_dict")
-        assert (ps.epoch, ps.begin()) == (2, position)
+        assert (ps.epoch, ps.begin().start) == (2, position)
 
 
 @pytest.mark.parametrize(

@@ -20,50 +20,61 @@ def make(n=23, batch=3, rank=0, world=2, **kw):
 
 def test_the_position_moves_once_per_delivered_batch_of_the_live_pass_only():
     ps = make()
-    first = ps.begin()
-    assert (first, ps.epoch, ps.position) == (0, 0, 0)
-    old = ps.pass_id
-    ps.advance(old)
-    ps.advance(old)
+    old = ps.begin()
+    assert (old.start, old.epoch, ps.position) == (0, 0, 0)
+    assert (old.deliver(), old.deliver()) == (0, 1)  # each batch's place in the epoch
     assert ps.position == 2
-    ps.begin()  # a new pass (the next epoch): the older pass's iterator no longer counts
-    ps.advance(old)
-    assert (ps.epoch, ps.position) == (1, 0)
-    ps.advance()
-    assert ps.position == 1
+    new = ps.begin()  # a new pass (the next epoch): the older pass's handle no longer counts
+    assert old.deliver() is None and old.delivered == 2
+    assert (ps.epoch, ps.position, new.deliver(), ps.position) == (1, 0, 0, 1)
     ps.reset(make().get_state(), WHERE)  # a load supersedes the live pass too
-    live = ps.pass_id
-    ps.advance(live - 1)
-    assert ps.position == 0
+    assert new.deliver() is None and ps.position == 0
+
+
+def test_a_superseded_pass_says_by_what_and_the_next_pass_starts_where_the_state_says():
+    ps = make()
+    first = ps.begin(why="the first iter()")
+    first.deliver()
+    second = ps.begin(why="iter() on another thread")
+    assert first.superseded_by == "pass 2 (iter() on another thread)" and second.superseded_by is None
+    assert second.deliver() == 0 and first.deliver() is None and ps.position == 1
+    saved = make().get_state(position=3)  # epoch 0, three batches delivered
+    ps.reset(saved, WHERE)
+    assert second.superseded_by == "load_state_dict()" and second.deliver() is None
+    assert (ps.epoch, ps.position) == (0, 3)  # the state the load left, before any pass begins
+    third = ps.begin()
+    assert (third.id, third.epoch, third.start, ps.position) == (3, 0, 3, 3)
+    ps.begin().deliver()  # no set_epoch or load since: the next epoch from its start
+    assert (third.superseded_by, ps.epoch, ps.position) == ("pass 4", 1, 1)
 
 
 def test_epochs_across_passes_advance_set_epoch_wins_and_a_resume_continues_its_epoch():
     ps = make()
-    assert [(ps.begin(), ps.epoch) for _ in range(3)] == [(0, 0), (0, 1), (0, 2)]
+    assert [(ps.begin().start, ps.epoch) for _ in range(3)] == [(0, 0), (0, 1), (0, 2)]
     ps.set_epoch(7)
     ps.begin()
     ps.set_epoch(7)
-    assert (ps.begin(), ps.epoch) == (0, 7)  # set_epoch(e) before each pass gives e each time
+    assert (ps.begin().start, ps.epoch) == (0, 7)  # set_epoch(e) before each pass gives e each time
     ps.resume_at(4, 3)
     ps.set_epoch(4)  # naming the resumed epoch keeps its place
-    assert (ps.begin(), ps.epoch) == (3, 4)
+    assert (ps.begin().start, ps.epoch) == (3, 4)
     ps.resume_at(4, 3)
     ps.set_epoch(5)  # another epoch starts afresh
-    assert (ps.begin(), ps.epoch) == (0, 5)
+    assert (ps.begin().start, ps.epoch) == (0, 5)
 
 
 def test_a_state_round_trips_through_json_and_holds_every_field():
     a = make(rank=1)
     a.set_epoch(4)
-    a.begin()
-    a.advance()
-    a.advance()
+    p = a.begin()
+    p.deliver()
+    p.deliver()
     state = json.loads(json.dumps(a.get_state()))
     assert set(STATE_FIELDS) <= set(state) and {"order", "source", "remaining", "delivered"} <= set(state)
     assert state["delivered"] == 12 and state["num_samples"] == 23 and "n" not in state
     b = make(rank=0, world=2)
     b.reset(state, WHERE)
-    assert (b.epoch, b.begin()) == (4, 2)
+    assert (b.epoch, b.begin().start) == (4, 2)
     assert b.get_state(position=2) == dict(state, rank=0)
 
 
@@ -153,4 +164,4 @@ def test_rank_world_size_and_batch_size_may_differ():
     for world, batch in ((1, 2), (4, 1)):
         ps = make(batch=batch, rank=0, world=world)
         ps.reset(state, WHERE)
-        assert ps.begin() == 0
+        assert ps.begin().start == 0

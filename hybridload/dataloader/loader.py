@@ -187,7 +187,6 @@ class DataLoader(tud.DataLoader[T_co]):
         return types.GenericAlias(cls, item)
 
     def __iter__(self):
-        self._progress.begin()  # a stateful batch sampler's pass begins now: state_dict() counts from its start
         if not self.distribute_mode:
             return self._progress.wrap(super().__iter__())
         if self._persistent_actors and self._lanes:

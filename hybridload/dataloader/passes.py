@@ -38,6 +38,7 @@ class FailedPass:
 
     def __init__(self, failure: UserFailure, sampler):
         self._failure = failure
+        iter(sampler)  # as torch's iterator, before its workers start: a stateful sampler's pass begins
         try:
             self._left = len(sampler)
         except TypeError:  # an IterableDataset's sampler has no length: one error

@@ -9,20 +9,23 @@ from typing import Any, Callable
 from hybridload.errors import close_all, take_all
 from hybridload.execution.stream import BatchStream
 from hybridload.lanes.build import close_lanes
+from hybridload.sampling.pass_state import Pass
 
 
 class PassIterator:
     """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
     own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile.
 
-    ``deliver(result, pass_iterator)`` turns each result into what the user gets."""
+    ``deliver(result, pass_iterator)`` turns each result into what the user gets; ``pass_`` is the
+    sampler's `Pass` handle, which says when a newer pass or a load superseded it."""
 
-    def __init__(
-        self, deliver: Callable[[Any, PassIterator], Any], stream: BatchStream, pass_id: int, epoch: int, seed: int
-    ):
+    def __init__(self, deliver: Callable[[Any, PassIterator], Any], stream: BatchStream, pass_: Pass, seed: int):
         self._deliver, self._stream = deliver, stream
-        self.id, self.epoch, self.seed = pass_id, epoch, seed
-        self._superseded_by: str | None = None  # what superseded this pass, in words
+        self.pass_, self.seed = pass_, seed
+        self._ended_first = False  # the stream had ended when the pass was superseded: it keeps its own answer
+
+    id = property(lambda self: self.pass_.id)
+    epoch = property(lambda self: self.pass_.epoch)
 
     def __iter__(self):
         return self
@@ -38,9 +41,9 @@ class PassIterator:
 
     def check(self) -> None:
         """RuntimeError, naming what superseded this pass, once a newer one did."""
-        if self._superseded_by is not None:
+        if self.pass_.superseded_by is not None and not self._ended_first:
             raise RuntimeError(
-                f"this iterator (pass {self.id}, epoch {self.epoch}) was superseded by {self._superseded_by}: a "
+                f"this iterator (pass {self.id}, epoch {self.epoch}) was superseded by {self.pass_.superseded_by}: a "
                 "loader runs one pass at a time, the newest; iterate one loader per thread"
             ) from None
 
@@ -48,11 +51,10 @@ class PassIterator:
         """Finished batches waiting to be delivered (bounded by the policy's window)."""
         return self._stream.buffered()
 
-    def finish(self, superseded_by: str | None = None) -> None:
-        """Close the pass; ``superseded_by``: what superseded it, in words, which its next ``next()`` raises
-        (unless the pass had ended already); None: closed (``close()`` on the loader)."""
-        if superseded_by is not None and not self._stream.closed:
-            self._superseded_by = superseded_by
+    def finish(self) -> None:
+        """Close the pass: superseded (its `Pass` says by what), its next ``next()`` raises that, unless
+        the pass had ended already; else closed (``close()`` on the loader)."""
+        self._ended_first = self._stream.closed
         self._stream.close()
 
 

@@ -6,7 +6,7 @@ Pure functions and plain data: ``sharding`` (DistributedSampler's order, per-ran
 and keyed interleaving), ``uneven`` (``even_batches=False``: each rank's share without padding,
 for evaluation), ``weighted_order`` (per-sample weights' keyed draws), ``epochs`` (endless passes),
 ``resume`` (what is left of an epoch, for any number of ranks), ``pass_state`` (``PassState``:
-where a pass is and its saved state, the one owner) and ``sampler``
+where a pass is and its saved state, the one owner; each pass a ``Pass`` handle) and ``sampler``
 (``DistributedBatchSampler``, the stateful iterable).
 """
 

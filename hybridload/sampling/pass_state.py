@@ -4,8 +4,8 @@ The one owner of the position (batches of the epoch delivered to the consumer), 
 the plan a resume left (`hybridload.sampling.resume`) and the saved format, as torchdata.nodes'
 ``get_state()`` / ``reset(initial_state)``. ``HybridLoader``, the ``DistributedBatchSampler`` and
 the drop-in ``DataLoader`` all count and save here; a saved state is checked here, once, with one
-name per field. The pass a position belongs to is numbered (``pass_id``): an older pass's
-iterator, superseded by a new one or by a load, no longer moves it.
+name per field. `begin` hands out each pass as a `Pass` handle: once a newer pass begins or a
+state is loaded, the older handle is superseded, says by what, and no longer moves the position.
 
 Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also reshuffles every
 pass): a new pass without ``set_epoch`` advances the epoch by one; ``set_epoch(e)`` always wins;
@@ -16,7 +16,7 @@ pass; the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
@@ -69,9 +69,16 @@ def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
     return int(epoch)
 
 
+#: the key the drop-in DataLoader's states were wrapped under before they took this one shape
+WRAPPED = "batch_sampler"
+
+
 def upgraded(state: Mapping) -> dict:
-    """A state in today's format: a ``DistributedBatchSampler`` state saved before the one format
-    (the dataset size as ``n``, no ``version``) is read as version 1."""
+    """A state in today's format: a drop-in ``DataLoader`` state wrapped as ``{"batch_sampler": state}``
+    is its inner state; a ``DistributedBatchSampler`` state saved before the one format (the dataset
+    size as ``n``, no ``version``) is read as version 1."""
+    if set(state) == {WRAPPED} and isinstance(state[WRAPPED], Mapping):
+        state = state[WRAPPED]
     out = dict(state)
     if "n" in out and "num_samples" not in out:
         out["num_samples"] = out.pop("n")
@@ -87,10 +94,7 @@ def check_state(state: Any, where: str) -> dict:
     state = upgraded(state)
     missing = [k for k in STATE_FIELDS if k not in state]
     if missing:
-        hint = " (this is a DataLoader's state: pass its ['batch_sampler'] entry)" if "batch_sampler" in state else ""
-        raise ValueError(
-            f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() returned{hint}"
-        )
+        raise ValueError(f"{where}: the state lacks {', '.join(missing)}; pass the whole dict state_dict() returned")
     for key, kind in STATE_FIELDS.items():
         v = state[key]
         if not (isinstance(v, bool) if kind is bool else is_int(v)):
@@ -132,6 +136,48 @@ def field_problem(state: Mapping) -> tuple[str, str] | None:
     return None
 
 
+class Pass:
+    """One pass over an epoch, as `PassState.begin` hands it out.
+
+    Attributes:
+        id: the pass's number (1 for the first of its `PassState`).
+        epoch: the epoch it runs.
+        start: the batch of the epoch it starts from (a resume point, else 0).
+        batches: the epoch's batches (index arrays) it runs, from ``start`` on.
+        delivered: its batches that reached the consumer (`deliver`).
+        iterated: an iterator of its batches started (``DistributedBatchSampler.__iter__``).
+        superseded_by: what superseded it, in words (a newer pass, a load); None while it is the live pass.
+    """
+
+    def __init__(self, id: int, epoch: int, start: int, batches: Sequence = ()):
+        self.id, self.epoch, self.start, self.batches = id, epoch, start, batches
+        self.delivered = 0
+        self.superseded_by: str | None = None
+        self.iterated = False  # an iterator started on it: a later iter() begins the next pass instead
+
+    @property
+    def position(self) -> int:
+        """The batch of the epoch it delivers next."""
+        return self.start + self.delivered
+
+    def __len__(self) -> int:
+        """The batches it runs (those of its epoch from ``start``)."""
+        return max(0, len(self.batches) - self.start)
+
+    def deliver(self) -> int | None:
+        """One more batch reached the consumer: that batch's place in the epoch; None once the pass
+        was superseded (nothing moves: the state belongs to the newer pass or the loaded state)."""
+        if self.superseded_by is not None:
+            return None
+        self.delivered += 1
+        return self.position - 1
+
+    def supersede(self, by: str) -> None:
+        """A newer pass or a load took over (``by``, in words); the first cause is kept."""
+        if self.superseded_by is None:
+            self.superseded_by = by
+
+
 class PassState:
     """Where this rank's pass is: the epoch, the batches delivered of it, the plan left by a resume.
 
@@ -162,55 +208,63 @@ class PassState:
         self.shuffle, self.drop_last, self.rank, self.world_size = shuffle, drop_last, rank, world_size
         self.order, self._fingerprint = order, fingerprint
         self.epoch = 0
-        self.position = 0  # batches of the epoch delivered to the consumer
         self.remaining = None  # a resumed epoch's plan (sampling.resume); None: the whole epoch
-        self.pass_id = 0  # the live pass: only its deliveries move the position
-        self._resume = 0  # where the next pass starts
-        self._chosen = True  # the next pass runs self.epoch as it is (set_epoch, a resume, or the first)
+        self.live: Pass | None = None  # the newest pass begun
+        # the batch of self.epoch the next pass starts from, once chosen (the first pass, set_epoch, a resume);
+        # None: the live pass is where the state is, and the next pass runs the epoch after it
+        self._next: int | None = 0
+        self._begun = 0  # passes begun: the next one's id
+
+    @property
+    def current(self) -> Pass | None:
+        """The live pass while the state is its place; None once `set_epoch` or a resume chose the next pass."""
+        return self.live if self._next is None else None
+
+    @property
+    def position(self) -> int:
+        """Batches of the epoch delivered to the consumer: the live pass's place, or where the chosen next pass starts."""
+        live = self.current
+        return live.position if live is not None else self.next_start
 
     @property
     def resuming(self) -> bool:
         """The next pass continues a resumed epoch (from a saved position or plan)."""
-        return self._chosen and (self.remaining is not None or self._resume > 0)
+        return self._next is not None and (self.remaining is not None or self._next > 0)
 
     @property
     def next_start(self) -> int:
         """The batch the next pass starts from."""
-        return self._resume if self._chosen else 0
+        return self._next or 0
 
     def set_epoch(self, epoch: int) -> None:
         """The next pass is epoch ``epoch``, from its start; right after a resume into that same
         epoch, from the resume point (the usual ``load_state_dict`` then ``set_epoch(saved_epoch)``)."""
-        if int(epoch) != self.epoch or not self._chosen:
-            self._resume = self.position = 0
-            self.remaining = None
+        if int(epoch) != self.epoch or self._next is None:
+            self._next, self.remaining = 0, None
         self.epoch = int(epoch)
-        self._chosen = True
 
-    def begin(self) -> int:
-        """A pass begins: the batch it starts from (the resume point, used up here). Without a
-        ``set_epoch`` or a resume since the previous pass began, the epoch advances by one first."""
-        if not self._chosen:
+    def begin(self, batches: Callable[[int], Sequence] | None = None, why: str = "") -> Pass:
+        """A pass begins and supersedes the live one (``why``: what began it, in words, for the
+        superseded pass's message); it starts at the resume point, used up here. Without a
+        ``set_epoch`` or a resume since the previous pass began, the epoch advances by one first.
+        ``batches(epoch)``: the epoch's batches, once the epoch is settled."""
+        if self._next is None:
             self.epoch += 1
-            self._resume = 0
             self.remaining = None
-        self._chosen = False
-        self.position, self._resume = self._resume, 0
-        self.pass_id += 1
-        return self.position
+        start, self._next = self._next or 0, None
+        self._begun += 1
+        if self.live is not None:
+            self.live.supersede(f"pass {self._begun}" + (f" ({why})" if why else ""))
+        self.live = Pass(self._begun, self.epoch, start, batches(self.epoch) if batches is not None else ())
+        return self.live
 
-    def advance(self, pass_id: int | None = None) -> None:
-        """One more batch of pass ``pass_id`` (default: the live one) reached the consumer."""
-        if pass_id is None or pass_id == self.pass_id:
-            self.position += 1
-
-    def resume_at(self, epoch: int, position: int, remaining=None) -> None:
+    def resume_at(self, epoch: int, position: int, remaining=None, why: str = "a resume") -> None:
         """The next pass is epoch ``epoch`` from batch ``position`` of the plan ``remaining``
-        (None: the whole epoch); a live pass no longer moves the position."""
+        (None: the whole epoch); the live pass is superseded (``why``)."""
         self.epoch, self.remaining = int(epoch), remaining
-        self.position = self._resume = int(position)
-        self._chosen = True
-        self.pass_id += 1
+        self._next = int(position)
+        if self.live is not None:
+            self.live.supersede(why)
 
     def fingerprint(self) -> str | None:
         return self._fingerprint() if self._fingerprint is not None else None
@@ -247,7 +301,7 @@ class PassState:
             **mixture_fields(self.order),
         }
 
-    def reset(self, state: Any, where: str) -> None:
+    def reset(self, state: Any, where: str, why: str = "load_state_dict()") -> None:
         """Resume from ``state``, any rank's `get_state`, saved at any world size and batch size
         (a `DistributedBatchSampler` state of the older format too). Another dataset, seed, order
         or setting is refused (`ResumeMismatchError`, `OrderMismatchError`); the pass state
@@ -274,4 +328,4 @@ class PassState:
             where=where,
             shards=order_fingerprint(self.order),
         )
-        self.resume_at(state["epoch"], position, remaining)
+        self.resume_at(state["epoch"], position, remaining, why=why)

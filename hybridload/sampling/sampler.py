@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hybridload.sampling.keyed_shard_order import check_order, keyed_order_for
-from hybridload.sampling.pass_state import PassState, check_epoch
+from hybridload.sampling.pass_state import Pass, PassState, check_epoch
 from hybridload.sampling.resume import plan_rank_batches, size, split_of
 from hybridload.sampling.uneven import check_even_batches, real_samples, without_padding
 from hybridload.sampling.sharding import check_batch_size, check_split, num_batches, rank_batches, resolve_rank
@@ -72,7 +72,6 @@ class DistributedBatchSampler:
             order=order,
             fingerprint=fingerprint,
         )
-        self._prepared: tuple | None = None  # a pass begun by prepare_pass(), taken by the next __iter__
         self.even_batches = check_even_batches(even_batches, drop_last, "DistributedBatchSampler")
 
     n = property(lambda self: self.pass_state.num_samples)
@@ -95,13 +94,14 @@ class DistributedBatchSampler:
         same epoch, from the resume point (`PassState.set_epoch`). An int in [0, 2**63), as
         `HybridLoader.set_epoch` takes (`check_epoch`)."""
         self.pass_state.set_epoch(check_epoch(epoch, where="DistributedBatchSampler.set_epoch"))
-        self._prepared = None
 
     def __len__(self) -> int:
-        """The batches the next ``iter()`` yields (torch's meaning): after a resume, what is left
-        of the resumed epoch; else an epoch's (`epoch_batches`)."""
-        if self._prepared is not None:
-            return len(self._prepared[0]) - self._prepared[1]
+        """The batches the next iterator yields (torch's meaning): of a pass ``iter()`` began that no
+        iterator started yet, its own; after a resume, what is left of the resumed epoch; else an
+        epoch's (`epoch_batches`)."""
+        live = self.pass_state.current
+        if live is not None and not live.iterated:  # torch asks once its iterator began the pass
+            return len(live)
         if self.pass_state.resuming:
             return len(self.batches()) - self.pass_state.next_start
         return self.epoch_batches()
@@ -153,33 +153,31 @@ class DistributedBatchSampler:
             order=ps.order,
         )
 
-    def begin_pass(self) -> tuple[Sequence[np.ndarray], int]:
-        """The batches of the epoch this pass runs and the position it starts from
-        (`PassState.begin`); the caller reports each batch delivered with ``pass_state.advance``."""
-        start = self.pass_state.begin()
-        return self.batches(), start
-
-    def prepare_pass(self) -> int:
-        """Begin the next pass now and return its ``pass_id``; the next ``iter()`` runs that pass
-        without counting what it yields: a loader whose workers pull ahead (the drop-in) reports
-        each batch the consumer received with ``pass_state.advance(pass_id)``."""
-        self._prepared = self.begin_pass()
-        return self.pass_state.pass_id
+    def begin_pass(self, why: str = "") -> Pass:
+        """The next pass (`PassState.begin`): its epoch's batches, the batch it starts from; whoever
+        hands its batches to the consumer reports each with ``deliver()``."""
+        return self.pass_state.begin(self.batches, why)
 
     def __iter__(self):
-        prepared, self._prepared = self._prepared, None
-        batches, start = prepared if prepared is not None else self.begin_pass()
-        pass_id = None if prepared is not None else self.pass_state.pass_id  # None: counted by the caller
-        for k in range(start, len(batches)):
-            if pass_id is not None:
-                self.pass_state.advance(pass_id)
-            yield batches[k].tolist()
+        """A pass begins now (its state counts from its start), each batch counted delivered as it is
+        yielded. A pass no iterator started yet is not begun again: torch's worker iterator calls
+        ``iter()`` twice before it pulls, and runs one pass."""
+        p = self.pass_state.current
+        if p is None or p.iterated:
+            p = self.begin_pass("iter(batch_sampler)")
+        return self._yield(p)
+
+    @staticmethod
+    def _yield(p: Pass):
+        p.iterated = True
+        for k in range(p.start, len(p.batches)):
+            p.deliver()
+            yield p.batches[k].tolist()
 
     def resume_at(self, epoch: int, position: int, remaining=None) -> None:
         """The next pass is epoch ``epoch`` from batch ``position`` (of the plan ``remaining``,
         `hybridload.sampling.resume`; None: the whole epoch)."""
         self.pass_state.resume_at(epoch, position, remaining)
-        self._prepared = None
 
     def state_dict(self) -> dict:
         """Where this rank stands (`PassState.get_state`): any rank at any world size or batch size
@@ -191,4 +189,3 @@ class DistributedBatchSampler:
         ``HybridLoader`` state of the same dataset too; `PassState.reset`); a state of another
         dataset, seed or order is refused (`ResumeMismatchError`)."""
         self.pass_state.reset(sd, where)
-        self._prepared = None
