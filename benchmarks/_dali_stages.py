@@ -54,7 +54,9 @@ class DaliStages:
         pipe = nested()
         pipe.build()
         if pipe.epoch_size("Reader") != self.n:
-            raise RuntimeError(f"DALI's reader found {pipe.epoch_size('Reader')} files under {folder}, expected {self.n}")
+            raise RuntimeError(
+                f"DALI's reader found {pipe.epoch_size('Reader')} files under {folder}, expected {self.n}"
+            )
         pipe.run()  # its buffers allocated before any run is timed
         return pipe
 

@@ -34,6 +34,10 @@ of 300-600 px, every fourth progressive) and ``--large`` 12 MP photos: ``read``,
 shared out), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; ``process_payload``
 with either, and ``alone`` (the full decode: the roofline). Not the harness's rounds: per image
 every variant runs back to back in a rotating order, so the box's load drift hits them alike.
+Beside them, on the same folders, DALI's CPU pipeline stage by stage (``_dali_stages.py``: nested
+pipelines, ``readers.file`` -> ``decoders.image_random_crop`` -> ``resize`` ->
+``crop_mirror_normalize``, one thread, process CPU per image; skipped with ``--no-dali``), the
+two taking turns round by round.
 
     python benchmarks/bench_kernels.py [--no-dali] [--no-photometric | --photometric-only]
     python benchmarks/bench_kernels.py --suite large --n 24
