@@ -34,6 +34,10 @@ of 300-600 px, every fourth progressive) and ``--large`` 12 MP photos: ``read``,
 shared out), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; ``process_payload``
 with either, and ``alone`` (the full decode: the roofline). Not the harness's rounds: per image
 every variant runs back to back in a rotating order, so the box's load drift hits them alike.
+Beside them, on the same folders, DALI's CPU pipeline stage by stage (``_dali_stages.py``: nested
+pipelines, ``readers.file`` -> ``decoders.image_random_crop`` -> ``resize`` ->
+``crop_mirror_normalize``, one thread, process CPU per image; skipped with ``--no-dali``), the
+two taking turns round by round.
 
     python benchmarks/bench_kernels.py [--no-dali] [--no-photometric | --photometric-only]
     python benchmarks/bench_kernels.py --suite large --n 24
@@ -56,6 +60,7 @@ from PIL import Image
 
 import _harness as h
 from _contestants import DaliFiles, KernelBatches
+from _dali_stages import DALI_STAGES, DaliStages
 from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS as PHOTO_RATIOS, photo_contestants
 from _data import parser, photo_source
 from hybridload import kernels, recipe, sources
@@ -380,24 +385,67 @@ def stage_round(src: sources.ImageFolder, rnd: int) -> dict[str, float]:
     return {key: v / len(src) for key, v in tot.items()}
 
 
+#: The stage suite's rows beside DALI's: (row, hybridload's stages summed, DALI's stage).
+BESIDE_DALI = (
+    ("read", ("read",), "read"),
+    ("decode (header, parameters, window, crop)", ("header", "params/batch", "decode", "crop"), "decode"),
+    ("resize", ("resize",), "resize"),
+    ("flip+layout", ("flip+layout",), "flip+layout"),
+    ("whole (read + kernel/batch)", ("read", "kernel/batch"), "total"),
+)
+
+
 def suite_stages(args) -> int:
-    _, photos = photo_source(args.root, args.n, log)
-    large = sources.ImageFolder(large_photo_set(args.root, photos, args.large))
-    rows = []
-    for label, src in (("photos", photos), ("varied", varied_set(args.root, photos)), ("12MP", large)):
-        per = [stage_round(src, rnd) for rnd in range(args.warmup_rounds + args.rounds)][args.warmup_rounds :]
+    photo_folder, photos = photo_source(args.root, args.n, log)
+    large_root = large_photo_set(args.root, photos, args.large)
+    varied = varied_set(args.root, photos)
+    sets = (
+        ("photos", photos, photo_folder),
+        ("varied", varied, Path(args.root) / f"varied-n{len(photos)}"),
+        ("12MP", sources.ImageFolder(large_root), large_root),
+    )
+    dali = h.dali_version(args.no_dali, log)
+    rows, beside = [], []
+    for label, src, folder in sets:
+        pipes = DaliStages(folder, len(src), min(args.batch_size, len(src))) if dali else None
+        per, per_dali = [], []
+        try:
+            for rnd in range(args.warmup_rounds + args.rounds):  # who goes first alternates
+                for who in ("hybridload", "dali")[:: 1 if rnd % 2 else -1]:
+                    if who == "hybridload":
+                        per.append(stage_round(src, rnd))
+                    elif pipes is not None:
+                        per_dali.append(pipes.run(rnd))
+        finally:
+            if pipes is not None:
+                pipes.close()
+        per, per_dali = per[args.warmup_rounds :], per_dali[args.warmup_rounds :]
         med = {k: float(np.median([r[k] for r in per])) * 1e3 for k in STAGE_COLS}
         a, s, b = med["alone"], med["kernel/sample"], med["kernel/batch"]
         rows.append([label, *(f"{med[k]:.3f}" for k in STAGE_COLS), f"{a / s:.2f}x", f"{a / b:.2f}x", f"{s / b:.3f}x"])
+        if per_dali:
+            dmed = {k: float(np.median([r[k] for r in per_dali])) * 1e3 for k in (*DALI_STAGES, "total")}
+            for name, ours, theirs in BESIDE_DALI:
+                hl = sum(med[k] for k in ours)
+                beside.append([label, name, f"{hl:.3f}", f"{dmed[theirs]:.3f}", f"{dmed[theirs] / hl:.2f}x"])
     lines = [
         f"## bench_kernels --suite stages: {args.n} photos, {args.large} 12 MP photos, {args.rounds} rounds, "
         "RandomResizedCrop(224) + flip, 1 thread, thread CPU ms per image (median of rounds); "
         "the ratios are speed (alone's time / the kernel's)\n",
-        h.environment_line(h.environment()),
+        h.environment_line(h.environment(dali=dali)),
         *h.markdown_table(["set", *STAGE_COLS, "sample / alone", "batch / alone", "batch / sample"], rows),
         "",
     ]
-    h.emit(lines, args, {"benchmark": "bench_kernels", "suite": "stages", "rows": rows}, log)
+    if beside:
+        lines += [
+            "Beside DALI's CPU pipeline (readers.file, decoders.image_random_crop, resize, "
+            "crop_mirror_normalize; one thread, process CPU ms per image of nested pipelines, their "
+            "differences; the same rounds):\n",
+            *h.markdown_table(["set", "stage", "hybridload", "DALI", "DALI / hybridload"], beside),
+            "",
+        ]
+    doc = {"benchmark": "bench_kernels", "suite": "stages", "rows": rows, "beside_dali": beside}
+    h.emit(lines, args, doc, log)
     return 0
 
 

@@ -64,6 +64,37 @@ def test_resize_matches_pillow_bilinear_within_stated_tolerance(hw):
     assert diff.max() <= MAX_ABS and diff.mean() < MAX_MEAN, (diff.max(), diff.mean())
 
 
+def crop_views():
+    """A whole image, a crop (a strided view, as the window decode's crop is) and upscales."""
+    big = torch.from_numpy(image(340, 330, 2))
+    return [
+        (big, (224, 224)),
+        (big[10:330, 12:312], (224, 224)),
+        (big[3:40, 5:29], (224, 224)),
+        (big[0:300, 7:8], (60, 41)),
+    ]
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_resize_returns_a_contiguous_hwc_image_with_no_planar_repack(k):
+    # torch writes its channels-last result straight out only when the NCHW view's every
+    # stride, the batch dimension's too, is in channels-last order; otherwise it repacks into a
+    # planar tensor, which comes back here as a non-contiguous permuted view
+    img, hw = crop_views()[k]
+    got = resize(img, ops.Resize(*hw))
+    assert tuple(got.shape) == (*hw, 3)
+    assert got.is_contiguous()
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_resize_pixels_equal_torchs_planar_route(k):
+    img, hw = crop_views()[k]
+    planar = torch.nn.functional.interpolate(
+        img.permute(2, 0, 1).contiguous().unsqueeze(0), size=hw, mode="bilinear", antialias=True, align_corners=False
+    )[0].permute(1, 2, 0)
+    assert torch.equal(resize(img, ops.Resize(*hw)), planar)
+
+
 def test_resize_to_the_same_size_returns_the_image_unchanged():
     t = torch.from_numpy(image())
     assert resize(t, ops.Resize(37, 53)) is t

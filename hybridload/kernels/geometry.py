@@ -39,11 +39,18 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
 
 def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
     """Antialiased bilinear resize of an HWC uint8 tensor (matches Pillow's BILINEAR
-    within one level; torch's uint8 channels-last fast path)."""
+    within one level; torch's uint8 channels-last fast path). Returns a contiguous HWC tensor.
+
+    The NCHW view is made with the batch dimension's stride in channels-last order
+    (``unsqueeze`` before ``permute``): with ``permute(2, 0, 1).unsqueeze(0)`` that stride is 3,
+    torch's layout guess (``suggest_memory_format``) reads the view as NCHW, allocates a planar
+    output and repacks its channels-last result into it pixel by pixel (a scalar loop: a third
+    of the resize on a 300 px crop), which the caller then permutes back. Same kernel, same
+    pixels either way."""
     h, w = op.h, op.w
     if img.shape[0] == h and img.shape[1] == w:
         return img
-    nchw = img.permute(2, 0, 1).unsqueeze(0)  # a channels-last view, no copy
+    nchw = img.unsqueeze(0).permute(0, 3, 1, 2)  # a channels-last view, no copy
     out = F.interpolate(nchw, size=(h, w), mode="bilinear", antialias=True, align_corners=False)
     return out[0].permute(1, 2, 0)
 
