@@ -37,7 +37,7 @@ def summarize(doc: dict) -> list[str]:
     """The summary's lines for a trace's dict (``{"traceEvents": [...]}``)."""
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
     nodes = {e.get("pid"): e.get("args", {}).get("name", "?") for e in events if e.get("name") == "process_name"}
-    work = [e for e in events if e.get("ph") == "X" and e.get("cat") == "work"]
+    work = batches([e for e in events if e.get("ph") == "X" and e.get("cat") == "work"])
     stalls = [e for e in events if e.get("ph") == "X" and e.get("name") == "stall"]
     if not work or not stalls:
         return ["no batches in this trace: was the loader iterated inside `with loader.trace(path):`?"]
@@ -63,13 +63,41 @@ def summarize(doc: dict) -> list[str]:
     return lines
 
 
+def batches(spans: list[dict]) -> list[dict]:
+    """One record per copy of a batch from its worker's spans (``read N`` + ``decode N``, or one
+    ``batch N``): the first span's fields, ``dur`` the sum, ``read`` the read span's (None: the
+    lane drew one span)."""
+    out: dict[tuple, dict] = {}
+    for e in sorted(spans, key=lambda e: e["ts"]):
+        a = e.get("args", {})
+        key = (e.get("pid"), e.get("tid"), a.get("seq"), a.get("kept"))
+        rec = out.get(key)
+        if rec is None or (a.get("stage") in ("read", "work") and rec["closed"]):  # a new copy on the row
+            rec = out[key] = {**e, "dur": 0.0, "read": None, "closed": False}
+        rec["dur"] += e["dur"]
+        if a.get("stage") == "read":
+            rec["read"] = e["dur"]
+        else:
+            rec["closed"] = True
+    return list(out.values())
+
+
 def _slowest(work: list[dict], key) -> str:
-    """Each group's batches and mean work time, slowest first."""
-    groups: dict[str, list[float]] = defaultdict(list)
+    """Each group's batches and mean work time (and its read and decode+augment parts, where the
+    lanes drew them apart), slowest first."""
+    groups: dict[str, list[dict]] = defaultdict(list)
     for e in work:
-        groups[key(e)].append(e["dur"] / 1e3)
-    ranked = sorted(groups.items(), key=lambda kv: -mean(kv[1]))
-    parts = [f"{name} {len(ms)} batches, {mean(ms):.1f} ms each" for name, ms in ranked]
+        groups[key(e)].append(e)
+    ranked = sorted(groups.items(), key=lambda kv: -mean(e["dur"] for e in kv[1]))
+    parts = []
+    for name, group in ranked:
+        ms = mean(e["dur"] for e in group) / 1e3
+        reads = [e["read"] for e in group if e["read"] is not None]
+        split = ""
+        if len(reads) == len(group):
+            read_ms = mean(reads) / 1e3
+            split = f" (read {read_ms:.1f}, decode+augment {ms - read_ms:.1f})"
+        parts.append(f"{name} {len(group)} batches, {ms:.1f} ms each{split}")
     return "; ".join(parts) + (f" (slowest: {ranked[0][0]})" if len(ranked) > 1 else "")
 
 
@@ -83,4 +111,6 @@ def _wait(stall: dict, batch: Any, nodes: dict, marks: dict) -> str:
     where = f"lane {a['lane']}, {a['worker']} on {nodes.get(batch['pid'], batch['pid'])}"
     befell = [name for name in ("retry", "reissue", "skip") if any(m.get("seq") == seq for m in marks.get(name, ()))]
     ran = f"its work {batch['dur'] / 1e3:.1f} ms"
+    if batch.get("read") is not None:
+        ran += f" (read {batch['read'] / 1e3:.1f} ms)"
     return f"{at}: {where}, {ran}" + (f"; {', '.join(befell)}" if befell else "")

@@ -7,12 +7,18 @@ batch and do nothing more. On (``HybridLoader.trace(path)``, ``DataLoader.trace(
 batch leaves:
 
 * on its worker's row (one process row per node, one thread row per worker, thread or actor):
-  ``batch N``, the work the worker reported (``BatchResult.seconds``), ending when the result
-  reached the dispatcher. Every time is the trainer's ``time.perf_counter()``: a worker's own
-  clock never travels (an actor on another node has another), so the worker's span is placed
-  by its length before the moment the trainer saw its result; the transfer's time lies before
-  that moment, and a span that would start before the same row's last one ends starts there
-  (a later result can arrive sooner than an earlier one's);
+  the work the worker reported (``BatchResult.seconds``), ending when the result reached the
+  dispatcher, as two spans where the lane tells them apart (``BatchResult.read_seconds``: the
+  threads, the worker processes, the Ray actors, the GPU lane): ``read N``, the wait for the
+  samples' bytes, then ``decode N``, the decode+augment (reads overlap the decoding of earlier
+  samples, so the two are the batch's time split in two, drawn one after the other); else one
+  ``batch N`` (the drop-in's workers, whose dataset reads and decodes in one call). Each has
+  ``stage`` (``read``, ``decode+augment``, ``work``) in its args and category ``work``. Every
+  time is the trainer's ``time.perf_counter()``: a worker's own clock never travels (an actor
+  on another node has another), so the worker's spans are placed by their length before the
+  moment the trainer saw its result; the transfer's time lies before that moment, and a span
+  that would start before the same row's last one ends starts there (a later result can
+  arrive sooner than an earlier one's);
 * on the lane's async track: ``issue -> done`` of each copy (``kept`` false for a re-issued
   batch's copy the merger dropped);
 * ``merger wait``: from the result's arrival until the trainer took it;
@@ -34,6 +40,7 @@ import time
 from typing import Any, Iterator
 
 from hybridload.compat import torch_profiler_on
+from hybridload.lanes.gpu import ranges
 
 TRAINER = "trainer"
 
@@ -88,10 +95,17 @@ class Tracer:
         """A copy of batch ``seq`` came back from ``lane`` at ``done``, issued at ``issued``."""
         worker = getattr(result, "worker", "") or lane
         seconds = min(float(getattr(result, "seconds", 0.0) or 0.0), done - issued)
+        read = getattr(result, "read_seconds", None)
         args = {"seq": seq, "lane": lane, "worker": worker, "kept": kept}
         with self._lock:
             row = self._row(getattr(result, "node", ""), worker)
-            self._span(row, f"batch {seq}", done - seconds, done, "work", dict(args))
+            start = done - seconds
+            if read is None:  # the lane cannot tell its reads from its decoding
+                self._span(row, f"batch {seq}", start, done, "work", {**args, "stage": "work"})
+            else:
+                split = start + min(max(float(read), 0.0), seconds)
+                self._span(row, f"read {seq}", start, split, "work", {**args, "stage": "read"})
+                self._span(row, f"decode {seq}", split, done, "work", {**args, "stage": "decode+augment"})
             pid, _tid = row
             common = {"cat": "lane", "name": f"{lane} batch {seq}", "id": f"{lane}-{seq}-{len(self._events)}"}
             self._events.append({**common, "ph": "b", "pid": pid, "tid": 0, "ts": self._us(issued), "args": args})
@@ -169,9 +183,11 @@ def recording(stats: Any, path: str | os.PathLike) -> Iterator[Tracer]:
         raise RuntimeError("trace(): this loader is already being traced; end the first `with loader.trace(...)` block")
     tracer = Tracer(path)
     stats.trace = tracer
+    ranges.trace_started()  # the GPU lane's NVTX ranges, on CUDA, while a trace records
     try:
         yield tracer
     finally:
+        ranges.trace_ended()
         stats.trace = None
         tracer.write()
 
