@@ -67,19 +67,20 @@ def batches(spans: list[dict]) -> list[dict]:
     """One record per copy of a batch from its worker's spans (``read N`` + ``decode N``, or one
     ``batch N``): the first span's fields, ``dur`` the sum, ``read`` the read span's (None: the
     lane drew one span)."""
-    out: dict[tuple, dict] = {}
+    out: list[dict] = []
+    open_: dict[tuple, dict] = {}  # (row, seq, kept) -> its copy whose decode is still to come
     for e in sorted(spans, key=lambda e: e["ts"]):
         a = e.get("args", {})
         key = (e.get("pid"), e.get("tid"), a.get("seq"), a.get("kept"))
-        rec = out.get(key)
-        if rec is None or (a.get("stage") in ("read", "work") and rec["closed"]):  # a new copy on the row
-            rec = out[key] = {**e, "dur": 0.0, "read": None, "closed": False}
+        rec = open_.pop(key, None)
+        if rec is None:  # a new copy (seq numbers start again with each pass)
+            rec = {**e, "dur": 0.0, "read": None}
+            out.append(rec)
         rec["dur"] += e["dur"]
         if a.get("stage") == "read":
             rec["read"] = e["dur"]
-        else:
-            rec["closed"] = True
-    return list(out.values())
+            open_[key] = rec
+    return out
 
 
 def _slowest(work: list[dict], key) -> str:
