@@ -162,6 +162,28 @@ def test_a_loader_traces_only_inside_its_block_and_the_trace_is_trace_event_json
     assert len(tracer.events()) >= len(doc["traceEvents"])
 
 
+def test_a_trace_over_two_epochs_numbers_the_passes_and_holds_each_passs_batch_once(photo_root, tmp_path):
+    path = tmp_path / "epochs.json"
+    policy = LoaderPolicy(cpu_actors=0, threads=2)
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 4, policy=policy, device="cpu") as loader:
+        n = len(loader)
+        with loader.trace(path):
+            for epoch in (0, 1):
+                loader.set_epoch(epoch)
+                assert sum(1 for _ in loader) == n
+    events = json.loads(path.read_text())["traceEvents"]
+    kept = Counter(
+        (e["args"]["pass"], e["args"]["seq"], e["args"]["stage"])
+        for e in events
+        if e["ph"] == "X" and e["cat"] == "work" and e["args"]["kept"]
+    )
+    assert kept == {(p, k, s): 1 for p in (1, 2) for k in range(n) for s in ("read", "decode+augment")}, kept
+    stalls = [(e["args"]["pass"], e["args"]["seq"]) for e in events if e["name"] == "stall"]
+    assert stalls == [(p, k) for p in (1, 2) for k in range(n)], stalls
+    waits = Counter(e["args"]["pass"] for e in events if e["ph"] == "e" and e["cat"] == "merger")
+    assert waits == {1: n, 2: n}, waits  # each pass's batches waited in its own merger
+
+
 def test_trainer_side_spans_are_ranges_in_torchs_profiler(photo_root):
     hook = lambda images, labels, generator: (images, labels)  # noqa: E731
     policy = LoaderPolicy(cpu_actors=0, threads=2)

@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -70,7 +71,7 @@ def process_batch(
     try:
         for k, ref in enumerate(refs):
             r0 = time.perf_counter()
-            got = next(reads, _END)
+            got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
             read_s += time.perf_counter() - r0
             if got is _END:
                 break
@@ -89,9 +90,8 @@ def process_batch(
     finally:
         reads.close()
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
-    out = BatchResult(buf, labels, idx, skipped, seconds, lane, worker=worker, node=socket.gethostname())
-    out.read_seconds = min(read_s, seconds)
-    return out
+    node, read_seconds = socket.gethostname(), min(read_s, seconds)
+    return BatchResult(buf, labels, idx, skipped, seconds, lane, worker, node, read_seconds)
 
 
 def _label_without_read(source: Source, index: int) -> int:

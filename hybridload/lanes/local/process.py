@@ -253,9 +253,8 @@ class ProcessLane(Lane):
             del out
         else:
             images = payload.pin_memory() if self.pin_memory else payload
-        out = BatchResult(images, labels, indices, skipped, seconds, self.name, worker=f"hybridload-worker-{wid}")
-        out.read_seconds = read_seconds  # the worker's own split of its time, for the trace
-        return out
+        worker = f"hybridload-worker-{wid}"  # the worker's own split of its time travels for the trace
+        return BatchResult(images, labels, indices, skipped, seconds, self.name, worker, read_seconds=read_seconds)
 
     def _check_workers(self) -> None:
         """Replace each dead worker and hand its batches on. The replacement starts first (a start
