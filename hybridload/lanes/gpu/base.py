@@ -120,7 +120,8 @@ class GpuLane(PooledLane):
     def run_batch(self, task: BatchTask) -> GpuBatchResult:
         """The batch on this thread: wait for its host preparation (the reads), decode, augment.
 
-        The result's ``read_seconds`` is the wait for the preparation, the rest of ``seconds``
+        The result's ``read_seconds`` is the wait for the host preparation (the reads, the JPEG
+        structure check and the samples' parameters, begun when the lane accepted the task), the rest of ``seconds``
         the decode+augment as the host sees it (on CUDA the kernels are queued, and the NVTX
         ranges show them on the device's timeline in Nsight)."""
         parts = self._started.pop(id(task), None) or self._start_prep(task)
