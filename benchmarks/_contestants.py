@@ -84,6 +84,19 @@ class Loader(Batches):
         self.loader.close()
 
 
+class TracedLoader(Loader):
+    """`Loader` with ``loader.trace(trace_path)`` recording over each run (the JSON written at the
+    run's end, inside its time): what a trace costs when on."""
+
+    def __init__(self, *args, trace_path: str, **kw):
+        super().__init__(*args, **kw)
+        self.trace_path = trace_path
+
+    def run(self, epoch: int) -> int:
+        with self.loader.trace(self.trace_path):
+            return super().run(epoch)
+
+
 class KernelBatches(Batches):
     """``one(indices, epoch)``, by default ``process_batch`` (a CPU lane's batch job), over ``sharding.rank_batches``
     (seed 0; epoch 0 unshuffled when ``shuffle`` is False): a loop on this thread, or a

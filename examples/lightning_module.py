@@ -14,6 +14,9 @@ Three hooks carry the loader (the same ones a plain loop calls, see the README):
                           epoch (and more than once), and calls set_epoch itself only on a torch
                           DataLoader's sampler
   state_dict / load_state_dict   loader.state_dict() into the checkpoint and back
+LoaderFigures, a callback, logs the loader's stats() (hybridload.loader_scalars: images/s, each
+lane's share, the stall fraction, retries, skipped) through the module's log_dict every N steps,
+so they land in whatever logger the Trainer has (TensorBoard, CSV, W&B).
 Under DDP (Trainer(strategy="ddp", devices=N)) each rank builds its own loader in setup().
 """
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from hybridload import HybridLoader, recipe, sources
+from hybridload import HybridLoader, loader_scalars, recipe, sources
 
 from _common import log, parser, photo_folder, policy, setup_logging, small_cnn
 
@@ -83,6 +86,23 @@ class EpochFromTrainer:
 # --8<-- [end:datamodule]
 
 
+# --8<-- [start:figures]
+class LoaderFigures(L.Callback):
+    """The loader's figures in the module's logger: `loader_scalars(loader.stats())` every
+    ``every`` training steps (the first included), through ``LightningModule.log_dict``."""
+
+    def __init__(self, every: int = 50):
+        self.every = every
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        loader = getattr(trainer.datamodule, "loader", None)
+        if loader is not None and batch_idx % self.every == 0:
+            pl_module.log_dict(loader_scalars(loader.stats()), on_step=True, on_epoch=False)
+
+
+# --8<-- [end:figures]
+
+
 class Classifier(L.LightningModule):
     def __init__(self, num_classes: int):
         super().__init__()
@@ -101,22 +121,32 @@ class Classifier(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
 
 
-def make_trainer(epochs: int, steps: int | None = None) -> L.Trainer:
-    return L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, logger=False,
+def make_trainer(epochs: int, steps: int | None = None, logger=False, callbacks=()) -> L.Trainer:
+    return L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, logger=logger,
                      enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                     limit_train_batches=steps or 1.0)
+                     limit_train_batches=steps or 1.0, callbacks=list(callbacks), log_every_n_steps=1)
 
 
 def main() -> None:
     ap = parser(__doc__, epochs=2)
     ap.add_argument("--checkpoint", help="save a Lightning checkpoint (the loader's state included) here at the end")
     ap.add_argument("--resume", help="go on from this checkpoint")
+    ap.add_argument("--logs", help="log the loader's figures (LoaderFigures) to a TensorBoard folder here")
     args = ap.parse_args()
     setup_logging()
     root = photo_folder(args.data)
     data = PhotoData(root, args.batch_size, policy(args))
     model = Classifier(len(sources.ImageFolder(root).classes))
-    trainer = make_trainer(args.epochs, args.steps)
+    logger: object = False
+    if args.logs:  # TensorBoard when it is installed, else Lightning's CSV files
+        from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+        try:
+            import tensorboard  # noqa: F401
+            logger = TensorBoardLogger(args.logs)
+        except ImportError:
+            logger = CSVLogger(args.logs)
+    trainer = make_trainer(args.epochs, args.steps, logger=logger, callbacks=[LoaderFigures(every=10)] if args.logs else ())
     trainer.fit(model, datamodule=data, ckpt_path=args.resume)
     if args.checkpoint:
         trainer.save_checkpoint(args.checkpoint)

@@ -33,11 +33,14 @@ _LAZY = {
     "recipe": ("hybridload.recipe", None),
     "sources": ("hybridload.sources", None),
     "sharding": ("hybridload.sampling.sharding", None),
+    "StatsWriter": ("hybridload.execution.scalars", "StatsWriter"),
+    "loader_scalars": ("hybridload.execution.scalars", "loader_scalars"),
 }
 
 if TYPE_CHECKING:  # what type checkers and the API reference see
     from hybridload import recipe, sources
     from hybridload.dataloader import DataLoader
+    from hybridload.execution.scalars import StatsWriter, loader_scalars
     from hybridload.loader import HybridLoader
     from hybridload.planner import Plan, PlanFormatError
     from hybridload.policy import LoaderPolicy
@@ -67,6 +70,8 @@ __all__ = [
     "recipe",
     "sources",
     "sharding",
+    "StatsWriter",
+    "loader_scalars",
     "SampleError",
     "StorageError",
     "BatchTimeoutError",

@@ -22,7 +22,10 @@ class BatchResult:
     labels: np.ndarray
     indices: np.ndarray
     skipped: list = field(default_factory=list)  # (index, path, stage, reason) per substituted sample
-    seconds: float = 0.0
+    seconds: float = 0.0  # the batch's work, reads included, on the worker's clock
     lane: str = ""
     worker: str = ""  # who ran it (a thread, a worker process, an actor), for the trace; "": the lane
     node: str = ""  # the machine it ran on, for the trace; "": the trainer's
+    #: of ``seconds``, the time spent waiting for the samples' bytes; the rest is decode+augment.
+    #: None: the lane cannot tell them apart (the trace then draws one span for the batch)
+    read_seconds: float | None = None

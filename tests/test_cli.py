@@ -142,6 +142,7 @@ ERRORS = [  # (argv with {placeholders}, words the one line must hold)
     (["trace-summary", "{bad_json}"], ["TRACE", "not valid JSON", "loader.trace(path)"]),
     (["trace-summary", "{missing}"], ["TRACE", "cannot read"]),
     (["trace-summary", "{old_plan}"], ["TRACE", "no traceEvents"]),
+    (["trace-summary", "{bad_json}", "--seconds", "0"], ["--seconds", "> 0"]),
     (["demo", "--data", "{file}"], ["--data", "was not made by hybridload"]),
     (["--frobnicate"], ["unrecognized arguments: --frobnicate"]),
     (["profile", "{photos}", "--frobnicate"], ["hybridload profile", "--frobnicate"]),
@@ -383,3 +384,31 @@ def test_trace_summary_names_the_stall_fraction_the_slowest_lane_and_what_the_lo
     assert "1 reissue" in lines[3], lines
     assert lines[5].strip().startswith("250.0 ms") and "batch 3: lane ray, ray-w on node-ray" in lines[5], lines
     assert lines[5].endswith("reissue"), lines
+
+
+def test_trace_summary_counts_each_passs_batch_once_with_its_read_and_decode_parts(tmp_path, capsys):
+    from hybridload.batch_result import BatchResult
+    from hybridload.execution.trace import Tracer
+
+    class Pass:  # stands for a pass's merger: the key the trace numbers passes by
+        pass
+
+    tracer = Tracer(tmp_path / "run.json")
+    t = time.perf_counter()
+    passes = [Pass(), Pass()]
+    for epoch, key in enumerate(passes):  # two passes: batch 0 and 1 again, on the same worker
+        for seq in range(2):
+            done = t + 0.1 * (2 * epoch + seq + 1)
+            work = 0.04 if (epoch, seq) != (1, 0) else 0.08  # the second pass's batch 0 ran twice as long
+            result = BatchResult(None, None, None, seconds=work, worker="w", read_seconds=0.01)
+            tracer.batch(seq, "threads", done - 0.09, done, result, True, pass_key=key)
+            tracer.taken(seq, done - (0.05 if (epoch, seq) == (1, 0) else 0.001), done, pass_key=key)
+    tracer.write()
+    code, out, err = _run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "lanes: threads 4 batches, 50.0 ms each (read 10.0, decode+augment 40.0)", out
+    assert "for batch 0 of pass 2: lane threads, w on" in lines[4] and "its work 80.0 ms (read 10.0 ms)" in lines[4], (
+        out
+    )
+    assert "for batch 0: lane threads" in lines[5] and "its work 40.0 ms (read 10.0 ms)" in lines[5], out

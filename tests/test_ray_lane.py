@@ -368,3 +368,27 @@ def test_ray_batches_are_copied_into_kept_buffers_never_over_a_held_batch(cluste
     finally:
         local.close()
     assert per_batch < pages / 4, f"the converter thread faulted in {per_batch:.0f} pages a batch (a batch is {pages})"
+
+
+def test_a_ray_actor_times_its_reads_and_its_decoding_apart_and_the_trace_shows_both(cluster, photo_root, tmp_path):
+    """The actor measures the wait for its samples' bytes and its decode+augment; both travel back
+    with the batch and the trace draws them as ``read N`` then ``decode N`` on the actor's row."""
+    import json
+    from collections import defaultdict
+
+    path = tmp_path / "ray.json"
+    policy = LoaderPolicy(ray_address="embedded", placement="remote-first", reserve_local_cpus=2)
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 8, policy=policy, shuffle=False) as ld:
+        with ld.trace(path):
+            n = sum(1 for _ in ld)
+    events = json.loads(path.read_text())["traceEvents"]
+    rows = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    copies = defaultdict(dict)
+    for e in events:
+        if e["ph"] == "X" and e["cat"] == "work" and e["args"]["lane"] == "ray":
+            copies[(e["pid"], e["tid"], e["args"]["seq"])][e["args"]["stage"]] = e
+    assert len({seq for _p, _t, seq in copies}) == n, sorted(copies)
+    for (pid, tid, seq), c in copies.items():
+        assert rows[(pid, tid)].startswith("ray actor "), rows[(pid, tid)]
+        assert set(c) == {"read", "decode+augment"}, (seq, c)
+        assert c["read"]["ts"] + c["read"]["dur"] <= c["decode+augment"]["ts"] and c["decode+augment"]["dur"] > 0, c

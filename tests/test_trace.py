@@ -83,8 +83,10 @@ def _trace_of_a_two_lane_pass(tmp_path):
 def test_the_trace_holds_every_batch_once_on_its_lane_with_the_retry_and_reissue_marked(tmp_path):
     doc, stats = _trace_of_a_two_lane_pass(tmp_path)
     events = doc["traceEvents"]
-    kept = [e for e in events if e["ph"] == "X" and e["cat"] == "work" and e["args"]["kept"]]
-    assert sorted(Counter(e["args"]["seq"] for e in kept).items()) == [(k, 1) for k in range(BATCHES)]
+    spans = [e for e in events if e["ph"] == "X" and e["cat"] == "work" and e["args"]["kept"]]
+    stages = Counter((e["args"]["seq"], e["args"]["stage"]) for e in spans)
+    assert stages == {(k, stage): 1 for k in range(BATCHES) for stage in ("read", "decode+augment")}, stages
+    kept = [e for e in spans if e["args"]["stage"] == "decode+augment"]
     counts = stats.as_dict()["lanes"]
     for lane in ("threads", "processes"):  # each kept batch on the lane stats() counts it on
         assert sum(e["args"]["lane"] == lane for e in kept) == counts[lane]["batches"], (lane, counts)
@@ -120,6 +122,25 @@ def test_spans_on_each_worker_row_do_not_overlap(tmp_path):
             assert start1 >= end0, f"row {row}: {a} ends at {end0} after {b} starts at {start1}"
 
 
+def test_each_batch_is_a_read_span_then_a_decode_span_on_its_workers_row(tmp_path):
+    doc, _stats = _trace_of_a_two_lane_pass(tmp_path)
+    copies = defaultdict(dict)  # (row, seq, kept) -> stage -> span; both local lanes tell the two apart
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "work":
+            a = e["args"]
+            assert a["stage"] not in copies[(e["pid"], e["tid"], a["seq"], a["kept"])], e
+            copies[(e["pid"], e["tid"], a["seq"], a["kept"])][a["stage"]] = e
+    lanes = {key: c["read"]["args"]["lane"] for key, c in copies.items()}
+    assert set(lanes.values()) == {"threads", "processes"} and len(copies) >= BATCHES, lanes
+    for key, c in copies.items():
+        assert set(c) == {"read", "decode+augment"}, (key, c)
+        read, decode = c["read"], c["decode+augment"]
+        seq = key[2]
+        assert (read["name"], decode["name"]) == (f"read {seq}", f"decode {seq}")
+        assert read["ts"] + read["dur"] <= decode["ts"], (read, decode)  # the read first, no overlap
+        assert decode["dur"] > 0, decode  # the tiles are resized and cropped: never instant
+
+
 def test_a_loader_traces_only_inside_its_block_and_the_trace_is_trace_event_json(photo_root, tmp_path):
     path = tmp_path / "loader.json"
     policy = LoaderPolicy(cpu_actors=0, threads=2)
@@ -139,6 +160,28 @@ def test_a_loader_traces_only_inside_its_block_and_the_trace_is_trace_event_json
     names = Counter(e["name"] for e in doc["traceEvents"])
     assert names["stall"] == names["hybridload.to_device"] == n, names
     assert len(tracer.events()) >= len(doc["traceEvents"])
+
+
+def test_a_trace_over_two_epochs_numbers_the_passes_and_holds_each_passs_batch_once(photo_root, tmp_path):
+    path = tmp_path / "epochs.json"
+    policy = LoaderPolicy(cpu_actors=0, threads=2)
+    with HybridLoader(sources.ImageFolder(photo_root), REC, 4, policy=policy, device="cpu") as loader:
+        n = len(loader)
+        with loader.trace(path):
+            for epoch in (0, 1):
+                loader.set_epoch(epoch)
+                assert sum(1 for _ in loader) == n
+    events = json.loads(path.read_text())["traceEvents"]
+    kept = Counter(
+        (e["args"]["pass"], e["args"]["seq"], e["args"]["stage"])
+        for e in events
+        if e["ph"] == "X" and e["cat"] == "work" and e["args"]["kept"]
+    )
+    assert kept == {(p, k, s): 1 for p in (1, 2) for k in range(n) for s in ("read", "decode+augment")}, kept
+    stalls = [(e["args"]["pass"], e["args"]["seq"]) for e in events if e["name"] == "stall"]
+    assert stalls == [(p, k) for p in (1, 2) for k in range(n)], stalls
+    waits = Counter(e["args"]["pass"] for e in events if e["ph"] == "e" and e["cat"] == "merger")
+    assert waits == {1: n, 2: n}, waits  # each pass's batches waited in its own merger
 
 
 def test_trainer_side_spans_are_ranges_in_torchs_profiler(photo_root):

@@ -10,7 +10,8 @@ planner steers), ``hooks`` (what the dispatcher reports on its thread), ``merge`
 batches in order, exactly once), ``retry`` (the pure retry decision), ``stats`` (the
 loader's counters, written through the dispatcher's hooks, and ``stats()``'s report) and
 ``trace`` (``loader.trace(path)``'s timeline of the loader's work, as trace-event JSON, and the
-trainer-side ranges torch's profiler shows).
+trainer-side ranges torch's profiler shows) and ``scalars`` (``stats()`` as TensorBoard
+scalars every N steps: `StatsWriter`).
 """
 
 from hybridload.execution.admission import ShareAdmission

@@ -247,7 +247,7 @@ class Dispatcher:
         book.typical_s = seconds if book.typical_s is None else 0.8 * book.typical_s + 0.2 * seconds
         kept = self._merger.put(task.seq, result)
         if self._hooks.trace is not None:
-            self._hooks.trace.batch(task.seq, book.lane.name, t0, now, result, kept)
+            self._hooks.trace.batch(task.seq, book.lane.name, t0, now, result, kept, pass_key=self._merger)
         if kept:
             self._hooks.batch_done(book.lane.name, task.size, seconds, getattr(result, "skipped", ()))
             self._admission.batch_done(task.seq, book.lane.name, task.size, seconds)  # may steer the caps
@@ -298,4 +298,4 @@ class Dispatcher:
 
     def _mark(self, name: str, **args) -> None:
         if self._hooks.trace is not None:  # rare events: a retry, a re-issue, an error
-            self._hooks.trace.instant(name, **args)
+            self._hooks.trace.instant(name, pass_key=self._merger, **args)

@@ -144,7 +144,7 @@ class BatchStream:
         self._dispatcher.wake()  # the window moved: more may start
         t1 = time.perf_counter()
         if self._hooks.trace is not None:
-            self._hooks.trace.taken(self._merger.next - 1, t0, t1)
+            self._hooks.trace.taken(self._merger.next - 1, t0, t1, pass_key=self._merger)
         self._hooks.record_wait(t1 - t0)
         return result
 

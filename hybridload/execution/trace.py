@@ -7,16 +7,24 @@ batch and do nothing more. On (``HybridLoader.trace(path)``, ``DataLoader.trace(
 batch leaves:
 
 * on its worker's row (one process row per node, one thread row per worker, thread or actor):
-  ``batch N``, the work the worker reported (``BatchResult.seconds``), ending when the result
-  reached the dispatcher. Every time is the trainer's ``time.perf_counter()``: a worker's own
-  clock never travels (an actor on another node has another), so the worker's span is placed
-  by its length before the moment the trainer saw its result; the transfer's time lies before
-  that moment, and a span that would start before the same row's last one ends starts there
-  (a later result can arrive sooner than an earlier one's);
+  the work the worker reported (``BatchResult.seconds``), ending when the result reached the
+  dispatcher, as two spans where the lane tells them apart (``BatchResult.read_seconds``: the
+  threads, the worker processes, the Ray actors, the GPU lane): ``read N``, the wait for the
+  samples' bytes, then ``decode N``, the decode+augment (reads overlap the decoding of earlier
+  samples, so the two are the batch's time split in two, drawn one after the other); else one
+  ``batch N`` (the drop-in's workers, whose dataset reads and decodes in one call). Each has
+  ``stage`` (``read``, ``decode+augment``, ``work``) in its args and category ``work``. Every
+  time is the trainer's ``time.perf_counter()``: a worker's own clock never travels (an actor
+  on another node has another), so the worker's spans are placed by their length before the
+  moment the trainer saw its result; the transfer's time lies before that moment, and a span
+  that would start before the same row's last one ends starts there (a later result can
+  arrive sooner than an earlier one's);
 * on the lane's async track: ``issue -> done`` of each copy (``kept`` false for a re-issued
   batch's copy the merger dropped);
 * ``merger wait``: from the result's arrival until the trainer took it;
 * instant events for ``retry``, ``reissue``, ``error`` and ``skip`` (one per substituted sample);
+* in every batch's args its ``seq`` and its ``pass`` (1, 2, ... in the order the trace saw the
+  passes: ``seq`` starts again with each pass, each epoch);
 * on the trainer's row: ``stall`` (the trainer waiting for the batch, its ``seq`` in args), and
   the delivery spans (``to_device``, ``batch_transform``) `span` records.
 
@@ -31,9 +39,11 @@ import os
 import socket
 import threading
 import time
+import weakref
 from typing import Any, Iterator
 
 from hybridload.compat import torch_profiler_on
+from hybridload.lanes.gpu import ranges
 
 TRAINER = "trainer"
 
@@ -54,9 +64,22 @@ class Tracer:
         self._pids: dict[str, int] = {}  # node -> its process row
         self._tids: dict[tuple[str, str], int] = {}  # (node, worker) -> its thread row
         self._row_end: dict[tuple[int, int], float] = {}  # the last span's end on a row, in us
-        self._arrived: dict[int, float] = {}  # seq -> when its kept result reached the merger
+        self._arrived: dict[tuple[int, int], float] = {}  # (pass, seq) -> when its kept result reached the merger
+        # a pass's merger -> its number in this trace: seq numbers start again with every pass
+        self._passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # no pass kept alive by its trace
+        self._passes_seen = 0
 
     # ------------------------------------------------------------------ rows
+    def _pass(self, key: Any) -> int:
+        """The number of the pass ``key`` (its merger) stands for: 1, 2, ... in the order the trace
+        first saw them; 0 for no key. Called under the lock."""
+        if key is None:
+            return 0
+        if key not in self._passes:
+            self._passes_seen += 1  # not len(): a finished pass's merger may be gone from the map
+            self._passes[key] = self._passes_seen
+        return self._passes[key]
+
     def _us(self, t: float) -> float:
         return round((t - self._t0) * 1e6, 1)
 
@@ -84,29 +107,40 @@ class Tracer:
         self._events.append({**event, "args": args})
 
     # ------------------------------------------------------------------ the dispatcher's thread
-    def batch(self, seq: int, lane: str, issued: float, done: float, result: Any, kept: bool) -> None:
-        """A copy of batch ``seq`` came back from ``lane`` at ``done``, issued at ``issued``."""
+    def batch(
+        self, seq: int, lane: str, issued: float, done: float, result: Any, kept: bool, pass_key: Any = None
+    ) -> None:
+        """A copy of batch ``seq`` of the pass ``pass_key`` (its merger) came back from ``lane`` at
+        ``done``, issued at ``issued``."""
         worker = getattr(result, "worker", "") or lane
         seconds = min(float(getattr(result, "seconds", 0.0) or 0.0), done - issued)
-        args = {"seq": seq, "lane": lane, "worker": worker, "kept": kept}
+        read = getattr(result, "read_seconds", None)
         with self._lock:
+            npass = self._pass(pass_key)
+            args = {"seq": seq, "pass": npass, "lane": lane, "worker": worker, "kept": kept}
             row = self._row(getattr(result, "node", ""), worker)
-            self._span(row, f"batch {seq}", done - seconds, done, "work", dict(args))
+            start = done - seconds
+            if read is None:  # the lane cannot tell its reads from its decoding
+                self._span(row, f"batch {seq}", start, done, "work", {**args, "stage": "work"})
+            else:
+                split = start + min(max(float(read), 0.0), seconds)
+                self._span(row, f"read {seq}", start, split, "work", {**args, "stage": "read"})
+                self._span(row, f"decode {seq}", split, done, "work", {**args, "stage": "decode+augment"})
             pid, _tid = row
             common = {"cat": "lane", "name": f"{lane} batch {seq}", "id": f"{lane}-{seq}-{len(self._events)}"}
             self._events.append({**common, "ph": "b", "pid": pid, "tid": 0, "ts": self._us(issued), "args": args})
             self._events.append({**common, "ph": "e", "pid": pid, "tid": 0, "ts": self._us(done)})
             if kept:
-                self._arrived[seq] = done
+                self._arrived[(npass, seq)] = done
                 for index, path, stage, reason in getattr(result, "skipped", ()) or ():
-                    self._instant_locked(
-                        "skip", {"seq": seq, "index": index, "path": str(path), "stage": stage, "reason": reason}
-                    )
+                    skip = {"index": index, "path": str(path), "stage": stage, "reason": reason}
+                    self._instant_locked("skip", {"seq": seq, "pass": npass, **skip})
 
-    def instant(self, name: str, **args: Any) -> None:
-        """A marked moment: ``retry``, ``reissue``, ``error``, ``skip``, with what happened in ``args``."""
+    def instant(self, name: str, pass_key: Any = None, **args: Any) -> None:
+        """A marked moment: ``retry``, ``reissue``, ``error``, ``skip``, with what happened in ``args``
+        (its ``pass`` added from ``pass_key``, the pass's merger)."""
         with self._lock:
-            self._instant_locked(name, args)
+            self._instant_locked(name, {**args, "pass": self._pass(pass_key)})
 
     def _instant_locked(self, name: str, args: dict) -> None:
         pid, tid = self._row("", TRAINER)
@@ -116,18 +150,26 @@ class Tracer:
         )
 
     # ------------------------------------------------------------------ the trainer's thread
-    def taken(self, seq: int, asked: float, got: float) -> None:
-        """The trainer asked for batch ``seq`` at ``asked`` and had it at ``got``."""
+    def taken(self, seq: int, asked: float, got: float, pass_key: Any = None) -> None:
+        """The trainer asked for batch ``seq`` of the pass ``pass_key`` at ``asked`` and had it at ``got``."""
         with self._lock:
             row = self._row("", TRAINER)
-            self._span(row, "stall", asked, got, "trainer", {"seq": seq})
-            arrived = self._arrived.pop(seq, None)
+            npass = self._pass(pass_key)
+            self._span(row, "stall", asked, got, "trainer", {"seq": seq, "pass": npass})
+            arrived = self._arrived.pop((npass, seq), None)
             if arrived is not None:
                 pid, _tid = row
                 common = {"cat": "merger", "name": f"merger wait {seq}", "id": f"merge-{seq}-{len(self._events)}"}
                 self._events.append({**common, "ph": "b", "pid": pid, "tid": 0, "ts": self._us(arrived)})
                 self._events.append(
-                    {**common, "ph": "e", "pid": pid, "tid": 0, "ts": self._us(got), "args": {"seq": seq}}
+                    {
+                        **common,
+                        "ph": "e",
+                        "pid": pid,
+                        "tid": 0,
+                        "ts": self._us(got),
+                        "args": {"seq": seq, "pass": npass},
+                    }
                 )
 
     def trainer_span(self, name: str, start: float, end: float) -> None:
@@ -169,9 +211,11 @@ def recording(stats: Any, path: str | os.PathLike) -> Iterator[Tracer]:
         raise RuntimeError("trace(): this loader is already being traced; end the first `with loader.trace(...)` block")
     tracer = Tracer(path)
     stats.trace = tracer
+    ranges.trace_started()  # the GPU lane's NVTX ranges, on CUDA, while a trace records
     try:
         yield tracer
     finally:
+        ranges.trace_ended()
         stats.trace = None
         tracer.write()
 

@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from hybridload.sources import Source
 from hybridload.sources.reads import Reads
 
 log = logging.getLogger("hybridload.kernels")
+_END = object()
 
 
 def process_batch(
@@ -48,6 +50,10 @@ def process_batch(
     under either. ``started``: the batch's
     `start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
     batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
+
+    ``read_seconds`` of the result is the part of ``seconds`` spent waiting for the samples'
+    bytes (reads overlap the decoding of earlier samples, so this is the wait, not the reads'
+    own time); the rest is decode+augment, which the trace draws as a second span.
     """
     t0 = time.perf_counter()
     idx = np.asarray(indices, dtype=np.int64)
@@ -61,8 +67,14 @@ def process_batch(
     skipped = []
     refs, reads = started if started is not None else start_reads(source, idx)
     keyed = sample_generators(seed, epoch, [r.index for r in refs])  # keyed at once, as each sample is
+    read_s = time.perf_counter() - t0  # the reads' start, then each wait for a sample's bytes
     try:
-        for k, (ref, got) in enumerate(zip(refs, reads)):
+        for k, ref in enumerate(refs):
+            r0 = time.perf_counter()
+            got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
+            read_s += time.perf_counter() - r0
+            if got is _END:
+                break
             try:
                 if isinstance(got, SampleError):
                     raise got
@@ -78,7 +90,8 @@ def process_batch(
     finally:
         reads.close()
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
-    return BatchResult(buf, labels, idx, skipped, seconds, lane, worker=worker, node=socket.gethostname())
+    node, read_seconds = socket.gethostname(), min(read_s, seconds)
+    return BatchResult(buf, labels, idx, skipped, seconds, lane, worker, node, read_seconds)
 
 
 def _label_without_read(source: Source, index: int) -> int:

@@ -1,10 +1,13 @@
-"""``hybridload trace-summary run.json``: the few lines to read first of a trace that
-``loader.trace(path)`` wrote (the summary is `hybridload.cli.trace_summary`)."""
+"""``hybridload trace-summary run.json [--png out.png]``: the few lines to read first of a trace
+that ``loader.trace(path)`` wrote (the summary is `hybridload.cli.trace_summary`), and a picture
+of its first seconds, one row per worker (`hybridload.cli.trace_png`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from hybridload.cli.args import positive_float
 
 #: The subcommand's name on the command line.
 NAME = "trace-summary"
@@ -16,6 +19,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
         NAME, help="summarize a loader trace: stall fraction, the slowest lane and node, the longest waits"
     )
     ts.add_argument("trace", metavar="TRACE", help="the trace-event JSON file loader.trace(path) wrote")
+    ts.add_argument(
+        "--png", metavar="PNG", help="also draw the trace's first seconds as a PNG here, one row per worker"
+    )
+    ts.add_argument(
+        "--seconds", type=positive_float, default=2.0, help="with --png: the seconds drawn, from the trace's first span"
+    )
     ts.set_defaults(func=run, parser=ts)
     return ts
 
@@ -23,6 +32,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the summary of ``args.trace``."""
     from hybridload.cli import trace_summary
+    from hybridload.cli.args import UsageError
 
-    sys.stdout.write("".join(line + "\n" for line in trace_summary.summarize(trace_summary.load(args.trace))))
+    doc = trace_summary.load(args.trace)
+    sys.stdout.write("".join(line + "\n" for line in trace_summary.summarize(doc)))
+    if args.png:
+        from hybridload.cli import trace_png
+
+        try:
+            rows = trace_png.write(doc, args.png, args.seconds)
+        except OSError as exc:
+            raise UsageError(f"--png: cannot write {args.png!r} ({exc.strerror or exc})") from None
+        sys.stdout.write(
+            f"wrote {args.png}: the first {args.seconds:g} s, {rows} rows (the trainer, then each worker)\n"
+        )
     return 0

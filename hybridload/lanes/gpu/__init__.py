@@ -24,7 +24,8 @@ Modules: ``base`` (`GpuLane`, the skeleton both engines fill in), ``dali`` (the 
 ``torch_lane`` (the torch engine) with ``torch_decoders`` (its JPEG decoder backends),
 ``torch_ops`` and ``torch_photo`` (the recipe's ops as torch functions), ``feed`` (what every
 engine reads for a batch) and ``prep`` (where that host preparation runs), ``failures``
-(which exceptions are a sample's problem and which the device's).
+(which exceptions are a sample's problem and which the device's), ``ranges`` (the NVTX ranges
+of a batch's read, decode and augment while a trace or torch's profiler records).
 """
 
 from __future__ import annotations

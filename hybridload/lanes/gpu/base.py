@@ -6,7 +6,8 @@ batches may be in flight), the one worker thread, the failure classification
 the delivery of a batch: read and check the samples on a small pool of threads or worker
 processes, started when the lane accepts the task (`prep.PrepPool`), let the engine decode and
 augment, normalize where asked, record the CUDA event the consumer's
-stream waits on (``result.ready``) and return a `feed.GpuBatchResult`.
+stream waits on (``result.ready``) and return a `feed.GpuBatchResult`. While a trace or torch's
+profiler records on CUDA, the read, decode and augment are NVTX ranges (`ranges`).
 
 An engine fills in ``_decode(task, batch)`` (the encoded bytes to decoded pixels, in
 whatever form it holds them, classifying its failures with `failures.rerouting`),
@@ -30,6 +31,7 @@ from hybridload.delivery.finish import finish_batch
 
 from hybridload.lanes.base import BatchTask, LaneKind, PooledLane
 from hybridload.lanes.gpu.feed import BatchInput, GpuBatchResult, join_batch, record_ready
+from hybridload.lanes.gpu import ranges
 from hybridload.lanes.gpu.prep import PrepPool
 from hybridload.lanes.spec import budget_bytes
 
@@ -116,16 +118,26 @@ class GpuLane(PooledLane):
         return self.run_batch
 
     def run_batch(self, task: BatchTask) -> GpuBatchResult:
+        """The batch on this thread: wait for its host preparation (the reads), decode, augment.
+
+        The result's ``read_seconds`` is the wait for the host preparation (the reads, the JPEG
+        structure check and the samples' parameters, begun when the lane accepted the task), the rest of ``seconds``
+        the decode+augment as the host sees it (on CUDA the kernels are queued, and the NVTX
+        ranges show them on the device's timeline in Nsight)."""
         parts = self._started.pop(id(task), None) or self._start_prep(task)
+        marked = ranges.ranges_on(self.device)  # asked once a batch: a flag read while nobody records
         t0 = time.perf_counter()  # the lane's own time: not the wait behind the batch before
-        batch = join_batch(parts)
-        decoded = self._decode(task, batch)
-        with self.on_stream():
+        with ranges.nvtx_range("hybridload.gpu.read", marked):
+            batch = join_batch(parts)
+        read_s = time.perf_counter() - t0
+        with ranges.nvtx_range("hybridload.gpu.decode", marked):
+            decoded = self._decode(task, batch)
+        with self.on_stream(), ranges.nvtx_range("hybridload.gpu.augment", marked):
             images = self._augment(task, batch, decoded)
             if self._normalize:
                 images = finish_batch(images, self.recipe, task.seed, task.epoch, task.indices)
             ready = record_ready(self._stream, self.host_sync) if self.on_cuda else None
-        return GpuBatchResult(
+        out = GpuBatchResult(
             images,
             batch.labels,
             np.asarray(task.indices),
@@ -135,6 +147,8 @@ class GpuLane(PooledLane):
             ready=ready,
             worker=threading.current_thread().name,
         )
+        out.read_seconds = read_s
+        return out
 
     # -- what an engine fills in
     @abc.abstractmethod

@@ -240,7 +240,7 @@ class ProcessLane(Lane):
                 done(task, exc)
 
     def _result(self, task: BatchTask, slot: int, body, wid: int = 0) -> BatchResult:
-        (shape, dtype), payload, labels, indices, skipped, seconds = body
+        (shape, dtype), payload, labels, indices, skipped, (seconds, read_seconds) = body
         if payload is None:
             if dtype == "uint8" and not self.pin_memory:
                 images = self._buffers.take(shape)
@@ -253,7 +253,8 @@ class ProcessLane(Lane):
             del out
         else:
             images = payload.pin_memory() if self.pin_memory else payload
-        return BatchResult(images, labels, indices, skipped, seconds, self.name, worker=f"hybridload-worker-{wid}")
+        worker = f"hybridload-worker-{wid}"  # the worker's own split of its time travels for the trace
+        return BatchResult(images, labels, indices, skipped, seconds, self.name, worker, read_seconds=read_seconds)
 
     def _check_workers(self) -> None:
         """Replace each dead worker and hand its batches on. The replacement starts first (a start

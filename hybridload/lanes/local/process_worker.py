@@ -194,7 +194,13 @@ def worker_main(
                 )
                 r = process_batch(source, recipe, indices, seed, epoch, on_error=on_error, out=into, started=started)
                 payload = None if into is not None else r.images
-                results.send((tid, "ok", ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, r.seconds)))
+                results.send(
+                    (
+                        tid,
+                        "ok",
+                        ((shape, "uint8"), payload, r.labels, r.indices, r.skipped, (r.seconds, r.read_seconds)),
+                    )
+                )
             except BaseException as exc:  # report every failure of the task to the parent
                 results.send((tid, "err", picklable(exc)))
             finally:

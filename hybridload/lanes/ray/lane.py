@@ -115,7 +115,9 @@ class KernelWorker(PoolWorker):
         res = process_batch(
             src, self.recipe, indices, seed, epoch, on_error=self.on_error, lane="ray"
         )  # uint8 travels: 4x fewer bytes than float32
-        return res.images.numpy(), res.labels, res.indices, res.skipped, res.seconds, (res.worker, res.node)
+        # the actor times its reads and its decode+augment apart; both travel with the batch
+        times = (res.seconds, res.read_seconds)
+        return res.images.numpy(), res.labels, res.indices, res.skipped, times, (res.worker, res.node)
 
 
 class RayLane(ActorPool):
@@ -202,7 +204,7 @@ class RayLane(ActorPool):
         """The raw result copied once into a (pinned, where asked) torch buffer."""
         from hybridload.batch_result import BatchResult
 
-        images, labels, indices, skipped, seconds, (worker, node) = raw
+        images, labels, indices, skipped, (seconds, read_seconds), (worker, node) = raw
         if images.dtype == np.uint8 and not self.pin_memory:
             # the pool's slots follow its ready actors: the most it has had
             self._buffers.keep = max(self._buffers.keep, keep_for(self.slots))
@@ -212,4 +214,5 @@ class RayLane(ActorPool):
         np.copyto(buf.numpy(), images)  # one copy out of the object store into a torch buffer
         out = BatchResult(buf, np.array(labels), np.array(indices), list(skipped), seconds, self.name)
         out.worker, out.node = f"ray actor {worker}", node  # the actor's process and machine, for the trace
+        out.read_seconds = read_seconds
         return out
