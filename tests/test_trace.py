@@ -198,12 +198,26 @@ def test_trainer_side_spans_are_ranges_in_torchs_profiler(photo_root):
     assert wanted <= names, sorted(n for n in names if n.startswith("hybridload"))
 
 
-def test_the_trainer_side_ranges_cost_microseconds_while_nothing_records():
-    from hybridload.execution.trace import span
+def test_the_trainer_side_ranges_open_no_profiler_range_while_nothing_records(monkeypatch):
+    """While neither torch's profiler nor a trace records, a span is a bare yield: it never
+    enters ``record_function`` and reads no clock (its cost is a generator's, not a range's)."""
+    import torch
 
-    t0 = time.perf_counter()
-    for _ in range(10_000):
-        with span("hybridload.to_device", None):
+    from hybridload.execution import trace
+
+    def refuse(*a, **k):
+        raise AssertionError("record_function entered while nothing records")
+
+    monkeypatch.setattr(torch.profiler, "record_function", refuse)
+    clock = {"reads": 0}
+    real = trace.time.perf_counter
+
+    def counted():
+        clock["reads"] += 1
+        return real()
+
+    monkeypatch.setattr(trace.time, "perf_counter", counted)
+    for _ in range(100):
+        with trace.span("hybridload.to_device", None):
             pass
-    per_batch = (time.perf_counter() - t0) / 10_000 * 3  # three ranges a batch
-    assert per_batch < 50e-6, f"{per_batch * 1e6:.1f} us a batch while no profiler records"
+    assert clock["reads"] == 0
