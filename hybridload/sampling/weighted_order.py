@@ -115,9 +115,9 @@ class BlockedWeights:
             w = self._weights(np.arange(first, min(first + chunk, self.n), dtype=np.int64))
             _check_values(w, first, where)
             sums = np.cumsum(np.concatenate(([carry], w)))[1:]
-            ends.append(sums[self.block - 1 :: self.block])
+            ends.append(sums[self.block - 1 :: self.block].copy())  # a copy: a view would hold the whole chunk
             if len(w) % self.block:
-                ends.append(sums[-1:])
+                ends.append(sums[-1:].copy())
             carry, crc = float(sums[-1]), zlib.crc32(w.tobytes(), crc)
         self.ends = np.concatenate(ends) if ends else np.zeros(0)
         self.total, self.crc = (float(self.ends[-1]) if len(self.ends) else 0.0), crc
