@@ -8,9 +8,10 @@ import logging
 import os
 import threading
 import weakref
-from typing import ContextManager, Iterator, Sequence
+from typing import Callable, ContextManager, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 import torch
 
 from hybridload.sampling import sharding
@@ -18,7 +19,7 @@ from hybridload.sampling.sampler import DistributedBatchSampler
 from hybridload.sampling.keyed_shard_order import check_order, sampler_order
 from hybridload.delivery.batch_hook import BatchHook, BatchTransform, check_batch_transform
 from hybridload.recipe.custom import check_shippable
-from hybridload.loader_checks import check_arguments, check_epoch, warn_no_batches
+from hybridload.loader_checks import check_arguments, check_epoch, warn_no_batches, weighted_source
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.build import build_lanes
 from hybridload.lanes.spec import LaneSpec
@@ -69,6 +70,14 @@ class HybridLoader:
         even_batches: True (DistributedSampler's): every rank the same batches, padded with
             repeats; False (Accelerate's name): each sample once across the ranks, batch counts
             may differ: for evaluation (docs/guide/mixtures.md, the DDP evaluation loop).
+        sample_weights: per-sample weights (class balance), torch's ``WeightedRandomSampler``
+            semantics: ``num_samples`` draws per epoch with replacement, sample ``i`` with
+            probability ``w_i / sum(w)``, each draw keyed by (seed, epoch, draw) (needs
+            ``order="keyed"``); one weight per sample, or a function of an int64 array of indices
+            returning their weights (for 10^9 samples: one float64 held per 1,024 samples). The
+            same draws as ``sources.Weighted(source, sample_weights, num_samples=...)``, which
+            this builds (docs/guide/mixtures.md).
+        num_samples: draws per epoch with ``sample_weights``; default ``len(source)``.
 
     Yields ``(images, labels)`` (or ``(images, labels, indices)``): ``images`` is
     ``[B, 3, H, W]`` uint8 (float after Normalize), ``labels`` and ``indices`` int64.
@@ -91,7 +100,10 @@ class HybridLoader:
         batch_transform: BatchTransform | None = None,
         order: str = "randperm",
         even_batches: bool = True,
+        sample_weights: ArrayLike | Callable[[np.ndarray], ArrayLike] | None = None,
+        num_samples: int | None = None,
     ):
+        source = weighted_source(source, sample_weights, num_samples, order)
         policy, seed, rank, world_size = check_arguments(
             source, recipe, batch_size, policy, seed, device, rank, world_size, drop_last
         )

@@ -13,9 +13,19 @@ from hybridload.policy import LoaderPolicy
 from hybridload.recipe import Recipe
 from hybridload.sampling import sharding
 from hybridload.sampling.pass_state import check_epoch, is_int
-from hybridload.sources import Source
+from hybridload.sampling.weighted_order import check_num_samples, weight_table
+from hybridload.sources import Mix, Source, Weighted
 
-__all__ = ["SEED_MIN", "SEED_MAX", "check_arguments", "check_device", "check_epoch", "check_seed", "is_int"]
+__all__ = [
+    "SEED_MIN",
+    "SEED_MAX",
+    "check_arguments",
+    "check_device",
+    "check_epoch",
+    "check_seed",
+    "is_int",
+    "weighted_source",
+]
 
 #: torch.Generator.manual_seed takes ``seed + epoch`` in [-2**63, 2**64); keep seed in int64.
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
@@ -86,6 +96,32 @@ def check_arguments(
     if not 0 <= rank < world_size:
         raise ValueError(f"HybridLoader: rank must be in [0, world_size={world_size}), got {rank}")
     return policy, seed, rank, world_size
+
+
+def weighted_source(source: Any, sample_weights: Any, num_samples: Any, order: str) -> Any:
+    """``source`` drawn by ``sample_weights`` (`sources.Weighted`, its errors naming the loader's
+    arguments), or ``source`` itself when no weights are given."""
+    if sample_weights is None:
+        if num_samples is not None:
+            raise ValueError(
+                f"HybridLoader: num_samples={num_samples!r} is the draws per epoch of sample_weights; pass "
+                "sample_weights too, or leave num_samples unset (an epoch is the source's samples)"
+            )
+        return source
+    if not isinstance(source, Source):
+        return source  # check_arguments names it
+    if isinstance(source, (Mix, Weighted)):
+        raise ValueError(
+            f"HybridLoader: sample_weights over a {type(source).__name__} source, which is drawn by weights "
+            "already; weight its samples in one place (sources.Weighted over the plain source, or Mix's weights)"
+        )
+    if order != "keyed":
+        raise ValueError(
+            f"HybridLoader: sample_weights draws each sample keyed by (seed, epoch, draw); pass order='keyed' "
+            f"(got order={order!r})"
+        )
+    table = weight_table(sample_weights, len(source), "HybridLoader: sample_weights")
+    return Weighted(source, table, num_samples=check_num_samples(num_samples, len(source), "HybridLoader"))
 
 
 def warn_no_batches(rank: int, n: int, batch_size: int, world_size: int, drop_last: bool) -> None:

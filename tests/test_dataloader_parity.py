@@ -793,3 +793,69 @@ def test_an_iterators_workers_are_listed_and_end_once_it_and_its_loader_are_drop
     del theirs
     got = states(mine)
     assert got == want == (2, [True, True], [(False, 0), (False, 0)]), (got, want)
+
+
+class Numbered(Dataset):
+    """Sample i is ``[base + i]``: which part of a ConcatDataset a sample came from shows in its value."""
+
+    def __init__(self, n: int, base: int):
+        self.n, self.base = n, base
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.tensor([self.base + i])
+
+
+def four_ways(dataset, make_sampler=None, epochs: int = 2, **kw) -> dict:
+    """What each loop sees over ``epochs`` epochs: torch's DataLoader in this process and on two
+    worker processes, the drop-in in this process (``distribute_mode=False``) and on two Ray
+    actors; each loader gets a fresh ``make_sampler()`` (its own generator, seeded alike)."""
+    ways = {
+        "torch": (torch.utils.data.DataLoader, {"num_workers": 0}),
+        "torch workers": (torch.utils.data.DataLoader, {"num_workers": 2, "multiprocessing_context": FORKSERVER}),
+        "drop-in local": (hybridload.DataLoader, {"num_workers": 0}),
+        "drop-in ray": (hybridload.DataLoader, {"num_workers": 2, "distribute_mode": True}),
+    }
+    seen = {}
+    for name, (cls, extra) in ways.items():
+        torch.manual_seed(5)  # a sampler without a generator of its own draws from the global one
+        more = {"sampler": make_sampler()} if make_sampler else {"generator": torch.Generator().manual_seed(3)}
+        ld = cls(dataset, **kw, **more, **extra)
+        try:
+            seen[name] = [outcomes(ld) for _ in range(epochs)]
+        finally:
+            getattr(ld, "close", lambda: None)()
+    return seen
+
+
+def values(epoch: list) -> list:
+    return [v for o in epoch for row in o[1][2] for v in row]
+
+
+def test_a_concat_dataset_on_actors_gives_torchs_batches_in_torchs_order(ray_cluster):
+    concat = torch.utils.data.ConcatDataset([Numbered(5, 0), Numbered(3, 100), Numbered(4, 1000)])
+    seen = four_ways(concat, batch_size=5, shuffle=True)
+    for name in ("torch workers", "drop-in local", "drop-in ray"):
+        for mine, torchs in zip(seen[name], seen["torch"]):
+            same_outcomes(mine, torchs)
+    first, second = (values(e) for e in seen["torch"])
+    assert sorted(first) == [0, 1, 2, 3, 4, 100, 101, 102, 1000, 1001, 1002, 1003] and first != second
+
+
+@pytest.mark.parametrize("generator", ["its own", "the global one"])
+def test_a_weighted_random_sampler_on_actors_draws_torchs_indices_with_the_same_generator(ray_cluster, generator):
+    weights = [0.1, 5.0, 0.0, 2.0, 1.0, 0.5, 3.0, 0.0, 1.5, 0.2]
+
+    def sampler():
+        own = torch.Generator().manual_seed(11) if generator == "its own" else None
+        return torch.utils.data.WeightedRandomSampler(weights, 23, generator=own)
+
+    seen = four_ways(Numbered(10, 0), sampler, batch_size=4)
+    for name in ("torch workers", "drop-in local", "drop-in ray"):
+        for mine, torchs in zip(seen[name], seen["torch"]):
+            same_outcomes(mine, torchs)
+    first, second = (values(e) for e in seen["torch"])
+    assert len(first) == 23 and first != second  # the generator goes on from epoch to epoch
+    assert not set(first + second) & {2, 7}  # weight 0: never drawn

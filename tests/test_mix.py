@@ -171,3 +171,70 @@ def test_a_weighted_source_draws_the_same_stream_on_threads_and_processes_never_
     processes, _ = run(src, LoaderPolicy(cpu_actors=0, local_workers="processes", threads=2))
     assert processes == threads and sum(len(d[0]) for d in threads) == 60
     assert all(lab != 0 for d in threads for lab in d[1])  # class 0 weighs nothing: never drawn
+
+
+def balance(folder_src):
+    """Class-balancing weights of a folder: one over the class's count, per sample."""
+    labels = np.array([folder_src.ref(i).label for i in range(len(folder_src))])
+    counts = np.bincount(labels)
+    return 1.0 / counts[labels]
+
+
+def test_sample_weights_on_the_loader_draw_the_stream_of_sources_weighted_as_array_or_callable(photo_root):
+    folder_src = sources.ImageFolder(photo_root)
+    w = balance(folder_src)
+    policy = LoaderPolicy(cpu_actors=0, threads=2)
+    want, _ = run(sources.Weighted(folder_src, w, num_samples=30), policy)
+    held, _ = run(folder_src, policy, sample_weights=w, num_samples=30)
+    given, _ = run(folder_src, policy, sample_weights=lambda idx: w[idx], num_samples=30)
+    assert held == want and given == want and sum(len(d[0]) for d in want) == 60
+    with HybridLoader(folder_src, REC, 8, order="keyed", sample_weights=w, policy=policy) as ld:
+        assert len(ld) * 8 >= len(folder_src) > (len(ld) - 1) * 8  # num_samples: the source's samples by default
+
+
+def test_sample_weights_on_the_loader_resume_mid_epoch_and_refuse_other_weights_by_name(photo_root):
+    folder_src = sources.ImageFolder(photo_root)
+    w = balance(folder_src)
+    policy = LoaderPolicy(cpu_actors=0, threads=2)
+
+    def loader(weights):
+        return HybridLoader(
+            folder_src, REC, 5, seed=4, order="keyed", return_indices=True, policy=policy,
+            sample_weights=weights, num_samples=17,
+        )  # fmt: skip
+
+    check_resume(lambda: loader(lambda idx: w[idx]), key=digest, close=lambda ld: ld.close())
+    with loader(w) as ld:
+        next(iter(ld))
+        state = json.loads(json.dumps(ld.state_dict()))
+    with loader(lambda idx: w[idx]) as same:  # the same weights as a callable: the same state
+        same.load_state_dict(state)
+    other = w.copy()
+    other[0] *= 2
+    with loader(other) as ld, pytest.raises(ResumeMismatchError, match="sample_weights"):
+        ld.load_state_dict(state)
+
+
+def test_sample_weights_on_the_loader_are_checked_naming_the_argument(photo_root):
+    folder_src = sources.ImageFolder(photo_root)
+    n = len(folder_src)
+
+    def build(**kw):
+        return HybridLoader(folder_src, REC, 4, **{"order": "keyed", **kw})
+
+    with pytest.raises(ValueError, match=f"HybridLoader: sample_weights: 2 weights for {n} samples"):
+        build(sample_weights=[1.0, 2.0])
+    with pytest.raises(ValueError, match="HybridLoader: sample_weights: sample 1's weight is nan"):
+        build(sample_weights=[1.0, float("nan")] + [1.0] * (n - 2))
+    with pytest.raises(ValueError, match="HybridLoader: sample_weights: the callable returned 0 weights"):
+        build(sample_weights=lambda idx: [])
+    with pytest.raises(ValueError, match="HybridLoader: num_samples must be an int >= 1"):
+        build(sample_weights=np.ones(n), num_samples=0)
+    with pytest.raises(
+        ValueError, match="num_samples=10 is the draws per epoch of sample_weights; pass sample_weights"
+    ):
+        build(num_samples=10)
+    with pytest.raises(ValueError, match="sample_weights draws each sample keyed .* pass order='keyed'"):
+        build(sample_weights=np.ones(n), order="randperm")
+    with pytest.raises(ValueError, match="sample_weights over a Mix source"):
+        HybridLoader(mixture(photo_root), REC, 4, order="keyed", sample_weights=np.ones(45))

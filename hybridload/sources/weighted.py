@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Iterator, Sequence
 
-from hybridload.sampling.weighted_order import WeightedOrder, check_weights
+from hybridload.sampling.weighted_order import WeightedOrder, check_num_samples, weight_table
 from hybridload.sources._base import SampleRef, Source
 
 
@@ -19,7 +18,11 @@ class Weighted(Source):
     Args:
         source: the source drawn from.
         weights: one non-negative weight per sample of ``source`` (held as one float64 array:
-            8 bytes per sample).
+            8 bytes per sample), or a function of an int64 array of indices returning their
+            weights, for sources too large for that: called once over every index here (O(n)),
+            then per batch over the blocks of 1,024 samples its draws fall in; one float64 held
+            per block, the same draws as the array of the same weights. It must be a pure
+            function of the indices.
         num_samples: draws per epoch; default ``len(source)``.
     """
 
@@ -27,11 +30,8 @@ class Weighted(Source):
         if not isinstance(source, Source):
             raise ValueError(f"Weighted: source must be a hybridload source, got {type(source).__name__}")
         self.source: Source = source
-        self.weights = check_weights(weights, len(source), "Weighted")
-        draws = len(source) if num_samples is None else num_samples
-        if isinstance(draws, bool) or not isinstance(draws, numbers.Integral) or draws < 1:
-            raise ValueError(f"Weighted: num_samples must be an int >= 1 (draws per epoch), got {num_samples!r}")
-        self.num_samples: int = int(draws)
+        self.num_samples: int = check_num_samples(num_samples, len(source), "Weighted")
+        self.weights = weight_table(weights, len(source), "Weighted")
 
     def __len__(self) -> int:
         return self.num_samples
