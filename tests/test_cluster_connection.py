@@ -126,6 +126,7 @@ DROP_IN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # 25-105 s here: three Ray clusters start (theirs, then one per drop-in run)
 @pytest.mark.parametrize("how", sorted(OTHER_PROCESSES))
 def test_auto_does_not_attach_to_a_cluster_another_process_started(how, zygote):
     """A cluster another process started (ray.init(), or a test's Cluster, which writes Ray's
@@ -187,6 +188,7 @@ CYCLES = textwrap.dedent("""
 FD_GROWTH, RSS_GROWTH_MB = 2, 16
 
 
+@pytest.mark.slow  # 55-80 s here: a Ray cluster and six actors start
 def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory(zygote):
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
         proc = zygote.run(code=CYCLES, cwd=os.getcwd(), env=_env(tmp), timeout=600)
