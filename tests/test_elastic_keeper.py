@@ -1,13 +1,15 @@
-"""The elastic pool's bookkeeping (lanes/ray/members.py) and one keeper step (lanes/ray/elastic.py),
-driven by recorded node tables; the keeper's hands (start, stop) record what they are asked."""
+"""The elastic pool's bookkeeping (lanes/ray/members.py) and the keeper (lanes/ray/elastic.py): its
+steps driven by recorded node tables, its inbox by posts; the keeper's hands (the pool's `Actors`:
+start, stop, probe, send) record what they are asked."""
 
 import time
 
 import pytest
 
 from hybridload.raycluster.connect import NodeInfo
-from hybridload.lanes.ray.elastic import Keeper, next_start_bound, poll_seconds, retry_now
-from hybridload.lanes.ray.members import Members, State
+from hybridload.lanes.ray.capacity import Capacity
+from hybridload.lanes.ray.elastic import Keeper, Post, next_start_bound, poll_seconds, retry_now
+from hybridload.lanes.ray.members import Event, Members, State
 from hybridload.raycluster.placement import PlacementRules, elastic_target
 from hybridload.lanes.ray.pool_stats import PoolStats
 
@@ -22,21 +24,33 @@ def table_of(*ids):
     return [node(i) for i in ids] + [node("T", 2, trainer=True)]
 
 
+class CountingKeeper(Keeper):
+    """A keeper that counts its flushes (one at the end of every step)."""
+
+    flushes = 0
+
+    def flush(self):
+        self.flushes += 1
+        super().flush()
+
+
 class Pool:
-    """Members plus a keeper whose node table is whatever the test recorded last."""
+    """Members plus a keeper whose node table is whatever the test recorded last; the pool's
+    side of the keeper (`Actors`) records what it is asked."""
 
     def __init__(self, *nodes):
         self.members = Members(PoolStats())
-        self.table, self.draining, self.stopped, self.flushes = table_of(*nodes), set(), [], 0
-        self.keeper = Keeper(
-            self.members,
-            target=lambda n, d: elastic_target(n, d, PlacementRules(placement="remote-first", reserve_local_cpus=2)),
-            spawn=self.spawn,
-            stop=self.stopped.append,
-            flush=self.flush,
-            table=lambda: (self.table, self.draining),
-            poll_s=0.5,
+        self.table, self.draining, self.stopped, self.probed, self.sent = table_of(*nodes), set(), [], [], []
+        capacity = Capacity(
+            on_no_actors="raise",
+            actor_wait_s=0.0,
+            rules=PlacementRules(placement="remote-first", reserve_local_cpus=2),
+            members=self.members,
+            stats=self.members.stats,
             name="test",
+        )
+        self.keeper = CountingKeeper(
+            self.members, self, capacity, table=lambda: (self.table, self.draining), poll_s=0.5, name="test"
         )
         for nid in nodes:
             self.members.ready(self.spawn(nid, initial=True))
@@ -44,8 +58,22 @@ class Pool:
     def spawn(self, node_id, initial=False):
         return self.members.add(lambda key, index: f"actor-{key}", node_id, initial=initial)
 
-    def flush(self):
-        self.flushes += 1
+    # the keeper's `Actors`
+    def start_actor(self, node_id):
+        return self.spawn(node_id)
+
+    def stop_actor(self, m):
+        self.stopped.append(m)
+
+    def probe_actor(self, m):
+        self.probed.append(m)
+
+    def send_held(self, m, task, done):
+        self.sent.append((m, task, done))
+
+    @property
+    def flushes(self):
+        return self.keeper.flushes
 
     def where(self, *states):
         return sorted(m.node_id for m in self.members.members(*states))
@@ -177,19 +205,24 @@ def test_a_failed_start_is_tried_again_at_once_unless_one_failed_on_that_node_wi
 
 
 def test_a_failed_start_wakes_the_keeper_at_once_once_per_poll_per_node():
-    p = Pool("A", "B")
+    p = Pool()
+    p.table = table_of("A", "B")
+    a1, b1 = p.spawn("A"), p.spawn("B")  # starting
     p.keeper.poll_s = 60.0  # no regular step within this test
     p.keeper.start()
     try:
-        p.keeper.start_failed("A")
+        p.keeper.post(Post(a1, Event.START_FAILED, error=RuntimeError("no")))
         wait_until(lambda: p.flushes == 1, 10, "a keeper step right after the failed start")
-        p.keeper.start_failed("A")  # again within the poll: the next regular step tries it
+        (a2,) = [m for m in p.members.members(State.STARTING) if m.node_id == "A"]  # its replacement
+        p.keeper.post(Post(a2, Event.START_FAILED, error=RuntimeError("no")))  # again within the poll
         time.sleep(1.0)
-        assert p.flushes == 1
-        p.keeper.start_failed("B")  # another node: at once
+        assert p.flushes == 1  # the next regular step tries it
+        p.keeper.post(Post(b1, Event.START_FAILED, error=RuntimeError("no")))  # another node: at once
         wait_until(lambda: p.flushes == 2, 10, "a keeper step for the other node's failed start")
     finally:
         p.keeper.close()
+    assert {a1.state, a2.state, b1.state} == {State.DEAD} and {a1, a2, b1} <= set(p.stopped)
+    assert p.where(State.STARTING) == ["B"]  # A held off for the poll, B tried again
 
 
 def test_the_retry_of_a_failed_start_counts_as_a_replacement_not_as_growth():
@@ -218,8 +251,8 @@ def test_a_failed_start_is_counted_by_the_table_once_however_many_report_it():
 def _fail_start_on(p, node_id):
     """The start on ``node_id`` dies before it is ready, as the pool reports it."""
     (starting,) = [m for m in p.members.members(State.STARTING) if m.node_id == node_id]
-    p.members.dead(starting, lost=False, failed_start=True)
-    p.keeper.start_failed(node_id)
+    p.keeper.post(Post(starting, Event.START_FAILED, error=RuntimeError("no CPU")))
+    p.keeper.apply_posted()  # (the test's thread built the keeper: it applies the posts)
 
 
 def test_a_node_that_refused_two_starts_within_the_poll_gets_none_until_the_poll_has_passed_whatever_wakes_the_keeper():
@@ -239,7 +272,7 @@ def test_a_node_that_refused_two_starts_within_the_poll_gets_none_until_the_poll
     time.sleep(max(0.0, t_held + 0.55 - time.monotonic()))
     p.keeper.step()
     assert p.where(State.STARTING) == ["A"]
-    assert p.keeper.next_look_s(time.monotonic()) == 0.5
+    assert 0.4 < p.keeper.next_look_s(time.monotonic()) <= 0.5  # a poll after the last step
 
 
 def test_a_held_off_node_leaves_the_other_nodes_starts_alone():
