@@ -16,7 +16,7 @@ import pytest
 
 from hybridload import LoaderPolicy
 from hybridload.raycluster.connect import NodeInfo
-from hybridload.raycluster.placement import PlacementRules, elastic_target
+from hybridload.raycluster.placement import PlacementRules
 from hybridload.errors import NoActorsError, NoLaneError
 from hybridload.execution.retry import RetryRules
 from hybridload.execution.pass_config import PassConfig

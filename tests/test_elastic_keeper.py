@@ -2,6 +2,10 @@
 steps driven by recorded node tables, its inbox by posts; the keeper's hands (the pool's `Actors`:
 start, stop, probe, send) record what they are asked."""
 
+import logging
+import queue
+import random
+import threading
 import time
 
 import pytest
@@ -10,7 +14,7 @@ from hybridload.raycluster.connect import NodeInfo
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.elastic import Keeper, Post, next_start_bound, poll_seconds, retry_now
 from hybridload.lanes.ray.members import Event, Members, State
-from hybridload.raycluster.placement import PlacementRules, elastic_target
+from hybridload.raycluster.placement import PlacementRules
 from hybridload.lanes.ray.pool_stats import PoolStats
 
 from support.waits import wait_until
@@ -286,3 +290,115 @@ def test_a_held_off_node_leaves_the_other_nodes_starts_alone():
     _fail_start_on(p, "B")  # B's first failure: tried again at once
     p.keeper.step()
     assert p.where(State.STARTING) == ["B"] and p.keeper.held_off(time.monotonic()) == {"A"}
+
+
+class RecordingMembers(Members):
+    """A table that records which thread moved a member."""
+
+    def __init__(self, stats):
+        super().__init__(stats)
+        self.movers = set()
+
+    def on(self, m, event):
+        moved = super().on(m, event)
+        if moved:
+            self.movers.add(threading.current_thread().name)
+        return moved
+
+
+def test_two_threads_posting_at_once_never_leave_the_table_inconsistent_and_only_the_keeper_moves_it(caplog):
+    nodes = [chr(ord("A") + i) for i in range(6)]
+    p = Pool()
+    p.members = RecordingMembers(PoolStats())
+    p.keeper.members = p.keeper.capacity._members = p.members
+    p.table = table_of(*nodes)
+    born = queue.SimpleQueue()  # the actors the keeper starts: one ready() answer each, as Ray gives
+
+    def start_actor(nid):
+        m = p.spawn(nid)
+        born.put(m)
+        return m
+
+    p.start_actor = start_actor
+    for nid in nodes:
+        p.spawn(nid, initial=True)
+    p.keeper.poll_s = 0.02  # steps (starts, drains, retirements) interleave with the posts
+    p.keeper.start()
+    rng_events = [Event.LOST, Event.UNREACHABLE, Event.DRAIN]
+    wrong, stop = [], threading.Event()
+
+    def callbacks(seed):  # Ray's callback thread: answers, deaths, unreachable actors
+        rng = random.Random(seed)
+        for first in p.members.members(State.STARTING):
+            p.keeper.post(Post(first, Event.READY))
+        while not stop.is_set():
+            try:
+                p.keeper.post(Post(born.get_nowait(), Event.READY))
+            except queue.Empty:
+                pass
+            live = p.members.members()
+            if live and rng.random() < 0.2:
+                p.keeper.post(Post(rng.choice(live), rng.choice(rng_events)))
+
+    def dispatcher(seed):  # the dispatcher's thread: picks and releases, posts an idle draining actor
+        rng = random.Random(seed)
+        while not stop.is_set():
+            seq = rng.randrange(1000)
+            m = p.members.pick(seq)
+            if m is not None and p.members.release(m, seq):
+                p.keeper.post(Post())
+
+    threads = [threading.Thread(target=callbacks, args=(1,)), threading.Thread(target=dispatcher, args=(2,))]
+    with caplog.at_level(logging.ERROR):
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 3.0
+        try:
+            while time.monotonic() < deadline:
+                wrong += p.members.consistent()
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+            p.keeper.close()
+    assert not any(t.is_alive() for t in threads)
+    assert wrong == [] and p.members.consistent() == []
+    assert p.members.movers == {"hybridload-test-keeper"}  # no other thread moved an actor
+    assert p.members.stats.as_dict()["lost"] > 10  # the run did churn
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_a_post_the_lifecycle_refuses_is_logged_as_a_bug_and_the_posts_after_it_still_apply(caplog):
+    p = Pool("A", "B")
+    a, b = p.members.members()
+    answers = []
+    p.keeper.post(Post(a, Event.READY, then=answers.append))  # READY twice: no report can make it
+    p.keeper.post(Post(b, Event.LOST, then=answers.append))
+    with caplog.at_level(logging.ERROR):
+        assert p.keeper.apply_posted()  # the loss asks for a step
+    (bug,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "BUG" in bug.getMessage() and "'ready' in state READY" in bug.getMessage()
+    assert a.state is State.READY and b.state is State.DEAD and p.stopped == [b]
+    assert answers == [False, True]
+
+
+def test_a_lost_actor_s_task_report_goes_out_only_once_the_actor_is_out_of_the_pick():
+    p = Pool("A", "B")
+    a, _b = p.members.members()
+    seen = []
+    p.keeper.post(Post(a, Event.LOST, then=lambda moved: seen.append((moved, a.state, p.members.pick(0)))))
+    assert seen == []  # posted, not applied: the report waits for the keeper
+    p.keeper.apply_posted()
+    ((moved, state, picked),) = seen
+    assert moved and state is State.DEAD and picked is not a and picked.node_id == "B"
+
+
+def test_a_post_after_the_keeper_closed_is_answered_at_once_and_changes_nothing():
+    p = Pool("A")
+    (a,) = p.members.members()
+    answers = []
+    p.keeper.post(Post(a, Event.LOST, then=answers.append))
+    p.keeper.close()  # left in the inbox: answered
+    p.keeper.post(Post(a, Event.LOST, then=answers.append))  # after: answered on the poster's thread
+    assert answers == [False, False] and a.state is State.READY
