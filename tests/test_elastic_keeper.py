@@ -402,3 +402,22 @@ def test_a_post_after_the_keeper_closed_is_answered_at_once_and_changes_nothing(
     p.keeper.close()  # left in the inbox: answered
     p.keeper.post(Post(a, Event.LOST, then=answers.append))  # after: answered on the poster's thread
     assert answers == [False, False] and a.state is State.READY
+
+
+def test_a_start_that_answers_while_the_keeper_reads_the_node_table_is_not_stopped_for_its_bound():
+    p = Pool("A")
+    p.keeper.ready_timeout_s = 0.0  # every start is past its bound at the next step
+    p.table = table_of("A", "B")
+    p.keeper.step()
+    (starting,) = p.members.members(State.STARTING)
+    read = p.keeper._table
+
+    def read_while_it_answers():
+        out = read()
+        p.keeper.post(Post(starting, Event.READY))  # its ready() answers on Ray's thread meanwhile
+        return out
+
+    p.keeper._table = read_while_it_answers
+    p.keeper.step()
+    assert starting.state is State.READY and starting not in p.stopped
+    assert p.members.stats.as_dict()["failed_starts"] == 0

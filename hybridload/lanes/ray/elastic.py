@@ -317,6 +317,7 @@ class Keeper:
             return
         alive = {n.node_id for n in nodes}
         self._node_events(nodes, draining)
+        self.apply_posted()  # what came in while the table was read: a start just ready is not stopped for its bound
         now = time.monotonic()
         for m in self.members.members(State.STARTING, State.READY, State.DRAINING):
             if m.node_id not in alive:
