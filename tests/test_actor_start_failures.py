@@ -222,11 +222,17 @@ def test_an_actor_a_probe_cannot_reach_for_a_moment_stays_in_the_pool_and_is_not
     wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
 
 
+def _report(reports: list):
+    """A task's ``done`` that keeps what it was told."""
+    return lambda _task, result: reports.append(result)
+
+
 def test_a_batch_that_could_not_reach_its_actor_is_handed_on_and_the_actor_gets_no_more_batches(ray_cluster):
     """A node gone but not yet declared dead answers every call with ActorUnavailableError for
     ~10 s: the batch is handed on, and the actor takes no more batches (the retry went back to it
     every 2 s) and is replaced. Ray's recorded exception is handed to the pool's report of the
-    call (``_failed``): a broken connection cannot be made on demand here."""
+    call (``_failed``, which reports through the keeper): a broken connection cannot be made on
+    demand here."""
     import ray
 
     pool = _quick_pool()
@@ -234,7 +240,12 @@ def test_a_batch_that_could_not_reach_its_actor_is_handed_on_and_the_actor_gets_
         wait_until(lambda: pool.parallelism == 1, 60, "the pool's actor ready")
         (unreachable,) = pool.members()
         task = BatchTask(seq=4, epoch=0, indices=np.arange(2))
-        handed_on = pool._failed(unreachable, task, ray.exceptions.ActorUnavailableError("connection reset", None))
+        reports: list = []
+        pool._failed(
+            unreachable, task, ray.exceptions.ActorUnavailableError("connection reset", None), _report(reports)
+        )
+        wait_until(lambda: reports, 30, "the batch's report, once the keeper took the actor out of the pick")
+        (handed_on,) = reports
         assert isinstance(handed_on, WorkerLost) and not handed_on.batch_at_fault, handed_on
         assert pool._members.pick(5) is None  # no batch goes back to it
         wait_until(

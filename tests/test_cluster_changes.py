@@ -16,7 +16,7 @@ import pytest
 
 from hybridload import LoaderPolicy
 from hybridload.raycluster.connect import NodeInfo
-from hybridload.raycluster.placement import PlacementRules, elastic_target
+from hybridload.raycluster.placement import PlacementRules
 from hybridload.errors import NoActorsError, NoLaneError
 from hybridload.execution.retry import RetryRules
 from hybridload.execution.pass_config import PassConfig
@@ -201,17 +201,22 @@ def test_the_keeper_reports_joins_losses_and_drains_and_the_pool_keeps_the_lost_
     cap, members = capacity("local")
     table = {"nodes": [TRAINER, node("B" * 8)], "draining": set()}
     spawned = []
-    keeper = Keeper(
-        members,
-        target=lambda n, d: elastic_target(n, d, RULES),
-        spawn=lambda nid: spawned.append(nid) or members.add(lambda k, i: "h", nid, initial=False),
-        stop=lambda m: None,
-        flush=lambda: None,
-        table=lambda: (table["nodes"], table["draining"]),
-        after_step=cap.after_step,
-        on_node=cap.on_node,
-        known=[TRAINER],
-    )
+
+    class Hands:  # the pool's side of the keeper (`Actors`), recording what it is asked
+        def start_actor(self, nid):
+            spawned.append(nid)
+            return members.add(lambda k, i: "h", nid, initial=False)
+
+        def stop_actor(self, m):
+            pass
+
+        def probe_actor(self, m):
+            pass
+
+        def send_held(self, m, task, done):
+            pass
+
+    keeper = Keeper(members, Hands(), cap, table=lambda: (table["nodes"], table["draining"]), known=[TRAINER])
     keeper.step()  # B joined
     table["nodes"] = [TRAINER, node("B" * 8), node("C" * 8, address="192.0.2.3")]
     table["draining"] = {"C" * 8}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridload.lanes.ray.members import LIFECYCLE, Event, Members, State, next_state
+from hybridload.lanes.ray.members import LIFECYCLE, Event, IllegalTransition, Members, State, next_state
 from hybridload.lanes.ray.pool_stats import PoolStats
 from hybridload.lanes.ray.startup import await_first_ready, start_waves
 
@@ -148,20 +148,44 @@ def test_the_lifecycle_table_on_the_cluster_changes_page_is_the_one_the_table_ap
     assert len(rows) == len(LIFECYCLE)
 
 
-@pytest.mark.parametrize("state", [State.STARTING, State.READY, State.DRAINING])
-def test_an_event_the_lifecycle_does_not_list_for_a_state_changes_nothing(state):
+def _member_in(state):
+    """A table with one member brought to ``state`` through the lifecycle's own events."""
+    members = Members(PoolStats())
+    m = members.add(lambda key, index: f"actor-{key}", "A", initial=True)
+    if state in (State.READY, State.DRAINING):
+        members.ready(m)
+    if state is State.DRAINING:
+        members.drain(m)
+    if state is State.DEAD:
+        members.dead(m, lost=True)
+    assert m.state is state
+    return members, m
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_every_event_in_every_state_gives_the_state_the_lifecycle_says_and_an_unlisted_pair_is_refused(state):
     for event in Event:
-        members = Members(PoolStats())
-        m = members.add(lambda key, index: f"actor-{key}", "A", initial=True)
-        if state is not State.STARTING:
-            members.ready(m)
-        if state is State.DRAINING:
-            members.drain(m)
-        counts = members.stats.as_dict()
+        members, m = _member_in(state)
+        before = members.stats.as_dict()
+        if state is not State.DEAD and (state, event) not in LIFECYCLE:
+            with pytest.raises(IllegalTransition, match=f"'{event.value}' in state {state.name}"):
+                next_state(state, event)
+            with pytest.raises(IllegalTransition):
+                members.on(m, event)
+            assert m.state is state and members.consistent() == [], (state, event)
+            continue
+        expected = State.DEAD if state is State.DEAD else LIFECYCLE[(state, event)]
+        assert next_state(state, event) is expected
         moved = members.on(m, event)
-        assert moved == ((state, event) in LIFECYCLE), (state, event)
-        if not moved:
-            assert m.state is state and members.stats.as_dict()["lost"] == counts["lost"]
-            assert members.members() == [m]
-        else:
-            assert m.state is next_state(state, event)
+        assert m.state is expected and moved == (expected is not state), (state, event)
+        assert members.consistent() == [], (state, event)
+        assert (m in members.members()) == (expected is not State.DEAD)
+        if not moved:  # a late report: counted nowhere
+            assert members.stats.as_dict()["lost"] == before["lost"]
+            assert members.stats.as_dict()["failed_starts"] == before["failed_starts"]
+
+
+def test_the_pairs_the_lifecycle_refuses_are_only_those_no_report_can_make():
+    refused = {(s, e) for s in State for e in Event if s is not State.DEAD and (s, e) not in LIFECYCLE}
+    # a ready() answers once, and a ready actor's start cannot fail: a second report is a bug
+    assert refused == {(State.READY, Event.READY), (State.READY, Event.START_FAILED)}

@@ -5,8 +5,10 @@ index and the pool size too), how a task is called on it (``call``) and how a ra
 the lane's (``convert``); a `PoolConfig` says where the actors go. The pool picks the least-loaded
 ready actor (or the one ``deal`` names while it lives) and kills every actor on ``close()``. It
 starts one actor per node at once, the others once the first is ready (`startup`), and works from its first ready actor on:
-a slow node never holds the stream. A `Keeper` thread keeps it on the placement rules' target:
-lost actors replaced, joining nodes used, drained nodes left once idle. A task lost with its
+a slow node never holds the stream. A `Keeper` thread owns the member table and keeps it on the
+placement rules' target: lost actors replaced, joining nodes used, drained nodes left once idle;
+the pool's other threads (Ray's callbacks, the dispatcher) only post to it (`Post`) and reach the
+table's loads through ``pick`` and ``release``. The pool is the keeper's `Actors`. A task lost with its
 actor, or with an actor Ray could not reach (drained and replaced), comes back as `WorkerLost`
 and is handed on (exactly once is the dispatcher's and merger's job). While the cluster gives
 the rank no actor, ``config.on_no_actors`` decides (`capacity`). ``stats()`` counts starts,
@@ -19,14 +21,12 @@ import logging
 from typing import Any
 
 from hybridload.raycluster import connect as cluster
-from hybridload.raycluster.placement import elastic_target
 from hybridload.errors import WorkerLost
 from hybridload.lanes.base import BatchTask, Done, Lane, LaneKind
 from hybridload.lanes.ray.callbacks import kill_actor, probe, report_converted, when_done
 from hybridload.lanes.ray.capacity import Capacity
 from hybridload.lanes.ray.deaths import CRASHES_TO_FAIL, Deaths, actor_died, actor_unavailable, unwrap
-from hybridload.lanes.ray.elastic import Keeper, poll_seconds
-from hybridload.lanes.ray.held import HeldTasks
+from hybridload.lanes.ray.elastic import Keeper, Post, poll_seconds
 from hybridload.lanes.ray.members import Event, Member, Members, State
 from hybridload.lanes.ray.pool_config import PoolConfig, start_timeout_seconds
 from hybridload.lanes.ray.pool_stats import PoolStats
@@ -61,10 +61,9 @@ class ActorPool(Lane):
         self._pool_stats = PoolStats()
         # "local": a local stand-in takes the tasks while no actor is ready, the pool holds none
         self._members = Members(self._pool_stats, hold=config.on_no_actors != "local")
-        self._held = HeldTasks(self._members)  # given while no actor was ready
         self._keeper: Keeper | None = None
         self._deaths = Deaths(self.name, self.crashes_to_fail)  # the worker processes each batch killed
-        self._probing: set[int] = set()  # members asked whether they live, not answered yet
+        self._probing: set[int] = set()  # members asked whether they live, not answered yet (the keeper's)
         self._capacity = Capacity(
             on_no_actors=config.on_no_actors,
             actor_wait_s=config.actor_wait_s,
@@ -79,13 +78,22 @@ class ActorPool(Lane):
             self._factory = ActorFactory(
                 ray, worker_cls, init_args, config.rules.rank, len(where), self.pass_worker_index
             )
+            self._keeper = Keeper(
+                self._members,
+                self,
+                self._capacity,
+                poll_s=poll_s,
+                ready_timeout_s=ready_timeout_s,
+                name=self.name,
+                known=nodes,
+            )
             wave, rest = start_waves(where)
             first = [self._spawn(node_id, initial=True, watch=False) for node_id in wave]
             try:
                 first_ready(
                     ray,
                     first,
-                    self._on_ready,
+                    self._on_first_ready,
                     ready_timeout_s,
                     where,
                     go_on=None if self._members.hold else self._capacity.go_on_locally,
@@ -93,22 +101,9 @@ class ActorPool(Lane):
             except ray.exceptions.RayTaskError as exc:  # every first actor's start refused (its own error)
                 raise unwrap(exc) from None
             first += [self._spawn(node_id, initial=True) for node_id in rest]
+            self._keeper.apply_posted()
             self._pool_stats.live(self._members.count(State.READY), target=len(where))
             self._pool_stats.opened()
-            self._keeper = Keeper(
-                self._members,
-                target=self._target,
-                spawn=self._spawn,
-                stop=self._kill,
-                flush=self._flush,
-                poll_s=poll_s,
-                ready_timeout_s=ready_timeout_s,
-                name=self.name,
-                after_step=self._capacity.after_step,
-                on_node=self._capacity.on_node,
-                known=nodes,
-                probe=self._probe,
-            )
             self._keeper.start()
         except BaseException:
             self.close()
@@ -153,8 +148,39 @@ class ActorPool(Lane):
         """Actors started, replaced, grown, lost, stopped; the live count over time."""
         return self._pool_stats.as_dict()
 
-    def _target(self, nodes, draining) -> list[str]:
-        return elastic_target(nodes, draining, self.config.rules)
+    # -- the keeper's hands (`Actors`), called on its thread
+    def start_actor(self, node_id: str) -> Member:
+        return self._spawn(node_id)
+
+    def stop_actor(self, m: Member) -> None:
+        kill_actor(m.handle)
+
+    def probe_actor(self, m: Member) -> None:
+        """An idle actor's death is otherwise seen only when its next task fails: ask it."""
+        if m.key in self._probing:
+            return
+        self._probing.add(m.key)
+
+        def answered(exc: BaseException | None) -> None:  # on Ray's callback thread
+            died = exc is not None and actor_died(exc)
+            self._post(Post(m, Event.LOST if died else None, then=lambda moved: self._probed(m, moved), step=False))
+
+        probe(m.handle, answered)
+
+    def send_held(self, m: Member, task: BatchTask, done: Done) -> None:
+        self._send(m, task, done)
+
+    def _probed(self, m: Member, died: bool) -> None:
+        self._probing.discard(m.key)  # (an actor that did not answer for a moment is asked again next step)
+        if died:
+            log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
+
+    # -- what the pool's threads post
+    def _post(self, p: Post) -> None:
+        if self._keeper is not None:
+            self._keeper.post(p)
+        elif p.then is not None:  # (no keeper: the pool failed before it had one)
+            p.then(False)
 
     def _spawn(self, node_id: str, initial: bool = False, watch: bool = True) -> Member:
         m = self._members.add(self._factory.creator(node_id), node_id, initial=initial)
@@ -163,37 +189,14 @@ class ActorPool(Lane):
         return m
 
     def _on_ready(self, m: Member, exc: BaseException | None) -> None:
-        if exc is None:
-            if self._members.ready(m) and self._keeper is not None:
-                self._keeper.wake()  # held tasks may go out
-        elif self._members.dead(m, lost=False, failed_start=True):
-            self._kill(m)  # a live actor whose start raised would hold its CPU until its handle is collected
-            self._capacity.start_failed(m.key, m.node_id, exc)
-            if self._keeper is not None:  # (before the keeper runs, its first step comes at once)
-                self._keeper.start_failed(m.node_id)
+        self._post(Post(m, Event.READY) if exc is None else Post(m, Event.START_FAILED, error=exc))
 
-    def _kill(self, m: Member) -> None:
-        kill_actor(m.handle)
-
-    def _probe(self, m: Member) -> None:
-        """An idle actor's death is otherwise seen only when its next task fails: ask it."""
-        if m.key not in self._probing:
-            self._probing.add(m.key)
-            probe(m.handle, lambda exc: self._probed(m, exc))
-
-    def _probed(self, m: Member, exc: BaseException | None) -> None:
-        self._probing.discard(m.key)  # (an actor that did not answer for a moment is asked again next step)
-        if exc is not None and actor_died(exc) and self._lost(m):
-            log.warning("Ray actor %d of the %s lane died while idle; a replacement is on its way", m.key, self.name)
-
-    def _lost(self, m: Member) -> bool:
-        """``m``'s actor is dead: out of the table (False if it was already, or closed), killed, replaced."""
-        if self._closed or not self._members.dead(m, lost=True):
-            return False
-        self._kill(m)
+    def _on_first_ready(self, m: Member, exc: BaseException | None) -> None:
+        """The first wave's answers: applied at once by the pool's builder (it owns the table
+        until the keeper starts), so the wait sees which actors are up."""
+        self._on_ready(m, exc)
         if self._keeper is not None:
-            self._keeper.wake()
-        return True
+            self._keeper.apply_posted()  # (a no-op on Ray's callback thread)
 
     # -- the lane interface
     @property  # a live count where the Lane contract has a plain attribute: read the same way
@@ -226,17 +229,15 @@ class ActorPool(Lane):
         return self.convert(raw)
 
     def _release(self, m: Member, seq: int) -> None:
-        if self._members.release(m, seq) and self._keeper is not None:
-            self._keeper.wake()  # a draining actor is idle: stop it
+        if self._members.release(m, seq):
+            self._post(Post())  # a draining actor is idle: the keeper stops it
 
     def _start(self, task: BatchTask, done: Done) -> None:
         m = self._members.pick(task.seq, self.deal(task.seq))
         if m is None:
             if not self._members.usable:
                 raise WorkerLost(f"the {self.name} lane has no actor ({self.unavailable()})")
-            self._held.hold(task, done)
-            if self._keeper is not None:
-                self._keeper.wake()
+            self._post(Post(held=(task, done)))  # the keeper sends it once an actor is ready
             return
         self._send(m, task, done)
 
@@ -258,32 +259,35 @@ class ActorPool(Lane):
             try:
                 raw = f.result()
             except BaseException as exc:
-                done(task, self._failed(m, task, exc))
+                self._failed(m, task, exc, done)
                 return
             report_converted(self.convert, task, raw, done)
 
         when_done(ref, _finish)
 
-    def _failed(self, m: Member, task: BatchTask, exc: BaseException) -> BaseException:
-        """What a call that raised reports: a `WorkerLost` (handed on) when Ray lost its actor or
+    def _failed(self, m: Member, task: BatchTask, exc: BaseException, done: Done) -> None:
+        """Report a call that raised: a `WorkerLost` (handed on) when Ray lost its actor or
         could not reach it (a node gone but not yet declared dead answers so for ~10 s: the actor
-        takes no more batches and is replaced), else the task's own error."""
+        takes no more batches and is replaced), else the task's own error. A lost or unreachable
+        actor's report goes out through the keeper, once the actor is out of the pick."""
         if actor_unavailable(exc):
-            self._members.drain(m, Event.UNREACHABLE)
-            if self._keeper is not None:
-                self._keeper.wake()  # it retires the idle actor and starts its replacement
-            return WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
+            lost = WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
+            self._post(Post(m, Event.UNREACHABLE, then=lambda _moved: done(task, lost)))
+            return
         if not actor_died(exc):
-            return self.failure(task, exc)
-        if self._lost(m):
-            log.warning(
-                "Ray actor %d of the %s lane died (%s); batch %d goes to another worker, %d actors remain",
-                *(m.key, self.name, type(exc).__name__, task.seq, self.parallelism),
-            )
-        return self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc)
+            done(task, self.failure(task, exc))
+            return
+        err = self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc)
 
-    def _flush(self) -> None:
-        self._held.flush(self._send, closed=lambda: self._closed, why=self.unavailable, name=self.name)
+        def report(moved: bool) -> None:  # on the keeper's thread, once the table has it
+            if moved:
+                log.warning(
+                    "Ray actor %d of the %s lane died (%s); batch %d goes to another worker, %d actors remain",
+                    *(m.key, self.name, type(exc).__name__, task.seq, self.parallelism),
+                )
+            done(task, err)
+
+        self._post(Post(m, Event.LOST, then=report))
 
     def _close(self) -> None:
         """Stop the keeper, kill every actor (by handle) and release the Ray connection."""
@@ -293,8 +297,8 @@ class ActorPool(Lane):
             import ray
 
             if ray.is_initialized():
-                for m in self._members.members():
+                for m in self._members.members():  # (the keeper has stopped: the table is ours)
                     self._members.dead(m, lost=False)
-                    self._kill(m)
+                    kill_actor(m.handle)
         finally:
             cluster.release()

@@ -27,7 +27,7 @@ import logging
 import time
 import warnings
 from collections import deque
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from hybridload.raycluster.connect import NodeInfo
 from hybridload.raycluster.placement import PlacementRules, elastic_target, plan_actors
@@ -111,6 +111,10 @@ class Capacity:
         return where, nodes
 
     # -- every keeper step
+    def target(self, nodes: Sequence[NodeInfo], draining: Collection[str]) -> list[str]:
+        """The node of each actor the rank wants on ``nodes`` now (the placement rules, elastic)."""
+        return elastic_target(nodes, draining, self.rules)
+
     def after_step(self, target: Sequence[str], nodes: Sequence[NodeInfo]) -> None:
         """The keeper's step found ``target`` on ``nodes``: note an empty target (one warning
         when it becomes empty), its end, and whether "wait" still holds the batches."""

@@ -1,7 +1,17 @@
-"""The keeper of an elastic actor pool: a small thread that keeps the pool on its target.
+"""The keeper of an elastic actor pool: one thread that owns the pool's member table.
 
-Every ``poll_s`` seconds, and at once when the pool reports a lost actor, a failed start or
-an actor that became ready, it reads the cluster's node table and takes one step:
+Every other thread posts what it saw into the keeper's inbox (`Post`): Ray's callback thread an
+actor ready or failed to start, a task's actor lost or unreachable, a probe's answer; the
+dispatcher's thread a task given while no actor was ready (held, then sent as actors come) or an
+idle draining actor. The keeper applies each post as a transition of
+`hybridload.lanes.ray.members.LIFECYCLE` (a pair the table refuses is logged as a bug and left
+alone; the pass goes on), does what the transition asks of the pool (kill, repair, note why) and
+then runs what the post carries (a task's report goes out only once its actor is out of the
+table, so a retry never lands on it). It reaches the pool through one narrow protocol
+(`Actors`: start, stop, probe an actor, send a held task) and its `Capacity`.
+
+Every ``poll_s`` seconds, and at once after a post that asks for it (a loss, a failed start, an
+actor ready, a held task), it reads the cluster's node table and takes one step:
 
 1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
    API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
@@ -9,24 +19,23 @@ an actor that became ready, it reads the cluster's node table and takes one step
    stopped (its start failed); each idle ready actor is asked whether it lives (``probe``:
    otherwise its death is seen only when its next task fails);
 2. the target is the placement rules applied to the table as it is now
-   (`hybridload.raycluster.placement.elastic_target`); `reconcile`
+   (`Capacity.target`, `hybridload.raycluster.placement.elastic_target`); `reconcile`
    says which actors to start (replacements, growth onto nodes that joined) and which to
    drain (the target no longer wants them);
-3. the pool hears of the step (``after_step(target, nodes)``: what it does while the target
-   is empty, `hybridload.lanes.ray.capacity`) and of every node that joined, left or
-   began draining since the last look (``on_node(event, node)``);
-4. tasks the pool held while it had no ready actor go out.
+3. the capacity hears of the step (what the pool does while the target is empty) and of every
+   node that joined, left or began draining since the last look;
+4. tasks held while no actor was ready go out, or fail with `WorkerLost` once none can come.
 
 A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
-is tried again at once (`Keeper.start_failed` wakes the keeper), unless a start on that node
-already failed within ``poll_s``: then no step starts one there (whatever woke the keeper)
-for ``poll_s``, so a node that refuses every start (dead but still listed) costs at most two
-tries per ``poll_s``, not a tight loop; waiting a poll after every failure would cost the pool
-up to ``poll_s`` without that actor per failed start. A start slower than its bound is
-stopped and tried again with twice the bound on that node (`next_start_bound`), so a loaded
-machine whose starts take longer than ``ready_timeout_s`` gets its actors instead of
-restarting them forever, while a start that hangs for good is still stopped. Nothing here
-runs on the dispatcher's path: the dispatcher sees the result only as the lane's ``slots``.
+is tried again at once, unless a start on that node already failed within ``poll_s``: then no
+step starts one there for ``poll_s``, so a node that refuses every start (dead but still
+listed) costs at most two tries per ``poll_s``, not a tight loop; waiting a poll after every
+failure would cost the pool up to ``poll_s`` without that actor per failed start. A start
+slower than its bound is stopped and tried again with twice the bound on that node
+(`next_start_bound`), so a loaded machine whose starts take longer than ``ready_timeout_s``
+gets its actors instead of restarting them forever, while a start that hangs for good is still
+stopped. Nothing here runs on the dispatcher's path: the dispatcher sees the result only as the
+lane's ``slots``.
 """
 
 from __future__ import annotations
@@ -36,14 +45,19 @@ import os
 import threading
 import time
 import weakref
-from typing import Callable, Sequence
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
 
 from hybridload import compat
 from hybridload.raycluster.connect import NodeInfo
 from hybridload.environment import seconds_setting
 from hybridload.raycluster.placement import reconcile
 
-from hybridload.lanes.ray.members import Member, Members, State
+from hybridload.errors import WorkerLost
+from hybridload.lanes.base import BatchTask, Done
+from hybridload.lanes.ray.capacity import Capacity
+from hybridload.lanes.ray.members import Event, IllegalTransition, Member, Members, State
 
 log = logging.getLogger(__name__)
 
@@ -94,112 +108,221 @@ def retry_now(last_failed: float | None, now: float, poll_s: float) -> bool:
     return last_failed is None or now - last_failed >= poll_s
 
 
+class Actors(Protocol):
+    """What the keeper asks of the pool: the Ray side of its actors."""
+
+    def start_actor(self, node_id: str) -> Member:
+        """Start an actor on ``node_id``, register it in the table, watch its ``ready()``."""
+        ...
+
+    def stop_actor(self, m: Member) -> None:
+        """Kill ``m``'s actor by handle."""
+        ...
+
+    def probe_actor(self, m: Member) -> None:
+        """Ask an idle ready actor whether it lives (its answer is posted back)."""
+        ...
+
+    def send_held(self, m: Member, task: BatchTask, done: Done) -> None:
+        """Start a task held while no actor was ready on ``m`` (picked for it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Post:
+    """One report into the keeper's inbox.
+
+    Attributes:
+        member: the actor it is about (None: only the fields below).
+        event: what happened to ``member`` (a `LIFECYCLE` event), or None.
+        error: why its start failed (START_FAILED), for the pool's reasons.
+        held: a ``(task, done)`` given while no actor was ready: the keeper holds it.
+        then: run on the keeper's thread once the post is applied, told whether ``event``
+            moved the member (a task's report; the answer of a probe).
+        step: whether a post with no event asks for a step now (an idle draining actor).
+    """
+
+    member: Member | None = None
+    event: Event | None = None
+    error: BaseException | None = None
+    held: tuple[BatchTask, Done] | None = None
+    then: Callable[[bool], None] | None = None
+    step: bool = True
+
+
 class Keeper:
-    """Keeps ``members`` on ``target(nodes, draining)``.
+    """Keeps ``members`` on ``capacity.target(nodes, draining)``; the only thread that moves it.
 
     Args:
         members: the pool's table.
-        target: node ids wanted for the table as it is now (placement rules bound).
-        spawn: starts an actor on a node id and registers it (returns the member).
-        stop: kills a member's actor (by handle).
-        flush: sends the tasks the pool held.
+        actors: the pool's hands (`Actors`).
+        capacity: the target's rules and what the pool does while it is empty (`Capacity`).
+        poll_s: seconds between looks at the node table.
+        ready_timeout_s: an actor's first start bound.
         table: reads the node table (``node_table`` by default).
-        after_step: told the target and the node table after each step's changes.
-        on_node: told each node event ("joined", "left", "draining") since the last look.
-        probe: asks an idle ready member whether its actor lives (the pool reports a death).
+        name: the lane's name, for messages.
         known: the nodes the pool started on (what "joined" and "left" compare with).
     """
 
     def __init__(
         self,
         members: Members,
+        actors: Actors,
+        capacity: Capacity,
         *,
-        target: Callable[[Sequence[NodeInfo], set[str]], list[str]],
-        spawn: Callable[[str], Member],
-        stop: Callable[[Member], None],
-        flush: Callable[[], None],
         poll_s: float = DEFAULT_POLL_S,
         ready_timeout_s: float = 120.0,
         table: Table = node_table,
         name: str = "pool",
-        after_step: Callable | None = None,
-        on_node: Callable[[str, NodeInfo], None] | None = None,
         known: Sequence[NodeInfo] = (),
-        probe: Callable[[Member], None] | None = None,
     ):
-        self.members, self._target, self._spawn, self._stop, self._flush = members, target, spawn, stop, flush
+        self.members, self.actors, self.capacity = members, actors, capacity
         self.poll_s, self.ready_timeout_s, self._table = poll_s, ready_timeout_s, table
+        self._inbox: deque[Post] = deque()
+        self._held: deque[tuple[BatchTask, Done]] = deque()  # given while no actor was ready, in order
+        self._post_lock = threading.Lock()  # a post and close(): none is left unanswered
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._name = name
         self._thread: threading.Thread | None = None
-        self._after_step, self._on_node, self._probe = after_step, on_node, probe
+        self._owner = threading.current_thread()  # who applies posts: the builder until start()
         self._known = {n.node_id: n for n in known}
         self._draining_seen: set[str] = set()
         self._start_bounds: dict[str, float] = {}  # node id -> its start bound, once a start there ran past it
         self._failed_at: dict[str, float] = {}  # node id -> when a start there last failed (monotonic)
         self._held_off: dict[str, float] = {}  # node id -> until when no start goes there (monotonic)
-        self._lock = threading.Lock()  # the two above: written on Ray's callback thread, read by the step
+        self._last_step = time.monotonic()
+
+    # -- every thread
+    def post(self, p: Post) -> None:
+        """Put ``p`` in the inbox and wake the keeper; once closed, only run its ``then``."""
+        with self._post_lock:
+            if not self._closed.is_set():
+                self._inbox.append(p)
+                self._wake.set()
+                return
+        if p.then is not None:
+            p.then(False)
+
+    def wake(self) -> None:
+        """A step soon, whatever the clock."""
+        self.post(Post())
 
     def start(self) -> None:
+        """Hand the table to the keeper's thread (the builder applies posts until then)."""
         if self.members.awaiting_repair:  # a start failed before the keeper ran: its first step now
-            self._wake.set()
+            self.wake()
         self._thread = threading.Thread(
             target=_run,
-            args=(weakref.ref(self), self._wake, self._closed, self.poll_s),
+            args=(weakref.ref(self), self._wake, self._closed),
             name=f"hybridload-{self._name}-keeper",
             daemon=True,
         )
+        self._owner = self._thread
         self._thread.start()
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    def start_failed(self, node_id: str) -> None:
-        """An actor's start on ``node_id`` failed: a step now, else (`retry_now`) none there for ``poll_s``."""
-        now = time.monotonic()
-        with self._lock:
-            again = retry_now(self._failed_at.get(node_id), now, self.poll_s)
-            if not again:
-                self._held_off[node_id] = now + self.poll_s
-            self._failed_at[node_id] = now
-        if again:
+    def close(self, join_timeout_s: float = 10.0) -> None:
+        """Stop the thread; answer the posts it left (``then(False)``); drop the held tasks."""
+        with self._post_lock:
+            self._closed.set()
             self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(join_timeout_s)
+        self._owner = threading.current_thread()
+        while self._inbox:
+            p = self._inbox.popleft()
+            if p.then is not None:
+                p.then(False)
+        self._held.clear()
+
+    # -- the owner's thread
+    def apply_posted(self) -> bool:
+        """Apply what was posted, in order; True when one asks for a step now. A no-op on any
+        thread but the owner's (the pool's builder, then the keeper's thread)."""
+        if threading.current_thread() is not self._owner:
+            return False
+        due = False
+        while self._inbox:
+            p = self._inbox.popleft()
+            try:
+                due = self._apply(p) or due
+            except Exception:  # a bug in one post's handling must not stop the pool's upkeep
+                log.exception("%s: the keeper could not apply %s", self._name, p)
+        return due
+
+    def _apply(self, p: Post) -> bool:
+        moved = False
+        try:
+            if p.held is not None:
+                self._held.append(p.held)
+                return True
+            if p.member is None or p.event is None:
+                return p.step
+            moved = self.transition(p.member, p.event, p.error)
+            return moved and (p.event is not Event.START_FAILED or self._retry_now(p.member.node_id))
+        finally:
+            if p.then is not None:
+                p.then(moved)
+
+    def transition(self, m: Member, event: Event, error: BaseException | None = None) -> bool:
+        """Apply ``event`` to ``m`` and do what it asks of the pool; False when ``m`` stays.
+        A pair `LIFECYCLE` refuses is logged as the bug it is and changes nothing."""
+        try:
+            moved = self.members.on(m, event)
+        except IllegalTransition as exc:
+            log.error(
+                "%s: BUG: actor %d (node %s) was reported %r in state %s, which LIFECYCLE does not allow (%s); "
+                "left as it was",
+                *(self._name, m.key, m.node_id[:8], event.value, m.state.name, exc),
+            )
+            return False
+        if not moved:
+            return False
+        if event is Event.START_FAILED:
+            self.actors.stop_actor(m)  # a live actor whose start raised would hold its CPU until collected
+            if error is not None:
+                self.capacity.start_failed(m.key, m.node_id, error)
+        elif event in (Event.LOST, Event.STOPPED):
+            self.actors.stop_actor(m)
+        return True
+
+    def _retry_now(self, node_id: str) -> bool:
+        """A start on ``node_id`` failed: a step now, else (`retry_now`) none there for ``poll_s``."""
+        now = time.monotonic()
+        again = retry_now(self._failed_at.get(node_id), now, self.poll_s)
+        if not again:
+            self._held_off[node_id] = now + self.poll_s
+        self._failed_at[node_id] = now
+        return again
 
     def held_off(self, now: float) -> set[str]:
         """The nodes no start goes to at ``now`` (monotonic): two failed there within ``poll_s``."""
-        with self._lock:
-            self._held_off = {n: until for n, until in self._held_off.items() if until > now}
-            return set(self._held_off)
+        self._held_off = {n: until for n, until in self._held_off.items() if until > now}
+        return set(self._held_off)
 
     def next_look_s(self, now: float) -> float:
-        """Seconds until the keeper's next step: ``poll_s``, or less when a hold-off ends sooner."""
-        with self._lock:
-            return min([self.poll_s, *(until - now for until in self._held_off.values() if until > now)])
+        """Seconds until the keeper's next step: ``poll_s`` after the last, or less when a hold-off ends sooner."""
+        ends = [until - now for until in self._held_off.values() if until > now]
+        return max(0.0, min([self._last_step + self.poll_s - now, *ends]))
 
     def start_bound(self, node_id: str) -> float:
         """How long an actor's start on ``node_id`` may take before it is stopped and tried again."""
         return self._start_bounds.get(node_id, self.ready_timeout_s)
 
-    def close(self, join_timeout_s: float = 10.0) -> None:
-        self._closed.set()
-        self._wake.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
-
     def step(self) -> None:
         """One look at the node table and what the pool does about it."""
+        self._last_step = time.monotonic()
         nodes, draining = self._table()
         if self._closed.is_set():
             return
         alive = {n.node_id for n in nodes}
         self._node_events(nodes, draining)
+        self.apply_posted()  # what came in while the table was read: a start just ready is not stopped for its bound
         now = time.monotonic()
         for m in self.members.members(State.STARTING, State.READY, State.DRAINING):
             if m.node_id not in alive:
-                if self.members.dead(m, lost=True):
+                if self.transition(m, Event.LOST):
                     log.warning("%s: node %s left the cluster; its actor %d is lost", self._name, m.node_id[:8], m.key)
-                self._stop(m)
             elif m.node_id in draining and m.state is not State.DRAINING:
                 log.info(
                     "%s: node %s is being drained; actor %d finishes its tasks and stops",
@@ -219,13 +342,12 @@ class Keeper:
                     bound,
                     self._start_bounds[m.node_id],
                 )
-                if self.members.dead(m, lost=False, failed_start=True):  # (not if it became ready just now)
-                    self._stop(m)
+                self.transition(m, Event.START_FAILED)
             elif m.state is State.DRAINING and m.load == 0:
                 self._retire(m)
-            elif m.state is State.READY and m.load == 0 and self._probe is not None:
-                self._probe(m)
-        target = self._target(nodes, draining)
+            elif m.state is State.READY and m.load == 0:
+                self.actors.probe_actor(m)
+        target = self.capacity.target(nodes, draining)
         live = self.members.members(State.READY, State.STARTING)
         changes = reconcile(target, [(m.key, m.node_id) for m in live])
         by_key = {m.key: m for m in live}
@@ -237,41 +359,58 @@ class Keeper:
                 return
             if node_id in held_off:  # tried when its hold-off ends (the loop wakes for it)
                 continue
-            m = self._spawn(node_id)
+            m = self.actors.start_actor(node_id)
             log.info("%s: actor %d starting on node %s (target %d)", self._name, m.key, node_id[:8], len(target))
         self.members.stats.live(self.members.count(State.READY), len(target))
-        if self._after_step is not None:
-            self._after_step(target, nodes)
+        self.capacity.after_step(target, nodes)
         if not held_off & set(changes.start):  # else a lost actor still awaits its replacement
             self.members.repaired()
-        self._flush()
+        self.flush()
+
+    def flush(self) -> None:
+        """Send the held tasks to ready actors; fail them when no actor can come (the
+        capacity says why); drop them once the keeper is closed."""
+        while self._held:
+            if self._closed.is_set():
+                self._held.clear()
+                return
+            if not self.members.usable:
+                task, done = self._held.popleft()
+                why = self.capacity.unavailable()
+                done(task, WorkerLost(f"no Ray actor of the {self._name} lane can take batch {task.seq} ({why})"))
+                continue
+            m = self.members.pick(self._held[0][0].seq)
+            if m is None:
+                return
+            task, done = self._held.popleft()
+            self.actors.send_held(m, task, done)
 
     def _node_events(self, nodes: Sequence[NodeInfo], draining: set[str]) -> None:
-        """Tell ``on_node`` of each node that joined, left or began draining since the last look."""
+        """Tell the capacity of each node that joined, left or began draining since the last look."""
         now = {n.node_id: n for n in nodes}
         events = [("joined", n) for nid, n in now.items() if nid not in self._known]
         events += [("left", n) for nid, n in self._known.items() if nid not in now]
         events += [("draining", now[nid]) for nid in draining - self._draining_seen if nid in now]
         self._known, self._draining_seen = now, set(draining) & set(now)
         for event, n in events:
-            if self._on_node is not None:
-                self._on_node(event, n)
+            self.capacity.on_node(event, n)
 
     def _drain(self, m: Member) -> None:
         if self.members.drain(m):
             self._retire(m)
 
     def _retire(self, m: Member) -> None:
-        if self.members.dead(m, lost=False):
+        if self.transition(m, Event.STOPPED):
             self.members.stats.actor_stopped()
-        self._stop(m)
 
 
-def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> None:
+def _run(ref, wake: threading.Event, closed: threading.Event) -> None:
     """The keeper's loop; holds the keeper only weakly, so an abandoned pool can be collected."""
     while not closed.is_set():
         keeper = ref()
-        wait_s = poll_s if keeper is None else keeper.next_look_s(time.monotonic())
+        if keeper is None:
+            return
+        wait_s = keeper.next_look_s(time.monotonic())
         del keeper
         wake.wait(wait_s)
         wake.clear()
@@ -279,7 +418,8 @@ def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> 
         if keeper is None or closed.is_set():
             return
         try:
-            keeper.step()
+            if keeper.apply_posted() or keeper.next_look_s(time.monotonic()) <= 0:
+                keeper.step()
         except RayShutDown:  # Ray was shut down (interpreter exit): nothing left to keep
             return
         except Exception as exc:  # Ray shutting down, a GCS hiccup: try again next time
@@ -287,6 +427,6 @@ def _run(ref, wake: threading.Event, closed: threading.Event, poll_s: float) -> 
                 "the actor pool's keeper could not read the cluster (%s: %s); trying again in %g s",
                 type(exc).__name__,
                 exc,
-                poll_s,
+                keeper.poll_s,
             )
         del keeper

@@ -3,8 +3,13 @@
 Each actor moves through `LIFECYCLE`, one table of (state, event) -> next state: STARTING
 until its ``ready()`` answers, READY while it takes tasks, DRAINING when its node is being
 drained, the target no longer wants it or Ray could not reach it (it finishes what it holds,
-then is stopped), DEAD when lost, failed to start or stopped (then it leaves the table). An
-event the table does not list for a state changes nothing (a second report of one death).
+then is stopped), DEAD when lost, failed to start or stopped (then it leaves the table). A
+DEAD member changes no more: a later report about it (a death seen twice) changes nothing. A
+pair the table does not list (`IllegalTransition`) is a bug in whoever reported it.
+
+Only the pool's keeper applies events (`hybridload.lanes.ray.elastic`: every other thread
+posts them to its inbox); the lock guards the loads, which the dispatcher's ``pick`` and the
+callbacks' ``release`` change on their own threads, and the reads.
 
 ``usable`` — the lane's capacity in actors, read lock-free by the dispatcher through the
 lane's ``slots`` — is the READY count. A pool that ``hold`` s (no local lane stands in for it)
@@ -52,7 +57,8 @@ class Event(enum.Enum):
 
 
 S, E = State, Event
-#: The actor lifecycle. "repair": a replacement is owed (the keeper starts it at once).
+#: The actor lifecycle. "repair": a replacement is owed (the keeper starts it at once). A DEAD
+#: member stays DEAD whatever is reported; a pair not listed here is refused (`IllegalTransition`).
 LIFECYCLE: dict[tuple[State, Event], State] = {
     (S.STARTING, E.READY): S.READY,
     (S.STARTING, E.START_FAILED): S.DEAD,  # repair
@@ -64,8 +70,11 @@ LIFECYCLE: dict[tuple[State, Event], State] = {
     (S.READY, E.UNREACHABLE): S.DRAINING,  # the target counts it out: its replacement starts
     (S.READY, E.DRAIN): S.DRAINING,
     (S.READY, E.STOPPED): S.DEAD,
+    (S.DRAINING, E.READY): S.DRAINING,  # drained while it started: stopped once idle
     (S.DRAINING, E.START_FAILED): S.DEAD,  # repair
     (S.DRAINING, E.LOST): S.DEAD,  # repair
+    (S.DRAINING, E.UNREACHABLE): S.DRAINING,  # a second batch on it found it unreachable
+    (S.DRAINING, E.DRAIN): S.DRAINING,
     (S.DRAINING, E.STOPPED): S.DEAD,  # once idle
 }
 #: the events after which the pool owes a replacement
@@ -73,9 +82,20 @@ REPAIR = frozenset({E.START_FAILED, E.LOST})
 del S, E
 
 
-def next_state(state: State, event: Event) -> State | None:
-    """Where ``event`` takes an actor in ``state`` (`LIFECYCLE`); None: it changes nothing."""
-    return LIFECYCLE.get((state, event))
+class IllegalTransition(ValueError):
+    """An event `LIFECYCLE` refuses in a member's state (READY reported twice, a ready
+    actor's start failing): a bug in whoever reported it; the member is left as it was."""
+
+
+def next_state(state: State, event: Event) -> State:
+    """Where ``event`` takes an actor in ``state`` (`LIFECYCLE`; DEAD stays DEAD).
+    Raises `IllegalTransition` for a pair the table does not list."""
+    if state is State.DEAD:
+        return state
+    try:
+        return LIFECYCLE[(state, event)]
+    except KeyError:
+        raise IllegalTransition(f"{event.value!r} in state {state.name} is not in LIFECYCLE") from None
 
 
 @dataclass(eq=False)
@@ -135,11 +155,12 @@ class Members:
         return m
 
     def on(self, m: Member, event: Event) -> bool:
-        """Apply ``event`` to ``m`` as `LIFECYCLE` says; False when it changes nothing there.
-        A member that dies leaves the table (its worker index is free again) and is counted."""
+        """Apply ``event`` to ``m`` as `LIFECYCLE` says; False when its state stays (a DEAD
+        member's late report, a draining one's). A member that dies leaves the table (its
+        worker index is free again) and is counted. Raises `IllegalTransition` (``m`` unchanged)."""
         with self._lock:
             state = next_state(m.state, event)
-            if state is None:
+            if state is m.state:
                 return False
             self._move(m, state)
             if state is State.DEAD:
@@ -166,12 +187,36 @@ class Members:
 
     def drain(self, m: Member, event: Event = Event.DRAIN) -> bool:
         """No more tasks for ``m`` (``event``: DRAIN or UNREACHABLE); True when it holds none (stop it now)."""
+        self.on(m, event)
         with self._lock:
-            state = next_state(m.state, event)
-            if state is not None:
-                self._move(m, state)
-                self._changed()
             return m.state is State.DRAINING and m.load == 0
+
+    def consistent(self) -> list[str]:
+        """What in the table disagrees with itself (empty: nothing): counts, buckets, indices."""
+        with self._lock:
+            live = list(self._table.values())
+            wrong = [f"{m.key} is DEAD but in the table" for m in live if m.state is State.DEAD]
+            counts = Counter(m.state for m in live)
+            wrong += [
+                f"{s.name}: counted {self._counts[s]}, holds {counts[s]}"
+                for s in State
+                if s is not State.DEAD and self._counts[s] != counts[s]
+            ]
+            filed = {k for bucket in self._by_load for k in bucket}
+            ready = {m.key for m in live if m.state is State.READY}
+            if filed != ready:
+                wrong.append(f"READY buckets hold {sorted(filed)}, READY members are {sorted(ready)}")
+            wrong += [
+                f"{m.key} filed at load {load}, has {m.load}"
+                for load, b in enumerate(self._by_load)
+                for m in b.values()
+                if m.load != load
+            ]
+            if len({m.index for m in live}) != len(live) or set(self._free_index) & {m.index for m in live}:
+                wrong.append("a worker index is held twice")
+            if self.usable != (self._counts[State.READY] or min(self.usable, 1)):
+                wrong.append(f"usable {self.usable} with {self._counts[State.READY]} READY")
+            return wrong
 
     def repaired(self) -> None:
         """The keeper has started what the target asks for after a loss."""
