@@ -194,6 +194,9 @@ class KernelDataset(tud.Dataset):
     def __init__(self, source, rec):
         self.source, self.rec = source, rec
 
+    def __len__(self) -> int:
+        return len(self.source)
+
     def __getitem__(self, key):
         epoch, i = key
         return kernels.process_sample(self.source, self.rec, i, 0, epoch)
@@ -203,17 +206,34 @@ def one_torch_thread(_worker_id: int = 0) -> None:
     torch.set_num_threads(1)
 
 
+def epoch_keys(n: int, epoch: int) -> list[tuple[int, int]]:
+    """One epoch's (epoch, index) keys in the shuffled order (seed 0)."""
+    return [(epoch, int(i)) for i in sharding.epoch_order(n, 0, epoch, True)]
+
+
+def torch_loader(batch_size: int, workers: int) -> Callable:
+    """``make`` for `SampledLoader`: torch's DataLoader, persistent workers of one torch thread each."""
+    return lambda ds, sampler: tud.DataLoader(
+        ds,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        persistent_workers=True,
+        worker_init_fn=one_torch_thread,
+    )
+
+
 class SampledLoader(Batches):
-    """A torch-style loader ``make(KernelDataset, sampler)``, this object its sampler: it yields
+    """A torch-style loader ``make(dataset, sampler)``, this object its sampler: it yields
     (epoch, index) in a shuffled order (seed 0), so persistent workers see the epoch. A run sets
     the epoch and counts the images of one pass."""
 
-    def __init__(self, name: str, source, rec, threads: int, make: Callable):
-        self.name, self.threads, self.n, self.epoch = name, threads, len(source), 0
-        self.dl = make(KernelDataset(source, rec), self)
+    def __init__(self, name: str, dataset, threads: int, make: Callable):
+        self.name, self.threads, self.n, self.epoch = name, threads, len(dataset), 0
+        self.dl = make(dataset, self)
 
     def __iter__(self):
-        return iter([(self.epoch, int(i)) for i in sharding.epoch_order(self.n, 0, self.epoch, True)])
+        return iter(epoch_keys(self.n, self.epoch))
 
     def batches(self, epoch: int) -> Iterable[tuple]:
         self.epoch = epoch
@@ -247,13 +267,13 @@ class RayData(Contestant):
 
     name = "ray-data"
 
-    def __init__(self, source, rec, batch_size: int, cpus: int, blocks: int | None = None):
+    def __init__(self, source, rec, batch_size: int, cpus: int):
         try:
             import pydantic  # noqa: F401  (iter_torch_batches imports ray.train, which needs it)
             import ray.data
         except ImportError as exc:
             raise ImportError(f"{exc}; pip install 'ray[data]' pydantic") from None
-        self.threads, self.rec, self.batch_size, self.blocks = cpus, rec, batch_size, blocks
+        self.threads, self.rec, self.batch_size = cpus, rec, batch_size
         self.paths = [os.path.abspath(source.ref(i).location) for i in range(len(source))]
         self.index_of = {p.lstrip("/"): (i, source.ref(i).label) for i, p in enumerate(self.paths)}
         ctx = ray.data.DataContext.get_current()
@@ -264,8 +284,7 @@ class RayData(Contestant):
         self._ray_data = ray.data
 
     def run(self, epoch: int) -> int:
-        kw = {} if self.blocks is None else {"override_num_blocks": self.blocks}
-        ds = self._ray_data.read_binary_files(self.paths, include_paths=True, **kw).map_batches(
+        ds = self._ray_data.read_binary_files(self.paths, include_paths=True).map_batches(
             ray_data_decode,
             batch_size=self.batch_size,
             batch_format="numpy",

@@ -48,6 +48,23 @@ def check_ray_loopback(ray) -> list[str]:
     return addrs
 
 
+def embedded_ray(num_cpus: int, store_mb: int | None = None) -> list[str]:
+    """Start an embedded Ray in this process on 127.0.0.1 (no dashboard, ``num_cpus`` logical
+    CPUs); its node addresses, checked to be loopback. The caller calls ``ray.shutdown()``."""
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=num_cpus,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        object_store_memory=None if store_mb is None else store_mb * MB,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+    return check_ray_loopback(ray)
+
+
 @contextlib.contextmanager
 def loopback_cluster(
     head_cpus: int = 1, worker_cpus: int = 1, workers: int = 1, store_mb: int = 200, connect: bool = True

@@ -194,6 +194,16 @@ def run_rounds(
     return per_round
 
 
+def first_batch_s(loader) -> float:
+    """Seconds from ``iter(loader)`` (which starts its workers) to its first batch; the loader closed after."""
+    try:
+        t0 = time.perf_counter()
+        next(iter(loader))
+        return time.perf_counter() - t0
+    finally:
+        loader.close()
+
+
 def per_item(name: str, fn: Callable, items: Sequence) -> Contestant:
     """A contestant that calls ``fn(item)`` for every item, one thread."""
 

@@ -18,9 +18,8 @@ import torch
 import torch.utils.data as tud
 from PIL import Image
 
-from _contestants import Batches, one_torch_thread
+from _contestants import Batches, SampledLoader, epoch_keys, torch_loader
 from hybridload.recipe.ops import Flip
-from hybridload.sampling import sharding
 
 logging.getLogger("spdl").setLevel(logging.WARNING)  # its per-stage INFO reports would fill the run's log
 
@@ -61,42 +60,16 @@ class PilSample:
 
 
 class _Keyed(Batches):
-    """One epoch's (epoch, index) keys in the shuffled order (seed 0), ``batches(epoch)`` by a peer."""
+    """``batches(epoch)`` by a peer over one epoch's `epoch_keys`."""
 
     def __init__(self, name: str, source, rec, batch_size: int, threads: int, normalize: bool = False):
         self.name, self.threads, self.batch_size = name, threads, batch_size
         self.sample, self.n = PilSample(source, rec, normalize), len(source)
 
-    def keys(self, epoch: int) -> list[tuple[int, int]]:
-        return [(epoch, int(i)) for i in sharding.epoch_order(self.n, 0, epoch, True)]
 
-
-class TorchPil(_Keyed):
+def torch_pil(name: str, source, rec, batch_size: int, threads: int, normalize: bool = False) -> SampledLoader:
     """torch's DataLoader, ``threads`` persistent worker processes, over `PilSample`."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.epoch = 0
-        self.dl = tud.DataLoader(
-            self.sample,
-            batch_size=self.batch_size,
-            sampler=self,
-            num_workers=self.threads,
-            persistent_workers=True,
-            worker_init_fn=one_torch_thread,
-        )
-
-    def __iter__(self):
-        return iter(self.keys(self.epoch))
-
-    def batches(self, epoch: int):
-        self.epoch = epoch
-        return self.dl
-
-    def close(self) -> None:
-        it = getattr(self.dl, "_iterator", None)
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
+    return SampledLoader(name, PilSample(source, rec, normalize), threads, torch_loader(batch_size, threads))
 
 
 class TorchdataNodes(_Keyed):
@@ -106,7 +79,7 @@ class TorchdataNodes(_Keyed):
         import torchdata.nodes as tn
 
         node = tn.ParallelMapper(
-            tn.IterableWrapper(self.keys(epoch)),
+            tn.IterableWrapper(epoch_keys(self.n, epoch)),
             map_fn=self.sample,
             num_workers=self.threads,
             in_order=True,
@@ -124,7 +97,7 @@ class Spdl(_Keyed):
 
         pipe = (
             PipelineBuilder()
-            .add_source(self.keys(epoch))
+            .add_source(epoch_keys(self.n, epoch))
             .pipe(self.sample, concurrency=self.threads, output_order="input")
             .aggregate(self.batch_size)
             .pipe(tud.default_collate)

@@ -180,18 +180,7 @@ class DaliOp(h.Contestant):
         self._pipe = None
 
 
-NAMES = (
-    "brightness",
-    "contrast",
-    "contrast-mean",
-    "saturation",
-    "hue",
-    "colorjitter",
-    "colorjitter-ops",
-    "grayscale",
-    "blur",
-    "erase",
-)
+NAMES = tuple(USES)
 RATIOS = {f"{n} kernel / DALI, 1 thread": (f"{n}/kernel", f"{n}/dali", "images_per_s") for n in NAMES}
 GOALS = {k: 1.0 for k in RATIOS}
 RATIOS.update({f"{n} kernel / DALI per CPU-second": (f"{n}/kernel", f"{n}/dali", "images_per_cpu_s") for n in NAMES})

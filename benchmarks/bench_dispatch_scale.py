@@ -27,19 +27,13 @@ from pathlib import Path
 import numpy as np
 
 import _harness as h
-from _data import check_ray_loopback, parser, photo_source
+from _data import DEFAULT_PHOTO_ROOT, embedded_ray, parser, photo_source
 
 from hybridload.execution.retry import StragglerRule
 from hybridload.execution.stream import BatchStream
 
-try:
-    from hybridload.execution.pass_config import PassConfig
-except ImportError:  # a checkout from before PassConfig (to time the old dispatcher): its keywords
-    PassConfig = None
-try:
-    from hybridload.execution.tasks import LazyTasks
-except ImportError:  # a checkout from before lazy tasks (to time the old dispatcher): a listed pass
-    LazyTasks = None
+from hybridload.execution.pass_config import PassConfig
+from hybridload.execution.tasks import LazyTasks
 from hybridload.lanes.base import BatchTask, LaneKind
 from hybridload.lanes.ray.members import Members
 from hybridload.lanes.ray.pool_stats import PoolStats
@@ -97,7 +91,7 @@ class PacedLane:
 
 
 class DispatchAt(h.Contestant):
-    """One pass of ``batches`` tasks over a TimerLane of ``k`` slots."""
+    """One pass of ``batches`` tasks over a `PacedLane` of ``k`` slots."""
 
     def __init__(self, k: int, batches: int, rate: float, stragglers: bool):
         super().__init__(f"k={k}" + ("" if stragglers else ", stragglers off"))
@@ -107,19 +101,9 @@ class DispatchAt(h.Contestant):
     def run(self, epoch: int) -> dict:
         lane = PacedLane(self.k, self.rate)
         idx = np.zeros(1, dtype=np.int64)
-        count = self.batches + self.k + 1
-        tasks = (
-            [BatchTask(k, epoch, idx, size=1) for k in range(count)]
-            if LazyTasks is None
-            else LazyTasks(range(count), lambda k, _b: BatchTask(k, epoch, idx, size=1))
-        )
+        tasks = LazyTasks(range(self.batches + self.k + 1), lambda k, _b: BatchTask(k, epoch, idx, size=1))
         before = set(threading.enumerate())
-        settings = dict(batch_timeout_s=120, stragglers=self.rule)
-        stream = (
-            BatchStream([lane], tasks, **settings)
-            if PassConfig is None
-            else BatchStream([lane], tasks, PassConfig(**settings))
-        )
+        stream = BatchStream([lane], tasks, PassConfig(batch_timeout_s=120, stragglers=self.rule))
         try:
             dispatcher = next(t for t in set(threading.enumerate()) - before if t.name == "hybridload-dispatch")
             clock = time.pthread_getcpuclockid(dispatcher.ident)  # the dispatcher thread's own CPU clock
@@ -155,7 +139,7 @@ def member_cost_us(k_actors: int, reps: int = 20_000) -> float:
     return 1e6 * (time.perf_counter() - t0) / reps
 
 
-def first_batch_s(actors: int, folder_source, args) -> float:
+def first_batch_s(actors: int, folder_source) -> float:
     from hybridload import HybridLoader, LoaderPolicy, recipe
 
     policy = LoaderPolicy(
@@ -166,13 +150,7 @@ def first_batch_s(actors: int, folder_source, args) -> float:
         placement="any",
         batch_timeout_s=300,
     )
-    loader = HybridLoader(folder_source, recipe.imagenet_train(64), 8, policy=policy, device="cpu")
-    try:
-        t0 = time.perf_counter()
-        next(iter(loader))
-        return time.perf_counter() - t0
-    finally:
-        loader.close()
+    return h.first_batch_s(HybridLoader(folder_source, recipe.imagenet_train(64), 8, policy=policy, device="cpu"))
 
 
 def ray_rounds(args) -> tuple[dict, list[str]]:
@@ -180,22 +158,14 @@ def ray_rounds(args) -> tuple[dict, list[str]]:
 
     counts = [int(a) for a in args.actors.split(",")]
     _, source = photo_source(args.root, 64, log)
-    ray.init(
-        address="local",
-        num_cpus=max(counts) + 1,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-    )
-    nodes = check_ray_loopback(ray)
+    nodes = embedded_ray(max(counts) + 1)
     times: dict[int, list[float]] = {a: [] for a in counts}
     try:
-        first_batch_s(counts[0], source, args)  # warm-up: Ray's first worker processes, imports cached
+        first_batch_s(counts[0], source)  # warm-up: Ray's first worker processes, imports cached
         for rnd in range(args.ray_rounds):
             order = counts if rnd % 2 == 0 else counts[::-1]
             for a in order:
-                times[a].append(first_batch_s(a, source, args))
+                times[a].append(first_batch_s(a, source))
                 log.info("round %d: first batch at %d actor(s) after %.2f s", rnd + 1, a, times[a][-1])
     finally:
         ray.shutdown()
@@ -210,12 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=float, default=500.0, help="the fake lane's batches/s at every k")
     ap.add_argument("--actors", default="", help="e.g. 1,16: also time the first batch with real Ray actors")
     ap.add_argument("--ray-rounds", type=int, default=2, help="rounds of the first-batch comparison")
-    ap.add_argument(
-        "--root",
-        default=Path(__file__).resolve().parents[1] / "data" / "bench-photos",
-        type=Path,
-        help="where the photo set for --actors lives",
-    )
+    ap.add_argument("--root", default=DEFAULT_PHOTO_ROOT, type=Path, help="where the photo set for --actors lives")
     args = ap.parse_args(argv)
     ks = [int(k) for k in args.slots.split(",")]
     env = h.environment()
@@ -223,19 +188,15 @@ def main(argv=None) -> int:
     cs += [DispatchAt(k, args.batches, args.rate, False) for k in (ks[0], ks[-1])]
     per_round = h.run_rounds(cs, args.rounds, warmup_rounds=1, log=log)
     results = h.summarize_all(per_round, cs)
-    med = {
-        name: {f: statistics.median(r[f] for r in res["rounds"]) for f in ("trainer_cpu_ms_per_batch", "batches_per_s")}
-        for name, res in results.items()
-    }
-    rows = [
-        [
-            name,
-            f"{m['batches_per_s']:.0f}",
-            f"{m['trainer_cpu_ms_per_batch']:.3f}",
-            f"{results[name]['median_cpu_util']:.2f}",
-        ]
-        for name, m in med.items()
-    ]
+
+    def med(field: str, spec: str):  # a column: the median over the rounds of a field of the run
+        return lambda r: format(statistics.median(x[field] for x in r["rounds"]), spec)
+
+    columns = (
+        ("batches/s", med("batches_per_s", ".0f")),
+        ("trainer CPU ms/batch (dispatcher + consumer threads)", med("trainer_cpu_ms_per_batch", ".3f")),
+        ("process CPU util (incl. the fake lane's timer)", lambda r: f"{r['median_cpu_util']:.2f}"),
+    )
     small, large = f"k={ks[0]}", f"k={ks[-1]}"
     ratios = {f"CPU per batch {small} / {large}": h.ratio(results, small, large, "trainer_cpu_ms_per_batch")}
     goals = {f"CPU per batch {small} / {large}": round(1 / 1.5, 2)}
@@ -244,15 +205,7 @@ def main(argv=None) -> int:
         f"## bench_dispatch_scale: {args.batches} batches in steady state, fake lane at {args.rate:g} "
         f"batches/s, {args.rounds} interleaved rounds\n",
         h.environment_line(env),
-        *h.markdown_table(
-            [
-                "slots",
-                "batches/s",
-                "trainer CPU ms/batch (dispatcher + consumer threads)",
-                "process CPU util (incl. the fake lane's timer)",
-            ],
-            rows,
-        ),
+        *h.results_table(results, columns, first="slots"),
         "",
         *h.ratio_table(ratios, goals),
         "",
@@ -287,5 +240,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    h.setup_logging()
     sys.exit(main())

@@ -13,20 +13,18 @@ launching, so their host cost is for gpu_check's ``headline`` (lane alone agains
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
-import statistics
-import time
+import sys
 
 import numpy as np
+
+import _harness as h
+from _data import parser, photo_source
 from hybridload import recipe
 from hybridload.lanes.base import BatchTask
 from hybridload.lanes.gpu.feed import join_batch, read_batch
 from hybridload.lanes.gpu.prep import PrepPool
 from hybridload.policy import usable_cpus
-
-from _data import parser, photo_source
 
 log = logging.getLogger("bench_gpu_host")
 
@@ -51,49 +49,37 @@ def pooled(pool, tasks) -> int:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, quick="--n 128 --batches 2 --rounds 1", n=512, rounds=5)
-    ap.add_argument("--batch-size", type=int, default=256)
+    ap = parser(__doc__, quick=dict(n=128, batches=2, rounds=1, batch_size=64), n=512, rounds=5, batch_size=256)
     ap.add_argument("--batches", type=int, default=4, help="batches per round and contestant")
     ap.add_argument("--threads", type=int, default=2, help="the prep pool's threads (and processes)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.batches, args.rounds, args.batch_size = 128, 2, 1, 64
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     _, src = photo_source(args.root, args.n, log)
     rec, bs, cores = recipe.imagenet_train(224), args.batch_size, usable_cpus()
     pools = {kind: PrepPool(src, rec, args.threads, kind) for kind in ("threads", "processes")}
-    contestants = {
-        "serial": (1, lambda t: serial(src, rec, t)),
-        **{f"{kind}-{args.threads}": (args.threads, functools.partial(pooled, pool)) for kind, pool in pools.items()},
-    }
-    rates: dict[str, list[float]] = {k: [] for k in contestants}
-    for r in range(args.warmup_rounds + args.rounds):
-        names = list(contestants)[r % len(contestants) :] + list(contestants)[: r % len(contestants)]
-        for name in names:
-            tasks = tasks_for(len(src), bs, args.batches, r)
-            t0 = time.perf_counter()
-            n = contestants[name][1](tasks)
-            if r >= args.warmup_rounds:
-                rates[name].append(n / (time.perf_counter() - t0))
-    for pool in pools.values():
-        pool.shutdown()
-    base = statistics.median(rates["serial"])
-    rows = {
-        k: {
-            "img_s": statistics.median(v),
-            "per_core": statistics.median(v) / min(contestants[k][0], cores),
-            "vs_serial": statistics.median(v) / base,
-        }
-        for k, v in rates.items()
-    }
-    print(f"| contestant | images/s | per core | vs serial |  (batch {bs}, {len(src)} photos, {cores} cores)")
-    print("| --- | --- | --- | --- |")
-    for k, v in rows.items():
-        print(f"| {k} | {v['img_s']:,.0f} | {v['per_core']:,.0f} | {v['vs_serial']:.2f} |")
-    if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "batch_size": bs, "cores": cores, "n": len(src)}, indent=1))
+
+    def contestant(name: str, threads: int, fn) -> h.Contestant:
+        c = h.Contestant(name, lambda epoch: fn(tasks_for(len(src), bs, args.batches, epoch)))
+        c.threads = min(threads, cores)
+        return c
+
+    cs = [contestant("serial", 1, lambda t: serial(src, rec, t))]
+    cs += [contestant(f"{kind}-{args.threads}", args.threads, lambda t, p=p: pooled(p, t)) for kind, p in pools.items()]
+    try:
+        results = h.set_up_and_run(cs, args.rounds, args.warmup_rounds, log)
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
+    base = results["serial"]["median_images_per_s"]
+    per_core = ("per core", lambda r: f"{r['median_images_per_s'] / r['threads']:,.0f}")
+    vs_serial = ("vs serial", lambda r: f"{r['median_images_per_s'] / base:.2f}")
+    lines = [
+        f"## bench_gpu_host: batch {bs}, {len(src)} photos, {cores} cores, {args.rounds} interleaved rounds\n",
+        *h.results_table(results, ("median", per_core, vs_serial, "cpu", "other")),
+        "",
+    ]
+    h.emit(lines, args, {"benchmark": "bench_gpu_host", "batch_size": bs, "cores": cores, "contestants": results}, log)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -98,7 +98,6 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--thread-splits", default="1/1,2/2", help="T/G pairs for the splits: in-process lane threads / DALI threads"
     )
-    ap.add_argument("--no-split", action="store_true", help="run part 2 only")
     args = ap.parse_args(argv)
     shares = [float(s) for s in args.shares.split(",") if s.strip()]
     splits = [tuple(int(x) for x in p.split("/")) for p in args.thread_splits.split(",") if p.strip()]
@@ -123,10 +122,10 @@ def main(argv=None) -> int:
             g,
             s,
         )
-        for t, g in ([] if args.no_split else splits)
+        for t, g in splits
         for s in shares
     ]
-    cs, part1, res1, summary1 = [], {}, {}, None
+    cs = []
     try:
         for name, policy, t, g, _share in lanes:
             cs.append(Loader(name, source, rec, B, policy, t + g))
@@ -134,16 +133,15 @@ def main(argv=None) -> int:
         cs.append(alone)
         diff = max_abs_diff(gpu, alone, 999)
         log.info("check: the GPU-lane loader and the standalone DALI loop agree (max abs pixel diff %g)", diff)
-        if not args.no_split:
-            part1 = h.run_rounds(
-                cs[:-1],
-                args.rounds,
-                args.warmup_rounds,
-                epoch=lambda r: r if r >= 0 else 1000 + r,
-                expect=args.n,
-                log=log,
-                label="part 1 ",
-            )
+        part1 = h.run_rounds(
+            cs[:-1],
+            args.rounds,
+            args.warmup_rounds,
+            epoch=lambda r: r if r >= 0 else 1000 + r,
+            expect=args.n,
+            log=log,
+            label="part 1 ",
+        )
         part2 = h.run_rounds(
             [gpu, alone],
             args.overhead_rounds,
@@ -155,60 +153,50 @@ def main(argv=None) -> int:
         )
     finally:
         h.close_all(cs, log)
-    if part1:
-        res1 = h.summarize_all(part1, cs)
-        for name, _policy, t, g, share in lanes:
-            res1[name].update(
-                policy_share=share,
-                split=f"{t}/{g}",
-                median_gpu_share=float(np.median([r["lane_share"].get("gpu", 0.0) for r in part1[name]])),
-            )
-        summary1 = split_summary(res1, splits, args.rounds)
+    res1 = h.summarize_all(part1, cs)
+    for name, _policy, t, g, share in lanes:
+        res1[name].update(
+            policy_share=share,
+            split=f"{t}/{g}",
+            median_gpu_share=float(np.median([r["lane_share"].get("gpu", 0.0) for r in part1[name]])),
+        )
+    summary1 = split_summary(res1, splits, args.rounds)
     res2 = h.summarize_all(part2, cs)
     ratios2 = {"loader GPU lane / standalone DALI loop": h.ratio(res2, "gpu", "dali-standalone")}
+    s1, best = summary1, summary1["best_split"]
+    br, single = s1["best_over_better_single"], s1["single"]
     lines = [
         f"## bench_hybrid: {args.n} photo JPEGs, imagenet_train({args.size}), batch {B}, GPU lane = DALI "
         f"{env['dali']} CPU-only mode\n",
         h.environment_line(env),
+        f"### Part 1: lanes alone and split ({args.rounds} interleaved rounds after {args.warmup_rounds} "
+        "untimed; one epoch each per round)\n",
+        *h.results_table(
+            res1,
+            (
+                ("GPU share cap", lambda r: f"{r['policy_share']:.2f}"),
+                ("threads T/G", lambda r: r["split"]),
+                ("realized GPU share", lambda r: f"{r['median_gpu_share']:.2f}"),
+                *("median", "min", "max", "cpu", "other", "contended"),
+            ),
+        ),
+        "",
+        h.CONTENTION_NOTE,
+        "",
+        f"- better single lane: **{s1['better_single']}** ({single[s1['better_single']]:.0f} img/s; "
+        f"gpu {single['gpu']:.0f}, cpu {single['cpu']:.0f})",
+        f"- best split: **{best}** {res1[best]['median_images_per_s']:.0f} img/s",
+        f"- best split / better single lane: **{br['of_medians']:.3f}x** (ratio of medians; paired per round "
+        f"{br['paired_median']:.3f}x, range {br['paired_min']:.3f}-{br['paired_max']:.3f}; each round's best "
+        f"split over its better single lane: {', '.join(f'{x:.3f}' for x in s1['per_round_best_over_better_single'])})",
+        f"- goal best split / better single lane >= {GOAL_SPLIT}: " + ("met" if s1["goal"]["met"] else "**NOT met**"),
+        *(
+            f"- best at T/G {tag}: share {b['share']:.2f}, {b['images_per_s']:.0f} img/s = "
+            f"{b['over_better_single']:.3f}x the better single lane"
+            for tag, b in s1["by_thread_split"].items()
+        ),
+        "",
     ]
-    if summary1:
-        s1, best = summary1, summary1["best_split"]
-        br, single = s1["best_over_better_single"], s1["single"]
-        lines += [
-            f"### Part 1: lanes alone and split ({args.rounds} interleaved rounds after {args.warmup_rounds} "
-            "untimed; one epoch each per round)\n",
-            *h.results_table(
-                res1,
-                (
-                    ("GPU share cap", lambda r: f"{r['policy_share']:.2f}"),
-                    ("threads T/G", lambda r: r["split"]),
-                    ("realized GPU share", lambda r: f"{r['median_gpu_share']:.2f}"),
-                    "median",
-                    "min",
-                    "max",
-                    "cpu",
-                    "other",
-                    "contended",
-                ),
-            ),
-            "",
-            h.CONTENTION_NOTE,
-            "",
-            f"- better single lane: **{s1['better_single']}** ({single[s1['better_single']]:.0f} img/s; "
-            f"gpu {single['gpu']:.0f}, cpu {single['cpu']:.0f})",
-            f"- best split: **{best}** {res1[best]['median_images_per_s']:.0f} img/s",
-            f"- best split / better single lane: **{br['of_medians']:.3f}x** (ratio of medians; paired per round "
-            f"{br['paired_median']:.3f}x, range {br['paired_min']:.3f}-{br['paired_max']:.3f}; each round's best "
-            f"split over its better single lane: {', '.join(f'{x:.3f}' for x in s1['per_round_best_over_better_single'])})",
-            f"- goal best split / better single lane >= {GOAL_SPLIT}: "
-            + ("met" if s1["goal"]["met"] else "**NOT met**"),
-            *(
-                f"- best at T/G {tag}: share {b['share']:.2f}, {b['images_per_s']:.0f} img/s = "
-                f"{b['over_better_single']:.3f}x the better single lane"
-                for tag, b in s1["by_thread_split"].items()
-            ),
-            "",
-        ]
     lines += [
         f"### Part 2: GPU lane overhead ({args.overhead_rounds} interleaved rounds after 1 untimed)\n",
         *h.results_table(res2, ("median", "min", "max", "cpu", "other")),

@@ -71,6 +71,7 @@ from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload.kernels.geometry import apply_ops, crop, flip, resize
 from hybridload.kernels.jpeg_check import check_jpeg
 from hybridload.recipe.core import sample_generators
+from hybridload.recipe.ops import Crop, Flip, Resize
 from hybridload.sources import SampleRef
 
 log = logging.getLogger("bench_kernels")
@@ -95,14 +96,11 @@ def pillow_reference(source, rec):
         with Image.open(source.ref(i).location) as im:
             img = im.convert("RGB")
         for op in rec.sample_params(0, 0, i, img.width, img.height).ops:
-            kind, a = (
-                (op[0], op[1:]) if isinstance(op, tuple) else (type(op).__name__.lower(), tuple(vars(op).values()))
-            )
-            if kind == "crop":
-                img = img.crop((a[0], a[1], a[0] + a[2], a[1] + a[3]))
-            elif kind == "resize":
-                img = img.resize((a[1], a[0]), Image.BILINEAR)
-            elif kind == "flip":
+            if isinstance(op, Crop):
+                img = img.crop((op.x, op.y, op.x + op.w, op.y + op.h))
+            elif isinstance(op, Resize):
+                img = img.resize((op.w, op.h), Image.BILINEAR)
+            elif isinstance(op, Flip):
                 img = img.transpose(Image.FLIP_LEFT_RIGHT)
         return torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous()  # as torchvision's pil_to_tensor
 

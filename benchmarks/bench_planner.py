@@ -6,8 +6,8 @@
    timed (goal: under 60 s).
 2. ``measure_loader(source, rec, 64, share, seconds=S, threads=2, gpu_threads=2, device=cpu)``
    swept over share 0.0, 0.1, ..., 1.0 and the plan's share (the CLI's too when it differs), in
-   ``--passes`` passes (the order rotates and reverses per pass). Per share the ``--aggregate``
-   (default median) of every measurement at that share (grid and plan points pooled). Reported:
+   ``--passes`` passes (the order rotates and reverses per pass). Per share the median
+   of every measurement at that share (grid and plan points pooled). Reported:
    throughput at the plan's share / the best swept (goal >= 0.95), and from the plan point's own
    measurements alone. In "split" mode ``gpu_share`` is a cap, so 1.0 is not "GPU lane only".
 """
@@ -39,22 +39,8 @@ GOAL_PLAN_OVER_BEST = 0.95
 def cli_profile(args, folder: Path, workdir: Path) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     plan, plot = workdir / "plan.json", workdir / "profile.png"
-    cmd = [
-        sys.executable,
-        "-m",
-        "hybridload",
-        "profile",
-        str(folder),
-        "--out",
-        str(plan),
-        "--plot",
-        str(plot),
-        "--seconds",
-        f"{args.seconds:g}",
-        "--batch-size",
-        str(args.batch_size),
-        "--quiet",
-    ]
+    cmd = [sys.executable, "-m", "hybridload", "profile", str(folder), "--out", str(plan), "--plot", str(plot)]
+    cmd += ["--seconds", f"{args.seconds:g}", "--batch-size", str(args.batch_size), "--quiet"]
     log.info("CLI: %s", " ".join(cmd))
     r = h.timed(
         lambda: {"images": 0, "proc": subprocess.run(cmd, capture_output=True, text=True, timeout=args.cli_timeout)}
@@ -88,17 +74,10 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement (profile and sweep)")
     ap.add_argument("--passes", type=int, default=2, help="passes over the shares")
-    ap.add_argument(
-        "--aggregate",
-        choices=("max", "median"),
-        default="median",
-        help="per share, over its measurements (all passes, grid and plan points pooled)",
-    )
     ap.add_argument("--step", type=float, default=0.1, help="share grid step")
     ap.add_argument("--threads", type=int, default=2, help="in-process lane threads of measure_loader")
     ap.add_argument("--cli", action=argparse.BooleanOptionalAction, default=True, help="also time the CLI")
     ap.add_argument("--cli-timeout", type=float, default=300.0)
-    ap.add_argument("--keep", type=Path, default=None, help="keep the CLI's plan.json and profile.png here")
     args = ap.parse_args(argv)
     if args.step > 1:
         ap.error("--step must be in (0, 1]")
@@ -133,7 +112,7 @@ def main(argv=None) -> int:
     cli = None
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="bench-planner-") as tmp:
-            cli = cli_profile(args, folder, args.keep or Path(tmp))
+            cli = cli_profile(args, folder, Path(tmp))
 
     # ---- 2. the sweep
     grid = sorted({round(min(1.0, i * args.step), 4) for i in range(round(1 / args.step) + 1)} | {1.0})
@@ -173,8 +152,6 @@ def main(argv=None) -> int:
             )
     total_s = time.perf_counter() - t_start
 
-    agg = max if args.aggregate == "max" else statistics.median
-
     def at(share: float) -> list[float]:
         """Every measurement of this share (grid and plan points at the same share are one configuration)."""
         return [r["rate"] for p in points if abs(p[1] - share) < 1e-9 for r in per_point[p]]
@@ -187,9 +164,9 @@ def main(argv=None) -> int:
             {
                 "kind": p[0],
                 "share": p[1],
-                "value": agg(at(p[1])),
+                "value": statistics.median(at(p[1])),
                 "measurements": len(at(p[1])),
-                "own": agg(rates),
+                "own": statistics.median(rates),
                 "max": max(rates),
                 "median": statistics.median(rates),
                 "min": min(rates),
@@ -243,7 +220,7 @@ def main(argv=None) -> int:
     )
     out = [
         f"## bench_planner: {args.n} photo JPEGs, imagenet_train({args.size}), batch {args.batch_size}, "
-        f"{args.seconds:g} s per measurement, {args.passes} passes ({args.aggregate} per share)\n",
+        f"{args.seconds:g} s per measurement, {args.passes} passes (median per share)\n",
         h.environment_line(env).rstrip() + " GPU lane: DALI CPU-only mode (no GPU).\n",
         "### Profile time\n",
         *h.markdown_table(["run", "wall s", "chosen GPU share", "other load", "goal < 60 s"], prof_rows),
@@ -259,7 +236,7 @@ def main(argv=None) -> int:
             [
                 "point",
                 "GPU share",
-                f"{args.aggregate} img/s at this share (measurements)",
+                "median img/s at this share (measurements)",
                 "this point's passes",
                 "other load",
             ],
@@ -277,7 +254,7 @@ def main(argv=None) -> int:
         "",
         f"- best swept share: {best['share']:.2f} ({best['value']:.0f} img/s); the plan's share "
         f"{plan_share:.3f}: {plan_row['value']:.0f} img/s",
-        f"- plan / best swept: **{plan_ratio:.3f}x** ({args.aggregate} per share, measurements at the same "
+        f"- plan / best swept: **{plan_ratio:.3f}x** (median per share, measurements at the same "
         f"share pooled; from the plan point's own passes alone {plan_ratio_own:.3f}x){cli_ratio}",
         f"- goal plan / best swept >= {GOAL_PLAN_OVER_BEST}: "
         + met(goals[f"plan share / best swept >= {GOAL_PLAN_OVER_BEST}"]),

@@ -33,14 +33,8 @@ def main(argv=None) -> int:
         workers=2,
         object_store_mb=1024,
     )
-    ap.add_argument(
-        "--ray-data-blocks",
-        type=int,
-        default=None,
-        help="override_num_blocks for read_binary_files (default: Ray Data's choice)",
-    )
     args = ap.parse_args(argv)
-    folder, env, results, skipped = peers.run_contest(args, log, size=args.size, blocks=args.ray_data_blocks)
+    folder, env, results, skipped = peers.run_contest(args, log, size=args.size)
     B, cores = args.batch_size, h.usable_cpus()
     ideal = f"raw-kernels x {cores}"
     if "raw-kernels" in results:  # the ideal: one thread's rate on every usable core

@@ -242,12 +242,8 @@ def main() -> None:
     ap.add_argument("--mix", action="store_true", help="also a 3-source Mix of the same N per epoch")
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--plot", type=Path, default=None, help="write a PNG of bytes per sample against N here")
-    ap.add_argument("--from-json", type=Path, default=None, help="only plot the results of an earlier --out")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.from_json:
-        plot(json.loads(args.from_json.read_text())["rows"], args.plot)
-        return
     points = [int(p) for p in args.points.split(",")]
     old_points = {int(p) for p in args.old_points.split(",") if p}
     make_real_shards(args.root, args.real)

@@ -150,16 +150,13 @@ def contestants(base: str, n_shards: int, args) -> list[Reader]:
 
 
 def main(argv=None) -> int:
-    ap = parser(__doc__, n=512, rounds=3, quick="96 images, one round, no warm-up round")
+    ap = parser(
+        __doc__, n=512, rounds=3, quick=dict(n=96, rounds=1, warmup_rounds=0, shard_size=16), batch_size=32, size=224
+    )
     ap.add_argument("--latency-ms", type=float, default=20.0, help="sleep before every storage request")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--size", type=int, default=224, help="output side of imagenet_train")
     ap.add_argument("--shard-size", type=int, default=32, help="samples per tar shard")
     ap.add_argument("--buffer-shards", type=int, default=4, help="shards shuffled together (shard streaming)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.n, args.rounds, args.warmup_rounds, args.shard_size = 96, 1, 0, 16
-    h.setup_logging()
     env = h.environment()
     _root, folder = photo_source(args.root, args.n, log)
     base = to_memory(folder, args.shard_size)

@@ -24,24 +24,14 @@ import torch
 import torch.utils.data as tud
 
 import _harness as h
-from _contestants import DaliFiles, KernelBatches, Loader, RayData, SampledLoader, one_torch_thread
-from _data import MB, check_ray_loopback, parser, photo_source
-from _peer_loaders import Spdl, TorchdataNodes, TorchPil
+from _contestants import DaliFiles, KernelBatches, KernelDataset, Loader, RayData, SampledLoader, torch_loader
+from _data import embedded_ray, parser, photo_source
+from _peer_loaders import Spdl, TorchdataNodes, torch_pil
 from hybridload import LoaderPolicy, recipe, sources
 
 log = logging.getLogger("peers")
-CONTESTANTS = (
-    "hybridload",
-    "hybridload-inprocess",
-    "hybridload-processes",
-    "torch-dataloader",
-    "dpex-style",
-    "ray-data",
-    "dali",
-    "torch-pil",
-    "torchdata-nodes",
-    "spdl",
-)
+CONTESTANTS = ("hybridload", "hybridload-inprocess", "hybridload-processes", "torch-dataloader", "dpex-style")
+CONTESTANTS += ("ray-data", "dali", "torch-pil", "torchdata-nodes", "spdl")
 FORKS = {
     "torch-dataloader",
     "hybridload-processes",
@@ -102,11 +92,10 @@ def plot(results: dict, path: Path) -> None:
 
 
 def run_contest(
-    args, log: logging.Logger, *, batches: int | None = None, size: int = 224, blocks: int | None = None
+    args, log: logging.Logger, *, batches: int | None = None, size: int = 224
 ) -> tuple[Path, dict, dict, dict]:
     """Each loader of ``args.contestants`` over the first ``batches`` x ``args.batch_size`` photos
-    (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each (Ray Data: in
-    ``blocks`` blocks), in interleaved rounds; one that cannot be imported is skipped. Returns
+    (default: all ``args.n``), imagenet_train(size), ``args.workers`` workers each, in interleaved rounds; one that cannot be imported is skipped. Returns
     (photo folder, environment, results, {skipped name: why})."""
     import ray
 
@@ -127,24 +116,17 @@ def run_contest(
             "hybridload-processes", source, rec, B, LoaderPolicy(cpu_actors=0, threads=W, local_workers="processes"), W
         ),
         "torch-dataloader": lambda: SampledLoader(
-            "torch-dataloader",
-            source,
-            rec,
-            W,
-            lambda ds, s: tud.DataLoader(
-                ds, batch_size=B, sampler=s, num_workers=W, persistent_workers=True, worker_init_fn=one_torch_thread
-            ),
+            "torch-dataloader", KernelDataset(source, rec), W, torch_loader(B, W)
         ),
         "dpex-style": lambda: SampledLoader(
             "dpex-style",
-            source,
-            rec,
+            KernelDataset(source, rec),
             W,
             lambda ds, sampler: DpexStyleLoader(ds, ray_workers=W, batch_size=B, sampler=sampler),
         ),
-        "ray-data": lambda: RayData(source, rec, B, W, blocks),
+        "ray-data": lambda: RayData(source, rec, B, W),
         "dali": lambda: DaliFiles(folder, args.n, W, B, size, iterations=batches),
-        "torch-pil": lambda: TorchPil("torch-pil", source, rec, B, W),  # their own Pillow pipelines
+        "torch-pil": lambda: torch_pil("torch-pil", source, rec, B, W),  # their own Pillow pipelines
         "torchdata-nodes": lambda: TorchdataNodes("torchdata-nodes", source, rec, B, W),
         "spdl": lambda: Spdl("spdl", source, rec, B, W),
         "raw-kernels": lambda: KernelBatches("raw-kernels", source, rec, B),
@@ -154,17 +136,8 @@ def run_contest(
     try:  # build and warm up each (those that fork first, then an embedded Ray if one needs it)
         for k in sorted(chosen, key=lambda k: k not in FORKS):
             if k not in FORKS and NEEDS_RAY & set(chosen) and not ray.is_initialized():
-                t0 = time.perf_counter()  # an embedded Ray: on 127.0.0.1, no dashboard
-                ray.init(
-                    address="local",
-                    num_cpus=2 * W,
-                    include_dashboard=False,
-                    _node_ip_address="127.0.0.1",
-                    object_store_memory=args.object_store_mb * MB,
-                    logging_level=logging.WARNING,
-                    log_to_driver=False,
-                )
-                env["ray_nodes"], env["ray"] = check_ray_loopback(ray), ray.__version__
+                t0 = time.perf_counter()
+                env["ray_nodes"], env["ray"] = embedded_ray(2 * W, args.object_store_mb), ray.__version__
                 log.info(
                     "Ray %s started on %s in %.1f s (%d logical CPUs)",
                     env["ray"],
