@@ -108,6 +108,9 @@ def visible_devices(env: Mapping[str, str] = os.environ) -> str | None:
     return env.get("CUDA_VISIBLE_DEVICES")
 
 
+#: what Ray adds to its worker processes' niceness (15 unless set); the embedded cluster sets 0
+RAY_WORKER_NICENESS = "RAY_worker_niceness"
+
 #: Ray's least object store (its OBJECT_STORE_MINIMUM_MEMORY_BYTES): less is refused when Ray starts
 OBJECT_STORE_MIN_BYTES = 75 << 20
 

@@ -199,3 +199,30 @@ def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_mem
     assert cycles[-1][0] - cycles[0][0] <= FD_GROWTH, cycles
     assert cycles[-1][1] - cycles[0][1] < RSS_GROWTH_MB, cycles
     assert got["users"] == 0 and got["shut"] is True and got["after"] is False  # shutdown() when idle
+
+
+NICENESS = textwrap.dedent("""
+    import json, os, sys
+    if sys.argv[1:] == ["user"]:
+        os.environ["RAY_worker_niceness"] = "7"
+    from hybridload.raycluster import connect as cluster
+    ray = cluster.acquire("embedded")
+    try:
+        worker = ray.get(ray.remote(lambda: os.nice(0)).options(num_cpus=0).remote(), timeout=300)
+    finally:
+        cluster.release()
+        cluster.shutdown()
+    print(json.dumps({"trainer": os.nice(0), "worker": worker}))
+""")
+
+
+@pytest.mark.parametrize("who", ["default", "user"])
+def test_the_embedded_clusters_workers_run_at_the_trainers_priority_unless_the_user_sets_rays(who, zygote):
+    """Ray nices its workers to 15; the embedded cluster's do what torch's worker processes do
+    beside the trainer, so they run at its niceness, and a RAY_worker_niceness the user set stays."""
+    with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
+        env = {k: v for k, v in _env(tmp).items() if k != "RAY_worker_niceness"}
+        proc = zygote.run(code=NICENESS, args=(who,), cwd=os.getcwd(), env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["worker"] == got["trainer"] + (7 if who == "user" else 0), got  # Ray adds it

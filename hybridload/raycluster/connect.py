@@ -140,6 +140,9 @@ def _connect(ray, target: str, *, joined_auto: bool, fallback_embedded: bool) ->
 
 def _start_embedded(ray) -> str:
     _loopback_only(ray)
+    # its actors do what torch's worker processes do, at the trainer's priority (Ray's nice 15
+    # starved their starts for 21-73 s beside other work: docs/decisions/pool-recovery-after-actor-kills.md)
+    os.environ.setdefault(environment.RAY_WORKER_NICENESS, "0")  # Ray adds it to the raylet's: the trainer's
     # the token banner is noise for a loopback-only cluster this process owns (token auth stays on)
     logging.getLogger(compat.RAY_TOKEN_LOGGER).setLevel(logging.ERROR)
     log.info("starting an embedded Ray cluster on 127.0.0.1")
