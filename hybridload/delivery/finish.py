@@ -1,6 +1,6 @@
 """Finishing a batch: Normalize (and output dtype), then RandomErasing, on the batch's device and
 the same for every lane, so lanes ship uint8 (4x fewer bytes than float32) and a batch is
-finished alike wherever it was made.
+finished alike wherever it was made (a GPU lane asked to normalize runs this same step on its stream).
 """
 
 from __future__ import annotations
