@@ -1,7 +1,5 @@
-"""`BatchResult`: what every engine's batch job hands its lane, and every lane hands the merger.
-
-Its own floor, below the engines (``kernels/``, ``pipelines/``, ``torchops/``) and the lanes,
-so that each imports it downward; it holds data only.
+"""`BatchResult`: what every engine's batch job hands its lane and every lane the merger, on a floor
+of its own below the engines and lanes so each imports it downward.
 """
 
 from __future__ import annotations

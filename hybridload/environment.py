@@ -1,8 +1,6 @@
-"""The environment variables hybridload reads, each read here: a value that is not one is a
-``ValueError`` naming the variable and what to write (``RANK='x': write a whole number >= 0,
-such as RANK=0 ...``), never Python's "invalid literal for int()" naming neither. Set but empty
-reads as unset. Pure: each function takes the environment as a mapping (``os.environ`` by
-default, a dict in tests). docs/reference/environment.md lists every variable."""
+"""The environment variables hybridload reads, each read here, so a bad value is one ``ValueError``
+naming the variable and what to write; set but empty reads as unset, and each function takes the
+environment as a mapping for tests (docs/reference/environment.md lists every variable)."""
 
 from __future__ import annotations
 
@@ -34,9 +32,8 @@ def whole_number(
     why: str = "",
     env: Mapping[str, str] = os.environ,
 ) -> int | None:
-    """``env[name]`` as an int >= ``low``, else ``default`` when unset or empty. ValueError, naming
-    the variable and what to write (``example``, default ``low``; ``why``: what the variable is, in
-    a few words), unless it is a whole number (surrounding spaces allowed) >= ``low``."""
+    """``env[name]`` as an int >= ``low``, ``default`` when unset or empty; else ValueError naming the
+    variable, ``why`` it is read and what to write (``example``)."""
     raw = env.get(name, "")
     if raw.strip() == "":
         return default
@@ -56,10 +53,8 @@ def whole_number(
 def seconds_setting(
     value: float | None, env_name: str, default: float, *, arg: str = "", env: Mapping[str, str] = os.environ
 ) -> float:
-    """``value`` (the argument named ``arg``) when given, else ``env[env_name]`` when set and not
-    empty, else ``default``: how the Ray pool's start timeout, its keeper's poll and a join's wait
-    for the GCS are read. ValueError, naming where the value came from and what to write, unless
-    it is a positive, finite number of seconds."""
+    """Positive finite seconds from the argument ``arg``, else ``env[env_name]``, else ``default``;
+    else ValueError naming where the value came from and what to write."""
     raw: float | str  # the argument, or the variable's text
     if value is not None:
         name, raw = arg or "the argument", value

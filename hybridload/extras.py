@@ -1,8 +1,6 @@
-"""Optional dependencies: a missing one is a one-line message naming what to install.
-
-hybridload is installed from a clone, a git URL or a wheel (it is not on PyPI), so a message
-names the packages an extra brings (read from the installed metadata, pyproject.toml's one
-list), not ``pip install 'hybridload[extra]'``, which pip would look for on PyPI."""
+"""Optional dependencies: a missing one is a one-line message naming the packages its extra brings,
+from the installed metadata, since ``pip install 'hybridload[extra]'`` would look on PyPI, where
+hybridload is not (docs/decisions/not-on-pypi.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +19,8 @@ class MissingExtraError(HybridLoadError, ImportError):
 
 
 def install_hint(extra: str, fallback: str = "") -> str:
-    """``pip install '<requirements of the extra>' (hybridload's [extra] extra)``, the requirements
-    as the installed metadata lists them (another extra they name, expanded), else ``fallback``."""
+    """``pip install '<requirements of the extra>' (hybridload's [extra] extra)`` from the installed
+    metadata, else ``fallback``."""
     try:
         lines = requires("hybridload") or []
     except PackageNotFoundError:

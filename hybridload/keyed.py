@@ -1,21 +1,12 @@
-"""Keyed randomness, the one place it is derived: every draw of the package is a pure function of
-a key (the seed, then parts such as epoch, sample index, block), never of worker, lane, time or
-rank, so a sample, a batch or an epoch's order is the same in every lane, process, rerun and
-resume. Two families, both fixed here because saved states and plan files hold positions in the
-orders they make (the values are pinned by ``tests/test_keyed.py``):
+"""Keyed randomness, the one place it is derived: every draw is a pure function of a key (seed,
+then epoch, sample index, block), never of worker, lane, time or rank, so a sample, batch or
+order is the same in every lane, rerun and resume; the values are pinned by ``tests/test_keyed.py``
+because saved states hold positions in them. `derive_key` (splitmix64 chained over the parts)
+keys the keyed orders; `seed_sequence`, `keyed_generator` and `KeyedGenerators` (numpy
+``SeedSequence`` and PCG64) key the recipe's, erasing's, the batch hook's and the shard order's draws.
 
-* `derive_key`: a 64-bit key from integers (splitmix64's finalizer chained over the parts, `mix64`),
-  the key of the keyed orders' permutations (`hybridload.sampling.keyed_order`) and draws;
-* `seed_sequence` / `keyed_generator` / `KeyedGenerators`: numpy ``SeedSequence`` entropy (the seed
-  as 64 bits, then the key), optionally on a stream of its own (``spawn_key``), and the PCG64
-  generators on it: the recipe's per-sample draws, a custom stage's, erasing's, the batch hook's
-  seed, the shard-aware order's shuffles.
-
-The one draw outside it: the default epoch order (``order="randperm"``,
-`hybridload.sampling.sharding`) is ``torch.randperm`` from a ``torch.Generator`` seeded with
-``seed + epoch``, as torch's ``DistributedSampler`` draws it, so that order is
-``DistributedSampler``'s to the index; the drop-in `DataLoader`'s worker seeds likewise follow
-torch's ``DataLoader``.
+The one draw outside it: ``order="randperm"`` is ``torch.randperm`` seeded with ``seed + epoch``,
+so the order is ``DistributedSampler``'s to the index (docs/guide/guarantees.md, "The epoch order").
 """
 
 from __future__ import annotations
@@ -66,9 +57,8 @@ def keyed_generator(seed: int, *key: int, spawn_key: tuple[int, ...] = ()) -> np
     return np.random.Generator(np.random.PCG64(seed_sequence(seed, *key, spawn_key=spawn_key)))
 
 
-# numpy's SeedSequence (numpy/random/bit_generator.pyx) and PCG64 seeding, over many keys at
-# once: a batch's generators cost one vectorized hash instead of a SeedSequence and a PCG64 each
-# (21 us a sample, a tenth of the kernel's time outside the decode and the resize).
+# numpy's SeedSequence and PCG64 seeding over many keys at once: one vectorized hash per batch
+# instead of 21 us a sample, a tenth of the kernel's time outside the decode and the resize.
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
 _MIX_L, _MIX_R, _POOL = 0xCA01F9DD, 0x4973F715, 4
 _M32, _M128 = 0xFFFFFFFF, (1 << 128) - 1
@@ -111,8 +101,7 @@ def _pool_of(entropy: list[np.ndarray], n: int) -> list[np.ndarray]:
 
 
 def pcg64_states(seed: int, prefix: tuple[int, ...], last) -> list[tuple[int, int]]:
-    """The (state, inc) a `keyed_generator` ``(seed, *prefix, k)``'s PCG64 starts at, for every
-    ``k`` of ``last`` (non-negative ints); the same numbers, computed for all keys at once."""
+    """The (state, inc) of `keyed_generator` ``(seed, *prefix, k)``'s PCG64 for every ``k`` of ``last``, at once."""
     keys = np.asarray(last, dtype=np.uint64)
     if keys.size and int(keys.max()) > _M32:  # a key of two words: numpy's own, one by one
         out = []

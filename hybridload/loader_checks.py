@@ -1,6 +1,4 @@
-"""Checks of HybridLoader's arguments: pure functions whose errors name the argument and say what
-to write (`check_arguments`: the constructor's, at once). A saved state is checked where it is
-owned (`hybridload.sampling.pass_state`)."""
+"""Checks of HybridLoader's arguments, pure, each error naming the argument and what to write."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def check_arguments(
     world_size: int | None,
     drop_last: bool,
 ) -> tuple[LoaderPolicy, int, int, int]:
-    """HybridLoader's arguments checked, in its order: ``(policy, seed, rank, world_size)``, the
-    policy defaulted to ``LoaderPolicy()``, the rank and world size resolved (`sharding.resolve_rank`)."""
+    """HybridLoader's arguments checked, in its order: ``(policy, seed, rank, world_size)`` resolved."""
     if not isinstance(source, Source):
         raise TypeError(
             f"HybridLoader: source must be a hybridload.sources source, got {type(source).__name__}; "

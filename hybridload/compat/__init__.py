@@ -1,11 +1,6 @@
-"""The private Ray and torch APIs hybridload leans on, in one place.
-
-Ray and torch promise nothing about these names; each is reached only through a function
-here, imported when called (so ``import hybridload`` imports neither Ray nor torch's
-internals), and `PRIVATE_APIS` lists every one of them: ``tests/test_compat.py`` checks each
-still exists in the installed versions, so an upgrade that moves one fails one named test
-instead of a lane at run time. A caller that can do without one (a reading that only sharpens
-a message) catches the failure; one that cannot lets it raise.
+"""The private Ray and torch APIs hybridload leans on, in one place: each reached through a
+function here, imported when called, and listed in `PRIVATE_APIS` so ``tests/test_compat.py``
+fails by name when an upgrade moves one, instead of a lane at run time.
 """
 
 from __future__ import annotations
@@ -79,8 +74,7 @@ def ray_node_logs_dir() -> str:
 
 
 def ray_cluster_metadata() -> dict | None:
-    """The cluster metadata Ray records at start (``ray_init_cluster``: made by ``ray.init()``).
-    ``global_worker.gcs_client`` exists once connected (an instance attribute: not listed)."""
+    """The cluster metadata Ray records at start (``ray_init_cluster``: made by ``ray.init()``)."""
     from ray._common.usage.usage_lib import get_cluster_metadata
     from ray._private import worker
 
@@ -96,9 +90,8 @@ def ray_enable_token_auth() -> None:
 
 @contextlib.contextmanager
 def ray_localhost_kept() -> Iterator[None]:
-    """Within the block, ``ray.init(address=...)`` keeps a loopback host instead of replacing it by
-    this machine's outward address (``services.resolve_ip_for_localhost``), where a loopback-only
-    cluster does not listen: on a machine with an address besides loopback the join would retry forever."""
+    """Within the block, ``ray.init(address=...)`` keeps a loopback host rather than this machine's
+    outward address, where a loopback-only cluster does not listen (the join would retry forever)."""
     from ray._private import services
 
     real = services.resolve_ip_for_localhost

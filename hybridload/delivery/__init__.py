@@ -1,8 +1,8 @@
 """Delivery: a merged batch on its way to the training step.
 
-``transfer`` (the target device, pinned host buffers, copies on a side stream), ``finish``
-(Normalize and RandomErasing on the delivered batch) and ``batch_hook`` (the user's
-``batch_transform`` with its keyed generator).
+``transfer`` (the target device, pinned host buffers, side-stream copies), ``finish`` (Normalize
+and RandomErasing on the delivered batch) and ``batch_hook`` (the user's ``batch_transform``
+with its keyed generator).
 """
 
 from hybridload.delivery.finish import finish_batch

@@ -1,17 +1,6 @@
-"""The device-side batch hook: ``HybridLoader(..., batch_transform=fn)``.
-
-``fn(images, labels, generator) -> (images, labels)`` runs on every delivered batch, on
-the loader's device, after Normalize (so ``torchvision.transforms.v2`` ops, MixUp or
-CutMix run on the GPU). ``generator`` is a ``torch.Generator`` on the batch's device,
-seeded from (seed, epoch, rank, batch position): the batch at a given place of an epoch
-gets the same draws after a mid-epoch resume, in a rerun, and whichever lane made it;
-two ranks (or two positions) get independent draws. Draw every random number of the hook
-from it (``torch.rand(..., generator=generator)``, ``tensor.random_(generator=...)``), never
-from the global generator.
-
-What ``fn`` returns is checked: a tuple ``(images, labels)`` of two tensors with the
-batch's size as their first dimension (labels may change shape, e.g. one-hot soft labels
-``[B, classes]`` after MixUp); anything else raises an error naming ``batch_transform``.
+"""The device-side batch hook, ``HybridLoader(..., batch_transform=fn)``: its generator keyed by
+(seed, epoch, rank, batch position) so a batch gets the same draws after a resume and whichever
+lane made it, and its result checked (docs/guide/recipes.md, "Your own transforms").
 """
 
 from __future__ import annotations

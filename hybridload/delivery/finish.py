@@ -1,11 +1,6 @@
-"""Finishing a batch: the recipe's Normalize (and output dtype), then its RandomErasing, on the
-batch's device, the same for every lane.
-
-Lanes ship uint8 images (4x fewer bytes than float32); the loader finishes each batch where it
-is delivered, on the device, after the consumer's stream waits on the lane's CUDA event (a GPU
-lane asked to normalize finishes its own batches on its stream, with this same step). Normalize
-is `normalize_batch`, the erasing the CPU engine's `hybridload.kernels.erase.erase_batch`; its
-boxes are keyed by (seed, epoch, index) only, so a batch is finished alike wherever it was made.
+"""Finishing a batch: Normalize (and output dtype), then RandomErasing, on the batch's device and
+the same for every lane, so lanes ship uint8 (4x fewer bytes than float32) and a batch is
+finished alike wherever it was made (a GPU lane asked to normalize runs this same step on its stream).
 """
 
 from __future__ import annotations

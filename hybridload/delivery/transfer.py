@@ -1,16 +1,6 @@
-"""Which device batches land on, and moving finished batches there.
-
-Device resolution follows torch: ``"cuda"`` without an index means the current CUDA
-device (what ``torch.cuda.set_device`` chose, as DDP scripts do), never GPU 0 by
-default; ``device=None`` means ``cuda:LOCAL_RANK`` under a launcher that sets it, else
-the current CUDA device, else the CPU.
-
-On CUDA, lanes fill pinned host buffers and the copy runs non-blocking on a side
-stream; the consumer's stream waits on it, so the copy overlaps the previous step. A
-batch made on the GPU carries the CUDA event its lane recorded (``result.ready``); the
-consumer's current stream waits on that event (a device-side wait, no host sync), so a
-trainer inside ``torch.cuda.stream(s)`` never reads unfinished pixels. On CPU the
-tensors are returned as they are (no copy).
+"""Which device batches land on (as torch resolves it: ``"cuda"`` is the current device, never GPU 0
+by default), and moving them there: pinned buffers and a side-stream copy that overlaps the
+previous step, the consumer's stream waiting on a GPU lane's event on the device, never the host.
 """
 
 from __future__ import annotations
@@ -98,8 +88,7 @@ class DeviceMover:
         return t.to(self.device, non_blocking=True)
 
     def deliver(self, result, *, with_indices: bool = False) -> tuple[torch.Tensor, ...]:
-        """A lane's BatchResult as device tensors: (images, labels[, indices]), ordered after
-        the lane's CUDA event when it recorded one."""
+        """A lane's BatchResult as device tensors (images, labels[, indices]), after its CUDA event."""
         tensors = [result.images, torch.from_numpy(result.labels)]
         if with_indices:
             tensors.append(torch.from_numpy(result.indices))

@@ -1,11 +1,8 @@
-"""Errors hybridload raises to its users. Each names what the user needs to find the problem;
-a signal passed only between the package's parts lives beside them (`Reroute`: `hybridload.lanes.base`).
+"""Errors hybridload raises to its users, each naming what finds the problem, and `close_all`, the
+one shutdown routine of every floor that closes several parts.
 
-Also the one shutdown routine, `close_all`, used by every floor that closes several
-parts: it closes them all and reports every failure at the end (`ShutdownError`).
-
-Modules: ``core`` (the error types) and ``shutdown`` (`close_all`, `take_all` and
-`ShutdownError`). Every name is imported from here (``from hybridload.errors import X``).
+Modules: ``core`` (the error types) and ``shutdown`` (`close_all`, `take_all`, `ShutdownError`);
+every name is imported from here.
 """
 
 from hybridload.errors.core import (
@@ -46,7 +43,7 @@ __all__ = [
     "take_all",
 ]
 
-# the classes keep the path they are imported and pickled by (hybridload.errors.X), as before the split
+# the classes keep the path they are imported and pickled by (hybridload.errors.X)
 for _name in __all__:
     if isinstance(_obj := globals()[_name], type):
         _obj.__module__ = __name__

@@ -1,5 +1,4 @@
-"""The error types hybridload raises (all but `ShutdownError`, with the shutdown routine in
-``shutdown``). Each names what the user needs to find the problem."""
+"""The error types hybridload raises (`ShutdownError` lives with `close_all` in ``shutdown``)."""
 
 from __future__ import annotations
 
@@ -101,8 +100,7 @@ class ResumeMismatchError(HybridLoadError, ValueError):
 
 
 def _what_differs(saved: object, mine: object) -> str:
-    """What of two source fingerprints (``"Kind; part: value; ..."``, `Source.fingerprint`)
-    differs, in words: the kinds, or the parts by name."""
+    """What of two `Source.fingerprint` strings differs, in words."""
 
     def parts(fp: object) -> tuple[str | None, dict[str, str]]:
         if not isinstance(fp, str) or "; " not in fp:
@@ -190,12 +188,9 @@ class NoLaneError(HybridLoadError, RuntimeError):
 
 
 class WorkerLost(HybridLoadError, RuntimeError):
-    """A worker of a lane (a Ray actor, a node) died while it held a batch; the batch is
-    handed to another worker and the lane carries on with what is left. When none is left it
-    reaches the caller: a RuntimeError, as torch's DataLoader raises for a killed worker. A
-    batch that crashed two worker processes (a crash signal in their logs), or killed four with
-    none (SIGKILL, the OOM killer), reaches the caller at once, in torch's words ("DataLoader
-    worker (pid N) is killed by signal: ...").
+    """A worker of a lane died while it held a batch, which is handed on while a worker is left; a
+    RuntimeError in torch's words once none is, or once the batch is blamed
+    (docs/decisions/deaths-two-crashes-or-four-kills.md).
 
     Attributes:
         batch_at_fault: the batch killed its workers (two crashes, or four deaths of any kind):
@@ -247,12 +242,9 @@ class ManifestError(HybridLoadError, ValueError):
 
 
 class ShardIndexError(UserCodeError, ValueError):
-    """A shard named by a manifest does not match it when a worker first touches it: the shard
-    is missing or unreadable, or it holds another number of samples than the manifest's
-    ``nsamples`` (the epoch would be short or shifted); or a shard changed after a worker
-    indexed it (truncated, deleted, unreadable, rewritten under a stale sidecar: the message
-    names the sample). Deterministic, so never retried:
-    delivered at its batch's position, also under ``on_error="skip"``.
+    """A shard disagrees with its manifest at first touch (missing, unreadable, another sample
+    count) or changed after a worker indexed it. Deterministic, so never retried: delivered at
+    its batch's position, also under ``on_error="skip"``.
 
     Attributes:
         where: the shard (``"shard 12 ('s3://b/x-000012.tar') of manifest 'm.json'"``).

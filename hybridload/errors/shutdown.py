@@ -1,6 +1,5 @@
-"""The one shutdown routine, `close_all`, used by every floor that closes several parts: it
-closes them all and reports every failure at the end (`ShutdownError`); `take_all` empties
-a list of held parts in the order to close them."""
+"""The one shutdown routine, `close_all`, so every floor that closes several parts closes them all
+and reports every failure at the end."""
 
 from __future__ import annotations
 
@@ -42,10 +41,8 @@ def close_all(parts: Iterable, what: str = "closing", *, log: logging.Logger | N
     """Close every part in order, going on past a failure; then raise one
     `ShutdownError` naming each part that failed (nothing when all closed).
 
-    A part is an object with ``close()`` (named by its type and its ``name`` where it has
-    one), a ``(name, fn)`` pair for a step that is no object's ``close``, or None (skipped).
-    With ``log`` (a logger) the error is logged there as one warning instead of raised: for
-    paths with nobody to raise to (garbage collection, cleaning up after another error).
+    A part is an object with ``close()``, a ``(name, fn)`` pair, or None (skipped). ``log`` is
+    for paths with nobody to raise to (garbage collection, cleanup after another error).
 
     Args:
         parts: what to close, in order.

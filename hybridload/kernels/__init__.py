@@ -1,22 +1,13 @@
-"""The CPU engine: every recipe stage as pure functions over bytes and arrays (its op table:
-``geometry.OP_FUNCTIONS``, and `compile`, a recipe into its per-sample function; the DALI and
-torch engines sit beside it in ``hybridload/pipelines/`` and ``hybridload/torchops/``).
+"""The CPU engine: every recipe stage as pure functions over bytes and arrays, so the lanes and
+Ray actors run it alike and tests run it without either (its engines, chosen by measurement:
+docs/guide/recipes.md and benchmarks/RESULTS.md).
 
-Run directly by the in-process lane and by Ray actors; testable without either.
-Engines (chosen by measurement, see benchmarks/RESULTS.md): libjpeg-turbo through
-simplejpeg for JPEG decoding, libjpeg-turbo 3's cropping region (the ``turbojpeg`` wheel,
-through ctypes) to decode only a sample's crop where its first op is one (the same pixels),
-Pillow for other formats, and torch's antialiased bilinear uint8 resize.
-
-Modules: ``batch`` (one sample, end to end; a CPU lane's batch job is
-``hybridload/lanes/cpu_job.py``), ``decode`` (bytes to an RGB image),
-``jpeg_markers`` (the walk over a JPEG header's marker segments), ``jpeg_check`` (the
-structure check every lane runs before decoding a JPEG), ``turbo`` (TurboJPEG 3's
-cropping region through ctypes), ``crop_window`` (decoding only a sample's crop), ``dct_scale``
-(decoding at 1/2, 1/4 or 1/8 where the recipe shrinks that much), ``geometry`` (crops, resizes,
-flips), ``photometric`` (the colour ops' reference formulas), ``grey`` (grey levels and exact
-channel sums), ``erase`` (RandomErasing on a delivered batch) and ``scratch`` (per-thread
-temporaries).
+Modules: ``batch`` (one sample, end to end), ``decode`` (bytes to an RGB image),
+``jpeg_markers`` (a JPEG header's marker segments), ``jpeg_check`` (the structure check before
+any JPEG decode), ``turbo`` (TurboJPEG 3 through ctypes), ``crop_window`` (decoding only a
+sample's crop), ``dct_scale`` (decoding at 1/2, 1/4 or 1/8), ``geometry`` (the op table, crops,
+resizes, flips, `compile`), ``photometric`` (the colour ops' reference formulas), ``grey`` (grey
+levels, exact channel sums), ``erase`` (RandomErasing) and ``scratch`` (per-thread temporaries).
 """
 
 from hybridload.batch_result import BatchResult

@@ -67,11 +67,9 @@ def process_payload(
 
 
 def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int, generator=None) -> tuple[np.ndarray, tuple, tuple]:
-    """The decoded image and the sample's ops on it. A JPEG's ops are drawn from its header's
-    size; where they start with a crop, only that window is decoded (``Decode(crop_window=True)``,
-    `crop_window`), and with ``Decode(dct_scaling=True)``, where they shrink the crop
-    enough, at 1/2, 1/4 or 1/8 size with the crop mapped onto that (`dct_scale`). A JPEG
-    passes `jpeg_check` first, the check the GPU lanes run too, whatever part of it is decoded."""
+    """The decoded image and the sample's ops on it, drawn from the header's size so only the
+    crop's window (`crop_window`), maybe DCT-scaled (`dct_scale`), need be decoded; every JPEG
+    passes `jpeg_check` first, as on the GPU lanes."""
     dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
     if is_jpeg(payload):
         check_jpeg(payload)

@@ -1,24 +1,6 @@
-"""Decode only the sample's crop: the window of a JPEG its leading ``Crop`` keeps.
-
-Where a sample's ops start with a ``Crop`` inside the image (RandomResizedCrop, CenterCrop,
-RandomCrop without padding), libjpeg-turbo 3 decodes just that window (`turbo`),
-widened by ``MARGIN`` pixels on each side so that chroma upsampling sees the same neighbours
-as in the full image: the window's pixels are then bit-identical to the same crop of the full
-decode (4:4:4, 4:2:2, 4:2:0, grey; baseline and progressive; tests/test_crop_window.py). With
-``Decode(dct_scaling=True)`` the window is decoded at the DCT scale `dct_scale` plans,
-the same pixels as the whole image decoded at that scale then cropped.
-
-Everything else keeps the full decode: no leading crop, a crop reaching outside the image,
-a non-JPEG, CMYK/YCCK, 12-bit or lossless JPEGs, a file not ending in the EOI marker
-(truncated), a JPEG libjpeg-turbo refuses (the full decode then raises its named error), or
-no ``turbojpeg`` wheel. Every JPEG has passed the structure check first (`jpeg_check`: a
-frame declaring more than its data holds is refused whatever the window). One difference
-remains: damage inside the entropy-coded data below the window of a baseline JPEG that
-leaves that structure whole is never read, so it raises nothing where the full decode would
-(as with DALI's and nvImageCodec's region decode); ``Decode(crop_window=False)`` checks every byte.
-The choice is a pure function of the bytes and the sample's ops, so every CPU lane makes it
-alike and stays bit-identical to the others.
-"""
+"""Decode only the window of a JPEG its leading ``Crop`` keeps, bit-identical to that crop of the
+full decode and chosen from the bytes and ops alone, so every CPU lane decides alike (what falls
+back to the full decode, and the one difference: docs/guide/recipes.md, "Decoding only the crop")."""
 
 from __future__ import annotations
 
@@ -43,10 +25,8 @@ _EOI = b"\xff\xd9"
 def window_decode(
     data: bytes, size: tuple[int, int], ops: Sequence[SampleOp], dct_scaling: bool = False, gap: float = 2.0
 ) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
-    """(pixels, ops on them) decoding only the window of the JPEG ``data`` (``size``: its
-    width and height from the header) that ``ops``' leading Crop keeps; None where the
-    full decode must run instead (see the module's docstring). ``gap``: the DCT scale's
-    `plan_scaled_decode` gap (``Decode.reducing_gap``)."""
+    """(pixels, ops on them) for the window of ``data`` (``size`` from its header) that ``ops``'
+    leading Crop keeps; None where the full decode must run."""
     if not turbo.available() or not ops or type(ops[0]) is not Crop or not data.endswith(_EOI):
         return None  # a truncated file goes to the full decode, which names it
     width, height = size

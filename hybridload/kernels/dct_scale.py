@@ -1,19 +1,6 @@
-"""Decode a JPEG at 1/2, 1/4 or 1/8 of its size where the recipe shrinks the crop at least that much.
-
-libjpeg-turbo can scale in the DCT domain: it computes the smaller image from fewer DCT
-coefficients, which skips most of the inverse DCT, the chroma upsampling and the colour
-conversion of the full-size image. When a sample's first ops are ``Crop`` then ``Resize`` and
-the crop is at least twice the output on both sides (RandomResizedCrop on a phone photo, say),
-decoding at the largest power-of-two factor that keeps at least ``MARGIN`` decoded pixels per
-output pixel on each side — then cropping the mapped box and resizing it, still downscaling —
-gives nearly the same pixels for a fraction of the work (the box's corners are rounded to
-whole decoded pixels; the margin keeps that shift under half an output pixel). Anything else keeps the full decode.
-
-The plan is a pure function of the image size and the sample's ops, so every CPU lane makes
-the same choice for the same sample and the lanes stay bit-identical to each other.
-``Decode(dct_scaling=True)`` turns it on; the default keeps the full decode (the GPU engines
-decode fully, and their stated tolerance against the CPU lanes holds only then).
-"""
+"""Decode a JPEG at 1/2, 1/4 or 1/8 where the recipe shrinks the crop that much, a pure function
+of size and ops so every CPU lane chooses alike (the trade and its figures:
+docs/guide/recipes.md, ``dct_scaling``)."""
 
 from __future__ import annotations
 
@@ -52,14 +39,8 @@ def scaled_size(width: int, height: int, denominator: int) -> tuple[int, int]:
 
 
 def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp], gap: float = MARGIN) -> ScaledDecode | None:
-    """The scaled decode for an image of ``width`` x ``height`` whose ops start with Crop and
-    Resize, or None where the full decode must run (no such ops, a crop reaching outside the
-    image, or a crop too small to keep the margin even at half size).
-
-    The factor is the largest 1/d that leaves the crop at least ``gap`` (``MARGIN`` by default)
-    times the output on both sides, so the resize after it always shrinks (with ``gap`` 1.0,
-    the mapped crop still covers the output: `scaled_ops` rounds both corners alike).
-    """
+    """The largest 1/d leaving the leading Crop at least ``gap`` times the Resize's output on
+    both sides, so the resize after it still shrinks; None where the full decode must run."""
     if len(ops) < 2 or type(ops[0]) is not Crop or type(ops[1]) is not Resize:
         return None
     crop, out = ops[0], ops[1]
@@ -72,10 +53,8 @@ def plan_scaled_decode(width: int, height: int, ops: Sequence[SampleOp], gap: fl
 
 
 def scaled_ops(ops: Sequence[SampleOp], denominator: int, scaled_w: int, scaled_h: int) -> tuple[SampleOp, ...]:
-    """``ops`` with the leading Crop mapped onto the image decoded at 1/``denominator``
-    (``scaled_w`` x ``scaled_h``): libjpeg-turbo's decoded pixel k covers the full image's
-    pixels ``[k * d, (k + 1) * d)``, so a full-size coordinate x maps to x / d; the corners
-    are rounded to whole pixels and kept inside the decoded image."""
+    """``ops`` with the leading Crop mapped onto the 1/``denominator`` image: decoded pixel k
+    covers full pixels ``[k * d, (k + 1) * d)``, so x maps to x / d, rounded and kept inside."""
     crop, d = cast(Crop, ops[0]), denominator  # planned by plan_scaled_decode: a Crop leads
     x0, y0 = round(crop.x / d), round(crop.y / d)
     x1 = min(scaled_w, max(x0 + 1, round((crop.x + crop.w) / d)))

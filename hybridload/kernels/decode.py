@@ -32,8 +32,7 @@ def is_jpeg(data) -> bool:
 
 
 def check_pixels(w: int, h: int) -> None:
-    """Refuse an empty image or one over `MAX_IMAGE_PIXELS` (DecodeError, a
-    ValueError, saying which). Every lane checks image sizes with this one function."""
+    """Refuse an empty image or one over `MAX_IMAGE_PIXELS` (`DecodeError`): every lane's one size check."""
     if w <= 0 or h <= 0:
         raise DecodeError(f"image has an empty size {w}x{h}")
     if w * h > MAX_IMAGE_PIXELS:
@@ -126,9 +125,8 @@ _TURBO_COLORSPACES = ("Gray", "YCbCr", "RGB")
 
 
 def jpeg_size(payload: Any) -> tuple[int, int] | None:
-    """(width, height) of a JPEG that libjpeg-turbo decodes to RGB (grey, YCbCr or RGB
-    colour) and can scale in the DCT domain, from its header; None for anything else (a
-    lossless JPEG among them), or a header that does not parse (the decode then says why)."""
+    """(width, height) from the header of a JPEG libjpeg-turbo decodes to RGB and can DCT-scale;
+    None for anything else, the decode then saying why."""
     if simplejpeg is None or not isinstance(payload, (bytes, bytearray)) or not is_jpeg(payload):
         return None
     try:
@@ -146,10 +144,8 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 def is_lossless(data: bytes | bytearray) -> bool:
-    """True for a JPEG whose frame is lossless (SOF3/7/11/15), read from its markers up to the
-    first start-of-frame. simplejpeg 1.9 sizes its output for a scaled decode, then libjpeg-turbo
-    writes a lossless image at full size into it (a heap overflow), so no scaled decode may
-    be asked of one."""
+    """True for a lossless JPEG (SOF3/7/11/15), which must never be scaled: simplejpeg 1.9 would
+    size the output scaled and libjpeg-turbo write it full size (a heap overflow)."""
     for marker, _start, _end in jpeg_segments(data):
         if marker in _SOF:
             return marker in _SOF_LOSSLESS

@@ -1,14 +1,6 @@
-"""RandomErasing on a delivered batch: torch ops on the batch's device, the same for every lane.
-
-The lanes ship uint8 images; the batch is normalized where it is delivered, then each
-sample's box (drawn from `hybridload.recipe.photometric.erase_generator`, keyed by
-(seed, epoch, index) and the output size only) is filled with the stage's value.
-
-Nothing on this path makes the host wait for the device: a fixed value is written with
-``fill_`` (a scalar argument of the kernel, no copy), and the noise of ``value="random"``
-(drawn on the host, so that every lane gets the same numbers) goes to the device in one
-pinned, non-blocking copy for the whole batch, then into each box on the device.
-"""
+"""RandomErasing on a delivered batch, on its device and the same for every lane; the host never
+waits on the device (a fixed value is a ``fill_`` scalar, ``"random"`` noise is drawn on the host
+for every lane alike and sent in one pinned non-blocking copy)."""
 
 from __future__ import annotations
 
@@ -62,8 +54,8 @@ def erase_batch(
 
 
 def _on_device(values: np.ndarray, device: torch.device) -> torch.Tensor:
-    """``values`` on ``device``: through pinned memory and a non-blocking copy on CUDA (the host
-    does not wait; the caching host allocator keeps the buffer until the copy has run)."""
+    """``values`` on ``device``, pinned and non-blocking on CUDA (the caching host allocator keeps
+    the buffer until the copy has run)."""
     host = torch.from_numpy(values)
     if device.type != "cuda":
         return host

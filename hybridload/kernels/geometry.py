@@ -1,10 +1,5 @@
-"""The operations of `hybridload.recipe.SampleParams` on HWC uint8 images: the geometric
-ones here, the colour ones in `photometric`.
-
-One function per op type, found through `OP_FUNCTIONS`: the CPU engine's table, side by side
-with the DALI engine's (``pipelines/ops.py``) and the torch engine's (``torchops/ops.py``);
-``tests/test_engine_ops.py`` checks each has a function for every op type or says why not.
-"""
+"""The CPU engine's op table (`OP_FUNCTIONS`) and its geometric ops on HWC uint8 images; the
+colour ones are in `photometric`."""
 
 from __future__ import annotations
 
@@ -38,15 +33,10 @@ def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
 
 
 def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
-    """Antialiased bilinear resize of an HWC uint8 tensor (matches Pillow's BILINEAR
-    within one level; torch's uint8 channels-last fast path). Returns a contiguous HWC tensor.
+    """Antialiased bilinear resize of an HWC uint8 tensor, within one level of Pillow's BILINEAR.
 
-    The NCHW view is made with the batch dimension's stride in channels-last order
-    (``unsqueeze`` before ``permute``): with ``permute(2, 0, 1).unsqueeze(0)`` that stride is 3,
-    torch's layout guess (``suggest_memory_format``) reads the view as NCHW, allocates a planar
-    output and repacks its channels-last result into it pixel by pixel (a scalar loop: a third
-    of the resize on a 300 px crop), which the caller then permutes back. Same kernel, same
-    pixels either way."""
+    ``unsqueeze`` before ``permute`` keeps the view channels-last to torch's layout guess; the
+    other order costs a planar repack, a third of the resize on a 300 px crop (CONTRIBUTING.md)."""
     h, w = op.h, op.w
     if img.shape[0] == h and img.shape[1] == w:
         return img
@@ -60,8 +50,7 @@ def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:
     return img.flip(1)
 
 
-#: The CPU engine's kernel of each op type (the colour ones from `photometric`); the user's
-#: function (`CustomOp`) runs here only (a recipe holding one is not ``gpu_capable``).
+#: The CPU engine's kernel of each op type; `CustomOp` runs here only (not ``gpu_capable``).
 OP_FUNCTIONS: dict[type, Callable[[torch.Tensor, Any], torch.Tensor]] = {
     Crop: crop,
     Resize: resize,
@@ -109,9 +98,8 @@ def apply_ops(
 
 
 def compile(rec: Recipe) -> Callable[..., torch.Tensor]:
-    """The CPU engine's pipeline of ``rec``: `apply_ops` over each sample's ops, once every op
-    type its stages emit (their ``op_slots()``) has its kernel here; ValueError naming the
-    stage and the op otherwise."""
+    """`apply_ops` as ``rec``'s pipeline once every op its stages emit has a kernel here;
+    ValueError naming the stage and the op otherwise."""
     if (why := rec.cannot_run("CPU", OP_FUNCTIONS, UNSUPPORTED)) is not None:
         raise ValueError(why)
     return apply_ops

@@ -1,10 +1,5 @@
-"""Grey levels and exact channel sums of float32 ``(3, H, W)`` images, for the colour ops.
-
-The grey level is ``(R 0.299 + G 0.587) + B 0.114`` in float32 (`grey`); an image's mean grey
-level comes from its exact per-channel sums (`channel_sums`, `grey_mean_of_sums`: the one
-formula every engine uses), with no grey image (`mean_grey`). `planes` hands out per-thread
-scratch planes (see `scratch`).
-"""
+"""Grey levels and exact channel sums of float32 ``(3, H, W)`` images: one mean-grey formula
+(`grey_mean_of_sums`) for every engine, with no grey image."""
 
 from __future__ import annotations
 
@@ -46,9 +41,8 @@ _ROW = 768
 
 
 def channel_sums(x: np.ndarray) -> np.ndarray:
-    """The exact per-channel sums (float64) of an integer-valued 0..255 ``(3, H, W)`` image,
-    planar or a view of HWC memory: the HWC bytes are summed as rows of `_ROW` values
-    (float32 column sums are exact below 2^24), so no strided or per-pixel pass is needed."""
+    """The exact per-channel sums (float64) of an integer-valued 0..255 ``(3, H, W)`` image, summed
+    as rows of `_ROW` values (float32 column sums are exact below 2^24): no strided pass."""
     hwc = x.transpose(1, 2, 0)
     if not hwc.flags.c_contiguous:
         return x.reshape(3, -1).sum(axis=1, dtype=np.float64)
@@ -63,13 +57,11 @@ def channel_sums(x: np.ndarray) -> np.ndarray:
 
 
 def grey_mean_of_sums(s, pixels: int):
-    """``(0.299 S_R + 0.587 S_G + 0.114 S_B) / pixels`` in float64 from exact channel sums ``s``
-    (numpy or torch float64): the one formula of every engine's mean grey level."""
+    """``(0.299 S_R + 0.587 S_G + 0.114 S_B) / pixels`` in float64: every engine's mean grey level."""
     w = GREY64
     return (w[0] * s[0] + w[1] * s[1] + w[2] * s[2]) / pixels
 
 
 def mean_grey(x: np.ndarray) -> np.float32:
-    """The image's mean grey level from the exact channel sums (`grey_mean_of_sums`), as
-    float32: the mean of the grey levels up to rounding, with no grey image."""
+    """The image's mean grey level (`grey_mean_of_sums`) as float32, with no grey image."""
     return F32(grey_mean_of_sums(channel_sums(x), x.shape[1] * x.shape[2]))

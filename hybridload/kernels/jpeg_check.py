@@ -1,29 +1,6 @@
-"""The structure check every lane runs on a JPEG before any decoder sees it.
-
-libjpeg-turbo on the CPU lanes decodes strictly (a warning is an error): a JPEG whose scan runs
-out before its declared frame is filled fails there ("premature end of data segment"), while
-DALI and nvJPEG decode the same bytes into an image padded with garbage and say nothing, and
-the CPU's crop-window decode never reads the rows below its window. Running libjpeg's strict
-entropy decode on the GPU lanes' host threads would settle every case, but it costs about half
-a full CPU decode or more (at 1/8 DCT scale, the cheapest way: `benchmarks/RESULTS.md`, one-off figures,
-issue 44.1), most of what the GPU lane saves. This check reads the
-header and the data's last bytes only (a few microseconds):
-
-- SOI, then marker segments whose lengths stay inside the data up to the first scan (SOS), a
-  frame header (SOF) before it with 1-4 components, sampling factors 1-4 and a size within
-  `check_pixels`, and the scan's components in the frame;
-- an EOI marker after the scan begins (what follows the image is ignored, as libjpeg ignores it);
-- the bytes between the first scan's header and the last EOI at least as many as the scan's
-  declared blocks need: 2 bits a block in a sequential Huffman scan (a DC code and an AC code of
-  at least 1 bit each), 1 bit in a progressive DC scan (arithmetic-coded, lossless and
-  progressive AC scans have no such floor).
-
-Every JPEG it refuses, libjpeg-turbo's strict decode refuses too (`tests/test_jpeg_check.py`
-holds it): it adds no refusal to a full CPU decode, it makes every lane refuse these the same
-way. Damage that keeps this structure whole (bytes altered inside the entropy-coded data, a
-frame declared smaller than its scan, or larger by less than the floor) is refused where
-libjpeg decodes those bytes strictly and decoded with artifacts by DALI and nvJPEG.
-"""
+"""The structure check every lane runs on a JPEG before any decoder sees it: a few microseconds of
+header and tail against half a strict decode, so every lane refuses the same files and none that
+libjpeg-turbo's strict decode accepts (docs/guide/guarantees.md#bad-input)."""
 
 from __future__ import annotations
 
@@ -74,7 +51,8 @@ class _Frame:
         return mcus * sum(h * v for h, v in (self.sampling[i] for i in ids))
 
     def scan_floor_bits(self, body: bytes | bytearray) -> int:
-        """The fewest bits the scan whose header is ``body`` can code its blocks in (0: no floor)."""
+        """The fewest bits the scan whose header is ``body`` can code its blocks in: 2 a block in a
+        sequential Huffman scan (a DC and an AC code), 1 in a progressive DC scan, else 0."""
         n = body[0] if body else 0
         if not 1 <= n <= 4 or len(body) != 4 + 2 * n:
             raise _refuse(f"a scan header of {len(body) + 2} bytes for {n} components")
@@ -90,7 +68,7 @@ class _Frame:
 
 def check_jpeg(data: bytes | bytearray) -> None:
     """Refuse (`DecodeError`, saying what is wrong) a JPEG whose structure no strict decoder
-    accepts; see the module's docstring for the checks. ``data`` starts with SOI."""
+    accepts. ``data`` starts with SOI."""
     n, frame = len(data), None
     for marker, start, end in jpeg_segments(data):
         if end > n:

@@ -1,12 +1,5 @@
-"""The marker segments of a JPEG's header, walked once for every reader of them.
-
-The lossless check before a scaled decode (`decode.is_lossless`), the EXIF strip before
-torchcodec (`lanes/gpu/torch_decoders.without_exif`) and the benchmarks' damage and
-bad-file makers read the same layout (ITU T.81 B.1.1): after SOI, each segment is 0xFF, a
-marker byte, and (except TEM, RST0-7, SOI and EOI, which stand alone) a 2-byte big-endian
-length counting itself. Any number of 0xFF fill bytes may precede a marker; libjpeg skips
-them, and so does this walk.
-"""
+"""The marker segments of a JPEG's header (ITU T.81 B.1.1), walked in one place for the lossless
+check, the EXIF strip and the benchmarks' damage makers; fill bytes are skipped as libjpeg does."""
 
 from __future__ import annotations
 
@@ -20,19 +13,14 @@ EOI = 0xD9
 STANDALONE = frozenset((0x01, *range(0xD0, 0xDA)))
 
 
-#: One marker segment: (marker, start, end). ``marker``: the byte after 0xFF (0xC0 for SOF0,
-#: 0xE1 for APP1, ...); ``start``: the offset of its 0xFF; ``end``: the offset just past it,
-#: ``start + 2 + length`` as its length field says (which may point past the data: a reader
-#: that slices checks it), ``start + 2`` for a standalone marker. A plain tuple: the lossless
-#: check walks every scaled decode's header, and a named tuple doubles the walk's ~1 us.
+#: (marker byte, offset of its 0xFF, offset past it as its length says: may exceed the data).
+#: A plain tuple: a named tuple doubles the walk's ~1 us on every scaled decode.
 Segment = tuple[int, int, int]
 
 
 def jpeg_segments(data: bytes | bytearray, start: int = 2) -> Iterator[Segment]:
-    """The segments of ``data`` from ``start`` (just past SOI) up to and including SOS or EOI.
-
-    Stops at the first byte that is not 0xFF (no marker where one should be) or where a
-    length field is cut off by the end of the data; fill bytes are skipped."""
+    """The segments of ``data`` from ``start`` (past SOI) through SOS or EOI; stops early at a
+    missing marker or a cut-off length field."""
     k, n = start, len(data)
     while k + 2 <= n and data[k] == 0xFF:
         marker = data[k + 1]

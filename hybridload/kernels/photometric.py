@@ -1,32 +1,6 @@
-"""Photometric operations on HWC uint8 images: the reference formulas every engine follows.
-
-numpy, float32 arithmetic, uint8 in and out; the formulas are torchvision's (tensor path)
-except that grey levels use the weights 0.299 / 0.587 / 0.114 and stay in float32 for blends:
-
-- ``Brightness(f)``: ``trunc(clip(x * f))``;
-- ``Contrast(f)``: ``trunc(clip(x * f + m * (1 - f)))``, ``m`` the image's mean grey level
-  (`grey.mean_grey`: from the exact channel sums, torchvision's mean up to rounding);
-- ``Saturation(f)``: the same with the pixel's grey level;
-- ``Hue(s)``: torchvision's HSV shift in a branch-free form on 0..255 values: the hue in
-  sixths ``h6`` (from the max channel, as ``_rgb2hsv``) plus ``6 s``; each channel
-  ``max - (max - min) clip(min(k, 4 - k), 0, 1)``, ``k = (n + h6) mod 6`` (n = 5, 3, 1);
-  then ``trunc(x * 255.999 / 255)`` as torchvision's float → uint8 conversion;
-- ``Grayscale``: ``trunc(grey)`` in all three channels;
-- ``Blur(k, sigma)``: torchvision's 1-D kernel, separable, reflect-101 border, rounded;
-- ``Posterize``, ``Solarize``, ``AutoContrast``: torchvision's.
-
-A run of colour ops (`apply_photometric`) converts to float32 once and back to uint8
-once, with the same bits as op by op: each op takes an integer-valued float32 image as a
-``(3, H, W)`` array and returns values whose floor is its result (``trunc`` as
-``floor(clip(.))``, the value a uint8 round trip would give); the run floors between ops and
-the uint8 cast truncates at the end. Clamping is skipped where the op's value range, worked
-out from its parameters, cannot leave [0, 256). The array is planar (contiguous channel
-planes: fast per-pixel channel arithmetic) when the run mixes channels per pixel or blurs, else a
-view of HWC memory (no transposition); the result is an HWC view of that memory, so a
-planar run hands the default CHW layout its planes as they are. The float32 image and the
-temporaries are per-thread scratch arrays (`scratch`), written in place. Identity
-parameters leave the image unchanged.
-"""
+"""The colour ops on HWC uint8 images: the reference formulas every engine follows, a run of them
+in one float32 round trip with the bits of op by op (the formulas: docs/guide/recipes.md, "The
+colour ops' formulas")."""
 
 from __future__ import annotations
 
@@ -192,7 +166,7 @@ def autocontrast(x: np.ndarray, op: AutoContrast) -> np.ndarray:
     return _trunc((x - mn[:, None, None]) * scale[:, None, None])
 
 
-#: The float32 function of each photometric op type, on a (3, H, W) image (see the module's text).
+#: The float32 function of each photometric op type, on a (3, H, W) image whose floor is its result.
 #: (Any: each function takes the op of the type it is registered under, found by ``type(op)``)
 FLOAT_FUNCTIONS: dict[type, Callable[[np.ndarray, Any], np.ndarray]] = {
     Brightness: brightness,

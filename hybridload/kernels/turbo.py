@@ -1,15 +1,7 @@
-"""Decode only a window of a JPEG: TurboJPEG 3's cropping region through ctypes.
-
-libjpeg-turbo 3 decodes a region (``tj3SetCroppingRegion``) at a DCT scale
-(``tj3SetScalingFactor``) in one ``tj3Decompress8`` call: the columns left of the window's
-iMCU and the rows above it are skipped (entropy decoding only, no inverse DCT, no upsampling,
-no colour conversion), the rows below are never read. The library comes from the ``turbojpeg``
-wheel (``turbojpeg.libs/libturbojpeg-*.so.0.3.0``: libjpeg-turbo 3, no compiler, no system
-library); only its C functions are called, never the wheel's Python module. Without the
-wheel, `available` is False and the kernels keep the full decode.
-
-Chosen over nvImageCodec's CPU backend by measurement (docs/decisions/crop-window-turbojpeg.md).
-"""
+"""Decode only a window of a JPEG: TurboJPEG 3's cropping region and DCT scale through ctypes on
+the ``turbojpeg`` wheel's bundled library (no compiler, no system library); without it
+`available` is False and the full decode runs (why this route: docs/decisions/crop-window-turbojpeg.md,
+docs/decisions/crop-decoder-wheel.md)."""
 
 from __future__ import annotations
 
@@ -119,9 +111,8 @@ def _handle() -> int:
 
 
 def _fail(h, what: str) -> TurboError:
-    """The error for a failed call, and this thread's handle dropped: a handle that failed
-    mid-read is left inside the last JPEG (libjpeg-turbo 3.0 beta 2 then refuses every later
-    JPEG with "two SOI markers"), so the next call starts with a new one (tj3Init: ~10 us)."""
+    """The error for a failed call; this thread's handle is dropped, since one that failed mid-read
+    refuses every later JPEG ("two SOI markers"), and a new one costs ~10 us."""
     err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
     _local.handle = None  # its __del__ destroys it
     return err
@@ -130,17 +121,10 @@ def _fail(h, what: str) -> TurboError:
 def decode_window(
     data: bytes, x: int, y: int, w: int, h: int, denominator: int = 1, margin: int = 0
 ) -> tuple[np.ndarray, int, int] | None:
-    """The window (x, y, w, h) of the JPEG decoded at 1/``denominator`` (coordinates in that
-    scaled image), widened by ``margin`` pixels on each side where the image has them and on
-    the left to the scaled iMCU's edge (libjpeg-turbo starts a window there).
-
-    Returns (pixels, dx, dy): RGB HWC uint8, the window's corner at (dx, dy) in them; None
-    for a JPEG the full decode must take (12/16-bit, lossless, CMYK/YCCK, unknown
-    subsampling, over `MAX_IMAGE_PIXELS`) or a window not inside the scaled image. Raises
-    `TurboError` for a corrupt header or data, ValueError for a window or scale no JPEG takes.
-    Everything the library is given is checked here first: its handle, once it has failed,
-    is replaced (`_fail`).
-    """
+    """(RGB HWC uint8 pixels, dx, dy) of the window (x, y, w, h) at 1/``denominator``, widened by
+    ``margin`` and on the left to the iMCU's edge, its corner at (dx, dy); None where the full
+    decode must run. Raises `TurboError` for corrupt data, ValueError for an impossible window;
+    everything the library is given is checked here first."""
     if denominator not in DENOMINATORS:
         raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
     if min(x, y, margin) < 0 or w < 1 or h < 1:

@@ -1,11 +1,9 @@
-"""The DALI engine: the recipe as a DALI graph.
+"""The DALI engine: the recipe as a DALI graph, DALI imported only inside `build_pipeline` so
+``import hybridload`` works without it.
 
-Its op table is ``ops.OP_FUNCTIONS`` (with ``ops.VALUES``, each colour op's per-sample value).
-`compile` (``plan``) turns a recipe's op slots into the plan of its fixed graph: the chain's
-geometric steps and the colour stages; `chain_params` (``params``) maps each sample's ops onto
-that plan's inputs; `build_pipeline` (``builder``) builds the graph, its colour stages from
-``photo``. DALI is imported only inside `build_pipeline`, so ``import hybridload`` works
-without it.
+Modules: ``ops`` (the op table, `OP_FUNCTIONS`, and `VALUES`), ``plan`` (`compile`: op slots into
+the fixed graph's plan), ``params`` (`chain_params`: each sample's inputs to it), ``builder``
+(`build_pipeline`) and ``photo`` (the colour stages' graph).
 """
 
 from hybridload.pipelines.builder import INPUTS, build_photo_pipeline, build_pipeline, used_inputs

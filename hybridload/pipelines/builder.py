@@ -1,13 +1,7 @@
-"""Build a recipe's DALI pipeline, fed through external_source, from its plan (`plan.compile`).
-
-Inputs per sample: the encoded bytes and the chain parameters (see `params`) the
-recipe's generator drew, so DALI cuts the same boxes and flips as the CPU kernels, and each
-colour stage's values (see `photo`). Output:
-uint8 in the recipe's layout; normalization is applied afterwards by the same torch code
-as the CPU lanes (so the two lanes differ only by resize rounding).
-
-``device_id=None`` runs DALI's CPU-only mode (all operators on the CPU); with a device
-id, decoding is "mixed" (nvJPEG) and the rest runs on the GPU.
+"""Build a recipe's DALI pipeline from its plan, fed through external_source with the parameters
+the recipe's generator drew, so DALI cuts the CPU kernels' boxes and differs only by rounding;
+its output is uint8, normalized by the lanes' one finishing step. ``device_id=None``: DALI's
+CPU-only mode.
 """
 
 from __future__ import annotations
@@ -23,9 +17,8 @@ from hybridload.pipelines.plan import compile
 
 
 def decoder_options(types) -> dict:
-    """Decoder options that make DALI's pixels match the CPU lane's: RGB; libjpeg-turbo's
-    "fancy" (smooth) chroma upsampling, which the CPU lane uses, in nvJPEG's mixed decode
-    too; EXIF orientation ignored, as in every lane (see README, "Pixels")."""
+    """Decoder options that match the CPU lane's pixels: RGB, libjpeg-turbo's "fancy" chroma
+    upsampling, EXIF orientation ignored (docs/guide/guarantees.md#pixels)."""
     return dict(output_type=types.RGB, jpeg_fancy_upsampling=True, adjust_orientation=False)
 
 

@@ -1,14 +1,6 @@
-"""The DALI engine's function for each op type (`OP_FUNCTIONS`), and the op types it cannot
-run with the reason (`UNSUPPORTED`): the DALI counterpart of ``kernels/geometry.py``'s and the
-torch engine's tables, checked against every op type by ``tests/test_engine_ops.py``.
-
-A DALI graph is fixed when it is built, so each function adds its op's operators to the graph
-and takes the sample's values as graph inputs (fed through ``external_source``): the geometric
-ops are the steps of the fixed chain (`params`: ROI decode, resize, slice, mirror), the colour
-ops work on float32 HWC images with the formulas of ``kernels/photometric.py`` (DALI's arithmetic
-operators, ``fn.reductions`` and ``fn.gaussian_blur``). Every function takes a `Dali` (the
-imported DALI modules), the image, the op's value input and the recipe stage that emitted it
-(its fixed settings: a blur's window). Importing this module imports no DALI.
+"""The DALI engine's op table (`OP_FUNCTIONS`, `UNSUPPORTED`): each function adds its op's
+operators to the fixed graph and takes the sample's values as graph inputs, the colour ops with
+the formulas of ``kernels/photometric.py``; importing it imports no DALI.
 """
 
 from __future__ import annotations

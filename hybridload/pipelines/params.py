@@ -1,9 +1,5 @@
-"""Per-sample parameters in the fixed shape a DALI pipeline takes.
-
-A DALI graph is fixed when it is built, so every sample of a recipe maps onto the chain
-its plan holds (`plan.compile`): ROI decode (crop 1), resize, slice (crop 2), mirror. This
-module turns each sample's `SampleParams` into the arrays fed through ``external_source``.
-Pure functions; no DALI import.
+"""Each sample's `SampleParams` as the arrays a fixed DALI chain takes (ROI decode, resize, slice,
+mirror), pure and without DALI so it is tested anywhere.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The colour stages in a DALI graph: each stage of the plan (`plan.PhotoStage`) reads its
-vector input ``photo<j>`` and applies its slots with the DALI engine's function of each op
-type (`ops.OP_FUNCTIONS`), so the graph stays fixed while every sample gets its own values.
-A slot of several op types computes each and keeps the drawn one (its index leads the slot's
-values: `plan.photo_vectors`).
+"""The colour stages in a DALI graph: each reads its vector input ``photo<j>`` and applies its
+slots from the op table, so the graph stays fixed while every sample gets its own values.
 """
 
 from __future__ import annotations

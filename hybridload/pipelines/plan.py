@@ -1,12 +1,6 @@
-"""The DALI engine's compile: a recipe's op slots (each stage's ``op_slots()``) into the plan
-its fixed graph is built from (pure; no DALI import).
-
-Geometry: each geometric slot takes the next step of the chain DALI can run, `STEPS` (ROI
-decode, resize, slice, mirror); colour: each stage with photometric slots becomes one
-float32 input ``photo<j>`` per sample, one value per slot (a slot of several op types: the
-drawn type's index, then its value), each op's graph function and value from the engine's
-table (`ops.OP_FUNCTIONS`, `ops.VALUES`). A slot the table cannot run is a `ValueError` here,
-when the lane is built, never a `KeyError` mid-batch.
+"""The DALI engine's compile, pure: a recipe's op slots into the chain's steps and one ``photo<j>``
+input per colour stage, so a slot the table cannot run is a `ValueError` when the lane is built,
+never a `KeyError` mid-batch.
 """
 
 from __future__ import annotations
@@ -95,9 +89,8 @@ def compile(rec: R.Recipe) -> DaliPlan:
 
 
 def photo_vectors(plan: DaliPlan, ops: tuple) -> tuple[np.ndarray, ...]:
-    """One float32 vector per colour stage of ``plan`` from a sample's ops (its photometric
-    ones, in order): per slot the op's value, after the drawn type's index where the slot
-    holds several."""
+    """One float32 vector per colour stage from a sample's colour ops: per slot its value, after
+    the drawn type's index where the slot holds several."""
     colour = iter(op for op in ops if isinstance(op, PHOTOMETRIC))
     out = []
     for stage in plan.photo:

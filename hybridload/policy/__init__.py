@@ -1,9 +1,6 @@
-"""The policy, and the one place it is decoded.
-
-``loader_policy`` (`LoaderPolicy`: frozen, validated; what the user writes), ``decode`` (pure:
-a policy and a plan into a `LaneSpec`, the lanes and their knobs, and a `PassConfig`, how each
-pass runs; a plan's settings for ``LoaderPolicy.from_plan``) and ``facts`` (this process's
-facts the decoding is given: usable CPUs, Ray, RAY_ADDRESS, the GPU and cluster a plan is fitted to).
+"""The policy, and the one place it is decoded: ``loader_policy`` (`LoaderPolicy`, what the user
+writes), ``decode`` (pure: a policy and a plan into a `LaneSpec` and the knobs' options objects)
+and ``facts`` (this process's facts the decoding is given).
 """
 
 from hybridload.lanes.ray.capacity import ON_NO_ACTORS

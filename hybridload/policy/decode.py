@@ -1,42 +1,7 @@
-"""The one decoding of a LoaderPolicy: which lanes run, with what (a `LaneSpec`), and how each
-pass runs (a `PassConfig`); pure functions of the policy, a plan and this process's facts.
-
-==========  ===========================  =====================  =====================
-mode        GPU lane                     its share cap          CPU lane
-==========  ===========================  =====================  =====================
-"cpu"       none                         —                      primary
-"gpu"       yes                          none (takes all)       CPU_LOCAL stand-by
-"split"     when the share > 0           policy, else plan      primary
-"auto"      yes                          start: policy, plan,   primary
-                                         else 0.5; re-planned
-==========  ===========================  =====================  =====================
-
-A stand-by lane takes only what the GPU lane fails or reroutes. When the GPU lane cannot
-be built, the CPU lane becomes the primary lane. A recipe that is not ``gpu_capable`` (it
-holds a stage only the CPU kernels run, e.g. a ``CustomStage``) gets no GPU lane in any
-mode: the CPU lane is the primary lane, and one note says so.
-
-The CPU lane's kind: Ray is the scale-out engine, used only when a cluster is configured
-(``ray_address`` "auto" / "host:port", or RAY_ADDRESS in the environment) or asked for
-(``ray_address="embedded"``: a loopback cluster started for this process). Otherwise the
-CPU work runs on this machine without Ray.
-
-=============  ======================  ===============  ==========================
-cpu_actors     ray_address / env       Ray installed    CPU lane
-=============  ======================  ===============  ==========================
-0              any                     any              CPU_LOCAL
-None           None, no RAY_ADDRESS    any              CPU_LOCAL (the default)
-N >= 1         None, no RAY_ADDRESS    any              CPU_LOCAL, with a note
-None / N       set (or RAY_ADDRESS)    yes              CPU_ACTORS
-None           set (or RAY_ADDRESS)    no               CPU_LOCAL, with a note
-N >= 1         set (or RAY_ADDRESS)    no               CPU_ACTORS (fails to build,
-                                                        naming the install command)
-=============  ======================  ===============  ==========================
-
-The knobs that pass through as written go, under the policy's names, into the options object
-of the code that reads them, all built by `knobs` (the one function that reads them): a field
-of an options object named as a policy field takes that field's value; its check is the
-options object's. `decode_lanes` only chooses the lanes and the GPU share (`CHOICE`).
+"""The one decoding of a LoaderPolicy, pure functions of the policy, a plan and this process's
+facts so every reader gets the same lanes: `decode_lanes` chooses the lanes and the GPU share
+(the modes and the CPU lane's kind: docs/guide/concepts.md, "Lanes and modes"), `knobs` hands
+every other knob on under its own name (docs/decisions/knobs-flat-one-name.md).
 """
 
 from __future__ import annotations
@@ -56,24 +21,17 @@ from hybridload.raycluster.placement import PlacementRules
 from hybridload.planner.fit import Fitted
 from hybridload.planner.plan import Plan
 
-#: "auto" picks worker processes for the local lane from this many usable CPUs up where they
-#: start by fork (no main-script import, nothing pickled: as torch's DataLoader on Linux).
-#: Measured on the 2-core machine, quiet (benchmarks/bench_local_lanes.py, RESULTS.md):
-#: processes 1.12-1.23x threads at 1 and 2 workers, in every run (the GIL-held
-#: Python per sample is shared by every thread); with one CPU there is nothing to gain.
+#: "auto" picks forked worker processes for the local lane from this many usable CPUs: on 2 cores
+#: processes ran 1.12-1.23x threads (benchmarks/bench_local_lanes.py, RESULTS.md).
 PROCESSES_FROM_CPUS_FORK = 2
-#: ... and from this many where they start by forkserver or spawn: those import the main
-#: script, which fails for a script without an ``if __name__ == "__main__":`` guard (most quick
-#: scripts), so they are the default only where threads clearly stop scaling (a guess until the
-#: 16-core sweep in tools/gpu_check/gpu_check.py runs).
+#: ... and from this many under forkserver or spawn, which need the main script's guard (a guess
+#: until the 16-core sweep in tools/gpu_check/gpu_check.py runs).
 PROCESSES_FROM_CPUS = 8
 
 #: mode "auto" starts the GPU lane at this share when neither the policy nor a plan gives one.
 START_SHARE = 0.5
 
-#: the policy fields only `decode_lanes` reads, to choose the lanes and the GPU share; every other
-#: field is a knob `knobs` hands on as written (``cpu_actors`` and ``ray_address`` also choose
-#: the CPU lane's kind)
+#: the policy fields only `decode_lanes` reads; every other field is a knob `knobs` hands on
 CHOICE = ("mode", "gpu_share", "threads", "local_workers", "start_method", "gpu_engine", "plan")
 #: what ``LoaderPolicy.local_workers`` decodes to ("auto" resolved)
 LOCAL_WORKERS_DECODED = ("threads", "processes")
@@ -91,16 +49,9 @@ def decode_lanes(
     recipe: Any = None,
     options: LaneOptions | None = None,
 ) -> LaneSpec:
-    """The lanes for ``policy`` (a LoaderPolicy) and an optional ``plan``, and the GPU share:
-    the one place they are chosen (``LoaderPolicy.lane_spec`` calls it with this process's facts).
-
-    ``dali_installed``: whether DALI is (its CPU-only mode stands in for the GPU lane where
-    no GPU is); ``ray_address_env``: the RAY_ADDRESS environment variable; ``cpus``: the CPUs this
-    process may use; ``device``: where batches land (a torch.device or its name: the GPU
-    engines to try depend on its type); all passed in, so this stays pure. ``recipe``: a
-    recipe that is not ``gpu_capable`` turns the GPU lane off. ``options``: the knobs the lanes
-    take (`knobs`' ``lanes``); default: the policy's, for rank 0 of 1.
-    """
+    """The lanes and the GPU share for ``policy`` and ``plan``, the one place they are chosen;
+    the process's facts come in as arguments so this stays pure. ``options``: the lanes' knobs
+    (default: the policy's, for rank 0 of 1)."""
     cpu, notes = _cpu_kind(policy, ray_installed=ray_installed, ray_address_env=ray_address_env)
     start = resolve_start_method(
         policy.start_method, available=tuple(mp.get_all_start_methods()), platform=sys.platform
@@ -146,17 +97,15 @@ def decode_lanes(
 
 
 def start_share(policy, plan: Plan | None) -> float:
-    """The GPU share a "split" or "auto" policy starts at: its own ``gpu_share``, else the
-    plan's, else (auto) `START_SHARE`; the one place a plan's share is read."""
+    """The GPU share a "split" or "auto" policy starts at (policy, plan, else `START_SHARE`): the one
+    place a plan's share is read."""
     if policy.gpu_share is not None:
         return policy.gpu_share
     return plan.gpu_share if plan is not None else START_SHARE
 
 
 def plan_settings(plan: Plan, fit: Fitted) -> dict[str, Any]:
-    """The LoaderPolicy fields that carry out ``plan`` as fitted here (``fit``, from
-    `hybridload.planner.fit.fit_plan`): the mode, the GPU share, the window, and either Ray
-    actors or local threads (``LoaderPolicy.from_plan`` adds the user's overrides)."""
+    """The LoaderPolicy fields that carry out ``plan`` as fitted here (``from_plan`` adds overrides)."""
     if fit.gpu_share <= 0:
         mode = "cpu"
     elif fit.gpu_share >= 1 and plan.total_actors + plan.local_threads == 0:
@@ -194,10 +143,8 @@ class Knobs:
 
 
 def knobs(policy, *, rank: int = 0, world_size: int = 1) -> Knobs:
-    """The options objects built from ``policy``: the one function that reads its knobs. Each
-    options field named as a policy field takes that field's value (`named`), so a knob keeps
-    its name from the user's field to its reader; ``rank`` and ``world_size`` place the Ray
-    lane's actors. A bad value raises the options object's ValueError, naming the field."""
+    """The options objects built from ``policy``, the one reader of its knobs, each field under the
+    policy's name (`named`); a bad value raises the options object's ValueError naming it."""
     pool = named(PoolConfig, policy, rules=named(PlacementRules, policy, rank=rank, world_size=world_size))
     passes = named(PassConfig, policy, rules=named(RetryRules, policy), stragglers=named(StragglerRule, policy))
     return named(
@@ -214,10 +161,8 @@ def named(cls, policy, **given):
 
 
 def gpu_engines(asked: str, device: str, *, dali_installed: bool = True) -> tuple[tuple[str, ...], str]:
-    """The GPU engines to try for ``LoaderPolicy.gpu_engine`` ``asked`` on ``device`` (a device
-    name such as "cuda:0" or "cpu"), and why "auto" leaves one out ("" when it does not):
-    a named engine alone; "auto" DALI then the torch engine on a CUDA device, else DALI alone
-    where it is installed (its CPU-only stand-in: never the torch engine on CPU tensors), else none."""
+    """The GPU engines to try for ``asked`` on ``device``, and why "auto" leaves one out (""):
+    "auto" is DALI then torch on CUDA, else DALI's CPU stand-in where installed, else none."""
     if asked != "auto":
         return (asked,), ""
     if device.partition(":")[0] == "cuda":
@@ -231,9 +176,7 @@ def gpu_engines(asked: str, device: str, *, dali_installed: bool = True) -> tupl
 
 
 def local_workers(asked: str, cpus: int, start_method: str = "fork") -> str:
-    """What the local lane runs on for ``LoaderPolicy.local_workers`` ``asked``: "threads" or
-    "processes" as asked; "auto" is processes from `PROCESSES_FROM_CPUS_FORK` usable CPUs
-    when they fork, else from `PROCESSES_FROM_CPUS`, and threads below."""
+    """What the local lane runs on, "threads" or "processes", with "auto" resolved by the CPU counts above."""
     if asked != "auto":
         return asked
     enough = cpus >= (PROCESSES_FROM_CPUS_FORK if start_method == "fork" else PROCESSES_FROM_CPUS)
@@ -251,7 +194,7 @@ def resolve_start_method(asked: str, *, available: tuple[str, ...], platform: st
 
 
 def _cpu_kind(policy, *, ray_installed: bool, ray_address_env: str | None) -> tuple[LaneKind, list[str]]:
-    """The CPU lane's kind and the notes for the user (the second table of the module docstring)."""
+    """The CPU lane's kind and the notes for the user (the table on docs/guide/concepts.md)."""
     if policy.cpu_actors == 0:
         return LaneKind.CPU_LOCAL, []
     if policy.ray_address is None and not ray_address_env:

@@ -1,6 +1,4 @@
-"""This process's facts a policy is decoded with: the CPUs it may use, whether Ray and DALI are installed,
-RAY_ADDRESS, and (for a plan made elsewhere) its GPU and the Ray cluster as far as it is known.
-Read here, passed to the pure decoding (`hybridload.policy.decode`)."""
+"""This process's facts a policy is decoded with, read here so the decoding stays pure."""
 
 from __future__ import annotations
 
@@ -38,9 +36,8 @@ def ray_address_env() -> str | None:
 
 
 def here(overrides: dict) -> Here:
-    """This process's facts for fitting a plan: its GPU, CPUs, and the Ray cluster as far as
-    it is known (connected already, or the embedded one this machine would start);
-    ``overrides``: the ``LoaderPolicy.from_plan`` keywords (``ray_address``, ``reserve_local_cpus``)."""
+    """This process's GPU, CPUs and Ray cluster as far as known, for fitting a plan under the
+    ``from_plan`` ``overrides``."""
     import torch
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None

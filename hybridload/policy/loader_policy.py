@@ -1,5 +1,4 @@
-"""LoaderPolicy: where and how the loader runs its work. A frozen, validated dataclass; what
-it means here is decoded by `hybridload.policy.decode`."""
+"""LoaderPolicy: where and how the loader runs its work, frozen and validated; `decode` says what it means."""
 
 from __future__ import annotations
 
@@ -185,13 +184,14 @@ class LoaderPolicy:
     def lane_spec(
         self, plan: Plan | None = None, *, device: Any = "cpu", recipe: Any = None, options: LaneOptions | None = None
     ) -> LaneSpec:
-        """The lanes this policy runs here, decoded by `hybridload.policy.decode.decode_lanes`
-        with this process's facts (whether Ray and DALI are installed, RAY_ADDRESS, the usable CPUs).
+        """The lanes this policy runs here (`hybridload.policy.decode.decode_lanes` with this
+        process's facts): how the loader, the bench and the profiler all decode a policy.
 
-        The loader, the bench and the profiler all decode a policy through this. ``plan``:
-        default ``loaded_plan()``; ``device``: where batches land (it picks the GPU engines);
-        ``recipe``: one that is not ``gpu_capable`` turns the GPU lane off; ``options``: the knobs
-        the lanes take (`hybridload.policy.decode.knobs`' ``lanes``), default this policy's for rank 0.
+        Args:
+            plan: default ``loaded_plan()``.
+            device: where batches land (it picks the GPU engines).
+            recipe: one that is not ``gpu_capable`` turns the GPU lane off.
+            options: the lanes' knobs (`hybridload.policy.decode.knobs`), default this policy's for rank 0.
         """
         return decode.decode_lanes(
             self,

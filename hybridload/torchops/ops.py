@@ -1,15 +1,6 @@
-"""The torch engine's table (`OP_FUNCTIONS`, `UNSUPPORTED`) and its geometric ops: the recipe's
-per-sample ops as torch functions on CHW uint8 tensors, on any device.
-
-One function per op type (`Crop`, `Resize`,
-`Flip`; the colour ops in `photo`),
-applied in order to each decoded image; then the batch is
-stacked ``[B, 3, H, W]`` uint8 (or ``[B, H, W, 3]``) and normalized on its device.
-
-Rounding against the CPU kernel: ``kernels/`` resizes with torch's uint8 antialiased
-bilinear path (fixed-point weights, CPU only); CUDA has no uint8 antialiased resize, so
-this engine resizes in float32 with the same weights and rounds to nearest. The two
-differ by at most one grey level on most values (see tests/test_gpu_path.py).
+"""The torch engine's table (`OP_FUNCTIONS`, `UNSUPPORTED`), `compile` and its geometric ops on CHW
+uint8 tensors. CUDA has no uint8 antialiased resize, so it resizes in float32 with the CPU
+kernel's weights, within one grey level of it (tests/test_gpu_path.py).
 """
 
 from __future__ import annotations
@@ -42,7 +33,7 @@ def as_op(op) -> Op:
     raise ValueError(f"unknown operation {op!r}")
 
 
-_as_op = as_op  # the adapter's name in the brief; accepts both forms until the recipe emits typed ops
+_as_op = as_op  # an alias of as_op (nothing in the tree reads it)
 
 
 def crop(img: torch.Tensor, op: Crop) -> torch.Tensor:
@@ -99,18 +90,16 @@ def apply_ops(img: torch.Tensor, ops) -> torch.Tensor:
 
 
 def compile(rec: Recipe) -> Callable[[list[torch.Tensor], Any], list[torch.Tensor]]:
-    """The torch engine's pipeline of ``rec``: `apply_ops_batch` over a batch's ops, once every
-    op type its stages emit (their ``op_slots()``) has its function here; ValueError naming
-    the stage and the op (and why, from `UNSUPPORTED`) otherwise."""
+    """`apply_ops_batch` as ``rec``'s pipeline once every op its stages emit has a function here;
+    ValueError naming the stage, the op and why otherwise."""
     if (why := rec.cannot_run("torch", OP_FUNCTIONS, UNSUPPORTED)) is not None:
         raise ValueError(why)
     return apply_ops_batch
 
 
 def apply_ops_batch(images: list[torch.Tensor], ops_lists) -> list[torch.Tensor]:
-    """`apply_ops` for a batch, op by op, with the resizes of images of one shape to one
-    size made in one launch (an eval recipe on same-size images; random crops rarely share a
-    shape). Samples whose op types differ run one by one."""
+    """`apply_ops` for a batch, same-shape resizes in one launch (an eval recipe's); samples whose op
+    types differ run one by one."""
     ops_lists = [[as_op(op) for op in ops] for ops in ops_lists]
     kinds = {tuple(type(op) for op in ops) for ops in ops_lists}
     if len(kinds) != 1:

@@ -1,8 +1,5 @@
-"""The photometric ops as torch functions on CHW uint8 tensors, on any device.
-
-The formulas of ``kernels/photometric.py`` (see there; the mean grey level: ``kernels/grey.py``)
-in float32 torch arithmetic; the results differ from the CPU kernels only where float32
-rounding lands on the other side of an integer (see tests/test_photometric.py for the measured differences).
+"""The photometric ops as torch functions on CHW uint8 tensors: ``kernels/photometric.py``'s
+formulas in float32 torch, differing only where rounding crosses an integer (tests/test_photometric.py).
 """
 
 from __future__ import annotations
