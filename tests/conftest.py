@@ -13,6 +13,9 @@ from support.bad_files import make_bad_files
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# the tests' own Ray clusters run their workers at the test's priority, as the embedded cluster
+# does: at Ray's nice 15 the other pytest-xdist worker starved their actors' starts (timeouts)
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 #: a test still running this long after it began is stuck where pytest-timeout's signal (600 s,
 #: pyproject.toml) cannot reach it: inside a C++ wait of Ray's, which never returns to Python
