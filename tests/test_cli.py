@@ -15,6 +15,7 @@ import pytest
 import hybridload
 from hybridload.cli.commands import build_parser, configure_logging, main
 from hybridload.policy import LoaderPolicy
+from support.cli_run import run_main
 
 
 def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path):
@@ -95,16 +96,6 @@ def test_demo_in_process_runs_the_in_process_lane_to_the_end(in_process_demo):
     assert "inprocess: 100%" in in_process_demo.stdout and "in-process lane" in in_process_demo.stdout
 
 
-def _run_main(argv, capsys):
-    """(exit status, stdout, stderr) of the CLI run in this process."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture
 def places(tmp_path):
     empty = tmp_path / "empty"
@@ -153,7 +144,7 @@ ERRORS = [  # (argv with {placeholders}, words the one line must hold)
 @pytest.mark.parametrize("argv,words", ERRORS, ids=[" ".join(a) or "no-command" for a, _ in ERRORS])
 def test_a_user_error_is_one_line_on_stderr_and_a_non_zero_exit(argv, words, places, photo_root, capsys):
     argv = [a.format(photos=photo_root, **places) for a in argv]
-    code, out, err = _run_main(argv, capsys)
+    code, out, err = run_main(argv, capsys)
     assert code not in (0, None), (out, err)
     assert err.endswith("\n") and err.count("\n") == 1, err
     assert err.startswith("hybridload"), err
@@ -173,7 +164,7 @@ def test_a_user_error_in_a_real_process_has_no_traceback(tmp_path):
 
 
 def test_version_prints_the_installed_version(capsys):
-    code, out, _ = _run_main(["--version"], capsys)
+    code, out, _ = run_main(["--version"], capsys)
     assert code == 0 and out.strip() == f"hybridload {hybridload.__version__}"
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", hybridload.__version__)
 
@@ -375,7 +366,7 @@ def test_trace_summary_names_the_stall_fraction_the_slowest_lane_and_what_the_lo
             tracer.instant("reissue", seq=seq, lane=lane, to="threads", ran_s=0.2)
         tracer.taken(seq, t + at - (0.25 if seq == 3 else 0.005), t + at)  # the trainer waited 5 ms, then 250 ms
     tracer.write()
-    code, out, err = _run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
+    code, out, err = run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
     assert code == 0, err
     lines = out.splitlines()
     stall = 0.265 / (0.45 - 0.045)  # the waits over the time from the first wait to the last batch taken
@@ -404,7 +395,7 @@ def test_trace_summary_counts_each_passs_batch_once_with_its_read_and_decode_par
             tracer.batch(seq, "threads", done - 0.09, done, result, True, pass_key=key)
             tracer.taken(seq, done - (0.05 if (epoch, seq) == (1, 0) else 0.001), done, pass_key=key)
     tracer.write()
-    code, out, err = _run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
+    code, out, err = run_main(["trace-summary", str(tmp_path / "run.json")], capsys)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[1] == "lanes: threads 4 batches, 50.0 ms each (read 10.0, decode+augment 40.0)", out

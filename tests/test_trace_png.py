@@ -12,7 +12,7 @@ from PIL import Image
 
 from hybridload.batch_result import BatchResult
 from hybridload.cli import trace_png
-from hybridload.cli.commands import main
+from support.cli_run import run_main
 from hybridload.execution.trace import Tracer
 
 #: (lane, worker, node, work s, read s or None, done at s): three workers on two nodes
@@ -35,15 +35,6 @@ def _trace(path):
     return tracer
 
 
-def _run(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _colour_at(img, row, t):
     """The pixel colour in the middle of ``row``'s band at ``t`` seconds after the trace's start."""
     scale = (img.width - trace_png.LABEL_W - trace_png.RIGHT) / 1.0  # the test draws 1 s
@@ -52,7 +43,7 @@ def _colour_at(img, row, t):
 
 def test_the_png_opens_and_has_the_trainers_row_then_one_row_per_worker(tmp_path, capsys):
     _trace(tmp_path / "run.json")
-    code, out, err = _run(
+    code, out, err = run_main(
         ["trace-summary", str(tmp_path / "run.json"), "--png", str(tmp_path / "run.png"), "--seconds", "1"], capsys
     )
     assert code == 0, err
@@ -79,7 +70,7 @@ def test_the_png_opens_and_has_the_trainers_row_then_one_row_per_worker(tmp_path
 
 def test_a_png_that_cannot_be_written_is_one_line_naming_the_flag(tmp_path, capsys):
     _trace(tmp_path / "run.json")
-    code, _out, err = _run(["trace-summary", str(tmp_path / "run.json"), "--png", str(tmp_path)], capsys)
+    code, _out, err = run_main(["trace-summary", str(tmp_path / "run.json"), "--png", str(tmp_path)], capsys)
     assert code not in (0, None) and err.count("\n") == 1 and "--png: cannot write" in err, err
 
 
