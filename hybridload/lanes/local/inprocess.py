@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def one_intraop_thread() -> None:
     """Run the calling thread's torch ops on that thread alone, leaving the process's setting as it
-    was: a single lane thread on the shared intra-op threads ran 5-12x slower
+    was: a single lane thread on the shared intra-op threads ran about 7x slower
     (benchmarks/RESULTS.md). ``torch.set_num_threads`` also sets the count new threads start with,
     put back from a thread of its own."""
     with _THREADS_LOCK:

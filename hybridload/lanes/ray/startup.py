@@ -1,6 +1,6 @@
 """An actor pool's start: it works from its first ready actor, the others joining as they come up,
 started in two waves so a node's first actor does not share its CPUs with the rest while importing
-(the figures: docs/guide/cluster-changes.md, "How the pool keeps its target")."""
+(on 2 cores the first of 16 was ready after 15 s, one alone after 1.5 s)."""
 
 from __future__ import annotations
 
