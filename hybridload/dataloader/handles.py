@@ -1,8 +1,5 @@
-"""What a drop-in pass offers of torch's iterator's ``_workers``: read-only stand-ins of its Ray
-actors (`WorkerHandle`), which answer what code written for torch's worker processes asks of
-them (``is_alive()``, ``join(timeout)``, ``exitcode``, ``terminate()``), e.g. that the workers
-end once the iterator and its loader are dropped. No pid: an actor's process may be on another
-node, and its id on this machine would name another process."""
+"""Read-only stand-ins of a pass's Ray actors as torch's iterator's ``_workers`` (`WorkerHandle`),
+for code written for worker processes; no pid, since an actor may run on another node."""
 
 from __future__ import annotations
 
@@ -11,11 +8,8 @@ from typing import Any
 
 
 class WorkerHandle:
-    """One actor of ``pool`` (``actor``: its Ray handle) as torch's iterator lists a worker process.
-
-    Alive while its pool is open and holds it; ``exitcode`` None while alive, 0 once its pool
-    was closed (its loader stopped it, as torch's workers exit 0 at shutdown), 1 when it was
-    lost while the pool ran (killed, crashed)."""
+    """One actor of ``pool`` as torch lists a worker process: alive while its pool holds it;
+    ``exitcode`` None while alive, 0 once its pool closed, 1 when lost while the pool ran."""
 
     def __init__(self, pool: Any, actor: Any, index: int):
         self._pool, self._actor, self.name = pool, actor, f"hybridload Ray worker {index}"

@@ -1,17 +1,7 @@
-"""An ``IterableDataset`` pass that asked for workers, run in this process with every worker's
-stream: `HostedPass`.
-
-A pass that starts while this process already holds actor pools (a validation loader beside a
-training one, a second live iterator of one loader) starts no actors of its own: the new pool
-would be placed on the slots the live pools hold and wait for them. A map-style pass then runs as
-torch's ``num_workers=0`` (the same batches). An ``IterableDataset`` cannot: torch's
-single-process iterator reads one copy of the dataset, where torch's workers each iterate their
-own (three workers of a dataset that does not split itself give 3 x its samples). So here every
-worker id is hosted as `IterableDatasetWorker` hosts it on an actor (its own copy of the
-dataset, seeded and set up by ``worker_init_fn`` as torch's worker, ``get_worker_info()`` set
-while it runs, batches taken from the ids in turn): torch's stream, in one process. This
-process's random state and worker info are put back after each call into the workers' code.
-"""
+"""`HostedPass`: an ``IterableDataset`` pass that asked for workers, run in this process while other
+pools of it hold the CPUs, every worker id hosted with its own dataset copy, seeds and worker info
+as on an actor, so the stream is still torch's (torch's single-process iterator would read one copy,
+not one per worker)."""
 
 from __future__ import annotations
 
@@ -40,8 +30,8 @@ HOSTED = (
 
 @contextlib.contextmanager
 def this_process_kept() -> Iterator[None]:
-    """Run a worker's code here and leave this process's random generators, worker info and
-    torch thread count as they were."""
+    """Run a worker's code here, leaving this process's random generators, worker info and torch
+    thread count as they were."""
     state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # torch.manual_seed seeds it
     info, threads = torch_worker_info(), torch.get_num_threads()
@@ -58,19 +48,18 @@ def this_process_kept() -> Iterator[None]:
 
 
 class HostedPass(SizedPass):
-    """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids, in this process
-    (``_workers``, torch's list of its worker processes, is empty: none runs).
+    """One pass of ``loader``'s ``IterableDataset`` over its ``num_workers`` ids in this process
+    (``_workers`` is empty: none runs).
 
     Args:
         loader: the drop-in loader (held while the pass lives, as torch's iterator holds it).
-        base_seed: the workers' base seed, drawn as torch draws it for a new iterator.
+        base_seed: the workers' base seed, drawn as torch draws it.
         length: the pass's ``len()`` (None: the dataset has none).
-        reported: ``len(dataloader)`` as the user read it before the pass (None: never read),
-            past which each batch gives torch's warning.
+        reported: ``len(dataloader)`` as the user read it before the pass (None: never), past which
+            each batch gives torch's warning.
 
     Raises:
-        TypeError: the dataset, ``collate_fn`` or ``worker_init_fn`` cannot be copied for the
-            workers (what cannot be pickled is named, as on actors).
+        TypeError: the dataset, ``collate_fn`` or ``worker_init_fn`` cannot be copied, naming what.
     """
 
     _workers: list = []

@@ -1,7 +1,6 @@
-"""The drop-in's passes that run in this process although the loader runs on Ray actors: an
-``IterableDataset`` with no actor asked for (torch's ``num_workers=0``: every worker would
-iterate it all), and a pass that would wait for CPUs its own process's other pools hold
-(`no_cpu_for_another_pool`)."""
+"""Passes that run in this process although the loader runs on actors: an ``IterableDataset`` with
+no actor asked for (torch's ``num_workers=0``), and a pass whose actors would wait for CPUs this
+process's other pools hold."""
 
 from __future__ import annotations
 
@@ -12,18 +11,15 @@ from hybridload.raycluster import free_cpus
 
 
 def no_cpu_for_another_pool(pools_here: list) -> bool:
-    """Whether a new pass must not start actors: this process already holds actor pools
-    (``pools_here``: a training loader beside a validation one, two live iterators) and the
-    cluster has no CPU they leave free, i.e. the new actors would wait for CPUs this very
-    process holds."""
+    """Whether a new pass must not start actors: this process holds pools and the cluster has no CPU
+    they leave free, so new actors would wait for this very process."""
     free = cpus_left_beside(pools_here)
     return free is not None and free < 1
 
 
 def cpus_left_beside(pools_here: list) -> int | None:
-    """The CPUs the cluster leaves free beside this process's actor pools ``pools_here`` (None:
-    it holds none, or Ray is not up: nothing of this process to wait for). Counts the pools'
-    actors starting or ready (Ray's free count lags them)."""
+    """The CPUs free beside this process's pools ``pools_here`` (None: none held, or no Ray),
+    counting their starting actors too, since Ray's free count lags them."""
     if not pools_here:
         return None
     free = free_cpus(held=sum(len(p.actors) for p in pools_here))
@@ -31,11 +27,8 @@ def cpus_left_beside(pools_here: list) -> int | None:
 
 
 def actors_beside(asked: int | None, free: int | None) -> int | None:
-    """How many actors a new pool starts while this process holds others (``free``: the CPUs
-    they leave, `cpus_left_beside`): the ``asked`` ones (None: a fair share of the cluster)
-    where they fit, else the free CPUs, so that no actor of it waits for a CPU this process
-    holds; its actors then host several worker ids, as on a cluster with fewer CPUs than
-    workers. None: as asked (no pool held)."""
+    """Actors a new pool starts beside this process's others: the ``asked`` ones where they fit,
+    else the free CPUs, so none waits for a CPU this process holds; None: as asked."""
     if free is None or (asked is not None and asked <= free):
         return None
     return max(1, free)
@@ -51,10 +44,8 @@ OVERSUBSCRIBED = (
 
 class SingleProcessView:
     """What torch's single-process iterator reads of ``loader``, with ``num_workers`` and
-    ``timeout`` 0 (it refuses any other), every other attribute the loader's own. The loader
-    itself is never changed: a pass starting on another thread, or the user's code reading
-    ``loader.num_workers`` while the pass starts (an ``IterableDataset``'s ``__iter__``), sees
-    what the user gave."""
+    ``timeout`` 0; the loader itself is never changed, since another thread or the user's
+    ``__iter__`` may read it meanwhile."""
 
     num_workers = 0
     timeout = 0

@@ -1,17 +1,7 @@
-"""One pass of an ``IterableDataset`` over Ray actors, in torch's order.
-
-torch's multi-process iterator hands tasks to its workers in turn (worker 0, 1, ...,
-skipping those whose data ended) and yields their results in task order; each task gives
-its worker's next batch. So the batches come as: worker 0's first, worker 1's first, ...,
-worker 0's second, ..., an exhausted worker dropping out of the turn. `IterablePass`
-does the same with `IterableDatasetWorker`
-actors: ``prefetch`` calls queued per worker id (an actor runs one caller's calls in the
-order they were made, so an id's calls give its successive batches), results taken in turn.
-
-An actor lost mid-pass takes its iterators' state with it: the pass ends with
-`WorkerLost` (a RuntimeError, as torch raises for a dead worker);
-a result later than ``timeout_s`` raises `BatchTimeoutError`.
-"""
+"""One pass of an ``IterableDataset`` over actors in torch's order: workers in turn, an exhausted
+one dropping out, ``prefetch`` calls queued per id (an actor runs one caller's calls in order). A
+lost actor takes its iterators' state with it, so the pass ends with `WorkerLost`, as torch's does
+for a dead worker."""
 
 from __future__ import annotations
 
@@ -39,9 +29,8 @@ class SizedPass:
 
 
 class IterablePass(SizedPass):
-    """Batches of ``handles`` (``{worker id: actor}``) in torch's turn order; ``base_seed`` as
-    drawn for the pass (used by actors that start their workers now); ``shared_seed`` a DataPipe's
-    seed for this pass (None: not a DataPipe)."""
+    """Batches of ``handles`` (``{worker id: actor}``) in torch's turn order; ``shared_seed``: a
+    DataPipe's seed for this pass."""
 
     def __init__(
         self, handles: dict, base_seed: int, *, prefetch: int, timeout_s: float, length=None, shared_seed=None
@@ -126,9 +115,8 @@ class IterablePass(SizedPass):
 
 
 def warn_past_length(dataset, reported: int | None, yielded: int, workers: int) -> None:
-    """torch's warning for an ``IterableDataset`` pass that yields more batches (``yielded``) than
-    the ``len(dataloader)`` the user read before the pass started (``reported``; None: never read,
-    no warning), in torch's words: the worker copies may each give the whole dataset."""
+    """torch's warning, in its words, for a pass yielding more batches than the ``len(dataloader)``
+    read before it (``reported``; None: never read)."""
     if reported is None or yielded <= reported:
         return
     msg = (

@@ -1,22 +1,7 @@
-"""The actor of the drop-in ``hybridload.DataLoader`` for an ``IterableDataset``: torch's
-worker loop for iterable datasets, one or more workers per actor.
-
-Each DataLoader worker id is an iterator over its own copy of the dataset, seeded and
-initialised as torch seeds a worker process (``random``/``torch`` with ``base_seed + id``,
-numpy with torch's ``_generate_state``; ``get_worker_info()`` set; ``worker_init_fn(id)``
-run; then ``iter(dataset)``), and each ``next_batch(id)`` is torch's
-``_IterableDatasetFetcher.fetch`` on it. An actor hosts the ids ``index, index + size, ...``
-(fewer actors than ``num_workers`` asked still give every id its iterator); the random
-state of each id is kept apart. The end of an id's data comes back as `END`; an
-exception of the user's code as a `UserFailure`
-value, as torch's worker sends an ``ExceptionWrapper``.
-
-A DataPipe (``IterDataPipe``) is set up as torch's worker sets it up: its random operations
-(``shuffle``) seeded from the pass's shared seed, the same in every worker, before the worker
-info and ``worker_init_fn``; then its ``sharding_filter`` given the worker's shard (``num_workers``
-times the world size shards, this worker's at ``id * world_size + rank``). Each pass of
-persistent workers seeds it again from that pass's shared seed.
-"""
+"""The drop-in's actor for an ``IterableDataset``: torch's iterable worker loop, each hosted worker
+id an iterator over its own copy, seeded and set up as torch's worker (a DataPipe's shuffle seeded
+alike in every worker, its ``sharding_filter`` given this worker's shard), random states kept apart
+(docs/guide/dropin.md)."""
 
 from __future__ import annotations
 
@@ -64,9 +49,8 @@ class _Hosted:
 
 
 class IterableDatasetWorker(PoolWorker):
-    """The actor. ``bundle`` is ``(dataset, collate_fn, worker_init_fn)`` in one piece (see
-    `DatasetWorker`); ``asked`` the ``num_workers``
-    given (0 → one id per actor); ``ranks`` ``(rank, world_size)`` of the trainer (a DataPipe's shards)."""
+    """The actor. ``bundle`` as `DatasetWorker`'s; ``asked`` the ``num_workers`` given (0: one id
+    per actor); ``ranks`` the trainer's ``(rank, world_size)``, for a DataPipe's shards."""
 
     def __init__(
         self,
@@ -97,10 +81,9 @@ class IterableDatasetWorker(PoolWorker):
         return sorted(self.hosted)
 
     def begin(self, base_seed: int, shared_seed: int | None = None) -> None:
-        """A pass starts: the first seeds, inits and iterates each id as a new torch worker does;
-        a later pass (persistent workers) only iterates the dataset again, as torch's
-        ``_ResumeIteration``. ``shared_seed``: a DataPipe's seed for this pass (torch's
-        ``_shared_seed``, drawn in the trainer for every pass)."""
+        """A pass starts: the first seeds, inits and iterates each id as a new torch worker; a later
+        one (persistent workers) only iterates again, as torch's ``_ResumeIteration``;
+        ``shared_seed``: a DataPipe's seed for this pass."""
         for w in self.hosted.values():
             if not w.started:
                 w.started, self.base_seed = True, base_seed

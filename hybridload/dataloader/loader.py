@@ -1,18 +1,6 @@
-"""``hybridload.DataLoader``: torch's DataLoader whose workers can be Ray actors.
-
-With ``distribute_mode=False`` it *is* torch's DataLoader. With ``distribute_mode=True`` the
-batches of its (batch) sampler go, as index lists, to Ray actors holding the dataset and the
-collate function; results come back in sampler order through the ordered merger.
-
-Each worker is seeded as torch's before ``worker_init_fn``; each batch reseeds the generators ``worker_init_fn``
-left alone with ``base_seed + batch number`` (the seed travels with the task), and batch i goes to worker
-``i % num_workers`` while it lives; the user's exceptions arrive with their own class, once, and the pass goes on;
-a late batch and a lost worker raise RuntimeErrors as torch's; ``worker_init_fn``, ``get_worker_info()``,
-``__getitems__``, an ``IterableDataset`` and ``persistent_workers`` behave as in torch's workers; with a
-``DistributedBatchSampler`` as ``batch_sampler``, ``state_dict()`` / ``load_state_dict()`` resume on any rank,
-world size and batch size (torchdata's names); ``trace(path)`` records the work of its Ray passes.
-Where it matches torch and where it differs: ``docs/guide/dropin.md``.
-"""
+"""``hybridload.DataLoader``: torch's DataLoader whose workers can be Ray actors, the sampler's
+batches going to them as index lists and coming back in order through the ordered merger (what
+matches torch and what differs: docs/guide/dropin.md)."""
 
 from __future__ import annotations
 
@@ -214,13 +202,10 @@ class DataLoader(tud.DataLoader[T_co]):
             raise
 
     def _in_process_instead(self, held: list):
-        """The pass to run in this process instead of on new actors while this process holds the
-        pools ``held`` (None: start actors). A map-style pass runs so only when the cluster has no
-        CPU they leave free; an ``IterableDataset``'s whenever pools are held (a new pool would be
-        placed on their slots and its iterators wait for them), every worker's stream hosted
-        here. Either refuses, naming it, a dataset that could not travel to actors: the answer
-        must not depend on a free CPU, and a dataset holding process-shared objects (a
-        ``multiprocessing.Value``, a barrier its workers meet at) needs its several workers."""
+        """The pass to run here instead of on new actors while this process holds pools ``held``
+        (None: start actors): a map-style one when they leave no CPU free, an ``IterableDataset``'s
+        whenever pools are held. A dataset that could not travel is refused either way, so the
+        answer never depends on a free CPU."""
         iterable = isinstance(self.dataset, tud.IterableDataset)
         if not (held and iterable) and not no_cpu_for_another_pool(held):
             return None
@@ -283,8 +268,8 @@ class DataLoader(tud.DataLoader[T_co]):
         return recording(self._stats, path)
 
     def close(self) -> None:
-        """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent.
-        Every part is closed even when one fails to; a ShutdownError then names each that did."""
+        """Stop every pass and kill the actors (a later iteration starts new ones). Idempotent;
+        every part is closed even when one fails, and a ShutdownError names each that did."""
         close_all([*take_all(self._streams), *take_all(self._lanes)], "DataLoader.close()")
 
     def __enter__(self):

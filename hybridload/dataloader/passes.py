@@ -1,12 +1,7 @@
-"""The passes of the drop-in `DataLoader` on Ray actors:
-`RayPass` (a map-style dataset's batches through a
-`BatchStream`, an ``IterableDataset``'s through its actors'
-`IterablePass`) and `FailedPass` (the workers
-could not start: every batch raises ``worker_init_fn``'s error, as torch's workers answer).
-
-A sampler without ``__len__`` (an infinite one, for iteration-based training) is pulled as the
-window reaches it, never listed; such a pass has no ``len()``, as torch's.
-"""
+"""The drop-in's passes on Ray actors: `RayPass` (a map-style dataset through a `BatchStream`, an
+``IterableDataset`` through its actors' `IterablePass`) and `FailedPass` (``worker_init_fn`` raised:
+every batch raises it, as torch's workers answer); a sampler without ``len()`` is pulled as the
+window reaches it."""
 
 from __future__ import annotations
 
@@ -78,24 +73,22 @@ class PassSettings:
 
 
 class RayPass:
-    """One pass over ``lane`` (a drop-in loader's actor pool) of ``batches`` (the iterator of
-    ``sampler``, made before the pass's seed was drawn, as torch's), in sampler order: the
-    user's errors re-raised with their class, a late batch or a timeout in the drop-in's words;
-    the pool closed with the pass unless the loader keeps it (``owns_lane`` False).
+    """One pass over ``lane`` of ``batches`` (made before the seed was drawn, as torch's), in
+    sampler order, the user's errors re-raised with their class; the pool closes with the pass
+    unless the loader keeps it.
 
     Args:
-        seeds: (the base seed drawn for the loader's workers, earlier passes over them).
-        shared_seed: a DataPipe's seed for this pass (torch's ``_shared_seed``), None for another dataset.
+        seeds: (the workers' base seed, earlier passes over them).
+        shared_seed: a DataPipe's seed for this pass, None for another dataset.
         length: the pass's ``len()`` for an ``IterableDataset`` (None: none).
-        hooks: the loader's stats, written by the stream's dispatcher.
+        hooks: the loader's stats.
         pools: the loader's live pools, which the pass leaves when it closes its own.
-        streams: the loader's live streams, which the pass joins (``close()`` stops them).
-        reported: an ``IterableDataset``'s ``len(dataloader)`` as the user read it before the pass
-            (None: never read): more batches than that give torch's warning, as torch's iterator.
-        _workers: the pool's actors as torch's iterator lists its worker processes (`WorkerHandle`).
-        loader: the loader, held while the pass lives, as torch's iterator holds its loader: a
-            loader nothing else holds (``for b in DataLoader(...)``) would otherwise be collected
-            and its finalizer close the very pass that runs.
+        streams: the loader's live streams, which the pass joins.
+        reported: ``len(dataloader)`` as read before the pass (None: never), past which torch warns.
+        _workers: the pool's actors as torch lists its worker processes.
+        loader: held while the pass lives, as torch's iterator holds it: else ``for b in
+            DataLoader(...)`` would let the loader be collected and its finalizer close the running
+            pass.
     """
 
     def __init__(
@@ -202,9 +195,8 @@ def length_of(sized) -> int | None:
 
 
 def iterable_lengths(loader: Any) -> dict:
-    """An ``IterableDataset`` pass's ``length`` (its ``len()``, None without one) and ``reported``
-    (``len(loader)`` as the user read it, None if never): reading the length here must not
-    count as the user's, which torch's warning past it follows."""
+    """An ``IterableDataset`` pass's ``length`` and ``reported``; reading the length here must not
+    count as the user's, which torch's warning follows."""
     reported = loader._IterableDataset_len_called
     length = length_of(loader)
     loader._IterableDataset_len_called = reported

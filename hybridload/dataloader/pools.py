@@ -1,14 +1,7 @@
-"""The actor pools of the drop-in ``hybridload.DataLoader``: one for a map-style dataset (a
-lane: batches of indices, run by `DatasetWorker`)
-and one for an ``IterableDataset`` (actors holding torch workers' iterators,
-`IterableDatasetWorker`, read by
-`IterablePass`).
-
-Both ship ``(dataset, collate_fn, worker_init_fn)`` as one object, so a ``worker_init_fn``
-bound to the dataset arrives bound to the very dataset the actor reads. An exception of
-``worker_init_fn`` in a map-style actor stops the pool's start with
-`InitFailed` carrying the user's exception.
-"""
+"""The drop-in's actor pools: one for a map-style dataset (a lane of `DatasetWorker` s), one for an
+``IterableDataset`` (`IterableDatasetWorker` s read by `IterablePass`); both ship ``(dataset,
+collate_fn, worker_init_fn)`` as one object, so a ``worker_init_fn`` bound to the dataset arrives
+bound to the very dataset the actor reads."""
 
 from __future__ import annotations
 
@@ -35,11 +28,9 @@ class DatasetLane(ActorPool):
         self._await_started(start_timeout_seconds(pool.ready_timeout_s))
 
     def _await_started(self, timeout_s: float) -> None:
-        """Wait, up to ``timeout_s`` (the actors' start timeout), until every actor started
-        with the pool is ready or failed. Batches are dealt to workers in turn, so batch 1 waits
-        for worker 1's actor whatever the others do: its start (a Ray worker importing torch,
-        seconds on a loaded machine) belongs to the pool's start, not to a batch's ``timeout``,
-        as a torch worker starts before its first batch is asked for."""
+        """Wait up to ``timeout_s`` until every actor started with the pool is ready or failed:
+        batches are dealt in turn, so an actor's start belongs to the pool's start, not to a batch's
+        ``timeout``, as a torch worker starts before its first batch."""
         deadline = time.monotonic() + timeout_s
         while self.parallelism < len(self.actors) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -58,9 +49,8 @@ class DatasetLane(ActorPool):
 
 
 class IterableDatasetActors(ActorPool):
-    """Actors holding an ``IterableDataset``'s worker iterators (ids spread over the actors);
-    `start_pass` gives a pass over them in torch's order. Not a lane of the dispatcher:
-    an iterator has no batches to hand to another actor."""
+    """Actors holding an ``IterableDataset``'s worker iterators; `start_pass` gives a pass in
+    torch's order. Not a dispatcher lane: an iterator has no batch another actor could take."""
 
     name = "ray-iterable-dataset"
     pass_worker_index = True
@@ -100,9 +90,8 @@ class IterableDatasetActors(ActorPool):
 
 
 def hosted_ids(handles: list, timeout_s: float) -> list:
-    """The worker ids each actor of ``handles`` hosts (``ids()``), once every one has started:
-    within ``timeout_s`` (the actors' start timeout), else a TimeoutError that says so, not
-    Ray's ``GetTimeoutError``."""
+    """The worker ids each actor hosts, once all started within ``timeout_s``, else a TimeoutError
+    that says so."""
     import ray
 
     try:

@@ -1,12 +1,6 @@
-"""The drop-in DataLoader's place in its batch sampler's epoch: the batches that reached the
-consumer, whatever its workers (processes or Ray actors) pulled ahead, as a resumable state of the
-same shape as ``HybridLoader``'s.
-
-A resumable drop-in needs a stateful batch sampler,
-`DistributedBatchSampler`: its state resumes on any rank, at
-any world size and batch size (`hybridload.sampling.resume`). torch's samplers keep no
-position, so a loader built on one has no state to give.
-"""
+"""The drop-in's place in its batch sampler's epoch: the batches that reached the consumer, whatever
+its workers pulled ahead, as a state of ``HybridLoader``'s shape; only a stateful
+`DistributedBatchSampler` has one, since torch's samplers keep no position."""
 
 from __future__ import annotations
 
@@ -19,11 +13,8 @@ def _stateful(batch_sampler: Any) -> bool:
 
 
 class PassProgress:
-    """Counts the batches of the current pass delivered to the consumer; its state is the batch
-    sampler's `PassState` (the one owner of the state) at that count.
-
-    The pass is the one the loader's iterator began (``iter(batch_sampler)``, as torch's iterator
-    calls it): the sampler counts what it hands to the workers, this what the consumer received.
+    """Counts the batches of the current pass delivered to the consumer (the sampler counts what it
+    hands the workers); its state is the sampler's `PassState` at that count.
 
     Args:
         batch_sampler: the loader's batch sampler (only a stateful one is tracked).
@@ -36,8 +27,8 @@ class PassProgress:
         self._counted: Counted | None = None  # the newest pass's iterator: an older one no longer counts
 
     def wrap(self, it: Iterator) -> Iterator:
-        """``it``, a new pass's iterator (built calling ``iter(batch_sampler)``, as torch's does, which
-        began the sampler's pass), counting what it hands out when the sampler is tracked (else ``it`` itself)."""
+        """``it``, a new pass's iterator (made by ``iter(batch_sampler)``, as torch's, which began
+        the pass), counting what it hands out when the sampler is tracked."""
         if self.sampler is None:
             return it
         self._counted = Counted(it, self.sampler.pass_state.live)
@@ -61,8 +52,8 @@ class PassProgress:
         return ps.get_state()
 
     def load_state_dict(self, state: Any) -> None:
-        """Resume from a ``state_dict()`` of any rank, at any world size and batch size (a ``HybridLoader``'s,
-        or a drop-in's saved as ``{"batch_sampler": state}``, which `PassState` reads as its inner state)."""
+        """Resume from any rank's ``state_dict()``, at any world size and batch size (an older
+        drop-in state wrapped as ``{"batch_sampler": state}`` too)."""
         sampler = self._need("load_state_dict")
         if not isinstance(state, Mapping):
             raise TypeError(
@@ -73,8 +64,8 @@ class PassProgress:
 
 
 class Counted:
-    """A pass's iterator of batches that counts each one it hands out (``position``: the place in the
-    epoch of the next), and whose length is its pass's.
+    """A pass's iterator that counts the batches it hands out (``position``: the epoch's next), its
+    length its pass's.
 
     Args:
         it: the iterator of the pass.

@@ -1,10 +1,7 @@
-"""What a drop-in pass draws from the loader's ``generator`` before it starts, in torch's order.
-
-torch's iterator draws the workers' base seed after creating the sampler's iterator; a
-persistent iterator is reset, not remade, and draws no base seed. A DataPipe's shared seed (its
-shuffle's, alike in every worker) comes first in a first pass (torch's ``_reset`` then draws one
-its workers never see), after the sampler's iterator in a later one.
-"""
+"""What a drop-in pass draws from the loader's ``generator`` before it starts, in torch's order: the
+base seed after the sampler's iterator, none for a persistent iterator, and a DataPipe's shared seed
+first in a first pass (torch's ``_reset`` then draws one its workers never see), after the sampler
+in a later one."""
 
 from __future__ import annotations
 
@@ -35,8 +32,8 @@ def draw(
     seeds: tuple[int, int],
     first: bool,
 ) -> Drawn:
-    """A pass's sampler iterator and seeds; ``seeds``: the pool's, from its last pass (a later pass
-    of a persistent pool counts on from them)."""
+    """A pass's sampler iterator and seeds; ``seeds``: the pool's from its last pass, which a
+    persistent pool counts on from."""
     datapipe = isinstance(dataset, tud.IterDataPipe)
     shared = draw_seed(generator) if datapipe and first else None
     batches = iter(sampler)

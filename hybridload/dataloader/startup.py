@@ -1,6 +1,5 @@
-"""A drop-in pass's actor pool started from the loader's arguments: the placement rules they
-make (checked at construction; read again at each start, as Lightning sets them again on a
-rebuilt loader), the pool's config, and what of a dataset cannot travel to the actors named."""
+"""A drop-in pass's actor pool started from the loader's arguments, read again at each start
+(Lightning sets them again on a rebuilt loader)."""
 
 from __future__ import annotations
 
@@ -40,10 +39,8 @@ def placement_rules(loader: Any, rank: int = 0, world_size: int = 1, actors: int
 
 
 def check_multiprocessing_context(context: Any, num_workers: int) -> None:
-    """Refuse a ``multiprocessing_context`` torch's DataLoader refuses, with torch's exception
-    classes (``num_workers`` as the user gave it): ValueError with ``num_workers=0`` or a string
-    that is not one of this platform's start methods, TypeError for anything but a string or a
-    ``multiprocessing`` context. What torch accepts is accepted (and ignored: Ray starts the actors)."""
+    """Refuse what torch refuses of ``multiprocessing_context``, with torch's exception classes;
+    what it accepts is ignored, since Ray starts the actors."""
     import multiprocessing
 
     if context is None:
@@ -70,10 +67,8 @@ def check_multiprocessing_context(context: Any, num_workers: int) -> None:
 
 
 def start_actors(loader: Any, base_seed: int = 0, actors: int | None = None) -> DatasetLane | IterableDatasetActors:
-    """The actor pool of ``loader``'s dataset (an ``IterableDataset``'s, or a map-style one's);
-    ``base_seed``: the pass's, which seeds a map-style dataset's workers before ``worker_init_fn``
-    (an ``IterableDataset``'s workers get it when their pass begins); ``actors``: so many actors
-    instead of ``num_actors`` (None: as asked)."""
+    """The actor pool of ``loader``'s dataset; ``base_seed`` seeds a map-style dataset's workers
+    before ``worker_init_fn``; ``actors``: so many instead of ``num_actors``."""
     rank, world = resolve_rank()
     bundle = (loader.dataset, loader.collate_fn, loader.worker_init_fn)  # one pickle: shared objects stay shared
     ship_nameless_classes(loader.dataset)  # results come back as the user's own classes (namedtuples)
@@ -100,8 +95,8 @@ def start_actors(loader: Any, base_seed: int = 0, actors: int | None = None) -> 
     except HybridLoadError:  # worker_init_fn raised, no actor could start: not about pickling
         raise
     except (TypeError, RuntimeError, AttributeError, pickle.PicklingError):
-        # Ray's "Could not serialize", or the pickler's own error (a multiprocessing.Value's RuntimeError
-        # "should only be shared between processes through inheritance"): name the part that cannot travel
+        # Ray's "Could not serialize", or the pickler's own error (a multiprocessing.Value's
+        # RuntimeError): name the part that cannot travel
         error = travel_error(bundle)
         if error is None:
             raise

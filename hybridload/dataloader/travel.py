@@ -1,12 +1,6 @@
-"""What of a drop-in DataLoader cannot travel to its Ray actors, named for the user.
-
-The dataset, ``collate_fn`` and ``worker_init_fn`` go to the actors in one pickle; Ray's own
-error for one that cannot be pickled names neither the dataset nor the attribute (a
-``random_split`` Subset over a dataset holding a lock, an open file, a database handle).
-Only on that failure path: each part is pickled alone, then a dataset's attributes, depth
-first (a Subset's or a wrapper's ``.dataset`` included), to find the first one that fails; an
-object of Python's own library (a ``multiprocessing.Value``, a lock) is named itself, not its
-insides."""
+"""What of a drop-in DataLoader cannot travel to its actors, named: Ray's own error names neither
+the part nor the attribute, so on that failure path each part, then its attributes depth first, is
+pickled alone (a standard-library object such as a lock is named itself, not its insides)."""
 
 from __future__ import annotations
 
@@ -71,11 +65,8 @@ def unpicklable_error(bundle: tuple, cause: BaseException) -> TypeError:
 
 
 def travel_error(bundle: tuple) -> TypeError | None:
-    """The named error for a ``(dataset, collate_fn, worker_init_fn)`` that cannot be pickled as
-    one (a lock, an open file, a ``multiprocessing.Value`` or another object shared between
-    processes only by inheritance); None when it pickles. Pickles the whole bundle: for the
-    failure path and for a pass that would run in this process instead of on actors (whose
-    answer must not depend on whether the cluster had a free CPU)."""
+    """The named error for a bundle that cannot be pickled as one; None when it pickles. Also asked
+    for a pass that would run here, so the answer never depends on a free CPU."""
     exc = _fails(bundle)
     return None if exc is None else unpicklable_error(bundle, exc)
 
@@ -91,12 +82,9 @@ def _by_reference(cls: type) -> bool:
 
 
 def ship_nameless_classes(dataset: Any) -> list[str]:
-    """Send by value the user's modules whose classes pickle cannot find by name (a namedtuple
-    made in a class body, ``Batch = namedtuple("Batch", ...)``: its qualified name is ``Batch``,
-    not ``MyDataset.Batch``). A worker importing such a module makes classes of its own, and its
-    results came back as other classes than the user's; a module sent by value carries
-    cloudpickle's class identities, so results come back as the user's very classes. Installed
-    packages are left alone. Returns the modules registered."""
+    """Send by value the user's modules holding classes pickle cannot find by name (a namedtuple
+    made in a class body), so results come back as the user's very classes, not an actor's copies;
+    installed packages are left alone. Returns the modules registered."""
     import sys
 
     from ray import cloudpickle

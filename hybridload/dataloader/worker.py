@@ -1,13 +1,7 @@
-"""The actor of the drop-in ``hybridload.DataLoader``: what one torch worker process does.
-
-`DatasetWorker` fetches a batch as torch's ``_MapDatasetFetcher`` does
-(``__getitems__`` where the dataset defines it), seeds each worker id as torch does, sets
-torch's worker info and runs ``worker_init_fn`` first; the generators ``worker_init_fn`` leaves
-alone are reseeded per batch. An exception of the user's code comes back as a
-`UserFailure` *value* (the batch's outcome, as torch's worker sends an
-``ExceptionWrapper``): the pass goes on, and the driver re-raises it with its original
-class (`UserFailure.reraise`, torch's ``ExceptionWrapper.reraise``).
-"""
+"""The drop-in's actor for a map-style dataset: what one torch worker process does (torch's fetch,
+seeds, worker info, ``worker_init_fn`` first), the user's exceptions coming back as `UserFailure`
+values, as torch's ``ExceptionWrapper``, so the pass goes on and the driver re-raises them with
+their class."""
 
 from __future__ import annotations
 
@@ -36,9 +30,8 @@ class UserFailure:
         self.where = where
 
     def error(self) -> BaseException:
-        """The exception to raise: the original class, its message ``Caught <Type> <where>.``
-        and the worker's traceback; a `UserCodeError` (a RuntimeError, as torch's
-        fallback) where that class cannot be built from one message."""
+        """The exception to raise: the original class with ``Caught <Type> <where>.`` and the
+        worker's traceback, or a `UserCodeError` where that class cannot be built from one message."""
         msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
         try:
             if self.exc_type is KeyError:
@@ -57,10 +50,8 @@ class UserFailure:
 
     @classmethod
     def unsendable(cls, exc: BaseException, seq: int) -> "UserFailure | None":
-        """Batch ``seq``'s task failed in Ray after the user's code returned (``run`` turns every
-        exception of the user's code into a value): Ray could not send its result back (a lock,
-        an open file inside the batch). A value of the batch, with the cause's class and Ray's
-        text without its colour codes; None for any other failure."""
+        """Batch ``seq``'s result that Ray could not send back (a lock, an open file inside it) as a
+        value with the cause's class; None for any other failure."""
         cause = getattr(exc, "cause", None)
         if not isinstance(cause, Exception) or isinstance(cause, HybridLoadError):
             return None
@@ -79,9 +70,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Generated:
-    """A batch ``collate_fn`` returned as a generator, its items listed in the actor: Ray takes a
-    generator an actor method returns for a stream of returns and would keep only its first
-    item. `generator` gives the driver a generator over them, as torch returns."""
+    """A batch ``collate_fn`` returned as a generator, listed in the actor: Ray takes a returned
+    generator for a stream of returns and would keep only its first item."""
 
     def __init__(self, items: list):
         self.items = items
@@ -107,24 +97,13 @@ class InitFailed(HybridLoadError):
 
 
 class DatasetWorker(PoolWorker):
-    """The actor: ``collate_fn(fetch(indices))`` with torch's worker seeds and info.
-
-    ``bundle`` is ``(dataset, collate_fn, worker_init_fn)``, sent in one piece so that a
-    ``worker_init_fn`` bound to the dataset changes the very dataset ``__getitem__`` reads
-    (as in a torch worker). ``asked`` is the ``num_workers`` the user gave (what
-    ``get_worker_info().num_workers`` reports, as torch does); 0 → the pool's size. With fewer
-    actors than ``asked`` (fewer CPU slots), actor ``worker_id`` of ``num_workers`` hosts the ids
-    ``worker_id, worker_id + num_workers, ...``: each its own copy of the bundle, set up by
-    ``worker_init_fn(id)`` as a torch worker process is (without a ``worker_init_fn`` the ids
-    share one dataset: copies would only cost memory); a batch runs as id ``seq % asked``
-    where the actor hosts it, else as one of its ids in turn.
-
-    Seeds: each id starts as a torch worker does (``random`` and ``torch`` seeded ``base_seed +
-    id``, numpy with torch's ``_generate_state``) before its ``worker_init_fn``. A generator that
-    ``worker_init_fn`` seeds (or draws from) is the user's: it runs on in that id's own stream,
-    as in torch's worker. Every other generator is reseeded per batch with the seed its task
-    carries (``base_seed + batch number``), so a batch's random numbers are the same whichever
-    actor runs it, also when a lost actor's batch runs again elsewhere."""
+    """The actor: ``collate_fn(fetch(indices))`` with torch's worker seeds and info
+    (docs/guide/dropin.md). ``bundle`` is ``(dataset, collate_fn, worker_init_fn)`` in one piece, so
+    a ``worker_init_fn`` bound to the dataset changes the very dataset it reads; with fewer actors
+    than ``asked``, an actor hosts the ids ``worker_id, worker_id + num_workers, ...``, each its own
+    copy (one shared when there is no ``worker_init_fn``). Generators ``worker_init_fn`` seeds run
+    on in their id's stream; the rest are reseeded per batch from its task, so a batch's random
+    numbers do not depend on the actor running it."""
 
     def __init__(
         self, bundle, auto_collation, asked: int = 0, base_seed: int = 0, worker_id: int = 0, num_workers: int = 1
@@ -224,8 +203,8 @@ def rng_states() -> dict:
 
 
 class Streams:
-    """One worker id's generators: those its ``worker_init_fn`` took (``owned``) keep their state
-    from batch to batch, apart from the other ids' on the same actor; the rest are reseeded per batch."""
+    """One worker id's generators: those its ``worker_init_fn`` took keep their state between
+    batches, apart from other ids' on the actor; the rest are reseeded per batch."""
 
     def __init__(self, owned: set):
         self.owned = owned

@@ -1,16 +1,6 @@
-"""The lane shares as an admission policy: the dispatcher asks, the online planner steers.
-
-The dispatcher asks `ShareAdmission.can_take` before it hands a new batch to a lane (as Ray
-Data's operators ask ``can_add_input``): a lane whose kind has a cap (0..1) takes a new batch
-only while its share of the batches handed out stays at or below the cap. Retries and a
-straggler's second copy are not asked: they are work already admitted.
-
-Who steers the caps (the online planner of ``mode="auto"``) registers a `CapsHook` with the
-admission; the dispatcher tells the admission each batch it finished (`ShareAdmission.batch_done`,
-on its own thread), which asks the hook and writes its answer. So the caps have one writer,
-the dispatcher's thread, and the hook sees the batches in the order the dispatcher settled
-them; others (``stats()``) read a `ShareAdmission.snapshot`.
-"""
+"""The lane shares as an admission policy the dispatcher asks before a new batch (as Ray Data's
+``can_add_input``) and the online planner steers through a `CapsHook`, on the dispatcher's thread
+only, so the caps have one writer (docs/decisions/policy-decoded-once.md)."""
 
 from __future__ import annotations
 
@@ -21,14 +11,14 @@ from hybridload.lanes.base import LaneKind
 
 
 class CapsHook(Protocol):
-    """Steers the lane caps from what the lanes did; called on the dispatcher's thread only
-    (never two at once for one pass), so it keeps its state without a lock, and must not block."""
+    """Steers the caps from what the lanes did, on the dispatcher's thread only: it keeps its state
+    without a lock and must not block."""
 
     def batch_done(
         self, seq: int, lane: str, images: int, seconds: float, caps: dict[LaneKind, float]
     ) -> dict[LaneKind, float] | None:
-        """Batch ``seq`` finished on ``lane`` (``images`` samples in ``seconds``), the caps
-        being ``caps`` (a copy): the caps to change (kind -> share), or None to keep them."""
+        """Batch ``seq`` finished on ``lane`` (``images`` in ``seconds``) under ``caps`` (a copy):
+        the caps to change, or None."""
 
 
 class ShareAdmission:
@@ -52,8 +42,8 @@ class ShareAdmission:
         return self._steer
 
     def can_take(self, kind: LaneKind, handed: int, total: int) -> bool:
-        """Whether a lane of ``kind`` that was handed ``handed`` of the ``total`` batches handed
-        out so far may take one more: its share after it stays within the cap."""
+        """Whether a lane of ``kind``, handed ``handed`` of the ``total`` batches so far, may take
+        one more within its cap."""
         cap = self._caps.get(kind)  # read on the writer's own thread: no lock needed
         return cap is None or handed + 1 <= cap * (total + 1) + 1e-9
 

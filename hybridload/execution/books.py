@@ -1,5 +1,5 @@
-"""The dispatcher's bookkeeping for one lane (its failures, when it breaks), cancelling copies at their
-lanes, and the error that says why no lane can run a batch."""
+"""The dispatcher's bookkeeping per lane (failures, when it breaks), cancelling copies, and the
+`NoLaneError` saying why each lane cannot run a batch."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ class LaneBook:
         return self.broken or self.lane.slots <= 0
 
     def judged(self, exc: BaseException, lane_fault: bool, break_lane: bool, others_working: bool) -> None:
-        """A failure on this lane as `hybridload.execution.retry.decide` judged it: one more in a
-        row when the lane is at fault; broken (no more tasks) when the decision says so."""
+        """Count a failure as `retry.decide` judged it: one more in a row when the lane is at fault;
+        broken when it says so."""
         if lane_fault:
             self.fails_in_row += 1
         if break_lane and not self.broken:

@@ -1,28 +1,6 @@
-"""The dispatcher hands batch tasks to lanes, pull-based, within the merger's window.
-
-It runs on its own thread, woken when a lane reports, when the consumer takes a batch and every ``tick_s``; it
-fills the lanes as soon as it starts, and a wake that comes while it is busy is kept, not lost. Lanes report
-into an inbox; only its thread changes its bookkeeping.
-
-* A task starts only while the merger admits its sequence number (inside the window ahead of the consumer),
-  and only on a lane with a free slot.
-* Which lane takes a task (in order, within the admission's shares, fallback lanes, the device budget, lanes
-  excluded for a batch): `hybridload.execution.picking`.
-* A failed task follows `hybridload.execution.retry.decide`: delivered as the batch's result, or handed on
-  (retries first, before new work).
-* Stragglers: a task running longer than ``factor`` times its lane's typical task time (and at least
-  ``min_s``) is issued once more, on any lane with a free slot; the first result wins and the merger drops the
-  other. A copy's failure waits for the other copy, unless it is the batch's own (`retry.own_failure`, a
-  storage outage aside: the other copy would raise the same, or kill one more worker): then it is the batch's
-  result at once and the other copies are cancelled at their lanes. Running copies wait in a deadline heap
-  (`stragglers`): O(log k) a wake.
-* The caps' one writer is this thread: it tells the admission policy each finished batch, which asks its
-  steering hook (the online planner) and writes the answer.
-* The caller makes the tasks (each says its size and carries the pass's epoch and seed), asked for in
-  increasing ``k`` only (`tasks`); a retry or a second copy is the same task.
-* A trace, while one records (``hooks.trace``), gets each copy's result, retry, re-issue and error.
-
-Whatever happens, each sequence number is delivered exactly once."""
+"""The dispatcher: one thread that hands tasks to lanes within the merger's window and alone changes
+the pass's bookkeeping (lanes report into its inbox), so each sequence number is delivered exactly
+once whatever fails (its rules: docs/guide/concepts.md, "How a pass runs")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""What the dispatcher calls, on its own thread: `DispatchHooks`, what happened to the pass's
-batches (``LoaderStats`` implements it; ``record_wait`` is the stream's, on the consumer's
-thread). Who steers the lane caps registers a `CapsHook` with the pass's admission policy
-(`hybridload.execution.admission`) instead.
-
-They are called on the dispatcher's thread only (never two at once for one pass): a hook
-keeps its own state without a lock, but must not block (it holds up every lane's work).
-"""
+"""`DispatchHooks`, what the dispatcher reports, called on its thread only (never two at once for a
+pass): a hook keeps its state without a lock and must not block, as it holds up every lane's work."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The ordered merger: releases results strictly in sequence order, exactly once.
-
-A reorder buffer keyed by sequence number. Producers ``put`` results (or exceptions) as
-lanes finish them; the consumer ``get``s them in order. ``admits(seq)`` tells the
-dispatcher whether a task may be started: only sequences inside the window ahead of the
-consumer are, which bounds memory in flight by the window, not by the dataset.
-
-``next`` is the buffer's own cursor (the next sequence to release), not the pass's place in
-its epoch: what was delivered, and what a checkpoint saves, is counted once, by the loader's
-`hybridload.sampling.pass_state.PassState`.
-"""
+"""The ordered merger: a reorder buffer that releases results in sequence order, exactly once, and
+admits only the window ahead of the consumer, so memory in flight is bounded by the window (where a
+pass stands is counted by `PassState`, not by its cursor)."""
 
 from __future__ import annotations
 
@@ -20,14 +12,13 @@ from hybridload.errors import BatchTimeoutError
 
 
 class OrderedMerger:
-    """Reorder buffer for sequences ``start .. end-1``: a passive buffer, it calls nobody.
+    """Reorder buffer for sequences ``start .. end-1``, passive: it calls nobody.
 
     Args:
         start: first sequence number to release.
         end: one past the last.
-        window: how many sequences ahead of the consumer may be in flight or buffered.
-        timeout_s: how long ``get`` waits for the next sequence before raising
-            `BatchTimeoutError`.
+        window: sequences ahead of the consumer that may be in flight or buffered.
+        timeout_s: how long ``get`` waits for the next before `BatchTimeoutError`.
     """
 
     def __init__(self, start: int, end: int, window: int, timeout_s: float):
@@ -50,8 +41,7 @@ class OrderedMerger:
         return self.next <= seq < min(self.end, self.next + self.window)
 
     def end_at(self, end: int) -> None:
-        """The pass turned out to end at ``end`` (open-ended tasks ran out): a ``get`` at it
-        raises StopIteration."""
+        """Open-ended tasks ran out at ``end``: a ``get`` there raises StopIteration."""
         with self._cond:
             self.end = max(self.next, min(self.end, end))
             self._cond.notify_all()
@@ -85,8 +75,8 @@ class OrderedMerger:
             return self._device_bytes
 
     def get(self) -> Any:
-        """The next result in order; raises the stored exception for a failed sequence,
-        StopIteration at the end, BatchTimeoutError if it never arrives."""
+        """The next result in order; its stored exception, StopIteration at the end,
+        `BatchTimeoutError` if it never comes."""
         with self._cond:
             if self.next >= self.end:
                 raise StopIteration

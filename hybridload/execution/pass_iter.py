@@ -1,6 +1,5 @@
-"""The iterator of one pass (`PassIterator`): a `BatchStream`'s results handed to the loader's
-delivery, keyed by the pass's own epoch and seed; and `shut_dropped`, which closes the pass and
-the lanes of a loader dropped without ``close()``."""
+"""`PassIterator`, a pass's results delivered under its own epoch and seed, and `shut_dropped`,
+which closes the pass and lanes of a loader dropped without ``close()``."""
 
 from __future__ import annotations
 
@@ -13,11 +12,9 @@ from hybridload.sampling.pass_state import Pass
 
 
 class PassIterator:
-    """The iterator of one pass: the stream's results delivered to the device, keyed by the pass's
-    own epoch and seed (those its tasks carry), whatever ``set_epoch`` says meanwhile.
-
-    ``deliver(result, pass_iterator)`` turns each result into what the user gets; ``pass_`` is the
-    sampler's `Pass` handle, which says when a newer pass or a load superseded it."""
+    """The stream's results delivered by ``deliver(result, self)`` under the pass's own epoch and
+    seed, whatever ``set_epoch`` says meanwhile; ``pass_`` is the sampler's `Pass` handle, which
+    says when a newer pass or a load superseded it."""
 
     def __init__(self, deliver: Callable[[Any, PassIterator], Any], stream: BatchStream, pass_: Pass, seed: int):
         self._deliver, self._stream = deliver, stream
@@ -52,14 +49,13 @@ class PassIterator:
         return self._stream.buffered()
 
     def finish(self) -> None:
-        """Close the pass: superseded (its `Pass` says by what), its next ``next()`` raises that, unless
-        the pass had ended already; else closed (``close()`` on the loader)."""
+        """Close the pass; superseded, its next ``next()`` raises that unless it had ended already."""
         self._ended_first = self._stream.closed
         self._stream.close()
 
 
 def shut_dropped(streams: list, lanes: list, log: Any) -> None:
-    """A loader dropped without close(): stop the pass's dispatcher first, so that closing lanes
-    under it is no lane failure; what fails to close is logged on the loader's ``log`` (nobody to raise to)."""
+    """Stop the dropped loader's dispatcher before its lanes, so closing them is no lane failure;
+    failures to close go to ``log`` (nobody to raise to)."""
     close_all(take_all(streams), "closing the pass of a HybridLoader dropped without close()", log=log)
     close_lanes(lanes)

@@ -1,15 +1,5 @@
-"""Which lane takes a task next: the dispatcher asks, on its thread.
-
-* Lanes are tried in order. A new task starts on a lane only when the pass's admission
-  policy lets it (`hybridload.execution.admission`: a capped lane kind's share). A
-  fallback lane takes tasks only when no other lane may take them (a retry its lane is
-  excluded from), for a straggler's second copy, or while another lane is broken or has no
-  worker (a Ray lane without actors: the local stand-in runs its share).
-* A lane that failed a batch may be excluded from it (`hybridload.execution.retry.decide`);
-  a task no lane can take ends as a `NoLaneError` naming why each lane cannot
-  (`hybridload.execution.books`).
-* Device memory: with a ``gpu_memory_budget_mb``, a GPU lane starts a task only while the
-  GPU bytes of finished batches waiting in the merger plus its own in flight fit in it."""
+"""Which lane takes a task next, asked on the dispatcher's thread: order, admission shares, stand-by
+lanes, exclusions and the device budget (the rules: docs/guide/concepts.md, "How a pass runs")."""
 
 from __future__ import annotations
 
@@ -66,9 +56,8 @@ class LanePicker:
         return None
 
     def device_room(self, book: LaneBook) -> bool:
-        """A GPU lane starts a batch only while the GPU bytes of finished, buffered batches
-        plus its batches in flight stay within the device budget (one batch always may; until a
-        first batch shows its size, one at a time)."""
+        """A GPU lane starts a batch only while buffered GPU batches plus its own in flight fit the
+        budget (one always may; one at a time until a batch shows its size)."""
         if self._device_budget is None or book.lane.kind is not LaneKind.GPU:
             return True
         held, size = self._merger.device_bytes(), self._merger.largest_device_batch

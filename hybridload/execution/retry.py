@@ -1,33 +1,6 @@
-"""What happens to a batch whose lane failed (one pure decision, tested as a table), and
-when a batch that is taking too long is issued again (`StragglerRule`).
-
-The rules, in order:
-
-1. A `SampleError` or a `UserCodeError` (the user's dataset or collate
-   raised: deterministic, so retrying would only repeat it) is the batch's result: it is
-   delivered in order (the user sees which sample broke, at the position of its batch); so
-   is a `WorkerLost` whose ``batch_at_fault`` is set (the batch killed its workers: `lanes.ray.deaths`).
-2. A failure counts against its lane unless it is a `WorkerLost` (a worker died;
-   the lane carries on with the rest) or a `Reroute` (the lane cannot take this
-   batch, e.g. a non-JPEG for the GPU lane). A lane that fails ``break_after`` tasks in a
-   row is broken: it gets no more tasks.
-3. The failed lane is excluded for this batch when another working lane exists — except
-   after a WorkerLost, where the same lane's other workers may take it.
-4. The batch is handed on while its attempts stay within ``max_retries`` (plus one per
-   lane after a WorkerLost, so losing several actors never fails a batch) and some lane
-   may still take it; otherwise the exception is delivered as the batch's result.
-
-==================  ===============  ==========================  ===========
-failure             counts vs lane   excluded for the batch       handed on
-==================  ===============  ==========================  ===========
-SampleError         no               —                           no: delivered
-UserCodeError       no               —                           no: delivered
-WorkerLost          no               no                          within max_retries + lanes
- ... batch_at_fault no               —                           no: delivered
-Reroute             no               if another lane works        within max_retries
-anything else       yes              if another lane works        within max_retries
-==================  ===============  ==========================  ===========
-"""
+"""What happens to a batch whose lane failed, one pure decision tested as a table (the rules and
+their table: docs/guide/concepts.md, "How a pass runs"), and when a slow batch is issued again
+(`StragglerRule`)."""
 
 from __future__ import annotations
 
@@ -101,8 +74,8 @@ class Decision:
 
 
 def own_failure(exc: BaseException) -> bool:
-    """``exc`` is the batch's own result (rule 1), not its lane's: every copy of the batch
-    would end the same way, so it is delivered at once and no copy is handed on or waited for."""
+    """``exc`` is the batch's own result, not its lane's: every copy would end the same way, so it
+    is delivered at once."""
     return isinstance(exc, (SampleError, UserCodeError)) or bool(getattr(exc, "batch_at_fault", False))
 
 

@@ -1,9 +1,5 @@
-"""The loader's figures where training is watched: `loader_scalars` turns a ``stats()`` dict into
-flat ``{tag: number}`` scalars (pure), and `StatsWriter` writes them every N steps to anything with
-TensorBoard's ``add_scalar(tag, value, step)`` (``torch.utils.tensorboard.SummaryWriter``, or a
-logger of one's own). Lightning logs the same dict through ``LightningModule.log_dict``
-(docs/guide/lightning.md). Nothing here imports TensorBoard: the writer is the caller's.
-"""
+"""``stats()`` as flat TensorBoard scalars every N steps, to any writer with ``add_scalar`` (nothing
+here imports TensorBoard; Lightning: docs/guide/lightning.md)."""
 
 from __future__ import annotations
 

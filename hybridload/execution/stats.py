@@ -1,16 +1,6 @@
-"""Counters the loader keeps for ``stats()``: thread-safe, reported as a plain dict.
-
-``LoaderStats`` is the dispatcher's hooks object (``batch_done``, ``batch_retried``,
-``batch_reissued``, ``duplicate_dropped``) and the stream's ``record_wait``; readers take
-a ``snapshot()`` instead of reaching into its lock.
-
-Under ``on_error="skip"`` it also watches each pass: ``begin_pass(samples)`` starts one, and
-the first time the samples skipped in it pass ``skip_warn_fraction`` of ``samples`` it warns,
-once, on the consumer's thread (``record_wait``); when the pass ends (``pass_ended``) with more
-skipped since, it warns the pass's final count.
-
-``loader_report`` assembles ``stats()``'s dict: the counters, the GPU share in force and the actor pools.
-"""
+"""The loader's counters for ``stats()``, thread-safe, fed by the dispatcher's hooks; under
+``on_error="skip"`` one warning a pass past ``skip_warn_fraction`` and its final count at the pass's
+end (`loader_report`: ``stats()``'s dict)."""
 
 from __future__ import annotations
 
@@ -102,9 +92,8 @@ class LoaderStats:
         )
 
     def pass_ended(self) -> None:
-        """The pass delivered its last batch: where its warning was given and more samples were
-        skipped since, warn the pass's final count (a count stated at the threshold understates
-        what the pass lost)."""
+        """The pass delivered its last batch: where its warning was given and more were skipped
+        since, warn the final count (the count at the threshold understates the loss)."""
         with self._lock:
             n, total, at = self._pass_skipped, self._pass_samples, self._warned_at
             final = self._warned and n > at
@@ -125,8 +114,8 @@ class LoaderStats:
             return {k: (self.images[k], self.busy_s[k]) for k in set(self.images) | set(self.busy_s)}
 
     def lane_totals(self, names) -> dict:
-        """Batches, images and busy seconds of the lanes named ``names``, summed (e.g. the
-        stand-by lanes: what ran on the fallback)."""
+        """Batches, images and busy seconds of the lanes named ``names``, summed (e.g. what the
+        stand-by lanes ran)."""
         with self._lock:
             return {
                 "lanes": sorted(names),
@@ -174,9 +163,8 @@ def loader_report(
     mode: str,
     from_plan_file: bool,
 ) -> dict:
-    """``stats()``'s dict but the loader's position: the counters, the plan in force (the policy's
-    ``mode``, the GPU share, re-plans of the online planner) and the actor pools' reports;
-    ``admission`` None: no lane built yet, no cap."""
+    """``stats()``'s dict but the loader's position: counters, the plan in force and the actor
+    pools; ``admission`` None: no lane built yet."""
     gpu_lane = any(lane.kind is LaneKind.GPU for lane in lanes)
     uncapped = 1.0 if gpu_lane else 0.0  # a GPU lane without a cap takes every batch it can
     share = admission.share(LaneKind.GPU) if admission is not None else None

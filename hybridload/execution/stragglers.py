@@ -1,14 +1,5 @@
-"""When the dispatcher looks at a running task again to see whether it straggles: a
-deadline heap, so a wake costs O(log k) per task that is due, not a scan of the k running.
-
-Each started copy of a task is pushed with the earliest moment it can be overdue (its start
-plus the rule's ``min_s``). When that moment comes, the dispatcher reads the copy's deadline
-under its lane's typical time *then* (`StragglerRule.deadline`): still ahead, the copy
-goes back in at it; unknown (no task of that lane finished yet), it goes back in ``min_s``
-later; passed, the task is issued once more. Entries of copies that have ended are dropped
-when they come up (lazy deletion: the heap holds at most the copies started within the last
-deadline, about rate x deadline entries).
-"""
+"""The running copies in a deadline heap, so a wake costs O(log k) per copy due, not a scan of the k
+running; entries of ended copies are dropped when they come up."""
 
 from __future__ import annotations
 
@@ -50,13 +41,10 @@ class StragglerWatch:
     def overdue(
         self, now: float, running: Mapping[int, list], reissued: Container[int], settled: Callable[[int], bool]
     ) -> Iterator[Watched]:
-        """The copies overdue at ``now``, popped one at a time (the caller stops taking when
-        no lane has a slot, and puts the last back with `again`).
-
-        A copy is looked at only while it is its task's one copy running (``running[seq]``
-        holds its ``(book, t0)`` alone), the task was not issued twice (``reissued``) and has
-        no result yet (``settled``); else its entry is dropped. One not yet overdue goes back
-        in at its deadline, or ``min_s`` later while its lane's typical time is unknown."""
+        """The copies overdue at ``now``, popped one at a time (the caller puts back the last with
+        `again` when no lane has a slot); a copy no longer its task's only one running, or whose
+        task has a result, is dropped, and one not yet due goes back in at its deadline (``min_s``
+        later while its lane's typical time is unknown)."""
         while self._heap and self._heap[0][0] <= now:
             copy = heapq.heappop(self._heap)[2]
             if copy.seq in reissued or running.get(copy.seq) != [(copy.book, copy.t0)] or settled(copy.seq):

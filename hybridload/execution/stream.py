@@ -1,20 +1,5 @@
-"""BatchStream: one pass over (the rest of) an epoch — dispatcher + merger + wait timing.
-
-Every consumer of lanes (``HybridLoader``, ``hybridload.DataLoader``, the benchmarks)
-runs a pass through this one object instead of wiring a merger and a dispatcher by hand::
-
-    with BatchStream(lanes, tasks, PassConfig(window=8), hooks=stats) as stream:
-        for result in stream: ...
-
-It yields the lanes' results in sequence order, exactly once; a batch that does not
-arrive within the config's ``timeout_s`` raises `BatchTimeoutError` naming it and the lane
-holding it; any error ends the pass and stops its dispatcher. ``close()`` is idempotent
-and also runs when the stream is garbage-collected.
-
-After the last batch ``next()`` keeps raising StopIteration (also in threads that were
-waiting when another thread took the last batch); after ``close()`` it raises a
-RuntimeError naming ``close()``; after an error, a RuntimeError naming that error.
-"""
+"""`BatchStream`: one pass (dispatcher + merger + wait timing) as one object, so every consumer of
+lanes (``HybridLoader``, the drop-in, the benchmarks) runs a pass the same way."""
 
 from __future__ import annotations
 
@@ -32,28 +17,31 @@ from hybridload.execution.trace import span
 
 
 def default_window(lanes: Sequence[Lane], fallback: Sequence[Lane] = ()) -> int:
-    """Batches in flight or buffered when the policy does not say: two per slot of the primary
-    lanes (of every lane while the primaries have none, e.g. a Ray lane waiting for nodes)."""
+    """Two batches per slot of the primary lanes (of every lane while they have none, e.g. a Ray
+    lane waiting for nodes)."""
     primary = sum(lane.slots for lane in lanes if not any(lane is f for f in fallback))
     return max(2, 2 * (primary or sum(lane.slots for lane in lanes)))
 
 
 class BatchStream:
-    """Ordered results of ``tasks[start:]`` run on ``lanes``.
+    """Ordered results of ``tasks[start:]`` run on ``lanes``, exactly once; a batch that does not
+    arrive within ``batch_timeout_s`` raises `BatchTimeoutError` naming it and its lane. After the
+    last batch ``next()`` keeps raising StopIteration, after ``close()`` (idempotent, also on
+    garbage collection) or an error a RuntimeError naming it.
+
+        with BatchStream(lanes, tasks, PassConfig(window=8), hooks=stats) as stream:
+            for result in stream: ...
 
     Args:
         lanes: the lanes to run on (the `hybridload.lanes` contract).
-        tasks: the pass's `BatchTask` s, ``tasks[k].seq == k``,
-            made by the caller: each carries its epoch, size and seed; a list, or tasks made
-            when reached (`hybridload.execution.tasks`).
-        config: the pass's settings (window, timeout, retry and straggler rules, device
-            budget): a `PassConfig`; None: its defaults.
+        tasks: the pass's `BatchTask` s, ``tasks[k].seq == k``, each carrying its epoch, size and
+            seed: a list, or tasks made when reached (`hybridload.execution.tasks`).
+        config: the pass's settings, a `PassConfig`; None: its defaults.
         start: the first position to produce (resume).
         hooks: receives the dispatcher's reports and ``record_wait`` (e.g. LoaderStats).
-        admission: which lane may take a new batch, e.g. the GPU lane's share cap, steered by
-            the online planner (`hybridload.execution.admission`); None: every lane may.
-        fallback: lanes that take the batches the other lanes reroute (e.g. a GPU lane's
-            undecodable file).
+        admission: which lane may take a new batch (`hybridload.execution.admission`); None: every
+            lane may.
+        fallback: lanes that take the batches the other lanes reroute.
     """
 
     def __init__(

@@ -1,17 +1,6 @@
-"""A pass's tasks made when the dispatcher reaches them, never the epoch's list.
-
-The dispatcher asks for ``tasks[k]`` in increasing ``k`` (the same ``k`` again while no lane
-has a slot) and for ``len(tasks)``; a task it started travels with its running copies, so it
-never looks back. Two forms:
-
-* `LazyTasks` — over a sequence of batches that computes each when indexed (the keyed
-  order, `hybridload.sampling.keyed_order`): task ``k`` from ``batches[k]``;
-* `StreamedTasks` — over an iterator of batches (the drop-in's batch sampler): pulled
-  one at a time; with a known count, an iterator that ends early, or yields more than its
-  count, ends the pass with an error that says so; without one (a sampler without
-  ``__len__``, e.g. an infinite one for iteration-based training) the pass ends where the
-  iterator does (`TasksEnded`), and only what the window reached is ever pulled.
-"""
+"""A pass's tasks made as the dispatcher reaches them (increasing ``k`` only), never the epoch's
+list: `LazyTasks` over computed batches (the keyed order), `StreamedTasks` over an iterator (a batch
+sampler, possibly without an end)."""
 
 from __future__ import annotations
 
@@ -62,16 +51,16 @@ class LazyTasks(Sequence):
 
 
 class StreamedTasks(Sequence):
-    """Task ``k`` is ``make(k, the iterator's k-th batch)``, pulled in order: ``tasks[k]``
-    may be asked for the task last made or the next one only.
+    """Task ``k`` is ``make(k, the iterator's k-th batch)``, pulled in order: only the task last
+    made or the next may be asked for; an iterator whose length disagrees with its ``len()`` ends
+    the pass with an error saying so.
 
     Args:
-        batches: the batches (an iterator; the first is pulled at once, so that what it
-            draws, e.g. a sampler's seed, is drawn where the caller made it).
-        count: how many it yields (``len()`` of its sampler); None: unknown until it ends
-            (``len()`` is `OPEN_ENDED` until then, the count after).
+        batches: the batches (the first is pulled at once, so what it draws is drawn where the
+            caller made it).
+        count: its ``len()``; None: unknown until it ends (``len()`` is `OPEN_ENDED` until then).
         make: ``(k, batch) -> BatchTask``.
-        what: names the iterator in errors ("the batch sampler").
+        what: names the iterator in errors.
     """
 
     def __init__(self, batches: Iterator, count: int | None, make: Make, what: str = "the batch iterator"):
@@ -129,8 +118,7 @@ class StreamedTasks(Sequence):
 
 def sampler_tasks(batches: Iterator, sampler: Any, make: Make) -> Sequence:
     """A pass's tasks over ``batches`` (an iterator of ``sampler``), pulled as the dispatcher
-    reaches them (`StreamedTasks`); a sampler without ``len()`` gives open-ended tasks,
-    never listed (an infinite sampler has no end to list to).
+    reaches them; a sampler without ``len()`` gives open-ended tasks.
 
     Args:
         batches: the sampler's iterator, already made.

@@ -1,35 +1,7 @@
-"""`Tracer`: a timeline of the loader's own work, written as Chrome trace-event JSON (it opens in
-Perfetto, ui.perfetto.dev, and in chrome://tracing); `span`: a trainer-side range that shows in
-torch's profiler too.
-
-Off by default: the dispatcher and the stream look at one attribute (``hooks.trace``, None) per
-batch and do nothing more. On (``HybridLoader.trace(path)``, ``DataLoader.trace(path)``), each
-batch leaves:
-
-* on its worker's row (one process row per node, one thread row per worker, thread or actor):
-  the work the worker reported (``BatchResult.seconds``), ending when the result reached the
-  dispatcher, as two spans where the lane tells them apart (``BatchResult.read_seconds``: the
-  threads, the worker processes, the Ray actors, the GPU lane): ``read N``, the wait for the
-  samples' bytes, then ``decode N``, the decode+augment (reads overlap the decoding of earlier
-  samples, so the two are the batch's time split in two, drawn one after the other); else one
-  ``batch N`` (the drop-in's workers, whose dataset reads and decodes in one call). Each has
-  ``stage`` (``read``, ``decode+augment``, ``work``) in its args and category ``work``. Every
-  time is the trainer's ``time.perf_counter()``: a worker's own clock never travels (an actor
-  on another node has another), so the worker's spans are placed by their length before the
-  moment the trainer saw its result; the transfer's time lies before that moment, and a span
-  that would start before the same row's last one ends starts there (a later result can
-  arrive sooner than an earlier one's);
-* on the lane's async track: ``issue -> done`` of each copy (``kept`` false for a re-issued
-  batch's copy the merger dropped);
-* ``merger wait``: from the result's arrival until the trainer took it;
-* instant events for ``retry``, ``reissue``, ``error`` and ``skip`` (one per substituted sample);
-* in every batch's args its ``seq`` and its ``pass`` (1, 2, ... in the order the trace saw the
-  passes: ``seq`` starts again with each pass, each epoch);
-* on the trainer's row: ``stall`` (the trainer waiting for the batch, its ``seq`` in args), and
-  the delivery spans (``to_device``, ``batch_transform``) `span` records.
-
-The dispatcher's thread writes the batch events, the trainer's thread the rest: one lock.
-"""
+"""`Tracer`: the loader's own work as Chrome trace-event JSON (Perfetto, chrome://tracing), and
+`span`, a trainer-side range torch's profiler shows too; what each row shows and why every time is
+the trainer's clock: docs/guide/tuning.md. The dispatcher's thread writes the batch events, the
+trainer's thread the rest: one lock."""
 
 from __future__ import annotations
 
@@ -71,8 +43,8 @@ class Tracer:
 
     # ------------------------------------------------------------------ rows
     def _pass(self, key: Any) -> int:
-        """The number of the pass ``key`` (its merger) stands for: 1, 2, ... in the order the trace
-        first saw them; 0 for no key. Called under the lock."""
+        """The number of the pass ``key`` (its merger) stands for, in the order first seen; 0 for
+        none. Under the lock."""
         if key is None:
             return 0
         if key not in self._passes:
@@ -84,7 +56,7 @@ class Tracer:
         return round((t - self._t0) * 1e6, 1)
 
     def _row(self, node: str, worker: str) -> tuple[int, int]:
-        """(pid, tid) of a worker's row, named on first use. Called under the lock."""
+        """(pid, tid) of a worker's row, named on first use. Under the lock."""
         node = node or self._host
         if node not in self._pids:
             pid = self._pids[node] = len(self._pids) + 1
@@ -98,7 +70,8 @@ class Tracer:
         return self._pids[node], self._tids[key]
 
     def _span(self, row: tuple[int, int], name: str, start: float, end: float, cat: str, args: dict) -> None:
-        """A complete event on ``row``, kept after the row's last one. Called under the lock."""
+        """A complete event on ``row``, kept after the row's last one (a later result can arrive
+        first). Under the lock."""
         begin = max(self._us(start), self._row_end.get(row, 0.0))
         dur = round(max(0.0, self._us(end) - begin), 1)
         self._row_end[row] = begin + dur  # as a reader adds them: the next span starts at or after it
@@ -110,8 +83,8 @@ class Tracer:
     def batch(
         self, seq: int, lane: str, issued: float, done: float, result: Any, kept: bool, pass_key: Any = None
     ) -> None:
-        """A copy of batch ``seq`` of the pass ``pass_key`` (its merger) came back from ``lane`` at
-        ``done``, issued at ``issued``."""
+        """A copy of batch ``seq`` of the pass ``pass_key`` came back from ``lane`` at ``done``,
+        issued at ``issued``."""
         worker = getattr(result, "worker", "") or lane
         seconds = min(float(getattr(result, "seconds", 0.0) or 0.0), done - issued)
         read = getattr(result, "read_seconds", None)
@@ -137,8 +110,8 @@ class Tracer:
                     self._instant_locked("skip", {"seq": seq, "pass": npass, **skip})
 
     def instant(self, name: str, pass_key: Any = None, **args: Any) -> None:
-        """A marked moment: ``retry``, ``reissue``, ``error``, ``skip``, with what happened in ``args``
-        (its ``pass`` added from ``pass_key``, the pass's merger)."""
+        """A marked moment (``retry``, ``reissue``, ``error``, ``skip``), its ``pass`` from
+        ``pass_key``."""
         with self._lock:
             self._instant_locked(name, {**args, "pass": self._pass(pass_key)})
 
@@ -222,8 +195,8 @@ def recording(stats: Any, path: str | os.PathLike) -> Iterator[Tracer]:
 
 @contextlib.contextmanager
 def span(name: str, tracer: Tracer | None) -> Iterator[None]:
-    """``name`` as a ``torch.profiler.record_function`` range while torch's profiler records, and on
-    ``tracer``'s trainer row when one is attached."""
+    """``name`` as a ``record_function`` range while torch's profiler records, and on ``tracer``'s
+    trainer row."""
     ranged = torch_profiler_on()
     t0 = time.perf_counter() if tracer is not None else 0.0
     if ranged:

@@ -1,15 +1,11 @@
-"""Lanes: the engines that turn batch tasks into batch results.
+"""Lanes: the engines' drivers that turn batch tasks into results, behind one small contract
+(`Lane`), so the dispatcher never asks which lane it has.
 
-A lane is small: ``name``, ``slots`` (tasks it runs at once), ``submit(task, done)``
-(non-blocking; ``done(task, result_or_exception)`` is called exactly once, from any
-thread) and ``close()``.
-
-``base`` (the contract, the `Lane` template and the batch task), ``spec`` (which lanes a
-loader runs, as data), ``build`` (building them), ``cpu_job`` (the CPU lanes' batch job, the planner's probe's too), ``once`` (what they say about this machine, said once per process), ``batch_buffers`` (the kept buffers the
-local and Ray lanes deliver batches in), and one sub-package per kind: ``local``
-(the CPU kernels on this machine), ``ray`` (CPU actors on a Ray cluster) and ``gpu`` (the DALI
-and torch engines).
-"""
+Modules: ``base`` (the contract, the `Lane` template, `BatchTask`), ``spec`` (which lanes a loader
+runs, as data), ``build`` (building them), ``cpu_job`` (the CPU lanes' batch job, the planner's
+probe's too), ``once`` (notes about this machine, once per process), ``batch_buffers`` (the kept
+buffers the local and Ray lanes deliver batches in), and one sub-package per kind: ``local`` (this
+machine's CPUs), ``ray`` (CPU actors on a Ray cluster) and ``gpu`` (the DALI and torch engines)."""
 
 from hybridload.lanes.base import BatchTask, Lane
 from hybridload.lanes.local.inprocess import InProcessLane

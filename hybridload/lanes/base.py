@@ -1,30 +1,5 @@
-"""The lane contract, the template every hybridload lane fills in, and the unit of work.
-
-A lane turns `BatchTask` s into batch results. Nothing outside ``lanes/`` looks
-at a lane's name to decide what to do with it: what a caller needs to know is in the
-contract below.
-
-* ``name`` — a short label for logs and ``stats()`` ("inprocess", "ray", "gpu", ...).
-* ``kind`` — a `LaneKind`: where the work runs.
-* ``slots`` — tasks the lane accepts at once (the dispatcher never exceeds it).
-* ``parallelism`` — tasks it really runs at the same time (for rate estimates).
-* ``describe()`` — what really ran, in words ("DALI CPU-only mode, no GPU visible").
-* ``run_batch(task)`` — run one task synchronously in the caller's thread and return its
-  result (the planner's measurements); raises what ``submit`` would report.
-* ``submit(task, done)`` — non-blocking; ``done(task, result_or_exception)`` is called
-  exactly once, from any thread (not at all if the lane is closed first).
-* ``close()`` — stop, release workers and device memory; idempotent.
-* ``cancel(task)`` — the pass that submitted ``task`` was given up: drop it if it has not
-  started, stop it early if the lane can; its ``done`` may still be called, and is ignored
-  (default: nothing; the lane runs it to the end).
-* ``unavailable()`` — why the lane has no worker to take a task now ("" when it has one; the
-  Ray lane: nodes lost, actor starts failed, no node with a free CPU), for error messages.
-
-`Lane` states the contract (any class with its methods passes ``isinstance``) and
-is the template hybridload's lanes subclass, as torchdata.nodes' ``BaseNode``: the closed
-check, the count of tasks in flight and the once-only close are done here, and a lane
-fills in ``_start(task, done)`` and ``_close()``.
-"""
+"""The lane contract, the `Lane` template every lane fills in, and `BatchTask`, the unit of work;
+nothing outside ``lanes/`` decides by a lane's name."""
 
 from __future__ import annotations
 
@@ -44,20 +19,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BatchTask:
-    """One batch to produce: its sequence number in the rank's epoch and its indices.
-
-    Whoever makes the pass's tasks (the loader, the drop-in) sets ``size``, the samples it
-    counts as (what the stats count), and ``seed``, the key of the task's randomness: a
-    HybridLoader's stream seed (every draw keyed by (seed, epoch, index)), or the drop-in's
-    per-batch reseed of ``random``/``numpy``/``torch``. A pass's state (epoch, seed) travels on
-    its tasks, never on a lane: a lane serves every pass alike.
+    """One batch to produce; its pass's state (epoch, seed) travels on it, never on a lane, so a
+    lane serves every pass alike.
 
     Attributes:
         seq: the batch's position in the rank's pass (``tasks[k].seq == k``).
         epoch: the epoch it belongs to.
         indices: the dataset indices of its samples, in order.
         size: the samples it counts as in the stats.
-        seed: the key of the task's randomness (see above).
+        seed: the key of its randomness: a HybridLoader's stream seed, or the drop-in's per-batch
+            reseed.
     """
 
     seq: int
@@ -71,9 +42,8 @@ Done = Callable[[BatchTask, object], None]
 
 
 class Reroute(HybridLoadError):
-    """A lane cannot take this batch (a sample its engine cannot decode: not a failure of the
-    lane); the dispatcher hands it to another lane. Between the lanes and the dispatcher only:
-    where no lane can take the batch, the caller gets a `NoLaneError` whose cause it is."""
+    """A lane cannot take this batch (a sample its engine cannot decode, no failure of the lane):
+    the dispatcher hands it on; never raised to users, only as the cause of a `NoLaneError`."""
 
 
 class LaneKind(enum.Enum):
@@ -88,21 +58,22 @@ _CONTRACT = ("describe", "run_batch", "submit", "close")
 
 
 class Lane(abc.ABC):
-    """The lane contract, and the template of hybridload's lanes.
+    """The lane contract (any class with its methods passes ``isinstance``) and the template of
+    hybridload's lanes, as torchdata.nodes' ``BaseNode``.
 
-    ``submit`` refuses work once the lane is closed (RuntimeError naming the lane), counts
-    the task in flight until its ``done`` is called, passes on the first report only (a
-    second one is a lane's bug: dropped, with a warning) and hands the task to
-    ``_start(task, done)``; a ``_start`` that raises leaves the count as it was and the
-    error goes to the caller (the dispatcher reports it as a failed attempt). ``close``
-    marks the lane closed once, whichever thread calls it, and then runs ``_close()``;
-    later calls return at once.
+    The contract: ``name`` (for logs and ``stats()``), ``kind`` (a `LaneKind`), ``slots`` (tasks it
+    accepts at once), ``parallelism`` (tasks it really runs at once, for rates), ``describe()``
+    (what really ran, in words), ``run_batch(task)`` (one task in the caller's thread: the planner's
+    probe), ``submit(task, done)`` (non-blocking; ``done(task, result_or_exception)`` once, from any
+    thread, not at all once closed), ``close()`` (idempotent), ``cancel(task)`` (its pass was given
+    up: drop or stop it where the lane can) and ``unavailable()`` (why no worker now, for error
+    messages).
 
-    A subclass calls ``super().__init__()`` before anything that may close it, and fills
-    in ``_start`` (non-blocking), ``_close``, ``run_batch`` and ``describe``. ``self._lock``
-    (reentrant) guards the closed flag and the count; a lane may hold it to make its own
-    bookkeeping atomic with them (the process lane does).
-    """
+    The template refuses work once closed, counts tasks in flight, passes on the first report only
+    (a second is dropped with a warning) and closes once; a subclass calls ``super().__init__()``
+    first and fills in ``_start`` (non-blocking), ``_close``, ``run_batch`` and ``describe``.
+    ``self._lock`` (reentrant) guards the flag and the count, and a lane may hold it to make its own
+    bookkeeping atomic with them."""
 
     name: str
     kind: LaneKind
@@ -200,8 +171,8 @@ class PooledLane(Lane):
         submit_to_pool(self._pool, self.runner(task), task, done)
 
     def runner(self, task: BatchTask) -> Callable[[BatchTask], object]:
-        """What the pool runs for ``task`` (``run_batch``); a lane that can start some of the
-        work when it accepts the task (its reads) does so here."""
+        """What the pool runs for ``task``; a lane that can start part of the work at once (its
+        reads) does so here."""
         return self.run_batch
 
 

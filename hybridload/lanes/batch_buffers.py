@@ -1,21 +1,8 @@
-"""Batch buffers that a lane writes (or copies) its batches into again, in the trainer's process,
-once nothing holds them.
-
-A fresh uint8 batch (32 x 3 x 224 x 224: 4.8 MB) made by a lane thread and freed by the
-trainer's thread comes from new pages every batch: glibc gives the freed block back to the
-system (the lane thread's arena trims it), so the next batch's writes fault its 1,176 pages in
-again. Measured on one lane thread over the ImageNet-size photo set: 38 page faults per image,
-0.07-0.13 ms per image (8-16% of the kernel), where the same kernel writing into one kept
-buffer faults none. Torch's DataLoader pays the same on each collate.
-
-A buffer is lent as a tensor over a view of its array (``torch.from_numpy``): the tensor's
-storage holds that view, and so does every tensor or NumPy array made from the batch
-(``images[0]``, ``images.numpy()``); the pool keeps a weak reference to the view only. While
-anything reaches the view, the buffer is held; once it is gone, the buffer is written again.
-A delivered batch is therefore never overwritten while the consumer can still read it. Like a
-batch from torch's DataLoader workers (shared memory), its storage cannot grow in place
-(``resize_`` to more elements raises); everything else about it is an ordinary tensor.
-"""
+"""Buffers a lane writes its batches into again once nothing holds them: a fresh 4.8 MB batch freed
+on another thread comes back from the system every time, 38 page faults per image (0.07-0.13 ms,
+8-16% of the kernel) that a kept buffer avoids. A buffer is lent as a tensor over a view the pool
+holds weakly, so it is never overwritten while anything can still read the batch; like torch's
+shared-memory batches, its storage cannot grow in place."""
 
 from __future__ import annotations
 
@@ -27,9 +14,8 @@ import torch
 
 
 def keep_for(slots: int) -> int:
-    """Buffers worth keeping for a lane of ``slots``: the batches it can have out at once with the
-    default window (two per slot: ``execution.stream.default_window``), plus the one the consumer
-    holds and the one it is taking."""
+    """Buffers worth keeping for a lane of ``slots``: two a slot (the default window), the one the
+    consumer holds and the one it is taking."""
     return 2 * slots + 2
 
 
@@ -37,9 +23,7 @@ class BatchBuffers:
     """At most ``keep`` uint8 buffers, each lent to one batch at a time.
 
     Args:
-        keep: buffers kept for reuse (batches held at once beyond that get fresh memory, freed
-            as before). A lane keeps about as many as it can have batches out: those it runs,
-            those waiting in the reorder window and the one the consumer holds.
+        keep: buffers kept for reuse (batches beyond that get fresh memory).
     """
 
     def __init__(self, keep: int):
@@ -51,7 +35,7 @@ class BatchBuffers:
 
     def take(self, shape: tuple[int, ...]) -> torch.Tensor:
         """A uint8 tensor of ``shape`` (contents undefined): a kept buffer nothing holds, else new
-        memory (kept when there is room: a new shape drops the kept buffers nothing holds)."""
+        memory (a new shape drops the free kept ones)."""
         shape = tuple(int(n) for n in shape)
         with self._lock:
             for k, (arr, lent) in enumerate(self._kept):

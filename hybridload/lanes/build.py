@@ -40,8 +40,8 @@ def build_lanes(
     for note in spec.notes:
         if once.first_time(note):
             log.warning("%s", note)
-    # the buffers a lane sizes by the batch (shared-memory slots, DALI's batch, GPU memory): no batch
-    # holds more than the source's samples, whatever batch_size says (torch's meaning of a large one)
+    # no batch holds more than the source's samples (torch's meaning of a large batch_size), so
+    # buffers sized by the batch are not oversized
     batch_size = max(1, min(batch_size, len(source)))
     out = BuiltLanes()
     try:
@@ -86,9 +86,8 @@ def build_lanes(
 
 
 def close_lanes(lanes: list) -> None:
-    """Close and remove every lane, the last built first; a failure to close one does not stop
-    the rest, and one warning names each lane that failed (for clean-up paths with nobody to
-    raise to: a failed build, garbage collection)."""
+    """Close every lane, the last built first, past failures, with one warning naming each that
+    failed (clean-up paths have nobody to raise to)."""
     close_all(take_all(lanes), "closing lanes", log=log)
 
 
@@ -115,9 +114,8 @@ def _cpu_lane(kind: LaneKind, spec: LaneSpec, source, recipe, *, pin_memory: boo
 
 
 def pool_reports(lanes: list, fallback: list, stats) -> dict:
-    """``stats()``'s entries for the actor pools (actors started, lost, replaced, live over time,
-    node events: ``actor_pools``) and for the stand-by lanes (what they ran, and how long the
-    pools had no actor: ``fallback``); none when there is neither."""
+    """``stats()``'s ``actor_pools`` and ``fallback`` entries (what the stand-by lanes ran, how long
+    the pools had no actor); none when there is neither."""
     out: dict = {}
     pools = {lane.name: lane.stats() for lane in lanes if callable(getattr(lane, "stats", None))}
     if pools:

@@ -1,6 +1,5 @@
-"""A CPU lane's batch job, the same in every CPU lane (threads, worker processes, Ray actors)
-and in the planner's rate probe, which times exactly this: a batch's reads, then each sample
-through the CPU kernels (`hybridload.kernels.batch.process_payload`) into one uint8 tensor."""
+"""A CPU lane's batch job, the same in threads, worker processes, Ray actors and the planner's rate
+probe, so the probe times exactly what the lanes run."""
 
 from __future__ import annotations
 
@@ -39,22 +38,14 @@ def process_batch(
     started: tuple[list, Reads] | None = None,
     out: torch.Tensor | None = None,
 ) -> BatchResult:
-    """Process a batch of dataset indices into one stacked uint8 tensor in the recipe's layout:
-    the whole of a CPU lane's work (the recipe's Normalize and RandomErasing are delivery's,
-    `hybridload.delivery.finish.finish_batch`, the same for every lane).
+    """A batch of dataset indices into one uint8 tensor in the recipe's layout, the whole of a CPU
+    lane's work (Normalize and RandomErasing are delivery's, for every lane alike).
 
-    With ``on_error="raise"`` the first bad sample raises `SampleError`; with
-    ``"skip"`` it is replaced by a zero image (finished like any other), its
-    label kept, and recorded in ``BatchResult.skipped`` — except a
-    `StorageError` (the storage failed, not the sample), raised
-    under either. ``started``: the batch's
-    `start_reads`, when the lane started them earlier. ``out``: a uint8 tensor of the
-    batch's shape to write the images into (e.g. a shared-memory slot) instead of a new one.
-
-    ``read_seconds`` of the result is the part of ``seconds`` spent waiting for the samples'
-    bytes (reads overlap the decoding of earlier samples, so this is the wait, not the reads'
-    own time); the rest is decode+augment, which the trace draws as a second span.
-    """
+    Under ``on_error="skip"`` a bad sample becomes a zero image recorded in ``skipped``, but a
+    `StorageError` (an outage, not bad data) raises under either. ``started``: the reads the lane
+    started earlier; ``out``: a tensor of the batch's shape to write into (a shared-memory slot).
+    ``read_seconds`` is the wait for bytes (reads overlap decoding), the rest of ``seconds``
+    decode+augment, as the trace draws them."""
     t0 = time.perf_counter()
     idx = np.asarray(indices, dtype=np.int64)
     shape = recipe.output_shape(len(idx))

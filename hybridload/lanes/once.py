@@ -1,9 +1,5 @@
-"""What the lanes say about this machine, said once per process.
-
-A second loader in one process (a loader made again to resume, one per mode in
-``hybridload bench``, one per measurement in ``hybridload profile``) finds the machine as the
-first did; its note repeated is noise. `first_time` is true for a text the first time only.
-"""
+"""Notes about this machine said once per process: a second loader (a resume, bench's modes,
+profile's runs) finds the machine as the first did."""
 
 from __future__ import annotations
 

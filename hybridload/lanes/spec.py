@@ -1,6 +1,6 @@
-"""LaneSpec: which lanes a loader runs and the GPU share, as data, with `LaneOptions`, the knobs
-the lanes take under the policy's names. Decoded once from a LoaderPolicy (and a plan) by
-`hybridload.policy.decode`; the lane builders, the rate probe, the bench and the profiler read it."""
+"""`LaneSpec`, which lanes a loader runs, as data decoded once by `hybridload.policy.decode`, and
+`LaneOptions`, the knobs the lanes take under the policy's names
+(docs/decisions/knobs-flat-one-name.md)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,15 @@ class GpuOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class LaneOptions:
-    """What the lanes take from the policy, under its names, as the user wrote them; built by
-    `hybridload.policy.decode.knobs`, the one function that reads the policy's knobs. No
-    defaults here: the user's field holds the one default.
+    """What the lanes take from the policy, under its names, built by
+    `hybridload.policy.decode.knobs` alone; no defaults here, so the user's field holds the one
+    default.
 
     Attributes:
         on_error: "raise" or "skip": what every lane does with a bad sample.
         ship_bytes: the Ray lane's driver reads the samples and sends their bytes.
         gpu: the GPU lane's knobs.
-        pool: the Ray lane's actor pool (placement with this rank, cluster, ``on_no_actors``).
+        pool: the Ray lane's actor pool.
     """
 
     on_error: str
@@ -57,24 +57,23 @@ class LaneOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class LaneSpec:
-    """Which lanes a loader runs and the GPU share, decoded once from a LoaderPolicy (and a
-    plan) by `hybridload.policy.decode.decode_lanes`, with the knobs the lanes take (``options``).
+    """Which lanes a loader runs and the GPU share, decoded once by
+    `hybridload.policy.decode.decode_lanes`, with the knobs the lanes take (``options``).
 
     Attributes:
         mode: the policy's mode, as written (for ``stats()``).
         gpu: build a GPU lane.
         gpu_share: the GPU lane's share cap (0..1); None: uncapped.
         auto: re-plan the cap online from live lane rates.
-        gpu_engines: the GPU engines to try, in order ("dali", "torch"): the first that builds
-            runs the GPU lane.
+        gpu_engines: the GPU engines to try, in order: the first that builds runs.
         gpu_engines_note: why "auto" leaves an engine out on this device ("" when it does not).
         cpu: the kind of the CPU lane.
         cpu_standby: with a working GPU lane, the CPU lane is a local stand-by for failures only.
-        threads: threads (or worker processes) of a CPU_LOCAL lane (``None`` decoded to the CPUs).
+        threads: threads (or worker processes) of a CPU_LOCAL lane.
         local_workers: what a CPU_LOCAL primary lane runs on: "threads" or "processes".
         start_method: how those processes start ("fork", "forkserver" or "spawn").
         options: the knobs the lanes take, under the policy's names.
-        notes: things the user should hear (logged as warnings when the lanes are built).
+        notes: what the user should hear, logged when the lanes are built.
     """
 
     mode: str
@@ -93,9 +92,8 @@ class LaneSpec:
 
     @property
     def ships_recipe(self) -> tuple[str, str] | None:
-        """How the recipe travels to the primary CPU lane's workers: (serializer, where) —
-        ("pickle", "worker processes") or ("cloudpickle", "Ray actors") — or None when the
-        work runs in this process."""
+        """How the recipe travels to the primary CPU lane's workers, (serializer, where), or None
+        when nothing is pickled."""
         if self.gpu and self.cpu_standby:
             return None  # the stand-by lane: threads in this process
         if self.cpu is LaneKind.CPU_ACTORS:
@@ -106,8 +104,8 @@ class LaneSpec:
 
     @property
     def actor_fallback(self) -> bool:
-        """The Ray lane runs beside a local stand-in (threads in this process) that takes the
-        batches while the cluster gives this rank no actor (``on_no_actors="local"``)."""
+        """The Ray lane runs beside a local stand-in that takes the batches while the cluster gives
+        this rank no actor."""
         local = self.options.pool.on_no_actors == "local"
         return self.cpu is LaneKind.CPU_ACTORS and local and not (self.gpu and self.cpu_standby)
 
@@ -120,8 +118,8 @@ class LaneSpec:
 
 
 def budget_bytes(gpu_memory_budget_mb: float | None) -> int | None:
-    """A GPU memory budget in MiB as bytes (None: no budget): the one conversion, for the
-    dispatcher's device budget and the GPU lane's slots alike."""
+    """A budget in MiB as bytes (None: none): the one conversion, for the dispatcher and the GPU
+    lane alike."""
     return None if gpu_memory_budget_mb is None else int(gpu_memory_budget_mb * 2**20)
 
 

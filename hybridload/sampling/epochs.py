@@ -6,11 +6,8 @@ from typing import Any, Iterator
 
 
 def endless(loader) -> Iterator[Any]:
-    """The loader's batches across epochs, without end: set_epoch(epoch + 1) after each pass.
-
-    ``loader`` has ``len()``, ``epoch``, ``set_epoch(e)`` and iterates one epoch per pass
-    (a `hybridload.HybridLoader`). Raises ValueError when it has no batches.
-    """
+    """The loader's batches across epochs, without end, advancing ``set_epoch`` after each pass;
+    ValueError when it has no batches."""
     if len(loader) == 0:
         raise ValueError("endless: the loader has no batches for this rank")
     epoch = loader.epoch

@@ -1,27 +1,7 @@
-"""The keyed epoch order (``order="keyed"``): batch ``b`` of a rank computed on its own, in
-O(batch) time and O(1) memory, never the whole epoch's order.
-
-Position ``p`` of epoch ``e``'s order holds sample ``P(p)``, where ``P`` is a bijection of
-``[0, n)`` keyed by ``(seed, epoch)``: a six-round (unbalanced) Feistel network over the
-smallest number of bits that covers ``n``, whose values past ``n`` walk the cycle on until
-they fall inside (cycle-walking, as Grain's ``index_shuffle``; the network covers fewer than
-``2 n`` values, so a walk takes under 2 steps on average). The round function is splitmix64's
-finalizer on the half-block and a round key. Every step is numpy uint64 arithmetic: the same
-keys give the same order on every machine, process and lane.
-
-Ranks, padding and dropping are DistributedSampler's, applied to the keyed order instead of
-``torch.randperm``'s: with ``drop_last=False`` the order is padded by repeating it from its
-start (position ``p >= n`` holds ``P(p mod n)``), with ``drop_last=True`` its tail is dropped;
-rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number of
-batches. ``shuffle=False`` gives the identity, i.e. exactly DistributedSampler's order. So a
-rank's batch ``b`` holds ``P((rank + j * world_size) mod n)`` for ``j`` in
-``[b * batch_size, min((b + 1) * batch_size, per_rank))``; resuming is (epoch, batch position).
-
-Why not a package: ``smallperm`` (0.1.x) computes such a permutation in Rust, but ships a
-wheel for Linux x86_64 only (none for aarch64) and does not promise that a key gives the
-same permutation across its versions; a stream that changed with a dependency's upgrade
-would break resumes, so the order is written here (small, tested against its own inverse).
-"""
+"""The keyed epoch order (``order="keyed"``): position ``p`` holds ``P(p)``, a keyed bijection of
+``[0, n)``, so a rank's batch is computed on its own in O(batch) time and O(1) memory; ranks,
+padding and dropping are DistributedSampler's (the permutation, and why it is written here:
+docs/guide/guarantees.md, "The epoch order")."""
 
 from __future__ import annotations
 
@@ -58,9 +38,8 @@ class KeyedPermutation:
         self._keys = [np.uint64(mix64(int(key) + r * 0x9E3779B97F4A7C15)) for r in range(ROUNDS)]
 
     def _rounds(self, x: np.ndarray, inverse: bool) -> np.ndarray:
-        """One pass of the network: round r maps (left: wl bits, right: wr bits) to
-        (right, left ^ F(right)), i.e. ``right << wl | (left ^ F(right))``; the inverse undoes
-        the rounds last first."""
+        """One pass of the unbalanced Feistel network, round r mapping (left, right) to (right, left
+        ^ F(right)); the inverse undoes the rounds last first."""
         if not inverse:
             for k, (wl, wr) in zip(self._keys, self._widths):
                 right = x & self._masks[wr]
@@ -99,15 +78,13 @@ class KeyedPermutation:
 
 
 class RankBatches(Sequence):
-    """A rank's batches of one epoch, each computed when asked: ``batches[b]`` is an int64
-    array of dataset indices, O(batch) time, O(1) memory beyond it.
+    """A rank's batches of one epoch, each an int64 array computed when asked, O(batch) time.
 
     Args:
-        count: batches in the epoch (every rank the same).
+        count: batches in the epoch.
         per_rank: samples this rank takes in the epoch.
-        batch_size: samples per batch (the last may be short when ``drop_last=False``).
-        lookup: this rank's sample positions (an int64 array of ``j`` in [0, per_rank)) to
-            dataset indices.
+        batch_size: samples per batch (the last may be short).
+        lookup: this rank's sample positions ``j`` to dataset indices.
     """
 
     def __init__(self, count: int, per_rank: int, batch_size: int, lookup: Callable[[np.ndarray], np.ndarray]):
@@ -174,8 +151,7 @@ def batch_indices(
     drop_last: bool,
     shuffle: bool = True,
 ) -> np.ndarray:
-    """Rank ``rank``'s batch ``b`` of epoch ``epoch`` in the keyed order (DistributedSampler's
-    split, padding and dropping), computed on its own."""
+    """Rank ``rank``'s batch ``b`` of the keyed order, computed on its own."""
     return KeyedOrder().rank_batches(
         n,
         batch_size=batch_size,
@@ -200,8 +176,8 @@ def contiguous_rank_batches(
     shuffle: bool,
     drop_last: bool,
 ) -> RankBatches:
-    """Rank ``rank``'s batches as a contiguous span of the padded order (`contiguous_rank_split`),
-    each batch's positions looked up by ``positions(p, seed=, epoch=, shuffle=)`` when asked."""
+    """Rank ``rank``'s batches as a contiguous span of the padded order, positions looked up by
+    ``positions`` when asked."""
     count = num_batches(n, batch_size=batch_size, world_size=world_size, drop_last=drop_last)
     per_rank = samples_per_rank(n, world_size, drop_last)
 

@@ -1,20 +1,6 @@
-"""The shard-aware order of `hybridload.sampling.shard_order`, keyed (``order="keyed"``):
-batch by batch, O(shards) state per epoch, never the whole order.
-
-The rule is the shard-aware one — shards in a random order, cut into blocks of
-``buffer_shards`` consecutive shards, the samples of each block shuffled among themselves,
-ranks taking contiguous spans of the order padded or trimmed as DistributedSampler — with
-keyed permutations (`KeyedPermutation`) in place of
-numpy's generator:
-
-* the shards' order is a keyed permutation of ``[0, shards)`` for ``(seed, epoch)``, computed
-  once per epoch with the blocks' starts (O(shards) time and memory);
-* position ``o`` inside block ``k`` holds the block's sample ``P_k(o)``, ``P_k`` keyed by
-  ``(seed, epoch, k)``: a block is permuted only when a batch reaches it.
-
-So the stream differs from the ``order="randperm"`` shard-aware order (another generator) but
-keeps its properties: each block's samples fill one contiguous run of the order.
-"""
+"""The shard-aware order keyed (``order="keyed"``): the shards' permutation once per epoch
+(O(shards)), each block's permutation, keyed by ``(seed, epoch, k)``, only when a batch reaches it;
+another stream than the ``"randperm"`` shard-aware order, with its properties."""
 
 from __future__ import annotations
 
@@ -39,8 +25,7 @@ class KeyedShardOrder:
     """The keyed shard-aware order of a sharded source (an ``order=`` for the sampler).
 
     Args:
-        shard_sizes: samples per shard, in the source's shard order (samples are numbered
-            shard after shard).
+        shard_sizes: samples per shard, in the source's shard order.
         buffer_shards: shards per block.
     """
 
@@ -63,8 +48,8 @@ class KeyedShardOrder:
         self._blocks: tuple = ()  # ((seed, epoch, block), permutation) of the last two blocks met
 
     def _tables(self, seed: int, epoch: int):
-        """(shard at each slot of the epoch's shard order, where each slot's samples begin,
-        where each block begins), for (seed, epoch); O(shards)."""
+        """(shard at each slot of the epoch's shard order, where each slot's samples begin, where
+        each block begins), O(shards)."""
         cached = self._epoch
         if cached is not None and cached[0] == (seed, epoch):
             return cached[1]
@@ -77,8 +62,7 @@ class KeyedShardOrder:
         return tables
 
     def _block_perm(self, size: int, key: tuple) -> KeyedPermutation:
-        """Block ``key = (seed, epoch, k)``'s permutation; the last two are kept (a batch meets one
-        or two blocks, and consecutive batches the same ones)."""
+        """Block ``key``'s permutation; the last two are kept, as a batch meets one or two blocks."""
         held = self._blocks
         for k, perm in held:
             if k == key:
@@ -147,8 +131,8 @@ class KeyedShardOrder:
         )
 
 
-#: the values of the ``order`` setting: "randperm" (torch.randperm's order, or numpy's for the
-#: shard-aware order; the whole epoch's order is made at its start) and "keyed" (this module's)
+#: the values of the order setting: "randperm" (the epoch's order made whole at its start) and
+#: "keyed"
 ORDERS = ("randperm", "keyed")
 
 
@@ -163,9 +147,8 @@ def check_order(order, where: str) -> str:
 
 
 def keyed_order_for(source_order):
-    """The keyed counterpart of a source's ``sample_order()``: DistributedSampler's order
-    (None) becomes `KeyedOrder`, a
-    `ShardOrder` its keyed shard-aware order."""
+    """The keyed counterpart of a source's ``sample_order()``: None becomes `KeyedOrder`, a
+    `ShardOrder` its keyed form."""
     if source_order is None:
         return KeyedOrder()
     if isinstance(source_order, ShardOrder):
@@ -178,8 +161,8 @@ def keyed_order_for(source_order):
 
 
 def sampler_order(source_order, order: str, where: str):
-    """The sampler's ``order=`` for a source's ``sample_order()`` under the ``order`` setting: its
-    keyed form for "keyed"; a source whose own order is keyed (a `Mix`) needs "keyed"."""
+    """The sampler's ``order=`` for a source's ``sample_order()`` under ``order``; a source whose
+    own order is keyed (a `Mix`) needs "keyed"."""
     if order == "keyed":
         return keyed_order_for(source_order)
     if getattr(source_order, "kind", None) == "keyed":

@@ -1,35 +1,7 @@
-"""The order of a mixture of sources (`hybridload.sources.Mix`): exact per-epoch quotas, keyed
-interleaving, each source's own order kept; computed batch by batch, nothing per sample held.
-
-**Quotas.** An epoch has ``epoch_length`` positions; source ``k`` fills ``q_k`` of them, the
-largest-remainder rounding of ``w_k * epoch_length`` (weights normalized by their sum): every
-source gets ``floor(w_k * L)``, and the ``L - sum(floor)`` positions left go one each to the
-sources with the largest fractional parts, ties to the earlier source. So ``sum(q) == L``
-exactly, and each ``q_k`` is ``round(w_k * L)`` rounded up or down (`quotas`, exact in
-rationals).
-
-**Each source's stream.** Source ``k`` is read as its own keyed order would read it alone:
-its epoch ``t`` is the keyed order (`KeyedOrder`, or `KeyedShardOrder` for a source with
-shards) of ``(seed, t)``, and its *stream* is its epochs one after another. Mixture epoch
-``e`` takes stream positions ``[e * q_k, (e + 1) * q_k)``: a quota below the source's size
-(down-sampling) takes a fresh part of the source each epoch and reaches every sample before
-any repeats; a quota above it (up-sampling, ``repeat=True``) runs through the source more than
-once in an epoch, each time in a new order. Within the epoch a source's samples come in its
-stream's order.
-
-**Interleaving.** The epoch's positions are cut into blocks of `BLOCK`. Block ``i`` holds
-``F(end_i) - F(start_i)`` positions of each source, where ``F(x)`` (the positions of each
-source among the first ``x``) is the two-way floor rule ``floor(x * a / T)`` applied down a
-binary tree of the sources: monotone in ``x``, ``F(L) = q`` exactly, every block within one
-sample of its share. Inside the block the sources' slots are permuted by a keyed permutation
-of ``(seed, epoch, block)``. A batch touches one or two blocks: O(batch + BLOCK) time, the last
-two blocks kept, never the epoch. ``shuffle=False`` leaves each block's slots in source order
-and each source in its own order unshuffled.
-
-Ranks take contiguous spans of the epoch (``split="contiguous"``, as the shard-aware order):
-each rank reads its own run of every source's stream, so a sharded source's locality holds
-per rank, with DistributedSampler's padding and dropping.
-"""
+"""The order of a mixture of sources (`Mix`): exact per-epoch quotas by largest remainder, each
+source read as its own keyed order would read it, interleaved in blocks of `BLOCK` by a keyed
+permutation, ranks taking contiguous spans; computed batch by batch, nothing per sample held (the
+rules: docs/guide/mixtures.md)."""
 
 from __future__ import annotations
 
@@ -68,8 +40,9 @@ def quotas(weights: Sequence[float], epoch_length: int) -> tuple[int, ...]:
 
 
 def counts_before(x: int, q: Sequence[int]) -> list[int]:
-    """Positions of each source among the epoch's first ``x`` (``0 <= x <= sum(q)``): the
-    floor rule down a binary tree of the sources; monotone in ``x``, ``q`` itself at ``sum(q)``."""
+    """Positions of each source among the epoch's first ``x``: the floor rule down a binary tree of
+    the sources, monotone in ``x`` and ``q`` itself at ``sum(q)``, so each block is within one
+    sample of its share."""
     out = [0] * len(q)
 
     def split(lo: int, hi: int, total: int, count: int) -> None:
@@ -95,9 +68,8 @@ def mixture_fields(order: Any) -> dict:
 
 
 def check_mixture(state: Mapping, order: Any, where: str) -> None:
-    """Refuse a state of another mixture, naming the first field that differs (``weights``,
-    ``epoch_length``, ``repeat``, ``quotas``, ``sources``), or a mixture's state loaded
-    without one (or the reverse)."""
+    """Refuse a state of another mixture naming the first field that differs, or a mixture's state
+    loaded without one (or the reverse)."""
     mine, saved = mixture_fields(order).get("mixture"), state.get("mixture")
     if mine is None and saved is None:
         return
@@ -111,15 +83,14 @@ def check_mixture(state: Mapping, order: Any, where: str) -> None:
 
 
 class MixOrder:
-    """The order of a mixture (an ``order=`` for the sampler; `Source.sample_order` of `Mix`).
+    """The order of a mixture (an ``order=`` for the sampler).
 
     Args:
         sizes: each source's samples.
-        quota: each source's positions per epoch (`quotas`); their sum is the epoch's length.
-        orders: each source's keyed order (`KeyedOrder` or `KeyedShardOrder`).
+        quota: each source's positions per epoch (`quotas`).
+        orders: each source's keyed order.
         offsets: where each source's indices begin in the mixture's index space.
-        state: what a saved state records of the mixture (weights, quotas, the sources'
-            fingerprints), asked when a state is saved or loaded.
+        state: what a saved state records of the mixture, asked when one is saved or loaded.
     """
 
     kind = "keyed"

@@ -1,17 +1,7 @@
-"""PassState: where a rank's pass over an epoch is, and the state dict that saves it.
-
-The one owner of the position (batches of the epoch delivered to the consumer), the epoch,
-the plan a resume left (`hybridload.sampling.resume`) and the saved format, as torchdata.nodes'
-``get_state()`` / ``reset(initial_state)``. ``HybridLoader``, the ``DistributedBatchSampler`` and
-the drop-in ``DataLoader`` all count and save here; a saved state is checked here, once, with one
-name per field. `begin` hands out each pass as a `Pass` handle: once a newer pass begins or a
-state is loaded, the older handle is superseded, says by what, and no longer moves the position.
-
-Epochs across passes (as Mosaic streaming; torch's DataLoader(shuffle=True) also reshuffles every
-pass): a new pass without ``set_epoch`` advances the epoch by one; ``set_epoch(e)`` always wins;
-a resumed pass continues the saved epoch, also when ``set_epoch`` names that epoch before the
-pass; the first pass is epoch 0 (or what ``set_epoch`` / a resume chose).
-"""
+"""`PassState`, the one owner of where a rank's pass is and of its saved state (as torchdata.nodes'
+``get_state`` / ``reset``), so the loader, the sampler and the drop-in count and check states in one
+place; `begin` hands out each pass as a `Pass` handle that a newer pass or a load supersedes. How
+epochs follow across passes: docs/guide/guarantees.md, "Epochs"."""
 
 from __future__ import annotations
 
@@ -29,8 +19,8 @@ VERSION = 1
 #: the epoch's order is seeded with seed + epoch, which torch takes in 64 bits
 EPOCH_MAX = 2**63 - 1
 
-#: the fields every state holds, with their kinds; a state also holds "order", "source" and the plan's
-#: fields (`saved_plan`), each optional on load (states saved before they existed)
+#: the fields every state holds; "order", "source" and the plan's fields (saved_plan) are optional
+#: on load, for older states
 STATE_FIELDS: dict[str, type] = {
     "version": int,
     "epoch": int,
@@ -53,8 +43,8 @@ def is_int(v: Any) -> bool:
 
 
 def check_epoch(epoch: Any, where: str = "set_epoch") -> int:
-    """An epoch: an int in [0, 2**63) (the per-sample randomness is keyed by it and must be
-    non-negative; the epoch's order is seeded with seed + epoch, which torch takes in 64 bits)."""
+    """An epoch: an int in [0, 2**63), since the order is seeded with seed + epoch, which torch
+    takes in 64 bits."""
     if not is_int(epoch):
         raise TypeError(f"{where}: epoch must be an int >= 0, got {epoch!r} ({type(epoch).__name__})")
     if epoch < 0:
@@ -74,9 +64,8 @@ WRAPPED = "batch_sampler"
 
 
 def upgraded(state: Mapping) -> dict:
-    """A state in today's format: a drop-in ``DataLoader`` state wrapped as ``{"batch_sampler": state}``
-    is its inner state; a ``DistributedBatchSampler`` state saved before the one format (the dataset
-    size as ``n``, no ``version``) is read as version 1."""
+    """A state in today's format: a drop-in state wrapped as ``{"batch_sampler": state}`` is its
+    inner state, and an older sampler state (``n``, no ``version``) is read as version 1."""
     if set(state) == {WRAPPED} and isinstance(state[WRAPPED], Mapping):
         state = state[WRAPPED]
     out = dict(state)
@@ -87,8 +76,8 @@ def upgraded(state: Mapping) -> dict:
 
 
 def check_state(state: Any, where: str) -> dict:
-    """``state`` (upgraded) after checking that it is a whole state of this version, each field of
-    its kind and the epoch in range; what it must match is `PassState.reset`'s."""
+    """``state`` upgraded, after checking it is a whole state of this version, each field of its
+    kind; what it must match is `PassState.reset`'s."""
     if not isinstance(state, Mapping):
         raise TypeError(f"{where}: state must be the dict state_dict() returned, got {type(state).__name__}")
     state = upgraded(state)
@@ -122,9 +111,8 @@ UNCHANGED = "pass the dict state_dict() returned, unchanged"
 
 
 def field_problem(state: Mapping) -> tuple[str, str] | None:
-    """The first int field of a (type-checked) state out of the range `PassState.get_state` writes,
-    with that range in words; None when all are in range (the position is checked against the
-    saved epoch's plan by `resume_plan`). Pure."""
+    """The first int field of a state out of the range `PassState.get_state` writes, with that range
+    in words; None when all are in range. Pure."""
     if state["num_samples"] < 0:
         return "num_samples", "a dataset size is >= 0"
     if not 1 <= state["batch_size"] <= BATCH_SIZE_MAX:
@@ -165,8 +153,8 @@ class Pass:
         return max(0, len(self.batches) - self.start)
 
     def deliver(self) -> int | None:
-        """One more batch reached the consumer: that batch's place in the epoch; None once the pass
-        was superseded (nothing moves: the state belongs to the newer pass or the loaded state)."""
+        """One more batch reached the consumer: its place in the epoch; None once superseded, as the
+        state then belongs to the newer pass or the load."""
         if self.superseded_by is not None:
             return None
         self.delivered += 1
@@ -210,8 +198,8 @@ class PassState:
         self.epoch = 0
         self.remaining = None  # a resumed epoch's plan (sampling.resume); None: the whole epoch
         self.live: Pass | None = None  # the newest pass begun
-        # the batch of self.epoch the next pass starts from, once chosen (the first pass, set_epoch, a resume);
-        # None: the live pass is where the state is, and the next pass runs the epoch after it
+        # the batch of self.epoch the next pass starts from (first pass, set_epoch, resume); None:
+        # the live pass is where the state is, and the next pass runs the epoch after it
         self._next: int | None = 0
         self._begun = 0  # passes begun: the next one's id
 
@@ -244,10 +232,9 @@ class PassState:
         self.epoch = int(epoch)
 
     def begin(self, batches: Callable[[int], Sequence] | None = None, why: str = "") -> Pass:
-        """A pass begins and supersedes the live one (``why``: what began it, in words, for the
-        superseded pass's message); it starts at the resume point, used up here. Without a
-        ``set_epoch`` or a resume since the previous pass began, the epoch advances by one first.
-        ``batches(epoch)``: the epoch's batches, once the epoch is settled."""
+        """A pass begins and supersedes the live one (``why``: for its message), starting at the
+        resume point; without a ``set_epoch`` or resume since the last pass the epoch advances by
+        one first. ``batches(epoch)``: the epoch's batches."""
         if self._next is None:
             self.epoch += 1
             self.remaining = None
@@ -302,10 +289,8 @@ class PassState:
         }
 
     def reset(self, state: Any, where: str, why: str = "load_state_dict()") -> None:
-        """Resume from ``state``, any rank's `get_state`, saved at any world size and batch size
-        (a `DistributedBatchSampler` state of the older format too). Another dataset, seed, order
-        or setting is refused (`ResumeMismatchError`, `OrderMismatchError`); the pass state
-        changes only once the whole state was checked."""
+        """Resume from any rank's `get_state`, at any world size and batch size; another dataset,
+        seed, order or setting is refused, and nothing changes until the whole state was checked."""
         state = check_state(state, where)
         saved, mine = state.get("order", "randperm"), order_kind(self.order)  # older states: randperm
         if saved != mine:

@@ -1,25 +1,11 @@
-"""Elastic resume: what is left of an epoch after a checkpoint, split among any number of ranks.
+"""Elastic resume as pure functions: a *plan* is what is left of an epoch's global order (intervals
+of positions) split among any number of ranks by DistributedSampler's rules, so a state saved at one
+world size and batch size resumes at another; with the strided split what is left is always a
+suffix, one number (the rules: docs/guide/guarantees.md, "Resume").
 
-Pure functions of plain data. An epoch's *global order* is a sequence of positions
-``0 .. n-1`` (position ``p`` holds the sample the order puts there: ``torch.randperm``'s,
-the keyed permutation's, or the shard-aware order's). A *plan* is the part of that order
-still to deliver — ``remaining``, intervals ``(start, stop)`` of positions in global order
-(a fresh epoch: ``((0, n),)``) — split among ``world_size`` ranks with DistributedSampler's
-rules applied to it: padding by repeating the remainder's start (``drop_last=False``) or
-dropping its tail (``drop_last=True``); every rank the same number of batches; rank ``r``
-takes slots ``r, r + W, ...`` (``split="strided"``, DistributedSampler's) or a contiguous
-span (``split="contiguous"``, the shard-aware order's).
-
-After every rank delivered ``k`` batches of a plan, `remaining_after` says what is
-left; a resumed loader builds a new plan of it for its own world size and batch size. With
-the strided split what is left is always a suffix of the global order, so the state is one
-number: the samples of the global order delivered. A sample delivered only as padding is
-not counted as delivered (its own place in the order still comes).
-
-Worked example: n=10, W=2, batch 2, strided, no shuffle. After 1 batch per rank, ranks
-delivered [0, 2] and [1, 3]: remaining is ((4, 10),). Resumed at W=4, batch 1: rank 0 gets
-4, 8; rank 1 5, 9; rank 2 6, then 4 again as padding; rank 3 7, 5.
-"""
+A worked example: n=10, W=2, batch 2, strided, no shuffle: after one batch per rank, ranks delivered
+[0, 2] and [1, 3] and ((4, 10),) is left; resumed at W=4, batch 1, rank 0 gets 4, 8; rank 1 5, 9;
+rank 2 6, then 4 again as padding; rank 3 7, 5."""
 
 from __future__ import annotations
 
@@ -131,9 +117,8 @@ def _map(remaining: Intervals, slots: Sequence[tuple[int, int]]) -> Intervals:
 
 
 def common_position(states: Sequence[dict]) -> dict:
-    """One state for every rank from states the ranks saved at different positions of the
-    same plan: the smallest position (the batches the others delivered past it are
-    delivered again). DDP keeps ranks in step, so usually all positions are equal."""
+    """One state for every rank from states saved at different positions of one plan: the smallest
+    position (the batches others delivered past it come again)."""
     if not states:
         raise ValueError("common_position: give the states of the ranks (at least one)")
     keys = ("epoch", "world_size", "batch_size", "seed", "remaining")
@@ -232,11 +217,9 @@ def resume_plan(
     where: str,
     shards: str | None = None,
 ) -> tuple[Intervals | None, int]:
-    """(remaining, position) for a sampler of ``world_size`` ranks and ``batch_size`` resuming
-    from a saved state (its ``world_size``, ``batch_size``, ``position`` and ``remaining``):
-    the same plan where both match (the exact continuation, padding included; ``None`` for
-    a fresh epoch's plan), else a new plan of what is left, from its start. ``shards``: this
-    order's `order_fingerprint` (a state of other shards is refused)."""
+    """(remaining, position) for this sampler resuming from ``saved``: the same plan where world
+    size and batch size match (None for a fresh epoch's), else a new plan of what is left, from its
+    start; a state of other shards is refused."""
     if saved.get("split", split) != split:
         raise ResumeMismatchError("split", saved["split"], split, where)
     if saved.get("shards", shards) != shards:

@@ -16,29 +16,24 @@ from hybridload.sampling.sharding import check_batch_size, check_split, num_batc
 
 
 class DistributedBatchSampler:
-    """A stateful iterable of this rank's batches (lists of indices), usable as a torch
-    DataLoader ``batch_sampler``. ``set_epoch`` like DistributedSampler; ``state_dict``
-    / ``load_state_dict`` resume mid-epoch exactly. Its place and saved state are its
-    `PassState` (``pass_state``): epochs across passes follow that class's rules.
+    """A stateful iterable of this rank's batches (lists of indices), usable as a torch DataLoader
+    ``batch_sampler``: ``set_epoch`` as DistributedSampler, ``state_dict`` / ``load_state_dict``
+    resume mid-epoch exactly, at any world size and batch size; its place and state are its
+    `PassState`.
 
     Args:
         n: the dataset's length.
         batch_size: samples per batch on this rank.
-        seed: the order's key (the order of epoch e is ``torch.randperm`` seeded with
-            ``seed + e``, as DistributedSampler).
+        seed: the order's key (epoch e's order is ``torch.randperm`` seeded with ``seed + e``).
         shuffle: False keeps the dataset's order.
-        drop_last: drop the tail that does not divide evenly among ranks (and the last
-            partial batch) instead of padding.
+        drop_last: drop the tail that does not divide evenly among ranks instead of padding.
         rank: this rank; default as `resolve_rank`.
         world_size: the number of ranks; default as `resolve_rank`.
-        order: "randperm" (DistributedSampler's order, the default) or "keyed" (the same indices
-            computed batch by batch: `hybridload.sampling.keyed_order`), as `OrderMismatchError` names
-            them; or a source's ``sample_order()`` (e.g. the shard-aware order of
-            ``TarShards(read="shard")``); None: "randperm".
-        fingerprint: what identifies the dataset beyond its size, for its saved states (``Source.fingerprint``).
-        even_batches: True (DistributedSampler's): every rank the same number of batches, the
-            epoch padded with repeats; False: no padding, each sample once across the ranks,
-            whose batch counts may differ (for evaluation: `hybridload.sampling.uneven`).
+        order: "randperm" (the default), "keyed" (the same split, computed batch by batch), or a
+            source's ``sample_order()``; None: "randperm".
+        fingerprint: what identifies the dataset beyond its size, for its saved states.
+        even_batches: True: every rank the same number of batches, padded; False: each sample once
+            across the ranks, for evaluation.
     """
 
     def __init__(
@@ -90,15 +85,13 @@ class DistributedBatchSampler:
         return self.pass_state.position
 
     def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch``, from its start; right after a resume into that
-        same epoch, from the resume point (`PassState.set_epoch`). An int in [0, 2**63), as
-        `HybridLoader.set_epoch` takes (`check_epoch`)."""
+        """The next pass is epoch ``epoch`` from its start, or from the resume point right after a
+        resume into it; an int in [0, 2**63)."""
         self.pass_state.set_epoch(check_epoch(epoch, where="DistributedBatchSampler.set_epoch"))
 
     def __len__(self) -> int:
-        """The batches the next iterator yields (torch's meaning): of a pass ``iter()`` began that no
-        iterator started yet, its own; after a resume, what is left of the resumed epoch; else an
-        epoch's (`epoch_batches`)."""
+        """The batches the next iterator yields: of a pass begun that no iterator started, its own;
+        after a resume, what is left; else an epoch's."""
         live = self.pass_state.current
         if live is not None and not live.iterated:  # torch asks once its iterator began the pass
             return len(live)
@@ -159,9 +152,9 @@ class DistributedBatchSampler:
         return self.pass_state.begin(self.batches, why)
 
     def __iter__(self):
-        """A pass begins now (its state counts from its start), each batch counted delivered as it is
-        yielded. A pass no iterator started yet is not begun again: torch's worker iterator calls
-        ``iter()`` twice before it pulls, and runs one pass."""
+        """A pass begins now, each batch counted delivered as it is yielded; a pass no iterator
+        started is not begun again, since torch's worker iterator calls ``iter()`` twice before it
+        pulls."""
         p = self.pass_state.current
         if p is None or p.iterated:
             p = self.begin_pass("iter(batch_sampler)")
@@ -185,7 +178,6 @@ class DistributedBatchSampler:
         return self.pass_state.get_state()
 
     def load_state_dict(self, sd: dict, where: str = "DistributedBatchSampler.load_state_dict") -> None:
-        """Resume from any rank's ``state_dict()``, saved at any world size and batch size (a
-        ``HybridLoader`` state of the same dataset too; `PassState.reset`); a state of another
-        dataset, seed or order is refused (`ResumeMismatchError`)."""
+        """Resume from any rank's ``state_dict()``, at any world size and batch size; a state of
+        another dataset, seed or order is refused (`ResumeMismatchError`)."""
         self.pass_state.reset(sd, where)

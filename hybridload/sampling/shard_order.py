@@ -1,26 +1,7 @@
-"""The shard-aware sample order for shard streaming: pure functions of (seed, epoch, rank).
-
-Reading tar shards whole (one request per shard, not per sample) needs an order in which a
-worker meets the samples of only a few shards at a time. As WebDataset and Mosaic streaming
-do, the epoch's order is:
-
-1. the shards in a random order (keyed by seed and epoch);
-2. cut into *blocks* of ``buffer_shards`` consecutive shards of that order;
-3. the samples of each block shuffled among themselves; the blocks concatenated.
-
-So any window of the order lies in at most two blocks (``2 * buffer_shards`` shards), and a
-sample moves at most a block away from its shard's neighbours: the trade against a global
-random order (see the README) is that a batch draws from ``buffer_shards`` shards, not from
-the whole dataset. Ranks then take *contiguous* spans of that order (Mosaic's rule), not
-every ``world_size``-th sample (DistributedSampler's): a strided split would make every rank
-read every shard. Padding and dropping are DistributedSampler's — ``drop_last=False`` repeats
-the order's start until the ranks divide it evenly, ``drop_last=True`` drops the tail — so
-every rank gets the same number of samples and batches as with the default order.
-
-Worked example, shards of sizes (3, 3, 2) (samples 0-2, 3-5, 6-7), shuffle=False, 3 ranks:
-order 0..7, padded to 9 with 0; rank 0 gets [0, 1, 2], rank 1 [3, 4, 5], rank 2 [6, 7, 0]
-(drop_last=True: 6 samples, [0, 1], [2, 3], [4, 5]).
-"""
+"""The shard-aware order (as WebDataset and Mosaic streaming): shards permuted, cut into blocks of
+``buffer_shards``, each block's samples shuffled together, so a worker meets few shards at a time;
+ranks take contiguous spans, since a strided split would make every rank read every shard (the rule
+and its trade: docs/guide/sources.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +20,7 @@ def _rng(seed: int, epoch: int) -> np.random.Generator:
 
 
 def shard_block_order(shard_sizes, *, seed: int, epoch: int, buffer_shards: int, shuffle: bool = True) -> np.ndarray:
-    """The whole dataset's sample order for an epoch (see the module docstring). Samples are
-    numbered shard after shard: shard ``s`` holds ``sum(sizes[:s]) ... + sizes[s] - 1``."""
+    """The whole dataset's order for an epoch; samples are numbered shard after shard."""
     sizes = np.asarray(shard_sizes, dtype=np.int64)
     n = int(sizes.sum())
     if not shuffle:

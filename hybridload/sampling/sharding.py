@@ -1,28 +1,7 @@
-"""Which batches a rank sees in an epoch: a pure function, with the semantics of
-torch's DistributedSampler followed by a BatchSampler.
-
-* ``shuffle=True``: the epoch's permutation is ``torch.randperm(n)`` from a generator
-  seeded with ``seed + epoch`` — the same order DistributedSampler gives.
-* ``drop_last=False``: the index list is padded by repeating its start until it divides
-  evenly among ranks; the last batch of a rank may be short.
-  ``drop_last=True``: the tail that does not divide evenly is dropped, and so is a
-  rank's last short batch.
-* rank ``r`` takes positions ``r, r + world_size, ...``; every rank gets the same number
-  of batches (unequal counts hang DDP).
-* a source may bring its own order (``Source.sample_order()``, passed as ``order=``): shard
-  streaming's shard-aware order (`hybridload.sampling.shard_order`) splits contiguous spans among
-  ranks, with the same padding, dropping and batch counts; a keyed order
-  (`hybridload.sampling.keyed_order`, ``order="keyed"``) computes each batch when asked.
-
-Worked example, n=10, world_size=3, batch_size=2, shuffle=False:
-
-==========  =====================  ======================
-drop_last   rank 0                 rank 1 / rank 2
-==========  =====================  ======================
-False       [0, 3] [6, 9]          [1, 4] [7, 0] / [2, 5] [8, 1]
-True        [0, 3] [6]-> dropped   [1, 4] / [2, 5]
-==========  =====================  ======================
-"""
+"""Which batches a rank sees in an epoch, as a pure function with DistributedSampler +
+BatchSampler's semantics (``torch.randperm`` seeded with ``seed + epoch``, padding by repeats,
+strided ranks, equal batch counts since unequal ones hang DDP), or a source's own order
+(docs/guide/concepts.md, "The ordered per-rank stream")."""
 
 from __future__ import annotations
 
@@ -36,8 +15,8 @@ import torch
 from hybridload import environment
 
 
-#: the largest batch size: the most Python's slices and torch's ``BatchSampler`` (``islice``) take;
-#: a batch never holds more than the dataset's samples, so any size up to it gives one batch of all
+#: the largest batch size (Python's slices and torch's BatchSampler take no more); a batch never
+#: holds more than the dataset, so any size up to it is one batch of all
 BATCH_SIZE_MAX = sys.maxsize
 
 
@@ -66,9 +45,8 @@ def check_split(n: int, batch_size: int, world_size: int, rank: int) -> None:
         raise ValueError(f"dataset size must be >= 0, got {n}")
 
 
-#: the most samples ``order="randperm"`` takes: its epoch order is every index at once, made at the
-#: epoch's start (10^7 samples: 2.8 s and 300 MB peak on the 2-core CI box; 10^9: no first batch
-#: in 600 s); past it a keyed order (O(batch) time, O(1) memory) is the one that works
+#: the most samples order="randperm" takes: its epoch order is made whole at the epoch's start
+#: (10^7: 2.8 s, 300 MB; 10^9: no first batch in 600 s), past it order="keyed" works
 RANDPERM_MAX_SAMPLES = 50_000_000
 
 
@@ -186,14 +164,13 @@ def rank_batches(
 
 
 def resolve_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """(rank, world_size): given values win, else torch.distributed when initialized,
-    else the RANK / WORLD_SIZE environment variables of torchrun, else (0, 1).
-
-    Given values must be ints (not bools, not floats): rank >= 0, world_size >= 1.
+    """(rank, world_size): given values (ints: rank >= 0, world_size >= 1) win, else
+    torch.distributed when initialized, else torchrun's RANK / WORLD_SIZE, else (0, 1).
 
     Args:
         rank: this process's rank, or None to look it up.
-        world_size: the number of ranks, or None to look it up."""
+        world_size: the number of ranks, or None to look it up.
+    """
     for name, v, low in (("rank", rank, 0), ("world_size", world_size, 1)):
         if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low):
             raise ValueError(

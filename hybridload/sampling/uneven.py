@@ -1,16 +1,7 @@
-"""``even_batches=False`` (Accelerate's name): each rank takes its share of an epoch with no
-padding, so an evaluation counts every sample exactly once; ranks may get different numbers of
-batches.
-
-DistributedSampler pads the epoch's order by repeating its start until every rank has the same
-number of samples: right for training (DDP's backward synchronizes every step), wrong for a
-metric, which then counts up to ``world_size - 1`` samples twice. Here a rank's batches are the
-even split's with the padding cut off: the same samples in the same places, the padded tail
-gone, so rank ``r`` of ``W`` gets ``ceil((n - r) / W)`` samples with DistributedSampler's strided
-split (``r * per`` onwards of a contiguous split), and its last batch may be short or missing.
-A loop over such a loader must not call a collective every step (the ranks with fewer batches
-stop calling it): gather the metric once after the loop (the guide's DDP evaluation loop).
-"""
+"""``even_batches=False`` (Accelerate's name): each rank's share without padding, so an evaluation
+counts every sample once; ranks may get different numbers of batches, so the loop gathers its metric
+once after the epoch, not every step (docs/guide/guarantees.md, "Evaluation counts each sample
+once")."""
 
 from __future__ import annotations
 
@@ -23,8 +14,8 @@ from hybridload.sampling.keyed_order import RankBatches
 
 
 def check_even_batches(even_batches: object, drop_last: bool, where: str) -> bool:
-    """``even_batches`` as a bool; False with ``drop_last=True`` is refused (dropping already
-    leaves no padding, and would drop samples an evaluation must count)."""
+    """``even_batches`` as a bool; False with ``drop_last=True`` is refused, since dropping loses
+    samples an evaluation must count."""
     if not isinstance(even_batches, bool):
         raise ValueError(f"{where}: even_batches must be True or False, got {even_batches!r}")
     if not even_batches and drop_last:

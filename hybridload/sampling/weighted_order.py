@@ -1,16 +1,7 @@
-"""Per-sample weights (`hybridload.sources.Weighted`): torch's ``WeightedRandomSampler`` semantics
-(``num_samples`` draws per epoch, with replacement, sample ``i`` drawn with probability
-``w_i / sum(w)``), keyed: draw ``p`` of epoch ``e`` is a pure function of (seed, e, p), so a batch
-is computed on its own, in O(batch log n), and a resume at any world size continues the same draws.
-
-Draw ``p`` takes the uniform ``u = (splitmix64(key(seed, epoch) + p) >> 11) / 2**53`` and the sample
-whose slot of the weights' cumulative sum holds it: a binary search of the one float64 array of
-cumulative weights (`CumulativeWeights`), or, for weights given as a function of the indices, of
-the sums kept at every 1,024th sample and then of the drawn block's own sums, recomputed
-(`BlockedWeights`: the same floats, so the same draws, with 1/1,024 of the memory). Ranks take draws ``r, r + W, ...`` as DistributedSampler; ``shuffle`` does not
-apply (every draw is random). The draws differ from torch's ``torch.multinomial`` stream (another
-generator), their distribution is the same.
-"""
+"""Per-sample weights (`Weighted`) with ``WeightedRandomSampler``'s semantics, keyed: draw ``p`` of
+an epoch is a pure function of (seed, epoch, p), a binary search of the cumulative weights for a
+splitmix64 uniform, so a batch is computed on its own and a resume at any world size continues the
+same draws (docs/guide/mixtures.md)."""
 
 from __future__ import annotations
 
@@ -78,23 +69,15 @@ class CumulativeWeights:
 
 
 class BlockedWeights:
-    """Weights given by a function of the indices, ``fn(indices int64 array) -> weights``, for
-    sources too large to hold a weight per sample: the cumulative sum is kept at every
-    ``block``-th sample only (one float64 per 1,024 samples by default: 7.8 MB at 10^9), and a
-    draw's block is summed again when drawn. The sums are the very floats `CumulativeWeights`
-    holds (the same sequential sum, continued from the block's start), so a draw picks the
-    same sample from the callable as from the array of its weights.
-
-    ``fn`` is called once over every index at construction (chunks of ``chunk`` indices: the
-    total, the block boundaries, the checks and the fingerprint; O(n), about as long as
-    computing the weights once), then once per batch over the blocks its draws fall in. It
-    must be a pure function of the indices: a block that sums to another total when drawn
-    raises a ValueError naming it.
+    """Weights given as ``fn(indices) -> weights`` for sources too large to hold one per sample: the
+    cumulative sum kept at every ``block``-th sample (7.8 MB at 10^9) and a drawn block summed
+    again, the very floats `CumulativeWeights` holds, so the draws are the same. ``fn`` must be
+    pure: a block summing to another total when drawn is a ValueError naming it.
 
     Args:
         fn: the weights of an int64 array of indices, one finite weight >= 0 each.
         n: the samples.
-        where: the name errors begin with (the argument's).
+        where: the name errors begin with.
         block: samples per block.
         chunk: indices per call at construction (a multiple of ``block``).
     """
@@ -132,8 +115,8 @@ class BlockedWeights:
         return w
 
     def locate(self, x: np.ndarray) -> np.ndarray:
-        """The samples whose slot of the cumulative sum holds each ``x``: the block by its end,
-        then the block's own sums, one call of ``fn`` over every block met."""
+        """The samples whose slot of the cumulative sum holds each ``x``: the block by its end, then
+        its own sums."""
         x = np.asarray(x, dtype=np.float64)
         b = np.searchsorted(self.ends, x, side="right")
         out = np.full(len(x), self.n - 1, dtype=np.int64)
@@ -191,8 +174,8 @@ class WeightedOrder:
         self.n, self.num_samples = self.table.n, int(num_samples)
 
     def mixture_state(self) -> dict:
-        """What a saved state records of the draws; a resume with other weights is refused naming them
-        (the same record for an array and for a callable giving the same weights)."""
+        """What a saved state records of the draws, the same for an array and a callable of the same
+        weights."""
         return {"sample_weights": f"{self.n} weights, crc32 {self.table.crc:08x}", "num_samples": self.num_samples}
 
     def positions(self, p: np.ndarray, *, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:

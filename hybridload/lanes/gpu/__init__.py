@@ -1,32 +1,11 @@
-"""GPU lanes: the DALI engine and the torch engine, and building the first that runs.
-
-`make_gpu_lane` tries the engines of ``LaneSpec.gpu_engines`` in order; that list is
-decoded from ``LoaderPolicy.gpu_engine`` once, by `hybridload.policy.decode.gpu_engines`:
-
-====================  ==========================================================
-``gpu_engine``        GPU lane
-====================  ==========================================================
-"dali"                DALI on the loader's GPU; DALI's CPU-only mode on a CPU device
-"torch"               nvJPEG decode (torchcodec's where installed, else torchvision's)
-                      + torch ops on the loader's device
-"auto"                DALI when it imports and builds on a GPU, else the torch engine
-                      when torchvision decodes on that GPU, else none; with no GPU
-                      visible, DALI's CPU-only mode where DALI imports (a stand-in,
-                      with one loud warning per process), else none
-====================  ==========================================================
-
-A lane that cannot be had (engine missing, pipeline or decoder failing to start on the
-device: driver or CUDA mismatch, nvJPEG initialisation, out of memory, a recipe outside
-the engine's reach) gives ``None`` and one RuntimeWarning (once per process): the batches go
-to the CPU lanes.
+"""GPU lanes: the DALI and torch engines, and `make_gpu_lane`, which builds the first of
+``LaneSpec.gpu_engines`` that runs (the choice by ``gpu_engine``: docs/guide/concepts.md); one that
+cannot be had gives None and one warning a process, and its batches go to the CPU lanes.
 
 Modules: ``base`` (`GpuLane`, the skeleton both engines fill in), ``dali`` (the DALI engine),
-``torch_lane`` (the torch engine) with ``torch_decoders`` (its JPEG decoder backends),
-``torch_ops`` and ``torch_photo`` (the recipe's ops as torch functions), ``feed`` (what every
-engine reads for a batch) and ``prep`` (where that host preparation runs), ``failures``
-(which exceptions are a sample's problem and which the device's), ``ranges`` (the NVTX ranges
-of a batch's read, decode and augment while a trace or torch's profiler records).
-"""
+``torch_lane`` (the torch engine) with ``torch_decoders`` (its JPEG decoders), ``feed`` (what every
+engine reads for a batch), ``prep`` (where that host preparation runs), ``failures`` (a sample's
+problem or the device's) and ``ranges`` (NVTX ranges while a trace or the profiler records)."""
 
 from __future__ import annotations
 
@@ -49,9 +28,8 @@ log = logging.getLogger(__name__)
 __all__ = ["make_gpu_lane", "build_engine"]
 
 
-#: how every GPU lane is built: uint8 out (delivery normalizes) and no host wait per batch
-#: (delivery makes the consumer's stream wait on ``result.ready``); the GPU tests and the GPU
-#: command build theirs through the lane spec, so with these flags too.
+#: how every GPU lane is built: uint8 out and no host wait per batch (delivery waits on
+#: ``result.ready``); the GPU tests build theirs through the lane spec, so with these flags too
 class LaneFlags(TypedDict):
     normalize_output: bool
     host_sync: bool
@@ -93,8 +71,8 @@ ENGINES = {"dali": _dali, "torch": _torch}
 
 
 def build_engine(engine: str, spec: LaneSpec, source, recipe, *, batch_size: int, device: torch.device) -> Lane:
-    """The lane of one named engine, with the GPU knobs of ``spec`` (threads, memory budget);
-    raises LaneUnavailableError / ValueError when it cannot run."""
+    """The lane of one named engine with ``spec``'s GPU knobs; LaneUnavailableError or ValueError
+    when it cannot run."""
     if not recipe.gpu_capable:
         raise LaneUnavailableError("the recipe holds a CustomStage, which runs on CPU lanes only")
     return ENGINES[engine](spec, source, recipe, batch_size=batch_size, device=device)

@@ -1,19 +1,7 @@
-"""What every GPU engine shares: `GpuLane`, the skeleton the DALI and torch engines fill in.
-
-The skeleton holds the device, the lane's CUDA stream, the memory budget (how many
-batches may be in flight), the one worker thread, the failure classification
-(`failures`: a sample's decode problem is rerouted, anything else is the lane's) and
-the delivery of a batch: read and check the samples on a small pool of threads or worker
-processes, started when the lane accepts the task (`prep.PrepPool`), let the engine decode and
-augment, normalize where asked, record the CUDA event the consumer's
-stream waits on (``result.ready``) and return a `feed.GpuBatchResult`. While a trace or torch's
-profiler records on CUDA, the read, decode and augment are NVTX ranges (`ranges`).
-
-An engine fills in ``_decode(task, batch)`` (the encoded bytes to decoded pixels, in
-whatever form it holds them, classifying its failures with `failures.rerouting`),
-``_augment(task, batch, decoded)`` (to one uint8 tensor on the device; it runs on the
-lane's stream), ``describe()`` and, where it holds more than the skeleton, ``_release()``.
-"""
+"""`GpuLane`, the skeleton the DALI and torch engines fill in with ``_decode`` and ``_augment``:
+device, stream, memory budget, one worker thread, host preparation started on acceptance, failure
+classification and a result the consumer's stream waits on (docs/guide/concepts.md, "The GPU
+lanes")."""
 
 from __future__ import annotations
 
@@ -39,11 +27,9 @@ MAX_DEPTH = 2  # batches in flight on a GPU lane: one running, one queued behind
 
 
 def wait_until_idle(stream) -> None:
-    """Block until every kernel queued on ``stream`` has run (None: nothing to wait for).
-
-    Both engines call it before their decoder runs again: torchvision's nvJPEG writes on a
-    private stream that does not wait for the lane's, and DALI reuses its output buffers on
-    the next ``run()``, which the lane's copy of the last output may not have read yet."""
+    """Block until ``stream``'s queued kernels have run (None: nothing to wait for): torchvision's
+    nvJPEG writes from a private stream that does not wait for the lane's, and DALI reuses its
+    output buffers on the next ``run()`` (docs/decisions/torch-decode-waits-for-its-stream.md)."""
     if stream is not None:
         stream.synchronize()
 
@@ -57,22 +43,18 @@ def batches_within(gpu_memory_budget_mb: float | None, batch_bytes: int, most: i
 
 
 class GpuLane(PooledLane):
-    """A GPU engine's lane: one batch at a time on its own thread and (on CUDA) its own stream.
+    """A GPU engine's lane: one batch at a time on its own thread and, on CUDA, its own stream.
 
     Args:
-        device: the loader's device (resolved: ``"cuda"`` is the current CUDA device).
+        device: the loader's device (``"cuda"`` is the current CUDA device).
         gpu_memory_budget_mb: upper bound on output buffers in flight (sets ``slots``).
-        normalize_output: apply the recipe's Normalize (and RandomErasing, as delivery does)
-            in the lane, on the device; the pixels stay uint8 until this last step. False (the
-            loader's way, the default): uint8 out, delivery finishes the batch.
-        host_sync: on CUDA, the lane's worker thread waits for each batch's event, so a
-            delivery that does not wait on ``result.ready`` is still safe; False once
-            delivery makes the consumer's stream wait on the event (no host wait at all: the
-            loader's way, the default).
-        gpu_threads: threads (or processes) that read the samples and draw their parameters
-            (the host preparation), each batch in that many parts, started when the lane accepts it.
-        prep_kind: "threads" (overlap with the decode, one core's worth) or "processes"
-            (`prep`: cores; the script needs a ``__main__`` guard).
+        normalize_output: finish the batch (Normalize, RandomErasing) in the lane, on the device;
+            False (the loader's way): uint8 out, delivery finishes it.
+        host_sync: the lane's thread waits for each batch's event, for a delivery that does not wait
+            on ``result.ready``; False: the loader's way.
+        gpu_threads: threads (or processes) of the host preparation, each batch in that many parts.
+        prep_kind: "threads" (overlap, one core's worth) or "processes" (cores; the script needs a
+            ``__main__`` guard).
     """
 
     name = "gpu"
@@ -112,18 +94,14 @@ class GpuLane(PooledLane):
         return self._prep.start(task)
 
     def runner(self, task: BatchTask):
-        """Start the task's host preparation now (while an earlier batch decodes); the lane's
-        thread then waits for it and runs the device part."""
+        """Start the task's host preparation now, while an earlier batch decodes."""
         self._started[id(task)] = self._start_prep(task)  # the task object lives until run_batch runs
         return self.run_batch
 
     def run_batch(self, task: BatchTask) -> GpuBatchResult:
-        """The batch on this thread: wait for its host preparation (the reads), decode, augment.
-
-        The result's ``read_seconds`` is the wait for the host preparation (the reads, the JPEG
-        structure check and the samples' parameters, begun when the lane accepted the task), the rest of ``seconds``
-        the decode+augment as the host sees it (on CUDA the kernels are queued, and the NVTX
-        ranges show them on the device's timeline in Nsight)."""
+        """The batch on this thread: wait for its host preparation, decode, augment;
+        ``read_seconds`` is that wait, the rest of ``seconds`` the decode+augment as the host sees
+        it."""
         parts = self._started.pop(id(task), None) or self._start_prep(task)
         marked = ranges.ranges_on(self.device)  # asked once a batch: a flag read while nobody records
         t0 = time.perf_counter()  # the lane's own time: not the wait behind the batch before

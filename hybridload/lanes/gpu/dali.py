@@ -1,23 +1,7 @@
-"""The DALI GPU engine: one DALI pipeline on this rank's GPU (or in DALI's CPU-only mode).
-
-For each batch task the lane reads the encoded bytes, computes every sample's crop
-window and flip from the recipe's generator (`feed.read_batch`), feeds them
-through ``external_source``, runs the pipeline and hands the output to torch through
-DLPack on the loader's device.
-
-A sample the lane cannot take (a payload that is not a JPEG, a JPEG without its end
-marker or failing the structure check every lane runs (`kernels.jpeg_check`: a frame
-declaring more pixels than its data can hold among them), a crop DALI cannot express, the
-decoder refusing an image) fails the batch with `Reroute`; the scheduler then gives it to a
-CPU lane, which produces the exact pixels or the exact error naming the sample. Any other failure (CUDA out of memory, a
-CUDA error) is a lane failure (see `failures`), and so is a sample nvImageCodec fails
-("Failed to decode sample #k", which names no cause) that the CPU kernels decode.
-
-Known limit: corruption inside a JPEG's entropy-coded data that leaves its structure whole
-(bytes changed, a frame declared smaller than its data, or larger by less than the check's
-floor), which libjpeg reports as a warning ("Corrupt JPEG data: ..."), is decoded by DALI
-with artifacts, as DALI does on its own, while the CPU lanes decode strictly and raise.
-"""
+"""The DALI GPU engine: one pipeline on this rank's GPU (or DALI's CPU-only mode), fed each sample's
+crop window and flip through ``external_source``, its output handed to torch through DLPack. A
+sample it cannot take is rerouted to a CPU lane; DALI decodes damage that leaves a JPEG's structure
+whole with artifacts, where the CPU lanes raise (docs/guide/guarantees.md)."""
 
 from __future__ import annotations
 
@@ -56,14 +40,12 @@ class DaliLane(GpuLane):
     """Runs batch tasks through a DALI pipeline compiled from the recipe.
 
     Args:
-        device: the loader's device; a CUDA device runs DALI on that GPU ("mixed" decode,
-            ``device_id`` from the resolved device), a CPU device runs DALI's CPU-only mode.
-        gpu_threads: DALI's CPU threads.
-        gpu_memory_budget_mb, normalize_output, host_sync: as `GpuLane`.
+        device: a CUDA device runs DALI on that GPU, a CPU device DALI's CPU-only mode.
+        gpu_threads: DALI's CPU threads. gpu_memory_budget_mb, normalize_output, host_sync: as
+            `GpuLane`.
 
     Raises:
-        LaneUnavailableError: DALI is missing, or its pipeline did not build here (driver or
-            CUDA mismatch, nvJPEG initialisation, out of memory).
+        LaneUnavailableError: DALI is missing, or its pipeline did not build here.
         ValueError: the recipe does not fit the DALI chain.
     """
 
@@ -139,8 +121,8 @@ class DaliLane(GpuLane):
         return out
 
     def _augment(self, task: BatchTask, batch: BatchInput, decoded) -> torch.Tensor:
-        # DALI reuses its buffers on the next run(): take a copy (on CUDA, from_dlpack orders the lane's
-        # stream after DALI's; _decode waits for the copy to have run before the pipeline runs again)
+        # DALI reuses its buffers on the next run(): a copy, ordered after DALI's stream by
+        # from_dlpack; _decode waits for it before the next run
         return torch.from_dlpack(decoded.as_tensor()).clone()
 
     def _release(self) -> None:

@@ -1,39 +1,7 @@
-"""Which GPU-lane exceptions are a sample's problem and which are the device's.
-
-A per-sample decode problem (a payload that is not a JPEG, a JPEG without its end marker
-or failing the structure check (`kernels.jpeg_check`), too many pixels, a bitstream the
-decoder refuses) is rerouted: the batch goes to a CPU lane,
-which makes the exact pixels or the exact error naming the sample, and the GPU lane is not
-blamed. A device fault (CUDA out of memory, a CUDA or driver error, nvJPEG failing to
-allocate, initialise or execute) is a lane failure: it counts against the lane, so a broken
-device stops being given batches instead of rerouting every batch for ever.
-
-The decision reads the status codes and messages the decoders really produce:
-
-* torchvision's batched CUDA decoder (``torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp``)
-  says ``"Failed to <step>: <status>"``; the status is an ``nvjpegStatus_t`` (``nvjpeg.h``:
-  3 BAD_JPEG, 4 JPEG_NOT_SUPPORTED, 9 IMPLEMENTATION_NOT_SUPPORTED and 10 INCOMPLETE_BITSTREAM
-  are about the image; 1 NOT_INITIALIZED, 5 ALLOCATOR_FAILURE, 6 EXECUTION_FAILED,
-  7 ARCH_MISMATCH and 8 INTERNAL_ERROR about the device) or, for ``"Failed to synchronize CUDA
-  stream"``, a ``cudaError_t`` (always the device). Steps that read one image's header
-  (``"Failed to get image info"``, ``"Failed to parse jpeg stream"``) are the image's unless
-  the status is a device status; steps that set the decoder up (``"Failed to initialize ..."``,
-  ``"Failed to create ..."``, ``"Failed to attach ..."``) are the device's.
-* torchcodec's batched CUDA decoder (``src/torchcodec/_core/DecodeJpegCuda.cpp``) says the
-  same ``"Failed to <step>: <status>"`` for the same nvJPEG steps, plus ``"nvjpegDecode failed:
-  <status>"`` from its per-image software path (progressive JPEGs, GPUs without the hardware
-  engine), and ``"Input tensor must be 1-dimensional and non-empty"`` (``ImageCommon.h``) for
-  an empty payload.
-* DALI's nvJPEG decoder (``dali/operators/decoder/nvjpeg/nvjpeg_helper.h``) says
-  ``NVJPEG error "<status>"``; its nvImageCodec decoders say ``nvImageCodec failure: '#<status>'``
-  (``nvimgcodecStatus_t``, ``nvimgcodec.h``: 3 BAD_CODESTREAM, 4 CODESTREAM_UNSUPPORTED,
-  9 IMPLEMENTATION_UNSUPPORTED, 13, 14, 18 and 19 (the extension's bad, unsupported or
-  incomplete code stream) are the image's; the rest, allocation, execution, internal and CUDA
-  call failures, the device's) or ``Failed to decode sample #<k>``, whatever the cause: a bad
-  image and a device fault read the same. `confirm_on_cpu` settles it: the named sample
-  (every sample when none is named) is decoded by the CPU kernels; one they decode was the
-  device's fault, which counts against the lane (two in a row break it).
-"""
+"""Which GPU-lane exceptions are a sample's problem (rerouted to a CPU lane, which names it) and
+which the device's (counted against the lane, so a broken device stops getting batches), read from
+the status codes and messages the decoders really produce (the table: docs/guide/concepts.md, "The
+GPU lanes")."""
 
 from __future__ import annotations
 
@@ -119,10 +87,9 @@ class DeviceDecodeFault(RuntimeError):
 
 
 def confirm_on_cpu(exc: BaseException, payloads, what: str, decode=None) -> None:
-    """For nvImageCodec's causeless ``Failed to decode sample #k``: decode the named sample (every
-    sample when none is named) with the CPU kernels. Raise `DeviceDecodeFault` (a lane
-    failure) when they decode it, `Reroute` when they cannot (the CPU lane then names the
-    sample); any other exception goes to `reroute_or_raise`."""
+    """For nvImageCodec's causeless ``Failed to decode sample #k``: the CPU kernels decode the named
+    sample (every one when none is named); `DeviceDecodeFault` when they decode it, `Reroute` when
+    they cannot; anything else goes to `reroute_or_raise`."""
     found = _AMBIGUOUS.findall(str(exc))
     if not found or classify(exc) != IMAGE:
         reroute_or_raise(exc, what)

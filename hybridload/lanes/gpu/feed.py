@@ -1,18 +1,7 @@
-"""What every GPU engine reads for a batch, and the result it returns.
-
-Read: the encoded bytes, the labels and each sample's parameters from the recipe (drawn
-from the image header, so the boxes are the ones ``kernels/`` cuts). A sample a GPU
-decoder cannot take, or one failing the structure check the CPU lanes run before decoding
-(`kernels.jpeg_check`, which GPU decoders would otherwise decode into garbage), raises
-`Reroute`: a CPU lane then raises or skips it as it would have.
-
-This host preparation (about 0.6 ms an image on one core: mostly the keyed parameters,
-then the read and the header) capped the torch lane far below nvJPEG when one thread did
-it. `prep.PrepPool` prepares a batch in parts (`parts_of`, `read_part`)
-on threads or worker processes, started as soon as the lane accepts the task (while the
-previous batch decodes), and `join_batch` puts them back in order;
-benchmarks/bench_gpu_host.py measures it.
-"""
+"""What every GPU engine reads for a batch (bytes, labels, each sample's parameters drawn from its
+header, so the boxes are the CPU kernels'), checked as the CPU lanes check before decoding, and the
+result it returns; prepared in parts (`parts_of`, `join_batch`) because one thread capped the torch
+engine far below nvJPEG."""
 
 from __future__ import annotations
 
@@ -48,8 +37,8 @@ class BatchInput:
 
 @dataclass
 class GpuBatchResult(BatchResult):
-    """A BatchResult made by a GPU engine: ``ready`` is the CUDA event recorded after its
-    pixels (None on CPU); delivery makes the consumer's stream wait on it."""
+    """A GPU engine's BatchResult: ``ready`` is the CUDA event after its pixels (None on CPU), which
+    the consumer's stream waits on."""
 
     ready: Any = None
 

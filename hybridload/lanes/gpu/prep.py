@@ -1,13 +1,6 @@
-"""Where a GPU lane prepares its batches on the host: threads, or worker processes.
-
-The preparation (`feed.read_part`: read each sample, check it, draw its keyed
-parameters) holds the GIL for most of its 0.3 ms an image, so threads give overlap (with
-the decode's host wait, with remote reads) but not more than one core. Worker processes
-give cores: each holds the source and the recipe (sent once, at its start) and returns its
-part of a batch (the payloads, labels, parameters and sizes), pickled; the parent only
-unpickles. They start by ``forkserver`` (a clean process: the parent may have CUDA and
-threads), so a script that builds the lane needs an ``if __name__ == "__main__":`` guard.
-"""
+"""Where a GPU lane prepares batches on the host: threads (overlap, not more than a core: the work
+holds the GIL) or worker processes started by ``forkserver``, since the parent may hold CUDA and
+threads."""
 
 from __future__ import annotations
 

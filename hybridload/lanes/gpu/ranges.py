@@ -1,10 +1,6 @@
-"""NVTX ranges around the GPU lane's work, so Nsight Systems (and torch's profiler, which records
-NVTX-marked CUDA work) shows the loader's read, decode and augment beside the model's kernels.
-
-On only while someone looks: a loader trace records (`hybridload.execution.trace.recording`
-counts itself in and out here) or torch's profiler records, and CUDA is available. Off, a
-range is one flag read and a ``nullcontext``: the lane's batch pays nothing it can measure.
-"""
+"""NVTX ranges around the GPU lane's read, decode and augment, so Nsight Systems and torch's
+profiler show them beside the model's kernels; on only while a loader trace or the profiler records
+on CUDA, else one flag read."""
 
 from __future__ import annotations
 
@@ -35,8 +31,8 @@ def trace_ended() -> None:
 
 
 def wanted(tracing: bool, profiling: bool, cuda: bool) -> bool:
-    """Whether the GPU lane marks its work with NVTX ranges: someone records and CUDA is there
-    (NVTX without CUDA has nobody to show the ranges to, and ``torch.cuda.nvtx`` needs CUDA)."""
+    """Whether the GPU lane marks its work: someone records and CUDA is there (``torch.cuda.nvtx``
+    needs it)."""
     return cuda and (tracing or profiling)
 
 
@@ -48,11 +44,10 @@ def ranges_on(device: torch.device) -> bool:
 
 @contextlib.contextmanager
 def nvtx_range(name: str, on: bool) -> Iterator[None]:
-    """``name`` as an NVTX range of ``torch.cuda.nvtx`` (pushed on entry, popped on exit, even on
-    an error) when ``on``.
+    """``name`` as a ``torch.cuda.nvtx`` range when ``on``, popped even on an error.
 
     Args:
-        name: the range's name in Nsight (``hybridload.gpu.read``, ``.decode``, ``.augment``).
+        name: the range's name in Nsight.
         on: `ranges_on`'s answer, asked once per batch.
     """
     if not on:

@@ -1,21 +1,7 @@
-"""The torch engine's JPEG decoder backends: torchcodec's CUDA decode where it is installed
-and works, torchvision's otherwise (torchvision 0.29 deprecates its decoders for torchcodec).
-
-Both take a list of 1-D uint8 CPU tensors and return CHW uint8 tensors on the device, in
-one batched nvJPEG call, and both synchronise their work on the host before returning:
-
-* torchvision (``torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp``) decodes on a
-  private stream that does not wait for the caller's; hence the lane's wait before each
-  decode (`base.wait_until_idle`);
-* torchcodec (``src/torchcodec/_core/DecodeJpegCuda.cpp``: ``get_current_cuda_stream``, then
-  ``cudaStreamSynchronize`` before returning) decodes on the caller's current stream, the
-  lane's, which the same wait keeps in order too.
-
-So one stream discipline serves both, and their errors share nvJPEG's status codes
-(`failures`). EXIF orientation: the lanes ignore it; torchvision is asked to
-(``apply_exif_orientation=False``), torchcodec applies it unconditionally, so its input has
-its EXIF segment removed first (`without_exif`).
-"""
+"""The torch engine's JPEG decoders: torchcodec's where installed and working, else torchvision's;
+both batched, host-synchronised, kept in order by the lane's one wait and sharing nvJPEG's status
+codes, with EXIF orientation ignored as in every lane
+(docs/decisions/torch-decode-waits-for-its-stream.md)."""
 
 from __future__ import annotations
 
@@ -64,12 +50,9 @@ def without_exif(payload: bytes) -> bytes:
 
 
 def torchvision_decoder(device: torch.device) -> Decoder:
-    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored).
-
-    torchvision keeps one nvJPEG decoder per process and builds a new one whenever a call
-    names another device than the last (``device != cudaJpegDecoder->target_device`` in
-    ``decode_jpegs_cuda.cpp``: ``cuda`` and ``cuda:0`` differ). Every call here names the
-    same indexed device, so the decoder is made once per device, not once per call."""
+    """Batched decode through torchvision's nvJPEG (RGB, EXIF orientation ignored), always naming
+    the same indexed device, since torchvision builds a new decoder whenever the device named
+    changes."""
     device = resolve_device(device)
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
@@ -86,7 +69,8 @@ def torchvision_decoder(device: torch.device) -> Decoder:
 
 
 def torchcodec_decoder(device: torch.device) -> Decoder:
-    """Batched decode through torchcodec's nvJPEG (``torchcodec.decoders.decode_jpeg(list, device=...)``)."""
+    """Batched decode through torchcodec's nvJPEG, EXIF segments removed first (it applies
+    orientation unconditionally)."""
     device = resolve_device(device)
     try:
         from torchcodec.decoders import decode_jpeg
@@ -112,8 +96,8 @@ def _tiny_jpeg() -> bytes:
 
 
 def gpu_decoder(device, backends: Sequence[str] = BACKENDS, makers: dict | None = None) -> Decoder:
-    """The first backend of ``backends`` that imports and decodes a small JPEG on ``device``
-    (nvJPEG starts, or fails on the driver, CUDA or memory, at the first decode, not at import).
+    """The first backend of ``backends`` that decodes a small JPEG on ``device`` (nvJPEG fails on
+    the driver, CUDA or memory at the first decode, not at import).
 
     Raises:
         LaneUnavailableError: no backend works, with each one's reason.

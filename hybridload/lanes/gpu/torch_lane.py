@@ -1,24 +1,8 @@
-"""The torch GPU engine: batched nvJPEG decode through torchvision, the recipe's ops as
-torch ops on the GPU, from the same per-sample parameters as every other lane.
-
-Per batch: read the bytes and draw each sample's ops (`feed.read_batch`), decode
-them all in one call (``torchvision.io.decode_jpeg(list, device=...)``; EXIF orientation
-ignored, as in every lane), crop/resize/flip each image (`hybridload.torchops`), stack to
-uint8 and normalize on the device. On CUDA the work runs on the lane's own stream and
-the result carries the CUDA event recorded after it (``result.ready``); delivery makes
-the consumer's stream wait on that event.
-
-The decode function is injectable, so the whole lane runs on CPU tensors with a CPU
-decoder where torchvision cannot load.
-
-Ordering: torchvision's batched CUDA decode writes its outputs, allocated on the lane's
-stream, from a private stream that does not wait for the lane's, so the caching allocator
-could hand memory the previous batch's queued kernels still read to the next decode. So
-before each decode the lane waits until its own stream is idle (`wait_until_idle`); the
-decode synchronises on the host anyway, so this costs the overlap of one batch's ops with
-the next decode and nothing on the trainer's stream
-(docs/decisions/torch-decode-waits-for-its-stream.md).
-"""
+"""The torch GPU engine: one batched nvJPEG decode, then the recipe's ops as torch ops on the
+device, from the same per-sample parameters as every lane. Before each decode it waits until its
+stream is idle, since the decoder writes from a stream of its own
+(docs/decisions/torch-decode-waits-for-its-stream.md); the decoder is injectable, so the lane runs
+on CPU tensors in tests."""
 
 from __future__ import annotations
 
@@ -40,13 +24,13 @@ __all__ = ["TorchGpuLane", "torchvision_decoder", "gpu_decoder"]
 
 
 class TorchGpuLane(GpuLane):
-    """Runs batch tasks with torchvision's decoder and torch ops on ``device``.
+    """Runs batch tasks with a batched JPEG decoder and torch ops on ``device``.
 
     Args:
         device: where the work runs (a CUDA device; a CPU device with a CPU ``decode`` in tests).
         decode: ``decode(list of 1-D uint8 tensors) -> list of CHW uint8 tensors``; default
-            `torch_decoders.gpu_decoder` (torchcodec's nvJPEG, else torchvision's) on ``device``.
-        gpu_memory_budget_mb, normalize_output, host_sync, gpu_threads, prep_kind: as `GpuLane`.
+            `torch_decoders.gpu_decoder` on ``device``. gpu_memory_budget_mb, normalize_output,
+            host_sync, gpu_threads, prep_kind: as `GpuLane`.
     """
 
     def __init__(

@@ -1,10 +1,9 @@
-"""Local lanes: the CPU kernels on this machine, no Ray.
+"""Local lanes: the CPU kernels on this machine without Ray (how they behave:
+docs/guide/concepts.md, "The local lanes").
 
-``inprocess`` (a thread pool in the trainer, writing into the kept buffers of
-``lanes.batch_buffers``) and ``process`` (forked worker processes
-writing into shared-memory slots; ``process_worker`` starts each worker, with a task queue and
-a results pipe of its own, and is the loop it runs).
-"""
+Modules: ``inprocess`` (threads in the trainer, writing into kept buffers), ``process`` (forked
+worker processes writing into shared-memory slots) and ``process_worker`` (a worker's start, with a
+task queue and results pipe of its own, and its loop)."""
 
 from hybridload.lanes.local.inprocess import InProcessLane
 from hybridload.lanes.local.process import ProcessLane

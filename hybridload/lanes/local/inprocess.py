@@ -1,25 +1,7 @@
-"""The in-process lane: threads in the trainer's process running ``kernels/`` directly.
-
-For debugging, for machines without Ray, and for testing the dispatcher and merger.
-JPEG decoding (libjpeg-turbo) and torch's resize release the GIL, so threads scale
-across cores.
-
-Its threads are daemon threads of its own pool (not a ``ThreadPoolExecutor``, whose threads
-the interpreter joins at exit). A batch stops at its next sample once its task is cancelled
-(``cancel``: its pass was given up) or the lane closes, so ``close()`` drops queued batches and
-joins every thread within about one sample's time: no thread is left inside torch's C++ when
-the interpreter exits (a daemon thread there at exit aborts the process: "terminate called
-without an active exception", rc 134). Only a thread still in one sample after
-``close_wait_s`` (a user's read taking minutes) is left, so that Ctrl-C ends the process
-promptly; it ends when that sample returns, or with the process.
-
-A lane of one thread runs torch on one intra-op thread (`one_intraop_thread`): on the
-process's intra-op threads (OpenMP, all cores, shared with the trainer) it ran 5-12x slower
-than two lane threads, and 3-7x slower than on its own thread (what ``hybridload profile``
-measures with ``threads = CPUs - reserve`` = 1 on 2 cores). Two or more lane threads keep the
-process's intra-op threads: there, one each measured 0.3-0.6x (benchmarks/RESULTS.md, "The local
-lanes against torch's DataLoader").
-"""
+"""The in-process lane: threads in the trainer running the kernels, which release the GIL (no Ray,
+and the dispatcher's tests). Its daemon threads are joined by ``close()`` within about a sample,
+since a daemon thread inside torch's C++ at interpreter exit aborts the process (rc 134); only one
+stuck in a sample past ``close_wait_s`` is left, so Ctrl-C stays prompt."""
 
 from __future__ import annotations
 
@@ -44,12 +26,10 @@ log = logging.getLogger(__name__)
 
 
 def one_intraop_thread() -> None:
-    """Run torch ops of the calling thread on that thread alone (no intra-op parallelism),
-    leaving the process's setting (the trainer's threads, threads started later) as it was.
-
-    ``torch.set_num_threads`` sets the calling thread's OpenMP thread count and the count new
-    threads start with; the latter is put back from a short-lived thread of its own.
-    """
+    """Run the calling thread's torch ops on that thread alone, leaving the process's setting as it
+    was: a single lane thread on the shared intra-op threads ran about 7x slower
+    (benchmarks/RESULTS.md). ``torch.set_num_threads`` also sets the count new threads start with,
+    put back from a thread of its own."""
     with _THREADS_LOCK:
         threads = torch.get_num_threads()
         if threads == 1:
@@ -64,9 +44,8 @@ _THREADS_LOCK = threading.Lock()
 
 
 class DaemonPool:
-    """``threads`` daemon threads running submitted callables; ``submit`` returns a Future.
-    With ``own_intraop``, each thread runs torch ops on one intra-op thread
-    (`one_intraop_thread`)."""
+    """``threads`` daemon threads (a ``ThreadPoolExecutor``'s are joined at exit) running submitted
+    callables, each on one intra-op thread with ``own_intraop``."""
 
     def __init__(self, threads: int, name: str, own_intraop: bool = False):
         self._own_intraop = own_intraop
@@ -102,8 +81,8 @@ class DaemonPool:
             fut.set_result(result)
 
     def shutdown(self, wait_s: float) -> list[threading.Thread]:
-        """Cancel queued work, let idle threads end, wait at most ``wait_s`` for busy ones;
-        returns the threads still running (abandoned: daemon threads)."""
+        """Cancel queued work, let idle threads end, wait at most ``wait_s`` for busy ones; returns
+        those still running."""
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -164,9 +143,8 @@ class InProcessLane(PooledLane):
         super().__init__()
         self.source, self.recipe = source, recipe
         self.on_error, self.pin_memory = on_error, pin_memory
-        # one batch queued behind the running ones, its reads started when it is accepted: a
-        # thread that finishes a batch starts the next at once, with its remote reads (if any)
-        # already done, instead of idling until the dispatcher has heard of it
+        # one batch queued beyond the threads, its reads started on acceptance: a thread that
+        # finishes starts the next at once
         self.slots = threads + 1
         self.parallelism = threads
         self._pool = DaemonPool(threads, "hybridload-inprocess", own_intraop=threads == 1)
@@ -228,7 +206,7 @@ class InProcessLane(PooledLane):
 
     def _close(self) -> None:
         """Cancel every task (running ones stop before their next sample); wait at most
-        ``close_wait_s`` for the threads to end, then leave the ones still in a sample."""
+        ``close_wait_s``, then leave the threads still in a sample."""
         with self._lock:
             tasks = list(self._tasks)
         for _task, _fut, stop in tasks:

@@ -1,37 +1,9 @@
-"""The process lane: worker processes on this machine, no Ray (LaneKind.CPU_LOCAL).
-
-Each worker runs the same ``lanes.cpu_job.process_batch`` with the same keyed parameters as the
-in-process lane, so the stream is bit-identical; it writes the whole batch into a
-shared-memory slot (one slot per task in flight, reused), as torch's DataLoader workers
-hand batches over in shared memory. The parent copies the batch out of its slot into a kept
-buffer (`batch_buffers`; fresh pinned memory when asked) and frees the slot.
-
-Rules:
-
-* workers start by ``fork`` by default on Linux, as torch's DataLoader workers do (no main-script
-  import, nothing pickled; the worker touches no CUDA and no lock a parent thread may hold:
-  the modules whose locks it uses reset them in the child), or by ``forkserver``/``spawn``
-  (they import the main script, so it needs an ``if __name__ == "__main__":`` guard); each
-  worker runs torch with one thread and ignores SIGINT (the parent decides when they stop,
-  as torch's workers do); a worker whose trainer is gone (killed by SIGKILL, the OOM
-  killer, ``os._exit``: no ``close()`` ran) exits within a second (``process_worker``), as torch's workers
-  watch theirs, instead of living on with parent 1 holding the trainer's pipes;
-* a task that finds every slot taken (a pass given up while its batches still run, and the next
-  pass already submitting) waits in this lane's queue for the first slot to free; ``cancel``
-  (a given-up pass's task) drops it from that queue, or sets its slot's byte in a shared flag
-  block, and its worker stops before the batch's next sample;
-* tasks go to the worker with the fewest in flight; the parent knows which worker holds
-  which task, so a dead worker's tasks end in `WorkerLost` (the
-  dispatcher hands them on) and a fresh worker takes its place;
-* a worker killed at any moment never wedges the lane: each worker has a task queue and a
-  results pipe of its own (fresh for a replacement), so no lock or half-written message of a
-  dead worker is shared, and its pipe ends (EOF: only it held the writing end);
-* errors raised in a worker come back as the same exception (``SampleError`` keeps index,
-  path and stage); one that cannot be pickled comes back as a RuntimeError with its
-  traceback;
-* ``close()`` sends each worker a stop, joins it (bounded), terminates what is left by
-  handle, and unlinks the slots.
-"""
+"""The process lane: worker processes running the same batch job as the threads (so the stream is
+bit-identical), each batch written whole into a shared-memory slot as torch's workers hand theirs
+over, then copied into a kept buffer. Each worker has a task queue and results pipe of its own, so a
+worker killed at any moment shares no lock or half-written message and its pipe ends; its batches
+end in `WorkerLost` and a fresh worker takes its place (the rules: docs/guide/concepts.md, "The
+local lanes"; docs/decisions/process-lane-pipe-per-worker.md)."""
 
 from __future__ import annotations
 
@@ -57,7 +29,7 @@ log = logging.getLogger(__name__)
 
 MAX_RESTARTS_PER_WORKER = 2  # a worker that keeps dying (a crash at start-up) is not restarted for ever
 POLL_S = 0.1  # how often the collector looks at worker liveness while idle
-JOIN_TIMEOUT_S = 1.0  # workers get this long (together) to exit after their stop message; the batch
+JOIN_TIMEOUT_S = 1.0  # workers get this long, together, to exit after their stop message; the batch
 # in progress is discarded anyway, so close() does not wait it out
 
 
@@ -203,8 +175,8 @@ class ProcessLane(Lane):
         self._start_pending()
 
     def _read(self, wid: int, conn) -> bool:
-        """Deliver one result of worker ``wid``; False, and its pipe closed, once the pipe ended (its
-        worker died, maybe halfway through a message: `_check_workers` ends its batches)."""
+        """Deliver one result of worker ``wid``; False, its pipe closed, once the pipe ended
+        (`_check_workers` ends its batches)."""
         try:
             tid, status, body = conn.recv()
         except (EOFError, OSError, ValueError):
@@ -246,8 +218,8 @@ class ProcessLane(Lane):
                 images = self._buffers.take(shape)
             else:
                 images = torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=self.pin_memory)
-            # numpy's copy, on this thread only: torch's copy_ woke the trainer's intra-op (OpenMP) threads, whose
-            # spinning kept the trainer at 0.25 of a core against numpy's 0.07 (11% of the rate on 2 cores, RESULTS.md)
+            # numpy's copy on this thread: torch's copy_ woke the trainer's intra-op threads (0.25
+            # of a core against 0.07, RESULTS.md)
             out = images.numpy().reshape(-1).view(np.uint8)
             np.copyto(out, np.frombuffer(shm_view(self._shm[slot]), dtype=np.uint8, count=out.size))
             del out
@@ -257,10 +229,9 @@ class ProcessLane(Lane):
         return BatchResult(images, labels, indices, skipped, seconds, self.name, worker, read_seconds=read_seconds)
 
     def _check_workers(self) -> None:
-        """Replace each dead worker and hand its batches on. The replacement starts first (a start
-        may take a while); then one locked section takes the dead worker's batches and publishes
-        the replacement, so a task started at any moment either is among the lost ones or goes to
-        the new worker, never to the dead worker's queue (where it would wait for the batch timeout)."""
+        """Replace each dead worker and hand its batches on. The replacement starts first (slow);
+        then one locked section takes the lost batches and publishes it, so no task ever goes to the
+        dead worker's queue to wait out the batch timeout."""
         for wid, p in enumerate(self._procs):
             if p is None or p.is_alive() or self._closed:
                 continue

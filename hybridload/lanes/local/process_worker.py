@@ -1,11 +1,6 @@
-"""The process lane's worker side: how a worker starts, the loop it runs, and its watch on the trainer.
-
-A worker runs torch with one thread and ignores SIGINT (the parent decides when it stops, as
-torch's workers do); it writes each batch straight into its task's shared-memory slot (uint8,
-as every lane ships); and it exits within ``PARENT_CHECK_S`` once the trainer is gone (killed by
-SIGKILL, the OOM killer, ``os._exit``: no ``close()`` ran), as torch's workers watch theirs,
-instead of living on with parent 1, idle, holding the trainer's pipes.
-"""
+"""The process lane's worker side: its start, its loop, and its watch on the trainer, so a worker
+whose trainer died without ``close()`` exits within ``PARENT_CHECK_S`` rather than living on with
+parent 1, as torch's workers do."""
 
 from __future__ import annotations
 
@@ -37,8 +32,8 @@ def shm_view(shm: shared_memory.SharedMemory) -> memoryview:
 
 
 def process_identity(pid: int) -> str | None:
-    """``pid``'s start time (``/proc/PID/stat``), which tells it from a later process given the
-    same pid; None when it is gone or a zombie (killed, not yet reaped) or /proc cannot tell."""
+    """``pid``'s start time, which tells it from a later process with the same pid; None when gone,
+    a zombie, or unknown."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -48,9 +43,8 @@ def process_identity(pid: int) -> str | None:
 
 
 def exit_with_trainer(trainer: int, identity: str | None) -> None:
-    """End this worker once the trainer is gone: a thread, so that a worker waiting for a task
-    or deep in a batch notices too. The trainer, not the parent: a forkserver's workers are its
-    children, and it lives as long as they do."""
+    """End this worker once the trainer is gone, from a thread so a worker deep in a batch notices
+    too; the trainer, not the parent, since a forkserver outlives its workers."""
 
     def alive() -> bool:
         return process_identity(trainer) == identity if identity is not None else os.getppid() == trainer
@@ -64,8 +58,7 @@ def exit_with_trainer(trainer: int, identity: str | None) -> None:
 
 
 class SlotFlag:
-    """Byte ``k`` of the lane's cancel flags (shared memory): set by the parent when the task
-    in slot ``k`` belongs to a given-up pass; the batch then stops before its next sample."""
+    """Byte ``k`` of the lane's cancel flags, set when slot ``k``'s task belongs to a given-up pass."""
 
     def __init__(self, buf, k: int):
         self._buf, self._k = buf, k
@@ -75,8 +68,8 @@ class SlotFlag:
 
 
 def context(start_method: str):
-    """The multiprocessing context; a forkserver preloads this module (torch and the kernels
-    are imported once, each worker is a cheap fork of the server)."""
+    """The multiprocessing context; a forkserver preloads this module, so each worker is a cheap
+    fork with torch imported."""
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         ctx.set_forkserver_preload([__name__])  # takes effect when the server first starts
@@ -84,8 +77,8 @@ def context(start_method: str):
 
 
 def all_dead(start_method: str) -> str:
-    """What `WorkerLost` says once every worker is dead: with forkserver or spawn, most likely a
-    main script without a main guard, and what to write."""
+    """What `WorkerLost` says once every worker is dead: under forkserver or spawn most likely a
+    missing main guard, and what to write."""
     why = "every worker of the process lane died (see the warnings above)"
     if start_method == "fork":
         return why
@@ -97,10 +90,8 @@ def all_dead(start_method: str) -> str:
 
 
 def start_worker(ctx, name: str, args: tuple):
-    """Start a worker process (``ctx``: the lane's multiprocessing context) running `worker_main`
-    with a task queue and a results pipe of its own, and return it, the queue and the pipe's
-    reading end. The writing end is closed here once the worker has it: only the worker holds
-    it, so the pipe ends (EOF) when the worker dies, and no later worker inherits it."""
+    """Start a worker with a task queue and results pipe of its own; the writing end is closed here,
+    so only the worker holds it and the pipe ends (EOF) when it dies."""
     tasks = ctx.Queue()
     reader, writer = ctx.Pipe(duplex=False)
     try:
@@ -177,8 +168,8 @@ def worker_main(
             tid, slot, epoch, seed, indices = msg
             r = into = None
             try:
-                # the images are written straight into the slot (uint8, as every lane ships: the loader
-                # normalizes); a batch larger than the slot (never with the recipe's shapes) travels in the message
+                # a batch larger than the slot (never with the recipe's shapes) travels in the
+                # message
                 shape = tuple(recipe.output_shape(len(indices)))
                 count = int(np.prod(shape))
                 if count <= slots[slot].size:

@@ -1,16 +1,13 @@
-"""The Ray lane: CPU kernels on an elastic pool of Ray actors, preferably on other nodes.
+"""The Ray lane: the CPU kernels on an elastic pool of Ray actors, preferably on other nodes (its
+life: docs/guide/cluster-changes.md). Ray is imported lazily, never at ``import hybridload``.
 
-``lane`` (RayLane and its actor), ``actor_pool`` (the pool, shared with the drop-in
-``hybridload.DataLoader``'s pools), ``spawner`` (making its actors, named and pinned to
-their nodes), ``pool_config`` (its settings, `PoolConfig`), ``worker`` (every actor's common part), ``members`` (each
-actor's state), ``startup`` (the pool works from its first ready actor), ``deaths`` (a worker
-process lost with a batch: handed on until `blamed`, then `WorkerLost`), ``elastic`` (the keeper: one thread that owns the member table, applies
-what the other threads post to it, replaces lost actors, uses nodes that join and holds tasks
-while no actor is ready), ``capacity`` (what
-the pool does while the cluster gives its rank no actor), ``pool_stats`` and ``callbacks``
-(Ray's callback thread never calls Ray: docs/decisions/ray-callbacks-never-call-ray.md). Ray itself is imported lazily, never at
-``import hybridload``.
-"""
+Modules: ``lane`` (`RayLane` and its actor), ``actor_pool`` (the pool, shared with the drop-in's
+pools), ``spawner`` (its actors, named and pinned to their nodes), ``pool_config`` (`PoolConfig`),
+``worker`` (every actor's common part), ``members`` (the actors' table and `LIFECYCLE`), ``startup``
+(the pool works from its first ready actor), ``deaths`` (a worker lost with a batch: handed on until
+`blamed`), ``elastic`` (the keeper: the one thread that owns the table), ``capacity`` (the pool
+while the cluster gives its rank no actor), ``pool_stats`` and ``callbacks`` (Ray's callback thread
+never calls Ray)."""
 
 from hybridload.lanes.ray.actor_pool import ActorPool
 from hybridload.lanes.ray.lane import RayLane

@@ -1,19 +1,7 @@
-"""A per-rank, elastic pool of Ray actors placed by policy: the machinery both Ray lanes share.
-
-Subclasses say what an actor is (``worker_cls``, its init args; with ``pass_worker_index`` its
-index and the pool size too), how a task is called on it (``call``) and how a raw result becomes
-the lane's (``convert``); a `PoolConfig` says where the actors go. The pool picks the least-loaded
-ready actor (or the one ``deal`` names while it lives) and kills every actor on ``close()``. It
-starts one actor per node at once, the others once the first is ready (`startup`), and works from its first ready actor on:
-a slow node never holds the stream. A `Keeper` thread owns the member table and keeps it on the
-placement rules' target: lost actors replaced, joining nodes used, drained nodes left once idle;
-the pool's other threads (Ray's callbacks, the dispatcher) only post to it (`Post`) and reach the
-table's loads through ``pick`` and ``release``. The pool is the keeper's `Actors`. A task lost with its
-actor, or with an actor Ray could not reach (drained and replaced), comes back as `WorkerLost`
-and is handed on (exactly once is the dispatcher's and merger's job). While the cluster gives
-the rank no actor, ``config.on_no_actors`` decides (`capacity`). ``stats()`` counts starts,
-losses, live actors over time and node events.
-"""
+"""A per-rank elastic pool of Ray actors placed by policy, shared by both Ray lanes. One keeper
+thread owns the member table (`elastic`); the other threads post to it and touch only the loads,
+through ``pick`` and ``release`` (docs/decisions/pool-keeper-owns-the-table.md). A task lost with
+its actor comes back as `WorkerLost` and is handed on."""
 
 from __future__ import annotations
 
@@ -192,8 +180,8 @@ class ActorPool(Lane):
         self._post(Post(m, Event.READY) if exc is None else Post(m, Event.START_FAILED, error=exc))
 
     def _on_first_ready(self, m: Member, exc: BaseException | None) -> None:
-        """The first wave's answers: applied at once by the pool's builder (it owns the table
-        until the keeper starts), so the wait sees which actors are up."""
+        """The first wave's answers, applied at once by the builder (it owns the table until the
+        keeper starts), so the wait sees which actors are up."""
         self._on_ready(m, exc)
         if self._keeper is not None:
             self._keeper.apply_posted()  # (a no-op on Ray's callback thread)
@@ -266,10 +254,9 @@ class ActorPool(Lane):
         when_done(ref, _finish)
 
     def _failed(self, m: Member, task: BatchTask, exc: BaseException, done: Done) -> None:
-        """Report a call that raised: a `WorkerLost` (handed on) when Ray lost its actor or
-        could not reach it (a node gone but not yet declared dead answers so for ~10 s: the actor
-        takes no more batches and is replaced), else the task's own error. A lost or unreachable
-        actor's report goes out through the keeper, once the actor is out of the pick."""
+        """Report a call that raised: `WorkerLost` when Ray lost its actor or could not reach it
+        (the actor is then replaced), else the task's own error. A lost actor's report goes out
+        through the keeper once the actor is out of the pick, so the retry never lands on it."""
         if actor_unavailable(exc):
             lost = WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
             self._post(Post(m, Event.UNREACHABLE, then=lambda _moved: done(task, lost)))

@@ -1,14 +1,6 @@
-"""Callbacks on Ray futures, and what they must not do.
-
-A ``ref.future()`` callback runs on Ray's core-worker event thread, the thread that also
-answers this process's own calls into Ray. A callback that calls Ray and waits (``ray.kill``,
-``ray.get``) waits for the thread it is running on: that thread stops for good, and with it
-every later Ray call of the process, signals included (docs/decisions/ray-callbacks-never-call-ray.md).
-So the pool registers its callbacks through
-`when_done`, and code a callback may reach asks `in_ray_callback` before calling
-Ray, then hands the call to a thread of its own (`off_callback_thread`), as
-`kill_actor` does.
-"""
+"""Callbacks on Ray futures: one runs on Ray's core-worker event thread, so a callback that calls
+Ray and waits stops that thread, and every later Ray call of the process, for good; code a callback
+may reach hands such calls to a thread of its own (docs/decisions/ray-callbacks-never-call-ray.md)."""
 
 from __future__ import annotations
 
@@ -71,8 +63,8 @@ def _kill_now(handle) -> None:
 
 
 def probe(handle, on_answer: Callable[[BaseException | None], None]) -> None:
-    """Call the actor's ``ready()``; ``on_answer(None, or the error: a dead actor's)`` once it
-    answers (on Ray's callback thread)."""
+    """Call the actor's ``ready()``; ``on_answer(None or its error)`` on Ray's callback thread once
+    it answers."""
     try:
         ref = handle.ready.remote()
     except Exception as exc:  # the handle is gone already

@@ -1,25 +1,5 @@
-"""What an actor pool does while the cluster gives its rank no actor, and why it cannot run.
-
-The policy's ``on_no_actors`` decides, at start and whenever the keeper finds the rank's target
-empty (no node with a free CPU for it: the nodes are late, every node was lost or drained, the
-rank is beyond the cluster's CPUs):
-
-============  ===================================================  ==================================
-on_no_actors  at start, nothing fits                                 later, the target becomes empty
-============  ===================================================  ==================================
-"local"       the pool starts empty (one warning naming what is      the local stand-in lane runs the
-              missing); the local stand-in lane runs the batches     batches (one warning); actors
-              until a node joins                                     start as nodes join
-"wait"        polls the node table up to ``actor_wait_s``, then      the pool holds its batches up to
-              `NoActorsError`                                        ``actor_wait_s``, then fails them
-"raise"       `NoActorsError` at once                                the batches fail (NoLaneError)
-============  ===================================================  ==================================
-
-A request that fits only in part runs what fits (one warning) and grows as nodes join, except
-under "raise", which refuses it as the placement rules word it. The reasons the pool could not
-run (a node lost at a time, an actor start that failed, nothing to place on) are kept for
-`Capacity.unavailable`, which the dispatcher's `NoLaneError` quotes.
-"""
+"""What an actor pool does while the cluster gives its rank no actor (``on_no_actors``:
+docs/guide/cluster-changes.md), and the reasons it cannot run, which `NoLaneError` quotes."""
 
 from __future__ import annotations
 
@@ -41,13 +21,12 @@ ON_NO_ACTORS = ("local", "wait", "raise")
 
 
 class Capacity:
-    """One pool's answer to an empty target (see the module docstring).
+    """One pool's answer to an empty target.
 
     Args:
         on_no_actors: "local", "wait" or "raise" (``LoaderPolicy.on_no_actors``).
         actor_wait_s: how long "wait" waits for a node.
-        rules: the placement rules.
-        members, stats: the pool's table and counters.
+        rules: the placement rules. members, stats: the pool's table and counters.
         name: the lane's name, for messages.
     """
 
@@ -116,8 +95,8 @@ class Capacity:
         return elastic_target(nodes, draining, self.rules)
 
     def after_step(self, target: Sequence[str], nodes: Sequence[NodeInfo]) -> None:
-        """The keeper's step found ``target`` on ``nodes``: note an empty target (one warning
-        when it becomes empty), its end, and whether "wait" still holds the batches."""
+        """The keeper's step found ``target``: one warning when it becomes empty, one when it ends,
+        and whether "wait" still holds the batches."""
         now = time.monotonic()
         if not target and self._empty_since is None:
             self._empty_since, self._empty_clock = now, utc_clock()
@@ -201,8 +180,8 @@ def describe_nodes(nodes: Sequence[NodeInfo]) -> str:
 
 
 def place(nodes, rules: PlacementRules, *, fit_request: bool) -> list[str]:
-    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's CPU slots is a
-    request: as many actors as fit are placed, with one warning."""
+    """plan_actors; with ``fit_request`` a ``cpu_actors`` beyond this rank's slots places as many as
+    fit, with one warning."""
     cpu_actors = rules.cpu_actors
     try:
         return plan_actors(nodes, rules)

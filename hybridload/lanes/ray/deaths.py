@@ -1,38 +1,9 @@
-"""A worker process lost while it held a batch, as the caller should read it.
-
-A batch is blamed for the workers it killed (a `WorkerLost` with ``batch_at_fault`` set, at
-once, in torch's words: "DataLoader worker (pid N) is killed by signal: Segmentation fault.",
-naming the worker, its node and each pid) only when its deaths say so (`blamed`):
-
-- `CRASHES_TO_FAIL` (2) workers whose log shows a crash signal (Ray's ``*** SIGSEGV received``
-  line: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT). A crash in native code on the batch's
-  samples crashes every worker it meets, and an unrelated crash that hits the same batch twice
-  is rare; so two fail fast.
-- `DEATHS_TO_FAIL` (4) deaths of any kind. A death with no crash signal (SIGKILL leaves no
-  line: an outside kill, the OOM killer, Ray's memory monitor; or a worker on another node,
-  whose log this machine cannot read) may be anyone's doing: two outside kills a second apart
-  can hit the two actors that hold one batch (about 1 fault in 250 in a chaos soak; the
-  evidence: docs/decisions/deaths-two-crashes-or-four-kills.md). Three such deaths are
-  forgiven, so an unrelated kill or two never fails the job; the fourth ends it in a clear
-  error rather than an endless loop for a batch that OOM-kills every worker. Four is
-  also what the retry rules always reach first: with the default ``max_retries=3`` a batch
-  whose worker was lost is handed on at least 3 + 1 times before its error is delivered, so
-  the user reads this error, naming the pids, not a bare "no lane" one.
-
-A pool may stop a batch at its first crash (``crashes_to_fail=1``: the drop-in DataLoader,
-as torch's fails at its first dead worker).
-
-Each death costs one worker start (seconds). A lost node, or an actor the pool stopped, is
-not a process death: not counted, handed on like any lost batch.
-
-Ray reports neither the signal nor the exit status (its death cause and the raylet's record
-say "connection error code 2. End of file" for a segfault and a SIGKILL alike). So each actor
-has Python's ``faulthandler`` write a fatal signal to a crash file of its own
-(`crash_file`, beside its Ray log, on a descriptor of its own: user code that silences
-stderr, as torch's ``test_segfault`` does, does not silence it), and Ray's ``*** SIGSEGV
-received`` line in the worker's log is read too. Both are read where that worker ran on this
-machine; elsewhere the message says where the log lives. Runs on Ray's callback thread: reads
-files, never calls Ray."""
+"""A worker process lost while it held a batch, as the caller should read it: the batch is blamed
+(`WorkerLost` with ``batch_at_fault``, in torch's words) only after `CRASHES_TO_FAIL` crash signals
+or `DEATHS_TO_FAIL` deaths of any kind (why these counts:
+docs/decisions/deaths-two-crashes-or-four-kills.md). Ray reports neither signal nor exit status, so
+the signal is read from the worker's crash file and Ray log on this machine. Runs on Ray's callback
+thread: reads files, never calls Ray."""
 
 from __future__ import annotations
 
@@ -63,8 +34,8 @@ FAULTHANDLER_NAMES = {
 
 
 def blamed(deaths: Sequence[tuple[str, str | None]], crashes_to_fail: int = CRASHES_TO_FAIL) -> bool:
-    """Whether a batch's worker deaths, ``(pid, signal in its log or None)`` each, are the
-    batch's doing: ``crashes_to_fail`` crash signals, or `DEATHS_TO_FAIL` deaths of any kind."""
+    """Whether a batch's deaths, ``(pid, signal or None)`` each, are its doing: ``crashes_to_fail``
+    crash signals or `DEATHS_TO_FAIL` deaths."""
     crashes = sum(1 for _, sig in deaths if sig in CRASH_SIGNALS)
     return crashes >= crashes_to_fail or len(deaths) >= DEATHS_TO_FAIL
 
@@ -86,8 +57,8 @@ def _field(msg: str, name: str) -> str | None:
 
 
 def signal_in_log(pid: str | None) -> str | None:
-    """The signal a worker of this machine's Ray node recorded before it died (``SIGSEGV``), or
-    None: its crash file (`crash_file`) first, then Ray's line in its log."""
+    """The signal a worker of this machine's Ray node recorded before it died, from its crash file,
+    then Ray's line in its log; else None."""
     if pid is None:
         return None
     try:
@@ -135,8 +106,8 @@ class Deaths:
         self._lock = threading.Lock()
 
     def lost(self, key: tuple, seq: int, worker: int, exc: BaseException) -> WorkerLost:
-        """The error for batch ``seq`` (``key``: the task's identity across passes) lost with
-        ``worker`` (its index) through ``exc`` (Ray's)."""
+        """The error for batch ``seq`` (``key``: its identity across passes) lost with worker
+        ``worker`` through Ray's ``exc``."""
         if not process_died(exc):
             return WorkerLost(f"actor {worker} of the {self.lane} lane died while it held batch {seq}")
         msg = str(exc)
@@ -171,24 +142,24 @@ class Deaths:
 
 
 def actor_died(exc: BaseException) -> bool:
-    """Ray says the actor is gone (its process, its node, or a kill), whatever held it; not when
-    it is only `actor_unavailable` (Ray's ``ActorUnavailableError`` is a ``RayActorError`` too)."""
+    """Ray says the actor is gone (process, node or kill), not merely unreachable
+    (``ActorUnavailableError`` is a ``RayActorError`` too)."""
     import ray
 
     return isinstance(exc, ray.exceptions.RayActorError) and not actor_unavailable(exc)
 
 
 def actor_unavailable(exc: BaseException) -> bool:
-    """Ray could not reach the actor for a moment (a broken connection, a restart): it may answer
-    again, and if it is dead after all, its next call or probe says so."""
+    """Ray could not reach the actor for a moment: it may answer again; if dead, its next call or
+    probe says so."""
     import ray
 
     return isinstance(exc, ray.exceptions.ActorUnavailableError)
 
 
 def unwrap(exc: BaseException) -> BaseException:
-    """An error raised inside an actor arrives wrapped in RayTaskError; hand back the original
-    when it is one of hybridload's own (a SampleError names the sample)."""
+    """The original of a hybridload error wrapped in RayTaskError (a SampleError names the sample),
+    else ``exc``."""
     from hybridload.errors import HybridLoadError
 
     cause = getattr(exc, "cause", None)

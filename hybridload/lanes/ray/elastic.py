@@ -1,42 +1,10 @@
-"""The keeper of an elastic actor pool: one thread that owns the pool's member table.
-
-Every other thread posts what it saw into the keeper's inbox (`Post`): Ray's callback thread an
-actor ready or failed to start, a task's actor lost or unreachable, a probe's answer; the
-dispatcher's thread a task given while no actor was ready (held, then sent as actors come) or an
-idle draining actor. The keeper applies each post as a transition of
-`hybridload.lanes.ray.members.LIFECYCLE` (a pair the table refuses is logged as a bug and left
-alone; the pass goes on), does what the transition asks of the pool (kill, repair, note why) and
-then runs what the post carries (a task's report goes out only once its actor is out of the
-table, so a retry never lands on it). It reaches the pool through one narrow protocol
-(`Actors`: start, stop, probe an actor, send a held task) and its `Capacity`.
-
-Every ``poll_s`` seconds, and at once after a post that asks for it (a loss, a failed start, an
-actor ready, a held task), it reads the cluster's node table and takes one step:
-
-1. actors on nodes gone from the table are lost; actors on nodes being drained (Ray's drain
-   API, as autoscalers and spot handlers use it) stop taking tasks and are stopped once idle;
-   an actor still not ready after its node's start bound (``ready_timeout_s`` at first) is
-   stopped (its start failed); each idle ready actor is asked whether it lives (``probe``:
-   otherwise its death is seen only when its next task fails);
-2. the target is the placement rules applied to the table as it is now
-   (`Capacity.target`, `hybridload.raycluster.placement.elastic_target`); `reconcile`
-   says which actors to start (replacements, growth onto nodes that joined) and which to
-   drain (the target no longer wants them);
-3. the capacity hears of the step (what the pool does while the target is empty) and of every
-   node that joined, left or began draining since the last look;
-4. tasks held while no actor was ready go out, or fail with `WorkerLost` once none can come.
-
-A start that failed (the actor died or raised before it was ready: killed from outside, OOM)
-is tried again at once, unless a start on that node already failed within ``poll_s``: then no
-step starts one there for ``poll_s``, so a node that refuses every start (dead but still
-listed) costs at most two tries per ``poll_s``, not a tight loop; waiting a poll after every
-failure would cost the pool up to ``poll_s`` without that actor per failed start. A start
-slower than its bound is stopped and tried again with twice the bound on that node
-(`next_start_bound`), so a loaded machine whose starts take longer than ``ready_timeout_s``
-gets its actors instead of restarting them forever, while a start that hangs for good is still
-stopped. Nothing here runs on the dispatcher's path: the dispatcher sees the result only as the
-lane's ``slots``.
-"""
+"""The keeper: the one thread that owns an actor pool's member table. Every other thread posts what
+it saw (`Post`); the keeper applies each as a `LIFECYCLE` transition (a pair the table refuses is
+logged as a bug), does what it asks (kill, repair, note why), then runs the post's ``then``, so a
+task's report goes out only once its actor is out of the table. It reaches the pool through `Actors`
+and its `Capacity`, and steps every ``poll_s`` or at once when a post asks (the step, failed starts
+and start bounds: docs/guide/cluster-changes.md, "How the pool keeps its target"; the design:
+docs/decisions/pool-keeper-owns-the-table.md)."""
 
 from __future__ import annotations
 
@@ -97,14 +65,14 @@ def poll_seconds(node_poll_s: float | None, env=os.environ) -> float:
 
 
 def next_start_bound(bound_s: float, ready_timeout_s: float) -> float:
-    """A node's bound for an actor's start after a start there ran past ``bound_s``: twice it,
-    at most ``MAX_START_BOUND_FACTOR`` x ``ready_timeout_s`` (120 s: 240, 480, then 960 s)."""
+    """A node's start bound after a start there ran past ``bound_s``: twice it, at most
+    ``MAX_START_BOUND_FACTOR`` x ``ready_timeout_s``."""
     return min(2.0 * bound_s, MAX_START_BOUND_FACTOR * ready_timeout_s)
 
 
 def retry_now(last_failed: float | None, now: float, poll_s: float) -> bool:
-    """Whether a failed start on a node is tried again at once: yes, unless one there failed
-    within the last ``poll_s`` (then the next regular poll tries it)."""
+    """A failed start is tried again at once unless one on that node failed within ``poll_s``, so a
+    node refusing every start is no tight loop."""
     return last_failed is None or now - last_failed >= poll_s
 
 
@@ -135,11 +103,11 @@ class Post:
     Attributes:
         member: the actor it is about (None: only the fields below).
         event: what happened to ``member`` (a `LIFECYCLE` event), or None.
-        error: why its start failed (START_FAILED), for the pool's reasons.
+        error: why its start failed, for the pool's reasons.
         held: a ``(task, done)`` given while no actor was ready: the keeper holds it.
-        then: run on the keeper's thread once the post is applied, told whether ``event``
-            moved the member (a task's report; the answer of a probe).
-        step: whether a post with no event asks for a step now (an idle draining actor).
+        then: run on the keeper's thread once the post is applied, told whether ``event`` moved the
+            member.
+        step: whether a post with no event asks for a step now.
     """
 
     member: Member | None = None
@@ -237,8 +205,8 @@ class Keeper:
 
     # -- the owner's thread
     def apply_posted(self) -> bool:
-        """Apply what was posted, in order; True when one asks for a step now. A no-op on any
-        thread but the owner's (the pool's builder, then the keeper's thread)."""
+        """Apply what was posted, in order; True when one asks for a step now. A no-op on any thread
+        but the owner's (the builder, then the keeper's thread)."""
         if threading.current_thread() is not self._owner:
             return False
         due = False
@@ -265,8 +233,8 @@ class Keeper:
                 p.then(moved)
 
     def transition(self, m: Member, event: Event, error: BaseException | None = None) -> bool:
-        """Apply ``event`` to ``m`` and do what it asks of the pool; False when ``m`` stays.
-        A pair `LIFECYCLE` refuses is logged as the bug it is and changes nothing."""
+        """Apply ``event`` to ``m`` and do what it asks of the pool; False when ``m`` stays. A pair
+        `LIFECYCLE` refuses is logged as a bug and changes nothing."""
         try:
             moved = self.members.on(m, event)
         except IllegalTransition as exc:
@@ -368,8 +336,8 @@ class Keeper:
         self.flush()
 
     def flush(self) -> None:
-        """Send the held tasks to ready actors; fail them when no actor can come (the
-        capacity says why); drop them once the keeper is closed."""
+        """Send the held tasks to ready actors; fail them when no actor can come; drop them once
+        closed."""
         while self._held:
             if self._closed.is_set():
                 self._held.clear()

@@ -1,17 +1,7 @@
-"""The Ray lane: a pool of CPU actors running ``kernels/`` on batch tasks.
-
-Only references travel to actors: each actor holds the source (sent once through the
-object store) and reads its own inputs where it runs. With ``ship_bytes`` the driver
-reads the bytes and sends them along (for nodes that cannot see the data): the reads run
-on the lane's reader threads, never on the dispatcher's, and the actor is called once a
-batch's bytes are in; a sample the driver cannot read travels as its `SampleError`,
-raised where the batch runs, so ``on_error`` decides its fate as for any sample (skipped,
-or raised in order), and a read that fails otherwise fails the batch. Results come
-back as one array per batch through the object store and are copied once into a
-(pinned, where CUDA) torch buffer: no per-sample Python objects on the way. That copy (~10 MB
-for 64 images at 224 px) runs on the lane's converter thread, never on Ray's callback thread,
-which every other Ray callback of the process waits behind.
-"""
+"""The Ray lane: CPU actors running the kernels, sent references only (each reads its inputs where
+it runs; with ``ship_bytes`` the driver reads on reader threads, never the dispatcher's). A result
+is copied once out of the object store on the lane's converter thread, never on Ray's callback
+thread, which every other Ray callback of the process waits behind."""
 
 from __future__ import annotations
 
@@ -39,8 +29,7 @@ log = logging.getLogger(__name__)
 _NP_TO_TORCH = {np.uint8: torch.uint8, np.float32: torch.float32, np.float16: torch.float16}
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 READER_THREADS = 4  # ship_bytes: batches whose bytes the driver reads at once
-CONVERTER_THREADS = 1  # copies of finished batches out of the object store: ~1.2 ms for a 9 MiB batch here, so
-# one thread keeps up with ~800 batches/s (and the lane's threads stay flat: no lazy second one)
+CONVERTER_THREADS = 1  # a 9 MiB copy out of the object store takes ~1.2 ms: ~800 batches/s on one thread
 
 
 class Unconverted:
@@ -51,10 +40,8 @@ class Unconverted:
 
 
 def keep_freed_memory() -> bool:
-    """In an actor (a process hybridload owns, never the user's): let glibc serve large blocks
-    from its heap and keep what is freed, so each batch's buffers (a 64-image batch is ~10 MB)
-    reuse resident pages instead of faulting fresh ones in (measured: ~3% of the kernels' CPU
-    time on this project's photo set). False where glibc is not there to tune."""
+    """In an actor (a process hybridload owns): let glibc keep freed large blocks, so each batch's
+    buffers reuse resident pages (~3% of the kernels' CPU time); False without glibc."""
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
@@ -63,9 +50,8 @@ def keep_freed_memory() -> bool:
 
 
 class _Preloaded:
-    """A source view whose refs and reads come from what the driver shipped: per index
-    ``(payload or the SampleError its read raised, label, location)``. The actor never asks the
-    source for a shipped sample: it may not see the storage (a TarShards ref reads its shard's index)."""
+    """A source view over what the driver shipped, ``(payload or its SampleError, label, location)``
+    per index: the actor never asks the source for a shipped sample, whose storage it may not see."""
 
     def __init__(self, source, payloads: dict):
         self._source, self._payloads = source, payloads

@@ -1,28 +1,11 @@
-"""An actor pool's membership table: its actors, their state and load. No Ray here.
+"""An actor pool's member table, no Ray here: each actor moves through `LIFECYCLE` (shown on
+docs/guide/cluster-changes.md, "An actor's life"); only the keeper applies events, and the lock
+guards the loads that ``pick`` and ``release`` change on other threads, in O(1) whatever the pool's
+size (READY members in buckets by load).
 
-Each actor moves through `LIFECYCLE`, one table of (state, event) -> next state: STARTING
-until its ``ready()`` answers, READY while it takes tasks, DRAINING when its node is being
-drained, the target no longer wants it or Ray could not reach it (it finishes what it holds,
-then is stopped), DEAD when lost, failed to start or stopped (then it leaves the table). A
-DEAD member changes no more: a later report about it (a death seen twice) changes nothing. A
-pair the table does not list (`IllegalTransition`) is a bug in whoever reported it.
-
-Only the pool's keeper applies events (`hybridload.lanes.ray.elastic`: every other thread
-posts them to its inbox); the lock guards the loads, which the dispatcher's ``pick`` and the
-callbacks' ``release`` change on their own threads, and the reads.
-
-``usable`` — the lane's capacity in actors, read lock-free by the dispatcher through the
-lane's ``slots`` — is the READY count. A pool that ``hold`` s (no local lane stands in for it)
-counts 1 while none is READY but one is STARTING, a lost actor awaits its replacement, or it
-is ``waiting`` for a node (``on_no_actors="wait"``): the lane holds what it is given until an
-actor is ready (so losing the last actor does not fail every batch in the moment before its
-replacement starts). A pool that does not hold counts only READY actors: while it has none,
-the dispatcher gives the batches to the local stand-in.
-
-Per batch, ``pick`` and ``release`` cost O(1) whatever the pool's size: READY members wait in
-buckets by load (each an insertion-ordered dict), the states are counted as they change, and
-worker indices come from a free list.
-"""
+``usable``, the lane's capacity in actors, is the READY count; a pool that ``hold`` s (no local
+stand-in) counts 1 while an actor starts, a lost one awaits its replacement or it waits for a node,
+so it holds its batches rather than failing them in that moment."""
 
 from __future__ import annotations
 
@@ -138,8 +121,8 @@ class Members:
             else:
                 index, self._next_index = self._next_index, self._next_index + 1
         try:
-            # never under the lock: actor creation can wait on Ray's callback thread, which
-            # may itself be waiting for this lock in release() (docs/decisions/ray-callbacks-never-call-ray.md)
+            # never under the lock: creation can wait on Ray's callback thread, which may wait for
+            # this lock in release()
             handle = handle_for(key, index)
         except BaseException:
             with self._lock:
@@ -155,9 +138,9 @@ class Members:
         return m
 
     def on(self, m: Member, event: Event) -> bool:
-        """Apply ``event`` to ``m`` as `LIFECYCLE` says; False when its state stays (a DEAD
-        member's late report, a draining one's). A member that dies leaves the table (its
-        worker index is free again) and is counted. Raises `IllegalTransition` (``m`` unchanged)."""
+        """Apply ``event`` to ``m`` as `LIFECYCLE` says; False when its state stays. A member that
+        dies leaves the table and frees its worker index. Raises `IllegalTransition`, ``m``
+        unchanged."""
         with self._lock:
             state = next_state(m.state, event)
             if state is m.state:
@@ -181,8 +164,8 @@ class Members:
         return self.on(m, Event.READY)
 
     def dead(self, m: Member, *, lost: bool, failed_start: bool = False) -> bool:
-        """Mark ``m`` dead: ``lost`` (its process or node died), ``failed_start`` (it never
-        became ready; the keeper tries again) or else stopped on purpose; False if it already was."""
+        """Mark ``m`` dead: ``lost``, ``failed_start`` (the keeper tries again) or else stopped on
+        purpose; False if it already was."""
         return self.on(m, Event.LOST if lost else Event.START_FAILED if failed_start else Event.STOPPED)
 
     def drain(self, m: Member, event: Event = Event.DRAIN) -> bool:
@@ -244,10 +227,8 @@ class Members:
     # -- tasks
     def pick(self, seq: int, dealt: int | None = None) -> Member | None:
         """The member with worker index ``dealt`` while it is READY or STARTING (Ray queues a call
-        to an actor still starting) and runs no copy of ``seq``: a batch dealt to its worker in
-        turn, whatever the loads. Else the least-loaded READY member (among equals, the one
-        longest at that load), avoiding those already running a copy of ``seq`` while another is
-        READY; O(1): loads are few."""
+        to a starting actor) and runs no copy of ``seq``; else the least-loaded READY member,
+        longest at that load, avoiding those running a copy of ``seq`` while another is READY."""
         with self._lock:
             busy_with = self._running.get(seq, ())
             m = self._by_index.get(dealt) if dealt is not None else None

@@ -1,8 +1,5 @@
-"""How an `ActorPool` runs, as one frozen value: where its actors go (`PlacementRules`), which
-cluster, how many calls each actor takes at once, how long it waits, and what it does while
-the cluster gives its rank no actor. Checked when made: a message names the field and what to
-write. What a pool *is* (its worker class, its init args, whether each actor gets its index,
-whether a count beyond the CPUs is a request) is the subclass's, not configuration."""
+"""How an `ActorPool` runs, as one frozen value checked when made; what a pool *is* (its worker
+class, init args, worker index) is the subclass's, not configuration."""
 
 from __future__ import annotations
 
@@ -21,8 +18,8 @@ START_TIMEOUT_ENV = "HYBRIDLOAD_ACTOR_START_TIMEOUT_S"
 
 
 def start_timeout_seconds(ready_timeout_s: float | None, env=os.environ) -> float:
-    """How long an actor's start may take: the argument, else HYBRIDLOAD_ACTOR_START_TIMEOUT_S,
-    else 120 s. A loaded machine (imports of torch and the kernels in every new actor) may need more."""
+    """How long an actor's start may take: the argument, else HYBRIDLOAD_ACTOR_START_TIMEOUT_S, else
+    120 s."""
     return seconds_setting(ready_timeout_s, START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S, arg="ready_timeout_s", env=env)
 
 
@@ -38,21 +35,16 @@ class PoolConfig:
     """An actor pool's settings.
 
     Attributes:
-        rules: where the rank's actors go (placement, reserved local CPUs, count, rank, world size).
-        ray_address: the cluster, as `hybridload.raycluster.acquire` takes it: None (``RAY_ADDRESS``,
-            else an embedded one), "auto", "embedded" or "host:port".
+        rules: where the rank's actors go (`PlacementRules`).
+        ray_address: the cluster, as `hybridload.raycluster.acquire` takes it.
         fallback_embedded: with "auto", start the embedded cluster when none is found.
         tasks_per_actor: calls in flight per actor (2: the next batch waits in the actor's queue).
-        ready_timeout_s: how long an actor's start may take: the pool's first actors, before the
-            local stand-in runs (or, without one, an error); later starts, before the keeper
-            stops one and tries again with twice the time on that node. None:
+        ready_timeout_s: how long an actor's start may take (docs/guide/cluster-changes.md); None:
             ``HYBRIDLOAD_ACTOR_START_TIMEOUT_S``, else 120 s.
-        node_poll_s: how often the keeper reads the node table; None: ``HYBRIDLOAD_NODE_POLL_S``,
-            else 5 s.
-        on_no_actors: while the cluster gives the rank no actor: "local" (the local stand-in lane
-            runs the batches), "wait" (up to ``actor_wait_s``) or "raise"; no default here: the
-            user's field holds it (``LoaderPolicy.on_no_actors``; the drop-in, with no local lane
-            beside its pools, says "raise").
+        node_poll_s: seconds between the keeper's reads of the node table; None:
+            ``HYBRIDLOAD_NODE_POLL_S``, else 5 s.
+        on_no_actors: "local", "wait" or "raise"; no default here, so the user's field holds it (the
+            drop-in, with no local lane beside its pools, says "raise").
         actor_wait_s: with ``on_no_actors="wait"``, how long to wait for a node (seconds).
     """
 

@@ -8,12 +8,9 @@ from collections import deque
 
 
 class PoolStats:
-    """An elastic actor pool's counters: actors started (at first, as replacements, to grow),
-    lost, stopped on purpose (drained or surplus), failed to start, and the live count over
-    time as a short list of ``(seconds since the pool began, live actors)`` samples, one per
-    change (the last ``max_samples`` kept); the node events the keeper saw (a node joined,
-    left, was drained; the rank had no actor, or had actors again), and the seconds the pool
-    had no ready actor after it opened (while a local stand-in ran its batches)."""
+    """An elastic pool's counters: actors started, replaced, grown, lost, stopped, failed to start;
+    the live count over time (the last ``max_samples`` changes); the node events the keeper saw; and
+    the seconds the open pool had no ready actor."""
 
     def __init__(self, max_samples: int = 256):
         self._lock = threading.Lock()

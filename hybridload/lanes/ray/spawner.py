@@ -1,7 +1,6 @@
-"""Making a pool's actors: ``worker_cls`` as a Ray actor class, its init args put in Ray's
-object store once for every actor (user code the workers cannot import shipped by value), each
-actor named ``hybridload-<pid>-r<rank>-<tag>-<k>`` (visible in ``ray list actors``) and pinned
-to its node, with one CPU and one call at a time."""
+"""A pool's actors: its init args put in the object store once for all of them (unimportable user
+code shipped by value), each actor named ``hybridload-<pid>-r<rank>-<tag>-<k>`` for ``ray list
+actors`` and pinned to its node with one CPU."""
 
 from __future__ import annotations
 
@@ -16,9 +15,8 @@ ACTOR_NAME_PREFIX = "hybridload-"
 
 
 class ActorFactory:
-    """Starts ``worker_cls(*init_args)`` actors of rank ``rank`` on given nodes; with
-    ``pass_worker_index`` each also gets its index and the pool's size (``size``, at least the
-    index + 1)."""
+    """Starts ``worker_cls(*init_args)`` actors of ``rank`` on given nodes; with
+    ``pass_worker_index`` each also gets its index and the pool's size."""
 
     def __init__(self, ray: Any, worker_cls: type, init_args: tuple, rank: int, size: int, pass_worker_index: bool):
         self.size = size

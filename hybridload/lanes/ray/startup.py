@@ -1,12 +1,6 @@
-"""An actor pool's start: the pool goes to work as soon as its first actor is ready; the
-others join as they come up (a slow or dead node never holds the stream's first batch), each
-reporting through the pool's ``on_ready``.
-
-Actors start in two waves (`start_waves`): one per node at once, then the rest as soon
-as the first is ready. Every actor of a node starting together would share that node's CPUs
-while each imports its libraries, so the first of them would be ready only when nearly all
-are (measured on 2 cores: the first of 16 actors ready after 15 s, one alone after 1.5 s);
-started first and alone, a node's first actor is ready in one start time."""
+"""An actor pool's start: it works from its first ready actor, the others joining as they come up,
+started in two waves so a node's first actor does not share its CPUs with the rest while importing
+(on 2 cores the first of 16 was ready after 15 s, one alone after 1.5 s)."""
 
 from __future__ import annotations
 
@@ -40,10 +34,9 @@ def await_first_ready(
     timeout_s: float,
     where: list[str],
 ) -> None:
-    """Wait until one of ``refs`` (an actor's ``ready()`` ref -> its member) answers; report
-    each that answered, or failed, to ``on_ready(member, exception or None)`` and hand the
-    rest to Ray's callbacks. Raises the start error when every actor failed, TimeoutError
-    when none answered within ``timeout_s``."""
+    """Wait until one of ``refs`` (a ``ready()`` ref -> its member) answers, reporting each answer
+    to ``on_ready`` and leaving the rest to Ray's callbacks; raises the start error when every actor
+    failed, TimeoutError when none answered within ``timeout_s``."""
     pending, deadline, error = list(refs), time.monotonic() + timeout_s, None
     ready = False
     while pending and not ready:
@@ -83,10 +76,8 @@ def first_ready(
     where: list[str],
     go_on: Callable[[str], None] | None = None,
 ) -> None:
-    """Start the pool on its first wave ``first`` (members): `await_first_ready`. With no
-    actor to wait for, return at once. When none is ready in time (or every one failed to
-    start) and ``go_on`` is given (a local stand-in runs the batches meanwhile), call it with
-    the reason and keep watching the ones still starting; without ``go_on``, raise."""
+    """Start the pool on its first wave; when none is ready in time and ``go_on`` is given (a local
+    stand-in runs meanwhile), call it with the reason and keep watching the rest; else raise."""
     if not first:
         return
     try:

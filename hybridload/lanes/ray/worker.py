@@ -16,9 +16,8 @@ log = logging.getLogger(__name__)
 
 
 class PoolWorker:
-    """The actor's common part: torch on one thread (the actor holds one CPU), a fatal signal
-    recorded in a crash file of its own (`record_crashes`), and ``ready()``, which the pool
-    awaits and which names the node the actor landed on. Subclasses add ``run``."""
+    """The actor's common part: torch on one thread (it holds one CPU), a fatal signal recorded in a
+    crash file of its own, and ``ready()``, naming the node it landed on. Subclasses add ``run``."""
 
     def __init__(self) -> None:
         torch.set_num_threads(1)
@@ -31,11 +30,10 @@ class PoolWorker:
 
 
 def record_crashes() -> IO[str] | None:
-    """Have faulthandler write a fatal signal (and the Python stack) to this worker's crash file
-    (`deaths.crash_file`) instead of stderr, where Ray points it: user code may silence stderr
-    (``os.dup2`` of /dev/null onto fd 2), never this descriptor. Ray's own handler still writes its
-    ``*** SIGSEGV received`` line to stderr after it. The open file (None where there is no Ray
-    node's log directory); keep it for the process's life."""
+    """Have faulthandler write a fatal signal to this worker's crash file, not stderr, which user
+    code may silence; Ray reports no signal itself
+    (docs/decisions/deaths-two-crashes-or-four-kills.md). Returns the open file (keep it for the
+    process's life), None outside a Ray node."""
     try:
         f = open(crash_file(compat.ray_node_logs_dir(), os.getpid()), "w")  # noqa: SIM115 (kept open: faulthandler's)
     except (OSError, RuntimeError) as exc:  # not in a Ray worker, or a log directory it cannot write
