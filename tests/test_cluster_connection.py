@@ -175,11 +175,13 @@ CYCLES = textwrap.dedent("""
         with hybridload.DataLoader(TensorDataset(torch.arange(8)), batch_size=4, distribute_mode=True,
                                    num_workers=1, head_address="embedded") as ld:
             assert [b[0].tolist() for b in ld] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+            if k == 0:  # the embedded cluster's workers' niceness, RAY_worker_niceness unset (a test below)
+                worker = ray.get(ray.remote(lambda: os.nice(0)).options(num_cpus=0).remote(), timeout=300)
         gc.collect()
         out.append((len(os.listdir("/proc/self/fd")), rss_mb(), ray.get_runtime_context().get_job_id()))
     from hybridload.raycluster import connect as cluster
     print(json.dumps({"cycles": out, "users": cluster.users(), "shut": cluster.shutdown(),
-                      "after": ray.is_initialized()}))
+                      "after": ray.is_initialized(), "nice": {"trainer": os.nice(0), "worker": worker}}))
 """)
 
 # Stated bounds (measured: 35 fds after every cycle, RSS +1.7 MiB from cycle 1 to 20; one
@@ -188,12 +190,20 @@ CYCLES = textwrap.dedent("""
 FD_GROWTH, RSS_GROWTH_MB = 2, 16
 
 
-@pytest.mark.slow  # 55-80 s here: a Ray cluster and six actors start
-def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory(zygote):
+@pytest.fixture(scope="module")
+def cycles_run(zygote) -> dict:
+    """CYCLES run once in a child of its own, RAY_worker_niceness unset (the user's choice, which the
+    test session sets for its own cluster): its JSON line. Its embedded cluster serves two tests."""
     with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        proc = zygote.run(code=CYCLES, cwd=os.getcwd(), env=_env(tmp), timeout=600)
+        env = {k: v for k, v in _env(tmp).items() if k != "RAY_worker_niceness"}
+        proc = zygote.run(code=CYCLES, cwd=os.getcwd(), env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # 55-80 s here: a Ray cluster and six actors start
+def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_memory(cycles_run):
+    got = cycles_run
     cycles = got["cycles"]
     assert len({job for _, _, job in cycles}) == 1, "a loader made its own Ray connection"
     assert cycles[-1][0] - cycles[0][0] <= FD_GROWTH, cycles
@@ -202,9 +212,8 @@ def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_mem
 
 
 NICENESS = textwrap.dedent("""
-    import json, os, sys
-    if sys.argv[1:] == ["user"]:
-        os.environ["RAY_worker_niceness"] = "7"
+    import json, os
+    os.environ["RAY_worker_niceness"] = "7"
     from hybridload.raycluster import connect as cluster
     ray = cluster.acquire("embedded")
     try:
@@ -217,12 +226,16 @@ NICENESS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("who", ["default", "user"])
-def test_the_embedded_clusters_workers_run_at_the_trainers_priority_unless_the_user_sets_rays(who, zygote):
+def test_the_embedded_clusters_workers_run_at_the_trainers_priority_unless_the_user_sets_rays(who, request, zygote):
     """Ray nices its workers to 15; the embedded cluster's do what torch's worker processes do
-    beside the trainer, so they run at its niceness, and a RAY_worker_niceness the user set stays."""
-    with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
-        env = {k: v for k, v in _env(tmp).items() if k != "RAY_worker_niceness"}
-        proc = zygote.run(code=NICENESS, args=(who,), cwd=os.getcwd(), env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    beside the trainer, so they run at its niceness, and a RAY_worker_niceness the user set stays.
+    The default's reading comes from the cycles' embedded cluster (``cycles_run``)."""
+    if who == "default":
+        got = request.getfixturevalue("cycles_run")["nice"]
+    else:
+        with tempfile.TemporaryDirectory(prefix="hl", dir="/tmp") as tmp:
+            env = {k: v for k, v in _env(tmp).items() if k != "RAY_worker_niceness"}
+            proc = zygote.run(code=NICENESS, cwd=os.getcwd(), env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["worker"] == got["trainer"] + (7 if who == "user" else 0), got  # Ray adds it

@@ -2,6 +2,7 @@
 extracted and run in a fresh process in an empty directory."""
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -159,6 +160,10 @@ def _sh(cmd: str, venv: Path, cwd: Path, timeout: int = 240) -> str:
         VIRTUAL_ENV=str(venv),
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
         PIP_DISABLE_PIP_VERSION_CHECK="1",
+        # pip byte-compiles every file it installs (torch's alone: 23 of its install's 31 CPU-seconds);
+        # the interpreter compiles what it imports, and a file that does not compile fails no install.
+        # `--no-compile` as a variable: pip reads PIP_COMPILE=0 as it reads the flag (PIP_NO_COMPILE=1 compiles)
+        PIP_COMPILE="0",
     )
     proc = subprocess.run(
         ["bash", "-c", f"set -e; {cmd}"], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
@@ -167,11 +172,29 @@ def _sh(cmd: str, venv: Path, cwd: Path, timeout: int = 240) -> str:
     return proc.stdout
 
 
+#: what an install left in the venv, read without importing hybridload or torch: every
+#: distribution's version, where `hybridload` imports from, and each of its installed files with
+#: the hash its RECORD gives (pip's own bookkeeping of the install: RECORD, INSTALLER, REQUESTED,
+#: direct_url.json, which name the line rather than the package, left out)
+INSTALLED = """
+import importlib.metadata as md, importlib.util, json
+dists = sorted(f"{d.metadata['Name'].lower()}=={d.version}" for d in md.distributions())
+bookkeeping = ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+files = sorted(f"{f} {f.hash.value if f.hash else ''}" for f in md.distribution("hybridload").files
+               if not f.name in bookkeeping and "__pycache__" not in f.parts)
+print(json.dumps({"dists": dists, "origin": importlib.util.find_spec("hybridload").origin, "files": files}))
+"""
+
+
 @pytest.mark.slow
 def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quickstart(tmp_path):
     """One fresh venv, torch 2.13.0 in it first (the local CPU wheel), as the README says; then each
-    install line in turn (the previous hybridload uninstalled), each followed by ``hybridload --version``
-    and the quickstart. The README's Python claim is the Python this runs on. About 100 s, with pip's cache."""
+    install line in turn (the previous hybridload uninstalled), each followed by ``hybridload --version``.
+    The quickstart runs after the first; each later line must install the same hybridload (every
+    file, byte for byte by its RECORD hash) beside the same distributions (torch kept), so the
+    quickstart's run holds for it too. The README's Python claim is the Python this runs on. About
+    50 CPU-seconds, most of it pip installing torch, Ray and matplotlib (not byte-compiled:
+    ``PIP_COMPILE=0``, the interpreter compiles what it imports); twice that with a quickstart per line."""
     text = README.read_text()
     tested = re.search(r"tested on Python (\d+)\.(\d+) only", text)
     assert tested and tuple(map(int, tested.groups())) == sys.version_info[:2], "the README's tested Python"
@@ -185,23 +208,33 @@ def test_each_readme_install_line_installs_in_a_fresh_venv_and_runs_the_quicksta
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     _sh("pip install -q torch==2.13.0", venv, tmp_path, timeout=400)
     quickstart = tmp_path / "quickstart.py"
-    quickstart.write_text(readme_block("quickstart", text) + "\n")
+    # as written, then what it ran on: the venv's hybridload and torch, and the `ray` extra's Ray
+    check = "import hybridload, ray  # noqa\nprint('RAN ON', hybridload.__file__, torch.__version__)\n"
+    quickstart.write_text(readme_block("quickstart", text) + "\n" + check)
     # file://localhost/...: pip's requirement parser refuses a git+file:/// URL (no host) that git takes
     steps = [
         lines[0],
         lines[1].replace("https://HOST/PATH/hybridload.git", f"file://localhost{clone}"),
         f"{lines[2]} && {lines[3]}",
     ]
-    for i, step in enumerate(steps):
+    first = None
+    for step in steps:
         _sh(f"pip uninstall -q -y hybridload; {step}", venv, clone)
         assert "hybridload 0.1.0" in _sh("hybridload --version", venv, tmp_path)
-        run_dir = tmp_path / f"run{i}"
-        run_dir.mkdir()
-        assert "resumed epoch 1: 2 of 4 batches left" in _sh(f"python {quickstart}", venv, run_dir), step
-        site = _sh(
-            "python -c 'import hybridload, ray, torch; print(hybridload.__file__, torch.__version__)'", venv, run_dir
-        )
-        assert str(venv) in site and "2.13.0" in site, site  # the venv's own install, torch kept
+        installed = json.loads(_sh(f"python -c {shlex.quote(INSTALLED)}", venv, tmp_path))
+        assert installed["origin"].startswith(str(venv)), installed["origin"]  # the venv's own install
+        assert any(d.startswith("torch==2.13.0") for d in installed["dists"]), installed["dists"]  # torch kept
+        if first is None:
+            first = installed
+            (tmp_path / "run").mkdir()
+            out = _sh(f"python {quickstart}", venv, tmp_path / "run")
+            assert "resumed epoch 1: 2 of 4 batches left" in out, step
+            ran_on = out.split("RAN ON", 1)[1].split()
+            assert ran_on[0].startswith(str(venv)) and ran_on[1].startswith("2.13.0"), out
+        else:  # what the quickstart ran on, installed again by this line
+            # every distribution the quickstart ran beside, at its version (line c adds `build`'s own)
+            assert set(first["dists"]) <= set(installed["dists"]), (step, set(first["dists"]) - set(installed["dists"]))
+            assert installed["files"] == first["files"], (step, set(installed["files"]) ^ set(first["files"]))
 
 
 def test_no_page_gives_an_install_line_from_pypi():
