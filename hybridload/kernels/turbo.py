@@ -89,8 +89,8 @@ def available() -> bool:
 
 
 class _Handle:
-    """A TurboJPEG decompressor, destroyed with its thread's local storage; ``data`` and
-    ``info`` are the JPEG whose header it read last and what `_read_header` made of it."""
+    """A TurboJPEG decompressor for one JPEG, ``data``, and what `_read_header` made of its header
+    (``info``); destroyed when its thread takes up the next JPEG, or with the thread."""
 
     def __init__(self):
         self.ptr = _LIB.tj3Init(_TJINIT_DECOMPRESS)
@@ -105,17 +105,21 @@ class _Handle:
             _LIB.tj3Destroy(self.ptr)
 
 
-def _handle() -> _Handle:
-    """This thread's decompressor (a TurboJPEG handle is not thread-safe: one per thread)."""
+def _decompressor(data: bytes) -> _Handle:
+    """This thread's decompressor for ``data`` (a TurboJPEG handle is not thread-safe): the one
+    that read its header, else a new one (~2 us). Never one that read another JPEG: libjpeg-turbo
+    keeps the last JPEG's quantization and Huffman tables and decodes a JPEG that lacks its own
+    with them, where a fresh one refuses it (or takes the standard Huffman codes), as the full
+    decode does."""
     h = getattr(_local, "handle", None)
-    if h is None:
+    if h is None or h.data is not data:
         h = _local.handle = _Handle()
     return h
 
 
 def _fail(h: int, what: str) -> TurboError:
     """The error for a failed call; this thread's handle is dropped, since one that failed mid-read
-    refuses every later JPEG ("two SOI markers"), and a new one costs ~10 us."""
+    refuses every later JPEG ("two SOI markers")."""
     err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
     _local.handle = None  # its __del__ destroys it
     return err
@@ -149,7 +153,7 @@ def jpeg_size(data: bytes) -> tuple[int, int] | None:
     or grey, 4:4:4 to 4:1:1 or grey subsampling: what simplejpeg's header reader and the lossless
     check accept), None for any other; raises `TurboError` for a header the library refuses. Its
     header stays read for `decode_window` of the same ``data`` object on this thread."""
-    info = _read_header(_handle(), data)
+    info = _read_header(_decompressor(data), data)
     return None if info is None else (info[0], info[1])
 
 
@@ -164,7 +168,7 @@ def decode_window(
         raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
     if min(x, y, margin) < 0 or w < 1 or h < 1:
         raise ValueError(f"window ({x}, {y}, {w}, {h}) with margin {margin}: x, y, margin >= 0 and w, h >= 1")
-    info = _read_header(handle := _handle(), data)
+    info = _read_header(handle := _decompressor(data), data)
     if info is None:
         return None
     width, height, sub, bits = info
