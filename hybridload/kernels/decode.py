@@ -10,16 +10,15 @@ from typing import Any, NamedTuple
 import numpy as np
 from PIL import Image
 
+from hybridload.kernels import turbo
 from hybridload.kernels.dct_scale import ScaledDecode
 from hybridload.kernels.jpeg_markers import jpeg_segments
+from hybridload.kernels.pixel_limit import MAX_IMAGE_PIXELS
 
 try:  # libjpeg-turbo through simplejpeg: ~1.8x Pillow's JPEG decode, bit-identical output
     import simplejpeg
 except ImportError:  # pragma: no cover - simplejpeg is a dependency; Pillow still works
     simplejpeg = None
-
-#: Images with more pixels than this are refused (a decompression-bomb guard; Pillow's limit).
-MAX_IMAGE_PIXELS = 178_956_970
 
 
 class DecodeError(ValueError):
@@ -131,8 +130,6 @@ def jpeg_size(payload: Any) -> tuple[int, int] | None:
     of the ~17 us simplejpeg's reader and the lossless check took); else by simplejpeg."""
     if not isinstance(payload, (bytes, bytearray)) or not is_jpeg(payload):
         return None
-    from hybridload.kernels import turbo  # it imports this module: not at the top
-
     if turbo.available():
         try:
             return turbo.jpeg_size(bytes(payload))

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from hybridload.kernels import dct_scale
-from hybridload.kernels.decode import MAX_IMAGE_PIXELS
+from hybridload.kernels.pixel_limit import MAX_IMAGE_PIXELS
 
 # turbojpeg.h (TurboJPEG 3): enum values
 _TJINIT_DECOMPRESS = 1
