@@ -445,9 +445,7 @@ def test_every_file_a_page_links_to_is_in_the_repository():
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     tracked = set(
-        subprocess.run(
-            ["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.split()
+        subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     )
     missing = []
     for page in sorted(DOCS.rglob("*.md")):
