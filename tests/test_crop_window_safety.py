@@ -119,3 +119,60 @@ def test_the_fuzzers_nastiest_cases_end_in_no_signal_and_a_named_outcome():
     assert proc.returncode == 0, f"died ({proc.returncode}) in nasty case {started[-1:]}: {proc.stderr[-2000:]}"
     bad = [r for r in done if r["outcome"] in ("mismatch", "unexpected")]
     assert not bad and len(done) == len(started) >= 40, bad
+
+
+def _without(data: bytes, marker: int) -> bytes:
+    """``data`` without its header's segments of ``marker`` (DQT 0xDB, DHT 0xC4)."""
+    out, at = bytearray(), 0
+    for m, start, end in jpeg_segments(data):
+        if m == marker:
+            out += data[at:start]
+            at = end
+    return bytes(out + data[at:])
+
+
+def _outcome(data: bytes, rec, after: bytes | None = None):
+    """The kernel's answer for ``data`` on a thread of its own, which decoded ``after`` first."""
+    import threading
+
+    import torch
+
+    from hybridload.errors import SampleError
+    from hybridload.kernels.batch import process_payload
+    from hybridload.sources import SampleRef
+
+    got: list = []
+
+    def run():
+        if after is not None:
+            process_payload(SampleRef(0, "before.jpg", 0), after, rec, 0, 0)
+        try:
+            got.append(process_payload(SampleRef(1, "missing.jpg", 0), data, rec, 0, 0))
+        except SampleError as exc:
+            got.append((exc.stage, exc.reason))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(timeout=60)
+    assert not t.is_alive() and len(got) == 1
+    return got[0].tolist() if isinstance(got[0], torch.Tensor) else got[0]
+
+
+@pytest.mark.parametrize("marker", [0xDB, 0xC4], ids=["no-quantization-tables", "no-huffman-tables"])
+def test_a_jpeg_missing_its_tables_decodes_alike_whatever_its_thread_decoded_before(marker):
+    """libjpeg-turbo keeps the tables of the last JPEG a decompressor read and decodes a JPEG
+    that lacks its own with them: the window of a JPEG without quantization tables came out in
+    another sample's tables on a thread that had decoded one, where a fresh thread, and the full
+    decode, refuse it (and one without Huffman tables in the other's codes, not the standard ones
+    libjpeg-turbo supplies). Every JPEG gets a decompressor of its own."""
+    from hybridload import recipe
+
+    rec = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(24), recipe.HorizontalFlip()])
+    full = recipe.Recipe([recipe.Decode(crop_window=False), recipe.RandomResizedCrop(24), recipe.HorizontalFlip()])
+    optimized = io.BytesIO()  # Huffman codes of its own, not the standard tables
+    Image.fromarray(fj.pixels(203, 101, 3)).save(optimized, "JPEG", quality=60, optimize=True)
+    before = optimized.getvalue()
+    missing = _without(fj.pillow(fj.pixels(203, 101, 4), "420", False, False), marker)
+    alone = _outcome(missing, rec)
+    assert _outcome(missing, rec, after=before) == alone
+    assert _outcome(missing, full, after=before) == alone

@@ -5,9 +5,10 @@ docs/guide/recipes.md and benchmarks/RESULTS.md).
 Modules: ``batch`` (one sample, end to end), ``decode`` (bytes to an RGB image),
 ``jpeg_markers`` (a JPEG header's marker segments), ``jpeg_check`` (the structure check before
 any JPEG decode), ``turbo`` (TurboJPEG 3 through ctypes), ``crop_window`` (decoding only a
-sample's crop), ``dct_scale`` (decoding at 1/2, 1/4 or 1/8), ``geometry`` (the op table, crops,
-resizes, flips, `compile`), ``photometric`` (the colour ops' reference formulas), ``grey`` (grey
-levels, exact channel sums), ``erase`` (RandomErasing) and ``scratch`` (per-thread temporaries).
+sample's crop), ``dct_scale`` (decoding at 1/2, 1/4 or 1/8), ``pixel_limit`` (the pixel limit
+every decode keeps), ``geometry`` (the op table, crops, resizes, flips, `compile`),
+``photometric`` (the colour ops' reference formulas), ``grey`` (grey levels, exact channel
+sums), ``erase`` (RandomErasing) and ``scratch`` (per-thread temporaries).
 """
 
 from hybridload.batch_result import BatchResult

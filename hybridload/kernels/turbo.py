@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from hybridload.kernels import dct_scale
-from hybridload.kernels.decode import MAX_IMAGE_PIXELS
+from hybridload.kernels.pixel_limit import MAX_IMAGE_PIXELS
 
 # turbojpeg.h (TurboJPEG 3): enum values
 _TJINIT_DECOMPRESS = 1
@@ -89,33 +89,72 @@ def available() -> bool:
 
 
 class _Handle:
-    """A TurboJPEG decompressor, destroyed with its thread's local storage."""
+    """A TurboJPEG decompressor for one JPEG, ``data``, and what `_read_header` made of its header
+    (``info``); destroyed when its thread takes up the next JPEG, or with the thread."""
 
     def __init__(self):
         self.ptr = _LIB.tj3Init(_TJINIT_DECOMPRESS)
         if not self.ptr:
             raise MemoryError("tj3Init failed")
         _LIB.tj3Set(self.ptr, _TJPARAM_STOPONWARNING, 1)  # strict, as the full decode (simplejpeg strict=True)
+        self.data: bytes | None = None
+        self.info: tuple[int, int, int, int] | None = None
 
     def __del__(self):
         if self.ptr and _LIB is not None:
             _LIB.tj3Destroy(self.ptr)
 
 
-def _handle() -> int:
-    """This thread's decompressor (a TurboJPEG handle is not thread-safe: one per thread)."""
+def _decompressor(data: bytes) -> _Handle:
+    """This thread's decompressor for ``data`` (a TurboJPEG handle is not thread-safe): the one
+    that read its header, else a new one (~2 us). Never one that read another JPEG: libjpeg-turbo
+    keeps the last JPEG's quantization and Huffman tables and decodes a JPEG that lacks its own
+    with them, where a fresh one refuses it (or takes the standard Huffman codes), as the full
+    decode does."""
     h = getattr(_local, "handle", None)
-    if h is None:
+    if h is None or h.data is not data:
         h = _local.handle = _Handle()
-    return h.ptr
+    return h
 
 
-def _fail(h, what: str) -> TurboError:
+def _fail(h: int, what: str) -> TurboError:
     """The error for a failed call; this thread's handle is dropped, since one that failed mid-read
-    refuses every later JPEG ("two SOI markers"), and a new one costs ~10 us."""
+    refuses every later JPEG ("two SOI markers")."""
     err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
     _local.handle = None  # its __del__ destroys it
     return err
+
+
+def _read_header(h: _Handle, data: bytes) -> tuple[int, int, int, int] | None:
+    """(width, height, subsampling, bits per sample) of ``data`` read into ``h``, or None for a
+    JPEG libjpeg-turbo does not decode to RGB at a scale (lossless, an unusual subsampling, CMYK
+    or YCCK). A header ``h`` read last is not read again: a sample's header is read once, for
+    its size and its window, and ``tj3Decompress8`` reads it again itself."""
+    if h.data is data:
+        return h.info
+    t = h.ptr
+    if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
+        raise _fail(t, "corrupt JPEG header")
+    sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
+    info = None
+    if (
+        0 <= sub < 6
+        and _LIB.tj3Get(t, _TJPARAM_LOSSLESS) != 1
+        and _LIB.tj3Get(t, _TJPARAM_COLORSPACE) in _RGB_COLORSPACES
+    ):
+        width, height = _LIB.tj3Get(t, _TJPARAM_JPEGWIDTH), _LIB.tj3Get(t, _TJPARAM_JPEGHEIGHT)
+        info = width, height, sub, _LIB.tj3Get(t, _TJPARAM_PRECISION)
+    h.data, h.info = data, info
+    return info
+
+
+def jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) of a JPEG libjpeg-turbo decodes to RGB and can DCT-scale (lossy, RGB, YCbCr
+    or grey, 4:4:4 to 4:1:1 or grey subsampling: what simplejpeg's header reader and the lossless
+    check accept), None for any other; raises `TurboError` for a header the library refuses. Its
+    header stays read for `decode_window` of the same ``data`` object on this thread."""
+    info = _read_header(_decompressor(data), data)
+    return None if info is None else (info[0], info[1])
 
 
 def decode_window(
@@ -129,19 +168,13 @@ def decode_window(
         raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
     if min(x, y, margin) < 0 or w < 1 or h < 1:
         raise ValueError(f"window ({x}, {y}, {w}, {h}) with margin {margin}: x, y, margin >= 0 and w, h >= 1")
-    t = _handle()
-    if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
-        raise _fail(t, "corrupt JPEG header")
-    sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
-    width, height = _LIB.tj3Get(t, _TJPARAM_JPEGWIDTH), _LIB.tj3Get(t, _TJPARAM_JPEGHEIGHT)
-    if (
-        _LIB.tj3Get(t, _TJPARAM_PRECISION) != 8
-        or _LIB.tj3Get(t, _TJPARAM_LOSSLESS) == 1
-        or not 0 <= sub < 6
-        or _LIB.tj3Get(t, _TJPARAM_COLORSPACE) not in _RGB_COLORSPACES
-        or not 0 < width * height <= MAX_IMAGE_PIXELS
-    ):
+    info = _read_header(handle := _decompressor(data), data)
+    if info is None:
         return None
+    width, height, sub, bits = info
+    if bits != 8 or not 0 < width * height <= MAX_IMAGE_PIXELS:
+        return None
+    t = handle.ptr
     d = denominator
     sw, sh = dct_scale.scaled_size(width, height, d)  # what tj3Decompress8 decodes to
     if x + w > sw or y + h > sh:
