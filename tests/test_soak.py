@@ -450,7 +450,7 @@ def test_each_actor_kill_is_given_its_replacement_s_start_in_ray_s_own_timings(s
     pools.ray_steps(kills, starts)
     first = kills[0]["ray_steps"]
     assert first["actor"] == f"{pool}-1"  # the same pool's next start, not the other rank's earlier one
-    assert [first[k] for k in ("asked", "running", "created")] == pytest.approx([0.2, 3.0, 8.5])
+    assert [first[k] for k in ("dead", "asked", "running", "created")] == pytest.approx([0.0, 0.2, 3.0, 8.5])
     assert first["ready"] == pytest.approx(8.7)
     assert kills[1]["ray_steps"]["actor"] == f"{pool}-2" and kills[1]["ray_steps"]["created"] is None
     assert kills[2]["ray_steps"] is None and "ray_steps" not in kills[3]  # no such actor; not a kill

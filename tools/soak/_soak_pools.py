@@ -125,8 +125,9 @@ class PoolWatch:
         self.readings = {}
 
 
-#: the steps of a replacement actor's start, in order, as `_soak_world.actor_starts_from` names them
-RAY_STEPS = ("asked", "worker", "running", "created", "ready")
+#: an actor kill's steps in Ray's timings, in order: the killed actor marked dead in Ray's GCS,
+#: then its replacement's start as `_soak_world.actor_starts_from` names its steps
+RAY_STEPS = ("dead", "asked", "worker", "running", "created", "ready")
 
 
 def killed_pid(what: str) -> int | None:
@@ -137,8 +138,9 @@ def killed_pid(what: str) -> int | None:
 
 def ray_steps(events: list[dict], starts: list[dict]) -> None:
     """Give each actor kill among ``events`` its replacement's start in Ray's timings
-    (``ray_steps``: seconds from the kill to each of `RAY_STEPS`, None where not reached; the
-    replacement's ``actor`` name): the killed actor is the one whose worker had the pid the kill
+    (``ray_steps``: seconds from the kill to each of `RAY_STEPS`, None where not reached, the
+    first, ``dead``, the killed actor's end in Ray's GCS; the replacement's ``actor`` name): the
+    killed actor is the one whose worker had the pid the kill
     names, its replacement the first actor of the same pool (its name less the last ``-key``)
     whose creation was asked at or after the kill. A kill whose actor Ray did not record, or
     whose pool asked for none while the cluster lived, gets ``ray_steps`` None."""
@@ -150,12 +152,13 @@ def ray_steps(events: list[dict], starts: list[dict]) -> None:
         if not killed:
             e["ray_steps"] = None
             continue
-        pool = max(killed, key=lambda s: s["asked"] or 0)["name"].rsplit("-", 1)[0]
+        victim = max(killed, key=lambda s: s["asked"] or 0)
+        pool = victim["name"].rsplit("-", 1)[0]
         # (the kill's time is read just after the SIGKILL; a clock read late by that much is allowed)
         after = [s for s in starts if s["name"].rsplit("-", 1)[0] == pool and (s["asked"] or 0) >= at - 0.05]
         if not after:
             e["ray_steps"] = None
             continue
-        new = min(after, key=lambda s: s["asked"])
+        new = dict(min(after, key=lambda s: s["asked"]), dead=victim["died"])
         e["ray_steps"] = {k: None if new[k] is None else round(new[k] - at, 3) for k in RAY_STEPS}
         e["ray_steps"]["actor"] = new["name"]
