@@ -333,6 +333,25 @@ def test_an_actor_kill_is_timed_on_the_pool_of_the_rank_it_hit_not_held_open_by_
     assert second["pool_recovery_s"] >= 0 and watch.open_kills == []
 
 
+def test_a_node_whose_start_ray_gives_up_on_is_a_fault_not_counted_not_the_end_of_the_soak(soak, caplog):
+    """On a loaded machine Ray may give up on a worker node's start (its raylet not registered
+    within 30 s: a bare Exception); the soak logs it and does not count the fault, the job goes on."""
+    import random
+
+    faults, world = importlib.import_module("_soak_faults"), importlib.import_module("_soak_world")
+
+    class Cluster:
+        workers: list = []
+
+        def add(self):
+            raise world.NodeStartFailed("a Ray worker node did not start: The current node timed out during startup")
+
+    for kind in ("node_added", "node_removed"):
+        what = faults.inject(kind, {}, rng=random.Random(0), trainers=[], run_dir=None, cluster=Cluster(), storage=None)
+        assert what == ""
+    assert "timed out during startup; the fault is not counted" in caplog.text
+
+
 def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later_when_a_pool_comes_back(soak):
     """The driver asks the job to stop ``ENDS_AFTER_CALM`` epoch ends after the one rank 0
     reaches next once the last fault is over (the fd check reads >= 2 ends after it); while a

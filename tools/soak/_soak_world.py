@@ -105,6 +105,10 @@ def worker_niceness(env: dict[str, str], ray_default: bool) -> str | None:
     return env.get(NICENESS, "0")
 
 
+class NodeStartFailed(RuntimeError):
+    """Ray gave up on a worker node's start (a raylet not registered within Ray's 30 s on a loaded machine)."""
+
+
 class RayCluster:
     """A head (1 CPU) and ``workers`` nodes of 1 CPU on 127.0.0.1 (``ray.cluster_utils.Cluster``),
     their worker processes at ``niceness`` (`worker_niceness`; None: Ray's default). Ray's
@@ -133,7 +137,16 @@ class RayCluster:
         self.address = self.cluster.address
 
     def add(self):
-        node = self.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=STORE)
+        """A worker node more; `NodeStartFailed` when Ray gave up on its start (what the start
+        left running is ended: Ray's processes this process started for it)."""
+        before = set(direct_children(os.getpid()))
+        try:
+            node = self.cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=STORE)
+        except Exception as e:  # Ray raises a bare Exception when a raylet does not register within 30 s
+            for pid in set(direct_children(os.getpid())) - before:
+                if "ray" in cmdline(pid):
+                    kill(pid)
+            raise NodeStartFailed(f"a Ray worker node did not start: {e}") from e
         self.workers.append(node)
         return node
 
@@ -267,6 +280,19 @@ def children_of(pid: int) -> list[int]:
         kids = parent.get(todo.pop(), [])
         out.extend(kids)
         todo.extend(kids)
+    return out
+
+
+def direct_children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid``."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                continue
     return out
 
 
