@@ -150,9 +150,10 @@ def ray_summary(results: list[dict]) -> str:
         return "no actor kill with a replacement in Ray's records"
     parts = []
     for k in RAY_STEPS:
-        got = [x[k] for x in steps if x[k] is not None]
+        have = [x[k] for x in steps if k in x]  # (a result written before the soak read a step lacks it)
+        got = [x for x in have if x is not None]
         span = f"{statistics.median(got):.2f} / {max(got):.2f}" if got else "never"
-        parts.append(f"{k} {span}" + (f" ({len(steps) - len(got)} not reached)" if len(got) < len(steps) else ""))
+        parts.append(f"{k} {span}" + (f" ({len(have) - len(got)} not reached)" if len(got) < len(have) else ""))
     return f"after {len(steps)} actor kills, seconds to the replacement's (median / max): " + "; ".join(parts)
 
 
