@@ -139,11 +139,11 @@ def killed_pid(what: str) -> int | None:
 def ray_steps(events: list[dict], starts: list[dict]) -> None:
     """Give each actor kill among ``events`` its replacement's start in Ray's timings
     (``ray_steps``: seconds from the kill to each of `RAY_STEPS`, None where not reached, the
-    first, ``dead``, the killed actor's end in Ray's GCS; the replacement's ``actor`` name): the
-    killed actor is the one whose worker had the pid the kill
-    names, its replacement the first actor of the same pool (its name less the last ``-key``)
-    whose creation was asked at or after the kill. A kill whose actor Ray did not record, or
-    whose pool asked for none while the cluster lived, gets ``ray_steps`` None."""
+    first, ``dead``, the killed actor's end in Ray's GCS; the replacement's ``actor`` name).
+    The killed actor is the one whose worker had the pid the kill names, its replacement the
+    first other actor of the same pool (its name less the last ``-key``) whose creation was
+    asked at or after the kill. A kill whose actor Ray did not record, or whose pool asked for
+    none while the cluster lived, gets ``ray_steps`` None."""
     for e in events:
         if not e["kind"].startswith("actor_kill"):
             continue
@@ -155,7 +155,11 @@ def ray_steps(events: list[dict], starts: list[dict]) -> None:
         victim = max(killed, key=lambda s: s["asked"] or 0)
         pool = victim["name"].rsplit("-", 1)[0]
         # (the kill's time is read just after the SIGKILL; a clock read late by that much is allowed)
-        after = [s for s in starts if s["name"].rsplit("-", 1)[0] == pool and (s["asked"] or 0) >= at - 0.05]
+        after = [
+            s
+            for s in starts
+            if s is not victim and s["name"].rsplit("-", 1)[0] == pool and (s["asked"] or 0) >= at - 0.05
+        ]
         if not after:
             e["ray_steps"] = None
             continue
