@@ -352,6 +352,19 @@ def test_a_node_whose_start_ray_gives_up_on_is_a_fault_not_counted_not_the_end_o
     assert "timed out during startup; the fault is not counted" in caplog.text
 
 
+def test_what_a_failed_ray_start_left_running_is_ended_and_reaped_not_left_a_zombie_the_leak_check_reads_alive(soak):
+    """A Ray start that times out on a loaded machine leaves its processes, children of the
+    soak, without a handle to wait on them: ended and reaped, the leak check finds nothing."""
+    import subprocess
+
+    check, world = importlib.import_module("_soak_check"), importlib.import_module("_soak_world")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    seen = {proc.pid: world.start_time(proc.pid)}
+    world.end_leftover(proc.pid)
+    assert check.leftovers(seen, set(), grace_s=0) == []
+    proc.returncode = -9  # (reaped above: Popen's own wait would find no child)
+
+
 def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later_when_a_pool_comes_back(soak):
     """The driver asks the job to stop ``ENDS_AFTER_CALM`` epoch ends after the one rank 0
     reaches next once the last fault is over (the fd check reads >= 2 ends after it); while a

@@ -145,7 +145,7 @@ class RayCluster:
         except Exception as e:  # Ray raises a bare Exception when a raylet does not register within 30 s
             for pid in set(direct_children(os.getpid())) - before:
                 if "ray" in cmdline(pid):
-                    kill(pid)
+                    end_leftover(pid)
             raise NodeStartFailed(f"a Ray worker node did not start: {e}") from e
         self.workers.append(node)
         return node
@@ -325,3 +325,19 @@ def kill(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def end_leftover(pid: int, timeout: float = 10.0) -> None:
+    """SIGKILL what a failed Ray start left running, and reap it when it is this process's child
+    (Ray's own handle on it is gone with the failed start): unreaped, it stays a zombie, which
+    the leak check reads as a process still alive."""
+    kill(pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not ours (a grandchild: its parent's end hands it to init), or reaped
+            return
+        if done:
+            return
+        time.sleep(0.05)

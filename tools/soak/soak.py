@@ -282,7 +282,7 @@ def _start_cluster(niceness: str | None, tries: int = 3):
             return world.RayCluster(workers=2, niceness=niceness)
         except Exception as e:  # Ray raises a bare Exception for a node's start timeout
             for pid in set(world.children_of(os.getpid())) - before:  # what the failed start left running
-                world.kill(pid)
+                world.end_leftover(pid)
             if k + 1 == tries:
                 raise RuntimeError(f"the Ray cluster did not start in {tries} tries: {e}") from e
             log.warning("the Ray cluster did not start (%s); trying again", e)
