@@ -116,6 +116,66 @@ def test_a_replacement_killed_while_it_starts_is_tried_again_at_once_and_the_str
     wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
 
 
+def test_a_first_actor_killed_while_the_pool_waits_for_its_first_wave_is_started_again_then_not_after_the_wait(
+    ray_cluster,
+):
+    """The pool's builder waits for its first wave (one actor per node) until one is ready; a
+    first actor killed while it starts (the chaos soak's kill while the job starts) is started
+    again on its node at once, not once another first actor is ready (another whole start,
+    36-59 s on the loaded box): its replacement is asked for before the builder returns."""
+    import ray
+
+    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.raycluster import PlacementRules
+
+    class Pool(ActorPool):
+        def call(self, actor, task):
+            return actor.ready.remote()
+
+    start_s = 15.0  # each first actor's start: the builder waits at least this long
+    config = PoolConfig(
+        rules=PlacementRules(placement="remote-first", reserve_local_cpus=1, cpu_actors=2),
+        node_poll_s=60,
+        on_no_actors="local",
+    )
+    old = set(alive_actors())
+    killed: dict = {}
+    killer = threading.Thread(target=kill_first_actor, args=("hybridload-", old, 60, killed), daemon=True)
+    killer.start()
+    built: dict = {}
+
+    def build() -> None:
+        try:
+            built["pool"] = Pool(SlowStart, (start_s,), config)
+        finally:
+            built["t"] = time.monotonic()
+
+    builder = threading.Thread(target=build, daemon=True)
+    builder.start()
+    try:
+        killer.join(60)
+        assert killed.get("name"), "no hybridload actor appeared to kill"
+        # actors are named ...-<key>, keys from 0: the first wave's are 0 and 1, the replacement's 2
+        wait_until(
+            lambda: any(n.endswith("-2") for n in set(alive_actors()) - old), 60, "the killed first actor's replacement"
+        )
+        asked = time.monotonic()
+        builder.join(120)
+        assert "pool" in built, "the pool did not build"
+        assert asked < built["t"], "the replacement was asked for only once the wait for the first wave ended"
+        assert asked - killed["t"] < 10
+        pool = built["pool"]
+        wait_until(lambda: pool.parallelism == 2, 120, "both actors ready")
+        stats = pool.stats()
+        assert (stats["failed_starts"], stats["replaced"], stats["live"]) == (1, 1, 2), stats
+    finally:
+        builder.join(120)
+        if "pool" in built:
+            built["pool"].close()
+    wait_until(lambda: alive_actors() == [], 30, "no hybridload actor left after close")
+    assert ray.is_initialized()
+
+
 def _starting(lane):
     return [m for m in lane.members() if m.state is State.STARTING]
 

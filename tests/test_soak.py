@@ -287,6 +287,84 @@ def test_a_pool_at_target_0_is_reported_apart_and_does_not_hold_back_a_kill_time
     assert "without a ready actor 10.0 s" in line and "at target 0 (no slot for the rank) 20.0 s" in line
 
 
+def test_an_actor_kill_is_timed_on_the_pool_of_the_rank_it_hit_not_held_open_by_another_rank_s_kill(soak, tmp_path):
+    """The killed actor's rank is read from Ray's log file names (its worker's job, that job's
+    driver: the rank's trainer), and the kill is timed once that rank's pool noticed it and is
+    back at its target: a later kill on another rank's pool, still starting its replacement,
+    does not add its start to this kill's time."""
+    import json
+    import time
+
+    pools, world = importlib.import_module("_soak_pools"), importlib.import_module("_soak_world")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in (
+        "worker-1748fca8-01000000-4152.out",
+        "worker-28a35982-02000000-4357.out",
+        "worker-dec54cae-ffffffff-3227.out",
+        "python-core-driver-01000000ffffffff_2695.log",
+        "python-core-driver-02000000ffffffff_2696.log",
+    ):
+        (logs / name).write_text(":job_id:\n")
+    assert [world.owner_pid(logs, pid) for pid in (4152, 4357, 3227, 999)] == [2695, 2696, None, None]
+
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def write(rank: int, live: int, lost: int) -> None:
+        pool = {"live": live, "target": 1, "without_actors_s": 0.0, "lost": lost, "failed_starts": 0}
+        (run / pools.progress_file(rank)).write_text(json.dumps({"pool": pool}))
+
+    write(0, 1, 0)
+    write(1, 1, 0)
+    watch = pools.PoolWatch(run)
+    first, second = {"kind": "actor_kill"}, {"kind": "actor_kill"}
+    watch.opened(first, watch.losses_now(), time.time(), rank=0)
+    write(0, 0, 1)
+    watch.opened(second, watch.losses_now(), time.time(), rank=1)
+    write(1, 0, 1)
+    watch.watch(ranks=2)
+    assert "pool_recovery_s" not in first and "pool_recovery_s" not in second
+    write(0, 1, 1)  # rank 0's replacement ready, rank 1's still starting
+    watch.watch(ranks=2)
+    assert first["pool_recovery_s"] >= 0 and "pool_recovery_s" not in second
+    write(1, 1, 1)
+    watch.watch(ranks=2)
+    assert second["pool_recovery_s"] >= 0 and watch.open_kills == []
+
+
+def test_a_node_whose_start_ray_gives_up_on_is_a_fault_not_counted_not_the_end_of_the_soak(soak, caplog):
+    """On a loaded machine Ray may give up on a worker node's start (its raylet not registered
+    within 30 s: a bare Exception); the soak logs it and does not count the fault, the job goes on."""
+    import random
+
+    faults, world = importlib.import_module("_soak_faults"), importlib.import_module("_soak_world")
+
+    class Cluster:
+        workers: list = []
+
+        def add(self):
+            raise world.NodeStartFailed("a Ray worker node did not start: The current node timed out during startup")
+
+    for kind in ("node_added", "node_removed"):
+        what = faults.inject(kind, {}, rng=random.Random(0), trainers=[], run_dir=None, cluster=Cluster(), storage=None)
+        assert what == ""
+    assert "timed out during startup; the fault is not counted" in caplog.text
+
+
+def test_what_a_failed_ray_start_left_running_is_ended_and_reaped_not_left_a_zombie_the_leak_check_reads_alive(soak):
+    """A Ray start that times out on a loaded machine leaves its processes, children of the
+    soak, without a handle to wait on them: ended and reaped, the leak check finds nothing."""
+    import subprocess
+
+    check, world = importlib.import_module("_soak_check"), importlib.import_module("_soak_world")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    seen = {proc.pid: world.start_time(proc.pid)}
+    world.end_leftover(proc.pid)
+    assert check.leftovers(seen, set(), grace_s=0) == []
+    proc.returncode = -9  # (reaped above: Popen's own wait would find no child)
+
+
 def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later_when_a_pool_comes_back(soak):
     """The driver asks the job to stop ``ENDS_AFTER_CALM`` epoch ends after the one rank 0
     reaches next once the last fault is over (the fd check reads >= 2 ends after it); while a
@@ -311,6 +389,109 @@ def test_the_soak_asks_its_job_to_stop_epoch_ends_after_the_last_fault_and_later
     back.update(9, open_kills=1, waited_s=stop.POOL_WAIT_S)
     assert back.update(9, open_kills=0, waited_s=stop.POOL_WAIT_S) is None  # never the same or an earlier epoch
     assert back.asked == 9 + ends - 1
+
+
+def test_a_longer_pool_wait_keeps_the_job_training_that_long_for_a_pool_not_back_and_its_bound_grows_with_it(soak):
+    """``--pool-wait-s``: the job is not asked to stop while a pool is not back from a kill for
+    that long, and the job's epoch bound grows by the steps the wait takes (each step sleeps
+    ``step_s``), so the bound cannot end the job before the wait does; the default is unchanged."""
+    stop = importlib.import_module("_soak_stop")
+    ask = stop.StopAsk(pool_wait_s=60.0)
+    assert ask.update(4, open_kills=1, waited_s=stop.POOL_WAIT_S + 1) is None
+    assert ask.update(30, open_kills=1, waited_s=59.0) is None
+    assert ask.update(31, open_kills=1, waited_s=60.0) == 31 + stop.ENDS_AFTER_CALM - 1
+    assert stop.StopAsk(pool_wait_s=60.0).update(4, open_kills=0, waited_s=0.0) is not None  # pools back
+    lives = [{"lanes": "ray", "world": 2, "faults": [{"kind": "actor_kill", "gap": 2, "delay": 0.1}]}]
+    default = soak.epochs_for(lives, 48, 0.05)
+    assert soak.epochs_for(lives, 48, 0.05, stop.POOL_WAIT_S) == default
+    per_epoch = 4  # 48 samples over 3 ranks in batches of 4
+    assert soak.epochs_for(lives, 48, 0.05, 60.0) * per_epoch * 0.05 >= 60.0 - stop.POOL_WAIT_S
+    assert soak.parse(["--pool-wait-s", "60"]).pool_wait_s == 60.0
+    with pytest.raises(SystemExit):
+        soak.parse(["--pool-wait-s", "-1"])
+
+
+def test_the_soak_s_cluster_runs_its_workers_at_the_trainer_s_priority_as_the_embedded_cluster_unless_told_ray_s(soak):
+    """The soak models a user's job on hybridload's embedded cluster, which starts Ray with
+    ``RAY_worker_niceness=0`` unless the user set it; ``--ray-default-niceness`` runs Ray's own
+    default (15) to show the difference."""
+    world = importlib.import_module("_soak_world")
+    assert world.worker_niceness({}, ray_default=False) == "0"
+    assert world.worker_niceness({"RAY_worker_niceness": "7"}, ray_default=False) == "7"
+    assert world.worker_niceness({"RAY_worker_niceness": "0"}, ray_default=True) is None
+    assert soak.parse([]).ray_default_niceness is False
+    assert soak.parse(["--ray-default-niceness"]).ray_default_niceness is True
+
+
+def _creation_events(actor_id: bytes, name: str, registered: float, running: float | None, created: float | None):
+    """Ray's task events (``gcs_pb2.TaskEvents``) of an actor's creation task and its ``ready()``."""
+    from ray.core.generated import common_pb2, gcs_pb2
+
+    def event(kind: str, task_name: str, states: dict) -> object:
+        e = gcs_pb2.TaskEvents()
+        e.task_info.type = common_pb2.TaskType.Value(kind)
+        e.task_info.name = task_name
+        e.task_info.actor_id = actor_id
+        for status, t in states.items():
+            if t is not None:
+                e.state_updates.state_ts_ns[common_pb2.TaskStatus.Value(status)] = int(t * 1e9)
+        return e
+
+    states = {"PENDING_ARGS_AVAIL": registered, "RUNNING": running, "FINISHED": created}
+    ready = {"PENDING_ARGS_AVAIL": registered, "FINISHED": None if created is None else created + 0.2}
+    return [event("ACTOR_CREATION_TASK", f"{name}:Worker.__init__", states), event("ACTOR_TASK", "Worker.ready", ready)]
+
+
+def test_each_actor_kill_is_given_its_replacement_s_start_in_ray_s_own_timings(soak, tmp_path):
+    """The soak reads every hybridload actor's start from Ray's actor table, task events and the
+    worker's log (asked, worker up, leased and running, created, ready), and gives each actor
+    kill the steps of its pool's next start after it, in seconds from the kill; a replacement
+    that never finished reads None from the step it did not reach."""
+    world, pools = importlib.import_module("_soak_world"), importlib.import_module("_soak_pools")
+    pool, other = "hybridload-11-r0-aaaa1111", "hybridload-12-r1-bbbb2222"
+    actors = {
+        "01": {"Name": f"{pool}-0", "Pid": 501, "EndTime": 110_000},  # killed at 110 s
+        "02": {"Name": f"{pool}-1", "Pid": 502, "EndTime": 0},  # its replacement
+        "03": {"Name": f"{other}-0", "Pid": 503, "EndTime": 0},  # another rank's pool
+        "04": {"Name": f"{pool}-2", "Pid": 0, "EndTime": 200_000},  # a second kill's replacement, never created
+        "05": {"Name": "someone-else", "Pid": 505, "EndTime": 0},
+    }
+    events = _creation_events(bytes.fromhex("01"), f"{pool}-0", 100.0, 101.0, 105.0)
+    events += _creation_events(bytes.fromhex("02"), f"{pool}-1", 110.2, 113.0, 118.5)
+    events += _creation_events(bytes.fromhex("03"), f"{other}-0", 110.1, 112.0, 117.0)
+    events += _creation_events(bytes.fromhex("04"), f"{pool}-2", 150.3, None, None)
+    (tmp_path / "python-core-worker-beef_502.log").write_text(
+        "[2026-11-29 08:13:54,387 I 502 502] core_worker_process.cc:872: Constructing CoreWorkerProcess. pid: 502\n"
+    )
+    starts = world.actor_starts_from(actors, events, tmp_path)
+    assert {s["name"] for s in starts} == {f"{pool}-0", f"{pool}-1", f"{other}-0", f"{pool}-2"}
+    replacement = next(s for s in starts if s["name"] == f"{pool}-1")
+    assert replacement["asked"] == 110.2 and replacement["running"] == 113.0 and replacement["created"] == 118.5
+    assert replacement["ready"] == pytest.approx(118.7)
+    from datetime import datetime
+
+    assert replacement["worker"] == datetime(2026, 11, 29, 8, 13, 54, 387000).timestamp()
+    assert next(s for s in starts if s["name"] == f"{pool}-0")["died"] == 110.0
+
+    kills = [
+        {"kind": "actor_kill", "what": "SIGKILL actor pid 501 (ray::Worker.run)", "at": 110.0},
+        {"kind": "actor_kill", "what": "SIGKILL actor pid 502 (ray::Worker.run)", "at": 150.0},
+        {"kind": "actor_kill", "what": "SIGKILL actor pid 999 (ray::Worker.run)", "at": 160.0},
+        {"kind": "node_added", "what": "node added (3 worker nodes)", "at": 120.0},
+    ]
+    pools.ray_steps(kills, starts)
+    first = kills[0]["ray_steps"]
+    assert first["actor"] == f"{pool}-1"  # the same pool's next start, not the other rank's earlier one
+    assert [first[k] for k in ("dead", "asked", "running", "created")] == pytest.approx([0.0, 0.2, 3.0, 8.5])
+    assert first["ready"] == pytest.approx(8.7)
+    assert kills[1]["ray_steps"]["actor"] == f"{pool}-2" and kills[1]["ray_steps"]["created"] is None
+    assert kills[2]["ray_steps"] is None and "ray_steps" not in kills[3]  # no such actor; not a kill
+    kills[0]["pool_recovery_s"], kills[1]["pool_recovery_s"] = 9.1, None
+    lines = soak.kill_lines(kills)
+    assert "pool back at its target 9.10 s" in lines[0] and "created 8.50" in lines[0]
+    assert "created -" in lines[1] and len(lines) == 2
+    summary = soak.ray_summary([{"events": kills}])
+    assert "after 2 actor kills" in summary and "created 8.50 / 8.50 (1 not reached)" in summary
 
 
 def _stop_rank(rank: int, port: int, runs: list[str], out: str) -> None:

@@ -15,7 +15,7 @@ import os
 import random
 import time
 
-from _soak_world import children_of, cmdline, kill
+from _soak_world import NodeStartFailed, children_of, cmdline, kill
 
 log = logging.getLogger("soak")
 
@@ -186,16 +186,14 @@ def inject(
         return f"SIGKILL actor pid {pid} ({title})" if kill(pid) else ""
     if kind == "node_removed":
         if not cluster.workers:
-            cluster.add()
-            return "no worker node to remove: one added"
+            return "no worker node to remove: one added" if _added(cluster) else ""
         cluster.remove(rng.randrange(len(cluster.workers)))
         return f"node removed ({len(cluster.workers)} worker nodes left)"
     if kind == "node_added":
         if len(cluster.workers) >= 3:
             cluster.remove(0)
             return "3 worker nodes already: one removed"
-        cluster.add()
-        return f"node added ({len(cluster.workers)} worker nodes)"
+        return f"node added ({len(cluster.workers)} worker nodes)" if _added(cluster) else ""
     if kind == "storage_stopped":
         storage.stop_for(fault["seconds"])
         return f"S3 server stopped {fault['seconds']} s"
@@ -204,6 +202,16 @@ def inject(
         (run_dir / f"gpu-fault-{rank}").touch()
         return f"device fault armed on rank {rank}'s GPU lane"
     raise ValueError(f"unknown fault kind {kind!r}")
+
+
+def _added(cluster) -> bool:
+    """Add a worker node; False (logged, the fault not counted) when Ray gave up on its start."""
+    try:
+        cluster.add()
+    except NodeStartFailed as e:
+        log.warning("%s; the fault is not counted", e)
+        return False
+    return True
 
 
 def done_kind(kind: str, what: str) -> str:

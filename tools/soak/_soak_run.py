@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from _soak_faults import done_kind, inject, remove_flags
-from _soak_pools import PoolWatch, losses
-from _soak_stop import StopAsk, request_stop
-from _soak_world import children_of, free_port, kill, shm_segments, start_time
+from _soak_pools import PoolWatch, killed_pid
+from _soak_stop import POOL_WAIT_S, StopAsk, request_stop
+from _soak_world import children_of, free_port, kill, owner_pid, shm_segments, start_time
 
 log = logging.getLogger("soak")
 TRAINER = Path(__file__).resolve().parent / "_soak_trainer.py"
@@ -43,6 +43,7 @@ class Driver:
         deadline: float,
         step_s: float = 0.05,
         save_every: int = 3,
+        pool_wait_s: float = POOL_WAIT_S,
     ):
         self.run_dir, self.storage, self.cluster, self.deadline = run_dir, storage, cluster, deadline
         self.base = dict(
@@ -68,7 +69,7 @@ class Driver:
         self.procs: list[subprocess.Popen] = []
         self.lives = 0
         self._last_note = 0.0
-        self.stop = StopAsk()  # the job's early stop once the last fault is over
+        self.stop = StopAsk(pool_wait_s)  # the job's early stop once the last fault is over
 
     # -------------------------------------------------------------- bookkeeping
     def note(self, force: bool = False) -> None:
@@ -217,7 +218,7 @@ class Driver:
                     return self.to_the_end()
                 time.sleep(f["delay"])
                 self.note(force=True)
-                before_kill = losses(self.pool_watch.pools())
+                before_kill = self.pool_watch.losses_now()
                 what = inject(
                     f["kind"],
                     f,
@@ -243,8 +244,19 @@ class Driver:
                 else:
                     self.record(f["kind"], what, self.recovery(before, t0, lanes, world), t0_wall)
                     if f["kind"].startswith("actor_kill"):
-                        self.pool_watch.opened(self.events[-1], before_kill, t0_wall)
+                        rank = self.rank_of_actor(what)
+                        self.events[-1]["rank"] = rank
+                        self.pool_watch.opened(self.events[-1], before_kill, t0_wall, rank)
         return self.to_the_end()
+
+    def rank_of_actor(self, what: str) -> int | None:
+        """The rank whose pool the killed actor (``what``: the kill, in words) belonged to: its
+        worker's job's driver is that rank's trainer (`_soak_world.owner_pid`); None when Ray's
+        log files do not say."""
+        pid = killed_pid(what)
+        owner = None if pid is None or self.cluster is None else owner_pid(self.cluster.logs(), pid)
+        trainers = [p.pid for p in self.procs]
+        return trainers.index(owner) if owner in trainers else None
 
     def settle(self, lanes: str, world: int) -> None:
         """The faults that hit the job while it started recover at its first step, at the time

@@ -23,7 +23,9 @@ STOP_FILE = "stop.json"
 ENDS_AFTER_CALM = 3
 #: seconds the driver waits for the Ray pools to be back at their target after the last fault
 #: before it asks for the stop anyway: the Ray CI soak's pools were not back at all while its
-#: job ran (seed 14 on a loaded machine), and a pool back after the ask moves the stop later
+#: job ran (seed 14 on a loaded machine), and a pool back after the ask moves the stop later.
+#: A soak that times the pools' return waits longer (``soak.py --pool-wait-s``): a kill whose
+#: pool is not back when the job ends is never timed
 POOL_WAIT_S = 3.0
 
 
@@ -34,7 +36,8 @@ class StopAsk:
     last fault recovered; asks again, later, when a pool comes back after the ask; never asks
     an earlier epoch than before."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool_wait_s: float = POOL_WAIT_S) -> None:
+        self.pool_wait_s = pool_wait_s
         self.asked: int | None = None  # the last epoch asked
         self.kills = 0  # the pools' open kills when asked
 
@@ -47,7 +50,7 @@ class StopAsk:
         came_back = self.asked is not None and open_kills < self.kills
         if epoch < 0 or (self.asked is not None and not came_back):
             return None
-        if open_kills and waited_s < POOL_WAIT_S:
+        if open_kills and waited_s < self.pool_wait_s:
             return None
         self.kills = open_kills
         last = epoch + ENDS_AFTER_CALM - 1

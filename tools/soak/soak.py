@@ -37,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # suppor
 import _soak_world as world
 from _soak_check import calm_since, compare, fd_growth, leftovers, reference, rss_growth
 from _soak_faults import describe, done_kind, draw_schedule, steps_needed
+from _soak_pools import RAY_STEPS, ray_steps
 from _soak_run import Deadline, Driver
+from _soak_stop import POOL_WAIT_S
 from _soak_trainer import BATCH, WINDOW
 from support.readings import fd_count
 
@@ -58,21 +60,39 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--save-every", type=int, default=3, help="checkpoint every this many steps")
     ap.add_argument("--kinds", default="", help="comma-separated fault kinds to draw from (default: all)")
     ap.add_argument("--worlds", default="1,2,3", help="comma-separated world sizes a restarted job draws from")
+    ap.add_argument(
+        "--pool-wait-s",
+        type=float,
+        default=POOL_WAIT_S,
+        help="seconds the job trains on after its last fault while a Ray pool is not back at its target"
+        " (a kill whose pool is not back when the job ends is not timed)",
+    )
+    ap.add_argument(
+        "--ray-default-niceness",
+        action="store_true",
+        help="run the Ray cluster's workers at Ray's default niceness (15), as a cluster started by `ray start`;"
+        " by default they run at the trainer's (RAY_worker_niceness=0 unless set), as in hybridload's embedded cluster",
+    )
     ap.add_argument("--json", type=Path, help="also write the result here")
     ap.add_argument("--data", type=Path, help="where the photos are made (default: a temporary folder)")
     args = ap.parse_args(argv)
     if args.faults < 0 or args.samples < 8:
         ap.error("--faults must be >= 0 and --samples >= 8")
+    if not args.pool_wait_s >= 0:
+        ap.error("--pool-wait-s must be a number of seconds >= 0, e.g. --pool-wait-s 60")
     return args
 
 
-def epochs_for(lives: list[dict], samples: int, step_s: float) -> int:
+def epochs_for(lives: list[dict], samples: int, step_s: float, pool_wait_s: float = POOL_WAIT_S) -> int:
     """The job's most epochs, the guard of its end (it stops sooner, a few epochs after the last
     fault is over: `_soak_stop`): enough for the schedule's steps (`steps_needed`) at the
     largest world size (3 ranks: the fewest steps an epoch), and one more: an epoch that a
-    resumed job splits over two world sizes may take a step fewer than a whole epoch at 3 ranks."""
+    resumed job splits over two world sizes may take a step fewer than a whole epoch at 3 ranks.
+    A wait for the Ray pools longer than the default ``POOL_WAIT_S`` (which the bound's room
+    covers) adds its steps: each step sleeps ``step_s``, so that many steps outlast the wait."""
     per_epoch = math.ceil(samples / 3 / BATCH)
-    return max(2, math.ceil(steps_needed(lives, step_s, WINDOW) / per_epoch) + 1)
+    waited = math.ceil(max(0.0, pool_wait_s - POOL_WAIT_S) / step_s)
+    return max(2, math.ceil((steps_needed(lives, step_s, WINDOW) + waited) / per_epoch) + 1)
 
 
 def summary(events: list[dict]) -> str:
@@ -104,6 +124,39 @@ def pool_summary(results: list[dict]) -> str:
     )
 
 
+def kill_lines(events: list[dict]) -> list[str]:
+    """One line per actor kill: seconds from the kill to the pool back at its target (the soak's
+    reading of the trainers' pools) and to each step of its replacement's start in Ray's timings
+    (`_soak_pools.RAY_STEPS`)."""
+
+    def s(x) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    lines = []
+    for e in events:
+        if "pool_recovery_s" not in e:
+            continue
+        steps = e.get("ray_steps") or {}
+        ray = ", ".join(f"{k} {s(steps.get(k))}" for k in RAY_STEPS) if steps else "not in Ray's records"
+        lines.append(f"{e['what'][:40]}: pool back at its target {s(e['pool_recovery_s'])} s; Ray: {ray}")
+    return lines
+
+
+def ray_summary(results: list[dict]) -> str:
+    """Median and max seconds from an actor kill to each step of its replacement's start (Ray's
+    timings), over the kills Ray recorded a replacement for."""
+    steps = [e["ray_steps"] for r in results for e in r["events"] if e.get("ray_steps")]
+    if not steps:
+        return "no actor kill with a replacement in Ray's records"
+    parts = []
+    for k in RAY_STEPS:
+        have = [x[k] for x in steps if k in x]  # (a result written before the soak read a step lacks it)
+        got = [x for x in have if x is not None]
+        span = f"{statistics.median(got):.2f} / {max(got):.2f}" if got else "never"
+        parts.append(f"{k} {span}" + (f" ({len(have) - len(got)} not reached)" if len(got) < len(have) else ""))
+    return f"after {len(steps)} actor kills, seconds to the replacement's (median / max): " + "; ".join(parts)
+
+
 def soak(args, kinds=None) -> dict:
     """Run one soak; the result (its ``problems`` empty when everything held)."""
     worlds = tuple(int(w) for w in str(args.worlds).split(","))
@@ -111,13 +164,15 @@ def soak(args, kinds=None) -> dict:
     print(
         f"soak --seed {args.seed} --faults {args.faults} --worlds {args.worlds}"
         + (f" --kinds {args.kinds}" if args.kinds else "")
+        + (" --ray-default-niceness" if args.ray_default_niceness else "")
     )
     print(describe(lives), flush=True)
     t_start = time.monotonic()
     deadline = t_start + args.deadline_s
     tmp = Path(tempfile.mkdtemp(prefix="hybridload-soak-"))
     paths, labels = world.tiny_photos(args.data or tmp / "photos", args.samples)
-    epochs = epochs_for(lives, args.samples, args.step_s)
+    epochs = epochs_for(lives, args.samples, args.step_s, args.pool_wait_s)
+    niceness = world.worker_niceness(dict(os.environ), args.ray_default_niceness)
     storage = cluster = None
     problems: list[str] = []
     driver = None
@@ -125,7 +180,7 @@ def soak(args, kinds=None) -> dict:
         storage = world.S3Server(paths)
         if any(life["lanes"] == "ray" for life in lives):
             try:
-                cluster = _start_cluster()
+                cluster = _start_cluster(niceness)
             except RuntimeError as e:  # a machine too loaded for Ray: a failed soak, said so
                 problems.append(str(e))
         if not problems:
@@ -142,6 +197,7 @@ def soak(args, kinds=None) -> dict:
                 deadline=deadline,
                 step_s=args.step_s,
                 save_every=args.save_every,
+                pool_wait_s=args.pool_wait_s,
             )
             try:
                 driver.run(lives)
@@ -153,6 +209,10 @@ def soak(args, kinds=None) -> dict:
             if cluster is not None:
                 alive = _wait_no_actors(cluster)
                 problems += [f"Ray actor {a} alive after the job ended" for a in alive]
+                try:  # each actor kill's replacement in Ray's own timings
+                    ray_steps(driver.events, cluster.actor_starts())
+                except Exception as e:  # a Ray whose private state API moved: the soak's verdict stands
+                    log.warning("could not read Ray's actor starts (%s: %s)", type(e).__name__, e)
     finally:
         if driver is not None:
             driver.stop_all()
@@ -208,20 +268,21 @@ def soak(args, kinds=None) -> dict:
         "processes_seen": len(driver.seen) if driver else 0,
         "shm_seen": len(driver.shm) if driver else 0,
         "seconds": round(time.monotonic() - t_start, 1),
+        "ray_worker_niceness": niceness,  # None: Ray's default (15)
     }
 
 
-def _start_cluster(tries: int = 3):
+def _start_cluster(niceness: str | None, tries: int = 3):
     """The Ray cluster; tried again when a node times out starting (a loaded machine): Ray waits
     30 s for a raylet to register (``raylet_start_wait_time_s`` in ``ray/_private/node.py``, a
     constant of Ray 2.60 with no setting), then raises a bare Exception."""
     for k in range(tries):
         before = set(world.children_of(os.getpid()))
         try:
-            return world.RayCluster(workers=2)
+            return world.RayCluster(workers=2, niceness=niceness)
         except Exception as e:  # Ray raises a bare Exception for a node's start timeout
             for pid in set(world.children_of(os.getpid())) - before:  # what the failed start left running
-                world.kill(pid)
+                world.end_leftover(pid)
             if k + 1 == tries:
                 raise RuntimeError(f"the Ray cluster did not start in {tries} tries: {e}") from e
             log.warning("the Ray cluster did not start (%s); trying again", e)
@@ -255,6 +316,7 @@ def table(results: list[dict]) -> str:
         f"{sum(r['seconds'] for r in results) / 60:.0f} minutes"
     )
     rows.append(f"\n{pool_summary(results)}")
+    rows.append(f"\n{ray_summary(results)}")
     return "\n".join(rows)
 
 
@@ -269,6 +331,8 @@ def main(argv=None) -> int:
     result = soak(args, kinds)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
+    for line in kill_lines(result["events"]):
+        print(line)
     for p in result["problems"]:
         print(f"PROBLEM: {p}")
     verdict = "held" if not result["problems"] else f"FAILED ({len(result['problems'])} problems)"
@@ -276,7 +340,7 @@ def main(argv=None) -> int:
         f"soak seed {args.seed}: {verdict}; {result['lives']} lives, {len(result['crash_restarts'])} crash restarts, "
         f"{result['epochs']} epochs (at most {result['max_epochs']}), {result['seconds']} s, {result['processes_seen']} processes and "
         f"{result['shm_seen']} shared-memory segments watched; {summary(result['events'])}; "
-        f"{pool_summary([result])}"
+        f"{pool_summary([result])}; {ray_summary([result])}"
     )
     return 0 if not result["problems"] else 1
 

@@ -6,6 +6,7 @@ its actor comes back as `WorkerLost` and is handed on."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from hybridload.raycluster import connect as cluster
@@ -181,10 +182,13 @@ class ActorPool(Lane):
 
     def _on_first_ready(self, m: Member, exc: BaseException | None) -> None:
         """The first wave's answers, applied at once by the builder (it owns the table until the
-        keeper starts), so the wait sees which actors are up."""
+        keeper starts), so the wait sees which actors are up; a failed first start is started
+        again at once on its node, not after the wait for the others (another start's length)."""
         self._on_ready(m, exc)
-        if self._keeper is not None:
-            self._keeper.apply_posted()  # (a no-op on Ray's callback thread)
+        if self._keeper is None or not self._keeper.apply_posted():  # (a no-op on Ray's callback thread)
+            return
+        if exc is not None and m.state is State.DEAD and m.node_id not in self._keeper.held_off(time.monotonic()):
+            self._spawn(m.node_id)
 
     # -- the lane interface
     @property  # a live count where the Lane contract has a plain attribute: read the same way
