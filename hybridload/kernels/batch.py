@@ -1,9 +1,10 @@
-"""One sample, end to end: read, decode, geometry and colour, layout (a CPU lane's batch job,
-`hybridload.lanes.cpu_job.process_batch`, runs it per sample)."""
+"""One sample, end to end: read, decode, geometry and colour, layout; and a batch's samples through
+the same steps a few at a time (a CPU lane's batch job, `hybridload.lanes.cpu_job.process_batch`,
+runs `process_payloads`)."""
 
 from __future__ import annotations
 
-from typing import Callable, cast
+from typing import Callable, Sequence, cast
 import logging
 
 import numpy as np
@@ -11,6 +12,8 @@ import torch
 
 from hybridload.errors import SampleError
 from hybridload.recipe import Recipe
+from hybridload.recipe.core import SampleParams
+from hybridload.recipe.ops import Flip
 from hybridload.recipe.stages import Decode
 from hybridload.sources import Source
 from hybridload.sources.reads import Reads, read_many
@@ -22,6 +25,13 @@ from hybridload.kernels.geometry import apply_ops
 from hybridload.kernels.jpeg_check import check_jpeg
 
 log = logging.getLogger("hybridload.kernels")
+
+#: Samples `process_payloads` takes through each step together: the headers and parameters
+#: (Python), the decodes (libjpeg-turbo), then the geometry and the write, each step's code and
+#: tables still in the caches from the sample before. One sample at a time the decode evicts
+#: them, and the Python and the resize around it run 1.5-5x their cost in a loop; a larger group
+#: keeps more decoded windows (~0.3 MB each) than the caches hold (BENCHMARKS: RESULTS.md, issue 51).
+GROUP = 8
 
 
 def process_sample(
@@ -46,11 +56,108 @@ def process_payload(
     """Decode and process one sample's read payload (see `process_sample`); ``generator``: its
     keyed generator from the batch's `sample_generators` (None: made for it)."""
     try:
-        arr, ops, stages = _decode(ref, payload, recipe, seed, epoch, generator)
+        planned = _plan(ref, payload, recipe, seed, epoch, generator)
+        arr, ops, stages = _decode(payload, recipe, planned)
     except DecodeError as exc:
         raise SampleError(ref.index, ref.location, "Decode", str(exc)) from None
+    return _finish(ref, arr, ops, stages, recipe, out)
+
+
+def process_payloads(
+    refs: Sequence,
+    payloads: Sequence,
+    recipe: Recipe,
+    seed: int,
+    epoch: int,
+    out: torch.Tensor,
+    generator: Callable[[int], np.random.Generator],
+) -> list[Exception | None]:
+    """`process_payload` of each sample, into ``out[j]``, `GROUP` samples a step at a time (the
+    pixels, and each sample's error, as one at a time).
+
+    Args:
+        refs: the samples' refs.
+        payloads: their read payloads; None for one not to process (its read failed).
+        recipe: the recipe.
+        seed: the loader's seed.
+        epoch: the epoch.
+        out: a uint8 tensor of at least ``len(refs)`` images in the recipe's layout.
+        generator: ``generator(j)`` gives sample j's keyed generator (a batch's
+            `sample_generators`' ``generator``), used before the next call.
+
+    Returns:
+        Each sample's error (a `SampleError`, or what a stage raised otherwise), None where
+        ``out[j]`` holds its image; the caller raises or skips them in order.
+    """
+    errors: list[Exception | None] = [None] * len(refs)
+    for g0 in range(0, len(refs), GROUP):
+        group = range(g0, min(g0 + GROUP, len(refs)))
+        planned: dict[int, tuple] = {}
+        for j in group:  # headers and keyed parameters
+            if payloads[j] is not None:
+                try:
+                    planned[j] = _plan(refs[j], payloads[j], recipe, seed, epoch, lambda j=j: generator(j))
+                except Exception as exc:
+                    errors[j] = _decode_error(refs[j], exc)
+        decoded: dict[int, tuple] = {}
+        for j, plan in planned.items():  # the decodes
+            try:
+                decoded[j] = _decode(payloads[j], recipe, plan)
+            except Exception as exc:
+                errors[j] = _decode_error(refs[j], exc)
+        for j, (arr, ops, stages) in decoded.items():  # geometry, colour and the write
+            try:
+                _finish(refs[j], arr, ops, stages, recipe, out[j])
+            except Exception as exc:
+                errors[j] = exc
+    return errors
+
+
+def _decode_error(ref, exc: Exception) -> Exception:
+    return SampleError(ref.index, ref.location, "Decode", str(exc)) if isinstance(exc, DecodeError) else exc
+
+
+def _plan(
+    ref, payload, recipe: Recipe, seed: int, epoch: int, generator
+) -> tuple[tuple[int, int] | None, np.ndarray | None, SampleParams]:
+    """(header size, None, parameters) where only the crop's window (`crop_window`), maybe
+    DCT-scaled (`dct_scale`), need be decoded; (None, full decode, parameters) otherwise. Every
+    JPEG passes `jpeg_check` first, as on the GPU lanes."""
+    dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
+    if is_jpeg(payload):
+        check_jpeg(payload)
+    size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
+    if size is None:
+        arr = decode_image(payload)
+        return None, arr, recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator)
+    check_pixels(*size)  # as the full decode does, before any pixel is decoded
+    return size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator)
+
+
+def _decode(payload, recipe: Recipe, planned: tuple) -> tuple[np.ndarray, tuple, tuple]:
+    """The decoded image and the sample's ops on it, from `_plan`'s answer."""
+    size, arr, params = planned
+    if size is None:
+        return arr, params.ops, params.stages
+    dec = cast(Decode, recipe.stages[0])
+    if dec.crop_window:
+        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
+        if got is not None:
+            return got[0], got[1], params.stages
+    plan = plan_scaled_decode(*size, params.ops, dec.reducing_gap) if dec.dct_scaling else None
+    arr = decode_image(payload, plan)
+    if plan is None:
+        return arr, params.ops, params.stages
+    return arr, scaled_ops(params.ops, plan.denominator, arr.shape[1], arr.shape[0]), params.stages
+
+
+def _finish(ref, arr, ops: tuple, stages: tuple, recipe: Recipe, out: torch.Tensor | None) -> torch.Tensor:
+    """The ops on the decoded image, written to ``out`` in the recipe's layout (a new tensor
+    without it). A last Flip is done by the write itself: a mirrored copy costs what a plain
+    one does, where a flip first costs a copy more."""
+    mirror = bool(ops) and type(ops[-1]) is Flip
     try:
-        img = apply_ops(arr, ops, stages)
+        img = apply_ops(arr, ops[:-1] if mirror else ops, stages)
     except Exception as exc:
         raise SampleError(
             ref.index, ref.location, getattr(exc, "stage", "geometry"), f"{type(exc).__name__}: {exc}"
@@ -61,34 +168,13 @@ def process_payload(
         )
     chw = recipe.layout == "CHW"
     if out is None:
+        img = img.flip(1) if mirror else img
         return img.permute(2, 0, 1).contiguous() if chw else img.contiguous()
-    out.copy_(img.permute(2, 0, 1) if chw else img)
+    src, dst = img.numpy(), out.numpy()
+    if mirror:
+        dst = dst[:, :, ::-1] if chw else dst[:, ::-1]
+    np.copyto(dst, src.transpose(2, 0, 1) if chw else src)
     return out
-
-
-def _decode(ref, payload, recipe: Recipe, seed: int, epoch: int, generator=None) -> tuple[np.ndarray, tuple, tuple]:
-    """The decoded image and the sample's ops on it, drawn from the header's size so only the
-    crop's window (`crop_window`), maybe DCT-scaled (`dct_scale`), need be decoded; every JPEG
-    passes `jpeg_check` first, as on the GPU lanes."""
-    dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
-    if is_jpeg(payload):
-        check_jpeg(payload)
-    size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
-    if size is None:
-        arr = decode_image(payload)
-        params = recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator)
-        return arr, params.ops, params.stages
-    check_pixels(*size)  # as the full decode does, before any pixel is decoded
-    params = recipe.sample_params(seed, epoch, ref.index, *size, generator=generator)
-    if dec.crop_window:
-        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
-        if got is not None:
-            return got[0], got[1], params.stages
-    plan = plan_scaled_decode(*size, params.ops, dec.reducing_gap) if dec.dct_scaling else None
-    arr = decode_image(payload, plan)
-    if plan is None:
-        return arr, params.ops, params.stages
-    return arr, scaled_ops(params.ops, plan.denominator, arr.shape[1], arr.shape[0]), params.stages
 
 
 def start_reads(source: Source, indices) -> tuple[list, Reads]:

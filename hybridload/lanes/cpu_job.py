@@ -1,10 +1,9 @@
 """A CPU lane's batch job, the same in every CPU lane (threads, worker processes, Ray actors)
 and in the planner's rate probe, which times exactly this: a batch's reads, then each sample
-through the CPU kernels (`hybridload.kernels.batch.process_payload`) into one uint8 tensor."""
+through the CPU kernels (`hybridload.kernels.batch.process_payloads`) into one uint8 tensor."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import socket
@@ -17,7 +16,7 @@ import torch
 
 from hybridload.batch_result import BatchResult
 from hybridload.errors import SampleError, StorageError
-from hybridload.kernels.batch import process_payload, start_reads
+from hybridload.kernels.batch import GROUP, process_payloads, start_reads
 from hybridload.recipe import Recipe
 from hybridload.recipe.core import sample_generators
 from hybridload.sources import Source
@@ -69,24 +68,41 @@ def process_batch(
     keyed = sample_generators(seed, epoch, [r.index for r in refs])  # keyed at once, as each sample is
     read_s = time.perf_counter() - t0  # the reads' start, then each wait for a sample's bytes
     try:
-        for k, ref in enumerate(refs):
-            r0 = time.perf_counter()
-            got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
-            read_s += time.perf_counter() - r0
-            if got is _END:
-                break
-            try:
-                if isinstance(got, SampleError):
-                    raise got
-                payload, labels[k] = got
-                process_payload(ref, payload, recipe, seed, epoch, buf[k], functools.partial(keyed.generator, k))
-            except SampleError as exc:
-                if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
-                    raise
+        for g0 in range(0, len(refs), GROUP):  # a group's reads, then its samples step by step
+            outcomes: list[Any] = []
+            for _ in range(min(GROUP, len(refs) - g0)):
+                r0 = time.perf_counter()
+                got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
+                read_s += time.perf_counter() - r0
+                if got is _END:
+                    break
+                outcomes.append(got)
+            payloads = [None if isinstance(got, SampleError) else got[0] for got in outcomes]
+            for j, got in enumerate(outcomes):
+                if not isinstance(got, SampleError):
+                    labels[g0 + j] = got[1]
+            errors = process_payloads(
+                refs[g0 : g0 + len(outcomes)],
+                payloads,
+                recipe,
+                seed,
+                epoch,
+                buf[g0:],
+                lambda j, g0=g0: keyed.generator(g0 + j),
+            )
+            for j, got in enumerate(outcomes):  # each sample's error in order, as one at a time
+                exc = got if isinstance(got, SampleError) else errors[j]
+                if exc is None:
+                    continue
+                if not isinstance(exc, SampleError) or on_error != "skip" or isinstance(exc, StorageError):
+                    raise exc  # an outage is not bad data
+                k = g0 + j
                 buf[k].zero_()
-                labels[k] = _label_without_read(source, ref.index)
+                labels[k] = _label_without_read(source, refs[k].index)
                 skipped.append((exc.index, exc.path, exc.stage, exc.reason))
                 log.warning("substituted a zero image for %s", exc)
+            if len(outcomes) < GROUP:
+                break
     finally:
         reads.close()
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
