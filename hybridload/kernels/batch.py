@@ -13,7 +13,7 @@ import torch
 from hybridload.errors import SampleError
 from hybridload.recipe import Recipe
 from hybridload.recipe.core import SampleParams
-from hybridload.recipe.ops import Flip
+from hybridload.recipe.ops import Flip, Resize
 from hybridload.recipe.stages import Decode
 from hybridload.sources import Source
 from hybridload.sources.reads import Reads, read_many
@@ -21,17 +21,21 @@ from hybridload.sources.reads import Reads, read_many
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload.kernels.crop_window import window_decode
 from hybridload.kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_size
-from hybridload.kernels.geometry import apply_ops
+from hybridload.kernels.geometry import apply_ops, resize_into
 from hybridload.kernels.jpeg_check import check_jpeg
+from hybridload.kernels.scratch import scratch
 
 log = logging.getLogger("hybridload.kernels")
 
 #: Samples `process_payloads` takes through each step together: the headers and parameters
 #: (Python), the decodes (libjpeg-turbo), then the geometry and the write, each step's code and
 #: tables still in the caches from the sample before. One sample at a time the decode evicts
-#: them, and the Python and the resize around it run 1.5-5x their cost in a loop; a larger group
-#: keeps more decoded windows (~0.3 MB each) than the caches hold (BENCHMARKS: RESULTS.md, issue 51).
-GROUP = 8
+#: them, and the Python and the resize around it run 1.5-5x their cost in a loop
+#: (benchmarks/RESULTS.md, issue 51).
+GROUP = 32
+#: Decoded pixels held before the step after the decodes runs on them: bounds a group's memory
+#: (a 12 MP window is up to 36 MB; a 400 px photo's ~0.3 MB).
+HELD_BYTES = 8 << 20
 
 
 def process_sample(
@@ -91,26 +95,36 @@ def process_payloads(
     """
     errors: list[Exception | None] = [None] * len(refs)
     for g0 in range(0, len(refs), GROUP):
-        group = range(g0, min(g0 + GROUP, len(refs)))
         planned: dict[int, tuple] = {}
-        for j in group:  # headers and keyed parameters
+        for j in range(g0, min(g0 + GROUP, len(refs))):  # headers and keyed parameters
             if payloads[j] is not None:
                 try:
                     planned[j] = _plan(refs[j], payloads[j], recipe, seed, epoch, lambda j=j: generator(j))
                 except Exception as exc:
                     errors[j] = _decode_error(refs[j], exc)
-        decoded: dict[int, tuple] = {}
-        for j, plan in planned.items():  # the decodes
+        decoded: list[tuple] = []
+        held = 0
+        for j, plan in planned.items():  # the decodes, finished each time they hold HELD_BYTES
             try:
-                decoded[j] = _decode(payloads[j], recipe, plan)
+                decoded.append((j, *_decode(payloads[j], recipe, plan)))
             except Exception as exc:
                 errors[j] = _decode_error(refs[j], exc)
-        for j, (arr, ops, stages) in decoded.items():  # geometry, colour and the write
-            try:
-                _finish(refs[j], arr, ops, stages, recipe, out[j])
-            except Exception as exc:
-                errors[j] = exc
+                continue
+            held += decoded[-1][1].nbytes
+            if held >= HELD_BYTES:
+                _finish_all(decoded, refs, recipe, out, errors)
+                decoded, held = [], 0
+        _finish_all(decoded, refs, recipe, out, errors)
     return errors
+
+
+def _finish_all(decoded: list[tuple], refs, recipe: Recipe, out: torch.Tensor, errors: list) -> None:
+    """`_finish` of each (j, pixels, ops, stages) into ``out[j]``, its error into ``errors[j]``."""
+    for j, arr, ops, stages in decoded:
+        try:
+            _finish(refs[j], arr, ops, stages, recipe, out[j])
+        except Exception as exc:
+            errors[j] = exc
 
 
 def _decode_error(ref, exc: Exception) -> Exception:
@@ -153,11 +167,21 @@ def _decode(payload, recipe: Recipe, planned: tuple) -> tuple[np.ndarray, tuple,
 
 def _finish(ref, arr, ops: tuple, stages: tuple, recipe: Recipe, out: torch.Tensor | None) -> torch.Tensor:
     """The ops on the decoded image, written to ``out`` in the recipe's layout (a new tensor
-    without it). A last Flip is done by the write itself: a mirrored copy costs what a plain
-    one does, where a flip first costs a copy more."""
+    without it). With ``out``, a last Resize writes into this thread's kept buffer (`scratch`)
+    and a last Flip is done by the write itself, a mirrored copy costing what a plain one does:
+    the same pixels, an allocation and a copy fewer."""
     mirror = bool(ops) and type(ops[-1]) is Flip
+    ops, stages = (ops[:-1], stages[:-1]) if mirror else (ops, stages)
+    last = ops[-1] if out is not None and ops and type(ops[-1]) is Resize else None
     try:
-        img = apply_ops(arr, ops[:-1] if mirror else ops, stages)
+        img = apply_ops(arr, ops[:-1] if last else ops, stages)
+        if last is not None:
+            try:
+                kept = torch.from_numpy(scratch((last.h, last.w), (last.h, last.w, 3), np.uint8)[0])
+                img = resize_into(img, last, kept)
+            except Exception as exc:
+                exc.stage = stages[-1]  # type: ignore[attr-defined]
+                raise
     except Exception as exc:
         raise SampleError(
             ref.index, ref.location, getattr(exc, "stage", "geometry"), f"{type(exc).__name__}: {exc}"
