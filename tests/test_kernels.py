@@ -184,7 +184,9 @@ def test_process_batch_takes_a_group_through_each_step_before_the_next(photo_roo
     ],
     ids=["flip-last", "hwc", "colour-after-flip", "full-decode-eval"],
 )
-def test_process_batch_gives_each_sample_the_pixels_and_error_it_gives_alone(bad_files, photo_root, monkeypatch, stages):
+def test_process_batch_gives_each_sample_the_pixels_and_error_it_gives_alone(
+    bad_files, photo_root, monkeypatch, stages
+):
     """In groups, with the decoded pixels finished every few samples (HELD_BYTES), each image
     is the one `process_sample` gives alone, a bad sample skipped or raised in sample order."""
     from hybridload.kernels import batch

@@ -4,7 +4,7 @@ runs `process_payloads`)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, cast
+from typing import Callable, NamedTuple, Sequence, cast
 import logging
 
 import numpy as np
@@ -95,7 +95,7 @@ def process_payloads(
     """
     errors: list[Exception | None] = [None] * len(refs)
     for g0 in range(0, len(refs), GROUP):
-        planned: dict[int, tuple] = {}
+        planned: dict[int, _Planned] = {}
         for j in range(g0, min(g0 + GROUP, len(refs))):  # headers and keyed parameters
             if payloads[j] is not None:
                 try:
@@ -131,9 +131,13 @@ def _decode_error(ref, exc: Exception) -> Exception:
     return SampleError(ref.index, ref.location, "Decode", str(exc)) if isinstance(exc, DecodeError) else exc
 
 
-def _plan(
-    ref, payload, recipe: Recipe, seed: int, epoch: int, generator
-) -> tuple[tuple[int, int] | None, np.ndarray | None, SampleParams]:
+class _Planned(NamedTuple):
+    size: tuple[int, int] | None  # the header's (width, height) where the window decode may run
+    arr: np.ndarray | None  # else the full decode, already made
+    params: SampleParams
+
+
+def _plan(ref, payload, recipe: Recipe, seed: int, epoch: int, generator) -> _Planned:
     """(header size, None, parameters) where only the crop's window (`crop_window`), maybe
     DCT-scaled (`dct_scale`), need be decoded; (None, full decode, parameters) otherwise. Every
     JPEG passes `jpeg_check` first, as on the GPU lanes."""
@@ -143,16 +147,16 @@ def _plan(
     size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
     if size is None:
         arr = decode_image(payload)
-        return None, arr, recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator)
+        return _Planned(None, arr, recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator))
     check_pixels(*size)  # as the full decode does, before any pixel is decoded
-    return size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator)
+    return _Planned(size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator))
 
 
-def _decode(payload, recipe: Recipe, planned: tuple) -> tuple[np.ndarray, tuple, tuple]:
+def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tuple, tuple]:
     """The decoded image and the sample's ops on it, from `_plan`'s answer."""
-    size, arr, params = planned
+    size, params = planned.size, planned.params
     if size is None:
-        return arr, params.ops, params.stages
+        return cast(np.ndarray, planned.arr), params.ops, params.stages  # _plan decoded it in full
     dec = cast(Decode, recipe.stages[0])
     if dec.crop_window:
         got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)

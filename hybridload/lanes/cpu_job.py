@@ -4,6 +4,7 @@ through the CPU kernels (`hybridload.kernels.batch.process_payloads`) into one u
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -16,6 +17,7 @@ import torch
 
 from hybridload.batch_result import BatchResult
 from hybridload.errors import SampleError, StorageError
+from hybridload.keyed import KeyedGenerators
 from hybridload.kernels.batch import GROUP, process_payloads, start_reads
 from hybridload.recipe import Recipe
 from hybridload.recipe.core import sample_generators
@@ -88,7 +90,7 @@ def process_batch(
                 seed,
                 epoch,
                 buf[g0:],
-                lambda j, g0=g0: keyed.generator(g0 + j),
+                functools.partial(_nth_generator, keyed, g0),
             )
             for j, got in enumerate(outcomes):  # each sample's error in order, as one at a time
                 exc = got if isinstance(got, SampleError) else errors[j]
@@ -108,6 +110,10 @@ def process_batch(
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
     node, read_seconds = socket.gethostname(), min(read_s, seconds)
     return BatchResult(buf, labels, idx, skipped, seconds, lane, worker, node, read_seconds)
+
+
+def _nth_generator(keyed: KeyedGenerators, start: int, j: int) -> np.random.Generator:
+    return keyed.generator(start + j)
 
 
 def _label_without_read(source: Source, index: int) -> int:
