@@ -79,6 +79,8 @@ def process_batch(
                 if got is _END:
                     break
                 outcomes.append(got)
+                if isinstance(got, SampleError) and (on_error != "skip" or isinstance(got, StorageError)):
+                    break  # raised once the samples before it are done: no read past it
             payloads = [None if isinstance(got, SampleError) else got[0] for got in outcomes]
             for j, got in enumerate(outcomes):
                 if not isinstance(got, SampleError):
