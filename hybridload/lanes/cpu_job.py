@@ -70,17 +70,22 @@ def process_batch(
     keyed = sample_generators(seed, epoch, [r.index for r in refs])  # keyed at once, as each sample is
     read_s = time.perf_counter() - t0  # the reads' start, then each wait for a sample's bytes
     try:
-        for g0 in range(0, len(refs), GROUP):  # a group's reads, then its samples step by step
+        g0, ended = 0, False
+        while g0 < len(refs) and not ended:  # a group's reads, then its samples step by step
             outcomes: list[Any] = []
-            for _ in range(min(GROUP, len(refs) - g0)):
+            while g0 + len(outcomes) < len(refs) and len(outcomes) < GROUP:
                 r0 = time.perf_counter()
                 got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
                 read_s += time.perf_counter() - r0
                 if got is _END:
+                    ended = True
                     break
                 outcomes.append(got)
-                if isinstance(got, SampleError) and (on_error != "skip" or isinstance(got, StorageError)):
-                    break  # raised once the samples before it are done: no read past it
+                if isinstance(got, SampleError):
+                    if on_error != "skip" or isinstance(got, StorageError):
+                        break  # raised once the samples before it are done: no read past it
+                elif not isinstance(got[0], (bytes, bytearray, memoryview)):
+                    break  # decoded already: nothing to group for, and held together they cost pages
             payloads = [None if isinstance(got, SampleError) else got[0] for got in outcomes]
             for j, got in enumerate(outcomes):
                 if not isinstance(got, SampleError):
@@ -102,11 +107,11 @@ def process_batch(
                     raise exc  # an outage is not bad data
                 k = g0 + j
                 buf[k].zero_()
-                labels[k] = _label_without_read(source, refs[k].index)
+                if isinstance(got, SampleError):  # a sample whose bytes were read keeps their label
+                    labels[k] = _label_without_read(source, refs[k].index)
                 skipped.append((exc.index, exc.path, exc.stage, exc.reason))
                 log.warning("substituted a zero image for %s", exc)
-            if len(outcomes) < GROUP:
-                break
+            g0 += len(outcomes)
     finally:
         reads.close()
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
