@@ -31,9 +31,11 @@ image), on the photo set and ``--large`` 12 MP photos, baseline and progressive.
 thread, RandomResizedCrop(224) + flip always) on the photo set, ``varied`` (it re-encoded at sides
 of 300-600 px, every fourth progressive) and ``--large`` 12 MP photos: ``read``, ``header``,
 ``params`` (keyed box and flip: a generator per ``sample``, or the ``batch``'s made at once and
-shared out), ``decode`` (the window), ``crop``, ``resize``, ``flip+layout``; ``process_payload``
-with either, and ``alone`` (the full decode: the roofline). Not the harness's rounds: per image
-every variant runs back to back in a rotating order, so the box's load drift hits them alike.
+shared out), ``decode`` (the window), ``crop``, ``resize`` (into a kept buffer), ``flip+layout``
+(the mirrored write), one sample at a time; ``process_payload`` with either generator, the lanes'
+``process_payloads`` over a group (``kernel/group``), and ``alone`` (the full decode: the
+roofline). Not the harness's rounds: per group of images every variant runs back to back in a
+rotating order, so the box's load drift hits them alike.
 Beside them, on the same folders, DALI's CPU pipeline stage by stage (``_dali_stages.py``: nested
 pipelines, ``readers.file`` -> ``decoders.image_random_crop`` -> ``resize`` ->
 ``crop_mirror_normalize``, one thread, process CPU per image; skipped with ``--no-dali``), the
@@ -65,10 +67,10 @@ from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS 
 from _data import parser, photo_source
 from hybridload import kernels, recipe, sources
 from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.batch import process_payload
+from hybridload.kernels.batch import GROUP, process_payload, process_payloads
 from hybridload.kernels.decode import decode_image, jpeg_size
 from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
-from hybridload.kernels.geometry import apply_ops, crop, flip, resize
+from hybridload.kernels.geometry import apply_ops, crop, resize_into
 from hybridload.kernels.jpeg_check import check_jpeg
 from hybridload.recipe.core import sample_generators
 from hybridload.recipe.ops import Crop, Flip, Resize
@@ -330,7 +332,7 @@ def suite_crop(args, env) -> tuple[list, dict, dict, list[str]]:
 
 STAGE_REC = recipe.Recipe([recipe.Decode(), recipe.RandomResizedCrop(224), recipe.HorizontalFlip(1.0)])
 STAGES = ("read", "header", "params/sample", "params/batch", "decode", "crop", "resize", "flip+layout")
-STAGE_COLS = (*STAGES, "kernel/sample", "kernel/batch", "alone")
+STAGE_COLS = (*STAGES, "kernel/sample", "kernel/batch", "kernel/group", "alone")
 
 
 def varied_set(root: Path, photos: sources.ImageFolder) -> sources.ImageFolder:
@@ -345,8 +347,9 @@ def varied_set(root: Path, photos: sources.ImageFolder) -> sources.ImageFolder:
     return sources.ImageFolder(folder.parent)
 
 
-def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor) -> np.ndarray:
-    """Thread CPU seconds of each stage after ``read`` (STAGES[1:]) for one image."""
+def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor, kept: torch.Tensor) -> np.ndarray:
+    """Thread CPU seconds of each stage after ``read`` (STAGES[1:]) for one image, one sample at
+    a time: the resize into a kept buffer and the flip in the write, as `process_payload`."""
     t = [time.thread_time()]
     lap = lambda v: (t.append(time.thread_time()), v)[1]  # noqa: E731  (the value, its time taken)
     size = lap((check_jpeg(data), jpeg_size(data))[1])
@@ -355,32 +358,51 @@ def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor) -> np.n
     got = crop_window.window_decode(data, size, ops)
     arr, ops = lap(got if got is not None else (decode_image(data), ops))
     img = lap(crop(torch.from_numpy(arr), ops[0]))
-    img = lap(resize(img, ops[1]))
-    lap(out.copy_(flip(img, ops[2]).permute(2, 0, 1)))
+    img = lap(resize_into(img, ops[1], kept))
+    lap(np.copyto(out.numpy()[:, :, ::-1], img.numpy().transpose(2, 0, 1)))
     return np.diff(t)
 
 
 def stage_round(src: sources.ImageFolder, rnd: int) -> dict[str, float]:
-    """{stage or variant: thread CPU seconds per image} over the set, one image at a time."""
-    out, tot, t0 = torch.empty((3, 224, 224), dtype=torch.uint8), dict.fromkeys(STAGE_COLS, 0.0), time.thread_time()
-    keyed = sample_generators(0, rnd, np.arange(len(src)))
+    """{stage or variant: thread CPU seconds per image} over the set, a group of `GROUP` images
+    at a time, the variants in turn (``kernel/group``: `process_payloads`, the lanes' job)."""
+    n, t0 = len(src), time.thread_time()
+    out, kept = torch.empty((GROUP, 3, 224, 224), dtype=torch.uint8), torch.empty((224, 224, 3), dtype=torch.uint8)
+    tot = dict.fromkeys(STAGE_COLS, 0.0)
+    keyed = sample_generators(0, rnd, np.arange(n))
     tot["params/batch"] = time.thread_time() - t0
-    for i in range(len(src)):
+    for g0 in range(0, n, GROUP):
+        group = range(g0, min(n, g0 + GROUP))
         t0 = time.thread_time()
-        data, ref, gen = src.read(src.ref(i))[0], SampleRef(i, "x.jpg", 0), lambda i=i: keyed.generator(i)
+        datas = [src.read(src.ref(i))[0] for i in group]
         tot["read"] += time.thread_time() - t0
+        refs = [SampleRef(i, "x.jpg", 0) for i in group]
+        gens = [lambda i=i: keyed.generator(i) for i in group]
         jobs = {
-            "stages": lambda: stage_times(data, i, rnd, keyed, out),
-            "kernel/sample": lambda: process_payload(ref, data, STAGE_REC, 0, rnd, out),
-            "kernel/batch": lambda: process_payload(ref, data, STAGE_REC, 0, rnd, out, gen),
-            "alone": lambda: decode_image(data),
+            "stages": lambda: [
+                stage_times(d, i, rnd, keyed, out[j], kept) for j, (i, d) in enumerate(zip(group, datas))
+            ],
+            "kernel/sample": lambda: [
+                process_payload(r, d, STAGE_REC, 0, rnd, out[j]) for j, (r, d) in enumerate(zip(refs, datas))
+            ],
+            "kernel/batch": lambda: [
+                process_payload(r, d, STAGE_REC, 0, rnd, out[j], gens[j]) for j, (r, d) in enumerate(zip(refs, datas))
+            ],
+            "kernel/group": lambda: process_payloads(
+                refs, datas, STAGE_REC, 0, rnd, out, lambda j: keyed.generator(g0 + j)
+            ),
+            "alone": lambda: [decode_image(d).shape for d in datas],  # each freed before the next
         }
-        for name in [*jobs][(i + rnd) % 4 :] + [*jobs][: (i + rnd) % 4]:
+        first = (g0 // GROUP + rnd) % len(jobs)
+        for name in [*jobs][first:] + [*jobs][:first]:
             t0 = time.thread_time()
             got = jobs[name]()
-            for key, dt in zip(STAGES[1:], got) if name == "stages" else [(name, time.thread_time() - t0)]:
-                tot[key] += dt
-    return {key: v / len(src) for key, v in tot.items()}
+            if name == "stages":
+                for key, dt in zip(STAGES[1:], np.sum(got, axis=0)):
+                    tot[key] += dt
+            else:
+                tot[name] += time.thread_time() - t0
+    return {key: v / n for key, v in tot.items()}
 
 
 #: The stage suite's rows beside DALI's: (row, hybridload's stages summed, DALI's stage).
@@ -389,7 +411,7 @@ BESIDE_DALI = (
     ("decode (header, parameters, window, crop)", ("header", "params/batch", "decode", "crop"), "decode"),
     ("resize", ("resize",), "resize"),
     ("flip+layout", ("flip+layout",), "flip+layout"),
-    ("whole (read + kernel/batch)", ("read", "kernel/batch"), "total"),
+    ("whole (read + kernel/group)", ("read", "kernel/group"), "total"),
 )
 
 
@@ -419,8 +441,8 @@ def suite_stages(args) -> int:
                 pipes.close()
         per, per_dali = per[args.warmup_rounds :], per_dali[args.warmup_rounds :]
         med = {k: float(np.median([r[k] for r in per])) * 1e3 for k in STAGE_COLS}
-        a, s, b = med["alone"], med["kernel/sample"], med["kernel/batch"]
-        rows.append([label, *(f"{med[k]:.3f}" for k in STAGE_COLS), f"{a / s:.2f}x", f"{a / b:.2f}x", f"{s / b:.3f}x"])
+        a, s, g = med["alone"], med["kernel/sample"], med["kernel/group"]
+        rows.append([label, *(f"{med[k]:.3f}" for k in STAGE_COLS), f"{a / s:.2f}x", f"{a / g:.2f}x", f"{s / g:.3f}x"])
         if per_dali:
             dmed = {k: float(np.median([r[k] for r in per_dali])) * 1e3 for k in (*DALI_STAGES, "total")}
             for name, ours, theirs in BESIDE_DALI:
@@ -431,7 +453,7 @@ def suite_stages(args) -> int:
         "RandomResizedCrop(224) + flip, 1 thread, thread CPU ms per image (median of rounds); "
         "the ratios are speed (alone's time / the kernel's)\n",
         h.environment_line(h.environment(dali=dali)),
-        *h.markdown_table(["set", *STAGE_COLS, "sample / alone", "batch / alone", "batch / sample"], rows),
+        *h.markdown_table(["set", *STAGE_COLS, "sample / alone", "group / alone", "group / sample"], rows),
         "",
     ]
     if beside:

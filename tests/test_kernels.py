@@ -158,3 +158,49 @@ def test_process_batch_writes_into_a_given_buffer_the_same_images_it_would_alloc
     assert got.images.data_ptr() == into.data_ptr() and torch.equal(into, fresh.images)
     with pytest.raises(ValueError, match=r"out must be a uint8 tensor of shape \(4, 3, 32, 32\)"):
         process_batch(src, rec, np.arange(4), seed=3, epoch=1, out=into)
+
+
+def test_process_batch_takes_a_group_through_each_step_before_the_next(photo_root, monkeypatch):
+    """The batch job plans every sample of a group, then decodes them, then resizes and writes
+    them: one sample at a time the decode evicts the Python and the resize from the caches."""
+    from hybridload.kernels import batch
+
+    steps: list[str] = []
+    params, window, ops = R.Recipe.sample_params, batch.window_decode, batch.apply_ops
+    monkeypatch.setattr(R.Recipe, "sample_params", lambda *a, **k: steps.append("params") or params(*a, **k))
+    monkeypatch.setattr(batch, "window_decode", lambda *a, **k: steps.append("decode") or window(*a, **k))
+    monkeypatch.setattr(batch, "apply_ops", lambda *a, **k: steps.append("geometry") or ops(*a, **k))
+    process_batch(sources.ImageFolder(photo_root), R.imagenet_train(32), np.arange(6), seed=3, epoch=1)
+    assert steps == ["params"] * 6 + ["decode"] * 6 + ["geometry"] * 6
+
+
+@pytest.mark.parametrize(
+    "stages",
+    [
+        [R.Decode(), R.RandomResizedCrop(24), R.HorizontalFlip(0.5)],
+        [R.Decode(), R.RandomResizedCrop(24), R.HorizontalFlip(0.5), R.ToTensor(layout="HWC")],
+        [R.Decode(), R.RandomResizedCrop(24), R.HorizontalFlip(1.0), R.ColorJitter(brightness=0.4)],
+        [R.Decode(crop_window=False), R.Resize(28), R.CenterCrop(24), R.HorizontalFlip(1.0)],
+    ],
+    ids=["flip-last", "hwc", "colour-after-flip", "full-decode-eval"],
+)
+def test_process_batch_gives_each_sample_the_pixels_and_error_it_gives_alone(
+    bad_files, photo_root, monkeypatch, stages
+):
+    """In groups, with the decoded pixels finished every few samples (HELD_BYTES), each image
+    is the one `process_sample` gives alone, a bad sample skipped or raised in sample order."""
+    from hybridload.kernels import batch
+
+    monkeypatch.setattr(batch, "GROUP", 4)
+    monkeypatch.setattr(batch, "HELD_BYTES", 1)  # each decode finished at once: the flush path
+    photos = sources.ImageFolder(photo_root).paths[:7]
+    paths = [*photos[:2], bad_files["truncated"], *photos[2:5], bad_files["text"], *photos[5:]]
+    src, rec = sources.FileList(paths, list(range(len(paths)))), R.Recipe(stages)
+    res = process_batch(src, rec, np.arange(len(paths)), seed=5, epoch=2, on_error="skip")
+    assert [s[0] for s in res.skipped] == [2, 6] and res.labels.tolist() == list(range(len(paths)))
+    for i in range(len(paths)):
+        want = torch.zeros_like(res.images[i]) if i in (2, 6) else process_sample(src, rec, i, 5, 2)[0]
+        assert torch.equal(res.images[i], want), i
+    with pytest.raises(SampleError) as info:
+        process_batch(src, rec, np.arange(len(paths)), seed=5, epoch=2)
+    assert info.value.index == 2

@@ -42,6 +42,7 @@ PRIVATE_APIS = (
     PrivateApi("torch.utils.data._utils.fetch", "_IterableDatasetFetcher", "an IterableDataset's batches"),
     PrivateApi("torch.utils.data._utils.pin_memory", "pin_memory", "the drop-in's pin_memory=True"),
     PrivateApi("torch.autograd.profiler", "_is_profiler_enabled", "record_function ranges only while torch profiles"),
+    PrivateApi("torch._C._nn", "_upsample_bilinear2d_aa", "the CPU kernels' resize into a kept buffer"),
 )
 
 #: The logger of Ray's token set-up (its banner is noise for a loopback cluster this process owns).
@@ -166,6 +167,14 @@ def torch_iterable_fetcher(dataset: Any, auto_collation: bool, collate_fn: Any, 
     return fetch._IterableDatasetFetcher(dataset, auto_collation, collate_fn, drop_last)
 
 
+def torch_resize_aa() -> Any:
+    """``F.interpolate(mode="bilinear", antialias=True)``'s own kernel, which takes ``out=``
+    (the call: ``(nchw, (h, w), align_corners, None, None, out=...)``)."""
+    import torch
+
+    return torch._C._nn._upsample_bilinear2d_aa
+
+
 def torch_pin_memory(data: Any, device: Any) -> Any:
     """torch DataLoader's ``pin_memory`` of a batch (tensors in any nesting)."""
     from torch.utils.data._utils.pin_memory import pin_memory
@@ -193,6 +202,7 @@ __all__ = [
     "torch_worker_numpy_seed",
     "torch_iterable_fetcher",
     "torch_pin_memory",
+    "torch_resize_aa",
 ]
 
 

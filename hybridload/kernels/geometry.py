@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from hybridload.compat import torch_resize_aa
 from hybridload.recipe.custom import CustomOp, SampleOp, apply_custom
 from hybridload.recipe.ops import Crop, Flip, Op, Resize
 
@@ -43,6 +44,28 @@ def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
     nchw = img.unsqueeze(0).permute(0, 3, 1, 2)  # a channels-last view, no copy
     out = F.interpolate(nchw, size=(h, w), mode="bilinear", antialias=True, align_corners=False)
     return out[0].permute(1, 2, 0)
+
+
+def resize_into(img: torch.Tensor, op: Resize, out: torch.Tensor) -> torch.Tensor:
+    """`resize` written into ``out``, an HWC uint8 tensor of the op's size (the same pixels:
+    the same kernel, without its output's allocation each call). Returns ``out``, or ``img``
+    where it already has the size."""
+    if img.shape[0] == op.h and img.shape[1] == op.w:
+        return img
+    _resize_aa()(
+        img.unsqueeze(0).permute(0, 3, 1, 2), (op.h, op.w), False, None, None, out=out.unsqueeze(0).permute(0, 3, 1, 2)
+    )
+    return out
+
+
+def _resize_aa() -> Callable[..., torch.Tensor]:
+    global _RESIZE_AA
+    if _RESIZE_AA is None:
+        _RESIZE_AA = torch_resize_aa()
+    return _RESIZE_AA
+
+
+_RESIZE_AA: Callable[..., torch.Tensor] | None = None
 
 
 def flip(img: torch.Tensor, op: Flip) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """A CPU lane's batch job, the same in threads, worker processes, Ray actors and the planner's rate
-probe, so the probe times exactly what the lanes run."""
+probe, so the probe times exactly what the lanes run (`hybridload.kernels.batch.process_payloads`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import torch
 
 from hybridload.batch_result import BatchResult
 from hybridload.errors import SampleError, StorageError
-from hybridload.kernels.batch import process_payload, start_reads
+from hybridload.keyed import KeyedGenerators
+from hybridload.kernels.batch import GROUP, process_payloads, start_reads
 from hybridload.recipe import Recipe
 from hybridload.recipe.core import sample_generators
 from hybridload.sources import Source
@@ -60,29 +61,57 @@ def process_batch(
     keyed = sample_generators(seed, epoch, [r.index for r in refs])  # keyed at once, as each sample is
     read_s = time.perf_counter() - t0  # the reads' start, then each wait for a sample's bytes
     try:
-        for k, ref in enumerate(refs):
-            r0 = time.perf_counter()
-            got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
-            read_s += time.perf_counter() - r0
-            if got is _END:
-                break
-            try:
+        g0, ended = 0, False
+        while g0 < len(refs) and not ended:  # a group's reads, then its samples step by step
+            outcomes: list[Any] = []
+            while g0 + len(outcomes) < len(refs) and len(outcomes) < GROUP:
+                r0 = time.perf_counter()
+                got: Any = next(reads, _END)  # an outcome: (payload, label) or the SampleError
+                read_s += time.perf_counter() - r0
+                if got is _END:
+                    ended = True
+                    break
+                outcomes.append(got)
                 if isinstance(got, SampleError):
-                    raise got
-                payload, labels[k] = got
-                process_payload(ref, payload, recipe, seed, epoch, buf[k], functools.partial(keyed.generator, k))
-            except SampleError as exc:
-                if on_error != "skip" or isinstance(exc, StorageError):  # an outage is not bad data
-                    raise
+                    if on_error != "skip" or isinstance(got, StorageError):
+                        break  # raised once the samples before it are done: no read past it
+                elif not isinstance(got[0], (bytes, bytearray, memoryview)):
+                    break  # decoded already: nothing to group for, and held together they cost pages
+            payloads = [None if isinstance(got, SampleError) else got[0] for got in outcomes]
+            for j, got in enumerate(outcomes):
+                if not isinstance(got, SampleError):
+                    labels[g0 + j] = got[1]
+            errors = process_payloads(
+                refs[g0 : g0 + len(outcomes)],
+                payloads,
+                recipe,
+                seed,
+                epoch,
+                buf[g0:],
+                functools.partial(_nth_generator, keyed, g0),
+            )
+            for j, got in enumerate(outcomes):  # each sample's error in order, as one at a time
+                exc = got if isinstance(got, SampleError) else errors[j]
+                if exc is None:
+                    continue
+                if not isinstance(exc, SampleError) or on_error != "skip" or isinstance(exc, StorageError):
+                    raise exc  # an outage is not bad data
+                k = g0 + j
                 buf[k].zero_()
-                labels[k] = _label_without_read(source, ref.index)
+                if isinstance(got, SampleError):  # a sample whose bytes were read keeps their label
+                    labels[k] = _label_without_read(source, refs[k].index)
                 skipped.append((exc.index, exc.path, exc.stage, exc.reason))
                 log.warning("substituted a zero image for %s", exc)
+            g0 += len(outcomes)
     finally:
         reads.close()
     seconds, worker = time.perf_counter() - t0, f"{threading.current_thread().name} (pid {os.getpid()})"
     node, read_seconds = socket.gethostname(), min(read_s, seconds)
     return BatchResult(buf, labels, idx, skipped, seconds, lane, worker, node, read_seconds)
+
+
+def _nth_generator(keyed: KeyedGenerators, start: int, j: int) -> np.random.Generator:
+    return keyed.generator(start + j)
 
 
 def _label_without_read(source: Source, index: int) -> int:
