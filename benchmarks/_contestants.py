@@ -17,8 +17,8 @@ import torch
 import torch.utils.data as tud
 
 from _harness import Contestant
-from hybridload import HybridLoader, LoaderPolicy, kernels
-from hybridload.lanes.cpu_job import process_batch
+from hybridload import HybridLoader, LoaderPolicy, _kernels as kernels
+from hybridload.lanes._cpu_job import process_batch
 from hybridload.sampling import sharding
 
 
@@ -189,7 +189,7 @@ class DaliFiles(Contestant):
 
 
 class KernelDataset(tud.Dataset):
-    """A map-style dataset whose item (epoch, i) is ``kernels.process_sample`` of sample i (seed 0)."""
+    """A map-style dataset whose item (epoch, i) is ``_kernels.process_sample`` of sample i (seed 0)."""
 
     def __init__(self, source, rec):
         self.source, self.rec = source, rec
@@ -248,7 +248,7 @@ class SampledLoader(Batches):
 def ray_data_decode(batch: dict, *, rec, index_of: dict, seed: int, epoch: int) -> dict:
     """map_batches fn: decode + augment each row's bytes with hybridload's kernels. (It must not
     name the ``torch`` global: cloudpickle would take ``params.ops`` for ``torch.ops``.)"""
-    from hybridload.kernels import apply_ops, decode_image
+    from hybridload._kernels import apply_ops, decode_image
 
     one_torch_thread()
     h, w = rec.out_hw

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hybridload.cli.tables import format_table
-from hybridload.policy import usable_cpus
+from hybridload.cli._tables import format_table
+from hybridload._policy import usable_cpus
 
 LOG = logging.getLogger("benchmarks")
 OTHER_LOAD_WARN = 0.2  # cores used by other processes during a timed run

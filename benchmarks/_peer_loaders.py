@@ -19,7 +19,7 @@ import torch.utils.data as tud
 from PIL import Image
 
 from _contestants import Batches, SampledLoader, epoch_keys, torch_loader
-from hybridload.recipe.ops import Flip
+from hybridload.recipe._ops import Flip
 
 logging.getLogger("spdl").setLevel(logging.WARNING)  # its per-stage INFO reports would fill the run's log
 

@@ -4,7 +4,7 @@ Every contestant processes the same decoded, centre-cropped HWC uint8 images wit
 values drawn once (the same for both sides); DALI runs ``device_id=None``, one thread,
 fed through external_source (the copy in is part of its cost, as in the GPU lane). Each
 side runs once in ``setup`` (untimed), so a run without warm-up rounds times warm code.
-Kernels: ``kernels/photometric.py`` (per image) and ``kernels/erase.py`` (per batch, on the
+Kernels: ``_kernels/photometric.py`` (per image) and ``_kernels/erase.py`` (per batch, on the
 normalized float batch). DALI: fn.brightness, fn.contrast, fn.saturation, fn.hue,
 fn.color_twist (all four), fn.color_space_conversion (GRAY, then 3 channels as the kernel's),
 fn.gaussian_blur, fn.erase; see :data:`NOTE` for where DALI's operator does another job.
@@ -16,10 +16,10 @@ import numpy as np
 import torch
 
 import _harness as h
-from hybridload.recipe import ops as O
+from hybridload.recipe import _ops as O
 from hybridload import recipe
-from hybridload.kernels import photometric as P
-from hybridload.kernels.erase import erase_batch
+from hybridload._kernels import photometric as P
+from hybridload._kernels.erase import erase_batch
 
 BLUR_K = 23
 #: The per-image values each DALI graph takes (DALI drops the unused inputs).

@@ -29,14 +29,14 @@ import numpy as np
 import _harness as h
 from _data import DEFAULT_PHOTO_ROOT, embedded_ray, parser, photo_source
 
-from hybridload.execution.retry import StragglerRule
-from hybridload.execution.stream import BatchStream
+from hybridload.execution._retry import StragglerRule
+from hybridload.execution._stream import BatchStream
 
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.tasks import LazyTasks
-from hybridload.lanes.base import BatchTask, LaneKind
-from hybridload.lanes.ray.members import Members
-from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._tasks import LazyTasks
+from hybridload.lanes._base import BatchTask, LaneKind
+from hybridload.lanes._ray.members import Members
+from hybridload.lanes._ray.pool_stats import PoolStats
 
 log = logging.getLogger("bench_dispatch_scale")
 

@@ -21,10 +21,10 @@ import numpy as np
 import _harness as h
 from _data import parser, photo_source
 from hybridload import recipe
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.feed import join_batch, read_batch
-from hybridload.lanes.gpu.prep import PrepPool
-from hybridload.policy import usable_cpus
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._gpu.feed import join_batch, read_batch
+from hybridload.lanes._gpu.prep import PrepPool
+from hybridload._policy import usable_cpus
 
 log = logging.getLogger("bench_gpu_host")
 

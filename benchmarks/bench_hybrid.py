@@ -26,8 +26,8 @@ import _harness as h
 from _contestants import KernelBatches, Loader, max_abs_diff
 from _data import parser, photo_source
 from hybridload import LoaderPolicy, recipe
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.dali import DaliLane
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._gpu.dali import DaliLane
 
 log = logging.getLogger("bench_hybrid")
 GOAL_SPLIT = 1.0

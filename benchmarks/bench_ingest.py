@@ -21,11 +21,11 @@ import torch
 
 import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser
-from hybridload.lanes.base import BatchTask
+from hybridload.lanes._base import BatchTask
 from hybridload.raycluster import PlacementRules
-from hybridload.lanes.ray import ActorPool, PoolConfig
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.stream import BatchStream
+from hybridload.lanes._ray import ActorPool, PoolConfig
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._stream import BatchStream
 
 log = logging.getLogger("bench_ingest")
 BATCH = 64

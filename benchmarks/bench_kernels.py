@@ -22,9 +22,9 @@ Goal: ``dct`` >= 2x ``full`` on large photos; no loss on the photo set.
 ``--suite crop``: decoding only the crop (issue 37), per image, one thread, from the bytes in
 memory: ``alone`` (the full decode, no crop: the roofline), ``full`` (full decode, crop,
 antialiased resize, flip), ``full+dct``, ``turbo`` (TurboJPEG 3's cropping region,
-``kernels/turbo.py``), ``turbo+dct`` (the region at the DCT scale ``plan_scaled_decode``
+``_kernels/turbo.py``), ``turbo+dct`` (the region at the DCT scale ``plan_scaled_decode``
 picks), ``nvimgcodec`` (nvImageCodec's CPU-only backend, no DCT scale), each through
-``kernels.crop_window.window_decode``'s mapping (the recipe's keyed boxes, ``--draws`` per
+``_kernels.crop_window.window_decode``'s mapping (the recipe's keyed boxes, ``--draws`` per
 image), on the photo set and ``--large`` 12 MP photos, baseline and progressive.
 
 ``--suite stages``: the kernel stage by stage beyond the decode (thread CPU ms per image, one
@@ -65,15 +65,15 @@ from _contestants import DaliFiles, KernelBatches
 from _dali_stages import DALI_STAGES, DaliStages
 from _photo_contestants import GOALS as PHOTO_GOALS, NOTE as PHOTO_NOTE, RATIOS as PHOTO_RATIOS, photo_contestants
 from _data import parser, photo_source
-from hybridload import kernels, recipe, sources
-from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.batch import GROUP, process_payload, process_payloads
-from hybridload.kernels.decode import decode_image, jpeg_size
-from hybridload.kernels.dct_scale import plan_scaled_decode, scaled_ops
-from hybridload.kernels.geometry import apply_ops, crop, resize_into
-from hybridload.kernels.jpeg_check import check_jpeg
-from hybridload.recipe.core import sample_generators
-from hybridload.recipe.ops import Crop, Flip, Resize
+from hybridload import _kernels as kernels, recipe, sources
+from hybridload._kernels import crop_window, turbo
+from hybridload._kernels.batch import GROUP, process_payload, process_payloads
+from hybridload._kernels.decode import decode_image, jpeg_size
+from hybridload._kernels.dct_scale import plan_scaled_decode, scaled_ops
+from hybridload._kernels.geometry import apply_ops, crop, resize_into
+from hybridload._kernels.jpeg_check import check_jpeg
+from hybridload.recipe._core import sample_generators
+from hybridload.recipe._ops import Crop, Flip, Resize
 from hybridload.sources import SampleRef
 
 log = logging.getLogger("bench_kernels")

@@ -36,8 +36,8 @@ def tracer_us_per_batch(path: str, batches: int = 5000) -> float:
     spans, lane and merger tracks, the stall and two delivery spans), the file's write included."""
     import time
 
-    from hybridload.batch_result import BatchResult
-    from hybridload.execution.trace import Tracer
+    from hybridload._batch_result import BatchResult
+    from hybridload.execution._trace import Tracer
 
     tracer = Tracer(path)
     result = BatchResult(None, None, None, seconds=0.01, worker="w", read_seconds=0.002)  # type: ignore[arg-type]

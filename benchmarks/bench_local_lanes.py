@@ -38,7 +38,7 @@ from _contestants import Loader
 from _peer_loaders import torch_pil
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe
-from hybridload.lanes.local import inprocess
+from hybridload.lanes._local import inprocess
 
 
 PIPELINES = {"uint8": False, "normalized": True}  # whether the batches are normalized

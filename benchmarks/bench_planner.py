@@ -29,7 +29,7 @@ import torch
 import _harness as h
 from _data import parser, photo_source
 from hybridload import recipe
-from hybridload.cli.profile import measure_loader, run_profile
+from hybridload.cli._profile import measure_loader, run_profile
 
 log = logging.getLogger("bench_planner")
 GOAL_PROFILE_S = 60.0

@@ -78,7 +78,7 @@ def shard_path(root: Path, s: int) -> Path:
 
 def make_links(root: Path, shards: int, real: int) -> None:
     """Shard files 0 .. shards-1 as hard links to the real shards, each with its sidecar."""
-    from hybridload.sources.tar.tar_index import SIDECAR_SUFFIX, index_shard, write_sidecar
+    from hybridload.sources._tar.tar_index import SIDECAR_SUFFIX, index_shard, write_sidecar
 
     for r in range(real):
         src = str(root / "real" / f"real-{r}.tar")

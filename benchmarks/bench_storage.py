@@ -38,7 +38,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 import _harness as h
 from _data import parser, photo_source
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.policy import usable_cpus
+from hybridload._policy import usable_cpus
 
 log = logging.getLogger("bench_storage")
 GOALS = {"folder, concurrent reads / no latency": 0.8, "tar, shard streaming / tar, sequential reads": 3.0}

@@ -25,25 +25,25 @@ except PackageNotFoundError:  # pragma: no cover - a source tree that was never 
 
 #: public name -> (module, attribute; None: the module itself)
 _LAZY = {
-    "HybridLoader": ("hybridload.loader", "HybridLoader"),
-    "DataLoader": ("hybridload.dataloader", "DataLoader"),
-    "LoaderPolicy": ("hybridload.policy", "LoaderPolicy"),
+    "HybridLoader": ("hybridload._loader", "HybridLoader"),
+    "DataLoader": ("hybridload._dataloader", "DataLoader"),
+    "LoaderPolicy": ("hybridload._policy", "LoaderPolicy"),
     "Plan": ("hybridload.planner", "Plan"),
     "PlanFormatError": ("hybridload.planner", "PlanFormatError"),
     "recipe": ("hybridload.recipe", None),
     "sources": ("hybridload.sources", None),
     "sharding": ("hybridload.sampling.sharding", None),
-    "StatsWriter": ("hybridload.execution.scalars", "StatsWriter"),
-    "loader_scalars": ("hybridload.execution.scalars", "loader_scalars"),
+    "StatsWriter": ("hybridload.execution._scalars", "StatsWriter"),
+    "loader_scalars": ("hybridload.execution._scalars", "loader_scalars"),
 }
 
 if TYPE_CHECKING:  # what type checkers and the API reference see
     from hybridload import recipe, sources
-    from hybridload.dataloader import DataLoader
-    from hybridload.execution.scalars import StatsWriter, loader_scalars
-    from hybridload.loader import HybridLoader
+    from hybridload._dataloader import DataLoader
+    from hybridload.execution._scalars import StatsWriter, loader_scalars
+    from hybridload._loader import HybridLoader
     from hybridload.planner import Plan, PlanFormatError
-    from hybridload.policy import LoaderPolicy
+    from hybridload._policy import LoaderPolicy
     from hybridload.sampling import sharding
 
 

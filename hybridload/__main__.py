@@ -2,6 +2,6 @@
 
 import sys
 
-from hybridload.cli.commands import main
+from hybridload.cli._commands import main
 
 sys.exit(main())

@@ -13,9 +13,9 @@ import numpy as np
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import WorkerLost
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.ray.members import State
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._ray.members import State
+from hybridload.lanes._ray.worker import PoolWorker
 
 from support.actor_kills import SlowStart, kill_first_actor
 
@@ -125,7 +125,7 @@ def test_a_first_actor_killed_while_the_pool_waits_for_its_first_wave_is_started
     36-59 s on the loaded box): its replacement is asked for before the builder returns."""
     import ray
 
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     class Pool(ActorPool):
@@ -184,7 +184,7 @@ SLOW_START_S = 3.0  # each start, beyond the pool's ready_timeout_s
 
 
 def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restarting_forever(ray_cluster):
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     # every start takes longer than ready_timeout_s (a loaded machine): stopped once or twice, each
@@ -208,7 +208,7 @@ def test_starts_slower_than_the_ready_timeout_get_their_actor_instead_of_restart
 def test_an_idle_actor_killed_is_replaced_before_any_task_is_sent_to_it(ray_cluster):
     import ray
 
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
@@ -238,7 +238,7 @@ def _answering(monkeypatch, answer):
     """Stand the pool's probe in with one that answers ``answer(handle)`` (None: ask the actor,
     as the real probe does): Ray reports an actor it cannot reach for a moment only on a broken
     connection or a restart, which cannot be made on demand here. The answers are counted."""
-    import hybridload.lanes.ray.actor_pool as actor_pool
+    import hybridload.lanes._ray.actor_pool as actor_pool
 
     real, answers = actor_pool.probe, []
 
@@ -255,7 +255,7 @@ def _answering(monkeypatch, answer):
 
 
 def _quick_pool():
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     config = PoolConfig(
@@ -353,7 +353,7 @@ def test_an_actor_a_probe_finds_dead_is_killed_by_handle_not_left_holding_its_cp
 def test_only_a_death_counts_as_one_not_an_actor_ray_cannot_reach_for_a_moment():
     import ray
 
-    from hybridload.lanes.ray.deaths import actor_died, actor_unavailable
+    from hybridload.lanes._ray.deaths import actor_died, actor_unavailable
 
     blip = ray.exceptions.ActorUnavailableError("connection reset", None)
     assert isinstance(blip, ray.exceptions.RayActorError)  # why a plain isinstance check was wrong
@@ -399,7 +399,7 @@ def test_each_sigkilled_busy_actor_is_replaced_at_once_and_the_pool_is_back_at_i
     start it) and is back at its target, every actor ready, within `KILL_BACK_S`."""
     import ray
 
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     class Pool(ActorPool):

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from hybridload.execution.admission import ShareAdmission
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.retry import RetryRules, StragglerRule
-from hybridload.execution.stream import BatchStream
-from hybridload.lanes.base import LaneKind
+from hybridload.execution._admission import ShareAdmission
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._retry import RetryRules, StragglerRule
+from hybridload.execution._stream import BatchStream
+from hybridload.lanes._base import LaneKind
 
 GPU, CPU = LaneKind.GPU, LaneKind.CPU_LOCAL
 

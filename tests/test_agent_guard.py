@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from hybridload.raycluster.agent_guard import guard, is_agent, start_time
+from hybridload.raycluster._agent_guard import guard, is_agent, start_time
 
 #: a stand-in raylet: two children titled as Ray's agents, one that is not, then it dies on a line
 #: of stdin (the children orphaned, as a SIGKILLed trainer's raylet leaves them)

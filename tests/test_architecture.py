@@ -64,21 +64,26 @@ def imports(mod: str, path: Path, known: dict[str, Path]) -> set[str]:
 # those acyclic) and on lower floors, never one above. A unit is a package (its subpackages included) or a top-level module.
 FLOORS = (
     ("hybridload", "hybridload.__main__", "hybridload.cli"),  # the faces: API, CLI
-    ("hybridload.loader", "hybridload.dataloader", "hybridload.policy", "hybridload.loader_checks"),  # what users build
+    (
+        "hybridload._loader",
+        "hybridload._dataloader",
+        "hybridload._policy",
+        "hybridload._loader_checks",
+    ),  # what users build
     ("hybridload.planner",),  # decides the split
     ("hybridload.execution",),  # one pass: dispatch, merge
     ("hybridload.lanes",),  # the engines' drivers
     ("hybridload.delivery", "hybridload.raycluster"),  # device moves; Ray nodes
-    ("hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"),  # CPU, DALI and torch engines
+    ("hybridload._kernels", "hybridload._pipelines", "hybridload._torchops"),  # CPU, DALI and torch engines
     ("hybridload.recipe", "hybridload.sources"),  # what to do, to what
     ("hybridload.sampling",),  # which indices, in order
     (
         "hybridload.errors",
-        "hybridload.extras",
-        "hybridload.compat",
-        "hybridload.batch_result",
-        "hybridload.environment",
-        "hybridload.keyed",
+        "hybridload._extras",
+        "hybridload._compat",
+        "hybridload._batch_result",
+        "hybridload._environment",
+        "hybridload._keyed",
     ),  # shared by every floor
 )
 MAX_TOP_MODULES = 8
@@ -160,14 +165,18 @@ def test_no_module_over_the_line_ceiling(mod):
 
 
 def test_nothing_imports_another_modules_private_names():
+    known = modules()
     offenders = []
-    for mod, path in modules().items():
+    for mod, path in known.items():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
+                target = _resolve(mod, path, node)
                 offenders += [
                     f"{mod}: from {node.module} import {a.name}"
                     for a in node.names
-                    if a.name.startswith("_") and not a.name.startswith("__")
+                    if a.name.startswith("_")
+                    and not a.name.startswith("__")
+                    and f"{target}.{a.name}" not in known  # an internal module is no private name
                 ]
     assert not offenders, offenders
 
@@ -181,7 +190,7 @@ LANE_NAME_BRANCH = re.compile(
 def test_no_branching_on_a_lane_name_outside_lanes():
     offenders = []
     for mod, path in modules().items():
-        if ".lanes" in mod or mod == "hybridload.policy.decode":  # the decoding reads mode="gpu", a policy word
+        if ".lanes" in mod or mod == "hybridload._policy.decode":  # the decoding reads mode="gpu", a policy word
             continue
         for k, line in enumerate(path.read_text().splitlines(), 1):
             if LANE_NAME_BRANCH.search(line):
@@ -198,7 +207,7 @@ def test_only_the_ray_adapter_and_the_ray_lane_ask_the_cluster():
     plan fitted here and the drop-in's passes decide on the adapter's answers, not Ray's calls."""
     offenders = []
     for mod, path in modules().items():
-        if mod.startswith(("hybridload.raycluster", "hybridload.lanes.ray")):
+        if mod.startswith(("hybridload.raycluster", "hybridload.lanes._ray")):
             continue
         for k, line in enumerate(path.read_text().splitlines(), 1):
             if ASKS_THE_CLUSTER.search(line):
@@ -215,14 +224,14 @@ def _all_of(path: Path) -> set[str] | None:
 
 
 def test_the_drop_in_reaches_the_core_only_through_its_public_faces():
-    """hybridload.dataloader (the torch drop-in) imports from the rest of the package only a
+    """hybridload._dataloader (the torch drop-in) imports from the rest of the package only a
     package's face (its ``__init__``, names in its ``__all__``) or a shared top-level module
     (``errors``, ``extras``): never a module inside another package, as SPDL's adapter uses only
     ``spdl.pipeline``'s public names."""
     known = modules()
     offenders = []
     for mod, path in known.items():
-        if not mod.startswith("hybridload.dataloader"):
+        if not mod.startswith("hybridload._dataloader"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
@@ -232,11 +241,11 @@ def test_the_drop_in_reaches_the_core_only_through_its_public_faces():
             else:
                 continue
             for name in [target] if target is not None else names:
-                if not name.startswith("hybridload") or name.startswith("hybridload.dataloader"):
+                if not name.startswith("hybridload") or name.startswith("hybridload._dataloader"):
                     continue
                 face = known.get(name)
                 if face is None or not (
-                    face.name == "__init__.py" or name in ("hybridload.errors", "hybridload.extras")
+                    face.name == "__init__.py" or name in ("hybridload.errors", "hybridload._extras")
                 ):
                     offenders.append(f"{mod} imports {name}, not a package's face")
                     continue

@@ -10,7 +10,7 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.lanes.gpu import torch_decoders
+from hybridload.lanes._gpu import torch_decoders
 from support.damaged import KINDS, damaged_jpegs
 
 REC = recipe.imagenet_train(32)

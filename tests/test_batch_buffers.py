@@ -1,11 +1,11 @@
-"""The lanes' kept batch buffers (`hybridload.lanes.batch_buffers`): a buffer is
+"""The lanes' kept batch buffers (`hybridload.lanes._batch_buffers`): a buffer is
 written again only once nothing can read the batch it was lent to (issue 37)."""
 
 import numpy as np
 import pytest
 import torch
 
-from hybridload.lanes.batch_buffers import BatchBuffers
+from hybridload.lanes._batch_buffers import BatchBuffers
 
 SHAPE = (4, 3, 8, 8)
 
@@ -73,8 +73,8 @@ def test_a_bad_keep_is_refused_naming_it(keep):
 
 
 def test_a_lane_keeps_a_buffer_for_each_batch_the_default_window_lets_it_have_out():
-    from hybridload.execution.stream import default_window
-    from hybridload.lanes.batch_buffers import keep_for
+    from hybridload.execution._stream import default_window
+    from hybridload.lanes._batch_buffers import keep_for
 
     class Lane:
         slots = 3

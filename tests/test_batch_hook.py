@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.delivery.batch_hook import batch_generator, batch_seed, check_result
+from hybridload.delivery._batch_hook import batch_generator, batch_seed, check_result
 
 from support.resume_helper import check_resume
 

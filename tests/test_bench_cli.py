@@ -79,8 +79,8 @@ def test_bench_says_no_gpu_lane_once_and_truly_for_this_venv(photo_root, dali, m
     """Two modes that decode to mode='auto' on a CPU machine (single-gpu, auto): one note, not one a
     mode; it offers DALI's CPU-only stand-in only where DALI is installed."""
     from hybridload import recipe, sources
-    from hybridload.cli.bench import run_mode
-    from hybridload.lanes import once
+    from hybridload.cli._bench import run_mode
+    from hybridload.lanes import _once as once
 
     monkeypatch.setattr(once, "_said", set())  # as in a fresh process
     if dali == "unimportable":

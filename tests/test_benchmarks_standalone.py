@@ -41,16 +41,16 @@ def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it():
 
 def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_path, monkeypatch):
     """compare_revisions times each revision's own code: the package and its engines
-    (hybridload.kernels) load from the exported tree, and a tree that lacks them is refused by
+    (hybridload._kernels) load from the exported tree, and a tree that lacks them is refused by
     the probe, never served from this checkout."""
     monkeypatch.syspath_prepend(str(REPO / "tools"))
     import compare_revisions as cr
 
     tree = tmp_path / "rev"
     commit = cr.export("HEAD", tree)
-    assert len(commit) == 40 and (tree / "hybridload" / "kernels" / "__init__.py").is_file()
+    assert len(commit) == 40 and (tree / "hybridload" / "_kernels" / "__init__.py").is_file()
     cr.check_imports_from(tree)
-    shutil.rmtree(tree / "hybridload" / "kernels")
+    shutil.rmtree(tree / "hybridload" / "_kernels")
     with pytest.raises(RuntimeError, match="does not import its own package"):
         cr.check_imports_from(tree)
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 import hybridload
-from hybridload.cli.commands import build_parser, configure_logging, main
-from hybridload.policy import LoaderPolicy
+from hybridload.cli._commands import build_parser, configure_logging, main
+from hybridload._policy import LoaderPolicy
 from support.cli_run import run_main
 
 
@@ -200,19 +200,19 @@ def restore_logging():
 
 def test_verbose_turns_on_debug_for_hybridload_loggers_only(restore_logging):
     configure_logging(verbose=True)
-    assert logging.getLogger("hybridload.loader").isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("hybridload._loader").isEnabledFor(logging.DEBUG)
     for other in ("matplotlib", "matplotlib.font_manager", "PIL.PngImagePlugin", "urllib3"):
         assert not logging.getLogger(other).isEnabledFor(logging.DEBUG), other
         assert not logging.getLogger(other).isEnabledFor(logging.INFO), other
     configure_logging(verbose=False)
-    assert logging.getLogger("hybridload.cli.commands").isEnabledFor(logging.INFO)
-    assert not logging.getLogger("hybridload.cli.commands").isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("hybridload.cli._commands").isEnabledFor(logging.INFO)
+    assert not logging.getLogger("hybridload.cli._commands").isEnabledFor(logging.DEBUG)
 
 
 def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, restore_logging):
     from tqdm.contrib.logging import _TqdmLoggingHandler  # what logging_redirect_tqdm installs
 
-    import hybridload.cli.commands as cli
+    import hybridload.cli._commands as cli
 
     seen = {}
 
@@ -228,7 +228,7 @@ def test_log_lines_go_through_tqdm_while_a_command_runs(monkeypatch, capsys, res
 
 def test_a_librarys_warning_becomes_a_log_line_during_a_command(tmp_path):
     code = (
-        "import warnings, hybridload.cli.commands as cli\n"
+        "import warnings, hybridload.cli._commands as cli\n"
         "def fake(args):\n"
         "    warnings.warn('a library warning', RuntimeWarning)  # SOURCE LINE\n"
         "    return 0\n"
@@ -269,7 +269,7 @@ for argv in json.loads(sys.argv[1]):
         status = main(argv)
     except SystemExit as exc:
         status = exc.code
-    heavy = sorted(m for m in ('torch', 'numpy', 'ray', 'hybridload.loader', 'hybridload.policy') if m in sys.modules)
+    heavy = sorted(m for m in ('torch', 'numpy', 'ray', 'hybridload._loader', 'hybridload._policy') if m in sys.modules)
     sys.stderr.write(f'\\nIMPORTED {json.dumps(heavy)} STATUS {status} AFTER {json.dumps(argv)}\\n')
 """
 
@@ -302,13 +302,13 @@ def test_help_needs_no_torch_within_a_generous_time_bound():
 def test_profiles_flag_defaults_are_loader_policys_own():
     from dataclasses import fields
 
-    from hybridload.cli.commands import POLICY_DEFAULTS
+    from hybridload.cli._commands import POLICY_DEFAULTS
 
     assert POLICY_DEFAULTS == {f.name: f.default for f in fields(LoaderPolicy) if f.name in POLICY_DEFAULTS}
 
 
 def test_index_help_names_tarshards_image_extensions():
-    from hybridload.sources.tar.tarshards import IMAGE_EXTS
+    from hybridload.sources._tar.tarshards import IMAGE_EXTS
 
     ix = build_parser()._subparsers._group_actions[0].choices["index"]
     assert f"default: TarShards's, {','.join(IMAGE_EXTS)}" in ix.format_help()
@@ -340,7 +340,7 @@ def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_
     ``add_parser(sub)`` and ``run(args)``, listed in ``COMMANDS``; the parser holds exactly those."""
     import pkgutil
 
-    from hybridload.cli import commands
+    from hybridload.cli import _commands as commands
 
     modules = {m.name for m in pkgutil.iter_modules(commands.__path__)}
     assert modules == {c.__name__.rpartition(".")[2] for c in commands.COMMANDS}, "a command module not in COMMANDS"
@@ -353,8 +353,8 @@ def test_every_command_is_a_module_of_the_commands_package_with_name_add_parser_
 
 
 def test_trace_summary_names_the_stall_fraction_the_slowest_lane_and_what_the_longest_wait_waited_on(tmp_path, capsys):
-    from hybridload.batch_result import BatchResult
-    from hybridload.execution.trace import Tracer
+    from hybridload._batch_result import BatchResult
+    from hybridload.execution._trace import Tracer
 
     tracer = Tracer(tmp_path / "run.json")
     t = time.perf_counter()
@@ -378,8 +378,8 @@ def test_trace_summary_names_the_stall_fraction_the_slowest_lane_and_what_the_lo
 
 
 def test_trace_summary_counts_each_passs_batch_once_with_its_read_and_decode_parts(tmp_path, capsys):
-    from hybridload.batch_result import BatchResult
-    from hybridload.execution.trace import Tracer
+    from hybridload._batch_result import BatchResult
+    from hybridload.execution._trace import Tracer
 
     class Pass:  # stands for a pass's merger: the key the trace numbers passes by
         pass

@@ -1,7 +1,7 @@
 """When the cluster changes under the loader, the logic without Ray: the dispatcher runs a Ray
 lane's batches on its local stand-in while that lane has no worker and moves them back when it
 has; a batch no lane can take ends in a NoLaneError naming why each lane cannot; the pool's
-answer to an empty target (lanes/ray/capacity.py), its node events and its time without actors,
+answer to an empty target (lanes/_ray/capacity.py), its node events and its time without actors,
 driven by recorded node tables (the real cluster runs in test_cluster_changes_ray.py and
 test_multihost.py)."""
 
@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 
 from hybridload import LoaderPolicy
-from hybridload.raycluster.connect import NodeInfo
-from hybridload.raycluster.placement import PlacementRules
+from hybridload.raycluster._connect import NodeInfo
+from hybridload.raycluster._placement import PlacementRules
 from hybridload.errors import NoActorsError, NoLaneError
-from hybridload.execution.retry import RetryRules
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.stream import BatchStream
-from hybridload.lanes.base import BatchTask, Lane, LaneKind
-from hybridload.lanes.ray.capacity import Capacity
-from hybridload.lanes.ray.elastic import Keeper
-from hybridload.lanes.ray.members import Members
-from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.execution._retry import RetryRules
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._stream import BatchStream
+from hybridload.lanes._base import BatchTask, Lane, LaneKind
+from hybridload.lanes._ray.capacity import Capacity
+from hybridload.lanes._ray.elastic import Keeper
+from hybridload.lanes._ray.members import Members
+from hybridload.lanes._ray.pool_stats import PoolStats
 
 #: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
 pytestmark = pytest.mark.starts_nothing
@@ -76,7 +76,7 @@ def test_batches_run_on_the_stand_in_while_the_ray_lane_has_no_worker_and_move_b
 
 
 def test_the_stand_in_takes_the_uncapped_rest_beside_a_capped_gpu_lane_while_the_ray_lane_is_empty():
-    from hybridload.execution.admission import ShareAdmission
+    from hybridload.execution._admission import ShareAdmission
 
     gpu = ThreadLane("gpu", slots=2)
     gpu.kind = LaneKind.GPU
@@ -142,7 +142,7 @@ def capacity(on_no_actors, actor_wait_s=60.0, hold=None):
 
 def test_no_capacity_at_start_under_local_starts_empty_with_one_warning_naming_what_is_missing(caplog):
     cap, _ = capacity("local")
-    with caplog.at_level(logging.WARNING, logger="hybridload.lanes.ray.capacity"):
+    with caplog.at_level(logging.WARNING, logger="hybridload.lanes._ray.capacity"):
         where, _ = cap.first_target(lambda: [TRAINER])
         cap.after_step([], [TRAINER])  # the keeper's next steps: no second warning
     assert where == []

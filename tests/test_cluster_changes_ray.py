@@ -60,7 +60,7 @@ def test_a_rank_without_actors_runs_locally_moves_to_a_node_that_joins_and_back_
         expected = stream(ref, (0, 1))
     got, extra = [], None
     try:
-        with caplog.at_level(logging.WARNING, logger="hybridload.lanes.ray.capacity"):
+        with caplog.at_level(logging.WARNING, logger="hybridload.lanes._ray.capacity"):
             ld = loader(photo_root, window=2)
             it = iter(ld)
         with ld:
@@ -119,7 +119,7 @@ def test_rank_1_of_2_on_a_2_cpu_node_with_one_reserved_runs_locally_instead_of_s
     ) as ref:
         expected = stream(ref)
     policy = LoaderPolicy(ray_address="embedded", placement="local", reserve_local_cpus=1)
-    with caplog.at_level(logging.WARNING, logger="hybridload.lanes.ray.capacity"):
+    with caplog.at_level(logging.WARNING, logger="hybridload.lanes._ray.capacity"):
         with HybridLoader(sources.ImageFolder(photo_root), REC, BS, policy=policy, **kw) as ld:
             got = stream(ld)
             stats = ld.stats()

@@ -1,4 +1,4 @@
-"""hybridload.raycluster.connect: what head_address/ray_address "auto" joins, and one Ray connection
+"""hybridload.raycluster._connect: what head_address/ray_address "auto" joins, and one Ray connection
 per process shared by every loader."""
 
 import json
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from hybridload.raycluster.ray_start import (
+from hybridload.raycluster._ray_start import (
     StartRecord,
     auto_address,
     gcs_started_by_another_process,

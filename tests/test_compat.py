@@ -1,4 +1,4 @@
-"""The private Ray and torch APIs the package leans on live behind `hybridload.compat`: each one
+"""The private Ray and torch APIs the package leans on live behind `hybridload._compat`: each one
 it lists exists in the installed Ray and torch (an upgrade that moves one fails its own case
 here), and no other module of the package reaches into a private Ray or torch name."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridload import compat
+from hybridload import _compat as compat
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = ("hybridload",)
@@ -22,7 +22,7 @@ def test_each_private_api_the_package_uses_exists_in_the_installed_version(api):
     for part in api.attribute.split("."):
         assert hasattr(obj, part), (
             f"{api.module}.{api.attribute} is gone from the installed version "
-            f"(used for: {api.used_for}); mend hybridload/compat"
+            f"(used for: {api.used_for}); mend hybridload/_compat"
         )
         obj = getattr(obj, part)
 
@@ -59,7 +59,7 @@ def private_uses(path: Path, root: Path = REPO) -> list[str]:
 
 
 def test_no_module_outside_compat_uses_a_private_ray_or_torch_name():
-    compat_dir = REPO / "hybridload" / "compat"
+    compat_dir = REPO / "hybridload" / "_compat"
     offenders = [
         use
         for d in PACKAGE_DIRS
@@ -67,7 +67,7 @@ def test_no_module_outside_compat_uses_a_private_ray_or_torch_name():
         if compat_dir not in path.parents
         for use in private_uses(path)
     ]
-    assert not offenders, "private Ray/torch names used outside hybridload/compat:\n" + "\n".join(offenders)
+    assert not offenders, "private Ray/torch names used outside hybridload/_compat:\n" + "\n".join(offenders)
 
 
 def test_the_private_name_scan_sees_imports_and_attribute_reads(tmp_path):

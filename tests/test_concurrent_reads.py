@@ -11,9 +11,9 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.lanes.cpu_job import process_batch
+from hybridload.lanes._cpu_job import process_batch
 from support.slowfs import SlowMemoryFileSystem
-from hybridload.sources.reads import ordered_reads, read_many
+from hybridload.sources._reads import ordered_reads, read_many
 
 from support.streams import stream
 from test_tarshards import folder, shard_dir  # noqa: F401  (fixtures)
@@ -175,8 +175,8 @@ def test_the_in_process_lane_starts_a_queued_batchs_reads_when_it_accepts_the_ba
     finishes a batch does not then wait a round trip for the next one's first sample."""
     import threading
 
-    from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes._base import BatchTask
+    from hybridload.lanes._local.inprocess import InProcessLane
 
     src = sources.ImageFolder(slow_root, storage_options={"latency_s": 0.2})
     lane = InProcessLane(src, REC, threads=1)

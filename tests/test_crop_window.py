@@ -1,4 +1,4 @@
-"""Decoding only the crop (``Decode(crop_window=True)``, the default; kernels/crop_window.py):
+"""Decoding only the crop (``Decode(crop_window=True)``, the default; _kernels/crop_window.py):
 the same pixels as the full decode's crop on every subsampling, baseline and progressive, with
 and without DCT scaling; the CPU lanes identical; bad files named as before; the full decode
 without the turbojpeg wheel; the window really smaller than the image."""
@@ -15,10 +15,10 @@ from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.batch import process_payload
-from hybridload.kernels.decode import decode_image, image_size, jpeg_size
-from hybridload.recipe.ops import Crop, Resize
+from hybridload._kernels import crop_window, turbo
+from hybridload._kernels.batch import process_payload
+from hybridload._kernels.decode import decode_image, image_size, jpeg_size
+from hybridload.recipe._ops import Crop, Resize
 from hybridload.sources import SampleRef
 
 from support.photos import photo_pixels

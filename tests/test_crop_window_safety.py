@@ -16,11 +16,11 @@ import pytest
 from PIL import Image
 
 import support.jpegs as fj
-from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.dct_scale import ScaledDecode
-from hybridload.kernels.decode import decode_image
-from hybridload.kernels.jpeg_markers import jpeg_segments
-from hybridload.recipe.ops import Crop, Resize
+from hybridload._kernels import crop_window, turbo
+from hybridload._kernels.dct_scale import ScaledDecode
+from hybridload._kernels.decode import decode_image
+from hybridload._kernels.jpeg_markers import jpeg_segments
+from hybridload.recipe._ops import Crop, Resize
 
 pytestmark = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
 TESTS = Path(__file__).resolve().parent
@@ -56,7 +56,7 @@ sys.path.insert(0, {str(TESTS)!r})
 import torch
 import support.jpegs as fj
 from hybridload import recipe
-from hybridload.kernels.batch import process_payload
+from hybridload._kernels.batch import process_payload
 from hybridload.sources import SampleRef
 data = fj.tj_compress(fj.pixels(1203, 901, 1), {{"quality": 90, "lossless": 1}})
 def run(i, **dec):
@@ -75,7 +75,7 @@ print("same pixels as the full decode")
 
 
 def test_a_scaled_decode_of_a_lossless_jpeg_is_refused_by_name():
-    from hybridload.kernels.decode import DecodeError, is_lossless, jpeg_size
+    from hybridload._kernels.decode import DecodeError, is_lossless, jpeg_size
 
     lossless = fj.tj_compress(fj.pixels(64, 48, 1), {"quality": 90, "lossless": 1})
     plain = fj.pillow(fj.pixels(64, 48, 1), "444", False, True)
@@ -138,7 +138,7 @@ def _outcome(data: bytes, rec, after: bytes | None = None):
     import torch
 
     from hybridload.errors import SampleError
-    from hybridload.kernels.batch import process_payload
+    from hybridload._kernels.batch import process_payload
     from hybridload.sources import SampleRef
 
     got: list = []

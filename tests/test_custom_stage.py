@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.recipe.custom import CustomOp, custom_generator
+from hybridload.recipe._custom import CustomOp, custom_generator
 from hybridload.errors import SampleError
-from hybridload.kernels import process_sample
-from hybridload.lanes import once
-from hybridload.policy.decode import decode_lanes
+from hybridload._kernels import process_sample
+from hybridload.lanes import _once as once
+from hybridload._policy.decode import decode_lanes
 
 from support.streams import local_lane_streams, stream
 
@@ -201,7 +201,7 @@ def test_no_gpu_engine_builds_for_a_recipe_with_a_custom_stage(photo_root, engin
     import torch
 
     from hybridload.errors import LaneUnavailableError
-    from hybridload.lanes.gpu import build_engine
+    from hybridload.lanes._gpu import build_engine
 
     with pytest.raises(LaneUnavailableError, match="CustomStage"):
         build_engine(

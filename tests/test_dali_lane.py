@@ -6,11 +6,11 @@ import threading
 import pytest
 import torch
 
-from hybridload.lanes import once
+from hybridload.lanes import _once as once
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.lanes.gpu.dali import DaliLane
-from hybridload.pipelines import chain_for
+from hybridload.lanes._gpu.dali import DaliLane
+from hybridload._pipelines import chain_for
 
 REC = recipe.imagenet_train(64)
 BS = 6

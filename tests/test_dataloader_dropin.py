@@ -7,7 +7,7 @@ from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 import hybridload
-from hybridload.dataloader.worker import DatasetWorker, UserFailure
+from hybridload._dataloader.worker import DatasetWorker, UserFailure
 
 SEEN = {}
 

@@ -289,7 +289,7 @@ def test_an_iterable_datasets_actors_that_start_late_raise_a_timeout_in_the_drop
     the start timeout a TimeoutError names the knob, never Ray's raw GetTimeoutError."""
     import ray
 
-    from hybridload.dataloader.pools import hosted_ids
+    from hybridload._dataloader.pools import hosted_ids
 
     @ray.remote(num_cpus=0)
     class Slow:

@@ -115,7 +115,7 @@ def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(
 ):
     """The script's folder of helpers on sys.path (not on the Ray workers' path): torch's workers
     import the module; the drop-in ships it by value instead of losing every actor."""
-    from hybridload.raycluster.shipping import importable_by_workers, worker_search_path
+    from hybridload.raycluster._shipping import importable_by_workers, worker_search_path
 
     (tmp_path / "parity_extra_mod.py").write_text(EXTRA_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -123,7 +123,7 @@ def test_a_dataset_from_a_folder_the_script_put_on_sys_path_reaches_the_actors(
     assert not importable_by_workers("parity_extra_mod", worker_search_path())  # the case, as the workers see it
     assert importable_by_workers("hybridload", worker_search_path())  # the library itself goes by reference
     theirs, mine = both(mod.Scaled(), batch_size=4, num_workers=2, collate_fn=mod.collate)
-    with caplog.at_level(logging.INFO, logger="hybridload.raycluster.shipping"), mine:
+    with caplog.at_level(logging.INFO, logger="hybridload.raycluster._shipping"), mine:
         got = outcomes(mine)
     want = outcomes(theirs)
     same_outcomes(got, want)

@@ -14,11 +14,11 @@ from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError
-from hybridload.kernels.batch import process_payload
-from hybridload.kernels.dct_scale import MARGIN, ScaledDecode, plan_scaled_decode, scaled_ops
-from hybridload.kernels.decode import decode_image
-from hybridload.kernels.geometry import apply_ops
-from hybridload.recipe.ops import Crop, Flip, Resize
+from hybridload._kernels.batch import process_payload
+from hybridload._kernels.dct_scale import MARGIN, ScaledDecode, plan_scaled_decode, scaled_ops
+from hybridload._kernels.decode import decode_image
+from hybridload._kernels.geometry import apply_ops
+from hybridload.recipe._ops import Crop, Flip, Resize
 from hybridload.sources import SampleRef
 
 from support.photos import photo_pixels

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from hybridload.errors import WorkerLost
-from hybridload.lanes.ray import deaths
-from hybridload.lanes.ray.deaths import CRASH_SIGNALS, DEATHS_TO_FAIL, Deaths, blamed
+from hybridload.lanes._ray import deaths
+from hybridload.lanes._ray.deaths import CRASH_SIGNALS, DEATHS_TO_FAIL, Deaths, blamed
 
 #: Ray 2.60's ActorDiedError text for an actor process SIGKILLed (recorded here; ids shortened)
 KILLED = (
@@ -94,7 +94,7 @@ def test_an_actor_stopped_or_a_node_lost_is_no_process_death():
 def test_the_default_retry_rules_hand_a_lost_workers_batch_on_until_it_is_blamed():
     """The error the user reads for a batch that kills every worker is this module's, naming the
     pids: the retry rules hand the batch on after each of the deaths before `DEATHS_TO_FAIL`."""
-    from hybridload.execution.retry import Action, LaneState, decide
+    from hybridload.execution._retry import Action, LaneState, decide
 
     one_lane = LaneState(fails_in_row=0, lanes=1, others_working=False, others_usable=False)
     for attempts in range(1, DEATHS_TO_FAIL):

@@ -1,4 +1,4 @@
-"""Delivery finishes the batch: ``hybridload.delivery.finish.finish_batch`` normalizes a lane's
+"""Delivery finishes the batch: ``hybridload.delivery._finish.finish_batch`` normalizes a lane's
 uint8 batch, then erases the recipe's boxes keyed by (seed, epoch, index); a CPU lane's batch job
 (``process_batch``) leaves both to it, and the loader and the GPU lanes reach the finishing step
 only through delivery/, never through the CPU engine's module."""
@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from hybridload import recipe as R, sources
-from hybridload.delivery.finish import finish_batch, normalize_batch
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.kernels.erase import erase_batch
+from hybridload.delivery._finish import finish_batch, normalize_batch
+from hybridload.lanes._cpu_job import process_batch
+from hybridload._kernels.erase import erase_batch
 
 REPO = Path(__file__).resolve().parents[1]
 REC = R.Recipe([R.Decode(), R.Resize(40), R.CenterCrop(32), R.Normalize(), R.RandomErasing(p=0.9, value="random")])
@@ -48,10 +48,10 @@ def test_normalize_batch_matches_the_formula(photo_root):
 
 
 def test_the_loader_and_the_gpu_lanes_finish_batches_through_delivery_only():
-    for rel in ("hybridload/loader.py", "hybridload/lanes/gpu/base.py"):
+    for rel in ("hybridload/_loader.py", "hybridload/lanes/_gpu/base.py"):
         tree = ast.parse((REPO / rel).read_text())
         froms = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-        assert ("hybridload.delivery.finish", "finish_batch") in froms, rel
-        assert not any(m and m.startswith("hybridload.kernels") for m, _ in froms), (
-            f"{rel} reaches into the CPU engine: a delivered batch is finished by hybridload.delivery.finish"
+        assert ("hybridload.delivery._finish", "finish_batch") in froms, rel
+        assert not any(m and m.startswith("hybridload._kernels") for m, _ in froms), (
+            f"{rel} reaches into the CPU engine: a delivered batch is finished by hybridload.delivery._finish"
         )

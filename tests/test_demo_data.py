@@ -48,7 +48,7 @@ def test_without_scikit_image_photo_like_jpegs_are_drawn_in_every_subsampling(tm
     from PIL import Image, JpegImagePlugin
 
     from hybridload.cli import demo_data
-    from hybridload.extras import MissingExtraError
+    from hybridload._extras import MissingExtraError
 
     def no_skimage():
         raise MissingExtraError("generating a photo dataset needs scikit-image, which is not installed")

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from hybridload.errors import SampleError, StorageError, UserCodeError, WorkerLost
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.retry import StragglerRule
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.stream import BatchStream
-from hybridload.lanes.base import BatchTask, Lane, LaneKind
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._retry import StragglerRule
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._stream import BatchStream
+from hybridload.lanes._base import BatchTask, Lane, LaneKind
 
 WAIT_S = 10.0
 
@@ -184,7 +184,7 @@ class Sample2FailsOnItsSecondRead:
 
 def test_on_the_in_process_lane_a_bad_sample_in_a_copy_issued_again_ends_the_batch_while_the_first_copy_blocks():
     from hybridload import recipe, sources
-    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes._local.inprocess import InProcessLane
 
     ds = Sample2FailsOnItsSecondRead()
     lane = InProcessLane(sources.TorchDataset(ds), recipe.imagenet_eval(32), threads=2)

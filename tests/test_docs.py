@@ -154,7 +154,7 @@ def test_the_python_blocks_of_the_site_run_as_written(code, needs_ray, tmp_path,
 
 
 def error_classes() -> list[type]:
-    from hybridload.extras import MissingExtraError
+    from hybridload._extras import MissingExtraError
     from hybridload.planner import PlanFormatError
 
     found = [
@@ -203,7 +203,7 @@ def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
 def test_except_hybridloaderror_catches_every_error_the_troubleshooting_page_names():
     outside = [cls.__name__ for cls in error_classes() if not issubclass(cls, hybridload.HybridLoadError)]
     assert not outside, f"not HybridLoadErrors, though the troubleshooting page says all are: {outside}"
-    from hybridload.extras import MissingExtraError
+    from hybridload._extras import MissingExtraError
     from hybridload.planner import PlanFormatError
 
     assert issubclass(PlanFormatError, ValueError) and issubclass(MissingExtraError, ImportError)  # old bases kept
@@ -328,8 +328,8 @@ def test_the_api_page_describes_every_key_of_both_loaders_stats(tmp_path):
 
     from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
     from hybridload.cli.demo_data import make_photo_folder
-    from hybridload.execution.stats import LoaderStats
-    from hybridload.lanes.ray.pool_stats import PoolStats
+    from hybridload.execution._stats import LoaderStats
+    from hybridload.lanes._ray.pool_stats import PoolStats
 
     root = make_photo_folder(tmp_path / "photos", 8)
     policy = LoaderPolicy(mode="auto", cpu_actors=0, threads=1, plan=None)
@@ -397,7 +397,7 @@ def test_every_hybridload_environment_variable_in_the_code_is_on_the_environment
 def test_the_cli_page_lists_every_argument_of_every_command_with_its_default():
     import argparse
 
-    from hybridload.cli.commands import build_parser
+    from hybridload.cli._commands import build_parser
 
     page = (DOCS / "reference" / "cli.md").read_text()
     commands = build_parser()._subparsers._group_actions[0].choices

@@ -34,7 +34,7 @@ def test_a_bad_ray_argument_of_the_drop_in_is_refused_when_the_loader_is_made(kw
 
 
 def test_a_pass_on_actors_waits_the_default_bound_for_timeout_0_and_the_users_seconds_otherwise():
-    from hybridload.dataloader.passes import DEFAULT_TIMEOUT_S, PassSettings
+    from hybridload._dataloader.passes import DEFAULT_TIMEOUT_S, PassSettings
 
     assert PassSettings(window=None, timeout=0, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S == 300.0
     assert PassSettings(window=4, timeout=-1, prefetch=2).timeout_s == DEFAULT_TIMEOUT_S

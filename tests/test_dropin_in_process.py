@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import hybridload
-from hybridload.dataloader.inprocess import OVERSUBSCRIBED, in_process_pass
+from hybridload._dataloader.inprocess import OVERSUBSCRIBED, in_process_pass
 
 
 class Watching(torch.utils.data.IterableDataset):
@@ -82,7 +82,7 @@ class PerWorker(torch.utils.data.IterableDataset):
 
 
 def test_an_iterable_pass_hosted_here_gives_each_workers_stream_in_turn_and_leaves_this_process_as_it_was():
-    from hybridload.dataloader.hosted import HostedPass
+    from hybridload._dataloader.hosted import HostedPass
 
     ds = PerWorker()
     loader = hybridload.DataLoader(ds, batch_size=None, distribute_mode=True, num_workers=3, worker_init_fn=ds.init)

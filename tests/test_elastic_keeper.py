@@ -1,4 +1,4 @@
-"""The elastic pool's bookkeeping (lanes/ray/members.py) and the keeper (lanes/ray/elastic.py): its
+"""The elastic pool's bookkeeping (lanes/_ray/members.py) and the keeper (lanes/_ray/elastic.py): its
 steps driven by recorded node tables, its inbox by posts; the keeper's hands (the pool's `Actors`:
 start, stop, probe, send) record what they are asked."""
 
@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from hybridload.raycluster.connect import NodeInfo
-from hybridload.lanes.ray.capacity import Capacity
-from hybridload.lanes.ray.elastic import Keeper, Post, next_start_bound, poll_seconds, retry_now
-from hybridload.lanes.ray.members import Event, Members, State
-from hybridload.raycluster.placement import PlacementRules
-from hybridload.lanes.ray.pool_stats import PoolStats
+from hybridload.raycluster._connect import NodeInfo
+from hybridload.lanes._ray.capacity import Capacity
+from hybridload.lanes._ray.elastic import Keeper, Post, next_start_bound, poll_seconds, retry_now
+from hybridload.lanes._ray.members import Event, Members, State
+from hybridload.raycluster._placement import PlacementRules
+from hybridload.lanes._ray.pool_stats import PoolStats
 
 from support.waits import wait_until
 

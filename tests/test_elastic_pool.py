@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.lanes.ray.members import State
+from hybridload.lanes._ray.members import State
 
 from support.ray_fixtures import STORE, alive_actors
 from support.waits import wait_until

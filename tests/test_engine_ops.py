@@ -1,6 +1,6 @@
 """Every engine has a function for every op type a recipe can emit, or says why not: the CPU
-kernels (``hybridload/kernels/geometry.py``), the DALI graph (``hybridload/pipelines/ops.py``)
-and the torch engine (``hybridload/torchops/ops.py``) each keep one table, ``OP_FUNCTIONS`` (op
+kernels (``hybridload/_kernels/geometry.py``), the DALI graph (``hybridload/_pipelines/ops.py``)
+and the torch engine (``hybridload/_torchops/ops.py``) each keep one table, ``OP_FUNCTIONS`` (op
 type -> function) and ``UNSUPPORTED`` (op type -> reason). A new op type without its function in
 an engine fails here, one case per engine and op type; and each engine's ``compile`` builds every
 per-sample stage of the recipe from the op types it declares (``op_slots()``), so a stage whose
@@ -18,17 +18,21 @@ import numpy as np
 import pytest
 
 from hybridload import recipe as R
-from hybridload.recipe import ops
-from hybridload.recipe.custom import CustomOp
+from hybridload.recipe import _ops as ops
+from hybridload.recipe._custom import CustomOp
 
 #: The engines, by the module that holds each one's table.
-ENGINES = {"cpu": "hybridload.kernels.geometry", "dali": "hybridload.pipelines.ops", "torch": "hybridload.torchops.ops"}
+ENGINES = {
+    "cpu": "hybridload._kernels.geometry",
+    "dali": "hybridload._pipelines.ops",
+    "torch": "hybridload._torchops.ops",
+}
 #: Each engine's package, whose ``compile(recipe)`` builds its pipeline from the recipe's ops.
-PACKAGES = {"cpu": "hybridload.kernels", "dali": "hybridload.pipelines", "torch": "hybridload.torchops"}
+PACKAGES = {"cpu": "hybridload._kernels", "dali": "hybridload._pipelines", "torch": "hybridload._torchops"}
 
 
 def op_types() -> list[type]:
-    """Every op type a recipe emits: the classes of ``recipe/ops.py`` and the user's `CustomOp`."""
+    """Every op type a recipe emits: the classes of ``recipe/_ops.py`` and the user's `CustomOp`."""
     found = [c for _, c in inspect.getmembers(ops, inspect.isclass) if c.__module__ == ops.__name__]
     found = [c for c in found if c is not ops.Slot]  # a stage's declaration of its ops, not an op
     return sorted(found, key=lambda c: c.__name__) + [CustomOp]
@@ -64,8 +68,8 @@ def _same(image, rng):
 
 def test_the_dali_chain_names_the_reason_for_an_op_it_cannot_run():
     from hybridload import recipe as R
-    from hybridload.pipelines import chain_params
-    from hybridload.recipe.custom import CustomStage
+    from hybridload._pipelines import chain_params
+    from hybridload.recipe._custom import CustomStage
 
     params = R.SampleParams(ops=(CustomOp(CustomStage(_same), (0, 0, 0, 1)),), stages=("mine",), out_hw=(8, 8))
     with pytest.raises(ValueError, match="CPU lanes only"):
@@ -93,7 +97,7 @@ def recipe_with(stage) -> R.Recipe:
 @pytest.mark.parametrize("cls", R.PER_SAMPLE, ids=lambda c: c.__name__)
 def test_every_per_sample_stage_declares_the_op_types_it_emits(cls):
     stage = example(cls)
-    assert hasattr(stage, "op_slots"), f"{cls.__name__}: say the op types it emits, op_slots() (recipe/ops.py: Slot)"
+    assert hasattr(stage, "op_slots"), f"{cls.__name__}: say the op types it emits, op_slots() (recipe/_ops.py: Slot)"
     slots = stage.op_slots()
     rec = recipe_with(stage)
     for index in range(60):
@@ -115,7 +119,7 @@ def test_each_engine_compiles_every_per_sample_stage_from_its_ops(engine, cls):
     assert rec.gpu_capable or engine == "cpu"
     compiled = importlib.import_module(PACKAGES[engine]).compile(rec)  # a ValueError names the stage and op
     if engine == "dali":
-        from hybridload.pipelines import chain_params
+        from hybridload._pipelines import chain_params
 
         for index in range(20):
             params = rec.sample_params(3, 1, index, 40, 30)
@@ -124,10 +128,10 @@ def test_each_engine_compiles_every_per_sample_stage_from_its_ops(engine, cls):
 
 
 def test_every_dali_colour_function_has_its_per_sample_value():
-    from hybridload.pipelines.ops import OP_FUNCTIONS, VALUES
+    from hybridload._pipelines.ops import OP_FUNCTIONS, VALUES
 
     missing = [t.__name__ for t in OP_FUNCTIONS if t in ops.PHOTOMETRIC and t not in VALUES]
-    assert not missing, f"hybridload/pipelines/ops.py: add to VALUES the graph input of {missing}"
+    assert not missing, f"hybridload/_pipelines/ops.py: add to VALUES the graph input of {missing}"
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ def test_a_new_stage_of_existing_ops_compiles_in_every_engine():
     rec = R.make([R.Decode(), R.CenterCrop(16), RandomSolarize(), R.ColorJitter(0.3)])
     for engine in sorted(PACKAGES):
         importlib.import_module(PACKAGES[engine]).compile(rec)
-    from hybridload.pipelines import chain_params, compile
+    from hybridload._pipelines import chain_params, compile
 
     plan = compile(rec)
     assert [s.stage for s in plan.photo] == [rec.stages[2], rec.stages[3]]
@@ -157,8 +161,8 @@ def test_a_new_stage_of_existing_ops_compiles_in_every_engine():
 
 def test_a_new_stage_of_existing_ops_runs_in_dali_as_in_the_kernels():
     pytest.importorskip("nvidia.dali")
-    from hybridload.kernels import apply_ops
-    from hybridload.pipelines import build_photo_pipeline, compile, photo_vectors
+    from hybridload._kernels import apply_ops
+    from hybridload._pipelines import build_photo_pipeline, compile, photo_vectors
 
     rec = R.make([R.Decode(), R.CenterCrop(16), RandomSolarize()])
     plan = compile(rec)

@@ -1,4 +1,4 @@
-"""Every environment variable hybridload reads is read in `hybridload.environment`: a bad value is
+"""Every environment variable hybridload reads is read in `hybridload._environment`: a bad value is
 a ValueError naming the variable and what to write. One reading of a number of seconds (argument,
 else environment variable, else default) for the pool's start timeout, its keeper's poll and a
 join's wait for the GCS: the same rules and the same error."""
@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hybridload import environment
-from hybridload.planner.nvml import visible_device_entry
-from hybridload.raycluster.node_cluster import job_key
+from hybridload import _environment as environment
+from hybridload.planner._nvml import visible_device_entry
+from hybridload.raycluster._node_cluster import job_key
 from hybridload.sampling.sharding import resolve_rank
 
-from hybridload.lanes.ray.elastic import poll_seconds
-from hybridload.lanes.ray.pool_config import start_timeout_seconds
-from hybridload.environment import seconds_setting
-from hybridload.raycluster.gcs_probe import join_timeout_s
+from hybridload.lanes._ray.elastic import poll_seconds
+from hybridload.lanes._ray.pool_config import start_timeout_seconds
+from hybridload._environment import seconds_setting
+from hybridload.raycluster._gcs_probe import join_timeout_s
 
 ENV = "HYBRIDLOAD_TEST_S"
 
@@ -135,7 +135,7 @@ def test_every_environment_variable_is_read_in_one_module():
         if path != Path(environment.__file__)
         for line in _environment_reads(ast.parse(path.read_text()))
     ]
-    assert not offenders, f"read these through hybridload.environment (it names a bad value): {offenders}"
+    assert not offenders, f"read these through hybridload._environment (it names a bad value): {offenders}"
     assert _environment_reads(ast.parse("import os\nos.environ.get('A')\nos.getenv('B')\n'C' in os.environ")) == [
         2,
         3,

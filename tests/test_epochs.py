@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from hybridload.sampling.epochs import endless
+from hybridload.sampling._epochs import endless
 
 
 class FakeLoader:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload.kernels.erase import erase_batch, erase_boxes
+from hybridload._kernels.erase import erase_batch, erase_boxes
 from hybridload.recipe import RandomErasing
 
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 import hybridload.errors as E
-from hybridload.dataloader.worker import InitFailed, UserFailure
+from hybridload._dataloader.worker import InitFailed, UserFailure
 
 EXAMPLES = {
     E.HybridLoadError: E.HybridLoadError("plain"),

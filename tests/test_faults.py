@@ -11,7 +11,7 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 
-from hybridload.lanes.ray.members import State
+from hybridload.lanes._ray.members import State
 from support.ray_fixtures import alive_actors
 
 REC = recipe.imagenet_train(48)

@@ -12,7 +12,7 @@ import torch.utils.data as tud
 
 from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.planner import Plan
-from hybridload.planner.fit import Here, fit_plan
+from hybridload.planner._fit import Here, fit_plan
 
 H100 = "NVIDIA H100 80GB HBM3"
 NODE_A, NODE_B = "3f9a" * 14, "7c2b" * 14

@@ -7,8 +7,8 @@ import pytest
 import torch
 from PIL import Image
 
-from hybridload.recipe import ops
-from hybridload.kernels.geometry import OP_FUNCTIONS, apply_ops, crop, flip, resize
+from hybridload.recipe import _ops as ops
+from hybridload._kernels.geometry import OP_FUNCTIONS, apply_ops, crop, flip, resize
 
 # the same tolerance as test_kernels.py states against Pillow's BILINEAR resize
 MAX_ABS = 1
@@ -101,7 +101,7 @@ def test_resize_to_the_same_size_returns_the_image_unchanged():
 
 
 def test_every_op_type_has_a_kernel():
-    from hybridload.recipe.custom import CustomOp
+    from hybridload.recipe._custom import CustomOp
 
     assert set(OP_FUNCTIONS) == set(typing.get_args(ops.Op)) | {CustomOp}
 

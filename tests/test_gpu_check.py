@@ -250,7 +250,7 @@ def test_gpu_check_runs_from_the_wheel_in_a_bare_venv(tmp_path):
         shutil.copy(SCRIPT.parent / name, run / name)
     shutil.copytree(GPU_TESTS, run / "gpu_tests", ignore=shutil.ignore_patterns("__pycache__"))
     probe = (
-        "import importlib.util as u, hybridload, hybridload.kernels, torch, PIL, numpy, pynvml, pytest; "
+        "import importlib.util as u, hybridload, hybridload._kernels, torch, PIL, numpy, pynvml, pytest; "
         f"print(hybridload.__file__); print([m for m in {ABSENT!r} if u.find_spec(m.split('.')[0])])"
     )
     proc = subprocess.run([py, "-c", probe], cwd=run, env=env, capture_output=True, text=True, timeout=120)
@@ -444,7 +444,7 @@ class ReusingDecoder:
         self.bufs = {}
 
     def __call__(self, datas):
-        from hybridload.kernels import decode_image
+        from hybridload._kernels import decode_image
 
         out = []
         for k, d in enumerate(datas):
@@ -476,7 +476,7 @@ def _sync(lane):
 def ordering_lane(photo_root, monkeypatch, bench):
     """The torch engine's lane as the lane spec builds it, on CPU tensors with a decoder that reuses memory."""
     from hybridload import recipe, sources
-    from hybridload.lanes.gpu import torch_decoders
+    from hybridload.lanes._gpu import torch_decoders
 
     import cuda_checks
 
@@ -522,7 +522,7 @@ def test_the_gpu_tests_and_figures_build_their_lanes_through_the_lane_spec(photo
     import cuda_checks
     import gpu_check
     from hybridload import LoaderPolicy, recipe, sources
-    from hybridload.lanes.gpu import make_gpu_lane, torch_decoders
+    from hybridload.lanes._gpu import make_gpu_lane, torch_decoders
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     monkeypatch.setattr(torch_decoders, "gpu_decoder", lambda device: gpu_check.cpu_decoder)
@@ -590,7 +590,7 @@ def test_tolerance_measures_each_subsampling_and_judges_only_a_gross_difference_
     import cuda_checks as p
     from hybridload import recipe, sources
     from hybridload.cli.demo_data import make_photo_folder
-    from hybridload.lanes.cpu_job import process_batch
+    from hybridload.lanes._cpu_job import process_batch
 
     src = sources.ImageFolder(str(make_photo_folder(tmp_path / "p", 4, num_classes=1)))
     folders = p.subsampled_folders(src, tmp_path / "sub", 4)
@@ -653,7 +653,7 @@ def test_pixels_are_read_only_after_the_lanes_ready_event(photo_root, bench):
     when the event is synchronised; read too early, the batch would be zeros."""
     import cuda_checks as p
     from hybridload import recipe, sources
-    from hybridload.lanes.cpu_job import process_batch
+    from hybridload.lanes._cpu_job import process_batch
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
 

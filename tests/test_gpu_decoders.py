@@ -15,8 +15,8 @@ import torch
 from PIL import Image
 
 from hybridload.errors import LaneUnavailableError
-from hybridload.kernels import decode_image
-from hybridload.lanes.gpu import torch_decoders as td
+from hybridload._kernels import decode_image
+from hybridload.lanes._gpu import torch_decoders as td
 
 
 def _jpeg_with_exif(orientation: int = 6) -> bytes:

@@ -25,9 +25,9 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.lanes.base import BatchTask, Reroute
-from hybridload.lanes.gpu.failures import DEVICE, IMAGE, OTHER, classify, is_sample_decode_problem
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+from hybridload.lanes._base import BatchTask, Reroute
+from hybridload.lanes._gpu.failures import DEVICE, IMAGE, OTHER, classify, is_sample_decode_problem
+from hybridload.lanes._gpu.torch_lane import TorchGpuLane
 
 WRAP = "Error while decoding JPEG images: "
 TORCHVISION = [
@@ -151,8 +151,8 @@ def test_a_device_fault_breaks_the_gpu_lane_and_the_cpu_lane_finishes_the_stream
     """Before this classification, DALI's ``NVJPEG error "6"`` (EXECUTION_FAILED) read as a bad
     image: every batch was rerouted and the lane never broke. Now it counts against the lane."""
     from hybridload import HybridLoader, LoaderPolicy
-    from hybridload.lanes.gpu.dali import DaliLane
-    from hybridload.lanes.gpu.failures import rerouting
+    from hybridload.lanes._gpu.dali import DaliLane
+    from hybridload.lanes._gpu.failures import rerouting
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
 
@@ -185,7 +185,7 @@ def test_the_torch_engine_waits_for_its_stream_to_be_idle_before_each_decode(pho
     is synchronised, so no kernel of the previous batch can still read memory the decode is
     about to reuse. On a GPU, ``tests/gpu/test_cuda_ordering.py`` stalls the stream and compares
     the pixels with an unstalled run."""
-    from hybridload.kernels.decode import decode_image
+    from hybridload._kernels.decode import decode_image
 
     events = []
 
@@ -218,7 +218,7 @@ def test_the_dali_lane_copies_a_batch_out_before_its_pipeline_runs_again(photo_r
     every run is preceded by waiting for the lane's stream (where the copy of the last output
     was queued), and each batch's images stay what they were after later batches ran."""
     import warnings
-    from hybridload.lanes.gpu.dali import DaliLane
+    from hybridload.lanes._gpu.dali import DaliLane
 
     events = []
 
@@ -252,7 +252,7 @@ def test_the_torchvision_decoder_is_always_asked_for_the_same_indexed_device(mon
     last call's ("cuda" != "cuda:1"): a fake torchvision.io records what every call names."""
     import sys
     import types
-    from hybridload.lanes.gpu.torch_lane import torchvision_decoder
+    from hybridload.lanes._gpu.torch_lane import torchvision_decoder
 
     seen = []
     fake_io = types.ModuleType("torchvision.io")
@@ -280,7 +280,7 @@ def _payloads(photo_root, n=3):
 
 
 def test_a_sample_the_gpu_fails_and_the_cpu_decodes_is_a_device_fault(photo_root):
-    from hybridload.lanes.gpu.failures import DeviceDecodeFault, confirm_on_cpu
+    from hybridload.lanes._gpu.failures import DeviceDecodeFault, confirm_on_cpu
 
     payloads = _payloads(photo_root)
     with pytest.raises(DeviceDecodeFault, match=r"sample\(s\) \[1\] of the batch, which the CPU decodes"):
@@ -289,7 +289,7 @@ def test_a_sample_the_gpu_fails_and_the_cpu_decodes_is_a_device_fault(photo_root
 
 
 def test_a_sample_the_cpu_cannot_decode_either_is_rerouted_to_be_named(photo_root):
-    from hybridload.lanes.gpu.failures import confirm_on_cpu
+    from hybridload.lanes._gpu.failures import confirm_on_cpu
 
     payloads = _payloads(photo_root)
     payloads[1] = payloads[1][:200] + b"\xff\xd9"  # cut short, end marker kept: the CPU decoder refuses it
@@ -306,7 +306,7 @@ def test_two_causeless_dali_failures_in_a_row_break_the_lane_and_the_cpu_lane_fi
     batch for ever and never broken. Now the lane breaks after two and the stream is complete."""
     import warnings
     from hybridload import HybridLoader, LoaderPolicy
-    from hybridload.lanes.gpu.dali import DaliLane
+    from hybridload.lanes._gpu.dali import DaliLane
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
 

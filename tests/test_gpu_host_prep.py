@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.kernels import decode_image
-from hybridload.lanes.base import BatchTask, Reroute
-from hybridload.torchops import ops as torch_ops
-from hybridload.lanes.gpu.feed import MIN_PART, parts_of
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+from hybridload._kernels import decode_image
+from hybridload.lanes._base import BatchTask, Reroute
+from hybridload._torchops import ops as torch_ops
+from hybridload.lanes._gpu.feed import MIN_PART, parts_of
+from hybridload.lanes._gpu.torch_lane import TorchGpuLane
 
 
 def cpu_decode(datas):
@@ -61,7 +61,7 @@ def test_prepared_in_parts_the_batches_equal_one_thread_one_image_at_a_time(phot
 
 
 def test_the_preparation_starts_when_the_lane_accepts_the_task(photo_root, monkeypatch):
-    from hybridload.lanes.gpu import feed
+    from hybridload.lanes._gpu import feed
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     names, real = [], feed.read_part
@@ -122,8 +122,8 @@ def test_same_shape_resizes_are_one_launch_and_the_same_pixels(photo_root, monke
 def test_worker_processes_prepare_the_same_batches_as_threads(photo_root):
     """Threads give one core's worth (the preparation holds the GIL); worker processes give cores.
     Same samples, labels, parameters and order either way; a bad kind is named."""
-    from hybridload.lanes.gpu.feed import join_batch
-    from hybridload.lanes.gpu.prep import PrepPool
+    from hybridload.lanes._gpu.feed import join_batch
+    from hybridload.lanes._gpu.prep import PrepPool
 
     src, rec = sources.ImageFolder(photo_root), recipe.imagenet_train(32)
     task = BatchTask(0, 2, (np.arange(40) * 5) % len(src), seed=3)

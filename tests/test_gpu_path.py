@@ -19,20 +19,20 @@ import torch
 from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.kernels import decode_image
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.lanes import once
-from hybridload.lanes.base import BatchTask, LaneKind, Reroute
-from hybridload.lanes.gpu import dali as dali_mod
-from hybridload.lanes.gpu import make_gpu_lane
-from hybridload.lanes.gpu import torch_decoders as torch_decoders_mod
-from hybridload.lanes.gpu.failures import is_device_failure, is_sample_decode_problem
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-from hybridload.delivery.finish import normalize_batch as normalize
-from hybridload.torchops.ops import as_op
-from hybridload.delivery.finish import normalize_batch
-from hybridload.recipe.ops import Crop, Flip, Resize
-from hybridload.delivery.transfer import DeviceMover, resolve_device, wait_for
+from hybridload._kernels import decode_image
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.lanes import _once as once
+from hybridload.lanes._base import BatchTask, LaneKind, Reroute
+from hybridload.lanes._gpu import dali as dali_mod
+from hybridload.lanes._gpu import make_gpu_lane
+from hybridload.lanes._gpu import torch_decoders as torch_decoders_mod
+from hybridload.lanes._gpu.failures import is_device_failure, is_sample_decode_problem
+from hybridload.lanes._gpu.torch_lane import TorchGpuLane
+from hybridload.delivery._finish import normalize_batch as normalize
+from hybridload._torchops.ops import as_op
+from hybridload.delivery._finish import normalize_batch
+from hybridload.recipe._ops import Crop, Flip, Resize
+from hybridload.delivery._transfer import DeviceMover, resolve_device, wait_for
 
 # Stated tolerance, torch engine against the CPU lane (same boxes and flips; the engine
 # resizes in float32 and rounds, the CPU kernel in torch's uint8 fixed point): measured on
@@ -118,7 +118,7 @@ def test_no_cuda_means_cpu():
 
 
 def test_dali_device_id_is_the_resolved_device(photo_root, monkeypatch):
-    import hybridload.pipelines as pipelines
+    import hybridload._pipelines as pipelines
 
     fake = FakeCuda(current=3)
     for name in ("current_device", "device_count", "is_available", "Stream"):
@@ -132,7 +132,7 @@ def test_dali_device_id_is_the_resolved_device(photo_root, monkeypatch):
 
 # ------------------------------------------------------------------ fix 2: build failures fall back
 def test_a_dali_pipeline_that_fails_to_build_falls_back_to_the_cpu_lane_with_a_warning(photo_root, monkeypatch):
-    import hybridload.pipelines as pipelines
+    import hybridload._pipelines as pipelines
 
     def broken(rec, **kw):
         raise RuntimeError("nvJPEG initialization failed: CUDA driver version is insufficient")

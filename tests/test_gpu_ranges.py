@@ -1,4 +1,4 @@
-"""The GPU lane's NVTX ranges (`hybridload.lanes.gpu.ranges`): on only while a loader trace or
+"""The GPU lane's NVTX ranges (`hybridload.lanes._gpu.ranges`): on only while a loader trace or
 torch's profiler records on a CUDA device, and then around the read, the decode and the augment
 of every batch, popped even when the decode fails.
 
@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.trace import recording
-from hybridload.kernels import decode_image
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu import ranges
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._trace import recording
+from hybridload._kernels import decode_image
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._gpu import ranges
+from hybridload.lanes._gpu.torch_lane import TorchGpuLane
 
 CUDA = torch.device("cuda", 0)
 

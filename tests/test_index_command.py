@@ -12,7 +12,7 @@ import pytest
 
 from hybridload import sources
 from hybridload.cli import main
-from hybridload.cli import index as index_cmd
+from hybridload.cli import _index as index_cmd
 
 import test_tarshards
 
@@ -67,7 +67,7 @@ def test_an_out_that_is_a_directory_is_refused_before_any_work_and_leaves_nothin
 
 
 def test_a_manifest_that_cannot_replace_its_out_leaves_no_temporary_file(shard_dir, tmp_path, monkeypatch, capsys):
-    from hybridload.sources.tar import manifest
+    from hybridload.sources._tar import manifest
 
     def refuse(src, dst):
         raise PermissionError(13, "Permission denied", src)

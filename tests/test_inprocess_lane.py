@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from hybridload import recipe, sources
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.local.inprocess import InProcessLane
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._local.inprocess import InProcessLane
 from support.pictures import minor_faults, picture_loader
 
 
@@ -80,7 +80,7 @@ def test_a_delivered_batch_is_released_once_the_consumer_drops_it():
 def test_a_held_batch_is_never_overwritten_by_a_later_one():
     """Batches kept by the consumer (all of two passes) keep their pixels: a buffer is lent again
     only once nothing can read its batch."""
-    from hybridload.lanes.cpu_job import process_batch
+    from hybridload.lanes._cpu_job import process_batch
 
     with picture_loader(8, return_indices=True) as ld:
         held = []

@@ -5,7 +5,7 @@ started here) for an actor that died and for one Ray could not reach for a momen
 import pytest
 import ray.exceptions
 
-from hybridload.dataloader.iterable_pass import IterablePass
+from hybridload._dataloader.iterable_pass import IterablePass
 from hybridload.errors import WorkerLost
 
 pytestmark = pytest.mark.starts_nothing

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from hybridload.kernels import DecodeError, decode_image
-from hybridload.kernels.jpeg_check import check_jpeg
+from hybridload._kernels import DecodeError, decode_image
+from hybridload._kernels.jpeg_check import check_jpeg
 from support.damaged import KINDS, damaged_jpegs, declare_size, photo_jpeg
 from support.photos import photo_pixels
 

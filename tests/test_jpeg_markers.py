@@ -1,4 +1,4 @@
-"""One walk over a JPEG's header markers (`kernels/jpeg_markers.py`) serves the lossless check
+"""One walk over a JPEG's header markers (`_kernels/jpeg_markers.py`) serves the lossless check
 before a scaled decode, the EXIF strip before torchcodec and the benchmarks' damage makers, and
 it reads the header as libjpeg does: fill bytes and standalone markers (RSTn, TEM) between
 segments are stepped over, not taken for a segment with a length."""
@@ -13,11 +13,11 @@ from PIL import Image
 
 import support.jpegs as fj
 from support.bad_files import huge_header
-from hybridload.kernels import turbo
-from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
-from hybridload.kernels.decode import DecodeError, decode_image, image_size, is_lossless, jpeg_size
-from hybridload.kernels.jpeg_markers import SOS, jpeg_segments
-from hybridload.lanes.gpu.torch_decoders import without_exif
+from hybridload._kernels import turbo
+from hybridload._kernels.dct_scale import ScaledDecode, scaled_size
+from hybridload._kernels.decode import DecodeError, decode_image, image_size, is_lossless, jpeg_size
+from hybridload._kernels.jpeg_markers import SOS, jpeg_segments
+from hybridload.lanes._gpu.torch_decoders import without_exif
 
 needs_turbo = pytest.mark.skipif(not turbo.available(), reason="the turbojpeg wheel is not installed")
 

@@ -10,9 +10,9 @@ from PIL import Image
 from hybridload import recipe as R
 from hybridload import sources
 from hybridload.errors import SampleError
-from hybridload.kernels import process_sample
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.recipe.ops import Crop, Flip, Resize
+from hybridload._kernels import process_sample
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.recipe._ops import Crop, Flip, Resize
 
 # Stated tolerance against Pillow (decode, crop, BILINEAR resize, flip): at most 1 grey
 # level on any pixel, mean absolute difference under 0.25 per image. Cause: torch's
@@ -140,7 +140,7 @@ def test_torch_dataset_errors_name_the_item():
 
 
 def test_pixel_limit_is_one_check_refusing_empty_and_oversized_images():
-    from hybridload.kernels import MAX_IMAGE_PIXELS, DecodeError, check_pixels
+    from hybridload._kernels import MAX_IMAGE_PIXELS, DecodeError, check_pixels
 
     check_pixels(1, 1)
     check_pixels(MAX_IMAGE_PIXELS, 1)
@@ -163,7 +163,7 @@ def test_process_batch_writes_into_a_given_buffer_the_same_images_it_would_alloc
 def test_process_batch_takes_a_group_through_each_step_before_the_next(photo_root, monkeypatch):
     """The batch job plans every sample of a group, then decodes them, then resizes and writes
     them: one sample at a time the decode evicts the Python and the resize from the caches."""
-    from hybridload.kernels import batch
+    from hybridload._kernels import batch
 
     steps: list[str] = []
     params, window, ops = R.Recipe.sample_params, batch.window_decode, batch.apply_ops
@@ -189,7 +189,7 @@ def test_process_batch_gives_each_sample_the_pixels_and_error_it_gives_alone(
 ):
     """In groups, with the decoded pixels finished every few samples (HELD_BYTES), each image
     is the one `process_sample` gives alone, a bad sample skipped or raised in sample order."""
-    from hybridload.kernels import batch
+    from hybridload._kernels import batch
 
     monkeypatch.setattr(batch, "GROUP", 4)
     monkeypatch.setattr(batch, "HELD_BYTES", 1)  # each decode finished at once: the flush path

@@ -1,8 +1,8 @@
-"""Keyed randomness (`hybridload.keyed`): the values it derives are pinned, and it is the one place
+"""Keyed randomness (`hybridload._keyed`): the values it derives are pinned, and it is the one place
 the package derives them.
 
 The pinned numbers below were computed by the code as it stood before the keyed derivations
-moved into one module (the epoch orders' ``derive_key`` in ``sampling/keyed_order.py``, the
+moved into one module (the epoch orders' ``derive_key`` in ``sampling/_keyed_order.py``, the
 recipe's ``SeedSequence`` keys in ``recipe/keys.py``). They pin compatibility: saved states and
 plan files name positions in these orders, and a resumed or rerun job must see the same samples,
 the same crops and the same batch-hook draws; a change to any of them breaks every saved state.
@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybridload.delivery.batch_hook import batch_seed
-from hybridload.keyed import KeyedGenerators, derive_key, keyed_generator, pcg64_states, seed_sequence
-from hybridload.recipe.core import sample_generator
-from hybridload.recipe.custom import custom_generator
-from hybridload.recipe.photometric import erase_generator
-from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.mix_order import MixOrder
-from hybridload.sampling.shard_order import shard_block_order
-from hybridload.sampling.weighted_order import WeightedOrder
+from hybridload.delivery._batch_hook import batch_seed
+from hybridload._keyed import KeyedGenerators, derive_key, keyed_generator, pcg64_states, seed_sequence
+from hybridload.recipe._core import sample_generator
+from hybridload.recipe._custom import custom_generator
+from hybridload.recipe._photometric import erase_generator
+from hybridload.sampling._keyed_order import KeyedOrder, KeyedPermutation
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._mix_order import MixOrder
+from hybridload.sampling._shard_order import shard_block_order
+from hybridload.sampling._weighted_order import WeightedOrder
 
 PACKAGE = Path(__file__).resolve().parents[1] / "hybridload"
 
@@ -113,9 +113,9 @@ def test_keyed_randomness_is_derived_in_the_keyed_module_only():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "keyed.py" or rel.startswith(NOT_A_STREAM):
+        if rel == "_keyed.py" or rel.startswith(NOT_A_STREAM):
             continue
         offenders += [
             f"{rel}:{k}" for k, line in enumerate(path.read_text().splitlines(), 1) if DERIVATION.search(line)
         ]
-    assert not offenders, f"derive keyed randomness through hybridload.keyed: {offenders}"
+    assert not offenders, f"derive keyed randomness through hybridload._keyed: {offenders}"

@@ -9,8 +9,8 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import OrderMismatchError
 from hybridload.sampling import sharding
-from hybridload.sampling.keyed_order import KeyedOrder
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._keyed_order import KeyedOrder
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder
 
 from support.resume_helper import check_resume
 from test_shard_streaming import many_shards, shards  # noqa: F401  (fixtures)

@@ -1,4 +1,4 @@
-"""The keyed epoch order (hybridload.sampling.keyed_order, keyed_shard_order): a keyed
+"""The keyed epoch order (hybridload.sampling._keyed_order, keyed_shard_order): a keyed
 permutation computed batch by batch, split among ranks as DistributedSampler splits its own,
 resumable at any batch, and the shard-aware form's block property."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from hybridload.errors import OrderMismatchError
 from hybridload.sampling import sharding
-from hybridload.sampling.sampler import DistributedBatchSampler
-from hybridload.sampling.keyed_order import KeyedOrder, KeyedPermutation, batch_indices, derive_key
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder, check_order, keyed_order_for
-from hybridload.sampling.shard_order import ShardOrder
+from hybridload.sampling._sampler import DistributedBatchSampler
+from hybridload.sampling._keyed_order import KeyedOrder, KeyedPermutation, batch_indices, derive_key
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder, check_order, keyed_order_for
+from hybridload.sampling._shard_order import ShardOrder
 
 from support.resume_helper import check_resume
 

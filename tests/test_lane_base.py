@@ -13,11 +13,11 @@ import torch
 
 from hybridload import DataLoader, HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import ShutdownError, close_all, take_all
-from hybridload.lanes.base import BatchTask, Lane, LaneKind, PooledLane, Reroute
-from hybridload.lanes.build import close_lanes
-from hybridload.lanes.gpu.base import GpuLane, batches_within
-from hybridload.lanes.gpu.feed import GpuBatchResult
-from hybridload.lanes.local.inprocess import InProcessLane
+from hybridload.lanes._base import BatchTask, Lane, LaneKind, PooledLane, Reroute
+from hybridload.lanes._build import close_lanes
+from hybridload.lanes._gpu.base import GpuLane, batches_within
+from hybridload.lanes._gpu.feed import GpuBatchResult
+from hybridload.lanes._local.inprocess import InProcessLane
 
 REC = recipe.imagenet_train(32)
 WAIT_S = 10.0
@@ -72,12 +72,12 @@ def test_a_class_with_the_contracts_methods_is_a_lane_without_the_base():
 
 
 def test_every_hybridload_lane_is_built_on_the_template():
-    from hybridload.dataloader import DataLoader as DropIn  # noqa: F401  (its actor pool, below)
-    from hybridload.lanes.gpu.dali import DaliLane
-    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-    from hybridload.lanes.local.process import ProcessLane
-    from hybridload.lanes.ray.actor_pool import ActorPool
-    from hybridload.lanes.ray.lane import RayLane
+    from hybridload._dataloader import DataLoader as DropIn  # noqa: F401  (its actor pool, below)
+    from hybridload.lanes._gpu.dali import DaliLane
+    from hybridload.lanes._gpu.torch_lane import TorchGpuLane
+    from hybridload.lanes._local.process import ProcessLane
+    from hybridload.lanes._ray.actor_pool import ActorPool
+    from hybridload.lanes._ray.lane import RayLane
 
     assert issubclass(InProcessLane, PooledLane) and issubclass(GpuLane, PooledLane)
     assert all(issubclass(c, GpuLane) for c in (DaliLane, TorchGpuLane))
@@ -179,7 +179,7 @@ class SizesEngine(GpuLane):
         return "sizes engine"
 
     def _decode(self, task, batch):
-        from hybridload.lanes.gpu.failures import rerouting
+        from hybridload.lanes._gpu.failures import rerouting
 
         with rerouting(f"decoding batch {task.seq}"):
             if self.trouble is not None:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hybridload.raycluster.agent_guard import children, start_time
+from hybridload.raycluster._agent_guard import children, start_time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

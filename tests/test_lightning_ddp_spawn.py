@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.policy import usable_cpus
+from hybridload._policy import usable_cpus
 from support.jobs import run_job
 
 ROOT = Path(__file__).resolve().parents[1]

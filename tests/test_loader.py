@@ -44,8 +44,8 @@ def test_stream_follows_the_batch_plan_with_labels(photo_root):
 
 
 def test_the_share_admission_is_built_once_with_the_lanes_and_kept_for_every_pass(photo_root, monkeypatch):
-    import hybridload.loader as loader_module
-    from hybridload.execution.admission import ShareAdmission
+    import hybridload._loader as loader_module
+    from hybridload.execution._admission import ShareAdmission
 
     built = []
 

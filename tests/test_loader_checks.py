@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.loader_checks import check_epoch, check_seed
-from hybridload.sampling.pass_state import PassState
+from hybridload._loader_checks import check_epoch, check_seed
+from hybridload.sampling._pass_state import PassState
 from hybridload.sampling.sharding import resolve_rank
 
 REC = recipe.imagenet_train(32)
@@ -154,8 +154,8 @@ def test_policy_refuses_nan_inf_strings_and_non_bools_naming_the_field(kw, field
 
 
 def test_a_plan_asking_more_threads_than_cpus_runs_what_fits_with_a_warning():
-    from hybridload.planner.plan import Plan
-    from hybridload.policy import usable_cpus
+    from hybridload.planner._plan import Plan
+    from hybridload._policy import usable_cpus
 
     with pytest.warns(UserWarning, match="asks for 400 local threads"):
         policy = LoaderPolicy.from_plan(Plan(gpu_share=0.0, cpu_actors={}, local_threads=400))

@@ -13,7 +13,7 @@ import pytest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli import main
 from hybridload.errors import ManifestError, ShardIndexError
-from hybridload.sources.tar import shard_scan, tar_index
+from hybridload.sources._tar import shard_scan, tar_index
 
 from support.streams import stream
 from test_tarshards import CountingTarOpen, folder, shard_dir, write_shard  # noqa: F401
@@ -222,7 +222,7 @@ def test_index_over_urls_uses_threads_and_writes_sidecars_beside_the_shards(shar
 def test_a_sidecar_that_cannot_be_written_still_counts_its_shard(shards, monkeypatch, caplog):
     """A read-only bucket refuses the sidecar; this box runs as root, which no permission stops,
     so the refusal is injected (threads: the write runs in this process)."""
-    from hybridload.sources.tar import tar_index  # `index` imports write_sidecar from there when it runs
+    from hybridload.sources._tar import tar_index  # `index` imports write_sidecar from there when it runs
 
     def refuse(url, *a, **kw):
         raise PermissionError(13, "Permission denied")

@@ -1,7 +1,7 @@
-"""The pool's membership table at scale (lanes/ray/members.py): picking a member costs the
+"""The pool's membership table at scale (lanes/_ray/members.py): picking a member costs the
 same at 4,096 actors as at 4 (buckets by load, counted states, a free list of worker indices),
 still picks the least loaded and avoids a member already running the task; and a pool starts
-working when its first actor is ready (lanes/ray/startup.py), on recorded refs."""
+working when its first actor is ready (lanes/_ray/startup.py), on recorded refs."""
 
 import re
 import time
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hybridload.lanes.ray.members import LIFECYCLE, Event, IllegalTransition, Members, State, next_state
-from hybridload.lanes.ray.pool_stats import PoolStats
-from hybridload.lanes.ray.startup import await_first_ready, start_waves
+from hybridload.lanes._ray.members import LIFECYCLE, Event, IllegalTransition, Members, State, next_state
+from hybridload.lanes._ray.pool_stats import PoolStats
+from hybridload.lanes._ray.startup import await_first_ready, start_waves
 
 
 def pool(k):

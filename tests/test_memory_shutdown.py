@@ -78,7 +78,7 @@ def hybridload_threads():
 
 
 def test_io_pool_is_one_bounded_pool_per_process():
-    from hybridload.sources.reads import POOL_THREADS, io_pool
+    from hybridload.sources._reads import POOL_THREADS, io_pool
 
     assert io_pool() is io_pool()
     io_threads = [t for t in threading.enumerate() if t.name.startswith("hybridload-io")]

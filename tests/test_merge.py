@@ -4,7 +4,7 @@ import time
 import pytest
 
 from hybridload.errors import BatchTimeoutError
-from hybridload.execution.merge import OrderedMerger
+from hybridload.execution._merge import OrderedMerger
 
 
 def test_release_is_in_sequence_order_whatever_the_arrival_order():

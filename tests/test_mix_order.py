@@ -1,4 +1,4 @@
-"""A mixture's order (`hybridload.sampling.mix_order`): exact quotas at every world size, each
+"""A mixture's order (`hybridload.sampling._mix_order`): exact quotas at every world size, each
 source in its own keyed order, keyed interleaving, exact and elastic resume, another mixture refused."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from hybridload.errors import ResumeMismatchError
-from hybridload.sampling.keyed_order import KeyedOrder
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.mix_order import BLOCK, MixOrder, counts_before, quotas
-from hybridload.sampling.sampler import DistributedBatchSampler
+from hybridload.sampling._keyed_order import KeyedOrder
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._mix_order import BLOCK, MixOrder, counts_before, quotas
+from hybridload.sampling._sampler import DistributedBatchSampler
 from hybridload.sources import Mix, Source
 
 from support.resume_helper import check_resume

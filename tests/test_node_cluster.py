@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from hybridload.raycluster.node_cluster import job_key
+from hybridload.raycluster._node_cluster import job_key
 
 from support.streams import free_port, run_rank_scripts
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe as R, sources
-from hybridload.kernels import decode_image
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.lanes.base import BatchTask
+from hybridload._kernels import decode_image
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.lanes._base import BatchTask
 
 REC = R.make(
     [
@@ -30,10 +30,10 @@ IDX = np.arange(6)
 
 def _cpu_lane(kind, src):
     if kind == "threads":
-        from hybridload.lanes.local.inprocess import InProcessLane
+        from hybridload.lanes._local.inprocess import InProcessLane
 
         return InProcessLane(src, REC, threads=2)
-    from hybridload.lanes.local.process import ProcessLane
+    from hybridload.lanes._local.process import ProcessLane
 
     return ProcessLane(src, REC, workers=1, batch_size=len(IDX))
 
@@ -64,7 +64,7 @@ def test_one_cpu_lane_keys_each_task_by_the_seed_it_carries(photo_root, kind):
 
 
 def test_the_torch_engine_prepares_each_task_with_the_seed_it_carries(photo_root):
-    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+    from hybridload.lanes._gpu.torch_lane import TorchGpuLane
 
     src = sources.ImageFolder(photo_root)
 

@@ -9,7 +9,7 @@ import pytest
 
 from hybridload.errors import OrderMismatchError, ResumeMismatchError
 from hybridload.sampling import DistributedBatchSampler
-from hybridload.sampling.pass_state import STATE_FIELDS, PassState, check_state, upgraded
+from hybridload.sampling._pass_state import STATE_FIELDS, PassState, check_state, upgraded
 
 WHERE = "test"
 
@@ -117,7 +117,7 @@ def test_a_sampler_state_of_the_format_before_loads_and_resumes_the_same_batches
 
 
 def test_a_sampler_state_of_shards_before_the_one_format_loads():
-    from hybridload.sampling.shard_order import ShardOrder
+    from hybridload.sampling._shard_order import ShardOrder
 
     saved = {
         "epoch": 0,

@@ -1,5 +1,5 @@
-"""Tasks made when the dispatcher reaches them (hybridload.execution.tasks) and the straggler
-deadline heap (hybridload.execution.stragglers): nothing per epoch is listed, a sampler
+"""Tasks made when the dispatcher reaches them (hybridload.execution._tasks) and the straggler
+deadline heap (hybridload.execution._stragglers): nothing per epoch is listed, a sampler
 whose len() disagrees with what it yields is named, and a wake looks only at copies due."""
 
 import time
@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from hybridload.execution.retry import StragglerRule
-from hybridload.execution.stragglers import StragglerWatch, Watched
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.stream import BatchStream
-from hybridload.execution.tasks import LazyTasks, StreamedTasks
-from hybridload.lanes.base import BatchTask
+from hybridload.execution._retry import StragglerRule
+from hybridload.execution._stragglers import StragglerWatch, Watched
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._stream import BatchStream
+from hybridload.execution._tasks import LazyTasks, StreamedTasks
+from hybridload.lanes._base import BatchTask
 
 from test_scheduler import ScriptedLane, ok
 

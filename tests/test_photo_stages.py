@@ -3,10 +3,10 @@ say what to write instead."""
 
 import pytest
 
-from hybridload.recipe import ops as O
+from hybridload.recipe import _ops as O
 from hybridload import recipe as R
-from hybridload.recipe.autoaug import OP_NAMES
-from hybridload.kernels.erase import erase_boxes
+from hybridload.recipe._autoaug import OP_NAMES
+from hybridload._kernels.erase import erase_boxes
 
 
 def test_color_jitter_reads_numbers_and_pairs_as_torchvision_does():

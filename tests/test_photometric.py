@@ -12,12 +12,12 @@ import pytest
 import torch
 from PIL import Image, ImageEnhance, ImageOps
 
-from hybridload.recipe import ops as O
+from hybridload.recipe import _ops as O
 from hybridload import recipe as R
-from hybridload.kernels.decode import decode_image
-from hybridload.kernels.geometry import apply_ops
-from hybridload.kernels.photometric import gaussian_kernel
-from hybridload.torchops.ops import apply_ops as torch_apply
+from hybridload._kernels.decode import decode_image
+from hybridload._kernels.geometry import apply_ops
+from hybridload._kernels.photometric import gaussian_kernel
+from hybridload._torchops.ops import apply_ops as torch_apply
 
 OPS = [
     O.Brightness(1.37),
@@ -147,7 +147,7 @@ DALI_MEAN_TOL, DALI_MAX_TOL = 0.001, 1
 @pytest.mark.parametrize("name", list(STAGES))
 def test_dali_photometric_graph_matches_the_kernels(images, name):
     pytest.importorskip("nvidia.dali")
-    from hybridload.pipelines import build_photo_pipeline, compile, photo_vectors
+    from hybridload._pipelines import build_photo_pipeline, compile, photo_vectors
 
     rec = R.make([R.Decode(), R.CenterCrop(40), STAGES[name]])
     plan = compile(rec)

@@ -1,5 +1,5 @@
 """The photometric kernels (planar float32, scratch arrays, clamps only where needed) give
-the bits of the plain float32 formulas of kernels/photometric.py's text, written below the
+the bits of the plain float32 formulas of _kernels/photometric.py's text, written below the
 straightforward way on HWC arrays (op by op, clip and floor after each)."""
 
 import threading
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload.recipe import ops as O
-from hybridload.kernels import grey as G
-from hybridload.kernels import photometric as P
-from hybridload.kernels import scratch as S
+from hybridload.recipe import _ops as O
+from hybridload._kernels import grey as G
+from hybridload._kernels import photometric as P
+from hybridload._kernels import scratch as S
 
 F32 = np.float32
 W = (F32(0.299), F32(0.587), F32(0.114))

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe as R, sources
-from hybridload.kernels import decode_image
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.delivery.finish import finish_batch
-from hybridload.kernels.erase import erase_boxes
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.torch_lane import TorchGpuLane
+from hybridload._kernels import decode_image
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.delivery._finish import finish_batch
+from hybridload._kernels.erase import erase_boxes
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._gpu.torch_lane import TorchGpuLane
 from support.streams import local_lane_streams, stream
 
 GEOMETRY = [R.Decode(), R.RandomResizedCrop(40), R.HorizontalFlip()]

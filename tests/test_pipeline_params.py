@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from hybridload.recipe import ops
+from hybridload.recipe import _ops as ops
 from hybridload import recipe as R
-from hybridload.pipelines import chain_params
+from hybridload._pipelines import chain_params
 
 
 def params(*op_list):

@@ -3,8 +3,8 @@ rules it applies, refusing a bad value with a message that names the field and w
 
 import pytest
 
-from hybridload.raycluster.connect import NodeInfo
-from hybridload.raycluster.placement import Changes, PlacementRules, elastic_target, plan_actors, reconcile
+from hybridload.raycluster._connect import NodeInfo
+from hybridload.raycluster._placement import Changes, PlacementRules, elastic_target, plan_actors, reconcile
 
 #: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
 pytestmark = pytest.mark.starts_nothing

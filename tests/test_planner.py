@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hybridload.policy import usable_cpus
+from hybridload._policy import usable_cpus
 
 from hybridload import LoaderPolicy
 from hybridload.planner import (
@@ -24,7 +24,7 @@ from hybridload.planner import (
     solve,
     sweep,
 )
-from hybridload.planner.online import LaneSample, rebalance
+from hybridload.planner._online import LaneSample, rebalance
 
 # ---------------------------------------------------------------- recorded measurement sets
 NO_GPU = Measurements(nodes=(NodeRate("local", 6, 300.0, True),), gpu_label="none: NVML not found")
@@ -391,8 +391,8 @@ class _FakeLane:
 
 
 def test_the_online_planner_answers_new_caps_from_what_the_dispatcher_tells_it_and_converges():
-    from hybridload.lanes.base import LaneKind
-    from hybridload.planner.online import OnlinePlanner
+    from hybridload.lanes._base import LaneKind
+    from hybridload.planner._online import OnlinePlanner
 
     lanes = [_FakeLane("gpu", LaneKind.GPU, 1), _FakeLane("cpu", LaneKind.CPU_LOCAL, 2)]
     planner = OnlinePlanner(lanes, replan_every=4, max_gpu_util=0.9)
@@ -412,7 +412,7 @@ def test_the_online_planner_answers_new_caps_from_what_the_dispatcher_tells_it_a
 
 
 def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
-    from hybridload.cli.profile import trust_measurements
+    from hybridload.cli._profile import trust_measurements
 
     m = Measurements(
         nodes=(NodeRate("local", 2, 240.0, True),),
@@ -431,7 +431,7 @@ def test_a_checked_share_that_measured_clearly_better_overrides_the_model():
 
 
 def test_workers_for_covers_the_predicted_cpu_rates_fastest_remote_nodes_first():
-    from hybridload.planner.solver import workers_for
+    from hybridload.planner._solver import workers_for
 
     m = Measurements(nodes=(NodeRate("local", 4, 100.0, True), NodeRate("slow", 8, 50.0), NodeRate("fast", 2, 200.0)))
     got = workers_for(m, {"cpu_local": 250.0, "cpu_remote": 500.0})
@@ -446,8 +446,8 @@ def test_gpu_lane_rate_synchronizes_before_each_clock_reading_and_does_not_count
     import numpy as np
     import torch
 
-    import hybridload.lanes.gpu as gpu
-    from hybridload.planner.rates import gpu_lane_rate
+    import hybridload.lanes._gpu as gpu
+    from hybridload.planner._rates import gpu_lane_rate
 
     events = []
 
@@ -506,8 +506,8 @@ def test_a_busy_trainer_does_not_starve_the_gpu_lane_on_recorded_readings():
 
 
 def test_the_online_planner_measures_the_lanes_own_gpu_time_per_wall_second():
-    from hybridload.lanes.base import LaneKind
-    from hybridload.planner.online import OnlinePlanner
+    from hybridload.lanes._base import LaneKind
+    from hybridload.planner._online import OnlinePlanner
 
     class Monitor:
         util = 1.0  # a trainer keeping the GPU busy all the time
@@ -545,8 +545,8 @@ def test_profile_prediction_measurement_and_bottleneck_agree_on_recorded_reading
     """Before: "chosen GPU share 1.00", "predicted total 488", "measured at share 1.00: 926",
     "bottleneck: the CPUs". Now the checked points set the model's rates, and the plan is
     solved, explained and compared from that one model."""
-    from hybridload.cli.profile import trust_measurements
-    from hybridload.planner.calibrate import calibrate, predict_check
+    from hybridload.cli._profile import trust_measurements
+    from hybridload.planner._calibrate import calibrate, predict_check
 
     lim = Limits()
     m = calibrate(RECORDED, RECORDED_POINTS)
@@ -566,7 +566,7 @@ def test_profile_prediction_measurement_and_bottleneck_agree_on_recorded_reading
 
 @pytest.mark.parametrize("name,lim", list(itertools.product(SETS, LIMITS)))
 def test_the_bottleneck_names_the_bound_that_sets_the_predicted_total(name, lim):
-    from hybridload.planner.solver import bounds, plan_at
+    from hybridload.planner._solver import bounds, plan_at
 
     m = SETS[name]
     for share in (0.0, 0.3, 0.7, 1.0):
@@ -597,10 +597,10 @@ def test_the_cpu_rate_probe_times_exactly_the_batch_job_the_cpu_lanes_run(photo_
     import torch
 
     from hybridload import recipe as R, sources
-    from hybridload.lanes import cpu_job
-    from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.planner.rates import cpu_rate_per_core
+    from hybridload.lanes import _cpu_job as cpu_job
+    from hybridload.lanes._base import BatchTask
+    from hybridload.lanes._local.inprocess import InProcessLane
+    from hybridload.planner._rates import cpu_rate_per_core
 
     src = sources.ImageFolder(photo_root)
     rec = R.make([R.Decode(), R.RandomResizedCrop(32), R.ColorJitter(0.4), R.Normalize(), R.RandomErasing(p=1.0)])

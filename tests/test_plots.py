@@ -4,12 +4,12 @@ PNG opens, and a note appears when the model and the measurements disagree by mo
 import pytest
 from PIL import Image
 
-from hybridload.cli import plots
-from hybridload.cli.results import ModeResult
-from hybridload.extras import MissingExtraError, require
+from hybridload.cli import _plots as plots
+from hybridload.cli._results import ModeResult
+from hybridload._extras import MissingExtraError, require
 from hybridload.planner import Limits, Measurements, NodeRate, solve
-from hybridload.planner.nvml import GpuUnavailable
-from hybridload.cli.results import Profile
+from hybridload.planner._nvml import GpuUnavailable
+from hybridload.cli._results import Profile
 
 LONG_GPU_LABEL = (
     "DALI CPU-only mode, no GPU visible, 2 threads, batch 64, decoders.image_random_crop with "

@@ -1,13 +1,13 @@
-"""The one decoding of a policy (hybridload.policy.decode) is a pure function of (policy, plan, facts):
+"""The one decoding of a policy (hybridload._policy.decode) is a pure function of (policy, plan, facts):
 checked directly, mode by mode; the loader, the bench, the rate probe and the profiler all run the LaneSpec
 it decodes, and each knob keeps the policy's name on the way."""
 
 import pytest
 
 from hybridload import LoaderPolicy
-from hybridload.lanes.base import LaneKind
-from hybridload.policy.decode import decode_lanes
-from hybridload.planner.plan import Plan
+from hybridload.lanes._base import LaneKind
+from hybridload._policy.decode import decode_lanes
+from hybridload.planner._plan import Plan
 
 #: policies, specs and fakes only: the Ray and process words here start nothing (conftest.tiers_of)
 pytestmark = pytest.mark.starts_nothing
@@ -119,7 +119,7 @@ def test_without_ray_the_cpu_lane_is_local_and_the_user_is_told():
 def test_worker_processes_fork_on_linux_as_torch_dataloader_and_what_is_asked_wins(
     asked, available, platform, expected
 ):
-    from hybridload.policy.decode import resolve_start_method
+    from hybridload._policy.decode import resolve_start_method
 
     assert resolve_start_method(asked, available=available, platform=platform) == expected
 
@@ -183,8 +183,8 @@ def test_the_gpu_engines_to_try_follow_the_policy_and_the_device(asked, device, 
 @pytest.mark.parametrize("budget,expected", [(None, None), (64, 64 * 2**20), (0.5, 2**19)])
 def test_the_gpu_memory_budget_is_carried_and_converted_in_one_place(budget, expected):
     spec = decode_lanes(LoaderPolicy(mode="split", gpu_share=0.5, gpu_memory_budget_mb=budget, gpu_threads=3))
-    from hybridload.lanes.spec import budget_bytes
-    from hybridload.policy.decode import knobs
+    from hybridload.lanes._spec import budget_bytes
+    from hybridload._policy.decode import knobs
 
     assert spec.options.gpu.gpu_memory_budget_mb == budget and budget_bytes(budget) == expected
     assert knobs(LoaderPolicy(gpu_memory_budget_mb=budget)).passes.gpu_memory_budget_mb == budget
@@ -231,7 +231,7 @@ def test_a_spec_is_frozen():
 def test_policy_lane_spec_is_the_decoding_with_this_process_facts(monkeypatch, tmp_path):
     import importlib.util
 
-    from hybridload.policy import usable_cpus
+    from hybridload._policy import usable_cpus
 
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     path = tmp_path / "plan.json"
@@ -261,8 +261,8 @@ def _loader_spec(photo_root, policy, rec, device="cpu"):
 @pytest.mark.parametrize("share", [None, 0.3], ids=["no-plan", "plan"])
 def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(photo_root, mode, share, monkeypatch):
     from hybridload import recipe
-    from hybridload.cli.bench import policy_for
-    from hybridload.policy.decode import START_SHARE
+    from hybridload.cli._bench import policy_for
+    from hybridload._policy.decode import START_SHARE
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     rec = recipe.imagenet_train(32)
@@ -279,10 +279,10 @@ def test_the_bench_runs_the_spec_the_loader_decodes_and_re_derives_no_share(phot
 def test_the_rate_probe_tries_the_loaders_engines_with_the_loaders_spec(photo_root, monkeypatch):
     import torch
 
-    import hybridload.lanes.gpu as gpu
+    import hybridload.lanes._gpu as gpu
     from hybridload import recipe
     from hybridload.errors import LaneUnavailableError
-    from hybridload.planner.rates import gpu_lane_rate
+    from hybridload.planner._rates import gpu_lane_rate
 
     rec = recipe.imagenet_train(32)
     spec = _loader_spec(photo_root, LoaderPolicy(mode="gpu", gpu_threads=3, gpu_memory_budget_mb=64), rec)
@@ -302,9 +302,9 @@ def test_the_profiler_measures_the_gpu_lane_with_the_spec_its_loader_runs(photo_
     import torch
 
     from hybridload import recipe, sources
-    from hybridload.cli import profile
-    from hybridload.planner.nvml import GpuUnavailable
-    from hybridload.policy import usable_cpus
+    from hybridload.cli import _profile as profile
+    from hybridload.planner._nvml import GpuUnavailable
+    from hybridload._policy import usable_cpus
 
     rec = recipe.imagenet_train(32)
     seen = {}
@@ -399,7 +399,7 @@ def test_every_knob_reaches_an_options_object_under_the_policys_name_with_the_va
     on its way (``on_no_actors`` -> ``when_empty``) leaves its policy field unmatched here."""
     import dataclasses
 
-    from hybridload.policy.decode import CHOICE, knobs
+    from hybridload._policy.decode import CHOICE, knobs
 
     policy_fields = {f.name: f.default for f in dataclasses.fields(LoaderPolicy)}
     assert set(WRITTEN) == set(policy_fields) - set(CHOICE)  # a new knob: give it a value here
@@ -419,7 +419,7 @@ def test_every_options_field_named_as_a_knob_has_no_default_or_the_policys():
     it) or the policy's own."""
     import dataclasses
 
-    from hybridload.policy.decode import knobs
+    from hybridload._policy.decode import knobs
 
     policy_defaults = {f.name: f.default for f in dataclasses.fields(LoaderPolicy)}
     built = knobs(LoaderPolicy())
@@ -454,21 +454,21 @@ def test_every_options_field_is_read_under_its_own_name_by_the_code_that_takes_i
     reading module reads; a field renamed at its reader (``num_threads=spec.gpu_threads``) fails."""
     import dataclasses
 
-    from hybridload.execution import dispatch, stream, stragglers
-    from hybridload.execution import retry
-    from hybridload.execution.pass_config import PassConfig
-    from hybridload.execution.stats import LoaderStats
-    from hybridload.lanes.gpu.dali import DaliLane
-    from hybridload.lanes.gpu.torch_lane import TorchGpuLane
-    from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.lanes.ray import actor_pool, capacity, RayLane
-    from hybridload.lanes.ray.pool_config import PoolConfig
-    from hybridload.lanes.spec import GpuOptions, LaneOptions
-    from hybridload.planner.online import OnlinePlanner
-    from hybridload.policy.decode import Knobs
-    from hybridload.raycluster import placement
-    from hybridload.raycluster.placement import PlacementRules
-    from hybridload.execution.retry import RetryRules, StragglerRule
+    from hybridload.execution import _dispatch as dispatch, _stream as stream, _stragglers as stragglers
+    from hybridload.execution import _retry as retry
+    from hybridload.execution._pass_config import PassConfig
+    from hybridload.execution._stats import LoaderStats
+    from hybridload.lanes._gpu.dali import DaliLane
+    from hybridload.lanes._gpu.torch_lane import TorchGpuLane
+    from hybridload.lanes._local.inprocess import InProcessLane
+    from hybridload.lanes._ray import actor_pool, capacity, RayLane
+    from hybridload.lanes._ray.pool_config import PoolConfig
+    from hybridload.lanes._spec import GpuOptions, LaneOptions
+    from hybridload.planner._online import OnlinePlanner
+    from hybridload._policy.decode import Knobs
+    from hybridload.raycluster import _placement as placement
+    from hybridload.raycluster._placement import PlacementRules
+    from hybridload.execution._retry import RetryRules, StragglerRule
 
     readers = {
         GpuOptions: [DaliLane, TorchGpuLane],  # each takes every field
@@ -501,7 +501,7 @@ def test_every_options_field_is_read_under_its_own_name_by_the_code_that_takes_i
     ],
 )
 def test_auto_local_workers_decode_to_the_policys_own_words(cpus, start, expected):
-    from hybridload.policy.decode import LOCAL_WORKERS_DECODED, local_workers
+    from hybridload._policy.decode import LOCAL_WORKERS_DECODED, local_workers
 
     assert local_workers("auto", cpus, start) == expected and expected in LOCAL_WORKERS_DECODED
     assert local_workers("threads", 16) == "threads" and local_workers("processes", 1) == "processes"
@@ -516,7 +516,7 @@ def test_auto_local_workers_decode_to_the_policys_own_words(cpus, start, expecte
     ],
 )
 def test_the_start_share_is_read_in_one_place(policy, plan, share):
-    from hybridload.policy.decode import start_share
+    from hybridload._policy.decode import start_share
 
     assert start_share(policy, plan) == share
 
@@ -531,8 +531,8 @@ def test_the_start_share_is_read_in_one_place(policy, plan, share):
     ],
 )
 def test_a_fitted_plan_decodes_to_the_policy_settings_that_carry_it_out(share, actors, threads, mode, expected_share):
-    from hybridload.planner.fit import Fitted
-    from hybridload.policy.decode import plan_settings
+    from hybridload.planner._fit import Fitted
+    from hybridload._policy.decode import plan_settings
 
     plan = Plan(gpu_share=share, local_threads=threads, cpu_actors={"n": actors} if actors else {}, window=6)
     kw = plan_settings(plan, Fitted(gpu_share=share, cpu_actors=actors, threads=max(1, threads)))
@@ -544,9 +544,9 @@ def test_a_fitted_plan_decodes_to_the_policy_settings_that_carry_it_out(share, a
 
 
 def test_each_pass_runs_the_settings_the_policy_decodes_to():
-    from hybridload.execution.pass_config import PassConfig
-    from hybridload.execution.retry import RetryRules, StragglerRule
-    from hybridload.policy.decode import knobs
+    from hybridload.execution._pass_config import PassConfig
+    from hybridload.execution._retry import RetryRules, StragglerRule
+    from hybridload._policy.decode import knobs
 
     policy = LoaderPolicy(
         window=3,

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from hybridload.raycluster import PlacementRules
-from hybridload.dataloader.pools import DatasetLane, IterableDatasetActors
-from hybridload.lanes.ray import ActorPool, PoolConfig, RayLane
-from hybridload.lanes.ray.pool_config import start_timeout_seconds
+from hybridload._dataloader.pools import DatasetLane, IterableDatasetActors
+from hybridload.lanes._ray import ActorPool, PoolConfig, RayLane
+from hybridload.lanes._ray.pool_config import start_timeout_seconds
 
 
 RULES = PlacementRules(reserve_local_cpus=0)

@@ -1,10 +1,10 @@
 """recipe.imagenet_train(size, augment=...): "basic" is the recipe as it always was; "color" and
-"trivialaugment" follow timm's and torchvision's training recipes (hybridload.recipe.presets)."""
+"trivialaugment" follow timm's and torchvision's training recipes (hybridload.recipe._presets)."""
 
 import pytest
 
 from hybridload import recipe
-from hybridload.recipe.presets import COLOR_JITTER, RANDOM_ERASE_P
+from hybridload.recipe._presets import COLOR_JITTER, RANDOM_ERASE_P
 
 
 def names(rec):

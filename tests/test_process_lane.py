@@ -12,8 +12,8 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError, WorkerLost
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.local.process import ProcessLane
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._local.process import ProcessLane
 from support.pictures import minor_faults, picture_loader
 from support.streams import check_the_newer_pass_supersedes_the_older, local_lane_streams
 
@@ -111,7 +111,7 @@ class IoPoolSource(sources.ImageFolder):
     """Reads through the process-wide I/O pool, as remote sources do."""
 
     def read(self, ref):
-        from hybridload.sources.reads import io_pool
+        from hybridload.sources._reads import io_pool
 
         return io_pool().submit(super().read, ref).result(timeout=60)
 
@@ -119,8 +119,8 @@ class IoPoolSource(sources.ImageFolder):
 def test_a_forked_worker_does_not_inherit_locks_held_by_parent_threads(photo_root):
     """A fork while another thread holds the I/O pool's lock (or a shard cache's) must not leave
     the worker waiting on it: the child gets fresh ones."""
-    from hybridload.sources import reads
-    from hybridload.sources.tar import shard_cache
+    from hybridload.sources import _reads as reads
+    from hybridload.sources._tar import shard_cache
 
     cache = shard_cache.ShardCache(lambda url: b"x", capacity=1)
     held, release = threading.Event(), threading.Event()
@@ -194,7 +194,7 @@ def test_a_task_started_while_a_dead_worker_is_replaced_reaches_a_live_worker(ph
                 time.sleep(1.0)
 
     handler = SlowHandler(logging.WARNING)
-    logger = logging.getLogger("hybridload.lanes.local.process")
+    logger = logging.getLogger("hybridload.lanes._local.process")
     logger.addHandler(handler)
     reports: dict[int, object] = {}
     arrived = threading.Condition()
@@ -317,7 +317,7 @@ def test_a_worker_killed_halfway_through_writing_its_result_never_wedges_the_lan
 def test_a_held_batch_is_never_overwritten_by_a_later_one():
     """Batches the consumer keeps (all of two passes) keep their pixels: the lane copies each batch
     out of its shared-memory slot into a kept buffer, lent again only once nothing can read it."""
-    from hybridload.lanes.cpu_job import process_batch
+    from hybridload.lanes._cpu_job import process_batch
 
     with picture_loader(8, local_workers="processes", return_indices=True) as ld:
         held = []

@@ -78,7 +78,7 @@ def test_profile_cli_writes_a_plan_and_a_png_that_opens(photo_root, tmp_path):
 
 
 def test_profile_warns_when_its_measurements_cannot_be_trusted():
-    from hybridload.cli.profile import trust_warnings
+    from hybridload.cli._profile import trust_warnings
 
     assert trust_warnings(3.0, [(0.0, 190, 190), (0.4, 120, 139)]) == []
     (short,) = trust_warnings(1.0, [(0.0, 190, 190)])
@@ -127,8 +127,8 @@ def test_auto_mode_starts_from_a_plan_file(photo_root, tmp_path):
 def test_auto_mode_caps_are_written_on_the_dispatcher_thread_only(photo_root, monkeypatch):
     import threading
 
-    from hybridload.execution.admission import ShareAdmission
-    from hybridload.planner.online import OnlinePlanner
+    from hybridload.execution._admission import ShareAdmission
+    from hybridload.planner._online import OnlinePlanner
 
     writers, hook_threads = [], set()
     real_write, real_done = ShareAdmission.batch_done, OnlinePlanner.batch_done
@@ -161,9 +161,9 @@ def test_profile_reads_nvml_for_the_loaders_device_not_nvmls_first(monkeypatch):
     """run_profile hands the loader's device to read_gpu: on cuda:1 it reads GPU-bbbb (fake NVML)."""
     import torch
 
-    from hybridload.cli import profile
-    from hybridload.delivery import transfer
-    from hybridload.planner.nvml import read_gpu
+    from hybridload.cli import _profile as profile
+    from hybridload.delivery import _transfer as transfer
+    from hybridload.planner._nvml import read_gpu
     from test_planner import DEVICES, FakeNVML
 
     class Stop(Exception):

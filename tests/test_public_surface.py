@@ -13,7 +13,7 @@ def test_the_design_imports_work_and_import_hybridload_loads_no_optional_depende
         "from hybridload import HybridLoader, LoaderPolicy, Plan, sources, recipe, DataLoader, __version__\n"
         "import hybridload\n"
         "assert {'HybridLoader', 'LoaderPolicy', 'Plan', 'sources', 'recipe', 'DataLoader'} <= set(hybridload.__all__)\n"
-        "assert Plan.__module__ == 'hybridload.planner.plan'\n"
+        "assert Plan.__module__ == 'hybridload.planner._plan'\n"
         "heavy = ('ray', 'nvidia.dali', 'matplotlib', 'skimage', 'lightning')  # pynvml: already imported by the planner\n"
         "print(sorted(m for m in sys.modules if m in heavy))\n"
     )
@@ -25,7 +25,7 @@ def test_the_design_imports_work_and_import_hybridload_loads_no_optional_depende
 def test_a_missing_extra_names_the_packages_it_brings_not_a_pypi_line_for_hybridload():
     """hybridload is not on PyPI: `pip install 'hybridload[ray]'` fails for a user, so a message
     names the extra's own requirements, read from the installed metadata (pyproject.toml)."""
-    from hybridload.extras import MissingExtraError, install_hint, require
+    from hybridload._extras import MissingExtraError, install_hint, require
 
     assert install_hint("ray") == "pip install 'ray>=2.40' (hybridload's [ray] extra)"
     assert install_hint("dali") == "pip install 'nvidia-dali-cuda120<3,>=1.44' (hybridload's [dali] extra)"

@@ -14,8 +14,8 @@ CHILD = textwrap.dedent('''
     import json, threading, time
     import ray
     from hybridload.raycluster import PlacementRules
-    from hybridload.lanes.ray import ActorPool, PoolConfig
-    from hybridload.lanes.ray.callbacks import in_ray_callback, off_callback_thread, when_done
+    from hybridload.lanes._ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray.callbacks import in_ray_callback, off_callback_thread, when_done
 
     class Worker:
         """Actor 0 starts at once; the others fail their start after the pool is running."""

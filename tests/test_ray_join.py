@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridload.raycluster import gcs_probe, last_out
+from hybridload.raycluster import _gcs_probe as gcs_probe, _last_out as last_out
 from support.streams import free_port
 
 pytest.importorskip("ray")

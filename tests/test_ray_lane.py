@@ -113,10 +113,10 @@ def test_ship_bytes_reads_off_the_submitting_thread_and_a_failed_read_is_reporte
     import numpy as np
     import torch
 
-    from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes._base import BatchTask
+    from hybridload.lanes._local.inprocess import InProcessLane
     from hybridload.raycluster import PlacementRules
-    from hybridload.lanes.ray import PoolConfig, RayLane
+    from hybridload.lanes._ray import PoolConfig, RayLane
 
     class GatedFolder(sources.ImageFolder):  # local: Ray sends it by value; an actor never reads it
         """A folder on a filesystem that hangs until the test opens ``gate``; sample 5's read fails."""
@@ -283,10 +283,10 @@ def test_a_ray_batch_is_copied_off_rays_callback_thread(cluster, photo_root):
     import numpy as np
     import torch
 
-    from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.local.inprocess import InProcessLane
+    from hybridload.lanes._base import BatchTask
+    from hybridload.lanes._local.inprocess import InProcessLane
     from hybridload.raycluster import PlacementRules
-    from hybridload.lanes.ray import PoolConfig, RayLane
+    from hybridload.lanes._ray import PoolConfig, RayLane
 
     lane = RayLane(
         sources.ImageFolder(photo_root),
@@ -327,9 +327,9 @@ def test_ray_batches_are_copied_into_kept_buffers_never_over_a_held_batch(cluste
     import numpy as np
     import torch
 
-    from hybridload.lanes.base import BatchTask
-    from hybridload.lanes.local.inprocess import InProcessLane
-    from hybridload.lanes.ray import PoolConfig, RayLane
+    from hybridload.lanes._base import BatchTask
+    from hybridload.lanes._local.inprocess import InProcessLane
+    from hybridload.lanes._ray import PoolConfig, RayLane
     from hybridload.raycluster import PlacementRules
     from support.pictures import Pictures, minor_faults
 

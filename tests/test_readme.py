@@ -69,7 +69,7 @@ def readme_commands(text: str | None = None) -> list[list[str]]:
 
 def extras_needed(argv: list[str]) -> set[str]:
     """The extras a command line needs: each flag given whose help says "(needs [EXTRA])"."""
-    from hybridload.cli.commands import build_parser
+    from hybridload.cli._commands import build_parser
 
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     sub = commands.choices[argv[0]]  # a command the CLI does not have: KeyError, named

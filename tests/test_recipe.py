@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from hybridload import recipe as R
-from hybridload.recipe.core import sample_generators
-from hybridload.recipe.ops import Crop, Flip, Resize
+from hybridload.recipe._core import sample_generators
+from hybridload.recipe._ops import Crop, Flip, Resize
 
 
 def test_sample_params_depend_only_on_seed_epoch_index():
@@ -118,8 +118,8 @@ def test_unknown_stage_argument_names_the_stage():
 
 
 def test_every_stage_class_has_a_phase_and_the_phases_run_decode_geometry_colour_normalize_erase_layout():
-    from hybridload.recipe.order import PER_SAMPLE, Phase, phase_of
-    from hybridload.recipe.stages import GEOMETRY
+    from hybridload.recipe._order import PER_SAMPLE, Phase, phase_of
+    from hybridload.recipe._stages import GEOMETRY
 
     assert phase_of(R.Decode) is Phase.DECODE
     assert all(phase_of(k) is Phase.GEOMETRY for k in GEOMETRY)

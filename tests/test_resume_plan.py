@@ -9,11 +9,11 @@ import itertools
 import pytest
 
 from hybridload.errors import ResumeMismatchError
-from hybridload.sampling import resume, sharding
-from hybridload.sampling.keyed_order import KeyedOrder
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.shard_order import ShardOrder
-from hybridload.sampling.sampler import DistributedBatchSampler
+from hybridload.sampling import _resume as resume, sharding
+from hybridload.sampling._keyed_order import KeyedOrder
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._shard_order import ShardOrder
+from hybridload.sampling._sampler import DistributedBatchSampler
 
 
 def plan_slots(n, remaining, *, world_size, batch_size, drop_last, split):

@@ -1,10 +1,10 @@
-"""hybridload.execution.retry.decide as a table: each row is one rule of the module docstring."""
+"""hybridload.execution._retry.decide as a table: each row is one rule of the module docstring."""
 
 import pytest
 
 from hybridload.errors import LabelError, SampleError, UserCodeError, WorkerLost
-from hybridload.lanes.base import Reroute
-from hybridload.execution.retry import Action, LaneState, RetryRules, decide, own_failure
+from hybridload.lanes._base import Reroute
+from hybridload.execution._retry import Action, LaneState, RetryRules, decide, own_failure
 
 RULES = RetryRules(max_retries=3, break_after=2)
 SAMPLE = SampleError(7, "a.jpg", "decode", "bad")

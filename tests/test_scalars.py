@@ -1,4 +1,4 @@
-"""The loader's figures where training is watched (`hybridload.execution.scalars`): a real
+"""The loader's figures where training is watched (`hybridload.execution._scalars`): a real
 loader's ``stats()`` as flat scalars, written every N steps to a recorder with TensorBoard's
 ``add_scalar`` and, where the ``tensorboard`` package is installed, to the real ``SummaryWriter``
 (its event file read back)."""

@@ -1,5 +1,5 @@
 """The dispatcher driven by scripted fake lanes: each task completes when the test says so
-(events, not sleeps), so every rule of hybridload.execution.dispatch is checked in isolation."""
+(events, not sleeps), so every rule of hybridload.execution._dispatch is checked in isolation."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import time
 import numpy as np
 import pytest
 
-from hybridload.execution.admission import ShareAdmission
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.retry import StragglerRule
+from hybridload.execution._admission import ShareAdmission
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._retry import StragglerRule
 from hybridload.errors import BatchTimeoutError, NoLaneError, SampleError, WorkerLost
-from hybridload.lanes.base import BatchTask, Lane, LaneKind, Reroute
-from hybridload.execution.retry import RetryRules
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.stream import BatchStream
+from hybridload.lanes._base import BatchTask, Lane, LaneKind, Reroute
+from hybridload.execution._retry import RetryRules
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._stream import BatchStream
 
 WAIT_S = 10.0
 

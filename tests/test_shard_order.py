@@ -1,4 +1,4 @@
-"""The shard-aware order (hybridload.sampling.shard_order): a pure function of (seed, epoch, rank) that
+"""The shard-aware order (hybridload.sampling._shard_order): a pure function of (seed, epoch, rank) that
 keeps each window of the order within a few shards and splits ranks as DistributedSampler
 counts them."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from hybridload.sampling import sharding
-from hybridload.sampling.sampler import DistributedBatchSampler
-from hybridload.sampling.shard_order import ShardOrder, contiguous_rank_split, shard_block_order
+from hybridload.sampling._sampler import DistributedBatchSampler
+from hybridload.sampling._shard_order import ShardOrder, contiguous_rank_split, shard_block_order
 
 SIZES = (7, 0, 5, 9, 3, 8, 6, 4, 10, 2)  # an empty shard and uneven ones
 N = sum(SIZES)

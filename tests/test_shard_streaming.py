@@ -10,8 +10,8 @@ import pytest
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import ShardIndexError
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.sampling.shard_order import ShardOrder
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.sampling._shard_order import ShardOrder
 from support.slowfs import SlowMemoryFileSystem
 
 from support.resume_helper import check_resume
@@ -186,7 +186,7 @@ def test_worker_processes_stream_what_threads_stream_from_local_shards(shard_dir
 
 def test_threads_asking_for_one_shard_share_one_fetch_and_a_failed_fetch_is_retried():
     import threading
-    from hybridload.sources.tar.shard_cache import ShardCache
+    from hybridload.sources._tar.shard_cache import ShardCache
 
     gate, calls = threading.Event(), []
 

@@ -6,7 +6,7 @@ from torch.utils.data import DistributedSampler
 
 from hybridload.errors import OrderMismatchError
 from hybridload.sampling import sharding
-from hybridload.sampling.sampler import DistributedBatchSampler
+from hybridload.sampling._sampler import DistributedBatchSampler
 
 from support.resume_helper import check_resume
 

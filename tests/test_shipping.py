@@ -1,4 +1,4 @@
-"""Which user modules travel by value to Ray workers (hybridload.raycluster.shipping), decided
+"""Which user modules travel by value to Ray workers (hybridload.raycluster._shipping), decided
 on this interpreter's real search path; the end-to-end case (a dataset from a folder put on
 sys.path, on a Ray cluster, against torch's DataLoader) is in test_dataloader_parity.py."""
 
@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from hybridload.raycluster.shipping import importable_by_workers, referenced_modules, worker_search_path
+from hybridload.raycluster._shipping import importable_by_workers, referenced_modules, worker_search_path
 
 
 def test_the_workers_path_is_a_fresh_interpreters_and_read_once():
@@ -42,7 +42,7 @@ def test_a_package_found_only_through_an_import_hook_is_importable_by_workers():
     by a folder of ``sys.path``: with no folder to search, hybridload itself (installed so in
     the test venv) must still count as importable, or every Ray lane would ship the whole
     package by value, locks and all."""
-    from hybridload.raycluster.shipping import importable_by_workers
+    from hybridload.raycluster._shipping import importable_by_workers
 
-    assert importable_by_workers("hybridload.sources.folder", ())
+    assert importable_by_workers("hybridload.sources._folder", ())
     assert not importable_by_workers("no_such_package_here", ())

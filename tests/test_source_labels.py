@@ -7,9 +7,9 @@ import torch
 
 from hybridload import recipe, sources
 from hybridload.errors import LabelError, SampleError
-from hybridload.lanes.cpu_job import process_batch
-from hybridload.lanes.ray.lane import _Preloaded, ship
-from hybridload.sources.torch_dataset import UNREAD_LABEL
+from hybridload.lanes._cpu_job import process_batch
+from hybridload.lanes._ray.lane import _Preloaded, ship
+from hybridload.sources._torch_dataset import UNREAD_LABEL
 
 REC = recipe.imagenet_eval(16)
 

@@ -13,26 +13,26 @@ import hybridload.sources as sources
 
 SUBMODULES = [
     "_base",
-    "filelist",
-    "folder",
-    "read_retry",
-    "reads",
-    "torch_dataset",
-    "tar",
-    "tar.atomic_write",
-    "tar.braces",
-    "tar.manifest",
-    "tar.member_table",
-    "tar.shard_cache",
-    "tar.shard_list",
-    "tar.shard_members",
-    "tar.shard_names",
-    "tar.shard_scan",
-    "tar.shard_checks",
-    "tar.sidecar",
-    "tar.tar_index",
-    "tar.tar_options",
-    "tar.tarshards",
+    "_filelist",
+    "_folder",
+    "_read_retry",
+    "_reads",
+    "_torch_dataset",
+    "_tar",
+    "_tar.atomic_write",
+    "_tar.braces",
+    "_tar.manifest",
+    "_tar.member_table",
+    "_tar.shard_cache",
+    "_tar.shard_list",
+    "_tar.shard_members",
+    "_tar.shard_names",
+    "_tar.shard_scan",
+    "_tar.shard_checks",
+    "_tar.sidecar",
+    "_tar.tar_index",
+    "_tar.tar_options",
+    "_tar.tarshards",
 ]
 
 
@@ -145,5 +145,9 @@ def test_every_package_of_the_tree_is_in_the_wheel():
     root = Path(__file__).resolve().parents[1]
     listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     tree = {".".join(p.parent.relative_to(root).parts) for p in (root / "hybridload").rglob("__init__.py")}
-    tree |= {"hybridload.kernels", "hybridload.pipelines", "hybridload.torchops"}  # mapped from the top-level folders
+    tree |= {
+        "hybridload._kernels",
+        "hybridload._pipelines",
+        "hybridload._torchops",
+    }  # mapped from the top-level folders
     assert tree <= listed, f"packages missing from pyproject.toml's [tool.setuptools] packages: {sorted(tree - listed)}"

@@ -20,7 +20,7 @@ from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, StorageError, recipe, sources
 from hybridload.errors import SampleError, ShardIndexError
-from hybridload.sources.read_retry import ReadRetry, ReadsExhausted, with_retries
+from hybridload.sources._read_retry import ReadRetry, ReadsExhausted, with_retries
 
 REC = recipe.imagenet_train(32)
 N, BATCH = 48, 4

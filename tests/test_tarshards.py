@@ -11,9 +11,9 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import SampleError, ShardIndexError
-from hybridload.kernels import process_sample
+from hybridload._kernels import process_sample
 from hybridload.sources import braceexpand, expand_urls
-from hybridload.sources.tar import tar_index
+from hybridload.sources._tar import tar_index
 
 from support.resume_helper import check_resume
 from support.streams import stream as _stream

@@ -281,7 +281,7 @@ def test_a_sidecar_whose_member_table_was_edited_is_ignored_and_the_shard_scanne
 
 
 def test_a_sidecar_an_older_hybridload_wrote_is_scanned_with_one_warning_to_index_again(shards, caplog, monkeypatch):
-    from hybridload.sources.tar import sidecar
+    from hybridload.sources._tar import sidecar
 
     monkeypatch.setattr(sidecar, "_older_seen", False)  # the warning is once per process
     d, m = shards

@@ -1,4 +1,4 @@
-"""The trace of the loader's own work (`hybridload.execution.trace`): a pass on two real lanes
+"""The trace of the loader's own work (`hybridload.execution._trace`): a pass on two real lanes
 (threads and worker processes), one slowed, written as trace-event JSON and read back with
 ``json``; the trainer-side ranges inside torch's profiler; the cost of the hook while off."""
 
@@ -15,14 +15,14 @@ import torch
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.errors import WorkerLost
-from hybridload.execution.pass_config import PassConfig
-from hybridload.execution.retry import StragglerRule
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.stream import BatchStream
-from hybridload.execution.trace import recording
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.local.inprocess import InProcessLane
-from hybridload.lanes.local.process import ProcessLane
+from hybridload.execution._pass_config import PassConfig
+from hybridload.execution._retry import StragglerRule
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._stream import BatchStream
+from hybridload.execution._trace import recording
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._local.inprocess import InProcessLane
+from hybridload.lanes._local.process import ProcessLane
 
 WAIT_S = 60.0
 BATCHES = 16
@@ -203,7 +203,7 @@ def test_the_trainer_side_ranges_open_no_profiler_range_while_nothing_records(mo
     enters ``record_function`` and reads no clock (its cost is a generator's, not a range's)."""
     import torch
 
-    from hybridload.execution import trace
+    from hybridload.execution import _trace as trace
 
     def refuse(*a, **k):
         raise AssertionError("record_function entered while nothing records")

@@ -1,4 +1,4 @@
-"""The PNG of ``hybridload trace-summary run.json --png out.png`` (`hybridload.cli.trace_png`):
+"""The PNG of ``hybridload trace-summary run.json --png out.png`` (`hybridload.cli._trace_png`):
 it opens as a PNG, holds one band per worker below the trainer's, and each span is drawn in its
 stage's colour where the trace puts it."""
 
@@ -10,10 +10,10 @@ import time
 import pytest
 from PIL import Image
 
-from hybridload.batch_result import BatchResult
-from hybridload.cli import trace_png
+from hybridload._batch_result import BatchResult
+from hybridload.cli import _trace_png as trace_png
 from support.cli_run import run_main
-from hybridload.execution.trace import Tracer
+from hybridload.execution._trace import Tracer
 
 #: (lane, worker, node, work s, read s or None, done at s): three workers on two nodes
 BATCHES = [

@@ -17,6 +17,6 @@ def test_the_package_with_its_engines_passes_mypy():
 
 def test_the_engines_are_packages_inside_hybridload():
     # mypy and every grep see them where the installed package has them: no folder mapped in
-    for name in ("kernels", "pipelines", "torchops"):
+    for name in ("_kernels", "_pipelines", "_torchops"):
         assert (ROOT / "hybridload" / name / "__init__.py").is_file(), name
         assert not (ROOT / name).exists(), f"{name}/ at the repository's top again"

@@ -1,4 +1,4 @@
-"""``even_batches=False`` (`hybridload.sampling.uneven`): each sample once across the ranks, no
+"""``even_batches=False`` (`hybridload.sampling._uneven`): each sample once across the ranks, no
 padding, for every order and split; uneven batch counts; refused with drop_last=True."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hybridload.sampling.keyed_order import KeyedOrder
-from hybridload.sampling.keyed_shard_order import KeyedShardOrder
-from hybridload.sampling.sampler import DistributedBatchSampler
-from hybridload.sampling.uneven import real_samples
+from hybridload.sampling._keyed_order import KeyedOrder
+from hybridload.sampling._keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._sampler import DistributedBatchSampler
+from hybridload.sampling._uneven import real_samples
 
 
 def sampler(n, bs, world, rank, **kw):

@@ -1,4 +1,4 @@
-"""Per-sample weights (`hybridload.sampling.weighted_order`, `sources.Weighted`): torch's
+"""Per-sample weights (`hybridload.sampling._weighted_order`, `sources.Weighted`): torch's
 WeightedRandomSampler's draws with replacement, keyed: the same draws split among any ranks,
 exact resume, other weights refused by name."""
 
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from hybridload.errors import ResumeMismatchError
-from hybridload.sampling.sampler import DistributedBatchSampler
+from hybridload.sampling._sampler import DistributedBatchSampler
 
 from support.resume_helper import check_resume
 from test_mix_order import Sized
 
 
 def weighted_sampler(weights, num_samples, world_size=1, rank=0, bs=16):
-    from hybridload.sampling.weighted_order import WeightedOrder, check_weights
+    from hybridload.sampling._weighted_order import WeightedOrder, check_weights
 
     order = WeightedOrder(check_weights(weights, len(weights), "test"), num_samples)
     return DistributedBatchSampler(num_samples, bs, seed=2, rank=rank, world_size=world_size, order=order)
@@ -61,7 +61,7 @@ def test_per_sample_weights_are_checked_naming_the_sample():
 
 def tables(weights, **blocked):
     """The array's table and the callable's (``blocked``: its block and chunk sizes) of one set of weights."""
-    from hybridload.sampling.weighted_order import BlockedWeights, weight_table
+    from hybridload.sampling._weighted_order import BlockedWeights, weight_table
 
     w = np.asarray(weights, dtype=np.float64)
     return weight_table(w, len(w), "test"), BlockedWeights(lambda idx: w[idx], len(w), "test", **blocked)
@@ -69,7 +69,7 @@ def tables(weights, **blocked):
 
 @pytest.mark.parametrize("blocked", [{"block": 64, "chunk": 256}, {}], ids=["small blocks", "default blocks"])
 def test_weights_given_by_a_callable_draw_the_very_samples_the_array_of_those_weights_draws(blocked):
-    from hybridload.sampling.weighted_order import WeightedOrder
+    from hybridload.sampling._weighted_order import WeightedOrder
 
     rng = np.random.default_rng(4)
     w = rng.exponential(size=100_003) * (rng.random(100_003) < 0.8)  # a fifth weigh nothing; a partial last block
@@ -86,7 +86,7 @@ def test_weights_given_by_a_callable_draw_the_very_samples_the_array_of_those_we
 
 
 def test_weights_given_by_a_callable_hold_one_sum_per_block_not_a_weight_per_sample():
-    from hybridload.sampling.weighted_order import BlockedWeights
+    from hybridload.sampling._weighted_order import BlockedWeights
 
     n = 5_000_000
     tracemalloc.start()  # numpy's buffers are traced too: a view would keep its whole chunk alive
@@ -103,7 +103,7 @@ def test_weights_given_by_a_callable_hold_one_sum_per_block_not_a_weight_per_sam
 
 
 def test_a_callable_of_weights_is_checked_naming_the_argument_and_the_sample():
-    from hybridload.sampling.weighted_order import BlockedWeights
+    from hybridload.sampling._weighted_order import BlockedWeights
 
     def make(fn, n=3000):
         return BlockedWeights(fn, n, "HybridLoader: sample_weights", chunk=2048)
@@ -130,7 +130,7 @@ def test_a_callable_of_weights_is_checked_naming_the_argument_and_the_sample():
 
 
 def test_weights_given_by_a_callable_resume_exactly_and_refuse_other_weights():
-    from hybridload.sampling.weighted_order import BlockedWeights, WeightedOrder
+    from hybridload.sampling._weighted_order import BlockedWeights, WeightedOrder
 
     w = np.arange(1, 41, dtype=float)
 

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 import hybridload
-from hybridload.lanes.ray.deaths import DEATHS_TO_FAIL
+from hybridload.lanes._ray.deaths import DEATHS_TO_FAIL
 from support.datasets import third_batch_error
 
 
@@ -84,7 +84,7 @@ def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger
 CRASHES_PAST_SILENCED_STDERR = """
 import ctypes, os, sys
 from hybridload import compat
-from hybridload.lanes.ray import worker
+from hybridload.lanes._ray import worker
 compat.ray_node_logs_dir = lambda: sys.argv[1]
 keep = worker.record_crashes()
 print(os.getpid(), flush=True)
@@ -100,7 +100,7 @@ def test_a_pool_worker_records_its_crash_signal_in_its_crash_file_past_a_silence
     import subprocess
     import sys
 
-    from hybridload.lanes.ray.deaths import crash_file
+    from hybridload.lanes._ray.deaths import crash_file
 
     proc = subprocess.run(
         [sys.executable, "-c", CRASHES_PAST_SILENCED_STDERR, str(tmp_path)], capture_output=True, text=True, timeout=120

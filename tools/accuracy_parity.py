@@ -5,7 +5,7 @@ Classes are the source photograph a crop came from (learnable); every 5th image 
 Modes: "cpu" (in-process lane), "split" (GPU lane at share 0.5 + in-process lane) and "gpu"
 (the GPU lane; DALI's CPU-only mode here). The index streams must be identical across modes;
 the pixels differ only by the GPU lane's rounding. ``--augment`` picks the training
-augmentation of ``recipe.imagenet_train`` (hybridload.recipe.presets): "basic" (crop + flip, the
+augmentation of ``recipe.imagenet_train`` (hybridload.recipe._presets): "basic" (crop + flip, the
 default), "color" (+ ColorJitter) or "trivialaugment" (+ TrivialAugmentWide, RandomErasing);
 the crop keeps this script's scale (0.35, 1.0) whichever is chosen.
 
@@ -30,7 +30,7 @@ import _harness as h
 from _data import parser
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import _photo_paths, make_photo_folder
-from hybridload.recipe.presets import AUGMENTS, train_stages
+from hybridload.recipe._presets import AUGMENTS, train_stages
 
 log = logging.getLogger("accuracy_parity")
 MODES = {

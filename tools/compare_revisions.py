@@ -6,7 +6,7 @@ Each revision is exported with ``git archive`` into a temporary folder (the repo
 worktrees and its stash are left alone) and runs its own benchmark scripts on its own package:
 ``PYTHONPATH`` puts the folder first (a revision whose ``pyproject.toml`` still maps top-level
 folders in through ``package-dir`` gets them linked in place), so the editable install of this
-checkout serves nothing; a probe checks where ``hybridload`` and ``hybridload.kernels`` load
+checkout serves nothing; a probe checks where ``hybridload`` and ``hybridload._kernels`` load
 from before anything is timed. Both revisions share one photo set (``--root``) and this venv.
 
 Repeat r runs base then head (head then base on odd repeats) for every benchmark, so the two
@@ -61,7 +61,7 @@ def find(name, path=None):
         if spec is not None:
             return spec
 top = find("hybridload")
-sub = find("hybridload.kernels", top.submodule_search_locations)
+sub = find("hybridload._kernels", top.submodule_search_locations)
 print(pathlib.Path(top.origin).parent, pathlib.Path(sub.origin).parent)
 """
 
@@ -178,7 +178,7 @@ def tree_env(tree: Path) -> dict:
 
 
 def check_imports_from(tree: Path) -> None:
-    """Fail unless ``hybridload`` and ``hybridload.kernels`` import from ``tree`` with its environment."""
+    """Fail unless ``hybridload`` and ``hybridload._kernels`` import from ``tree`` with its environment."""
     out = subprocess.run(
         [sys.executable, "-c", PROBE], cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=300
     )

@@ -30,8 +30,8 @@ import _harness as h
 from _data import check_ray_loopback, loopback_cluster, parser, photo_source
 from bench_ingest import BATCH, measure as measure_ingest
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.sampling.epochs import endless
-from hybridload.planner.rates import cpu_rate_per_core
+from hybridload.sampling._epochs import endless
+from hybridload.planner._rates import cpu_rate_per_core
 
 log = logging.getLogger("scaleout_model")
 BYTES_PER_IMAGE = 3 * 224 * 224

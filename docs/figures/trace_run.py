@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
-from hybridload.cli.commands import main as cli
+from hybridload.cli._commands import main as cli
 from hybridload.cli.demo_data import make_photo_folder
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from hybridload.extras import MissingExtraError, require
+from hybridload._extras import MissingExtraError, require
 
 log = logging.getLogger(__name__)
 

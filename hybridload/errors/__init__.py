@@ -1,11 +1,11 @@
 """Errors hybridload raises to its users, each naming what finds the problem, and `close_all`, the
 one shutdown routine of every floor that closes several parts.
 
-Modules: ``core`` (the error types) and ``shutdown`` (`close_all`, `take_all`, `ShutdownError`);
+Modules: ``_core`` (the error types) and ``_shutdown`` (`close_all`, `take_all`, `ShutdownError`);
 every name is imported from here.
 """
 
-from hybridload.errors.core import (
+from hybridload.errors._core import (
     BatchTimeoutError,
     HybridLoadError,
     LabelError,
@@ -21,7 +21,7 @@ from hybridload.errors.core import (
     UserCodeError,
     WorkerLost,
 )
-from hybridload.errors.shutdown import ShutdownError, close_all, take_all
+from hybridload.errors._shutdown import ShutdownError, close_all, take_all
 
 __all__ = [
     "BatchTimeoutError",

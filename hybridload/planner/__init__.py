@@ -1,19 +1,19 @@
 """The planner: GPU headroom (NVML), lane rates, and the split as a plan file.
 
-``nvml`` (reading the trainer's GPU), ``gpu_reading`` (what it read) and ``monitor``
-(sampling it in the background), ``rates`` (measuring lane rates on the user's data),
-``inputs`` (what the solver is given: measurements, limits), ``solver`` (the split as a pure
-function of the measurements), ``calibrate`` (the model fitted to the loader measured for
-real), ``plan`` (the decision as a versioned JSON file), ``fit`` (a plan made elsewhere,
-fitted to where it runs) and ``online`` (re-planning the GPU share from live lane rates).
+``_nvml`` (reading the trainer's GPU), ``_gpu_reading`` (what it read) and ``_monitor``
+(sampling it in the background), ``_rates`` (measuring lane rates on the user's data),
+``_inputs`` (what the solver is given: measurements, limits), ``_solver`` (the split as a pure
+function of the measurements), ``_calibrate`` (the model fitted to the loader measured for
+real), ``_plan`` (the decision as a versioned JSON file), ``_fit`` (a plan made elsewhere,
+fitted to where it runs) and ``_online`` (re-planning the GPU share from live lane rates).
 """
 
-from hybridload.planner.gpu_reading import GpuReading, GpuUnavailable
-from hybridload.planner.nvml import read_gpu
-from hybridload.planner.plan import FORMAT_VERSION, Plan, PlanFormatError
-from hybridload.planner.inputs import Limits, Measurements, NodeRate
-from hybridload.planner.solver import bounds, plan_at, predict, solve, sweep
-from hybridload.planner.calibrate import calibrate, predict_check
+from hybridload.planner._gpu_reading import GpuReading, GpuUnavailable
+from hybridload.planner._nvml import read_gpu
+from hybridload.planner._plan import FORMAT_VERSION, Plan, PlanFormatError
+from hybridload.planner._inputs import Limits, Measurements, NodeRate
+from hybridload.planner._solver import bounds, plan_at, predict, solve, sweep
+from hybridload.planner._calibrate import calibrate, predict_check
 
 __all__ = [
     "GpuReading",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hybridload import environment
+from hybridload import _environment as environment
 
 
 #: the largest batch size (Python's slices and torch's BatchSampler take no more); a batch never

@@ -12,8 +12,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from hybridload.errors import LabelError, SampleError, StorageError
 
-from hybridload.sources.read_retry import DEFAULT_READ_RETRY, ReadRetry, ReadsExhausted, with_retries
-from hybridload.sources.reads import sequential_reads
+from hybridload.sources._read_retry import DEFAULT_READ_RETRY, ReadRetry, ReadsExhausted, with_retries
+from hybridload.sources._reads import sequential_reads
 
 
 @dataclass(frozen=True)
@@ -54,14 +54,14 @@ class Source:
     def read_many(self, refs: Sequence[SampleRef]) -> Iterator[Any]:
         """The reads of ``refs``, in order, as ``(payload, label)`` or the `SampleError`
         a read raised. The base reads one after another when asked; sources on remote
-        storage override it to read concurrently (see `hybridload.sources.reads`)."""
+        storage override it to read concurrently (see `hybridload.sources._reads`)."""
         return sequential_reads(self.read, refs)
 
     def sample_order(self) -> Any:
         """The rule that orders an epoch's samples and splits them among ranks: None for the
         library's default (DistributedSampler's), or an object with a pure
         ``rank_indices(n, *, seed, epoch, world_size, rank, shuffle, drop_last)``, such as
-        `hybridload.sampling.shard_order.ShardOrder` for shard streaming."""
+        `hybridload.sampling._shard_order.ShardOrder` for shard streaming."""
         return None
 
     def fingerprint(self) -> str | None:

@@ -37,9 +37,9 @@ from PIL import Image
 
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
-from hybridload.lanes.base import BatchTask, LaneKind
-from hybridload.lanes.build import build_lanes, close_lanes
-from hybridload.lanes.gpu import torch_lane as torch_lane_module
+from hybridload.lanes._base import BatchTask, LaneKind
+from hybridload.lanes._build import build_lanes, close_lanes
+from hybridload.lanes._gpu import torch_lane as torch_lane_module
 
 #: the reason every GPU test gives on a machine without CUDA
 NO_CUDA = (
@@ -230,7 +230,7 @@ def diff_stats(hist: np.ndarray) -> dict:
 
 def engine_vs_cpu(make_lane, src, rec, bs) -> dict:
     """|diff| statistics of a GPU engine's uint8 batches against the CPU lane's, over the folder."""
-    from hybridload.lanes.cpu_job import process_batch
+    from hybridload.lanes._cpu_job import process_batch
 
     lane = make_lane(src, rec, bs)
     hist = np.zeros(256, np.int64)

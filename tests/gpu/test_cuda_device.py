@@ -19,7 +19,7 @@ from cuda_checks import cuda_fixture, gpu_photos_fixture  # noqa: F401 (fixtures
 from cuda_checks import NO_CUDA, dali_missing, quiet_loader
 
 from hybridload import recipe
-from hybridload.lanes.gpu.failures import rerouting
+from hybridload.lanes._gpu.failures import rerouting
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)]
 
@@ -68,9 +68,9 @@ def test_a_device_fault_hands_the_rest_of_the_stream_to_the_cpu_lane(engine, gpu
     if engine == "dali" and dali_missing():
         pytest.skip(dali_missing())
     if engine == "dali":
-        from hybridload.lanes.gpu.dali import DaliLane as lane_cls
+        from hybridload.lanes._gpu.dali import DaliLane as lane_cls
     else:
-        from hybridload.lanes.gpu.torch_lane import TorchGpuLane as lane_cls
+        from hybridload.lanes._gpu.torch_lane import TorchGpuLane as lane_cls
     rec = recipe.imagenet_train(224)
     with quiet_loader(gpu_photos, rec, 32, cuda, mode="cpu") as ld:
         want = [idx.tolist() for _i, _l, idx in ld]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hybridload.lanes.cpu_job import process_batch
+from hybridload.lanes._cpu_job import process_batch
 
 from cuda_checks import cuda_fixture, gpu_photos_fixture, rec224_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, host_images, quiet_loader, spec_gpu_lane, tasks

@@ -11,8 +11,8 @@ import time
 import pytest
 import torch
 
-from hybridload.execution.stats import LoaderStats
-from hybridload.execution.trace import recording
+from hybridload.execution._stats import LoaderStats
+from hybridload.execution._trace import recording
 
 from cuda_checks import cuda_fixture, gpu_photos_fixture, rec224_fixture  # noqa: F401 (fixtures)
 from cuda_checks import NO_CUDA, host_images, spec_gpu_lane, tasks

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from hybridload.lanes.ray.worker import PoolWorker
+from hybridload.lanes._ray.worker import PoolWorker
 
 
 class SlowStart(PoolWorker):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from hybridload.kernels.jpeg_markers import jpeg_segments
+from hybridload._kernels.jpeg_markers import jpeg_segments
 
 #: kinds that no lane can decode (the error names the sample and the stage)
 UNDECODABLE = ("truncated", "zero", "text", "corrupt", "huge")

@@ -1,6 +1,6 @@
 """The command line run in the test's own process."""
 
-from hybridload.cli.commands import main
+from hybridload.cli._commands import main
 
 
 def run_main(argv, capsys):

@@ -8,7 +8,7 @@ import struct
 
 from PIL import Image
 
-from hybridload.kernels.jpeg_markers import SOS, jpeg_segments
+from hybridload._kernels.jpeg_markers import SOS, jpeg_segments
 from support.photos import photo_pixels
 
 #: Every kind `damaged_jpegs` makes; each one libjpeg-turbo's strict decode refuses.

@@ -16,9 +16,9 @@ import struct
 import numpy as np
 from PIL import Image
 
-from hybridload.kernels import turbo
-from hybridload.kernels.dct_scale import scaled_size
-from hybridload.kernels.jpeg_markers import jpeg_segments
+from hybridload._kernels import turbo
+from hybridload._kernels.dct_scale import scaled_size
+from hybridload._kernels.jpeg_markers import jpeg_segments
 
 # turbojpeg.h (TurboJPEG 3)
 _TJINIT_COMPRESS = 0

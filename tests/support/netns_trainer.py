@@ -79,7 +79,7 @@ def main() -> None:
         src, REC, args.batch_size, seed=5, return_indices=True, policy=LoaderPolicy(cpu_actors=0, threads=1)
     ) as ref:
         expected = stream(ref)
-    from hybridload.raycluster import connect
+    from hybridload.raycluster import _connect as connect
 
     connect.acquire(hosts.head)  # the loader's own connection (kept when released: the loader reuses it)
     connect.release()

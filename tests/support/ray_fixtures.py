@@ -22,7 +22,7 @@ def three_node_cluster(head_cpus: int = 2, worker_cpus: int = 1):
     import ray
     from ray.cluster_utils import Cluster
 
-    from hybridload.raycluster import connect as hl_cluster
+    from hybridload.raycluster import _connect as hl_cluster
 
     hl_cluster.shutdown()  # an idle connection an earlier loader of this process kept (one per process)
     cluster = Cluster(

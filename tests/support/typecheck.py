@@ -1,6 +1,6 @@
 """mypy over the package as it sits in the tree: ``mypy -p hybridload`` from the repository's
-root, the three engines (``hybridload/kernels``, ``hybridload/pipelines``,
-``hybridload/torchops``) inside it, with pyproject.toml's settings.
+root, the three engines (``hybridload/_kernels``, ``hybridload/_pipelines``,
+``hybridload/_torchops``) inside it, with pyproject.toml's settings.
 
 ``python tests/support/typecheck.py`` prints the errors and exits 1 if there is any;
 ``tests/test_types.py`` runs it.

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from hybridload.kernels.dct_scale import scaled_size
-from hybridload.kernels.jpeg_markers import jpeg_segments
+from hybridload._kernels.dct_scale import scaled_size
+from hybridload._kernels.jpeg_markers import jpeg_segments
 from support import jpegs as fj
 from support.bad_files import huge_header
 

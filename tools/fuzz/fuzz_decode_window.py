@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # suppor
 from _fuzz_nasty import nasty_cases
 from hybridload import recipe
 from hybridload.errors import SampleError
-from hybridload.kernels import crop_window, turbo
-from hybridload.kernels.batch import process_payload
-from hybridload.kernels.dct_scale import ScaledDecode, scaled_size
-from hybridload.kernels.decode import DecodeError, decode_image, jpeg_size
-from hybridload.recipe.ops import Crop, Resize
+from hybridload._kernels import crop_window, turbo
+from hybridload._kernels.batch import process_payload
+from hybridload._kernels.dct_scale import ScaledDecode, scaled_size
+from hybridload._kernels.decode import DecodeError, decode_image, jpeg_size
+from hybridload.recipe._ops import Crop, Resize
 from hybridload.sources import SampleRef
 from support import jpegs as fj
 

@@ -54,7 +54,7 @@ def gpu_figure(rate: float, lanes: dict[str, int], mode: str) -> dict:
 
 def raw_ceiling(payloads: list[bytes], decode, params, device, reps: int = 5) -> dict:
     """Images/s of the decoder alone on the list, and of decode + each sample's ops (``params``)."""
-    from hybridload.torchops.ops import apply_ops, stack
+    from hybridload._torchops.ops import apply_ops, stack
 
     datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in payloads]
     decode(datas)  # warm: the decoder's set-up is not the ceiling
@@ -87,7 +87,7 @@ def run_as_dispatched(lane, tasks) -> list:
 
 def lane_alone(lane, n_images: int, bs: int, batches: int, device, warm: int = 2) -> float:
     """Images/s of the lane fed as the dispatcher feeds it (:func:`run_as_dispatched`), after ``warm``."""
-    from hybridload.lanes.base import BatchTask
+    from hybridload.lanes._base import BatchTask
 
     tasks = [BatchTask(k, 0, np.arange(k * bs, (k + 1) * bs) % n_images) for k in range(warm + batches)]
     run_as_dispatched(lane, tasks[:warm])
@@ -170,8 +170,8 @@ def spec_lane(src, rec, bs: int, device):
     then ``build_lanes`` (the stand-by CPU lane closed); RuntimeError naming why when the spec
     builds no GPU lane here."""
     from hybridload import LoaderPolicy
-    from hybridload.lanes.base import LaneKind
-    from hybridload.lanes.build import build_lanes, close_lanes
+    from hybridload.lanes._base import LaneKind
+    from hybridload.lanes._build import build_lanes, close_lanes
 
     spec = LoaderPolicy(mode="gpu", gpu_engine="torch", cpu_actors=0).lane_spec(device=device, recipe=rec)
     built = build_lanes(spec, src, rec, batch_size=bs, device=torch.device(device), pin_memory=False)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from hybridload import HybridLoader, LoaderPolicy
-from hybridload.policy import usable_cpus
+from hybridload._policy import usable_cpus
 
 from _gpu_headline import gpu_figure, lanes_used, sync
 

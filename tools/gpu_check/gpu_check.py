@@ -60,11 +60,11 @@ import torch
 
 from hybridload import recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
-from hybridload.kernels import decode_image
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.gpu.feed import read_batch
+from hybridload._kernels import decode_image
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._gpu.feed import read_batch
 from hybridload.planner import read_gpu
-from hybridload.policy import usable_cpus
+from hybridload._policy import usable_cpus
 
 from _gpu_headline import environment_record, lane_alone, raw_ceiling
 from _gpu_loaders import (
@@ -97,7 +97,7 @@ def cpu_stand_in(device):
     if device.type == "cuda":
         yield
         return
-    from hybridload.lanes.gpu import torch_decoders
+    from hybridload.lanes._gpu import torch_decoders
 
     real = torch_decoders.gpu_decoder
     torch_decoders.gpu_decoder = lambda device: cpu_decoder
@@ -109,7 +109,7 @@ def cpu_stand_in(device):
 
 def torch_unavailable(device) -> str | None:
     """Why the torch engine cannot run on ``device`` (None: it can)."""
-    from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+    from hybridload.lanes._gpu.torch_decoders import gpu_decoder
 
     try:
         gpu_decoder(device)
@@ -330,7 +330,7 @@ def figures(run: Sections, args, device) -> None:
         src = photos()
         head_bs = min(256, len(src))
         batch = read_batch(src, rec8, BatchTask(0, 0, np.arange(head_bs)))
-        from hybridload.lanes.gpu.torch_decoders import gpu_decoder
+        from hybridload.lanes._gpu.torch_decoders import gpu_decoder
 
         box: dict = {}
         reader = threading.Thread(target=nvml_reader(device, box, 1.0), daemon=True) if device.type == "cuda" else None
@@ -387,7 +387,7 @@ def figures(run: Sections, args, device) -> None:
     )
 
     def plan():
-        from hybridload.cli.profile import run_profile
+        from hybridload.cli._profile import run_profile
 
         src = photos()
         step = state.get("step") or model_and_step(device, quick)

@@ -58,7 +58,7 @@ def entries(epoch: int, seg: int, world: int, rank: int, images, labels, idx) ->
 
 def make_source(life: dict):
     from hybridload import sources
-    from hybridload.sources.read_retry import ReadRetry
+    from hybridload.sources._read_retry import ReadRetry
 
     return sources.FileList(
         life["paths"],
@@ -91,8 +91,8 @@ def arm_gpu_faults(flag: Path) -> None:
     """The GPU lane's device fault, on CPU: the next batch DALI decodes after ``flag`` appears
     raises the message DALI gives for an illegal address on the device (recorded in
     tests/test_gpu_failures.py), once per flag."""
-    from hybridload.lanes.gpu.dali import DaliLane
-    from hybridload.lanes.gpu.failures import rerouting
+    from hybridload.lanes._gpu.dali import DaliLane
+    from hybridload.lanes._gpu.failures import rerouting
 
     real = DaliLane._decode
 

@@ -97,7 +97,7 @@ class S3Server:
 
 def worker_niceness(env: dict[str, str], ray_default: bool) -> str | None:
     """The ``RAY_worker_niceness`` the soak's cluster starts with (None: unset, Ray's 15). As the
-    embedded cluster hybridload starts (`hybridload.raycluster.connect`), whose job the soak
+    embedded cluster hybridload starts (`hybridload.raycluster._connect`), whose job the soak
     models: 0, the trainer's priority, unless the environment sets it; ``ray_default`` (the
     soak's ``--ray-default-niceness``): Ray's own default, as a cluster started by `ray start`."""
     if ray_default:

@@ -37,7 +37,7 @@ from support.actor_kills import SlowStart, kill_first_actor, named_actors
 
 def one_round(start_s: float, timeout_s: float = 300.0) -> float | None:
     """Seconds from killing the pool's starting actor to a ready one (None: not within ``timeout_s``)."""
-    from hybridload.lanes.ray import ActorPool, PoolConfig
+    from hybridload.lanes._ray import ActorPool, PoolConfig
     from hybridload.raycluster import PlacementRules
 
     killed: dict = {}

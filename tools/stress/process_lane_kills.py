@@ -29,8 +29,8 @@ import numpy as np
 
 from hybridload import recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
-from hybridload.lanes.base import BatchTask
-from hybridload.lanes.local.process import ProcessLane
+from hybridload.lanes._base import BatchTask
+from hybridload.lanes._local.process import ProcessLane
 
 MOMENTS = ("on-result", "mid-batch", "idle")
 

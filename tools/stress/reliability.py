@@ -24,7 +24,7 @@ from _data import loopback_cluster, parser
 from hybridload import HybridLoader, LoaderPolicy, recipe, sources
 from hybridload.cli.demo_data import make_photo_folder
 from hybridload.errors import SampleError
-from hybridload.lanes.gpu.dali import DaliLane
+from hybridload.lanes._gpu.dali import DaliLane
 from support.bad_files import make_bad_files
 from support.readings import rss_mb, store_used_mb
 
