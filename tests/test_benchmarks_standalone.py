@@ -55,6 +55,29 @@ def test_an_exported_revision_imports_its_own_package_not_this_checkouts(tmp_pat
         cr.check_imports_from(tree)
 
 
+def test_a_revision_from_before_the_underscored_modules_still_loads_its_own_engine(tmp_path, monkeypatch):
+    """An A/B against a revision whose CPU engine was ``hybridload.kernels`` (before the internal
+    modules took their ``_``: docs/decisions/internal-modules-underscored.md) probes that name."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    moved = subprocess.run(
+        ["git", "rev-list", "-1", "HEAD", "--", "hybridload/kernels/__init__.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    if not moved:
+        pytest.skip("this checkout's history holds no hybridload/kernels/")
+    monkeypatch.syspath_prepend(str(REPO / "tools"))
+    import compare_revisions as cr
+
+    tree = tmp_path / "before"
+    cr.export(f"{moved}~1", tree)
+    assert (tree / "hybridload" / "kernels" / "__init__.py").is_file()
+    cr.check_imports_from(tree)
+
+
 def test_nothing_generated_is_tracked_under_benchmarks():
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")

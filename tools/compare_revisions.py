@@ -6,8 +6,9 @@ Each revision is exported with ``git archive`` into a temporary folder (the repo
 worktrees and its stash are left alone) and runs its own benchmark scripts on its own package:
 ``PYTHONPATH`` puts the folder first (a revision whose ``pyproject.toml`` still maps top-level
 folders in through ``package-dir`` gets them linked in place), so the editable install of this
-checkout serves nothing; a probe checks where ``hybridload`` and ``hybridload._kernels`` load
-from before anything is timed. Both revisions share one photo set (``--root``) and this venv.
+checkout serves nothing; a probe checks where ``hybridload`` and its CPU engine
+(``hybridload._kernels``; ``hybridload.kernels`` in a revision before the internal modules took
+their ``_``) load from before anything is timed. Both revisions share one photo set (``--root``) and this venv.
 
 Repeat r runs base then head (head then base on odd repeats) for every benchmark, so the two
 sides of a pair ran minutes apart at most. Reported per contestant present on both sides, for
@@ -61,7 +62,9 @@ def find(name, path=None):
         if spec is not None:
             return spec
 top = find("hybridload")
-sub = find("hybridload._kernels", top.submodule_search_locations)
+# hybridload.kernels in a revision from before the internal modules took their _
+engine = "_kernels" if (pathlib.Path(top.origin).parent / "_kernels").is_dir() else "kernels"
+sub = find("hybridload." + engine, top.submodule_search_locations)
 print(pathlib.Path(top.origin).parent, pathlib.Path(sub.origin).parent)
 """
 
@@ -178,7 +181,8 @@ def tree_env(tree: Path) -> dict:
 
 
 def check_imports_from(tree: Path) -> None:
-    """Fail unless ``hybridload`` and ``hybridload._kernels`` import from ``tree`` with its environment."""
+    """Fail unless ``hybridload`` and its CPU engine (``_kernels``, or ``kernels`` in an older
+    revision) import from ``tree`` with its environment."""
     out = subprocess.run(
         [sys.executable, "-c", PROBE], cwd=tree, env=tree_env(tree), capture_output=True, text=True, timeout=300
     )

@@ -10,8 +10,8 @@ SIGKILLed trainer), ``_gcs_probe`` (whether a cluster answers at an address, wit
 actors go to) and ``_resources`` (what the cluster this process joined holds: nodes, free CPUs).
 """
 
-from hybridload.raycluster._connect import NodeInfo, acquire, nodes, release
+from hybridload.raycluster._connect import NodeInfo, acquire, nodes, release, shutdown
 from hybridload.raycluster._resources import free_cpus, joined
 from hybridload.raycluster._placement import PlacementRules
 
-__all__ = ["NodeInfo", "PlacementRules", "acquire", "free_cpus", "joined", "nodes", "release"]
+__all__ = ["NodeInfo", "PlacementRules", "acquire", "free_cpus", "joined", "nodes", "release", "shutdown"]

@@ -11,6 +11,15 @@ passes), ``_resume`` (what is left of an epoch, for any number of ranks), ``_pas
 
 from hybridload.sampling._keyed_order import KeyedOrder
 from hybridload.sampling._keyed_shard_order import KeyedShardOrder
+from hybridload.sampling._resume import common_position
 from hybridload.sampling._sampler import DistributedBatchSampler, num_batches, rank_batches, resolve_rank
 
-__all__ = ["DistributedBatchSampler", "KeyedOrder", "KeyedShardOrder", "num_batches", "rank_batches", "resolve_rank"]
+__all__ = [
+    "DistributedBatchSampler",
+    "KeyedOrder",
+    "KeyedShardOrder",
+    "common_position",
+    "num_batches",
+    "rank_batches",
+    "resolve_rank",
+]

@@ -118,7 +118,12 @@ def _map(remaining: Intervals, slots: Sequence[tuple[int, int]]) -> Intervals:
 
 def common_position(states: Sequence[dict]) -> dict:
     """One state for every rank from states saved at different positions of one plan: the smallest
-    position (the batches others delivered past it come again)."""
+    position (the batches others delivered past it come again).
+
+    Args:
+        states: each rank's ``state_dict()`` (a `HybridLoader`'s, a `DistributedBatchSampler`'s
+            or the drop-in's), saved in the same epoch of one run.
+    """
     if not states:
         raise ValueError("common_position: give the states of the ranks (at least one)")
     keys = ("epoch", "world_size", "batch_size", "seed", "remaining")
