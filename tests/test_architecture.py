@@ -3,7 +3,9 @@ packages import downward only (the FLOORS table), no import cycle, at most 8 mod
 top of the package, no module over 600 lines (a smell's ceiling: modules split by concept, not
 by a count), no import of another module's private names,
 no branching on a lane's name outside ``lanes/``, no test helper in the package (nothing
-generated tracked under ``benchmarks/``: tests/test_benchmarks_standalone.py, which runs git).
+generated tracked under ``benchmarks/``: tests/test_benchmarks_standalone.py, which runs git),
+and the public surface is what a reader sees: every internal module has a ``_`` on its path
+(docs/decisions/internal-modules-underscored.md).
 Every import counts: module-level, inside functions and under ``TYPE_CHECKING``. No process is
 started here, so these checks are in the fast tier."""
 
@@ -256,3 +258,63 @@ def test_the_drop_in_reaches_the_core_only_through_its_public_faces():
                     if public is not None and n not in public
                 ]
     assert not offenders, "\n".join(offenders)
+
+
+#: public modules beyond the faces of the public packages: the module ``hybridload.__all__`` hands
+#: out as ``hybridload.sharding``, the photo set the pages and examples import, ``python -m hybridload``
+PUBLIC_MODULES = ("hybridload.__main__", "hybridload.sampling.sharding", "hybridload.cli.demo_data")
+
+
+def public_packages() -> set[str]:
+    """The packages the API reference renders (``PACKAGES`` in tests/test_docs.py)."""
+    for node in ast.parse((REPO / "tests" / "test_docs.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PACKAGES" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("tests/test_docs.py has no PACKAGES tuple")
+
+
+def is_internal(dotted: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in dotted.split("."))
+
+
+def test_every_module_outside_the_public_surface_has_an_underscore_on_its_path():
+    """docs/decisions/internal-modules-underscored.md: public are ``hybridload``, the packages
+    the API reference renders and PUBLIC_MODULES; every other module says it is internal."""
+    public = public_packages() | set(PUBLIC_MODULES)
+    known = modules()
+    plain = sorted(m for m in known if m not in public and not is_internal(m))
+    assert not plain, f"internal modules without a _ on their path (name the outermost internal part _...): {plain}"
+    assert public <= set(known), f"public modules that are gone: {sorted(public - set(known))}"
+    assert not [m for m in public if is_internal(m)]
+
+
+@pytest.mark.parametrize("package", sorted(public_packages()))
+def test_every_name_a_public_package_lists_in_all_imports_from_it(package):
+    import importlib
+
+    mod = importlib.import_module(package)
+    names = getattr(mod, "__all__", None)
+    assert names, f"{package} names its public face in __all__"
+    assert not [n for n in names if not hasattr(mod, n)], f"{package}.__all__ lists names it lacks"
+    assert not [n for n in names if n.startswith("_") and n != "__version__"]
+
+
+#: what users read and copy: the README, the guide and reference pages, the examples
+USER_TEXT = ("README.md", "docs/index.md", "docs/guide/*.md", "docs/reference/*.md", "examples/*.py")
+USER_IMPORT = re.compile(r"^\s*(?:from\s+(hybridload[\w.]*)\s+import\s+([^\n#]+)|import\s+(hybridload[\w.]*))", re.M)
+#: a call through an internal path a page tells users to make (``hybridload.x._y.f(...)``)
+USER_CALL = re.compile(r"\bhybridload(?:\.\w+)*\._[a-z]\w*(?:\.\w+)*\(")
+
+
+def test_the_pages_and_examples_import_and_call_only_public_paths():
+    offenders = []
+    for pattern in USER_TEXT:
+        for path in sorted(REPO.glob(pattern)):
+            text = path.read_text()
+            for m in USER_IMPORT.finditer(text):
+                module = m.group(1) or m.group(3)
+                names = [n.strip(" ()").split(" as ")[0] for n in (m.group(2) or "").split(",")]
+                if is_internal(module) or any(n.startswith("_") for n in names if n):
+                    offenders.append(f"{path.relative_to(REPO)}: {m.group(0).strip()}")
+            offenders += [f"{path.relative_to(REPO)}: {c.group(0)}" for c in USER_CALL.finditer(text)]
+    assert not offenders, "import the public name instead (a package's __all__):\n" + "\n".join(offenders)
