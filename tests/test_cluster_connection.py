@@ -179,7 +179,7 @@ CYCLES = textwrap.dedent("""
                 worker = ray.get(ray.remote(lambda: os.nice(0)).options(num_cpus=0).remote(), timeout=300)
         gc.collect()
         out.append((len(os.listdir("/proc/self/fd")), rss_mb(), ray.get_runtime_context().get_job_id()))
-    from hybridload.raycluster import connect as cluster
+    from hybridload.raycluster import _connect as cluster
     print(json.dumps({"cycles": out, "users": cluster.users(), "shut": cluster.shutdown(),
                       "after": ray.is_initialized(), "nice": {"trainer": os.nice(0), "worker": worker}}))
 """)
@@ -214,7 +214,7 @@ def test_six_create_close_cycles_share_one_ray_connection_and_leak_no_fds_or_mem
 NICENESS = textwrap.dedent("""
     import json, os
     os.environ["RAY_worker_niceness"] = "7"
-    from hybridload.raycluster import connect as cluster
+    from hybridload.raycluster import _connect as cluster
     ray = cluster.acquire("embedded")
     try:
         worker = ray.get(ray.remote(lambda: os.nice(0)).options(num_cpus=0).remote(), timeout=300)

@@ -19,7 +19,7 @@ SETUP = textwrap.dedent("""
     import time, traceback, warnings
     import ray, torch
     import hybridload
-    from hybridload.raycluster import connect
+    from hybridload.raycluster import _connect as connect
     from torch.utils.data import TensorDataset
 
     connect.acquire(None)  # the embedded cluster: as many CPUs as this machine

@@ -57,7 +57,7 @@ def silent_listener():
 
 JOIN_SILENT = """
 import json, sys, time, ray
-from hybridload.raycluster import connect
+from hybridload.raycluster import _connect as connect
 start = time.monotonic()
 try:
     connect._join(ray, sys.argv[1])
@@ -88,7 +88,7 @@ def test_a_rank_waiting_on_a_join_ends_on_its_launchers_sigterm():
     """Inside ray.init's C++ wait the rank ignored SIGTERM; waiting on the bounded probe it ends."""
     with silent_listener() as address:
         code = (
-            "import sys, ray; from hybridload.raycluster import connect; print('joining', flush=True); "
+            "import sys, ray; from hybridload.raycluster import _connect as connect; print('joining', flush=True); "
             "connect._join(ray, sys.argv[1])"
         )
         env = dict(os.environ, PYTHONPATH=str(ROOT), **{gcs_probe.JOIN_TIMEOUT_ENV: "45"})
@@ -120,7 +120,7 @@ def test_a_bad_join_timeout_names_the_variable_and_what_to_write(raw):
 
 RANK = """
 import os, sys, time
-from hybridload.raycluster import connect
+from hybridload.raycluster import _connect as connect
 ray = connect.acquire(None)  # no RAY_ADDRESS: the job's embedded cluster on this machine
 print("connected", ray.get_runtime_context().gcs_address, flush=True)
 sys.stdin.readline()  # until the test says go
@@ -185,7 +185,7 @@ def test_the_drivers_the_starting_rank_waits_for():
 
 
 AUTO_TWICE = """
-from hybridload.raycluster import connect
+from hybridload.raycluster import _connect as connect
 ray = connect.acquire("auto", fallback_embedded=True)
 first = ray.get_runtime_context().gcs_address
 connect.release()

@@ -83,7 +83,7 @@ def test_a_batch_that_sigkills_every_worker_ends_in_worker_lost_after_the_larger
 
 CRASHES_PAST_SILENCED_STDERR = """
 import ctypes, os, sys
-from hybridload import compat
+from hybridload import _compat as compat
 from hybridload.lanes._ray import worker
 compat.ray_node_logs_dir = lambda: sys.argv[1]
 keep = worker.record_crashes()
