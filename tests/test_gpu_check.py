@@ -636,6 +636,9 @@ def test_a_loader_figure_the_gpu_lane_took_no_batch_of_is_never_a_gpu_figure(ben
     )
     assert h.gpu_figure(900.0, {"gpu": 6, "inprocess": 4}, "split")["img_s"] == 900.0
     assert h.gpu_figure(500.0, {"inprocess": 10}, "cpu")["img_s"] == 500.0
+    # a split at share 0 is the CPU lane alone by design (the plan's sweep and the sum of the lanes)
+    assert h.gpu_figure(700.0, {"inprocess": 10}, "split", share=0.0)["img_s"] == 700.0
+    assert h.gpu_figure(700.0, {"inprocess": 10}, "split", share=0.3)["img_s"] is None
 
 
 def test_the_warm_up_is_deeper_than_the_pipeline(bench):

@@ -41,11 +41,12 @@ def lanes_used(stats: dict) -> dict[str, int]:
     return {k: int(v.get("batches", 0)) for k, v in stats.get("lanes", {}).items()}
 
 
-def gpu_figure(rate: float, lanes: dict[str, int], mode: str) -> dict:
+def gpu_figure(rate: float, lanes: dict[str, int], mode: str, share: float | None = None) -> dict:
     """A loader measurement with the lanes that ran it; a GPU-mode figure the GPU lane took no
-    batch of is withheld (``img_s`` None), never reported as the GPU lane's."""
+    batch of is withheld (``img_s`` None), never reported as the GPU lane's. A split at share 0
+    gives the GPU lane nothing by design: its figure is the CPU lane's, and stands."""
     record = {"img_s": rate, "lanes": lanes}
-    if mode in ("gpu", "split", "auto") and not lanes.get("gpu"):
+    if mode in ("gpu", "split", "auto") and not lanes.get("gpu") and not (mode == "split" and share == 0.0):
         record.update(
             img_s=None, measured_img_s=rate, note=f"the GPU lane ran no batch (lanes: {lanes}): not a GPU figure"
         )

@@ -125,7 +125,7 @@ def loader_figure(src, rec, bs, device, mode, step, n, time_left=None, share=Non
     threads = usable_cpus()
     with loader_for(src, rec, bs, device, mode, share=share, threads=threads) as ld:
         rate = trainer_rate(endless(ld), step, device, n, pipeline_depth(threads), time_left, during)
-        return gpu_figure(rate, lanes_used(ld.stats()), mode)
+        return gpu_figure(rate, lanes_used(ld.stats()), mode, share)
 
 
 def torch_dataloader(src, rec, bs, workers):

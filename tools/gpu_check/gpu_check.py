@@ -411,6 +411,8 @@ def figures(run: Sections, args, device) -> None:
         # the loader alone (a consumer that only takes the batch): the split against the sum of its lanes alone
         idle = lambda images, labels: None  # noqa: E731
         alone = {s: loader_figure(src, rec, bs, device, "split", idle, nb, left, share=s) for s in (0.0, 1.0, planned)}
+        # the split's own rate even where its share gave the GPU lane no batch in this short run
+        at_plan = alone[planned]["img_s"] or alone[planned].get("measured_img_s") or 0.0
         both = (alone[0.0]["img_s"] or 0.0) + (alone[1.0]["img_s"] or 0.0)
         out = {
             "planned_share": prof.plan.gpu_share,
@@ -420,7 +422,7 @@ def figures(run: Sections, args, device) -> None:
             "reason": prof.plan.reason,
             "at_plan_vs_best_swept": rates[planned] / max(rates.values()) if max(rates.values()) else None,
             "loader_alone": {str(s): r for s, r in alone.items()},
-            "split_vs_sum_of_lanes": (alone[planned]["img_s"] or 0.0) / both if both else None,
+            "split_vs_sum_of_lanes": at_plan / both if both else None,
         }
         if sp.get("status") == "ok":
             out["at_plan_vs_ceiling"] = rates[planned] / sp["runs"]["ceiling_synthetic"]["img_s"]
