@@ -35,3 +35,15 @@ def minor_faults(native_id: int) -> int:
     """The minor page faults of this process's thread ``native_id`` so far (Linux ``/proc``)."""
     with open(f"/proc/self/task/{native_id}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def kept_buffer_pages(loader) -> int:
+    """Pages of the batch buffers ``loader``'s lanes keep so far: a pass whose consumer falls behind
+    may keep one more (up to the lane's bound), whose first write faults its pages in once."""
+    total = 0
+    for lane in loader._lanes:
+        pool = getattr(lane, "_buffers", None)
+        if pool is not None:
+            with pool._lock:
+                total += sum(arr.nbytes for arr, _ in pool._kept)
+    return total // 4096
