@@ -63,7 +63,7 @@ def process_payload(
         planned = _plan(ref, payload, recipe, seed, epoch, generator)
         arr, ops, stages = _decode(payload, recipe, planned)
     except DecodeError as exc:
-        raise SampleError(ref.index, ref.location, "Decode", str(exc)) from None
+        raise _decode_error(ref, exc) from None
     return _finish(ref, arr, ops, stages, recipe, out)
 
 

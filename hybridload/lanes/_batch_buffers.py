@@ -59,6 +59,11 @@ class BatchBuffers:
         with self._lock:
             return sum(1 for _, lent in self._kept if lent is not None and lent() is not None)
 
+    def kept_bytes(self) -> int:
+        """Bytes of the buffers kept so far, lent or free."""
+        with self._lock:
+            return sum(arr.nbytes for arr, _ in self._kept)
+
     def clear(self) -> None:
         """Drop the kept buffers (those still held stay valid: their holders own them)."""
         with self._lock:

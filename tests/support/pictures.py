@@ -40,10 +40,5 @@ def minor_faults(native_id: int) -> int:
 def kept_buffer_pages(loader) -> int:
     """Pages of the batch buffers ``loader``'s lanes keep so far: a pass whose consumer falls behind
     may keep one more (up to the lane's bound), whose first write faults its pages in once."""
-    total = 0
-    for lane in loader._lanes:
-        pool = getattr(lane, "_buffers", None)
-        if pool is not None:
-            with pool._lock:
-                total += sum(arr.nbytes for arr, _ in pool._kept)
-    return total // 4096
+    pools = (getattr(lane, "_buffers", None) for lane in loader._lanes)
+    return sum(pool.kept_bytes() for pool in pools if pool is not None) // 4096
