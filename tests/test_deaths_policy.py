@@ -84,6 +84,20 @@ def test_silent_deaths_are_handed_on_until_the_fourth_which_names_every_pid_in_t
     assert not book.lost((1, 5, 7), 5, 0, Died(KILLED.format(pid=505))).batch_at_fault
 
 
+def test_a_batch_queued_behind_the_one_a_worker_died_running_is_never_blamed():
+    """torch's worker holds its batches in turn; one dealt behind a batch that kills every worker it
+    runs on dies with it each time, and only the batch that ran is counted (the flaky blame of
+    batch 0 beside a batch 2 that SIGKILLs its worker)."""
+    book = Deaths("ray")
+    culprit, bystander = (0, 2, 7), (0, 0, 7)
+    for pid in range(601, 601 + DEATHS_TO_FAIL):
+        queued = book.lost(bystander, 0, 0, Died(KILLED.format(pid=pid)), ran=False)
+        assert not queued.batch_at_fault and "queued behind the batch it ran" in str(queued)
+        ran = book.lost(culprit, 2, 0, Died(KILLED.format(pid=pid)))
+    assert ran.batch_at_fault and f"batch 2 killed {DEATHS_TO_FAIL} workers" in str(ran)
+    assert not book.lost(bystander, 0, 1, Died(KILLED.format(pid=700))).batch_at_fault  # its count is 1
+
+
 def test_an_actor_stopped_or_a_node_lost_is_no_process_death():
     book = Deaths("ray")
     for _ in range(DEATHS_TO_FAIL + 1):

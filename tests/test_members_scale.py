@@ -34,6 +34,24 @@ def test_pick_takes_the_least_loaded_and_avoids_a_member_running_the_same_task()
     assert members.count(State.READY) == 3 and members.usable == 3
 
 
+def test_a_dead_members_running_batch_is_its_oldest_call_not_ended_whatever_order_the_deaths_arrive_in():
+    """An actor runs its calls in the order sent: when it dies, the batch it ran is the oldest
+    call still open; the ones queued behind it are bystanders, whichever report comes first."""
+    for first_report in (0, 2):
+        members, (m,) = pool(1)
+        for seq in (0, 2, 4):
+            members.pick(seq)
+            members.sent(m, seq)
+        members.release(m, 0)  # batch 0 ended (answered before the death)
+        order = [4, 2] if first_report == 0 else [2, 4]
+        ran = {}
+        for seq in order:  # the death reaches each open call, in Ray's order
+            ran[seq] = members.was_running(m, seq)
+            members.release(m, seq)
+        assert ran == {2: True, 4: False}, (first_report, ran)
+        assert m.sent == [] and m.load == 0
+
+
 def test_dead_and_draining_members_are_never_picked_and_indices_are_reused_lowest_first():
     members, ms = pool(4)
     members.dead(ms[1], lost=True)

@@ -240,27 +240,32 @@ class ActorPool(Lane):
     def _watch(self, m: Member, task: BatchTask, done: Done, call) -> None:
         """Make the call (``call()``: its ObjectRef) and report its result to ``done`` once."""
         try:
-            ref = call()
+            with m.send_lock:  # the order recorded is the order Ray runs the calls
+                ref = call()
+                self._members.sent(m, task.seq)
         except BaseException as exc:
             self._release(m, task.seq)
             done(task, exc)
             return
 
         def _finish(f):
-            self._release(m, task.seq)
             try:
                 raw = f.result()
             except BaseException as exc:
-                self._failed(m, task, exc, done)
+                ran = self._members.was_running(m, task.seq) if actor_died(exc) else True
+                self._release(m, task.seq)
+                self._failed(m, task, exc, done, ran)
                 return
+            self._release(m, task.seq)
             report_converted(self.convert, task, raw, done)
 
         when_done(ref, _finish)
 
-    def _failed(self, m: Member, task: BatchTask, exc: BaseException, done: Done) -> None:
+    def _failed(self, m: Member, task: BatchTask, exc: BaseException, done: Done, ran: bool = True) -> None:
         """Report a call that raised: `WorkerLost` when Ray lost its actor or could not reach it
         (the actor is then replaced), else the task's own error. A lost actor's report goes out
-        through the keeper once the actor is out of the pick, so the retry never lands on it."""
+        through the keeper once the actor is out of the pick, so the retry never lands on it. A
+        death counts against the batch the actor ran (``ran``), not the ones queued behind it."""
         if actor_unavailable(exc):
             lost = WorkerLost(f"actor {m.index} of the {self.name} lane did not answer for batch {task.seq}: {exc}")
             self._post(Post(m, Event.UNREACHABLE, then=lambda _moved: done(task, lost)))
@@ -268,7 +273,7 @@ class ActorPool(Lane):
         if not actor_died(exc):
             done(task, self.failure(task, exc))
             return
-        err = self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc)
+        err = self._deaths.lost((task.epoch, task.seq, task.seed), task.seq, m.index, exc, ran=ran)
 
         def report(moved: bool) -> None:  # on the keeper's thread, once the table has it
             if moved:

@@ -105,15 +105,21 @@ class Deaths:
         self._killed: dict[tuple, dict[str, str | None]] = {}
         self._lock = threading.Lock()
 
-    def lost(self, key: tuple, seq: int, worker: int, exc: BaseException) -> WorkerLost:
+    def lost(self, key: tuple, seq: int, worker: int, exc: BaseException, ran: bool = True) -> WorkerLost:
         """The error for batch ``seq`` (``key``: its identity across passes) lost with worker
-        ``worker`` through Ray's ``exc``."""
+        ``worker`` through Ray's ``exc``; a batch the worker held queued (not ``ran``) is not
+        counted against."""
         if not process_died(exc):
             return WorkerLost(f"actor {worker} of the {self.lane} lane died while it held batch {seq}")
         msg = str(exc)
         pid, ip = _field(msg, "pid"), _field(msg, "ip") or "?"
         sig = signal_in_log(pid)
         said = fate(pid, ip, sig)
+        if not ran:
+            return WorkerLost(
+                f"{said} It was worker {worker} of the {self.lane} lane (a Ray actor on {ip}), with batch {seq} "
+                "queued behind the batch it ran; the batch goes to another worker (not counted against it)"
+            )
         with self._lock:
             killed = self._killed.setdefault(key, {})
             name = pid or f"? (worker {worker}, death {len(killed) + 1})"

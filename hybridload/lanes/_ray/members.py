@@ -90,6 +90,9 @@ class Member:
     state: State = State.STARTING
     load: int = 0
     born: float = field(default_factory=time.monotonic)
+    sent: list[int] = field(default_factory=list)  # seqs sent and not ended, in the order Ray runs them
+    ran: int | None = None  # the seq it ran when it died (set at the first death report)
+    send_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 class Members:
@@ -253,9 +256,25 @@ class Members:
             self._file(m)
         self._running.setdefault(seq, set()).add(m.key)
 
+    def sent(self, m: Member, seq: int) -> None:
+        """``m`` was sent ``seq`` (after the ones before it: an actor runs its calls in that order)."""
+        with self._lock:
+            m.sent.append(seq)
+
+    def was_running(self, m: Member, seq: int) -> bool:
+        """Whether ``m``, now dead, was running ``seq`` rather than holding it queued: the first
+        report of its death fixes the one it ran, the oldest call not ended (each call before it
+        ended first: an actor answers in order)."""
+        with self._lock:
+            if m.ran is None:
+                m.ran = m.sent[0] if m.sent else seq
+            return m.ran == seq
+
     def release(self, m: Member, seq: int) -> bool:
         """A task of ``m`` ended; True when ``m`` is draining and now idle (stop it)."""
         with self._lock:
+            if seq in m.sent:
+                m.sent.remove(seq)
             ready = m.state is State.READY
             if ready:
                 self._unfile(m)
