@@ -166,10 +166,10 @@ def test_process_batch_takes_a_group_through_each_step_before_the_next(photo_roo
     from hybridload._kernels import batch
 
     steps: list[str] = []
-    params, window, ops = R.Recipe.sample_params, batch.window_decode, batch.apply_ops
+    params, window, resize = R.Recipe.sample_params, batch.window_decode, batch.resize_kept
     monkeypatch.setattr(R.Recipe, "sample_params", lambda *a, **k: steps.append("params") or params(*a, **k))
     monkeypatch.setattr(batch, "window_decode", lambda *a, **k: steps.append("decode") or window(*a, **k))
-    monkeypatch.setattr(batch, "apply_ops", lambda *a, **k: steps.append("geometry") or ops(*a, **k))
+    monkeypatch.setattr(batch, "resize_kept", lambda *a, **k: steps.append("geometry") or resize(*a, **k))
     process_batch(sources.ImageFolder(photo_root), R.imagenet_train(32), np.arange(6), seed=3, epoch=1)
     assert steps == ["params"] * 6 + ["decode"] * 6 + ["geometry"] * 6
 
