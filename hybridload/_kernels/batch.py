@@ -20,7 +20,8 @@ from hybridload.sources._reads import Reads, read_many
 
 from hybridload._kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload._kernels.crop_window import window_decode
-from hybridload._kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_size
+from hybridload._kernels import turbo
+from hybridload._kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_header
 from hybridload._kernels.geometry import apply_ops, resize_kept
 from hybridload._kernels.jpeg_check import check_jpeg
 
@@ -138,6 +139,7 @@ class _Planned(NamedTuple):
     size: tuple[int, int] | None  # the header's (width, height) where the window decode may run
     arr: np.ndarray | None  # else the full decode, already made
     params: SampleParams
+    header: turbo.Handle | None = None  # the decompressor that read ``size``, for the window's decode
 
 
 def _plan(ref, payload, recipe: Recipe, seed: int, epoch: int, generator) -> _Planned:
@@ -147,12 +149,12 @@ def _plan(ref, payload, recipe: Recipe, seed: int, epoch: int, generator) -> _Pl
     dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
     if is_jpeg(payload):
         check_jpeg(payload)
-    size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
+    size, header = jpeg_header(payload) if dec.dct_scaling or dec.crop_window else (None, None)
     if size is None:
         arr = decode_image(payload)
         return _Planned(None, arr, recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator))
     check_pixels(*size)  # as the full decode does, before any pixel is decoded
-    return _Planned(size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator))
+    return _Planned(size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator), header)
 
 
 def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tuple, tuple]:
@@ -162,7 +164,7 @@ def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tup
         return cast(np.ndarray, planned.arr), params.ops, params.stages  # _plan decoded it in full
     dec = cast(Decode, recipe.stages[0])
     if dec.crop_window:
-        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
+        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap, planned.header)
         if got is not None:
             return got[0], got[1], params.stages
     plan = plan_scaled_decode(*size, params.ops, dec.reducing_gap) if dec.dct_scaling else None
