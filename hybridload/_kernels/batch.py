@@ -65,7 +65,7 @@ def process_payload(
     except DecodeError as exc:
         raise _decode_error(ref, exc) from None
     if out is None:
-        return _finish(ref, arr, ops, stages, _Layout.of(recipe), None)
+        return cast(torch.Tensor, _finish(ref, arr, ops, stages, _Layout.of(recipe), None))  # a new tensor without out
     _finish(ref, arr, ops, stages, _Layout.of(recipe), out.numpy())
     return out
 
