@@ -293,3 +293,21 @@ def test_a_group_reads_each_jpeg_header_once(photo_root, monkeypatch):
     src = sources.ImageFolder(photo_root)
     res = process_batch(src, R.imagenet_train(32), np.arange(6), seed=3, epoch=1)
     assert len(reads) == 6 and not res.skipped
+
+
+def test_a_batch_reads_the_recipes_output_size_and_layout_once(photo_root, monkeypatch):
+    """The recipe's output size and layout are properties worked out from its stages on each
+    read (~4 us a sample in the batch job's write): the job reads them once a call."""
+    reads: list[str] = []
+    out_hw, layout = R.Recipe.out_hw, R.Recipe.layout
+    monkeypatch.setattr(R.Recipe, "out_hw", property(lambda self: reads.append("out_hw") or out_hw.fget(self)))
+    monkeypatch.setattr(R.Recipe, "layout", property(lambda self: reads.append("layout") or layout.fget(self)))
+    from hybridload._kernels.batch import process_payloads
+    from hybridload.recipe._core import sample_generators
+
+    src, rec = sources.ImageFolder(photo_root), R.imagenet_train(32)
+    refs = [src.ref(i) for i in range(8)]
+    out = torch.empty((8, 3, 32, 32), dtype=torch.uint8)
+    keyed = sample_generators(3, 1, np.arange(8))
+    errors = process_payloads(refs, [src.read(r)[0] for r in refs], rec, 3, 1, out, keyed.generator)
+    assert errors == [None] * 8 and sorted(reads) == ["layout", "out_hw"]
