@@ -70,7 +70,7 @@ from hybridload._kernels import crop_window, turbo
 from hybridload._kernels.batch import GROUP, process_payload, process_payloads
 from hybridload._kernels.decode import decode_image, jpeg_size
 from hybridload._kernels.dct_scale import plan_scaled_decode, scaled_ops
-from hybridload._kernels.geometry import apply_ops, crop, resize_into
+from hybridload._kernels.geometry import apply_ops, crop, resize_kept
 from hybridload._kernels.jpeg_check import check_jpeg
 from hybridload.recipe._core import sample_generators
 from hybridload.recipe._ops import Crop, Flip, Resize
@@ -347,9 +347,10 @@ def varied_set(root: Path, photos: sources.ImageFolder) -> sources.ImageFolder:
     return sources.ImageFolder(folder.parent)
 
 
-def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor, kept: torch.Tensor) -> np.ndarray:
+def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor) -> np.ndarray:
     """Thread CPU seconds of each stage after ``read`` (STAGES[1:]) for one image, one sample at
-    a time: the resize into a kept buffer and the flip in the write, as `process_payload`."""
+    a time: the crop a view of the window, the resize into the thread's kept array and the flip
+    in the write, as `process_payload`."""
     t = [time.thread_time()]
     lap = lambda v: (t.append(time.thread_time()), v)[1]  # noqa: E731  (the value, its time taken)
     size = lap((check_jpeg(data), jpeg_size(data))[1])
@@ -357,9 +358,10 @@ def stage_times(data: bytes, i: int, rnd: int, keyed, out: torch.Tensor, kept: t
     lap(STAGE_REC.sample_params(0, rnd, i, *size, generator=lambda: keyed.generator(i)))
     got = crop_window.window_decode(data, size, ops)
     arr, ops = lap(got if got is not None else (decode_image(data), ops))
-    img = lap(crop(torch.from_numpy(arr), ops[0]))
-    img = lap(resize_into(img, ops[1], kept))
-    lap(np.copyto(out.numpy()[:, :, ::-1], img.numpy().transpose(2, 0, 1)))
+    c = ops[0]
+    img = lap(arr[c.y : c.y + c.h, c.x : c.x + c.w] if got is not None else crop(torch.from_numpy(arr), c).numpy())
+    img = lap(resize_kept(img, ops[1]))
+    lap(np.copyto(out.numpy()[:, :, ::-1], img.transpose(2, 0, 1)))
     return np.diff(t)
 
 
@@ -367,7 +369,7 @@ def stage_round(src: sources.ImageFolder, rnd: int) -> dict[str, float]:
     """{stage or variant: thread CPU seconds per image} over the set, a group of `GROUP` images
     at a time, the variants in turn (``kernel/group``: `process_payloads`, the lanes' job)."""
     n, t0 = len(src), time.thread_time()
-    out, kept = torch.empty((GROUP, 3, 224, 224), dtype=torch.uint8), torch.empty((224, 224, 3), dtype=torch.uint8)
+    out = torch.empty((GROUP, 3, 224, 224), dtype=torch.uint8)
     tot = dict.fromkeys(STAGE_COLS, 0.0)
     keyed = sample_generators(0, rnd, np.arange(n))
     tot["params/batch"] = time.thread_time() - t0
@@ -379,9 +381,7 @@ def stage_round(src: sources.ImageFolder, rnd: int) -> dict[str, float]:
         refs = [SampleRef(i, "x.jpg", 0) for i in group]
         gens = [lambda i=i: keyed.generator(i) for i in group]
         jobs = {
-            "stages": lambda: [
-                stage_times(d, i, rnd, keyed, out[j], kept) for j, (i, d) in enumerate(zip(group, datas))
-            ],
+            "stages": lambda: [stage_times(d, i, rnd, keyed, out[j]) for j, (i, d) in enumerate(zip(group, datas))],
             "kernel/sample": lambda: [
                 process_payload(r, d, STAGE_REC, 0, rnd, out[j]) for j, (r, d) in enumerate(zip(refs, datas))
             ],

@@ -95,6 +95,34 @@ def test_resize_pixels_equal_torchs_planar_route(k):
     assert torch.equal(resize(img, ops.Resize(*hw)), planar)
 
 
+def test_resize_kept_gives_resizes_pixels_in_one_kept_array_per_thread_and_size():
+    """The batch job's resize: numpy crop views of a decoded array into the thread's kept array,
+    its torch view made once (the same array each call of a size: read before the next call),
+    a fresh one above the pooled size, and never another thread's."""
+    import threading
+
+    from hybridload._kernels.geometry import resize_kept
+    from hybridload._kernels.scratch import MAX_POOLED_PIXELS
+
+    arr = image(61, 83, seed=3)
+    want = resize(torch.from_numpy(arr)[4:50, 7:70], ops.Resize(24, 32)).numpy()
+    first = resize_kept(arr[4:50, 7:70], ops.Resize(24, 32))
+    assert np.array_equal(first, want)
+    again = resize_kept(arr[1:40, 2:30], ops.Resize(24, 32))
+    assert again is first and np.array_equal(
+        again, resize(torch.from_numpy(arr)[1:40, 2:30], ops.Resize(24, 32)).numpy()
+    )
+    assert resize_kept(arr[:24, :32], ops.Resize(24, 32)).base is arr  # already the size: the view itself
+    other: list[np.ndarray] = []
+    t = threading.Thread(target=lambda: other.append(resize_kept(arr[4:50, 7:70], ops.Resize(24, 32))))
+    t.start()
+    t.join(timeout=60)
+    assert other and other[0] is not first and np.array_equal(other[0], want)
+    side = int(MAX_POOLED_PIXELS**0.5) + 1
+    big = resize_kept(arr, ops.Resize(side, side))
+    assert resize_kept(arr, ops.Resize(side, side)) is not big
+
+
 def test_resize_to_the_same_size_returns_the_image_unchanged():
     t = torch.from_numpy(image())
     assert resize(t, ops.Resize(37, 53)) is t

@@ -166,10 +166,10 @@ def test_process_batch_takes_a_group_through_each_step_before_the_next(photo_roo
     from hybridload._kernels import batch
 
     steps: list[str] = []
-    params, window, ops = R.Recipe.sample_params, batch.window_decode, batch.apply_ops
+    params, window, resize = R.Recipe.sample_params, batch.window_decode, batch.resize_kept
     monkeypatch.setattr(R.Recipe, "sample_params", lambda *a, **k: steps.append("params") or params(*a, **k))
     monkeypatch.setattr(batch, "window_decode", lambda *a, **k: steps.append("decode") or window(*a, **k))
-    monkeypatch.setattr(batch, "apply_ops", lambda *a, **k: steps.append("geometry") or ops(*a, **k))
+    monkeypatch.setattr(batch, "resize_kept", lambda *a, **k: steps.append("geometry") or resize(*a, **k))
     process_batch(sources.ImageFolder(photo_root), R.imagenet_train(32), np.arange(6), seed=3, epoch=1)
     assert steps == ["params"] * 6 + ["decode"] * 6 + ["geometry"] * 6
 
@@ -204,3 +204,110 @@ def test_process_batch_gives_each_sample_the_pixels_and_error_it_gives_alone(
     with pytest.raises(SampleError) as info:
         process_batch(src, rec, np.arange(len(paths)), seed=5, epoch=2)
     assert info.value.index == 2
+
+
+#: (progressive, restart markers, width, height) of each Pillow-made kind.
+FORMS = ((False, False, 129, 95), (True, False, 64, 48), (False, True, 33, 47))
+
+
+def _jpegs_of_every_kind() -> list[tuple[str, bytes]]:
+    """JPEGs of every kind the decoders meet (subsamplings, progressive, restart markers,
+    arithmetic, lossless, 12-bit, CMYK) at small sizes, and the same damaged four ways."""
+    import support.jpegs as fj
+    from hybridload._kernels.jpeg_markers import jpeg_segments
+
+    kinds = [
+        (
+            f"{kind}-{'prog' if prog else 'base'}{'-rst' if rst else ''}",
+            fj.pillow(fj.pixels(w, h, seed), kind, prog, rst),
+        )
+        for seed, (kind, prog, rst, w, h) in enumerate(
+            [(k, p, r, w, h) for k in ("444", "422", "420", "gray", "cmyk") for p, r, w, h in FORMS]
+        )
+    ]
+    tj = {"440": {"subsamp": 4}, "411": {"subsamp": 5}, "441": {"subsamp": 6}, "arith": {"subsamp": 2, "arithmetic": 1}}
+    tj |= {"lossless": {"lossless": 1}, "440-rst": {"subsamp": 4, "restartrows": 1}}
+    for seed, (name, params) in enumerate(tj.items()):
+        kinds.append((name, fj.tj_compress(fj.pixels(129, 95, seed), {"quality": 90, **params})))
+    kinds.append(("12bit", fj.tj_compress(fj.pixels(64, 48, 9), {"quality": 90, "subsamp": 2}, bits=12)))
+    kinds = [(name, data) for name, data in kinds if data is not None]
+    damaged = []
+    for name, data in kinds[::4]:
+        scan = next(end for marker, _start, end in jpeg_segments(data) if marker == 0xDA)
+        entropy = bytearray(data)
+        entropy[scan + (len(data) - scan) // 3] ^= 0x5A
+        no_tables = b"".join(data[s:e] for m, s, e in jpeg_segments(data) if m != 0xDB)
+        damaged += [
+            (f"{name} cut", data[: (scan + len(data)) // 2]),
+            (f"{name} cut+eoi", data[: (scan + len(data)) // 2] + b"\xff\xd9"),
+            (f"{name} entropy", bytes(entropy)),
+            (f"{name} no-dqt", data[:2] + no_tables + data[scan:]),
+        ]
+    return kinds + damaged
+
+
+def _outcome(got) -> tuple:
+    return ("error", type(got).__name__, getattr(got, "stage", None), str(got)) if isinstance(got, Exception) else got
+
+
+@pytest.mark.parametrize("flip", [1.0, 0.0], ids=["mirrored", "plain"])
+def test_a_group_gives_each_jpeg_of_every_kind_the_pixels_and_error_it_gives_alone(flip):
+    """`process_payloads` (the headers and parameters of a group, then the decodes, then the
+    finishes) against `process_payload` one sample at a time on JPEGs of every kind, whole and
+    damaged: the same image, or the same error (class, stage, text), for each."""
+    from hybridload._kernels.batch import process_payload, process_payloads
+    from hybridload.recipe._core import sample_generators
+    from hybridload.sources import SampleRef
+
+    cases = _jpegs_of_every_kind()
+    rec = R.Recipe([R.Decode(), R.RandomResizedCrop(24), R.HorizontalFlip(flip)])
+    refs = [SampleRef(i, name, 0) for i, (name, _data) in enumerate(cases)]
+    out = torch.zeros(tuple(rec.output_shape(len(cases))), dtype=torch.uint8)
+    keyed = sample_generators(5, 2, np.arange(len(cases)))
+    errors = process_payloads(refs, [d for _n, d in cases], rec, 5, 2, out, keyed.generator)
+    alone = []
+    for ref, (_name, data) in zip(refs, cases):
+        try:
+            alone.append(process_payload(ref, data, rec, 5, 2))
+        except Exception as exc:
+            alone.append(exc)
+    assert sum(isinstance(a, Exception) for a in alone) >= len(cases) // 10  # the damage is refused
+    assert sum(not isinstance(a, Exception) for a in alone) >= len(cases) // 2
+    for j, (ref, want) in enumerate(zip(refs, alone)):
+        got = errors[j] if errors[j] is not None else out[j]
+        if isinstance(want, Exception) or isinstance(got, Exception):
+            assert _outcome(got) == _outcome(want), ref.location
+        else:
+            assert torch.equal(got, want), ref.location
+
+
+def test_a_group_reads_each_jpeg_header_once(photo_root, monkeypatch):
+    """The batch job reads a group's headers, then decodes their windows: each sample's
+    decompressor keeps its header from the one step to the other (libjpeg-turbo's header read
+    and a decompressor made again, ~2% of the kernel, where one per thread served a group)."""
+    from hybridload._kernels import turbo
+
+    reads: list[int] = []
+    header = turbo._LIB.tj3DecompressHeader
+    monkeypatch.setattr(turbo._LIB, "tj3DecompressHeader", lambda *a: reads.append(1) or header(*a))
+    src = sources.ImageFolder(photo_root)
+    res = process_batch(src, R.imagenet_train(32), np.arange(6), seed=3, epoch=1)
+    assert len(reads) == 6 and not res.skipped
+
+
+def test_a_batch_reads_the_recipes_output_size_and_layout_once(photo_root, monkeypatch):
+    """The recipe's output size and layout are properties worked out from its stages on each
+    read (~4 us a sample in the batch job's write): the job reads them once a call."""
+    reads: list[str] = []
+    out_hw, layout = R.Recipe.out_hw, R.Recipe.layout
+    monkeypatch.setattr(R.Recipe, "out_hw", property(lambda self: reads.append("out_hw") or out_hw.fget(self)))
+    monkeypatch.setattr(R.Recipe, "layout", property(lambda self: reads.append("layout") or layout.fget(self)))
+    from hybridload._kernels.batch import process_payloads
+    from hybridload.recipe._core import sample_generators
+
+    src, rec = sources.ImageFolder(photo_root), R.imagenet_train(32)
+    refs = [src.ref(i) for i in range(8)]
+    out = torch.empty((8, 3, 32, 32), dtype=torch.uint8)
+    keyed = sample_generators(3, 1, np.arange(8))
+    errors = process_payloads(refs, [src.read(r)[0] for r in refs], rec, 3, 1, out, keyed.generator)
+    assert errors == [None] * 8 and sorted(reads) == ["layout", "out_hw"]

@@ -13,17 +13,17 @@ import torch
 from hybridload.errors import SampleError
 from hybridload.recipe import Recipe
 from hybridload.recipe._core import SampleParams
-from hybridload.recipe._ops import Flip, Resize
+from hybridload.recipe._ops import Crop, Flip, Resize
 from hybridload.recipe._stages import Decode
 from hybridload.sources import Source
 from hybridload.sources._reads import Reads, read_many
 
 from hybridload._kernels.dct_scale import plan_scaled_decode, scaled_ops
 from hybridload._kernels.crop_window import window_decode
-from hybridload._kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_size
-from hybridload._kernels.geometry import apply_ops, resize_into
+from hybridload._kernels import turbo
+from hybridload._kernels.decode import DecodeError, check_pixels, decode_image, is_jpeg, jpeg_header
+from hybridload._kernels.geometry import apply_ops, resize_kept
 from hybridload._kernels.jpeg_check import check_jpeg
-from hybridload._kernels.scratch import scratch
 
 log = logging.getLogger("hybridload._kernels")
 
@@ -64,7 +64,10 @@ def process_payload(
         arr, ops, stages = _decode(payload, recipe, planned)
     except DecodeError as exc:
         raise _decode_error(ref, exc) from None
-    return _finish(ref, arr, ops, stages, recipe, out)
+    if out is None:
+        return cast(torch.Tensor, _finish(ref, arr, ops, stages, _Layout.of(recipe), None))  # a new tensor without out
+    _finish(ref, arr, ops, stages, _Layout.of(recipe), out.numpy())
+    return out
 
 
 def process_payloads(
@@ -94,6 +97,7 @@ def process_payloads(
         ``out[j]`` holds its image; the caller raises or skips them in order.
     """
     errors: list[Exception | None] = [None] * len(refs)
+    layout, dst = _Layout.of(recipe), out.numpy()
     for g0 in range(0, len(refs), GROUP):
         planned: dict[int, _Planned] = {}
         for j in range(g0, min(g0 + GROUP, len(refs))):  # headers and keyed parameters
@@ -112,17 +116,17 @@ def process_payloads(
                 continue
             held += decoded[-1][1].nbytes
             if held >= HELD_BYTES:
-                _finish_all(decoded, refs, recipe, out, errors)
+                _finish_all(decoded, refs, layout, dst, errors)
                 decoded, held = [], 0
-        _finish_all(decoded, refs, recipe, out, errors)
+        _finish_all(decoded, refs, layout, dst, errors)
     return errors
 
 
-def _finish_all(decoded: list[tuple], refs, recipe: Recipe, out: torch.Tensor, errors: list) -> None:
-    """`_finish` of each (j, pixels, ops, stages) into ``out[j]``, its error into ``errors[j]``."""
+def _finish_all(decoded: list[tuple], refs, layout: _Layout, dst: np.ndarray, errors: list) -> None:
+    """`_finish` of each (j, pixels, ops, stages) into ``dst[j]``, its error into ``errors[j]``."""
     for j, arr, ops, stages in decoded:
         try:
-            _finish(refs[j], arr, ops, stages, recipe, out[j])
+            _finish(refs[j], arr, ops, stages, layout, dst[j])
         except Exception as exc:
             errors[j] = exc
 
@@ -135,6 +139,7 @@ class _Planned(NamedTuple):
     size: tuple[int, int] | None  # the header's (width, height) where the window decode may run
     arr: np.ndarray | None  # else the full decode, already made
     params: SampleParams
+    header: turbo.Handle | None = None  # the decompressor that read ``size``, for the window's decode
 
 
 def _plan(ref, payload, recipe: Recipe, seed: int, epoch: int, generator) -> _Planned:
@@ -144,12 +149,12 @@ def _plan(ref, payload, recipe: Recipe, seed: int, epoch: int, generator) -> _Pl
     dec = cast(Decode, recipe.stages[0])  # Recipe refuses any other first stage
     if is_jpeg(payload):
         check_jpeg(payload)
-    size = jpeg_size(payload) if dec.dct_scaling or dec.crop_window else None
+    size, header = jpeg_header(payload) if dec.dct_scaling or dec.crop_window else (None, None)
     if size is None:
         arr = decode_image(payload)
         return _Planned(None, arr, recipe.sample_params(seed, epoch, ref.index, arr.shape[1], arr.shape[0], generator))
     check_pixels(*size)  # as the full decode does, before any pixel is decoded
-    return _Planned(size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator))
+    return _Planned(size, None, recipe.sample_params(seed, epoch, ref.index, *size, generator=generator), header)
 
 
 def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tuple, tuple]:
@@ -159,7 +164,7 @@ def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tup
         return cast(np.ndarray, planned.arr), params.ops, params.stages  # _plan decoded it in full
     dec = cast(Decode, recipe.stages[0])
     if dec.crop_window:
-        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap)
+        got = window_decode(bytes(payload), size, params.ops, dec.dct_scaling, dec.reducing_gap, planned.header)
         if got is not None:
             return got[0], got[1], params.stages
     plan = plan_scaled_decode(*size, params.ops, dec.reducing_gap) if dec.dct_scaling else None
@@ -169,20 +174,35 @@ def _decode(payload, recipe: Recipe, planned: _Planned) -> tuple[np.ndarray, tup
     return arr, scaled_ops(params.ops, plan.denominator, arr.shape[1], arr.shape[0]), params.stages
 
 
-def _finish(ref, arr, ops: tuple, stages: tuple, recipe: Recipe, out: torch.Tensor | None) -> torch.Tensor:
-    """The ops on the decoded image, written to ``out`` in the recipe's layout (a new tensor
-    without it). With ``out``, a last Resize writes into this thread's kept buffer (`scratch`)
-    and a last Flip is done by the write itself, a mirrored copy costing what a plain one does:
-    the same pixels, an allocation and a copy fewer."""
+class _Layout(NamedTuple):
+    """What `_finish` checks and writes each image as: the recipe's, read once a batch."""
+
+    out_hw: tuple[int, int]
+    chw: bool
+
+    @staticmethod
+    def of(recipe: Recipe) -> _Layout:
+        return _Layout(recipe.out_hw, recipe.layout == "CHW")
+
+
+def _finish(ref, arr, ops: tuple, stages: tuple, layout: _Layout, out: np.ndarray | None) -> torch.Tensor | None:
+    """The ops on the decoded image, written to ``out`` (a uint8 array of one image in the
+    recipe's layout; a new tensor is returned without it). With ``out``, a last Resize writes
+    into this thread's kept buffer (`resize_kept`), an in-bounds leading Crop of the decoded
+    array is a view of it, and a last Flip is done by the write itself, a mirrored copy costing
+    what a plain one does: the same pixels, an allocation and a copy fewer."""
     mirror = bool(ops) and type(ops[-1]) is Flip
     ops, stages = (ops[:-1], stages[:-1]) if mirror else (ops, stages)
     last = ops[-1] if out is not None and ops and type(ops[-1]) is Resize else None
     try:
-        img = apply_ops(arr, ops[:-1] if last else ops, stages)
-        if last is not None:
+        if last is None:
+            img = apply_ops(arr, ops, stages)
+        else:
+            src = _cropped(arr, ops[0]) if len(ops) == 2 and type(ops[0]) is Crop else None
+            if src is None:
+                src = apply_ops(arr, ops[:-1], stages).numpy()
             try:
-                kept = torch.from_numpy(scratch((last.h, last.w), (last.h, last.w, 3), np.uint8)[0])
-                img = resize_into(img, last, kept)
+                pixels = resize_kept(src, last)
             except Exception as exc:
                 exc.stage = stages[-1]  # type: ignore[attr-defined]
                 raise
@@ -190,19 +210,30 @@ def _finish(ref, arr, ops: tuple, stages: tuple, recipe: Recipe, out: torch.Tens
         raise SampleError(
             ref.index, ref.location, getattr(exc, "stage", "geometry"), f"{type(exc).__name__}: {exc}"
         ) from None
-    if tuple(img.shape[:2]) != recipe.out_hw:
-        raise SampleError(
-            ref.index, ref.location, "ToTensor", f"produced {tuple(img.shape[:2])}, expected {recipe.out_hw}"
-        )
-    chw = recipe.layout == "CHW"
+    hw = (last.h, last.w) if last is not None else tuple(img.shape[:2])
+    if hw != layout.out_hw:
+        raise SampleError(ref.index, ref.location, "ToTensor", f"produced {hw}, expected {layout.out_hw}")
     if out is None:
         img = img.flip(1) if mirror else img
-        return img.permute(2, 0, 1).contiguous() if chw else img.contiguous()
-    src, dst = img.numpy(), out.numpy()
+        return img.permute(2, 0, 1).contiguous() if layout.chw else img.contiguous()
+    if last is None:
+        pixels = img.numpy()
     if mirror:
-        dst = dst[:, :, ::-1] if chw else dst[:, ::-1]
-    np.copyto(dst, src.transpose(2, 0, 1) if chw else src)
-    return out
+        out = out[:, :, ::-1] if layout.chw else out[:, ::-1]
+    np.copyto(out, pixels.transpose(2, 0, 1) if layout.chw else pixels)
+    return None
+
+
+def _cropped(arr, crop: Crop) -> np.ndarray | None:
+    """`geometry.crop` of a decoded array as a view of it, where the box lies inside and the
+    array is a decoder's (contiguous, writable); None otherwise, for `apply_ops` (which pads a
+    box outside, copies a read-only array, names a bad one's stage)."""
+    if not isinstance(arr, np.ndarray) or not (arr.flags.c_contiguous and arr.flags.writeable):
+        return None
+    x, y, w, h = crop.x, crop.y, crop.w, crop.h
+    if x < 0 or y < 0 or x + w > arr.shape[1] or y + h > arr.shape[0]:
+        return None
+    return arr[y : y + h, x : x + w]
 
 
 def start_reads(source: Source, indices) -> tuple[list, Reads]:

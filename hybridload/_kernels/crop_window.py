@@ -23,10 +23,16 @@ _EOI = b"\xff\xd9"
 
 
 def window_decode(
-    data: bytes, size: tuple[int, int], ops: Sequence[SampleOp], dct_scaling: bool = False, gap: float = 2.0
+    data: bytes,
+    size: tuple[int, int],
+    ops: Sequence[SampleOp],
+    dct_scaling: bool = False,
+    gap: float = 2.0,
+    header: turbo.Handle | None = None,
 ) -> tuple[np.ndarray, tuple[SampleOp, ...]] | None:
     """(pixels, ops on them) for the window of ``data`` (``size`` from its header) that ``ops``'
-    leading Crop keeps; None where the full decode must run."""
+    leading Crop keeps; None where the full decode must run. ``header``: the decompressor that
+    read ``size`` (`turbo.read_header`), if any."""
     if not turbo.available() or not ops or type(ops[0]) is not Crop or not data.endswith(_EOI):
         return None  # a truncated file goes to the full decode, which names it
     width, height = size
@@ -38,7 +44,7 @@ def window_decode(
         ops = scaled_ops(ops, plan.denominator, plan.min_width, plan.min_height)
     c = cast(Crop, ops[0])  # still the leading Crop (scaled_ops keeps it first)
     try:
-        got = turbo.decode_window(data, c.x, c.y, c.w, c.h, 1 if plan is None else plan.denominator, MARGIN)
+        got = turbo.decode_window(data, c.x, c.y, c.w, c.h, 1 if plan is None else plan.denominator, MARGIN, header)
     except turbo.TurboError:
         return None  # the full decode raises the named error for it
     if got is None:

@@ -135,6 +135,24 @@ def jpeg_size(payload: Any) -> tuple[int, int] | None:
             return turbo.jpeg_size(bytes(payload))
         except turbo.TurboError:
             return None
+    return _simplejpeg_size(payload)
+
+
+def jpeg_header(payload: Any) -> tuple[tuple[int, int] | None, turbo.Handle | None]:
+    """`jpeg_size` and, where libjpeg-turbo 3 read it, the decompressor that keeps the header for
+    the window's decode of ``bytes(payload)`` (`turbo.read_header`: each sample of a group its
+    own, where this thread's one handle would read each header twice), else None."""
+    if not is_jpeg(payload):
+        return None, None
+    if turbo.available():
+        try:
+            return turbo.read_header(bytes(payload))
+        except turbo.TurboError:
+            return None, None
+    return _simplejpeg_size(payload), None
+
+
+def _simplejpeg_size(payload: bytes | bytearray) -> tuple[int, int] | None:
     if simplejpeg is None:
         return None
     try:

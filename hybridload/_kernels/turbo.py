@@ -88,7 +88,7 @@ def available() -> bool:
     return _LIB is not None
 
 
-class _Handle:
+class Handle:
     """A TurboJPEG decompressor for one JPEG, ``data``, and what `_read_header` made of its header
     (``info``); destroyed when its thread takes up the next JPEG, or with the thread."""
 
@@ -105,7 +105,7 @@ class _Handle:
             _LIB.tj3Destroy(self.ptr)
 
 
-def _decompressor(data: bytes) -> _Handle:
+def _decompressor(data: bytes) -> Handle:
     """This thread's decompressor for ``data`` (a TurboJPEG handle is not thread-safe): the one
     that read its header, else a new one (~2 us). Never one that read another JPEG: libjpeg-turbo
     keeps the last JPEG's quantization and Huffman tables and decodes a JPEG that lacks its own
@@ -113,19 +113,21 @@ def _decompressor(data: bytes) -> _Handle:
     decode does."""
     h = getattr(_local, "handle", None)
     if h is None or h.data is not data:
-        h = _local.handle = _Handle()
+        h = _local.handle = Handle()
     return h
 
 
-def _fail(h: int, what: str) -> TurboError:
-    """The error for a failed call; this thread's handle is dropped, since one that failed mid-read
-    refuses every later JPEG ("two SOI markers")."""
-    err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h).decode(errors='replace')})")
-    _local.handle = None  # its __del__ destroys it
+def _fail(h: Handle, what: str) -> TurboError:
+    """The error for a failed call; the handle is dropped (this thread's, or marked read for no
+    JPEG), since one that failed mid-read refuses every later JPEG ("two SOI markers")."""
+    err = TurboError(f"{what} ({_LIB.tj3GetErrorStr(h.ptr).decode(errors='replace')})")
+    h.data = h.info = None
+    if getattr(_local, "handle", None) is h:
+        _local.handle = None  # its __del__ destroys it
     return err
 
 
-def _read_header(h: _Handle, data: bytes) -> tuple[int, int, int, int] | None:
+def _read_header(h: Handle, data: bytes) -> tuple[int, int, int, int] | None:
     """(width, height, subsampling, bits per sample) of ``data`` read into ``h``, or None for a
     JPEG libjpeg-turbo does not decode to RGB at a scale (lossless, an unusual subsampling, CMYK
     or YCCK). A header ``h`` read last is not read again: a sample's header is read once, for
@@ -134,7 +136,7 @@ def _read_header(h: _Handle, data: bytes) -> tuple[int, int, int, int] | None:
         return h.info
     t = h.ptr
     if _LIB.tj3DecompressHeader(t, data, len(data)) != 0:
-        raise _fail(t, "corrupt JPEG header")
+        raise _fail(h, "corrupt JPEG header")
     sub = _LIB.tj3Get(t, _TJPARAM_SUBSAMP)
     info = None
     if (
@@ -157,18 +159,38 @@ def jpeg_size(data: bytes) -> tuple[int, int] | None:
     return None if info is None else (info[0], info[1])
 
 
+def read_header(data: bytes) -> tuple[tuple[int, int] | None, Handle]:
+    """`jpeg_size` of ``data`` and a decompressor of its own that keeps the header read, for
+    `decode_window` of the same ``data`` object on this thread: a batch job reads a group's
+    headers before their decodes, which this thread's one handle would read each again (a
+    third of the ~6 us header step). Raises `TurboError` as `jpeg_size`."""
+    h = Handle()
+    info = _read_header(h, data)
+    return (None if info is None else (info[0], info[1])), h
+
+
 def decode_window(
-    data: bytes, x: int, y: int, w: int, h: int, denominator: int = 1, margin: int = 0
+    data: bytes,
+    x: int,
+    y: int,
+    w: int,
+    h: int,
+    denominator: int = 1,
+    margin: int = 0,
+    handle: Handle | None = None,
 ) -> tuple[np.ndarray, int, int] | None:
     """(RGB HWC uint8 pixels, dx, dy) of the window (x, y, w, h) at 1/``denominator``, widened by
     ``margin`` and on the left to the iMCU's edge, its corner at (dx, dy); None where the full
     decode must run. Raises `TurboError` for corrupt data, ValueError for an impossible window;
-    everything the library is given is checked here first."""
+    everything the library is given is checked here first. ``handle``: `read_header`'s for
+    ``data`` (this thread's is used where it read another or failed)."""
     if denominator not in DENOMINATORS:
         raise ValueError(f"denominator must be one of {DENOMINATORS}, got {denominator!r}")
     if min(x, y, margin) < 0 or w < 1 or h < 1:
         raise ValueError(f"window ({x}, {y}, {w}, {h}) with margin {margin}: x, y, margin >= 0 and w, h >= 1")
-    info = _read_header(handle := _decompressor(data), data)
+    if handle is None or handle.data is not data:
+        handle = _decompressor(data)
+    info = _read_header(handle, data)
     if info is None:
         return None
     width, height, sub, bits = info
@@ -184,10 +206,10 @@ def decode_window(
     y0 = max(y - margin, 0)
     x1, y1 = min(sw, x + w + margin), min(sh, y + h + margin)
     if _LIB.tj3SetScalingFactor(t, _Scale(1, d)) != 0:
-        raise _fail(t, f"scale 1/{d}")
+        raise _fail(handle, f"scale 1/{d}")
     if _LIB.tj3SetCroppingRegion(t, _Region(x0, y0, x1 - x0, y1 - y0)) != 0:
-        raise _fail(t, f"window {x1 - x0}x{y1 - y0} at ({x0}, {y0})")
+        raise _fail(handle, f"window {x1 - x0}x{y1 - y0} at ({x0}, {y0})")
     out = np.empty((y1 - y0, x1 - x0, 3), dtype=np.uint8)
     if _LIB.tj3Decompress8(t, data, len(data), out.ctypes.data, (x1 - x0) * 3, _TJPF_RGB) != 0:
-        raise _fail(t, "corrupt or truncated JPEG")
+        raise _fail(handle, "corrupt or truncated JPEG")
     return out, x - x0, y - y0
