@@ -3,15 +3,14 @@
 collate_fn defined in the training script, and a Dataset from a module in a folder the script
 put on ``sys.path`` — the actors get the code by value (issue 29); the same datasets on the
 local lane with worker processes started by ``forkserver`` and ``spawn``. Real parts: a script file run
-as a subprocess with a deadline, 2 gloo ranks, each rank's Ray cluster. Both datasets travel in one
+as ``python train.py`` with a deadline (in the session's zygote: the ranks ``mp.spawn`` starts, and
+the workers, are fresh interpreters), 2 gloo ranks, each rank's Ray cluster. Both datasets travel in one
 ``ConcatDataset`` per loader (its pickle holds both classes, so each must reach the actor or worker):
 one pass starts the loader's actors or worker processes, the time of such a case."""
 
 import json
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -84,20 +83,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_spawned_ranks_ship_script_and_sys_path_datasets_to_actors(tmp_path):
+def test_spawned_ranks_ship_script_and_sys_path_datasets_to_actors(tmp_path, zygote):
     (tmp_path / "extdir").mkdir()
     (tmp_path / "extdir" / "extmod.py").write_text(EXT_MODULE)
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, str(script), str(_free_port()), str(tmp_path)],
-        cwd=str(ROOT),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
+    proc = zygote.run(script, args=(str(_free_port()), str(tmp_path)), cwd=ROOT, env=env, timeout=170)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     both = list(range(12)) + [100 + i for i in range(10)]  # MyDataset's samples, then ExtDataset's
