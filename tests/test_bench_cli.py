@@ -3,8 +3,8 @@
 import json
 import logging
 import os
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -12,16 +12,14 @@ from PIL import Image
 from hybridload.planner import Plan
 
 
-def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
+def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path, zygote):
     plan = tmp_path / "plan.json"
     Plan(gpu_share=0.3, local_threads=1).save(plan)
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # multi-node: an embedded cluster
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hybridload",
+    proc = zygote.run(  # python -m hybridload as -c code, in the session's zygote (torch imported once)
+        code="import runpy; runpy.run_module('hybridload', run_name='__main__', alter_sys=True)",
+        args=(
             "bench",
             photo_root,
             "--plan",
@@ -43,9 +41,8 @@ def test_bench_cli_every_mode_writes_json_and_a_png(photo_root, tmp_path):
             "--plot",
             str(png),
             "--quiet",
-        ],
-        capture_output=True,
-        text=True,
+        ),
+        cwd=Path.cwd(),
         timeout=400,
         env=env,
     )

@@ -4,7 +4,6 @@ sys.path or imports its helpers (tests/support/ holds those; tools/ may import t
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,10 @@ print("ok", len(list(bench.glob("*.py"))))
 """
 
 
-def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it():
+def test_no_benchmark_puts_the_test_tree_on_sys_path_or_imports_from_it(zygote):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(REPO / "benchmarks")],
-        cwd="/",
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    # in the session's zygote: its child's sys.path is what python -c gives without PYTHONPATH (no tests/)
+    proc = zygote.run(code=PROBE, args=(str(REPO / "benchmarks"),), cwd=Path("/"), timeout=300, env=env)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]
 
 

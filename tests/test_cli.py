@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,13 +19,15 @@ from hybridload._policy import LoaderPolicy
 from support.cli_run import run_main
 
 
-def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path):
+#: ``python -m hybridload`` as ``-c`` code, run in the session's zygote (torch imported there once)
+HYBRIDLOAD_MAIN = "import runpy; runpy.run_module('hybridload', run_name='__main__', alter_sys=True)"
+
+
+def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path, zygote):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the embedded cluster
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hybridload",
+    proc = zygote.run(
+        code=HYBRIDLOAD_MAIN,
+        args=(
             "demo",
             "--data",
             str(tmp_path / "d"),
@@ -38,9 +41,8 @@ def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path)
             "2",
             "--quiet",
             "--ray",
-        ],
-        capture_output=True,
-        text=True,
+        ),
+        cwd=Path.cwd(),
         timeout=300,
         env=env,
     )
@@ -60,14 +62,12 @@ def test_demo_with_ray_runs_ray_and_dali_and_reports_images_per_second(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def in_process_demo(tmp_path_factory):
+def in_process_demo(tmp_path_factory, zygote):
     """One in-process demo run the tests below read: 40 images in batches of 32 (drop_last=False)."""
     data = tmp_path_factory.mktemp("demo") / "d"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hybridload",
+    proc = zygote.run(
+        code=HYBRIDLOAD_MAIN,
+        args=(
             "demo",
             "--data",
             str(data),
@@ -83,9 +83,9 @@ def in_process_demo(tmp_path_factory):
             "--in-process",
             "--mode",
             "cpu",
-        ],
-        capture_output=True,
-        text=True,
+        ),
+        cwd=Path.cwd(),
+        env=dict(os.environ),
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,10 +47,10 @@ def test_a_window_decode_that_failed_leaves_the_next_jpeg_decodable():
         assert np.array_equal(arr[dy : dy + 20, dx : dx + 50], decode_image(good)[30:50, 40:90])
 
 
-def test_a_lossless_jpeg_is_never_decoded_at_a_dct_scale():
+def test_a_lossless_jpeg_is_never_decoded_at_a_dct_scale(zygote):
     """simplejpeg sizes a scaled decode's output for the scale, and libjpeg-turbo writes a
     lossless JPEG at full size into it: a heap overflow (SIGABRT or SIGSEGV) if the scale were
-    used. In a child process, so that a crash fails this test only."""
+    used. In a child process (the session's zygote), so that a crash fails this test only."""
     code = f"""
 import sys
 sys.path.insert(0, {str(TESTS)!r})
@@ -69,7 +70,7 @@ for i in range(4):
             assert torch.equal(got, run(i, crop_window=False)), (i, gap, window)
 print("same pixels as the full decode")
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = zygote.run(code=code, cwd=Path.cwd(), env=dict(os.environ), timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "same pixels as the full decode" in proc.stdout
 

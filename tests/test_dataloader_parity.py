@@ -593,22 +593,21 @@ SPAWN_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(ray_cluster, tmp_path):
+def test_a_dataset_defined_in_a_script_started_by_torch_multiprocessing_spawn_reaches_the_actors(
+    ray_cluster, tmp_path, zygote
+):
     """The PyTorch DDP tutorial's pattern: the Dataset and collate_fn in the script, the loop in a
     child of ``torch.multiprocessing.spawn`` (where the script is the module ``__mp_main__``,
-    which the Ray workers cannot import): the drop-in gives torch's batches."""
+    which the Ray workers cannot import): the drop-in gives torch's batches. The script runs as
+    ``python train_spawn.py`` in the session's zygote; the rank ``mp.spawn`` starts is a fresh
+    interpreter."""
     import json
-    import subprocess
-    import sys
+    import os
 
     script, out = tmp_path / "train_spawn.py", tmp_path / "out.json"
     script.write_text(SPAWN_SCRIPT)
-    proc = subprocess.run(
-        [sys.executable, str(script), ray_cluster[0].address, str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=tmp_path.parent,
+    proc = zygote.run(
+        script, args=(ray_cluster[0].address, str(out)), cwd=tmp_path.parent, env=dict(os.environ), timeout=240
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())

@@ -13,9 +13,16 @@ from support.streams import free_port
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+#: ``python -m torch.distributed.run`` as ``-c`` code: the launcher in the zygote skips torch's import;
+#: the ranks it starts are fresh interpreters, as under torchrun
+TORCHRUN = "import runpy; runpy.run_module('torch.distributed.run', run_name='__main__', alter_sys=True)"
+
+
 def _run(args, env_extra, timeout=300, zygote=None):
     env = dict(os.environ, **env_extra)
-    if zygote is not None:  # args: [sys.executable, "example.py", *its arguments]
+    if zygote is not None and args[1:3] == ["-m", "torch.distributed.run"]:
+        proc = zygote.run(code=TORCHRUN, args=tuple(args[3:]), cwd=EXAMPLES, env=env, timeout=timeout)
+    elif zygote is not None:  # args: [sys.executable, "example.py", *its arguments]
         assert args[0] == sys.executable and args[1].endswith(".py"), args
         proc = zygote.run(EXAMPLES / args[1], args=tuple(args[2:]), cwd=EXAMPLES, env=env, timeout=timeout)
     else:
@@ -30,7 +37,7 @@ def test_single_process_examples_train_a_few_steps(ray_cluster, script, zygote):
     assert "step 3 loss" in out
 
 
-def test_ddp_example_runs_under_torchrun(ray_cluster):
+def test_ddp_example_runs_under_torchrun(ray_cluster, zygote):
     port = free_port()
     out = _run(
         [
@@ -50,6 +57,7 @@ def test_ddp_example_runs_under_torchrun(ray_cluster):
             "1",
         ],
         {"RAY_ADDRESS": ray_cluster[0].address},
+        zygote=zygote,
     )
     assert "epoch 0 step 2 loss" in out
 
@@ -91,13 +99,14 @@ def test_single_gpu_example_with_ray_runs_on_ray_actors(ray_cluster, photo_root,
     assert re.search(r"(\d+) batches delivered to the loop; the lanes made (\d+) images", out)  # not "loaded"
 
 
-def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_root, tmp_path):
+def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_root, tmp_path, zygote):
     import json
 
     ckpt = tmp_path / "ckpt"
     _run(
         _torchrun("ddp_torchrun.py", "--data", photo_root, "--steps", "1", "--epochs", "1", "--checkpoint", str(ckpt)),
         {},
+        zygote=zygote,
     )
     states = [json.loads((ckpt / f"loader-rank{r}.json").read_text()) for r in range(2)]
     assert [(s["rank"], s["world_size"], s["epoch"], s["position"]) for s in states] == [(0, 2, 0, 1), (1, 2, 0, 1)]
@@ -115,6 +124,7 @@ def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_r
             "--resume",
         ),
         {},
+        zygote=zygote,
     )
     assert "resumed at epoch 0, batch 1 of 2" in out
     assert "epoch 0 step 1 loss" in out and "epoch 0 step 2 loss" not in out  # only the batch not yet seen
@@ -122,7 +132,7 @@ def test_ddp_torchrun_example_saves_the_loader_state_and_resumes_from_it(photo_r
     assert json.loads((ckpt / "loader-rank1.json").read_text())["epoch"] == 1
 
 
-def test_ddp_torchrun_example_with_ray_shares_one_cluster(ray_cluster, photo_root, tmp_path):
+def test_ddp_torchrun_example_with_ray_shares_one_cluster(ray_cluster, photo_root, tmp_path, zygote):
     out = _run(
         _torchrun(
             "ddp_torchrun.py",
@@ -137,14 +147,15 @@ def test_ddp_torchrun_example_with_ray_shares_one_cluster(ray_cluster, photo_roo
             str(tmp_path),
         ),
         {"RAY_ADDRESS": ray_cluster[0].address},
+        zygote=zygote,
     )
     assert "epoch 0 step 2 loss" in out
     assert out.count("lanes used: ['ray']") == 2
 
 
-def test_cifar_ddp_example_trains_and_evaluates_under_torchrun(tmp_path):
+def test_cifar_ddp_example_trains_and_evaluates_under_torchrun(tmp_path, zygote):
     # TMPDIR: the generated 32x32 dataset goes under this test's temporary directory
-    out = _run(_torchrun("cifar_ddp.py", "--steps", "2", "--epochs", "1"), {"TMPDIR": str(tmp_path)})
+    out = _run(_torchrun("cifar_ddp.py", "--steps", "2", "--epochs", "1"), {"TMPDIR": str(tmp_path)}, zygote=zygote)
     assert "epoch 0 step 2 loss" in out
     assert "epoch 0 test accuracy" in out and "over 100 images" in out
     assert len(list((tmp_path / "hybridload-examples-cifar" / "train").glob("*/*.png"))) == 400

@@ -47,15 +47,11 @@ def _all_skipped_without_cuda(tests: dict) -> None:
     assert all(t["detail"].startswith("needs a CUDA device") for t in tests["tests"]), tests["tests"][0]
 
 
-def test_gpu_check_quick_on_cpu_runs_the_gpu_tests_and_every_figure_and_writes_the_table(tmp_path):
+def test_gpu_check_quick_on_cpu_runs_the_gpu_tests_and_every_figure_and_writes_the_table(tmp_path, zygote):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "TMPDIR": str(tmp_path)}  # its own photo folder: another run may be rewriting /tmp's
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--sweep", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env,
+    proc = zygote.run(
+        SCRIPT, args=("--device", "cpu", "--quick", "--sweep", "--out", str(out)), cwd=Path.cwd(), env=env, timeout=400
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -76,14 +72,14 @@ def test_gpu_check_quick_on_cpu_runs_the_gpu_tests_and_every_figure_and_writes_t
     assert table in proc.stdout and "| headline" in proc.stdout
 
 
-def test_figures_past_the_budget_are_skipped_and_the_json_and_table_are_written(tmp_path):
+def test_figures_past_the_budget_are_skipped_and_the_json_and_table_are_written(tmp_path, zygote):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--device", "cpu", "--quick", "--budget-s", "0", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = zygote.run(
+        SCRIPT,
+        args=("--device", "cpu", "--quick", "--budget-s", "0", "--out", str(out)),
+        cwd=Path.cwd(),
         env={**os.environ, "TMPDIR": str(tmp_path)},
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())

@@ -63,7 +63,9 @@ def _expected(root, rank, epoch):
 
 
 @pytest.mark.timeout(300)
-def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or_without_actors(photo_root, tmp_path):
+def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or_without_actors(
+    photo_root, tmp_path, zygote
+):
     pytest.importorskip("lightning")
     script = tmp_path / "train_spawn.py"
     script.write_text(textwrap.dedent(SCRIPT))
@@ -75,6 +77,7 @@ def test_lightning_ddp_spawn_on_the_ray_lane_gives_each_rank_its_batches_with_or
         env=env,
         what="Lightning ddp_spawn with the Ray lane",
         deadline_s=240,
+        zygote=zygote,
     )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rank, record in enumerate(ranks):

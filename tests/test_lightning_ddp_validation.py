@@ -52,7 +52,7 @@ if __name__ == "__main__":
 
 @pytest.mark.timeout(300)
 def test_lightning_validation_under_ddp_sees_each_sample_once_with_uneven_batch_counts_and_no_hang(
-    photo_root, tmp_path
+    photo_root, tmp_path, zygote
 ):
     pytest.importorskip("lightning")
     val = make_photo_folder(tmp_path / "val", VAL, num_classes=3, seed=2)
@@ -66,6 +66,7 @@ def test_lightning_validation_under_ddp_sees_each_sample_once_with_uneven_batch_
         env=env,
         what="Lightning ddp_spawn validating with even_batches=False",
         deadline_s=240,
+        zygote=zygote,
     )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert [r["val_batches"] for r in ranks] == [2 * EPOCHS, 1 * EPOCHS]  # uneven: rank 1 a batch fewer

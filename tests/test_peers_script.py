@@ -2,32 +2,21 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_peers_script_quick_run_measures_every_contestant(tmp_path):
+def test_peers_script_quick_run_measures_every_contestant(tmp_path, zygote):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = tmp_path / "peers.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "benchmarks" / "peers.py"),
-            "--quick",
-            "--root",
-            str(tmp_path / "photos"),
-            "--out",
-            str(out),
-            "--plot",
-            str(tmp_path / "peers.png"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    # python peers.py as written, in the session's zygote (its torch import done once for the session)
+    proc = zygote.run(
+        REPO / "benchmarks" / "peers.py",
+        args=("--quick", "--root", str(tmp_path / "photos"), "--out", str(out), "--plot", str(tmp_path / "peers.png")),
+        cwd=Path.cwd(),
         env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(out.read_text())

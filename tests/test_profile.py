@@ -2,6 +2,7 @@
 and mode="auto" carrying out and re-planning a split without changing the stream."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -203,18 +204,17 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize("dali", ["installed", "unimportable"])
-def test_profile_says_each_thing_about_the_gpu_lane_once_and_counts_in_words(photo_root, tmp_path, dali):
+def test_profile_says_each_thing_about_the_gpu_lane_once_and_counts_in_words(photo_root, tmp_path, dali, zygote):
     """What profile prints about the GPU lane on a machine without a GPU: no line twice, DALI's
     stand-in explained once where DALI is installed, and where it is not, one row saying so; counts
     as words ("1 thread", never "1 threads")."""
     argv = [photo_root, "--recipe", "imagenet_train:48", "--batch-size", "8", "--seconds", "0.5"]
-    proc = subprocess.run(
-        [sys.executable, "-c", PROFILE_MAIN, dali, "profile", *argv, "--sample", "24", "--quiet"]
-        + ["--out", str(tmp_path / "plan.json")],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = zygote.run(
+        code=PROFILE_MAIN,
+        args=(dali, "profile", *argv, "--sample", "24", "--quiet", "--out", str(tmp_path / "plan.json")),
         cwd=tmp_path,
+        env=dict(os.environ),
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr

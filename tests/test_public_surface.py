@@ -1,13 +1,14 @@
 """DESIGN.md's public surface imports as written, and `import hybridload` pulls in no optional
 engine or extra (Ray, DALI, matplotlib, scikit-image, Lightning)."""
 
-import subprocess
-import sys
+import os
+from pathlib import Path
 
 import pytest
 
 
-def test_the_design_imports_work_and_import_hybridload_loads_no_optional_dependency():
+def test_the_design_imports_work_and_import_hybridload_loads_no_optional_dependency(zygote):
+    # the zygote's child has imported torch, numpy and Pillow only (none of the heavy ones below)
     code = (
         "import sys\n"
         "from hybridload import HybridLoader, LoaderPolicy, Plan, sources, recipe, DataLoader, __version__\n"
@@ -17,7 +18,7 @@ def test_the_design_imports_work_and_import_hybridload_loads_no_optional_depende
         "heavy = ('ray', 'nvidia.dali', 'matplotlib', 'skimage', 'lightning')  # pynvml: already imported by the planner\n"
         "print(sorted(m for m in sys.modules if m in heavy))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = zygote.run(code=code, cwd=Path.cwd(), env=dict(os.environ), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
 

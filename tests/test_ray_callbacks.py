@@ -64,12 +64,17 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def test_an_actor_start_failing_in_a_callback_leaves_this_process_s_ray_working(tmp_path):
+def test_an_actor_start_failing_in_a_callback_leaves_this_process_s_ray_working(tmp_path, zygote):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = dict(os.environ, RAY_ADDRESS="")
     out = run_job(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, what="the pool with failing starts", deadline_s=150
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        what="the pool with failing starts",
+        deadline_s=150,
+        zygote=zygote,
     )
     lines = dict(line[1:].split(" ", 1) for line in out.splitlines() if line.startswith("@"))
     seen = json.loads(lines["SEEN"])  # tag -> [thread name, in a callback]

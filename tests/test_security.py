@@ -1,12 +1,15 @@
 """The embedded cluster listens on loopback only; a token-authenticated cluster accepts the
 loader with the right token and refuses it without. (Plan files are JSON, validated, never
-unpickled: see test_planner.py.)"""
+unpickled: see test_planner.py.) The loaders run in the session's zygote (a child forked from an
+interpreter that imported torch already, as ``python -c`` gives the code); the cluster's host is a
+process of its own."""
 
 import os
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 
 LISTEN_PROBE = textwrap.dedent("""
@@ -69,10 +72,10 @@ LOOPBACK = {
 }  # ::ffff:127.0.0.1
 
 
-def test_embedded_cluster_listens_on_loopback_only(photo_root):
+def test_embedded_cluster_listens_on_loopback_only(photo_root, zygote):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(DATA=photo_root, RAY_USAGE_STATS_ENABLED="0")  # no loopback variable: hybridload must set it
-    proc = subprocess.run([sys.executable, "-c", LISTEN_PROBE], capture_output=True, text=True, timeout=240, env=env)
+    proc = zygote.run(code=LISTEN_PROBE, cwd=Path.cwd(), env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("SOCKETS "))
     import json
@@ -105,7 +108,7 @@ CLIENT = textwrap.dedent("""
 """)
 
 
-def test_token_authenticated_cluster_admits_the_right_token_only(photo_root, tmp_path):
+def test_token_authenticated_cluster_admits_the_right_token_only(photo_root, tmp_path, zygote):
     base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     base.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
     host = subprocess.Popen(
@@ -125,19 +128,17 @@ def test_token_authenticated_cluster_admits_the_right_token_only(photo_root, tmp
                 address = line.split()[1]
                 break
         assert address, "the token cluster did not start"
-        ok = subprocess.run(
-            [sys.executable, "-c", CLIENT],
-            capture_output=True,
-            text=True,
+        ok = zygote.run(
+            code=CLIENT,
+            cwd=tmp_path,
             timeout=180,
             env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "s3cret-token-1"},
         )
         assert "BATCHES 15" in ok.stdout, ok.stderr[-3000:]
         start = time.monotonic()
-        bad = subprocess.run(
-            [sys.executable, "-c", CLIENT],
-            capture_output=True,
-            text=True,
+        bad = zygote.run(
+            code=CLIENT,
+            cwd=tmp_path,
             timeout=180,
             env={**base, "DATA": photo_root, "ADDR": address, "RAY_AUTH_TOKEN": "wrong-token"},
         )

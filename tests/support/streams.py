@@ -78,9 +78,11 @@ def free_port() -> int:
 
 
 def run_ranks(target, args_of_rank, world: int, timeout_s: float) -> list[int]:
-    """Run ``target(*args_of_rank(rank))`` in ``world`` spawned processes; kill any still alive
-    after ``timeout_s``. Returns the exit codes."""
-    ctx = mp.get_context("spawn")
+    """Run ``target(*args_of_rank(rank))`` in ``world`` processes; kill any still alive after
+    ``timeout_s``. Returns the exit codes. The ranks fork from the session's forkserver (a process
+    of its own, never connected to Ray, that imported torch once: test_dataloader_parity asks it
+    to, at collection), instead of each importing torch in an interpreter of its own."""
+    ctx = mp.get_context("forkserver")
     procs = [ctx.Process(target=target, args=args_of_rank(r)) for r in range(world)]
     for p in procs:
         p.start()
