@@ -24,6 +24,18 @@ FORKSERVER = multiprocessing.get_context("forkserver")
 FORKSERVER.set_forkserver_preload(["torch", __name__])  # each torch worker forks with these imported
 
 
+@pytest.fixture
+def torch_looks_at_its_workers_often(monkeypatch):
+    """torch's iterator sees a worker gone only when a read of its queue times out, every
+    ``MP_STATUS_CHECK_INTERVAL`` (5 s; a forkserver's worker is no child of this process, so no
+    SIGCHLD tells it sooner), and joins each worker as long at shutdown before it terminates it:
+    every 0.5 s here, in this process only. The same checks, the same RuntimeError, sooner."""
+    from torch.utils.data import _utils, dataloader
+
+    monkeypatch.setattr(_utils, "MP_STATUS_CHECK_INTERVAL", 0.5)
+    monkeypatch.setattr(dataloader._MultiProcessingDataLoaderIter._try_get_data, "__defaults__", (0.5,))
+
+
 def plain(x):
     """A batch as comparable data: tensors as (dtype, values), containers kept by type."""
     if isinstance(x, torch.Tensor):
@@ -471,7 +483,7 @@ class Late(Dataset):
         return i
 
 
-def test_a_batch_past_timeout_is_a_runtime_error_in_both(ray_cluster):
+def test_a_batch_past_timeout_is_a_runtime_error_in_both(ray_cluster, torch_looks_at_its_workers_often):
     theirs, mine = both(Late(), batch_size=2, num_workers=1, timeout=1)
     with mine:
         got = outcomes(mine, limit=2)
@@ -509,7 +521,7 @@ def until_error(loader, limit: int = 10):
     return got, None
 
 
-def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster):
+def test_a_worker_that_dies_is_a_runtime_error_in_both(ray_cluster, torch_looks_at_its_workers_often):
     theirs, mine = both(Dying(), batch_size=1, num_workers=2)
     with mine:
         got, mine_error = until_error(mine)
@@ -541,7 +553,9 @@ class DiesOnce(Dataset):
         return torch.tensor(i)
 
 
-def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_again(ray_cluster, tmp_path):
+def test_a_map_style_worker_that_dies_torch_raises_the_drop_in_runs_its_batch_again(
+    ray_cluster, torch_looks_at_its_workers_often, tmp_path
+):
     """The documented difference: torch's loop gets a RuntimeError; the drop-in hands the lost
     actor's batch to another actor and delivers every batch once, in order."""
     theirs = torch.utils.data.DataLoader(
@@ -753,7 +767,9 @@ class Segfaults(Dataset):
         return ctypes.string_at(0)  # reads address 0: SIGSEGV
 
 
-def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_crash_as_in_torch(ray_cluster):
+def test_a_segfault_with_stderr_silenced_is_a_segmentation_fault_at_the_first_crash_as_in_torch(
+    ray_cluster, torch_looks_at_its_workers_often
+):
     import time
 
     theirs, mine = both(Segfaults(), batch_size=2, num_workers=2, worker_init_fn=silence_stderr)  # (with a
