@@ -64,9 +64,10 @@ def process_payload(
         arr, ops, stages = _decode(payload, recipe, planned)
     except DecodeError as exc:
         raise _decode_error(ref, exc) from None
+    layout = _Layout.of(recipe)
     if out is None:
-        return cast(torch.Tensor, _finish(ref, arr, ops, stages, _Layout.of(recipe), None))  # a new tensor without out
-    _finish(ref, arr, ops, stages, _Layout.of(recipe), out.numpy())
+        return cast(torch.Tensor, _finish(ref, arr, ops, stages, layout, None))  # a new tensor without out
+    _finish(ref, arr, ops, stages, layout, out.numpy())
     return out
 
 

@@ -48,18 +48,6 @@ def resize(img: torch.Tensor, op: Resize) -> torch.Tensor:
     return out[0].permute(1, 2, 0)
 
 
-def resize_into(img: torch.Tensor, op: Resize, out: torch.Tensor) -> torch.Tensor:
-    """`resize` written into ``out``, an HWC uint8 tensor of the op's size (the same pixels:
-    the same kernel, without its output's allocation each call). Returns ``out``, or ``img``
-    where it already has the size."""
-    if img.shape[0] == op.h and img.shape[1] == op.w:
-        return img
-    _resize_aa()(
-        img.unsqueeze(0).permute(0, 3, 1, 2), (op.h, op.w), False, None, None, out=out.unsqueeze(0).permute(0, 3, 1, 2)
-    )
-    return out
-
-
 class _Kept(threading.local):
     """This thread's resize target of one size: the HWC array and its NCHW channels-last torch
     view, made once (a tensor view costs a few microseconds a sample, ~1% of the kernel)."""
@@ -82,15 +70,15 @@ def resize_kept(src: np.ndarray, op: Resize) -> np.ndarray:
     if src.shape[0] == h and src.shape[1] == w:
         return src
     kept = _KEPT
-    if kept.hw != (h, w):
+    if kept.hw == (h, w):
+        array, nchw = kept.array, kept.nchw
+    else:
         array = np.empty((h, w, 3), np.uint8)
         nchw = torch.from_numpy(array).unsqueeze(0).permute(0, 3, 1, 2)
-        if h * w > MAX_POOLED_PIXELS:  # not kept: bounds what a thread holds
-            _resize_aa()(torch.from_numpy(src).unsqueeze(0).permute(0, 3, 1, 2), (h, w), False, None, None, out=nchw)
-            return array
-        kept.hw, kept.array, kept.nchw = (h, w), array, nchw
-    _resize_aa()(torch.from_numpy(src).unsqueeze(0).permute(0, 3, 1, 2), (h, w), False, None, None, out=kept.nchw)
-    return kept.array
+        if h * w <= MAX_POOLED_PIXELS:  # a larger one is not kept: bounds what a thread holds
+            kept.hw, kept.array, kept.nchw = (h, w), array, nchw
+    _resize_aa()(torch.from_numpy(src).unsqueeze(0).permute(0, 3, 1, 2), (h, w), False, None, None, out=nchw)
+    return array
 
 
 def _resize_aa() -> Callable[..., torch.Tensor]:

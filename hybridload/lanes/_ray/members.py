@@ -273,8 +273,10 @@ class Members:
     def release(self, m: Member, seq: int) -> bool:
         """A task of ``m`` ended; True when ``m`` is draining and now idle (stop it)."""
         with self._lock:
-            if seq in m.sent:
+            try:
                 m.sent.remove(seq)
+            except ValueError:  # a call not sent through the watch (run_batch)
+                pass
             ready = m.state is State.READY
             if ready:
                 self._unfile(m)
